@@ -1,0 +1,99 @@
+//go:build linux
+
+package agent
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/boxd-dev/boxd/safetar"
+)
+
+func (s *Server) stat(fw *FrameWriter, path string) {
+	p, err := s.resolve(path)
+	if err != nil {
+		s.replyError(fw, "stat", err)
+		return
+	}
+	fi, err := os.Lstat(p)
+	if err != nil {
+		s.replyError(fw, "stat", err)
+		return
+	}
+	info := FileInfo{
+		Name:  fi.Name(),
+		Size:  fi.Size(),
+		Mode:  fi.Mode(),
+		IsDir: fi.IsDir(),
+		Mtime: fi.ModTime(),
+	}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		info.LinkTarget, _ = os.Readlink(p)
+	}
+	fw.WriteJSON(FrameResult, info)
+}
+
+// copyIn extracts the tar that follows the request with docker cp semantics:
+// into dest if dest is a directory, else as dest (the tar's top-level entry
+// renamed to base(dest)) inside dest's parent, which must exist.
+func (s *Server) copyIn(fr *FrameReader, fw *FrameWriter, dest string) {
+	p, err := s.resolve(dest)
+	if err != nil {
+		s.replyError(fw, "copy-in", err)
+		return
+	}
+	dir, rename := p, ""
+	if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
+		dir, rename = filepath.Dir(p), filepath.Base(p)
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			s.replyError(fw, "copy-in", &RemoteError{
+				Message: fmt.Sprintf("copy-in %s: %s: no such directory", p, dir),
+				Code:    CodeNotFound,
+			})
+			return
+		}
+	}
+	tarStream := &frameDataReader{fr: fr, data: FrameTar, end: FrameTarEnd}
+	if err := safetar.Extract(tarStream, dir, rename); err != nil {
+		s.replyError(fw, "copy-in", fmt.Errorf("copy-in %s: %w", p, err))
+		return
+	}
+	// The tar reader stops at the end-of-archive marker; consume the
+	// padding after it so the reply follows the host's tar-end.
+	if _, err := io.Copy(io.Discard, tarStream); err != nil {
+		s.replyError(fw, "copy-in", fmt.Errorf("copy-in %s: %w", p, err))
+		return
+	}
+	fw.WriteFrame(FrameOK, nil)
+}
+
+// copyOut sends a tar of path whose single top-level entry is base(path).
+func (s *Server) copyOut(fw *FrameWriter, path string) {
+	p, err := s.resolve(path)
+	if err != nil {
+		s.replyError(fw, "copy-out", err)
+		return
+	}
+	if p == "/" {
+		s.replyError(fw, "copy-out", fmt.Errorf("%w: cannot copy out /: a tar needs a top-level name", errInvalid))
+		return
+	}
+	if _, err := os.Lstat(p); err != nil {
+		s.replyError(fw, "copy-out", err)
+		return
+	}
+	bw := bufio.NewWriterSize(fw.StreamWriter(FrameTar), dataChunk)
+	err = safetar.Write(bw, p, filepath.Base(p))
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		// The host discards the partial tar when an error frame ends it.
+		s.replyError(fw, "copy-out", fmt.Errorf("copy-out %s: %w", p, err))
+		return
+	}
+	fw.WriteFrame(FrameTarEnd, nil)
+}

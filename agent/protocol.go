@@ -1,0 +1,153 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"time"
+
+	"github.com/containerd/errdefs"
+)
+
+// Operations named by the request frame. Each connection carries exactly one.
+const (
+	OpExec    = "exec"
+	OpPing    = "ping"
+	OpCopyIn  = "copy-in"
+	OpCopyOut = "copy-out"
+	OpStat    = "stat"
+)
+
+// Request is the JSON payload of the first frame of every connection.
+type Request struct {
+	Op   string       `json:"op"`
+	Exec *ExecRequest `json:"exec,omitempty"` // for OpExec
+	Path string       `json:"path,omitempty"` // copy-in destination, copy-out source, stat target
+}
+
+// FileInfo is what OpStat returns, from Lstat inside the sandbox.
+type FileInfo struct {
+	Name       string      `json:"name"`
+	Size       int64       `json:"size"`
+	Mode       fs.FileMode `json:"mode"`
+	IsDir      bool        `json:"is_dir"`
+	Mtime      time.Time   `json:"mtime"`
+	LinkTarget string      `json:"link_target,omitempty"`
+}
+
+// Error codes carried in error frames. The client maps them onto errdefs so
+// callers can use errdefs.IsNotFound and friends.
+const (
+	CodeNotFound         = "not-found"
+	CodeInvalidArgument  = "invalid-argument"
+	CodePermissionDenied = "permission-denied"
+	CodeAlreadyExists    = "already-exists"
+	CodeInternal         = "internal"
+)
+
+// RemoteError is an error reported by the init in an error frame.
+type RemoteError struct {
+	Message string `json:"message"`
+	Code    string `json:"code"`
+}
+
+func (e *RemoteError) Error() string { return e.Message }
+
+// Unwrap lets errors.Is(err, errdefs.ErrNotFound) and errdefs.IsNotFound work
+// on errors from the init.
+func (e *RemoteError) Unwrap() error {
+	switch e.Code {
+	case CodeNotFound:
+		return errdefs.ErrNotFound
+	case CodeInvalidArgument:
+		return errdefs.ErrInvalidArgument
+	case CodePermissionDenied:
+		return errdefs.ErrPermissionDenied
+	case CodeAlreadyExists:
+		return errdefs.ErrAlreadyExists
+	case CodeInternal:
+		return errdefs.ErrInternal
+	}
+	return errdefs.ErrUnknown
+}
+
+// errInvalid marks errors the server should report as invalid-argument.
+var errInvalid = errors.New("invalid argument")
+
+// remoteError classifies err for the wire.
+func remoteError(err error) *RemoteError {
+	var re *RemoteError
+	if errors.As(err, &re) {
+		return re
+	}
+	code := CodeInternal
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		code = CodeNotFound
+	case errors.Is(err, errInvalid), errors.Is(err, errdefs.ErrInvalidArgument):
+		code = CodeInvalidArgument
+	case errors.Is(err, fs.ErrPermission):
+		code = CodePermissionDenied
+	case errors.Is(err, fs.ErrExist):
+		code = CodeAlreadyExists
+	}
+	return &RemoteError{Message: err.Error(), Code: code}
+}
+
+// decodeRemoteError parses an error frame; a malformed one is itself an error.
+func decodeRemoteError(payload []byte) error {
+	var re RemoteError
+	if err := json.Unmarshal(payload, &re); err != nil {
+		return fmt.Errorf("malformed error frame: %w", err)
+	}
+	if re.Message == "" {
+		re.Message = "init reported an error without a message"
+	}
+	return &re
+}
+
+// errProtocol marks a peer that broke the protocol.
+var errProtocol = errors.New("agent protocol violation")
+
+func unexpectedFrame(t FrameType) error {
+	return fmt.Errorf("%w: unexpected %s frame", errProtocol, t)
+}
+
+// frameDataReader turns a run of data frames of one type, ended by an end
+// frame, into an io.Reader. An error frame from the peer becomes the error.
+type frameDataReader struct {
+	fr       *FrameReader
+	data     FrameType
+	end      FrameType
+	pending  []byte
+	err      error
+	acceptEr bool // whether the peer may end the stream with an error frame
+}
+
+func (r *frameDataReader) Read(p []byte) (int, error) {
+	for len(r.pending) == 0 {
+		if r.err != nil {
+			return 0, r.err
+		}
+		f, err := r.fr.ReadFrame()
+		switch {
+		case err == io.EOF:
+			r.err = fmt.Errorf("%w: stream ended before %s frame", errProtocol, r.end)
+		case err != nil:
+			r.err = err
+		case f.Type == r.data:
+			r.pending = f.Payload
+		case f.Type == r.end:
+			r.err = io.EOF
+		case f.Type == FrameError && r.acceptEr:
+			r.err = decodeRemoteError(f.Payload)
+		default:
+			r.err = unexpectedFrame(f.Type)
+		}
+	}
+	n := copy(p, r.pending)
+	r.pending = r.pending[n:]
+	return n, nil
+}

@@ -1,0 +1,134 @@
+//go:build linux
+
+package agent
+
+import (
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// child is a process started by the server.
+type child struct {
+	pid  int
+	done chan struct{} // closed once the process has been reaped
+	// Valid after done is closed.
+	status syscall.WaitStatus
+	rusage syscall.Rusage
+	lost   bool // someone else reaped it; status unknown
+}
+
+// reaper starts children and collects their exit status.
+//
+// Its mutex is held across fork+register, across reaping, and across
+// signalling a child's tree: a pid therefore cannot exit unseen before it is
+// registered, and cannot be recycled between "is it still ours" and kill().
+type reaper struct {
+	mu   sync.Mutex
+	all  bool // wait4(-1): we are PID 1 or a subreaper and must reap orphans too
+	live map[int]*child
+}
+
+var processReaper atomic.Pointer[reaper]
+
+// StartReaper makes this process reap every child, including orphans that
+// get reparented to it, as PID 1 (or a PR_SET_CHILD_SUBREAPER process) must
+// or zombies pile up. Servers started afterwards use it. Call it before
+// Serve, and never in a process that also uses os/exec: wait4(-1) would steal
+// os/exec's children. Without it, each Server waits only for its own pids.
+func StartReaper() {
+	r := &reaper{all: true, live: make(map[int]*child)}
+	if !processReaper.CompareAndSwap(nil, r) {
+		return
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGCHLD)
+	go func() {
+		// Children that exited before Notify produced no signal for us.
+		r.reapAll()
+		for range sigs {
+			r.reapAll()
+		}
+	}()
+}
+
+func newPidReaper() *reaper { return &reaper{live: make(map[int]*child)} }
+
+// reapAll collects every exited child. SIGCHLD coalesces, so one signal may
+// stand for many exits: loop until nothing is left.
+func (r *reaper) reapAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for {
+		var ws syscall.WaitStatus
+		var ru syscall.Rusage
+		pid, err := syscall.Wait4(-1, &ws, syscall.WNOHANG, &ru)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil || pid <= 0 {
+			return
+		}
+		if c := r.live[pid]; c != nil {
+			delete(r.live, pid)
+			c.status, c.rusage = ws, ru
+			close(c.done)
+		}
+	}
+}
+
+// spawn runs fork (which must return the new pid) and registers the child.
+func (r *reaper) spawn(fork func() (int, error)) (*child, error) {
+	r.mu.Lock()
+	pid, err := fork()
+	if err != nil {
+		r.mu.Unlock()
+		return nil, err
+	}
+	c := &child{pid: pid, done: make(chan struct{})}
+	r.live[pid] = c
+	r.mu.Unlock()
+	if !r.all {
+		go r.waitOne(c)
+	}
+	return c, nil
+}
+
+// waitOne waits for a single child without reaping it first (WNOWAIT), so
+// the pid stays allocated to the zombie until we reap it under mu.
+func (r *reaper) waitOne(c *child) {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, c.pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for {
+		_, err := syscall.Wait4(c.pid, &c.status, 0, &c.rusage)
+		if err == syscall.EINTR {
+			continue
+		}
+		c.lost = err != nil
+		break
+	}
+	delete(r.live, c.pid)
+	close(c.done)
+}
+
+// kill SIGKILLs c's process tree (its session and process group), unless
+// c's pid already belongs to another child we started.
+func (r *reaper) kill(c *child) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if other := r.live[c.pid]; other != nil && other != c {
+		return
+	}
+	killSession(c.pid)
+}

@@ -1,0 +1,48 @@
+// Package agent is the channel between boxd on the host and boxd-init, the
+// PID 1 that boxd places inside every sandbox. The init side (Server) runs
+// commands and moves files from inside the sandbox's own view of the world, so
+// no host-side code ever resolves a sandbox-controlled path. The host side
+// (Client) treats everything the init says as untrusted: frames are size
+// bounded and malformed input ends the operation with an error.
+package agent
+
+import "time"
+
+// Paths inside the sandbox where boxd mounts the init binary and the channel
+// directory. The channel directory is owned by the sandbox's root and is 0700,
+// so non-root code in the sandbox cannot reach the socket.
+const (
+	InitPath           = "/.boxd/init"
+	ChannelDir         = "/.boxd/run"
+	SocketName         = "agent.sock"
+	ExitTimeout        = 124      // exit code reported when a command hits its timeout
+	ExitNotFound       = 127      // exit code reported when the command does not exist
+	ExitNotExec        = 126      // exit code reported when the command cannot be executed
+	DefaultOutputLimit = 16 << 20 // bytes of stdout+stderr kept per exec unless the caller asks otherwise
+)
+
+// ExecRequest describes one command to run inside the sandbox.
+type ExecRequest struct {
+	Args        []string      `json:"args"`
+	Env         []string      `json:"env,omitempty"` // K=V, appended to the sandbox's base env (later wins)
+	Dir         string        `json:"dir,omitempty"` // working directory; default is the sandbox's workdir
+	Timeout     time.Duration `json:"timeout,omitempty"`
+	Stdin       []byte        `json:"stdin,omitempty"`
+	OutputLimit int64         `json:"output_limit,omitempty"` // 0 means DefaultOutputLimit
+	// StdinStream says stdin frames follow the request (after Stdin) until a
+	// stdin-close frame. Without it stdin is closed right after Stdin.
+	StdinStream bool `json:"stdin_stream,omitempty"`
+}
+
+// ExecResult is the final state of a command.
+type ExecResult struct {
+	ExitCode  int           `json:"exit_code"`
+	Signal    string        `json:"signal,omitempty"` // e.g. "SIGKILL" when the process died of a signal
+	TimedOut  bool          `json:"timed_out,omitempty"`
+	Truncated bool          `json:"truncated,omitempty"`
+	Started   time.Time     `json:"started"`
+	Ended     time.Time     `json:"ended"`
+	UserCPU   time.Duration `json:"user_cpu"`
+	SystemCPU time.Duration `json:"system_cpu"`
+	MaxRSS    int64         `json:"max_rss"` // bytes
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"connectrpc.com/connect"
+	"github.com/urfave/cli/v2"
+
+	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
+	"github.com/boxd-dev/boxd/safetar"
+)
+
+// splitRemote parses "ID:PATH"; a local path containing ':' can be given as
+// ./a:b.
+func splitRemote(arg string) (id, path string, ok bool) {
+	if strings.HasPrefix(arg, "/") || strings.HasPrefix(arg, ".") {
+		return "", arg, false
+	}
+	id, path, ok = strings.Cut(arg, ":")
+	if !ok || id == "" {
+		return "", arg, false
+	}
+	return id, path, true
+}
+
+func cpCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "cp",
+		Usage:     "copy files or directories between the host and a sandbox (docker cp rules)",
+		ArgsUsage: "SRC DST (one of them ID:PATH)",
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 2 {
+				return fmt.Errorf("usage: boxctl cp SRC DST, with ID:PATH on one side")
+			}
+			src, dst := c.Args().Get(0), c.Args().Get(1)
+			sid, spath, sRemote := splitRemote(src)
+			did, dpath, dRemote := splitRemote(dst)
+			switch {
+			case sRemote && dRemote:
+				return fmt.Errorf("cp: both %q and %q are in sandboxes; one side must be a host path", src, dst)
+			case !sRemote && !dRemote:
+				return fmt.Errorf("cp: neither %q nor %q names a sandbox (ID:PATH)", src, dst)
+			case dRemote:
+				return copyIn(c, spath, did, dpath)
+			default:
+				return copyOut(c, sid, spath, dpath)
+			}
+		},
+	}
+}
+
+// copyIn tars the host path as the calling user (boxd never opens host
+// paths a client names) and streams it to the sandbox.
+func copyIn(c *cli.Context, local, id, remote string) error {
+	st, err := os.Lstat(local)
+	if err != nil {
+		return fmt.Errorf("cp: %w", err)
+	}
+	name := filepath.Base(filepath.Clean(local))
+	if st.IsDir() && (name == "." || name == "/") {
+		abs, _ := filepath.Abs(local)
+		name = filepath.Base(abs)
+	}
+	r := tarPipe(func(w io.Writer) error { return safetar.Write(w, local, name) })
+	defer r.Close()
+	stream := apiClient(c).CopyIn(c.Context)
+	first := true
+	err = sendChunks(r, func(b []byte) error {
+		msg := &boxdv1.CopyInRequest{Data: b}
+		if first {
+			msg.SandboxId, msg.Path, first = id, remote, false
+		}
+		return stream.Send(msg)
+	})
+	if err != nil && err != io.EOF {
+		_, _ = stream.CloseAndReceive()
+		return fmt.Errorf("cp: %w", err)
+	}
+	if first { // an empty stream still has to name its target
+		if err := stream.Send(&boxdv1.CopyInRequest{SandboxId: id, Path: remote}); err != nil && err != io.EOF {
+			return err
+		}
+	}
+	_, err = stream.CloseAndReceive()
+	return err
+}
+
+// copyOut extracts a tar from the sandbox on the host. The tar is hostile
+// input: safetar refuses entries that would land outside the target.
+func copyOut(c *cli.Context, id, remote, local string) error {
+	stream, err := apiClient(c).CopyOut(c.Context, connect.NewRequest(&boxdv1.CopyOutRequest{SandboxId: id, Path: remote}))
+	if err != nil {
+		return err
+	}
+	defer stream.Close()
+	pr, pw := io.Pipe()
+	go func() {
+		for stream.Receive() {
+			if _, err := pw.Write(stream.Msg().Data); err != nil {
+				return
+			}
+		}
+		pw.CloseWithError(stream.Err())
+	}()
+	dir, rename := local, ""
+	if st, err := os.Stat(local); err != nil || !st.IsDir() {
+		dir, rename = filepath.Dir(local), filepath.Base(local)
+	}
+	err = safetar.Extract(pr, dir, rename)
+	pr.CloseWithError(io.ErrClosedPipe)
+	if err != nil {
+		if serr := stream.Err(); serr != nil {
+			return serr
+		}
+		return fmt.Errorf("cp: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"connectrpc.com/connect"
+	"github.com/urfave/cli/v2"
+
+	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
+)
+
+func createFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "image", Usage: "image reference (default: the daemon's)"},
+		&cli.StringFlag{Name: "memory", Usage: "memory limit, e.g. 256m, 1g"},
+		&cli.Float64Flag{Name: "cpus", Usage: "CPU quota in cores, e.g. 1.5"},
+		&cli.Int64Flag{Name: "pids", Usage: "maximum number of processes"},
+		&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "K=V, repeatable"},
+		&cli.StringFlag{Name: "workdir", Aliases: []string{"w"}, Usage: "working directory (default /workspace)"},
+		&cli.StringSliceFlag{Name: "label", Aliases: []string{"l"}, Usage: "K=V, repeatable"},
+		&cli.StringFlag{Name: "name"},
+		&cli.StringFlag{Name: "ttl", Usage: "lifetime, e.g. 30m, 1h (default: the daemon's)"},
+	}
+}
+
+func parseKV(flag string, vals []string) (map[string]string, error) {
+	if len(vals) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, kv := range vals {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--%s %q: want K=V", flag, kv)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func createRequest(c *cli.Context) (*boxdv1.CreateSandboxRequest, error) {
+	labels, err := parseKV("label", c.StringSlice("label"))
+	if err != nil {
+		return nil, err
+	}
+	return &boxdv1.CreateSandboxRequest{
+		Image:   c.String("image"),
+		Limits:  &boxdv1.Limits{Memory: c.String("memory"), Cpus: c.Float64("cpus"), Pids: c.Int64("pids")},
+		Env:     c.StringSlice("env"),
+		Workdir: c.String("workdir"),
+		Labels:  labels,
+		Name:    c.String("name"),
+		Ttl:     c.String("ttl"),
+	}, nil
+}
+
+func createCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "create",
+		Usage:     "create a sandbox and print its id",
+		ArgsUsage: " ",
+		Flags:     createFlags(),
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return fmt.Errorf("create takes no arguments (got %q); flags go before them", c.Args().First())
+			}
+			req, err := createRequest(c)
+			if err != nil {
+				return err
+			}
+			resp, err := apiClient(c).CreateSandbox(c.Context, connect.NewRequest(req))
+			if err != nil {
+				return err
+			}
+			fmt.Println(resp.Msg.Sandbox.Id)
+			return nil
+		},
+	}
+}

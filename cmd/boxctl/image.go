@@ -1,0 +1,133 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+
+	"connectrpc.com/connect"
+	"github.com/urfave/cli/v2"
+
+	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
+	"github.com/boxd-dev/boxd/safetar"
+)
+
+func imageCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "image",
+		Usage: "import, list and remove images",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "import",
+				Usage:     "import an OCI-layout or docker-archive tar, or a root filesystem directory (--rootfs)",
+				ArgsUsage: "FILE.tar | --rootfs DIR --name REF",
+				Flags: []cli.Flag{
+					&cli.StringFlag{Name: "name", Usage: "image reference to give the import"},
+					&cli.StringFlag{Name: "rootfs", Usage: "directory holding a root filesystem; becomes a one-layer image"},
+				},
+				Action: imageImport,
+			},
+			{
+				Name:  "ls",
+				Usage: "list images",
+				Action: func(c *cli.Context) error {
+					resp, err := apiClient(c).ListImages(c.Context, connect.NewRequest(&boxdv1.ListImagesRequest{}))
+					if err != nil {
+						return err
+					}
+					tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "NAME\tDIGEST\tSIZE")
+					for _, im := range resp.Msg.Images {
+						fmt.Fprintf(tw, "%s\t%s\t%s\n", im.Name, im.Digest, humanSize(im.Size))
+					}
+					return tw.Flush()
+				},
+			},
+			{
+				Name:      "rm",
+				Usage:     "remove images",
+				ArgsUsage: "REF...",
+				Action: func(c *cli.Context) error {
+					if c.NArg() == 0 {
+						return fmt.Errorf("usage: boxctl image rm REF...")
+					}
+					for _, ref := range c.Args().Slice() {
+						if _, err := apiClient(c).RemoveImage(c.Context, connect.NewRequest(&boxdv1.RemoveImageRequest{Name: ref})); err != nil {
+							return err
+						}
+						fmt.Println(ref)
+					}
+					return nil
+				},
+			},
+		},
+	}
+}
+
+func humanSize(b int64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", b)
+}
+
+func imageImport(c *cli.Context) error {
+	var (
+		r      io.ReadCloser
+		format boxdv1.ImageFormat
+	)
+	switch dir := c.String("rootfs"); {
+	case dir != "":
+		if c.NArg() > 0 {
+			return fmt.Errorf("image import --rootfs DIR takes no FILE argument")
+		}
+		if c.String("name") == "" {
+			return fmt.Errorf("image import --rootfs needs --name REF")
+		}
+		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+			return fmt.Errorf("--rootfs %s: not a directory", dir)
+		}
+		r = tarPipe(func(w io.Writer) error { return safetar.WriteRootfs(w, dir) })
+		format = boxdv1.ImageFormat_IMAGE_FORMAT_ROOTFS
+	case c.NArg() == 1:
+		f, err := os.Open(c.Args().First())
+		if err != nil {
+			return err
+		}
+		r = f
+		format = boxdv1.ImageFormat_IMAGE_FORMAT_TAR
+	default:
+		return fmt.Errorf("usage: boxctl image import FILE.tar [--name REF] | --rootfs DIR --name REF")
+	}
+	defer r.Close()
+	stream := apiClient(c).ImportImage(c.Context)
+	first := true
+	err := sendChunks(r, func(b []byte) error {
+		msg := &boxdv1.ImportImageRequest{Data: b}
+		if first {
+			msg.Name, msg.Format, first = c.String("name"), format, false
+		}
+		return stream.Send(msg)
+	})
+	if err != nil && err != io.EOF {
+		_, _ = stream.CloseAndReceive()
+		return err
+	}
+	if first {
+		return fmt.Errorf("image import: the input is empty")
+	}
+	resp, err := stream.CloseAndReceive()
+	if err != nil {
+		return err
+	}
+	for _, im := range resp.Msg.Images {
+		fmt.Printf("%s\t%s\n", im.Name, im.Digest)
+	}
+	return nil
+}

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/urfave/cli/v2"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
+)
+
+var jsonOpts = protojson.MarshalOptions{Multiline: true, Indent: "  ", UseProtoNames: true, EmitUnpopulated: true}
+
+func lsCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "ls",
+		Usage: "list sandboxes",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+			&cli.StringSliceFlag{Name: "label", Aliases: []string{"l"}, Usage: "only sandboxes with K=V, repeatable"},
+		},
+		Action: func(c *cli.Context) error {
+			labels, err := parseKV("label", c.StringSlice("label"))
+			if err != nil {
+				return err
+			}
+			resp, err := apiClient(c).ListSandboxes(c.Context, connect.NewRequest(&boxdv1.ListSandboxesRequest{Labels: labels}))
+			if err != nil {
+				return err
+			}
+			if c.Bool("json") {
+				var out []json.RawMessage
+				for _, sb := range resp.Msg.Sandboxes {
+					b, _ := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(sb)
+					out = append(out, b)
+				}
+				if out == nil {
+					out = []json.RawMessage{}
+				}
+				b, _ := json.MarshalIndent(out, "", "  ")
+				fmt.Println(string(b))
+				return nil
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tNAME\tIMAGE\tSTATE\tMEMORY\tCPUS\tPIDS\tEXPIRES")
+			for _, sb := range resp.Msg.Sandboxes {
+				exp := sb.ExpiresAt
+				if t, err := time.Parse(time.RFC3339Nano, exp); err == nil {
+					exp = "in " + time.Until(t).Round(time.Second).String()
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%g\t%d\t%s\n", sb.Id, dash(sb.Name), sb.Image, sb.State, humanBytes(sb.MemoryBytes), sb.Cpus, sb.Pids, exp)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func humanBytes(b int64) string {
+	for _, u := range []struct {
+		n int64
+		s string
+	}{{1 << 30, "g"}, {1 << 20, "m"}, {1 << 10, "k"}} {
+		if b >= u.n && b%u.n == 0 {
+			return fmt.Sprintf("%d%s", b/u.n, u.s)
+		}
+	}
+	return fmt.Sprint(b)
+}
+
+func inspectCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "inspect",
+		Usage:     "print a sandbox's settings and state as JSON",
+		ArgsUsage: "ID",
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return fmt.Errorf("usage: boxctl inspect ID")
+			}
+			resp, err := apiClient(c).GetSandbox(c.Context, connect.NewRequest(&boxdv1.GetSandboxRequest{Id: c.Args().First()}))
+			if err != nil {
+				return err
+			}
+			b, err := jsonOpts.Marshal(resp.Msg.Sandbox)
+			if err != nil {
+				return err
+			}
+			fmt.Println(string(b))
+			return nil
+		},
+	}
+}
+
+func rmCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "rm",
+		Usage:     "delete sandboxes and their data",
+		ArgsUsage: "ID...",
+		Flags:     []cli.Flag{&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "ignore sandboxes that do not exist"}},
+		Action: func(c *cli.Context) error {
+			if c.NArg() == 0 {
+				return fmt.Errorf("usage: boxctl rm [-f] ID...")
+			}
+			api := apiClient(c)
+			var failed []string
+			for _, id := range c.Args().Slice() {
+				_, err := api.DeleteSandbox(c.Context, connect.NewRequest(&boxdv1.DeleteSandboxRequest{Id: id}))
+				if err != nil {
+					if c.Bool("force") && connect.CodeOf(err) == connect.CodeNotFound {
+						continue
+					}
+					fmt.Fprintf(os.Stderr, "boxctl: rm %s: %s\n", id, describe(err))
+					failed = append(failed, id)
+					continue
+				}
+				fmt.Println(id)
+			}
+			if len(failed) > 0 {
+				return exitError{1}
+			}
+			return nil
+		},
+	}
+}
+
+var _ = strings.TrimSpace

@@ -1,0 +1,180 @@
+//go:build linux
+
+// Command boxd is the sandbox daemon: it serves boxd's API on a Unix socket
+// and runs sandboxes through containerd.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"os/user"
+	"path/filepath"
+	goruntime "runtime"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/urfave/cli/v2"
+
+	"github.com/boxd-dev/boxd/rpc"
+	"github.com/boxd-dev/boxd/runtime"
+	"github.com/boxd-dev/boxd/snapshot"
+	"github.com/boxd-dev/boxd/systemd"
+)
+
+func main() {
+	app := &cli.App{
+		Name:  "boxd",
+		Usage: "run untrusted code in locked-down containerd sandboxes",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "socket", Value: rpc.DefaultSocket, EnvVars: []string{"BOXD_SOCKET"}, Usage: "Unix socket to serve the API on (ignored under socket activation)"},
+			&cli.StringFlag{Name: "socket-group", Usage: "group that may use the socket (default: root only)"},
+			&cli.StringFlag{Name: "containerd", Value: "/run/containerd/containerd.sock", Usage: "containerd's socket"},
+			&cli.StringFlag{Name: "namespace", Value: "boxd", Usage: "containerd namespace for boxd's sandboxes and images"},
+			&cli.StringFlag{Name: "state-dir", Value: "/var/lib/boxd", Usage: "directory for per-sandbox channels and init logs"},
+			&cli.StringFlag{Name: "default-image", Value: "boxd/busybox:latest", Usage: "image used when a create names none"},
+			&cli.StringFlag{Name: "init-binary", Usage: "static boxd-init binary (default: boxd-init next to boxd, then /usr/local/libexec/boxd/boxd-init)"},
+			&cli.StringFlag{Name: "snapshotter", Value: "overlayfs"},
+			&cli.StringFlag{Name: "runc", Usage: "runc binary for the shim (default: found on the shim's PATH)"},
+			&cli.DurationFlag{Name: "default-ttl", Value: time.Hour, Usage: "lifetime of a sandbox whose create names no ttl"},
+			&cli.DurationFlag{Name: "expiry-interval", Value: 5 * time.Second, Usage: "how often expired sandboxes are looked for"},
+			&cli.StringFlag{Name: "default-memory", Value: "512m"},
+			&cli.Float64Flag{Name: "default-cpus", Value: 1},
+			&cli.Int64Flag{Name: "default-pids", Value: 256},
+			&cli.UintFlag{Name: "userns-host-id", Value: 200000, Usage: "host uid/gid that root in every sandbox maps to"},
+			&cli.UintFlag{Name: "userns-size", Value: 65536, Usage: "number of ids mapped into each sandbox"},
+			&cli.BoolFlag{Name: "debug"},
+		},
+		Action: run,
+	}
+	if err := app.Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "boxd:", err)
+		os.Exit(1)
+	}
+}
+
+func findInit(flag string) (string, error) {
+	cands := []string{flag}
+	if flag == "" {
+		if exe, err := os.Executable(); err == nil {
+			cands = append(cands, filepath.Join(filepath.Dir(exe), "boxd-init"))
+		}
+		cands = append(cands, "/usr/local/libexec/boxd/boxd-init")
+	}
+	for _, c := range cands {
+		if c == "" {
+			continue
+		}
+		if abs, err := filepath.Abs(c); err == nil {
+			if st, err := os.Stat(abs); err == nil && st.Mode().IsRegular() {
+				return abs, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("boxd-init not found (tried %v); build it with make build or pass --init-binary", cands[1:])
+}
+
+func run(cc *cli.Context) error {
+	level := slog.LevelInfo
+	if cc.Bool("debug") {
+		level = slog.LevelDebug
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	slog.SetDefault(log)
+
+	initBin, err := findInit(cc.String("init-binary"))
+	if err != nil {
+		return err
+	}
+	mem, err := runtime.ParseSize(cc.String("default-memory"))
+	if err != nil {
+		return fmt.Errorf("--default-memory: %w", err)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	ctx = namespaces.WithNamespace(ctx, cc.String("namespace"))
+
+	c, err := client.New(cc.String("containerd"), client.WithDefaultNamespace(cc.String("namespace")))
+	if err != nil {
+		return fmt.Errorf("containerd at %s: %w", cc.String("containerd"), err)
+	}
+	defer c.Close()
+	// client.New dials lazily: probe now so a wrong socket fails at start.
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	serving, err := c.IsServing(pctx)
+	cancel()
+	if err != nil || !serving {
+		return fmt.Errorf("containerd at %s is not serving: %v", cc.String("containerd"), err)
+	}
+	if v, err := c.Version(ctx); err == nil {
+		log.Info("connected to containerd", "address", cc.String("containerd"), "version", v.Version, "namespace", cc.String("namespace"))
+	}
+
+	images := snapshot.New(c, cc.String("snapshotter"))
+	mgr, err := runtime.NewManager(runtime.Config{
+		Client: c, Images: images, StateDir: cc.String("state-dir"), InitBinary: initBin, Runc: cc.String("runc"), Namespace: cc.String("namespace"),
+		DefaultImage:  cc.String("default-image"),
+		DefaultLimits: runtime.Limits{MemoryBytes: mem, CPUs: cc.Float64("default-cpus"), Pids: cc.Int64("default-pids")},
+		DefaultTTL:    cc.Duration("default-ttl"),
+		MaxMemory:     hostMemory(),
+		MaxCPUs:       goruntime.NumCPU(),
+		HostUID:       uint32(cc.Uint("userns-host-id")), HostGID: uint32(cc.Uint("userns-host-id")), IDMapSize: uint32(cc.Uint("userns-size")),
+		Logger: log,
+	})
+	if err != nil {
+		return err
+	}
+	go mgr.RunExpiry(ctx, cc.Duration("expiry-interval"))
+
+	var ln net.Listener
+	lns, err := systemd.Listeners()
+	if err != nil {
+		return err
+	}
+	if len(lns) > 0 {
+		ln = lns[0]
+		log.Info("using socket from systemd", "address", ln.Addr())
+	} else {
+		gid := -1
+		if g := cc.String("socket-group"); g != "" {
+			grp, err := user.LookupGroup(g)
+			if err != nil {
+				return fmt.Errorf("--socket-group: %w", err)
+			}
+			gid, _ = strconv.Atoi(grp.Gid)
+		}
+		ln, err = rpc.Listen(cc.String("socket"), gid)
+		if err != nil {
+			return err
+		}
+		defer os.Remove(cc.String("socket"))
+	}
+	srv := &rpc.Server{Manager: mgr, Images: images, Log: log}
+	log.Info("serving", "socket", ln.Addr().String(), "init", initBin, "state_dir", cc.String("state-dir"))
+	if _, err := systemd.Notify("READY=1"); err != nil {
+		log.Warn("notify systemd", "err", err)
+	}
+	err = srv.Serve(ctx, ln)
+	if errors.Is(err, net.ErrClosed) {
+		err = nil
+	}
+	log.Info("stopped; sandboxes keep running in containerd")
+	return err
+}
+
+// hostMemory caps a sandbox's memory request at the host's RAM.
+func hostMemory() int64 {
+	var si syscall.Sysinfo_t
+	if err := syscall.Sysinfo(&si); err != nil {
+		return 0
+	}
+	return int64(si.Totalram) * int64(si.Unit)
+}

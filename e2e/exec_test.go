@@ -1,0 +1,105 @@
+//go:build linux
+
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
+)
+
+func TestExec(t *testing.T) {
+	id := newSandbox(t, "--env", "BASE=base")
+	for _, tc := range []struct {
+		name           string
+		args           []string
+		wantOut        string
+		wantErr        string
+		wantCode       int
+	}{
+		{"streams kept apart", []string{"--", "sh", "-c", "echo one; echo two >&2; echo three"}, "one\nthree\n", "two\n", 0},
+		{"exit code", []string{"--", "sh", "-c", "exit 3"}, "", "", 3},
+		{"argv is not reparsed", []string{"--", "echo", "a b", "$HOME", "*"}, "a b $HOME *\n", "", 0},
+		{"missing command", []string{"--", "no-such-command"}, "", "no-such-command", 127},
+		{"per-exec env", []string{"--env", "X=1", "--env", "BASE=over", "--", "sh", "-c", "echo $X$BASE"}, "1over\n", "", 0},
+		{"sandbox env inherited", []string{"--", "sh", "-c", "echo $BASE"}, "base\n", "", 0},
+		{"per-exec workdir", []string{"--workdir", "/tmp", "--", "pwd"}, "/tmp\n", "", 0},
+		{"default workdir", []string{"--", "pwd"}, "/workspace\n", "", 0},
+		{"killed by signal", []string{"--", "sh", "-c", "kill -9 $$"}, "", "", 137},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"exec"}, tc.args[:indexOf(tc.args, "--")]...)
+			args = append(append(args, id), tc.args[indexOf(tc.args, "--"):]...)
+			out, stderr, code := boxctlRun(args...)
+			if code != tc.wantCode || out != tc.wantOut || !strings.Contains(stderr, tc.wantErr) {
+				t.Errorf("exit %d stdout %q stderr %q; want %d %q containing %q", code, out, stderr, tc.wantCode, tc.wantOut, tc.wantErr)
+			}
+		})
+	}
+}
+
+func indexOf(s []string, v string) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return len(s)
+}
+
+func TestExecTimeoutKillsTree(t *testing.T) {
+	id := newSandbox(t)
+	start := time.Now()
+	_, _, code := boxctlRun("exec", "--timeout", "500ms", id, "--", "sh", "-c", "sleep 300 & sleep 301 & sleep 302")
+	if code != 124 {
+		t.Errorf("timeout exit = %d, want 124", code)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("timeout took %v", d)
+	}
+	// No sleep survives: the whole tree was killed, background children too.
+	out := sh(t, id, "ps -o comm,args | grep 'sleep 30' | grep -v grep || true")
+	if strings.TrimSpace(out) != "" {
+		t.Errorf("processes survived the timeout:\n%s", out)
+	}
+
+	// The API reports timed_out too.
+	resp, err := env.api.Exec(ctx(t), connect.NewRequest(&boxdv1.ExecRequest{SandboxId: id, Args: []string{"sleep", "10"}, Timeout: "200ms"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := resp.Msg.Result; !r.TimedOut || r.ExitCode != 124 {
+		t.Errorf("result = %+v, want timed_out and 124", r)
+	}
+}
+
+func TestExecUnaryAPI(t *testing.T) {
+	id := newSandbox(t)
+	resp, err := env.api.Exec(ctx(t), connect.NewRequest(&boxdv1.ExecRequest{
+		SandboxId: id, Args: []string{"sh", "-c", "cat; echo e >&2; exit 5"}, Stdin: []byte("from stdin\n"),
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := resp.Msg
+	if string(m.Stdout) != "from stdin\n" || string(m.Stderr) != "e\n" || m.Result.ExitCode != 5 {
+		t.Errorf("exec = stdout %q stderr %q result %+v", m.Stdout, m.Stderr, m.Result)
+	}
+	if m.Result.StartedAt == "" || m.Result.EndedAt == "" || m.Result.MaxRssBytes <= 0 {
+		t.Errorf("result lacks times or rusage: %+v", m.Result)
+	}
+	// The output cap truncates and says so.
+	resp, err = env.api.Exec(ctx(t), connect.NewRequest(&boxdv1.ExecRequest{
+		SandboxId: id, Args: []string{"sh", "-c", "yes | head -c 100000"}, OutputLimit: 1000,
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Msg.Stdout) > 1000 || !resp.Msg.Result.Truncated {
+		t.Errorf("capped exec: %d bytes, truncated=%v", len(resp.Msg.Stdout), resp.Msg.Result.Truncated)
+	}
+}

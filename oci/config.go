@@ -1,0 +1,34 @@
+package oci
+
+// Config is everything the spec depends on: a validated sandbox request merged
+// with the daemon's defaults. Spec turns it into a runtime-spec without
+// touching the host, so it can be tested field by field.
+type Config struct {
+	ID       string
+	Hostname string
+	// Env is the full environment of the sandbox's init (image env, then
+	// request env; later entries win). Commands inherit it.
+	Env     []string
+	Workdir string // absolute path inside the sandbox; created by the init
+
+	MemoryBytes int64   // hard limit; swap is set equal so the sandbox cannot swap
+	CPUs        float64 // CPU quota in cores (1.5 = 150ms per 100ms period)
+	Pids        int64   // pids cgroup limit
+
+	// User namespace: root inside maps to HostUID/HostGID on the host and
+	// IDMapSize ids follow it.
+	HostUID   uint32
+	HostGID   uint32
+	IDMapSize uint32
+
+	InitBinary  string // host path of the boxd-init binary, bind-mounted read-only at agent.InitPath
+	ChannelDir  string // host directory bind-mounted at agent.ChannelDir
+	CgroupsPath string // e.g. "/boxd/<id>"
+
+	ReadOnlyRootfs bool
+	TmpSizeBytes   int64 // size cap of the /tmp tmpfs
+	// NoFile, NProc, FSize are rlimits; zero means the package default.
+	NoFile uint64
+	NProc  uint64
+	FSize  uint64
+}

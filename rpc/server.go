@@ -1,0 +1,451 @@
+//go:build linux
+
+// Package rpc serves boxd's API (rpc/proto/boxd/v1/boxd.proto) over a Unix
+// socket with ConnectRPC, so gRPC clients, boxctl and curl with JSON all
+// reach the same handlers, and holds the client side used by boxctl.
+package rpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"syscall"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/containerd/errdefs"
+
+	"github.com/boxd-dev/boxd/agent"
+	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
+	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
+	"github.com/boxd-dev/boxd/runtime"
+	"github.com/boxd-dev/boxd/snapshot"
+)
+
+// chunkSize is the payload of one streamed data message.
+const chunkSize = 256 << 10
+
+// Server implements boxdv1connect.SandboxServiceHandler on a runtime.Manager.
+type Server struct {
+	Manager *runtime.Manager
+	Images  *snapshot.Store
+	Log     *slog.Logger
+}
+
+var _ boxdv1connect.SandboxServiceHandler = (*Server)(nil)
+
+// Handler returns the HTTP handler serving the API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	path, h := boxdv1connect.NewSandboxServiceHandler(s,
+		connect.WithReadMaxBytes(MaxMessageBytes),
+		connect.WithSendMaxBytes(MaxMessageBytes),
+		connect.WithInterceptors(s.logInterceptor()),
+	)
+	mux.Handle(path, h)
+	return mux
+}
+
+// Peer is the identity of the process on the other end of the socket, read
+// with SO_PEERCRED when the connection is accepted.
+type Peer struct {
+	PID, UID, GID int32
+}
+
+type peerKey struct{}
+
+// PeerFrom returns the caller's identity, if the request came over a Unix
+// socket.
+func PeerFrom(ctx context.Context) (Peer, bool) {
+	p, ok := ctx.Value(peerKey{}).(Peer)
+	return p, ok
+}
+
+// Serve serves the API on ln until ctx ends, then drains for up to 5 s.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	proto := new(http.Protocols)
+	proto.SetHTTP1(true)
+	proto.SetUnencryptedHTTP2(true)
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		Protocols:         proto,
+		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if uc, ok := c.(*net.UnixConn); ok {
+				if raw, err := uc.SyscallConn(); err == nil {
+					var cred *syscall.Ucred
+					_ = raw.Control(func(fd uintptr) {
+						cred, _ = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+					})
+					if cred != nil {
+						return context.WithValue(ctx, peerKey{}, Peer{PID: cred.Pid, UID: int32(cred.Uid), GID: int32(cred.Gid)})
+					}
+				}
+			}
+			return ctx
+		},
+		ErrorLog: slog.NewLogLogger(s.Log.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		return nil
+	}
+}
+
+// logInterceptor logs each call that fails with who made it; successes of
+// hot calls are not logged to keep exec cheap.
+func (s *Server) logInterceptor() connect.Interceptor {
+	return &interceptor{log: s.Log}
+}
+
+type interceptor struct{ log *slog.Logger }
+
+func (i *interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		resp, err := next(ctx, req)
+		i.record(ctx, req.Spec().Procedure, err)
+		return resp, err
+	}
+}
+
+func (i *interceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (i *interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		err := next(ctx, conn)
+		i.record(ctx, conn.Spec().Procedure, err)
+		return err
+	}
+}
+
+func (i *interceptor) record(ctx context.Context, proc string, err error) {
+	if err == nil {
+		return
+	}
+	p, _ := PeerFrom(ctx)
+	i.log.Info("call failed", "procedure", proc, "code", connect.CodeOf(err).String(), "err", err, "peer_uid", p.UID, "peer_pid", p.PID)
+}
+
+func ts(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func toProto(sb *runtime.Sandbox) *boxdv1.Sandbox {
+	return &boxdv1.Sandbox{
+		Id: sb.ID, Name: sb.Name, Image: sb.Image, State: sb.State,
+		MemoryBytes: sb.Limits.MemoryBytes, Cpus: sb.Limits.CPUs, Pids: sb.Limits.Pids,
+		Env: sb.Env, Workdir: sb.Workdir, Labels: sb.Labels,
+		CreatedAt: ts(sb.CreatedAt), ExpiresAt: ts(sb.ExpiresAt), InitPid: int64(sb.InitPID),
+		Security: &boxdv1.Security{
+			Network:        false,
+			ReadOnlyRootfs: false,
+			Capabilities:   runtime.Capabilities(),
+			Seccomp:        "containerd default profile",
+			UidMap:         sb.UIDMap,
+		},
+	}
+}
+
+func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[boxdv1.CreateSandboxRequest]) (*connect.Response[boxdv1.CreateSandboxResponse], error) {
+	m := req.Msg
+	cr := runtime.CreateRequest{Image: m.Image, Env: m.Env, Workdir: m.Workdir, Labels: m.Labels, Name: m.Name, TTL: m.Ttl}
+	if l := m.Limits; l != nil {
+		cr.Memory, cr.CPUs, cr.Pids = l.Memory, l.Cpus, l.Pids
+	}
+	sb, err := s.Manager.Create(ctx, cr)
+	if err != nil {
+		return nil, ToConnect(err)
+	}
+	return connect.NewResponse(&boxdv1.CreateSandboxResponse{Sandbox: toProto(sb)}), nil
+}
+
+func (s *Server) ListSandboxes(ctx context.Context, req *connect.Request[boxdv1.ListSandboxesRequest]) (*connect.Response[boxdv1.ListSandboxesResponse], error) {
+	sbs, err := s.Manager.List(ctx, req.Msg.Labels)
+	if err != nil {
+		return nil, ToConnect(err)
+	}
+	out := &boxdv1.ListSandboxesResponse{}
+	for _, sb := range sbs {
+		out.Sandboxes = append(out.Sandboxes, toProto(sb))
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (s *Server) GetSandbox(ctx context.Context, req *connect.Request[boxdv1.GetSandboxRequest]) (*connect.Response[boxdv1.GetSandboxResponse], error) {
+	sb, err := s.Manager.Get(ctx, req.Msg.Id)
+	if err != nil {
+		return nil, ToConnect(err)
+	}
+	return connect.NewResponse(&boxdv1.GetSandboxResponse{Sandbox: toProto(sb)}), nil
+}
+
+func (s *Server) DeleteSandbox(ctx context.Context, req *connect.Request[boxdv1.DeleteSandboxRequest]) (*connect.Response[boxdv1.DeleteSandboxResponse], error) {
+	if err := s.Manager.Delete(ctx, req.Msg.Id); err != nil {
+		return nil, ToConnect(err)
+	}
+	return connect.NewResponse(&boxdv1.DeleteSandboxResponse{}), nil
+}
+
+func execRequest(m *boxdv1.ExecRequest) (runtime.ExecRequest, error) {
+	timeout, err := runtime.ParseTimeout("timeout", m.Timeout)
+	if err != nil {
+		return runtime.ExecRequest{}, err
+	}
+	return runtime.ExecRequest{Args: m.Args, Env: m.Env, Dir: m.Workdir, Timeout: timeout, Stdin: m.Stdin, OutputLimit: m.OutputLimit}, nil
+}
+
+func execResult(r runtime.ExecResult) *boxdv1.ExecResult {
+	return &boxdv1.ExecResult{
+		ExitCode: int32(r.ExitCode), Signal: r.Signal, TimedOut: r.TimedOut, Truncated: r.Truncated,
+		StartedAt: ts(r.Started), EndedAt: ts(r.Ended),
+		UserCpuUsec: r.UserCPU.Microseconds(), SystemCpuUsec: r.SystemCPU.Microseconds(), MaxRssBytes: r.MaxRSS,
+	}
+}
+
+// Exec buffers the output; the init's output cap bounds the buffers.
+func (s *Server) Exec(ctx context.Context, req *connect.Request[boxdv1.ExecRequest]) (*connect.Response[boxdv1.ExecResponse], error) {
+	er, err := execRequest(req.Msg)
+	if err != nil {
+		return nil, ToConnect(err)
+	}
+	if er.OutputLimit == 0 || er.OutputLimit > MaxMessageBytes/2 {
+		// A unary answer must fit in one message.
+		er.OutputLimit = MaxMessageBytes / 2
+	}
+	var stdout, stderr capped
+	stdout.max, stderr.max = er.OutputLimit, er.OutputLimit
+	res, err := s.Manager.Exec(ctx, req.Msg.SandboxId, er, nil, &stdout, &stderr)
+	if err != nil {
+		return nil, ToConnect(err)
+	}
+	return connect.NewResponse(&boxdv1.ExecResponse{Stdout: stdout.b, Stderr: stderr.b, Result: execResult(res)}), nil
+}
+
+// capped is a buffer that keeps at most max bytes, as a guard in depth
+// behind the init's own output cap, which the init may not honour.
+type capped struct {
+	b   []byte
+	max int64
+}
+
+func (c *capped) Write(p []byte) (int, error) {
+	if room := c.max - int64(len(c.b)); room > 0 {
+		if int64(len(p)) > room {
+			c.b = append(c.b, p[:room]...)
+		} else {
+			c.b = append(c.b, p...)
+		}
+	}
+	return len(p), nil
+}
+
+// streamWriter sends each write as one stream message; mu serialises the
+// stdout and stderr writers on one stream.
+type streamWriter struct {
+	mu     *sync.Mutex
+	stream *connect.ServerStream[boxdv1.ExecStreamResponse]
+	stderr bool
+}
+
+func (w *streamWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for off := 0; off < len(p); off += chunkSize {
+		end := min(off+chunkSize, len(p))
+		msg := &boxdv1.ExecStreamResponse{}
+		b := append([]byte(nil), p[off:end]...)
+		if w.stderr {
+			msg.Event = &boxdv1.ExecStreamResponse_Stderr{Stderr: b}
+		} else {
+			msg.Event = &boxdv1.ExecStreamResponse_Stdout{Stdout: b}
+		}
+		if err := w.stream.Send(msg); err != nil {
+			return off, err
+		}
+	}
+	return len(p), nil
+}
+
+func (s *Server) ExecStream(ctx context.Context, req *connect.Request[boxdv1.ExecRequest], stream *connect.ServerStream[boxdv1.ExecStreamResponse]) error {
+	er, err := execRequest(req.Msg)
+	if err != nil {
+		return ToConnect(err)
+	}
+	var mu sync.Mutex
+	res, err := s.Manager.Exec(ctx, req.Msg.SandboxId, er, nil,
+		&streamWriter{mu: &mu, stream: stream}, &streamWriter{mu: &mu, stream: stream, stderr: true})
+	if err != nil {
+		return ToConnect(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return stream.Send(&boxdv1.ExecStreamResponse{Event: &boxdv1.ExecStreamResponse_Result{Result: execResult(res)}})
+}
+
+// streamReader turns a client stream of data messages into an io.Reader;
+// first holds the data of the message that carried the metadata.
+type streamReader[T any] struct {
+	recv  func() (bool, error)
+	msg   func() *T
+	data  func(*T) []byte
+	buf   []byte
+	done  bool
+	first []byte
+}
+
+func (r *streamReader[T]) Read(p []byte) (int, error) {
+	for len(r.buf) == 0 {
+		if r.first != nil {
+			r.buf, r.first = r.first, nil
+			continue
+		}
+		if r.done {
+			return 0, io.EOF
+		}
+		ok, err := r.recv()
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			r.done = true
+			return 0, io.EOF
+		}
+		r.buf = r.data(r.msg())
+	}
+	n := copy(p, r.buf)
+	r.buf = r.buf[n:]
+	return n, nil
+}
+
+func (s *Server) CopyIn(ctx context.Context, stream *connect.ClientStream[boxdv1.CopyInRequest]) (*connect.Response[boxdv1.CopyInResponse], error) {
+	if !stream.Receive() {
+		if err := stream.Err(); err != nil {
+			return nil, ToConnect(err)
+		}
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("copy in: empty request stream (the first message must name sandbox_id and path)"))
+	}
+	first := stream.Msg()
+	if first.SandboxId == "" {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("sandbox_id: empty in the first message"))
+	}
+	r := &streamReader[boxdv1.CopyInRequest]{
+		recv:  func() (bool, error) { return stream.Receive(), stream.Err() },
+		msg:   stream.Msg,
+		data:  (*boxdv1.CopyInRequest).GetData,
+		first: first.Data,
+	}
+	if err := s.Manager.CopyIn(ctx, first.SandboxId, first.Path, r); err != nil {
+		return nil, ToConnect(err)
+	}
+	return connect.NewResponse(&boxdv1.CopyInResponse{}), nil
+}
+
+type copyOutWriter struct {
+	stream *connect.ServerStream[boxdv1.CopyOutResponse]
+}
+
+func (w copyOutWriter) Write(p []byte) (int, error) {
+	for off := 0; off < len(p); off += chunkSize {
+		end := min(off+chunkSize, len(p))
+		if err := w.stream.Send(&boxdv1.CopyOutResponse{Data: append([]byte(nil), p[off:end]...)}); err != nil {
+			return off, err
+		}
+	}
+	return len(p), nil
+}
+
+func (s *Server) CopyOut(ctx context.Context, req *connect.Request[boxdv1.CopyOutRequest], stream *connect.ServerStream[boxdv1.CopyOutResponse]) error {
+	return ToConnect(s.Manager.CopyOut(ctx, req.Msg.SandboxId, req.Msg.Path, copyOutWriter{stream}))
+}
+
+func (s *Server) StatPath(ctx context.Context, req *connect.Request[boxdv1.StatPathRequest]) (*connect.Response[boxdv1.StatPathResponse], error) {
+	fi, err := s.Manager.Stat(ctx, req.Msg.SandboxId, req.Msg.Path)
+	if err != nil {
+		return nil, ToConnect(err)
+	}
+	return connect.NewResponse(statResponse(fi)), nil
+}
+
+func statResponse(fi agent.FileInfo) *boxdv1.StatPathResponse {
+	return &boxdv1.StatPathResponse{Name: fi.Name, Size: fi.Size, Mode: uint32(fi.Mode.Perm()), IsDir: fi.IsDir, Mtime: ts(fi.Mtime), LinkTarget: fi.LinkTarget}
+}
+
+func imageProto(im snapshot.Image) *boxdv1.Image {
+	return &boxdv1.Image{Name: im.Name, Digest: im.Digest, Size: im.Size, CreatedAt: ts(im.CreatedAt)}
+}
+
+func (s *Server) ImportImage(ctx context.Context, stream *connect.ClientStream[boxdv1.ImportImageRequest]) (*connect.Response[boxdv1.ImportImageResponse], error) {
+	if !stream.Receive() {
+		if err := stream.Err(); err != nil {
+			return nil, ToConnect(err)
+		}
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("import image: empty request stream"))
+	}
+	first := stream.Msg()
+	r := &streamReader[boxdv1.ImportImageRequest]{
+		recv:  func() (bool, error) { return stream.Receive(), stream.Err() },
+		msg:   stream.Msg,
+		data:  (*boxdv1.ImportImageRequest).GetData,
+		first: first.Data,
+	}
+	out := &boxdv1.ImportImageResponse{}
+	switch first.Format {
+	case boxdv1.ImageFormat_IMAGE_FORMAT_ROOTFS:
+		if first.Name == "" {
+			return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("name: required when importing a rootfs"))
+		}
+		im, err := s.Images.ImportRootfs(ctx, r, first.Name)
+		if err != nil {
+			return nil, ToConnect(err)
+		}
+		out.Images = append(out.Images, imageProto(im))
+	case boxdv1.ImageFormat_IMAGE_FORMAT_TAR, boxdv1.ImageFormat_IMAGE_FORMAT_UNSPECIFIED:
+		ims, err := s.Images.ImportArchive(ctx, r, first.Name)
+		if err != nil {
+			return nil, ToConnect(err)
+		}
+		for _, im := range ims {
+			out.Images = append(out.Images, imageProto(im))
+		}
+	default:
+		return nil, ToConnect(fmt.Errorf("format: unknown value %d: %w", first.Format, errdefs.ErrInvalidArgument))
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (s *Server) ListImages(ctx context.Context, _ *connect.Request[boxdv1.ListImagesRequest]) (*connect.Response[boxdv1.ListImagesResponse], error) {
+	ims, err := s.Images.List(ctx)
+	if err != nil {
+		return nil, ToConnect(err)
+	}
+	out := &boxdv1.ListImagesResponse{}
+	for _, im := range ims {
+		out.Images = append(out.Images, imageProto(im))
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (s *Server) RemoveImage(ctx context.Context, req *connect.Request[boxdv1.RemoveImageRequest]) (*connect.Response[boxdv1.RemoveImageResponse], error) {
+	if err := s.Images.Remove(ctx, req.Msg.Name); err != nil {
+		return nil, ToConnect(err)
+	}
+	return connect.NewResponse(&boxdv1.RemoveImageResponse{}), nil
+}

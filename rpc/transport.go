@@ -1,0 +1,53 @@
+package rpc
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/boxd-dev/boxd/rpc/client"
+)
+
+// DefaultSocket is where boxd listens unless told otherwise.
+const DefaultSocket = client.DefaultSocket
+
+// MaxMessageBytes bounds any single message either side accepts.
+const MaxMessageBytes = client.MaxMessageBytes
+
+// Listen creates the Unix socket at path: its directory 0750, the socket
+// 0660 and, when gid >= 0, both owned by that group so its members can call
+// boxd. A stale socket from a dead boxd is replaced.
+func Listen(path string, gid int) (net.Listener, error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("socket dir %s: %w", dir, err)
+	}
+	if err := os.Chmod(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("socket dir %s: %w", dir, err)
+	}
+	if c, err := net.DialTimeout("unix", path, 200*time.Millisecond); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("socket %s: another boxd is already listening", path)
+	}
+	_ = os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("listen %s: %w", path, err)
+	}
+	if err := os.Chmod(path, 0o660); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("socket %s: %w", path, err)
+	}
+	if gid >= 0 {
+		for _, p := range []string{dir, path} {
+			if err := os.Chown(p, 0, gid); err != nil {
+				ln.Close()
+				return nil, fmt.Errorf("chown %s to group %s: %w", p, strconv.Itoa(gid), err)
+			}
+		}
+	}
+	return ln, nil
+}

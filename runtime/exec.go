@@ -1,0 +1,167 @@
+//go:build linux
+
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"syscall"
+
+	"github.com/containerd/containerd/api/types/runc/options"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/errdefs"
+
+	"github.com/boxd-dev/boxd/agent"
+)
+
+var idRe = regexp.MustCompile(`^[0-9a-f]{12}$`)
+
+// runtimeOptions names the runc binary for the shim. containerd 2.2 has no
+// daemon-wide setting for it outside CRI.
+func runtimeOptions(runc string) any {
+	if runc == "" {
+		return nil
+	}
+	return &options.Options{BinaryName: runc}
+}
+
+func cgroupsPath(ctx context.Context, id string) string {
+	ns, ok := namespaces.Namespace(ctx)
+	if !ok {
+		ns = "boxd"
+	}
+	return "/" + ns + "/" + id
+}
+
+// agentFor returns the channel to a sandbox's init. An id whose channel
+// exists needs no containerd round trip: this is the exec hot path.
+func (m *Manager) agentFor(ctx context.Context, idOrName string) (*agent.Client, string, error) {
+	if idRe.MatchString(idOrName) {
+		if _, err := os.Stat(m.socketPath(idOrName)); err == nil {
+			return agent.NewClient(m.socketPath(idOrName)), idOrName, nil
+		}
+	}
+	ctr, err := m.find(ctx, idOrName)
+	if err != nil {
+		return nil, "", err
+	}
+	return agent.NewClient(m.socketPath(ctr.ID())), ctr.ID(), nil
+}
+
+// notRunning turns a failed connection to the init into a clear
+// failed_precondition error.
+func (m *Manager) notRunning(ctx context.Context, id string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var errno syscall.Errno
+	if errors.Is(err, os.ErrNotExist) || (errors.As(err, &errno) && (errno == syscall.ECONNREFUSED || errno == syscall.ENOENT)) {
+		state := "not running"
+		if sb, gerr := m.Get(ctx, id); gerr == nil {
+			state = sb.State
+		}
+		return fmt.Errorf("sandbox %s is %s: %w", id, state, errdefs.ErrFailedPrecondition)
+	}
+	return err
+}
+
+// ExecRequest is a command to run in a sandbox.
+type ExecRequest = agent.ExecRequest
+
+// ExecResult is a finished command's status.
+type ExecResult = agent.ExecResult
+
+// Exec runs a command in a sandbox, streaming its output to stdout and
+// stderr. stdin may be nil.
+func (m *Manager) Exec(ctx context.Context, idOrName string, req ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (ExecResult, error) {
+	if len(req.Args) == 0 {
+		return ExecResult{}, fieldErr("args", "no command given")
+	}
+	for i, a := range req.Args {
+		if len(a) > 128<<10 {
+			return ExecResult{}, fieldErr("args", "argument %d is longer than 128 KiB", i)
+		}
+	}
+	if req.Args[0] == "" {
+		return ExecResult{}, fieldErr("args", "the command name is empty")
+	}
+	if err := ValidateEnv("env", req.Env); err != nil {
+		return ExecResult{}, err
+	}
+	if err := ValidateWorkdir("workdir", req.Dir); err != nil {
+		return ExecResult{}, err
+	}
+	if req.OutputLimit < 0 {
+		return ExecResult{}, fieldErr("output_limit", "%d must not be negative", req.OutputLimit)
+	}
+	c, id, err := m.agentFor(ctx, idOrName)
+	if err != nil {
+		return ExecResult{}, err
+	}
+	res, err := c.Exec(ctx, req, stdin, stdout, stderr)
+	if err != nil {
+		return res, m.notRunning(ctx, id, fmt.Errorf("exec in sandbox %s: %w", id, err))
+	}
+	return res, nil
+}
+
+// CopyIn extracts a tar stream at dest inside the sandbox (docker cp rules:
+// into dest if it is a directory, else as dest).
+func (m *Manager) CopyIn(ctx context.Context, idOrName, dest string, tarStream io.Reader) error {
+	if err := ValidateWorkdir("path", dest); err != nil {
+		return err
+	}
+	if dest == "" {
+		return fieldErr("path", "destination path is empty")
+	}
+	c, id, err := m.agentFor(ctx, idOrName)
+	if err != nil {
+		return err
+	}
+	if err := c.CopyIn(ctx, dest, tarStream); err != nil {
+		return m.notRunning(ctx, id, fmt.Errorf("copy into sandbox %s:%s: %w", id, dest, err))
+	}
+	return nil
+}
+
+// CopyOut writes a tar of path inside the sandbox to w.
+func (m *Manager) CopyOut(ctx context.Context, idOrName, path string, w io.Writer) error {
+	if err := ValidateWorkdir("path", path); err != nil {
+		return err
+	}
+	if path == "" {
+		return fieldErr("path", "source path is empty")
+	}
+	c, id, err := m.agentFor(ctx, idOrName)
+	if err != nil {
+		return err
+	}
+	if err := c.CopyOut(ctx, path, w); err != nil {
+		return m.notRunning(ctx, id, fmt.Errorf("copy from sandbox %s:%s: %w", id, path, err))
+	}
+	return nil
+}
+
+// Stat describes one path inside the sandbox without following a final
+// symlink.
+func (m *Manager) Stat(ctx context.Context, idOrName, path string) (agent.FileInfo, error) {
+	if err := ValidateWorkdir("path", path); err != nil {
+		return agent.FileInfo{}, err
+	}
+	if path == "" {
+		return agent.FileInfo{}, fieldErr("path", "path is empty")
+	}
+	c, id, err := m.agentFor(ctx, idOrName)
+	if err != nil {
+		return agent.FileInfo{}, err
+	}
+	fi, err := c.Stat(ctx, path)
+	if err != nil {
+		return fi, m.notRunning(ctx, id, fmt.Errorf("stat in sandbox %s:%s: %w", id, path, err))
+	}
+	return fi, nil
+}

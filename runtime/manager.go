@@ -1,0 +1,555 @@
+//go:build linux
+
+// Package runtime is boxd's sandbox lifecycle on containerd: create, list,
+// inspect, delete, expiry, and exec and file operations through the
+// sandbox's init. containerd is the source of truth: every setting lives in
+// container labels, so a restarted boxd finds every sandbox again.
+package runtime
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/errdefs"
+	"github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/boxd-dev/boxd/agent"
+	"github.com/boxd-dev/boxd/oci"
+	"github.com/boxd-dev/boxd/snapshot"
+)
+
+// Label keys boxd writes on its containers.
+const (
+	LabelManaged    = "boxd.io/managed"
+	LabelSandbox    = "boxd.io/sandbox" // JSON of record
+	LabelName       = "boxd.io/name"
+	LabelExpiresAt  = "boxd.io/expires-at"
+	UserLabelPrefix = "boxd.user/"
+)
+
+// Config is the daemon-wide configuration of a Manager.
+type Config struct {
+	Client     *client.Client
+	Images     *snapshot.Store
+	StateDir   string // host directory for per-sandbox channel dirs and init logs
+	InitBinary string // host path of the static boxd-init binary
+	Runtime    string // containerd runtime, default io.containerd.runc.v2
+	// Namespace is the containerd namespace the client defaults to; the
+	// spec generator reads it from the context.
+	Namespace string
+	// Runc is the runc binary the shim runs; empty means the shim's PATH.
+	Runc string
+
+	DefaultImage  string
+	DefaultLimits Limits
+	DefaultTTL    time.Duration
+	MaxMemory     int64
+	MaxCPUs       int
+
+	// Root inside every sandbox maps to HostUID/HostGID and IDMapSize ids
+	// follow it (a user namespace; unprivileged on the host).
+	HostUID, HostGID, IDMapSize uint32
+
+	// ReadyTimeout bounds how long create waits for the init to answer.
+	ReadyTimeout time.Duration
+	Logger       *slog.Logger
+}
+
+// Sandbox is what boxd reports about a sandbox.
+type Sandbox struct {
+	ID        string
+	Name      string
+	Image     string
+	State     string // running, stopped, unknown
+	Limits    Limits
+	Env       []string
+	Workdir   string
+	Labels    map[string]string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	InitPID   uint32
+	UIDMap    string
+}
+
+// record is the part of a sandbox that is stored in its container label.
+type record struct {
+	Name      string    `json:"name,omitempty"`
+	Image     string    `json:"image"`
+	Memory    int64     `json:"memory"`
+	CPUs      float64   `json:"cpus"`
+	Pids      int64     `json:"pids"`
+	Workdir   string    `json:"workdir"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+	HostUID   uint32    `json:"host_uid"`
+	IDMapSize uint32    `json:"idmap_size"`
+}
+
+// Manager runs sandboxes. It is safe for concurrent use.
+type Manager struct {
+	cfg Config
+	log *slog.Logger
+
+	// createMu serialises the name-uniqueness check with creation.
+	createMu sync.Mutex
+}
+
+// NewManager checks cfg and prepares the state directory.
+func NewManager(cfg Config) (*Manager, error) {
+	if cfg.Client == nil || cfg.Images == nil {
+		return nil, errors.New("runtime: client and image store are required")
+	}
+	if !filepath.IsAbs(cfg.StateDir) || !filepath.IsAbs(cfg.InitBinary) {
+		return nil, fmt.Errorf("runtime: state dir %q and init binary %q must be absolute", cfg.StateDir, cfg.InitBinary)
+	}
+	if st, err := os.Stat(cfg.InitBinary); err != nil || st.IsDir() {
+		return nil, fmt.Errorf("runtime: init binary %s: not a file (%v)", cfg.InitBinary, err)
+	}
+	if cfg.Namespace == "" {
+		cfg.Namespace = "boxd"
+	}
+	if cfg.Runtime == "" {
+		cfg.Runtime = "io.containerd.runc.v2"
+	}
+	if cfg.DefaultLimits.MemoryBytes == 0 {
+		cfg.DefaultLimits.MemoryBytes = 512 << 20
+	}
+	if cfg.DefaultLimits.CPUs == 0 {
+		cfg.DefaultLimits.CPUs = 1
+	}
+	if cfg.DefaultLimits.Pids == 0 {
+		cfg.DefaultLimits.Pids = 256
+	}
+	if cfg.DefaultTTL == 0 {
+		cfg.DefaultTTL = time.Hour
+	}
+	if cfg.MaxCPUs == 0 {
+		cfg.MaxCPUs = 1024
+	}
+	if cfg.IDMapSize == 0 {
+		cfg.HostUID, cfg.HostGID, cfg.IDMapSize = 200000, 200000, 65536
+	}
+	if cfg.ReadyTimeout == 0 {
+		cfg.ReadyTimeout = 15 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "sandboxes"), 0o700); err != nil {
+		return nil, fmt.Errorf("runtime: state dir: %w", err)
+	}
+	return &Manager{cfg: cfg, log: cfg.Logger}, nil
+}
+
+func (m *Manager) sandboxDir(id string) string { return filepath.Join(m.cfg.StateDir, "sandboxes", id) }
+func (m *Manager) channelDir(id string) string { return filepath.Join(m.sandboxDir(id), "run") }
+func (m *Manager) socketPath(id string) string {
+	return filepath.Join(m.channelDir(id), agent.SocketName)
+}
+
+func newID() string {
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Create makes and starts a sandbox and returns once its init answers. A
+// create that fails at any step removes everything it made.
+func (m *Manager) Create(ctx context.Context, req CreateRequest) (_ *Sandbox, retErr error) {
+	r, err := m.resolve(req)
+	if err != nil {
+		return nil, err
+	}
+	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
+	img, err := m.cfg.Images.Get(ctx, r.image)
+	if err != nil {
+		if errdefs.IsInvalidArgument(err) {
+			return nil, fieldErr("image", "%v", err)
+		}
+		return nil, err
+	}
+	imgSpec, err := img.Spec(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("image %s: read config: %w", r.image, err)
+	}
+
+	m.createMu.Lock()
+	defer m.createMu.Unlock()
+	if r.name != "" {
+		if _, err := m.find(ctx, r.name); err == nil {
+			return nil, fmt.Errorf("a sandbox named %q already exists: %w", r.name, errdefs.ErrAlreadyExists)
+		} else if !errdefs.IsNotFound(err) {
+			return nil, err
+		}
+	}
+
+	id := newID()
+	now := time.Now().UTC().Truncate(time.Second)
+	rec := record{
+		Name: r.name, Image: img.Name(), Memory: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
+		Workdir: r.workdir, CreatedAt: now, ExpiresAt: now.Add(r.ttl), HostUID: m.cfg.HostUID, IDMapSize: m.cfg.IDMapSize,
+	}
+	log := m.log.With("sandbox", id)
+
+	// Undo in reverse order whatever got made, whatever step failed.
+	var undo []func(context.Context)
+	defer func() {
+		if retErr == nil {
+			return
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i](cctx)
+		}
+		log.Warn("create failed, cleaned up", "err", retErr)
+	}()
+
+	if err := os.MkdirAll(m.sandboxDir(id), 0o700); err != nil {
+		return nil, fmt.Errorf("create sandbox %s: state dir: %w", id, err)
+	}
+	undo = append(undo, func(context.Context) { _ = os.RemoveAll(m.sandboxDir(id)) })
+	// The channel directory belongs to the sandbox's root and is 0700, so
+	// only root inside the sandbox (the init) can reach the socket.
+	if err := os.Mkdir(m.channelDir(id), 0o700); err != nil {
+		return nil, fmt.Errorf("create sandbox %s: channel dir: %w", id, err)
+	}
+	if err := os.Chown(m.channelDir(id), int(m.cfg.HostUID), int(m.cfg.HostGID)); err != nil {
+		return nil, fmt.Errorf("create sandbox %s: channel dir: %w", id, err)
+	}
+
+	env := append(append([]string{}, imgSpec.Config.Env...), r.env...)
+	env = append(env, "BOXD_WORKDIR="+r.workdir, "HOSTNAME="+id)
+	spec, err := oci.Spec(ctx, oci.Config{
+		ID: id, Hostname: id, Env: env, Workdir: r.workdir,
+		MemoryBytes: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
+		HostUID: m.cfg.HostUID, HostGID: m.cfg.HostGID, IDMapSize: m.cfg.IDMapSize,
+		InitBinary: m.cfg.InitBinary, ChannelDir: m.channelDir(id),
+		CgroupsPath: cgroupsPath(ctx, id),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create sandbox %s: spec: %w", id, err)
+	}
+
+	recJSON, _ := json.Marshal(rec)
+	labels := map[string]string{LabelManaged: "true", LabelSandbox: string(recJSON), LabelExpiresAt: rec.ExpiresAt.Format(time.RFC3339)}
+	if r.name != "" {
+		labels[LabelName] = r.name
+	}
+	for k, v := range r.labels {
+		labels[UserLabelPrefix+k] = v
+	}
+	uidMap := []specs.LinuxIDMapping{{ContainerID: 0, HostID: m.cfg.HostUID, Size: m.cfg.IDMapSize}}
+	gidMap := []specs.LinuxIDMapping{{ContainerID: 0, HostID: m.cfg.HostGID, Size: m.cfg.IDMapSize}}
+
+	// A lease keeps the new snapshot from garbage collection until the
+	// container references it.
+	lctx, done, err := m.cfg.Client.WithLease(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("create sandbox %s: lease: %w", id, err)
+	}
+	defer done(context.WithoutCancel(lctx))
+
+	ctr, err := m.cfg.Client.NewContainer(lctx, id,
+		client.WithImage(img),
+		client.WithSnapshotter(m.cfg.Images.Snapshotter()),
+		client.WithNewSnapshot(id, img, client.WithUserNSRemapperLabels(uidMap, gidMap)),
+		client.WithSpec(spec),
+		client.WithRuntime(m.cfg.Runtime, runtimeOptions(m.cfg.Runc)),
+		client.WithContainerLabels(labels),
+	)
+	if err != nil {
+		// NewContainer may have prepared the snapshot before failing.
+		undo = append(undo, func(c context.Context) { m.removeSnapshot(c, id) })
+		return nil, fmt.Errorf("create sandbox %s: container: %w", id, err)
+	}
+	undo = append(undo, func(c context.Context) {
+		if err := ctr.Delete(c, client.WithSnapshotCleanup); err != nil {
+			log.Error("cleanup: delete container", "err", err)
+		}
+	})
+
+	// The init's own output goes to a file: a FIFO would need boxd to drain
+	// it, and nothing drains it while boxd is down.
+	task, err := ctr.NewTask(ctx, cio.LogFile(filepath.Join(m.sandboxDir(id), "init.log")))
+	if err != nil {
+		return nil, fmt.Errorf("create sandbox %s: task: %w", id, err)
+	}
+	undo = append(undo, func(c context.Context) {
+		if _, err := task.Delete(c, client.WithProcessKill); err != nil {
+			log.Error("cleanup: delete task", "err", err)
+		}
+	})
+	if err := task.Start(ctx); err != nil {
+		return nil, fmt.Errorf("create sandbox %s: start: %w", id, err)
+	}
+	if err := m.waitReady(ctx, id, task); err != nil {
+		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
+	}
+	log.Info("created", "image", rec.Image, "memory", rec.Memory, "cpus", rec.CPUs, "pids", rec.Pids, "ttl", r.ttl)
+	sb := m.toSandbox(id, labels, rec)
+	sb.Env = env[:len(env)-2]
+	sb.State = "running"
+	sb.InitPID = task.Pid()
+	return sb, nil
+}
+
+// waitReady polls the init's socket until it answers, the task dies, or the
+// ready timeout passes.
+func (m *Manager) waitReady(ctx context.Context, id string, task client.Task) error {
+	deadline := time.Now().Add(m.cfg.ReadyTimeout)
+	c := agent.NewClient(m.socketPath(id))
+	delay := time.Millisecond
+	for {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		err := c.Ping(pctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if st, serr := task.Status(ctx); serr == nil && st.Status == client.Stopped {
+			return fmt.Errorf("init exited with status %d before it was ready (see %s)", st.ExitStatus, filepath.Join(m.sandboxDir(id), "init.log"))
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("init did not answer within %s: %w", m.cfg.ReadyTimeout, err)
+		}
+		time.Sleep(delay)
+		if delay < 50*time.Millisecond {
+			delay *= 2
+		}
+	}
+}
+
+func (m *Manager) removeSnapshot(ctx context.Context, key string) {
+	sn := m.cfg.Client.SnapshotService(m.cfg.Images.Snapshotter())
+	if err := sn.Remove(ctx, key); err != nil && !errdefs.IsNotFound(err) {
+		m.log.Error("cleanup: remove snapshot", "key", key, "err", err)
+	}
+}
+
+// find resolves an id or a name to a container.
+func (m *Manager) find(ctx context.Context, idOrName string) (client.Container, error) {
+	if idOrName == "" {
+		return nil, fieldErr("id", "sandbox id is empty")
+	}
+	if len(idOrName) > 128 {
+		return nil, fieldErr("id", "sandbox id is longer than 128 characters")
+	}
+	ctr, err := m.cfg.Client.LoadContainer(ctx, idOrName)
+	if err == nil {
+		labels, lerr := ctr.Labels(ctx)
+		if lerr == nil && labels[LabelManaged] == "true" {
+			return ctr, nil
+		}
+	} else if !errdefs.IsNotFound(err) && !errdefs.IsInvalidArgument(err) {
+		return nil, fmt.Errorf("load sandbox %s: %w", idOrName, err)
+	}
+	ctrs, err := m.cfg.Client.Containers(ctx, fmt.Sprintf(`labels."%s"==true,labels."%s"==%s`, LabelManaged, LabelName, strconv.Quote(idOrName)))
+	if err != nil {
+		return nil, fmt.Errorf("find sandbox %s: %w", idOrName, err)
+	}
+	if len(ctrs) == 0 {
+		return nil, fmt.Errorf("sandbox %q not found: %w", idOrName, errdefs.ErrNotFound)
+	}
+	return ctrs[0], nil
+}
+
+// Get inspects one sandbox by id or name.
+func (m *Manager) Get(ctx context.Context, idOrName string) (*Sandbox, error) {
+	ctr, err := m.find(ctx, idOrName)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := m.describe(ctx, ctr, true)
+	if err != nil {
+		return nil, err
+	}
+	return sb, nil
+}
+
+func (m *Manager) describe(ctx context.Context, ctr client.Container, withEnv bool) (*Sandbox, error) {
+	info, err := ctr.Info(ctx, client.WithoutRefreshedMetadata)
+	if err != nil {
+		return nil, fmt.Errorf("inspect sandbox %s: %w", ctr.ID(), err)
+	}
+	var rec record
+	if err := json.Unmarshal([]byte(info.Labels[LabelSandbox]), &rec); err != nil {
+		return nil, fmt.Errorf("inspect sandbox %s: corrupt %s label: %w", ctr.ID(), LabelSandbox, err)
+	}
+	sb := m.toSandbox(ctr.ID(), info.Labels, rec)
+	if withEnv && info.Spec != nil {
+		var s specs.Spec
+		if err := json.Unmarshal(info.Spec.GetValue(), &s); err == nil && s.Process != nil {
+			for _, kv := range s.Process.Env {
+				if len(kv) >= 6 && (kv[:6] == "BOXD_W" || kv[:6] == "HOSTNA") {
+					continue
+				}
+				sb.Env = append(sb.Env, kv)
+			}
+		}
+	}
+	sb.State = "unknown"
+	task, err := ctr.Task(ctx, nil)
+	switch {
+	case errdefs.IsNotFound(err):
+		sb.State = "stopped"
+	case err == nil:
+		sb.InitPID = task.Pid()
+		if st, err := task.Status(ctx); err == nil {
+			sb.State = string(st.Status)
+		}
+	}
+	return sb, nil
+}
+
+func (m *Manager) toSandbox(id string, labels map[string]string, rec record) *Sandbox {
+	sb := &Sandbox{
+		ID: id, Name: rec.Name, Image: rec.Image,
+		Limits:  Limits{MemoryBytes: rec.Memory, CPUs: rec.CPUs, Pids: rec.Pids},
+		Workdir: rec.Workdir, CreatedAt: rec.CreatedAt, ExpiresAt: rec.ExpiresAt,
+		Labels: map[string]string{},
+		UIDMap: fmt.Sprintf("0:%d:%d", rec.HostUID, rec.IDMapSize),
+	}
+	for k, v := range labels {
+		if len(k) > len(UserLabelPrefix) && k[:len(UserLabelPrefix)] == UserLabelPrefix {
+			sb.Labels[k[len(UserLabelPrefix):]] = v
+		}
+	}
+	return sb
+}
+
+// List returns every sandbox, or those carrying all the given labels,
+// sorted by creation time.
+func (m *Manager) List(ctx context.Context, labels map[string]string) ([]*Sandbox, error) {
+	filter := fmt.Sprintf(`labels."%s"==true`, LabelManaged)
+	for k, v := range labels {
+		if !labelKeyRe.MatchString(k) {
+			return nil, fieldErr("labels", "key %q must be letters, digits, _ . / -", k)
+		}
+		filter += fmt.Sprintf(`,labels."%s%s"==%s`, UserLabelPrefix, k, strconv.Quote(v))
+	}
+	ctrs, err := m.cfg.Client.Containers(ctx, filter)
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	out := make([]*Sandbox, 0, len(ctrs))
+	for _, ctr := range ctrs {
+		sb, err := m.describe(ctx, ctr, false)
+		if err != nil {
+			if errdefs.IsNotFound(err) {
+				continue // deleted while we listed
+			}
+			return nil, err
+		}
+		out = append(out, sb)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].ID < out[j].ID
+		}
+		return out[i].CreatedAt.Before(out[j].CreatedAt)
+	})
+	return out, nil
+}
+
+// Delete destroys a sandbox and its data: task, container, snapshot and
+// state directory.
+func (m *Manager) Delete(ctx context.Context, idOrName string) error {
+	ctr, err := m.find(ctx, idOrName)
+	if err != nil {
+		return err
+	}
+	return m.destroy(ctx, ctr)
+}
+
+func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
+	id := ctr.ID()
+	task, err := ctr.Task(ctx, nil)
+	if err == nil {
+		// Wait before Kill so the exit is not missed, then delete.
+		if ch, werr := task.Wait(ctx); werr == nil {
+			if kerr := task.Kill(ctx, syscall.SIGKILL); kerr != nil && !errdefs.IsNotFound(kerr) {
+				m.log.Warn("kill init", "sandbox", id, "err", kerr)
+			}
+			select {
+			case <-ch:
+			case <-time.After(10 * time.Second):
+				m.log.Warn("init did not exit 10s after SIGKILL", "sandbox", id)
+			}
+		}
+		if _, err := task.Delete(ctx, client.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+			return fmt.Errorf("delete sandbox %s: task: %w", id, err)
+		}
+	} else if !errdefs.IsNotFound(err) {
+		return fmt.Errorf("delete sandbox %s: load task: %w", id, err)
+	}
+	if err := ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("delete sandbox %s: container: %w", id, err)
+	}
+	if err := os.RemoveAll(m.sandboxDir(id)); err != nil {
+		return fmt.Errorf("delete sandbox %s: state dir: %w", id, err)
+	}
+	m.log.Info("deleted", "sandbox", id)
+	return nil
+}
+
+// ExpireOnce destroys every sandbox whose TTL has passed and reports how
+// many it destroyed.
+func (m *Manager) ExpireOnce(ctx context.Context) (int, error) {
+	ctrs, err := m.cfg.Client.Containers(ctx, fmt.Sprintf(`labels."%s"==true`, LabelManaged))
+	if err != nil {
+		return 0, fmt.Errorf("expire: list: %w", err)
+	}
+	now := time.Now()
+	n := 0
+	var errs []error
+	for _, ctr := range ctrs {
+		labels, err := ctr.Labels(ctx)
+		if err != nil {
+			continue
+		}
+		exp, err := time.Parse(time.RFC3339, labels[LabelExpiresAt])
+		if err != nil || now.Before(exp) {
+			continue
+		}
+		m.log.Info("ttl expired", "sandbox", ctr.ID(), "expired_at", exp)
+		if err := m.destroy(ctx, ctr); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}
+
+// RunExpiry calls ExpireOnce now and then every interval until ctx ends. The
+// first pass catches sandboxes that expired while boxd was down.
+func (m *Manager) RunExpiry(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if _, err := m.ExpireOnce(ctx); err != nil && ctx.Err() == nil {
+			m.log.Error("expiry", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,242 @@
+package runtime
+
+import (
+	"fmt"
+	"math"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/containerd/errdefs"
+)
+
+// CreateRequest is what a client asks for. Zero values take the daemon's
+// defaults.
+type CreateRequest struct {
+	Image   string
+	Memory  string // "256m", "1g", bytes
+	CPUs    float64
+	Pids    int64
+	Env     []string
+	Workdir string
+	Labels  map[string]string
+	Name    string
+	TTL     string // Go duration
+}
+
+// Limits are the resource limits every sandbox carries.
+type Limits struct {
+	MemoryBytes int64
+	CPUs        float64
+	Pids        int64
+}
+
+// FieldError names the request field that was wrong. It wraps
+// errdefs.ErrInvalidArgument so the API maps it to invalid_argument.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+func (e *FieldError) Unwrap() error { return errdefs.ErrInvalidArgument }
+
+func fieldErr(field, format string, args ...any) error {
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Bounds on what a request may ask for. They keep a typo ("256g") from
+// taking the host down and keep labels within containerd's 4 KiB limit.
+const (
+	MinMemory    = 16 << 20
+	MaxPids      = 1 << 20
+	MaxEnv       = 256
+	MaxEnvBytes  = 64 << 10
+	MaxLabels    = 64
+	MaxTTL       = 30 * 24 * time.Hour
+	maxLabelKey  = 128
+	maxLabelVal  = 1024
+	maxNameLen   = 63
+	maxPathBytes = 4096
+)
+
+var sizeRe = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)\s*([kmgtKMGT]?)(?:i?[bB])?$`)
+
+// ParseSize parses a memory size such as "256m", "1.5g", "512MiB" or a plain
+// number of bytes. Units are binary (k = 1024).
+func ParseSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	m := sizeRe.FindStringSubmatch(s)
+	if m == nil {
+		return 0, fmt.Errorf("%q is not a size (examples: 256m, 1g, 1073741824)", s)
+	}
+	v, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a size: %v", s, err)
+	}
+	mult := map[string]float64{"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[strings.ToLower(m[2])]
+	b := v * mult
+	if b >= math.MaxInt64/2 {
+		return 0, fmt.Errorf("%q is too large", s)
+	}
+	return int64(b), nil
+}
+
+var (
+	envNameRe  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	nameRe     = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_.-]*$`)
+	labelKeyRe = regexp.MustCompile(`^[a-zA-Z0-9][a-zA-Z0-9_./-]*$`)
+)
+
+// ValidateEnv checks K=V pairs; field names the request field for errors.
+func ValidateEnv(field string, env []string) error {
+	if len(env) > MaxEnv {
+		return fieldErr(field, "%d entries, at most %d allowed", len(env), MaxEnv)
+	}
+	total := 0
+	for _, kv := range env {
+		total += len(kv)
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok {
+			return fieldErr(field, "%q is not K=V", kv)
+		}
+		if k == "" {
+			return fieldErr(field, "%q has an empty variable name", kv)
+		}
+		if !envNameRe.MatchString(k) {
+			return fieldErr(field, "variable name %q must match [A-Za-z_][A-Za-z0-9_]*", k)
+		}
+		if strings.IndexByte(kv, 0) >= 0 {
+			return fieldErr(field, "%q contains a NUL byte", k)
+		}
+	}
+	if total > MaxEnvBytes {
+		return fieldErr(field, "%d bytes in all, at most %d allowed", total, MaxEnvBytes)
+	}
+	return nil
+}
+
+// ValidateWorkdir checks a path inside the sandbox; empty is allowed.
+func ValidateWorkdir(field, p string) error {
+	if p == "" {
+		return nil
+	}
+	if !path.IsAbs(p) {
+		return fieldErr(field, "%q must be an absolute path", p)
+	}
+	if len(p) > maxPathBytes || strings.IndexByte(p, 0) >= 0 {
+		return fieldErr(field, "path is too long or contains NUL")
+	}
+	return nil
+}
+
+// ParseTimeout parses an exec timeout; empty means none.
+func ParseTimeout(field, s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fieldErr(field, "%q is not a duration (examples: 500ms, 5s, 2m)", s)
+	}
+	if d <= 0 {
+		return 0, fieldErr(field, "%q must be positive", s)
+	}
+	return d, nil
+}
+
+// resolved is a validated CreateRequest with defaults applied.
+type resolved struct {
+	image   string
+	limits  Limits
+	env     []string
+	workdir string
+	labels  map[string]string
+	name    string
+	ttl     time.Duration
+}
+
+// resolve validates req and fills in defaults. Every error names its field.
+func (m *Manager) resolve(req CreateRequest) (resolved, error) {
+	r := resolved{image: req.Image, limits: m.cfg.DefaultLimits, workdir: req.Workdir, name: req.Name, ttl: m.cfg.DefaultTTL}
+	if r.image == "" {
+		r.image = m.cfg.DefaultImage
+	}
+	if r.image == "" {
+		return r, fieldErr("image", "no image given and the daemon has no default image")
+	}
+	if req.Memory != "" {
+		b, err := ParseSize(req.Memory)
+		if err != nil {
+			return r, fieldErr("limits.memory", "%v", err)
+		}
+		if b < MinMemory {
+			return r, fieldErr("limits.memory", "%s is below the minimum of 16m", req.Memory)
+		}
+		if m.cfg.MaxMemory > 0 && b > m.cfg.MaxMemory {
+			return r, fieldErr("limits.memory", "%s is above the host's limit of %d bytes", req.Memory, m.cfg.MaxMemory)
+		}
+		r.limits.MemoryBytes = b
+	}
+	switch {
+	case math.IsNaN(req.CPUs) || math.IsInf(req.CPUs, 0) || req.CPUs < 0:
+		return r, fieldErr("limits.cpus", "%v must be a positive number of cores", req.CPUs)
+	case req.CPUs > 0 && req.CPUs < 0.01:
+		return r, fieldErr("limits.cpus", "%v is below the minimum of 0.01", req.CPUs)
+	case req.CPUs > float64(m.cfg.MaxCPUs):
+		return r, fieldErr("limits.cpus", "%v is more than the host's %d cores", req.CPUs, m.cfg.MaxCPUs)
+	case req.CPUs > 0:
+		r.limits.CPUs = req.CPUs
+	}
+	switch {
+	case req.Pids < 0:
+		return r, fieldErr("limits.pids", "%d must be positive", req.Pids)
+	case req.Pids > MaxPids:
+		return r, fieldErr("limits.pids", "%d is above the maximum of %d", req.Pids, MaxPids)
+	case req.Pids > 0 && req.Pids < 4:
+		return r, fieldErr("limits.pids", "%d is too few to run the init and a command (minimum 4)", req.Pids)
+	case req.Pids > 0:
+		r.limits.Pids = req.Pids
+	}
+	if err := ValidateEnv("env", req.Env); err != nil {
+		return r, err
+	}
+	r.env = req.Env
+	if r.workdir == "" {
+		r.workdir = "/workspace"
+	}
+	if err := ValidateWorkdir("workdir", r.workdir); err != nil {
+		return r, err
+	}
+	if r.name != "" && (len(r.name) > maxNameLen || !nameRe.MatchString(r.name)) {
+		return r, fieldErr("name", "%q must be 1-63 characters of letters, digits, _ . - and start with a letter or digit", r.name)
+	}
+	if len(req.Labels) > MaxLabels {
+		return r, fieldErr("labels", "%d labels, at most %d allowed", len(req.Labels), MaxLabels)
+	}
+	for k, v := range req.Labels {
+		if len(k) > maxLabelKey || !labelKeyRe.MatchString(k) {
+			return r, fieldErr("labels", "key %q must be 1-128 characters of letters, digits, _ . / -", k)
+		}
+		if len(v) > maxLabelVal {
+			return r, fieldErr("labels", "value of %q is longer than %d bytes", k, maxLabelVal)
+		}
+	}
+	r.labels = req.Labels
+	if req.TTL != "" {
+		d, err := time.ParseDuration(req.TTL)
+		if err != nil {
+			return r, fieldErr("ttl", "%q is not a duration (examples: 30m, 1h)", req.TTL)
+		}
+		if d <= 0 {
+			return r, fieldErr("ttl", "%q must be positive", req.TTL)
+		}
+		if d > MaxTTL {
+			return r, fieldErr("ttl", "%q is above the maximum of %s", req.TTL, MaxTTL)
+		}
+		r.ttl = d
+	}
+	return r, nil
+}

@@ -1,0 +1,6 @@
+package runtime
+
+import "github.com/boxd-dev/boxd/oci"
+
+// Capabilities lists the capabilities every sandbox's processes hold.
+func Capabilities() []string { return oci.DefaultCapabilities() }

@@ -1,0 +1,157 @@
+//go:build linux
+
+package safetar
+
+import (
+	"archive/tar"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Write writes a tar of srcPath to w whose top-level entry is called name.
+// srcPath itself is not followed if it is a symlink, and neither is anything
+// below it: the tree is walked with descriptors opened O_NOFOLLOW, so a
+// concurrent rename of a directory into a symlink cannot redirect the walk.
+func Write(w io.Writer, srcPath, name string) error {
+	if err := checkComponent(name); err != nil {
+		return err
+	}
+	parent, err := unix.Open(filepath.Dir(srcPath), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("safetar: open %s: %w", filepath.Dir(srcPath), err)
+	}
+	defer unix.Close(parent)
+	tw := tar.NewWriter(w)
+	if err := writeEntry(tw, parent, filepath.Base(srcPath), name); err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return fmt.Errorf("safetar: finish archive: %w", err)
+	}
+	return nil
+}
+
+func writeEntry(tw *tar.Writer, dirfd int, base, name string) error {
+	if len(name) > MaxNameLen {
+		return fmt.Errorf("safetar: %s: name longer than %d bytes", name, MaxNameLen)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, base, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return fmt.Errorf("safetar: stat %s: %w", name, err)
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return writeFile(tw, dirfd, base, name)
+	case unix.S_IFDIR:
+		return writeDir(tw, dirfd, base, name, &st)
+	case unix.S_IFLNK:
+		target, err := readlinkat(dirfd, base)
+		if err != nil {
+			return fmt.Errorf("safetar: readlink %s: %w", name, err)
+		}
+		hdr := header(name, tar.TypeSymlink, &st)
+		hdr.Linkname = target
+		return writeHeader(tw, hdr)
+	}
+	return nil // sockets, FIFOs, devices: documented as skipped
+}
+
+func writeFile(tw *tar.Writer, dirfd int, base, name string) error {
+	// O_NONBLOCK: if the file was swapped for a FIFO since the stat, the
+	// open must not hang waiting for a writer. It is a no-op on regular files.
+	fd, err := unix.Openat(dirfd, base, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("safetar: open %s: %w", name, err)
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("safetar: stat %s: %w", name, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil // replaced by something we do not archive
+	}
+	if err := writeHeader(tw, header(name, tar.TypeReg, &st)); err != nil {
+		return err
+	}
+	// Copy exactly the size in the header: a file that grows meanwhile is
+	// cut, one that shrinks is an error (the header already promised more).
+	n, err := io.CopyN(tw, f, st.Size)
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("safetar: %s: file shrank while archiving (%d of %d bytes)", name, n, st.Size)
+		}
+		return fmt.Errorf("safetar: archive %s: %w", name, err)
+	}
+	return nil
+}
+
+func writeDir(tw *tar.Writer, dirfd int, base, name string, st *unix.Stat_t) error {
+	fd, err := unix.Openat(dirfd, base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("safetar: open %s: %w", name, err)
+	}
+	d := os.NewFile(uintptr(fd), name)
+	defer d.Close()
+	if err := writeHeader(tw, header(name+"/", tar.TypeDir, st)); err != nil {
+		return err
+	}
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return fmt.Errorf("safetar: list %s: %w", name, err)
+	}
+	slices.Sort(names) // reproducible archives
+	for _, n := range names {
+		if err := writeEntry(tw, fd, n, name+"/"+n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func header(name string, typ byte, st *unix.Stat_t) *tar.Header {
+	return &tar.Header{
+		Typeflag: typ,
+		Name:     name,
+		Mode:     int64(st.Mode & 0o7777),
+		Uid:      int(st.Uid),
+		Gid:      int(st.Gid),
+		Size:     sizeFor(typ, st),
+		ModTime:  time.Unix(st.Mtim.Unix()),
+	}
+}
+
+func sizeFor(typ byte, st *unix.Stat_t) int64 {
+	if typ == tar.TypeReg {
+		return st.Size
+	}
+	return 0
+}
+
+func writeHeader(tw *tar.Writer, hdr *tar.Header) error {
+	if err := tw.WriteHeader(hdr); err != nil {
+		return fmt.Errorf("safetar: write header %s: %w", hdr.Name, err)
+	}
+	return nil
+}
+
+// readlinkat reads a symlink target of any length up to MaxNameLen.
+func readlinkat(dirfd int, base string) (string, error) {
+	buf := make([]byte, MaxNameLen+1)
+	n, err := unix.Readlinkat(dirfd, base, buf)
+	if err != nil {
+		return "", err
+	}
+	if n > MaxNameLen {
+		return "", fmt.Errorf("symlink target longer than %d bytes", MaxNameLen)
+	}
+	return string(buf[:n]), nil
+}

@@ -1,0 +1,56 @@
+# scripts/lib.sh: helpers shared by scripts/setup.sh and scripts/containerd.sh.
+# Source it; it defines variables and functions only.
+
+BOXD_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BOXD_DEPS=${BOXD_DEPS:-/opt/boxd-deps}
+
+die() {
+	echo "${0##*/}: error: $*" >&2
+	exit 1
+}
+
+# boxd_go makes sure a Go toolchain is on PATH.
+boxd_go() {
+	if ! command -v go >/dev/null 2>&1; then
+		if [[ -x /usr/local/go/bin/go ]]; then
+			PATH=/usr/local/go/bin:$PATH
+			export PATH
+		else
+			die "go not found on PATH or in /usr/local/go/bin: install Go (the version in go.mod) first"
+		fi
+	fi
+}
+
+# boxd_versions sets CONTAINERD_VERSION, PROTOBUF_VERSION and CONNECT_VERSION
+# to the versions go.mod pins (as `go list -m` resolves them, replace
+# directives included). If go.mod cannot be loaded (someone is editing it),
+# falls back to reading the require lines directly.
+boxd_versions() {
+	local out mod ver
+	out=$(cd "$BOXD_REPO" && go list -m -f '{{.Path}} {{.Version}}' \
+		github.com/containerd/containerd/v2 google.golang.org/protobuf connectrpc.com/connect 2>/dev/null) ||
+		out=$(awk '$1 == "require" && NF >= 3 { print $2, $3; next }
+			/^require[ \t]*\(/ { r = 1; next }
+			r && /^\)/ { r = 0; next }
+			r && NF >= 2 { print $1, $2 }' "$BOXD_REPO/go.mod")
+	CONTAINERD_VERSION="" PROTOBUF_VERSION="" CONNECT_VERSION=""
+	while read -r mod ver; do
+		case $mod in
+		github.com/containerd/containerd/v2) CONTAINERD_VERSION=$ver ;;
+		google.golang.org/protobuf) PROTOBUF_VERSION=$ver ;;
+		connectrpc.com/connect) CONNECT_VERSION=$ver ;;
+		esac
+	done <<<"$out"
+	[[ -n $CONTAINERD_VERSION ]] || die "github.com/containerd/containerd/v2 is not in $BOXD_REPO/go.mod"
+}
+
+# boxd_containerd_bindir prints the directory holding the pinned containerd,
+# containerd-shim-runc-v2 and ctr (CONTAINERD_BIN_DIR overrides it).
+boxd_containerd_bindir() {
+	if [[ -n ${CONTAINERD_BIN_DIR:-} ]]; then
+		echo "$CONTAINERD_BIN_DIR"
+		return
+	fi
+	[[ -n ${CONTAINERD_VERSION:-} ]] || boxd_versions
+	echo "$BOXD_DEPS/containerd-$CONTAINERD_VERSION/bin"
+}

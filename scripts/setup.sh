@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# scripts/setup.sh: install what boxd's development and integration tests need.
+#
+# Idempotent and fast (well under 2 s) when everything is present; on a fresh
+# Debian (bookworm) machine, as root, it installs:
+#   - apt packages: runc, busybox-static, debootstrap, protobuf-compiler
+#     (apt-get update runs only if one of them is missing);
+#   - containerd, containerd-shim-runc-v2 and ctr at the version go.mod pins
+#     for github.com/containerd/containerd/v2, built with `go install` into
+#     $BOXD_DEPS/containerd-$VERSION/bin (about 3 min the first time);
+#   - protoc-gen-go and protoc-gen-connect-go, at the versions go.mod pins for
+#     google.golang.org/protobuf and connectrpc.com/connect, into $BOXD_DEPS/bin.
+# BOXD_DEPS defaults to /opt/boxd-deps.
+#
+# On success it prints one NAME=PATH line per tool it found (plus
+# containerd-version=VERSION). With --check it installs nothing and exits 1 if
+# something is missing (the Go test harness uses it to decide whether to run
+# the full setup).
+set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+CHECK_ONLY=false
+case ${1:-} in
+"") ;;
+--check) CHECK_ONLY=true ;;
+*) die "usage: $0 [--check]" ;;
+esac
+
+missing=()
+need() { missing+=("$1"); }
+
+# ---- apt packages -----------------------------------------------------------
+APT_PACKAGES=(runc busybox-static debootstrap protobuf-compiler)
+# Files each package must provide (busybox-static: the static binary; the
+# dynamically linked "busybox" package also provides /bin/busybox).
+declare -A APT_FILE=(
+	[runc]=/usr/sbin/runc
+	[busybox-static]=/bin/busybox
+	[debootstrap]=/usr/sbin/debootstrap
+	[protobuf-compiler]=/usr/bin/protoc
+)
+apt_missing() {
+	local status pkg
+	status=$(dpkg-query -W -f='${Package} ${db:Status-Status}\n' "${APT_PACKAGES[@]}" 2>/dev/null || true)
+	for pkg in "${APT_PACKAGES[@]}"; do
+		if ! grep -qx "$pkg installed" <<<"$status" || [[ ! -x ${APT_FILE[$pkg]} ]]; then
+			echo "$pkg"
+		fi
+	done
+}
+mapfile -t apt_todo < <(apt_missing)
+if ((${#apt_todo[@]})); then
+	if $CHECK_ONLY; then
+		need "apt packages: ${apt_todo[*]}"
+	else
+		[[ $(id -u) -eq 0 ]] || die "apt packages missing (${apt_todo[*]}) and not root: run 'sudo $0'"
+		echo "setup: installing ${apt_todo[*]}" >&2
+		export DEBIAN_FRONTEND=noninteractive
+		apt-get update -qq >&2 || die "apt-get update failed"
+		apt-get install -y -qq --no-install-recommends "${apt_todo[@]}" >&2 ||
+			die "apt-get install ${apt_todo[*]} failed"
+		mapfile -t apt_todo < <(apt_missing)
+		((${#apt_todo[@]} == 0)) || die "still missing after apt-get install: ${apt_todo[*]}"
+	fi
+fi
+
+# ---- pinned versions ----------------------------------------------------------
+boxd_go
+boxd_versions
+[[ -n $PROTOBUF_VERSION ]] || die "google.golang.org/protobuf is not in go.mod"
+[[ -n $CONNECT_VERSION ]] || die "connectrpc.com/connect is not in go.mod"
+
+CTRD_BIN=$(boxd_containerd_bindir)
+CTRD_TOOLS=(containerd containerd-shim-runc-v2 ctr)
+
+ctrd_present() {
+	local t
+	for t in "${CTRD_TOOLS[@]}"; do
+		[[ -x $CTRD_BIN/$t ]] || return 1
+	done
+}
+
+# other_build_running reports whether some process (another setup.sh, or a
+# hand-started `go install`) is building this containerd version right now.
+# The bracket keeps the pattern from matching grep's own command line.
+other_build_running() {
+	grep -laE "cmd/containerd[@]$CONTAINERD_VERSION" /proc/[0-9]*/cmdline >/dev/null 2>&1
+}
+
+build_containerd() {
+	local dir tmp log waited=0
+	dir=$(dirname "$CTRD_BIN")
+	mkdir -p "$dir" || die "cannot create $dir (run as root, or set BOXD_DEPS to a writable directory)"
+	# Serialize builds between concurrent setup.sh runs.
+	exec 9>"$dir/.build.lock"
+	flock -w 1800 9 || die "timed out waiting for another setup.sh building containerd $CONTAINERD_VERSION"
+	# A build not started by this script (no lock) may be filling $CTRD_BIN:
+	# wait for it rather than racing it.
+	while ! ctrd_present && other_build_running; do
+		((waited % 30 == 0)) && echo "setup: waiting for another build of containerd $CONTAINERD_VERSION..." >&2
+		sleep 2
+		waited=$((waited + 2))
+		((waited < 1800)) || die "timed out waiting for another containerd build"
+	done
+	if ctrd_present; then
+		flock -u 9
+		return
+	fi
+	tmp="$dir/bin.tmp.$$"
+	log="$dir/build.log"
+	rm -rf "$tmp"
+	echo "setup: building containerd $CONTAINERD_VERSION into $CTRD_BIN (a few minutes the first time; log: $log)" >&2
+	if ! (cd / && GOFLAGS= CGO_ENABLED=0 GOBIN=$tmp go install -tags no_btrfs \
+		"github.com/containerd/containerd/v2/cmd/containerd@$CONTAINERD_VERSION" \
+		"github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION" \
+		"github.com/containerd/containerd/v2/cmd/ctr@$CONTAINERD_VERSION") >"$log" 2>&1; then
+		tail -n 40 "$log" >&2
+		rm -rf "$tmp"
+		die "building containerd $CONTAINERD_VERSION failed (log: $log)"
+	fi
+	# Replace a partial directory atomically enough: readers check all three.
+	rm -rf "$CTRD_BIN"
+	mv "$tmp" "$CTRD_BIN"
+	flock -u 9
+	ctrd_present || die "containerd build finished but $CTRD_BIN is incomplete"
+}
+
+if ! ctrd_present; then
+	if $CHECK_ONLY; then
+		need "containerd $CONTAINERD_VERSION in $CTRD_BIN"
+	else
+		build_containerd
+	fi
+fi
+
+# ---- protoc plugins -----------------------------------------------------------
+PLUGIN_BIN=$BOXD_DEPS/bin
+# plugin_ok NAME VERSION: installed at that version? (go.mod versions have a
+# leading "v"; the plugins print it with or without.)
+plugin_ok() {
+	local out
+	[[ -x $PLUGIN_BIN/$1 ]] || return 1
+	out=$("$PLUGIN_BIN/$1" --version 2>/dev/null) || return 1
+	[[ " $out " == *" $2 "* || " $out " == *" ${2#v} "* ]]
+}
+install_plugin() { # NAME PACKAGE VERSION
+	mkdir -p "$PLUGIN_BIN" || die "cannot create $PLUGIN_BIN"
+	echo "setup: installing $1 $3 into $PLUGIN_BIN" >&2
+	local log="$PLUGIN_BIN/.$1.log"
+	if ! (cd / && GOFLAGS= GOBIN=$PLUGIN_BIN go install "$2@$3") >"$log" 2>&1; then
+		cat "$log" >&2
+		die "go install $2@$3 failed"
+	fi
+	rm -f "$log"
+	plugin_ok "$1" "$3" || die "$PLUGIN_BIN/$1 does not report version $3"
+}
+if ! plugin_ok protoc-gen-go "$PROTOBUF_VERSION"; then
+	if $CHECK_ONLY; then need "protoc-gen-go $PROTOBUF_VERSION"; else
+		install_plugin protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go "$PROTOBUF_VERSION"
+	fi
+fi
+if ! plugin_ok protoc-gen-connect-go "$CONNECT_VERSION"; then
+	if $CHECK_ONLY; then need "protoc-gen-connect-go $CONNECT_VERSION"; else
+		install_plugin protoc-gen-connect-go connectrpc.com/connect/cmd/protoc-gen-connect-go "$CONNECT_VERSION"
+	fi
+fi
+
+if ((${#missing[@]})); then
+	printf 'setup: missing: %s\n' "${missing[@]}" >&2
+	exit 1
+fi
+
+# ---- report ---------------------------------------------------------------------
+echo "runc=${APT_FILE[runc]}"
+echo "busybox=${APT_FILE[busybox-static]}"
+echo "debootstrap=${APT_FILE[debootstrap]}"
+echo "protoc=${APT_FILE[protobuf-compiler]}"
+echo "containerd-version=$CONTAINERD_VERSION"
+for t in "${CTRD_TOOLS[@]}"; do
+	echo "$t=$CTRD_BIN/$t"
+done
+echo "protoc-gen-go=$PLUGIN_BIN/protoc-gen-go"
+echo "protoc-gen-connect-go=$PLUGIN_BIN/protoc-gen-connect-go"

@@ -1,0 +1,301 @@
+// Package snapshot manages boxd's images in containerd: importing archives,
+// turning a root filesystem into a one-layer image, listing and removing.
+package snapshot
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"regexp"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/content"
+	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/errdefs"
+	"github.com/opencontainers/go-digest"
+	ocispecs "github.com/opencontainers/image-spec/specs-go"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+)
+
+// Image is what boxd reports about an image.
+type Image struct {
+	Name      string
+	Digest    string
+	Size      int64
+	CreatedAt time.Time
+}
+
+// Store imports, lists and removes images in boxd's containerd namespace and
+// keeps them unpacked for the snapshotter sandboxes use.
+type Store struct {
+	c           *client.Client
+	snapshotter string
+}
+
+// New returns a Store that unpacks into snapshotter (e.g. "overlayfs").
+func New(c *client.Client, snapshotter string) *Store {
+	return &Store{c: c, snapshotter: snapshotter}
+}
+
+// Snapshotter is the snapshotter images are unpacked for.
+func (s *Store) Snapshotter() string { return s.snapshotter }
+
+var refPattern = regexp.MustCompile(`^[a-z0-9][a-zA-Z0-9._/:@+-]{0,254}$`)
+
+// NormalizeName validates an image reference and adds ":latest" when it has
+// neither tag nor digest, so "busybox" and "busybox:latest" name one image.
+func NormalizeName(name string) (string, error) {
+	if name == "" {
+		return "", fmt.Errorf("image name is empty: %w", errdefs.ErrInvalidArgument)
+	}
+	if !refPattern.MatchString(name) || strings.Contains(name, "..") || strings.Contains(name, "//") {
+		return "", fmt.Errorf("image name %q is not a valid reference (lowercase letters, digits, . _ / : @ + -; at most 255 characters): %w", name, errdefs.ErrInvalidArgument)
+	}
+	if strings.Contains(name, "@") {
+		return name, nil
+	}
+	last := name[strings.LastIndex(name, "/")+1:]
+	if !strings.Contains(last, ":") {
+		name += ":latest"
+	}
+	return name, nil
+}
+
+// ImportArchive imports an OCI-layout or docker-archive tar read from r. If
+// name is set the archive must hold exactly one image, which gets that name.
+func (s *Store) ImportArchive(ctx context.Context, r io.Reader, name string) ([]Image, error) {
+	var opts []client.ImportOpt
+	if name != "" {
+		n, err := NormalizeName(name)
+		if err != nil {
+			return nil, err
+		}
+		name = n
+		seen := ""
+		opts = append(opts,
+			client.WithImageRefTranslator(func(ref string) string {
+				seen = ref
+				return name
+			}),
+			client.WithDigestRef(func(digest.Digest) string { return name }),
+		)
+		_ = seen
+	}
+	opts = append(opts, client.WithImportPlatform(platformMatcher()))
+	imgs, err := s.c.Import(ctx, r, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("import image archive: %w", wrapInvalid(err))
+	}
+	if len(imgs) == 0 {
+		return nil, fmt.Errorf("import image archive: the archive names no image (pass a name): %w", errdefs.ErrInvalidArgument)
+	}
+	out := make([]Image, 0, len(imgs))
+	for _, im := range imgs {
+		img, err := s.unpack(ctx, im)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, img)
+	}
+	return out, nil
+}
+
+// ImportRootfs turns a tar of a root filesystem into a single-layer image
+// named name. The tar is streamed into the content store, never held whole.
+func (s *Store) ImportRootfs(ctx context.Context, r io.Reader, name string) (Image, error) {
+	name, err := NormalizeName(name)
+	if err != nil {
+		return Image{}, err
+	}
+	ctx, done, err := s.c.WithLease(ctx)
+	if err != nil {
+		return Image{}, fmt.Errorf("import rootfs %s: lease: %w", name, err)
+	}
+	defer done(context.WithoutCancel(ctx))
+	cs := s.c.ContentStore()
+
+	// The layer is stored uncompressed, so its digest is also its diff ID.
+	ref := fmt.Sprintf("boxd-rootfs-%s-%d", strings.NewReplacer("/", "_", ":", "_").Replace(name), time.Now().UnixNano())
+	w, err := content.OpenWriter(ctx, cs, content.WithRef(ref))
+	if err != nil {
+		return Image{}, fmt.Errorf("import rootfs %s: open layer writer: %w", name, err)
+	}
+	n, err := io.Copy(w, r)
+	if err != nil {
+		w.Close()
+		_ = cs.Abort(context.WithoutCancel(ctx), ref)
+		return Image{}, fmt.Errorf("import rootfs %s: read layer: %w", name, err)
+	}
+	if n == 0 {
+		w.Close()
+		_ = cs.Abort(context.WithoutCancel(ctx), ref)
+		return Image{}, fmt.Errorf("import rootfs %s: the rootfs tar is empty: %w", name, errdefs.ErrInvalidArgument)
+	}
+	layerDigest := w.Digest()
+	if err := w.Commit(ctx, n, layerDigest); err != nil && !errdefs.IsAlreadyExists(err) {
+		w.Close()
+		return Image{}, fmt.Errorf("import rootfs %s: commit layer: %w", name, err)
+	}
+	w.Close()
+	layer := ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayer, Digest: layerDigest, Size: n}
+
+	now := time.Now().UTC()
+	plat := ocispec.Platform{OS: "linux", Architecture: runtime.GOARCH}
+	cfg := ocispec.Image{
+		Created:  &now,
+		Platform: plat,
+		Config: ocispec.ImageConfig{
+			Env:        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+			Cmd:        []string{"/bin/sh"},
+			WorkingDir: "/workspace",
+		},
+		RootFS: ocispec.RootFS{Type: "layers", DiffIDs: []digest.Digest{layerDigest}},
+	}
+	cfgDesc, err := writeJSON(ctx, cs, ocispec.MediaTypeImageConfig, cfg, nil)
+	if err != nil {
+		return Image{}, fmt.Errorf("import rootfs %s: write config: %w", name, err)
+	}
+	manifest := ocispec.Manifest{
+		Versioned: ocispecs.Versioned{SchemaVersion: 2},
+		MediaType: ocispec.MediaTypeImageManifest,
+		Config:    cfgDesc,
+		Layers:    []ocispec.Descriptor{layer},
+	}
+	// The gc.ref labels keep config and layer alive as long as the manifest is.
+	mDesc, err := writeJSON(ctx, cs, ocispec.MediaTypeImageManifest, manifest, map[string]string{
+		"containerd.io/gc.ref.content.config": cfgDesc.Digest.String(),
+		"containerd.io/gc.ref.content.l.0":    layerDigest.String(),
+	})
+	if err != nil {
+		return Image{}, fmt.Errorf("import rootfs %s: write manifest: %w", name, err)
+	}
+	mDesc.Platform = &plat
+
+	is := s.c.ImageService()
+	rec := images.Image{Name: name, Target: mDesc, CreatedAt: now, UpdatedAt: now}
+	created, err := is.Create(ctx, rec)
+	if errdefs.IsAlreadyExists(err) {
+		// Importing under an existing name replaces it, like docker load.
+		created, err = is.Update(ctx, rec, "target")
+	}
+	if err != nil {
+		return Image{}, fmt.Errorf("import rootfs %s: record image: %w", name, err)
+	}
+	return s.unpack(ctx, created)
+}
+
+func writeJSON(ctx context.Context, cs content.Store, mediaType string, v any, labels map[string]string) (ocispec.Descriptor, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	desc := ocispec.Descriptor{MediaType: mediaType, Digest: digest.FromBytes(b), Size: int64(len(b))}
+	var opts []content.Opt
+	if labels != nil {
+		opts = append(opts, content.WithLabels(labels))
+	}
+	if err := content.WriteBlob(ctx, cs, desc.Digest.String(), strings.NewReader(string(b)), desc, opts...); err != nil {
+		return ocispec.Descriptor{}, err
+	}
+	return desc, nil
+}
+
+func (s *Store) unpack(ctx context.Context, rec images.Image) (Image, error) {
+	img := client.NewImageWithPlatform(s.c, rec, platformMatcher())
+	ok, err := img.IsUnpacked(ctx, s.snapshotter)
+	if err != nil {
+		return Image{}, fmt.Errorf("image %s: check unpacked: %w", rec.Name, err)
+	}
+	if !ok {
+		if err := img.Unpack(ctx, s.snapshotter); err != nil {
+			return Image{}, fmt.Errorf("image %s: unpack: %w", rec.Name, wrapInvalid(err))
+		}
+	}
+	return s.describe(ctx, img)
+}
+
+func (s *Store) describe(ctx context.Context, img client.Image) (Image, error) {
+	size, err := img.Size(ctx)
+	if err != nil {
+		size = -1
+	}
+	return Image{Name: img.Name(), Digest: img.Target().Digest.String(), Size: size, CreatedAt: img.Metadata().CreatedAt}, nil
+}
+
+// Get returns an unpacked image by name; a missing image is errdefs.ErrNotFound.
+func (s *Store) Get(ctx context.Context, name string) (client.Image, error) {
+	n, err := NormalizeName(name)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := s.c.ImageService().Get(ctx, n)
+	if err != nil {
+		if errdefs.IsNotFound(err) {
+			return nil, fmt.Errorf("image %q not found (import it with boxctl image import): %w", name, errdefs.ErrNotFound)
+		}
+		return nil, fmt.Errorf("image %s: %w", name, err)
+	}
+	img := client.NewImageWithPlatform(s.c, rec, platformMatcher())
+	ok, err := img.IsUnpacked(ctx, s.snapshotter)
+	if err != nil {
+		return nil, fmt.Errorf("image %s: check unpacked: %w", name, err)
+	}
+	if !ok {
+		if err := img.Unpack(ctx, s.snapshotter); err != nil {
+			return nil, fmt.Errorf("image %s: unpack: %w", name, err)
+		}
+	}
+	return img, nil
+}
+
+// List returns every image in the namespace, sorted by name.
+func (s *Store) List(ctx context.Context) ([]Image, error) {
+	recs, err := s.c.ImageService().List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list images: %w", err)
+	}
+	out := make([]Image, 0, len(recs))
+	for _, rec := range recs {
+		d, err := s.describe(ctx, client.NewImageWithPlatform(s.c, rec, platformMatcher()))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// Remove deletes an image record; containerd's garbage collector then frees
+// blobs and snapshots no sandbox uses any more.
+func (s *Store) Remove(ctx context.Context, name string) error {
+	n, err := NormalizeName(name)
+	if err != nil {
+		return err
+	}
+	if err := s.c.ImageService().Delete(ctx, n, images.SynchronousDelete()); err != nil {
+		if errdefs.IsNotFound(err) {
+			return fmt.Errorf("image %q not found: %w", name, errdefs.ErrNotFound)
+		}
+		return fmt.Errorf("remove image %s: %w", name, err)
+	}
+	return nil
+}
+
+// wrapInvalid marks archive parse failures as the caller's fault, so they
+// reach clients as invalid_argument instead of internal.
+func wrapInvalid(err error) error {
+	if errdefs.IsNotFound(err) || errdefs.IsInvalidArgument(err) || errdefs.IsAlreadyExists(err) {
+		return err
+	}
+	msg := err.Error()
+	for _, s := range []string{"tar", "unexpected EOF", "invalid", "unsupported", "unknown", "no manifest", "json"} {
+		if strings.Contains(msg, s) {
+			return fmt.Errorf("%w: %w", err, errdefs.ErrInvalidArgument)
+		}
+	}
+	return err
+}

@@ -1,0 +1,45 @@
+package systemd
+
+import (
+	"net"
+	"path/filepath"
+	"testing"
+)
+
+func TestNotifySendsState(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "notify.sock")
+	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: path, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	t.Setenv("NOTIFY_SOCKET", path)
+	sent, err := Notify("READY=1")
+	if err != nil || !sent {
+		t.Fatalf("Notify = %v, %v", sent, err)
+	}
+	buf := make([]byte, 64)
+	n, _, err := conn.ReadFrom(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(buf[:n]); got != "READY=1" {
+		t.Fatalf("got %q", got)
+	}
+}
+
+func TestNotifyWithoutManager(t *testing.T) {
+	t.Setenv("NOTIFY_SOCKET", "")
+	if sent, err := Notify("READY=1"); sent || err != nil {
+		t.Fatalf("Notify without NOTIFY_SOCKET = %v, %v", sent, err)
+	}
+}
+
+func TestListenersIgnoresOtherPID(t *testing.T) {
+	t.Setenv("LISTEN_PID", "1")
+	t.Setenv("LISTEN_FDS", "1")
+	lns, err := Listeners()
+	if err != nil || lns != nil {
+		t.Fatalf("Listeners for another pid = %v, %v", lns, err)
+	}
+}
