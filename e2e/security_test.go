@@ -106,7 +106,7 @@ func cgroupLimits(t *testing.T, id string) (mem, pids, quota int64) {
 	}
 	return readInt(t, "/sys/fs/cgroup/memory"+rel+"/memory.limit_in_bytes"),
 		readInt(t, "/sys/fs/cgroup/pids"+rel+"/pids.max"),
-		readInt(t, "/sys/fs/cgroup/cpu,cpuacct"+rel+"/cpu.cfs_quota_us")
+		readInt(t, "/sys/fs/cgroup/cpu"+rel+"/cpu.cfs_quota_us")
 }
 
 // TestEscapeAttempts runs what hostile code would try, each with its
@@ -140,8 +140,8 @@ func TestEscapeAttempts(t *testing.T) {
 	if got := sh(t, id, "cat /proc/net/route | wc -l"); strings.TrimSpace(got) != "1" {
 		t.Errorf("route table has entries: %q", got)
 	}
-	if got := sh(t, id, "test -e /etc/resolv.conf && cat /etc/resolv.conf || echo none"); strings.TrimSpace(got) != "none" {
-		t.Errorf("resolv.conf present: %q", got)
+	if got := sh(t, id, "cat /etc/resolv.conf 2>/dev/null | grep -c nameserver || true"); strings.TrimSpace(got) != "0" {
+		t.Errorf("resolv.conf names a nameserver: %q", got)
 	}
 	// Devices: only the safe set.
 	got := sh(t, id, "ls /dev")
@@ -173,8 +173,8 @@ func TestForkBombIsCapped(t *testing.T) {
 
 func TestMemoryLimitKills(t *testing.T) {
 	id := newSandbox(t, "--memory", "48m")
-	// tail buffers its whole input: 200 MiB cannot fit in 48 MiB.
-	_, _, code := boxctlRun("exec", "--timeout", "30s", id, "--", "sh", "-c", "head -c 200000000 /dev/zero | tail -c 1 >/dev/null")
+	// dd allocates and fills a 200 MiB buffer: it cannot fit in 48 MiB.
+	_, _, code := boxctlRun("exec", "--timeout", "30s", id, "--", "sh", "-c", "dd if=/dev/zero of=/dev/null bs=200M count=1")
 	if code == 0 {
 		t.Errorf("a 200 MB allocation succeeded under a 48m limit")
 	}

@@ -19,7 +19,7 @@ func runCommand() *cli.Command {
 		Name:      "run",
 		Usage:     "create a sandbox, run one command in it, delete it",
 		ArgsUsage: "-- CMD [ARG...]",
-		Flags:     append(createFlags(), execFlags()...),
+		Flags:     append(createFlags(), execFlags()[0]), // --env and --workdir set the sandbox
 		Action: func(c *cli.Context) error {
 			cmd := c.Args().Slice()
 			if len(cmd) > 0 && cmd[0] == "--" {
@@ -32,7 +32,6 @@ func runCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			// --env and --workdir set the sandbox; the command inherits them.
 			api := apiClient(c)
 			ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 			defer stop()
