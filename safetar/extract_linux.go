@@ -48,7 +48,7 @@ func Extract(r io.Reader, destDir, rename string) error {
 			return fmt.Errorf("safetar: read archive: %w", err)
 		}
 		if err := x.entry(hdr, tr); err != nil {
-			return fmt.Errorf("safetar: entry %q: %w", hdr.Name, err)
+			return fmt.Errorf("safetar: entry %q: %w", shorten(hdr.Name), err)
 		}
 	}
 	return x.finish()
@@ -154,7 +154,7 @@ func (x *extractor) dir(parent int, base string, comps []string, hdr *tar.Header
 	}
 	fd, err := openNoFollowDir(parent, base)
 	switch {
-	case err == unix.ELOOP:
+	case err == unix.ELOOP || err == unix.ENOTDIR && isSymlink(parent, base):
 		return unsafef("a symlink is in the way of the directory")
 	case err == unix.ENOTDIR:
 		return fmt.Errorf("%w: a non-directory is in the way", fs.ErrExist)

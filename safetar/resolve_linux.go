@@ -66,6 +66,10 @@ func walkDir(root int, comps []string, create bool) (int, error) {
 				next, err = openNoFollowDir(fd, c)
 			}
 		}
+		if err == unix.ENOTDIR && isSymlink(fd, c) {
+			// O_NOFOLLOW|O_DIRECTORY reports a symlink as ENOTDIR.
+			err = unix.ELOOP
+		}
 		if fd != root {
 			unix.Close(fd)
 		}
@@ -75,6 +79,11 @@ func walkDir(root int, comps []string, create bool) (int, error) {
 		fd = next
 	}
 	return fd, nil
+}
+
+func isSymlink(dirfd int, name string) bool {
+	var st unix.Stat_t
+	return unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
 }
 
 func openNoFollowDir(dirfd int, name string) (int, error) {

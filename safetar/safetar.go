@@ -76,3 +76,12 @@ func checkComponent(c string) error {
 	}
 	return nil
 }
+
+// shorten keeps error messages readable when a hostile name is huge.
+func shorten(name string) string {
+	const keep = 256
+	if len(name) <= keep {
+		return name
+	}
+	return name[:keep] + "..."
+}

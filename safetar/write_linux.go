@@ -125,7 +125,8 @@ func header(name string, typ byte, st *unix.Stat_t) *tar.Header {
 		Uid:      int(st.Uid),
 		Gid:      int(st.Gid),
 		Size:     sizeFor(typ, st),
-		ModTime:  time.Unix(st.Mtim.Unix()),
+		// Whole seconds, truncated: tar would round, making a file newer.
+		ModTime: time.Unix(st.Mtim.Sec, 0),
 	}
 }
 

@@ -33,7 +33,7 @@
 #
 # CONTAINERD_BIN_DIR overrides where containerd/ctr/shim are taken from.
 set -euo pipefail
-# shellcheck source=lib.sh
+# shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 RUNC=${BOXD_RUNC:-/usr/sbin/runc}
@@ -222,12 +222,12 @@ start() {
 # line contains "-address DIR/containerd.sock").
 shim_pids() {
 	local f pid comm
-	for f in $(grep -lasF -- "$SOCK" /proc/[0-9]*/cmdline 2>/dev/null); do
+	while IFS= read -r f; do
 		pid=${f#/proc/}
 		pid=${pid%/cmdline}
 		read -r comm 2>/dev/null <"/proc/$pid/comm" || continue
 		[[ $comm == containerd-shim* ]] && echo "$pid"
-	done
+	done < <(grep -lasF -- "$SOCK" /proc/[0-9]*/cmdline 2>/dev/null)
 	return 0
 }
 
@@ -299,10 +299,10 @@ cleanup_bundles() {
 unmount_all() {
 	local mp
 	# Mount points under DIR, deepest first (mountinfo escapes spaces as \040).
-	for mp in $(awk -v d="$DIR" '$5 == d || index($5, d "/") == 1 { print length($5), $5 }' /proc/self/mountinfo | sort -rn | cut -d' ' -f2-); do
+	while IFS= read -r mp; do
 		mp=$(printf '%b' "$mp")
 		umount -R "$mp" 2>/dev/null || umount -R -l "$mp" 2>/dev/null || umount -l "$mp" 2>/dev/null || true
-	done
+	done < <(awk -v d="$DIR" '$5 == d || index($5, d "/") == 1 { print length($5), $5 }' /proc/self/mountinfo | sort -rn | cut -d' ' -f2-)
 	if awk -v d="$DIR" '$5 == d || index($5, d "/") == 1 { found = 1 } END { exit !found }' /proc/self/mountinfo; then
 		die "mounts remain under $DIR"
 	fi

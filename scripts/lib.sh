@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # scripts/lib.sh: helpers shared by scripts/setup.sh and scripts/containerd.sh.
 # Source it; it defines variables and functions only.
 
@@ -33,7 +34,9 @@ boxd_versions() {
 			/^require[ \t]*\(/ { r = 1; next }
 			r && /^\)/ { r = 0; next }
 			r && NF >= 2 { print $1, $2 }' "$BOXD_REPO/go.mod")
+	# shellcheck disable=SC2034 # used by the scripts that source this file
 	CONTAINERD_VERSION="" PROTOBUF_VERSION="" CONNECT_VERSION=""
+	# shellcheck disable=SC2034
 	while read -r mod ver; do
 		case $mod in
 		github.com/containerd/containerd/v2) CONTAINERD_VERSION=$ver ;;

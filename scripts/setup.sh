@@ -17,7 +17,7 @@
 # something is missing (the Go test harness uses it to decide whether to run
 # the full setup).
 set -euo pipefail
-# shellcheck source=lib.sh
+# shellcheck source-path=SCRIPTDIR
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 CHECK_ONLY=false
@@ -111,7 +111,7 @@ build_containerd() {
 	log="$dir/build.log"
 	rm -rf "$tmp"
 	echo "setup: building containerd $CONTAINERD_VERSION into $CTRD_BIN (a few minutes the first time; log: $log)" >&2
-	if ! (cd / && GOFLAGS= CGO_ENABLED=0 GOBIN=$tmp go install -tags no_btrfs \
+	if ! (cd / && GOFLAGS='' CGO_ENABLED=0 GOBIN=$tmp go install -tags no_btrfs \
 		"github.com/containerd/containerd/v2/cmd/containerd@$CONTAINERD_VERSION" \
 		"github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2@$CONTAINERD_VERSION" \
 		"github.com/containerd/containerd/v2/cmd/ctr@$CONTAINERD_VERSION") >"$log" 2>&1; then
@@ -148,7 +148,7 @@ install_plugin() { # NAME PACKAGE VERSION
 	mkdir -p "$PLUGIN_BIN" || die "cannot create $PLUGIN_BIN"
 	echo "setup: installing $1 $3 into $PLUGIN_BIN" >&2
 	local log="$PLUGIN_BIN/.$1.log"
-	if ! (cd / && GOFLAGS= GOBIN=$PLUGIN_BIN go install "$2@$3") >"$log" 2>&1; then
+	if ! (cd / && GOFLAGS='' GOBIN=$PLUGIN_BIN go install "$2@$3") >"$log" 2>&1; then
 		cat "$log" >&2
 		die "go install $2@$3 failed"
 	fi

@@ -1,0 +1,120 @@
+//go:build linux
+
+package e2e
+
+import (
+	"bytes"
+	"crypto/rand"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestCopyFilesAndTrees(t *testing.T) {
+	id := newSandbox(t)
+	host := t.TempDir()
+
+	// A tree with a nested dir, an executable and a symlink goes in...
+	src := filepath.Join(host, "proj")
+	must(t, os.MkdirAll(filepath.Join(src, "sub", "deep"), 0o755))
+	payload := make([]byte, 3<<20+17)
+	_, _ = rand.Read(payload)
+	must(t, os.WriteFile(filepath.Join(src, "sub", "deep", "blob.bin"), payload, 0o644))
+	must(t, os.WriteFile(filepath.Join(src, "run.sh"), []byte("#!/bin/sh\necho ran\n"), 0o755))
+	must(t, os.Symlink("run.sh", filepath.Join(src, "link")))
+	if _, err := boxctl(nil, "cp", src, id+":/workspace"); err != nil {
+		t.Fatal(err)
+	}
+	if got := sh(t, id, "cd /workspace/proj && ./run.sh && readlink link && wc -c < sub/deep/blob.bin"); got != "ran\nrun.sh\n3145745\n" {
+		t.Errorf("inside after cp in: %q", got)
+	}
+
+	// ...and comes back out under a new name, byte for byte.
+	out := filepath.Join(host, "back")
+	if _, err := boxctl(nil, "cp", id+":/workspace/proj", out); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(out, "sub", "deep", "blob.bin"))
+	if err != nil || !bytes.Equal(got, payload) {
+		t.Errorf("blob round trip differs (%v)", err)
+	}
+	if st, err := os.Stat(filepath.Join(out, "run.sh")); err != nil || st.Mode().Perm()&0o100 == 0 {
+		t.Errorf("run.sh lost its mode: %v %v", st, err)
+	}
+	if l, err := os.Readlink(filepath.Join(out, "link")); err != nil || l != "run.sh" {
+		t.Errorf("link = %q, %v", l, err)
+	}
+
+	// A single file to a new name, and into an existing directory.
+	must(t, os.WriteFile(filepath.Join(host, "one.txt"), []byte("one\n"), 0o600))
+	if _, err := boxctl(nil, "cp", filepath.Join(host, "one.txt"), id+":/tmp/renamed.txt"); err != nil {
+		t.Fatal(err)
+	}
+	if got := sh(t, id, "cat /tmp/renamed.txt"); got != "one\n" {
+		t.Errorf("renamed file = %q", got)
+	}
+	if _, err := boxctl(nil, "cp", id+":/tmp/renamed.txt", host); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(host, "renamed.txt")); string(b) != "one\n" {
+		t.Errorf("copied out file = %q", b)
+	}
+
+	// Missing paths are clear errors.
+	if _, stderr, code := boxctlRun("cp", id+":/nope", host); code == 0 || !strings.Contains(stderr, "not_found") {
+		t.Errorf("cp out of a missing path: exit %d, %q", code, stderr)
+	}
+	if _, stderr, code := boxctlRun("cp", filepath.Join(host, "one.txt"), id+":/no/such/dir/x"); code == 0 || !strings.Contains(stderr, "no such") {
+		t.Errorf("cp into a missing dir: exit %d, %q", code, stderr)
+	}
+}
+
+// TestCopyNeverLeavesTheSandbox: symlinks made by sandbox code point into the
+// sandbox's own root, whatever they say, and come out as symlinks.
+func TestCopyNeverLeavesTheSandbox(t *testing.T) {
+	id := newSandbox(t)
+	host := t.TempDir()
+	marker := filepath.Join(host, "host-secret")
+	must(t, os.WriteFile(marker, []byte("host secret\n"), 0o600))
+
+	// A symlink to a host path resolves inside the sandbox, where it does
+	// not exist: copying it out yields the link, not the host file.
+	sh(t, id, "ln -s "+marker+" /workspace/steal && ln -s / /workspace/root")
+	out := filepath.Join(host, "out")
+	must(t, os.Mkdir(out, 0o755))
+	if _, err := boxctl(nil, "cp", id+":/workspace/steal", out); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := os.Readlink(filepath.Join(out, "steal")); err != nil || l != marker {
+		t.Errorf("steal came out as %q, %v; want the symlink itself", l, err)
+	}
+	// Copying into a path through a sandbox symlink to / writes inside the
+	// sandbox's root, not the host's.
+	must(t, os.WriteFile(filepath.Join(host, "planted"), []byte("x"), 0o644))
+	if _, err := boxctl(nil, "cp", filepath.Join(host, "planted"), id+":/workspace/root/tmp/"); err != nil {
+		t.Fatal(err)
+	}
+	if got := sh(t, id, "cat /tmp/planted"); got != "x" {
+		t.Errorf("planted inside = %q", got)
+	}
+	if _, err := os.Stat("/tmp/planted"); err == nil {
+		t.Errorf("copy through a sandbox symlink wrote on the host")
+	}
+	// A tree whose symlink points outside, copied out and then written
+	// through, never touches the host: extraction refuses to follow it.
+	sh(t, id, "mkdir -p /workspace/evil && ln -s "+host+" /workspace/evil/esc")
+	if _, err := boxctl(nil, "cp", id+":/workspace/evil", filepath.Join(host, "evilcopy")); err != nil {
+		t.Fatal(err)
+	}
+	if l, _ := os.Readlink(filepath.Join(host, "evilcopy", "esc")); l != host {
+		t.Errorf("evil link = %q", l)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
