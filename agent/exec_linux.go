@@ -50,8 +50,9 @@ func (s *Server) exec(conn net.Conn, fr *FrameReader, fw *FrameWriter, req *Exec
 	if len(req.Args) > 0 {
 		name = req.Args[0]
 	}
+	op := fmt.Sprintf("exec %q", name)
 	if err := validateExec(req); err != nil {
-		s.replyError(fw, "exec", fmt.Errorf("exec %q: %w", name, err))
+		s.replyError(fw, op, err)
 		return
 	}
 	env := mergeEnv(s.BaseEnv, req.Env)
@@ -59,13 +60,13 @@ func (s *Server) exec(conn net.Conn, fr *FrameReader, fw *FrameWriter, req *Exec
 	if req.Dir != "" {
 		var err error
 		if dir, err = s.resolve(req.Dir); err != nil {
-			s.replyError(fw, "exec", fmt.Errorf("exec %q: %w", name, err))
+			s.replyError(fw, op, err)
 			return
 		}
 	}
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		s.replyError(fw, "exec", &RemoteError{
-			Message: fmt.Sprintf("exec %q: working directory %s: no such directory", name, dir),
+		s.replyError(fw, op, &RemoteError{
+			Message: fmt.Sprintf("working directory %s: no such directory", dir),
 			Code:    CodeNotFound,
 		})
 		return
@@ -84,19 +85,19 @@ func (s *Server) exec(conn net.Conn, fr *FrameReader, fw *FrameWriter, req *Exec
 
 	stdinR, stdinW, err := os.Pipe()
 	if err != nil {
-		s.replyError(fw, "exec", fmt.Errorf("exec %q: stdin pipe: %w", name, err))
+		s.replyError(fw, op, fmt.Errorf("stdin pipe: %w", err))
 		return
 	}
 	stdoutR, stdoutW, err := os.Pipe()
 	if err != nil {
 		closeAll(stdinR, stdinW)
-		s.replyError(fw, "exec", fmt.Errorf("exec %q: stdout pipe: %w", name, err))
+		s.replyError(fw, op, fmt.Errorf("stdout pipe: %w", err))
 		return
 	}
 	stderrR, stderrW, err := os.Pipe()
 	if err != nil {
 		closeAll(stdinR, stdinW, stdoutR, stdoutW)
-		s.replyError(fw, "exec", fmt.Errorf("exec %q: stderr pipe: %w", name, err))
+		s.replyError(fw, op, fmt.Errorf("stderr pipe: %w", err))
 		return
 	}
 	attr := &syscall.ProcAttr{
@@ -115,7 +116,7 @@ func (s *Server) exec(conn net.Conn, fr *FrameReader, fw *FrameWriter, req *Exec
 		if code, ok := startFailureCode(err); ok {
 			s.startFailed(fw, name, err, code, started)
 		} else {
-			s.replyError(fw, "exec", fmt.Errorf("exec %q: %w", name, err))
+			s.replyError(fw, op, err)
 		}
 		return
 	}
@@ -205,7 +206,7 @@ func (s *Server) exec(conn net.Conn, fr *FrameReader, fw *FrameWriter, req *Exec
 		res.ExitCode, res.TimedOut = ExitTimeout, true
 	}
 	if err := fw.WriteJSON(FrameResult, res); err != nil {
-		s.logf("exec %q: send result: %v", name, err)
+		s.logf("%s: send result: %v", op, err)
 	}
 }
 

@@ -4,6 +4,7 @@ package agent
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -50,7 +51,7 @@ func (s *Server) copyIn(fr *FrameReader, fw *FrameWriter, dest string) {
 		dir, rename = filepath.Dir(p), filepath.Base(p)
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
 			s.replyError(fw, "copy-in", &RemoteError{
-				Message: fmt.Sprintf("copy-in %s: %s: no such directory", p, dir),
+				Message: fmt.Sprintf("%s: no such directory", dir),
 				Code:    CodeNotFound,
 			})
 			return
@@ -58,13 +59,16 @@ func (s *Server) copyIn(fr *FrameReader, fw *FrameWriter, dest string) {
 	}
 	tarStream := &frameDataReader{fr: fr, data: FrameTar, end: FrameTarEnd}
 	if err := safetar.Extract(tarStream, dir, rename); err != nil {
-		s.replyError(fw, "copy-in", fmt.Errorf("copy-in %s: %w", p, err))
+		if errors.Is(err, safetar.ErrUnsafe) {
+			err = &RemoteError{Message: err.Error(), Code: CodeInvalidArgument}
+		}
+		s.replyError(fw, "copy-in", err)
 		return
 	}
 	// The tar reader stops at the end-of-archive marker; consume the
 	// padding after it so the reply follows the host's tar-end.
 	if _, err := io.Copy(io.Discard, tarStream); err != nil {
-		s.replyError(fw, "copy-in", fmt.Errorf("copy-in %s: %w", p, err))
+		s.replyError(fw, "copy-in", err)
 		return
 	}
 	fw.WriteFrame(FrameOK, nil)
@@ -92,7 +96,7 @@ func (s *Server) copyOut(fw *FrameWriter, path string) {
 	}
 	if err != nil {
 		// The host discards the partial tar when an error frame ends it.
-		s.replyError(fw, "copy-out", fmt.Errorf("copy-out %s: %w", p, err))
+		s.replyError(fw, "copy-out", err)
 		return
 	}
 	fw.WriteFrame(FrameTarEnd, nil)

@@ -3,11 +3,13 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -89,7 +91,8 @@ func startInit(t testing.TB) *target {
 	sock := filepath.Join(d, "run", SocketName)
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(baseEnv(), helperEnv+"=1", "BOXD_TEST_WORKDIR="+wd, "BOXD_TEST_SOCKET="+sock)
-	cmd.Stderr = os.Stderr
+	var log syncBuffer
+	cmd.Stderr = &log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -97,6 +100,9 @@ func startInit(t testing.TB) *target {
 	t.Cleanup(func() {
 		cmd.Process.Signal(syscall.SIGTERM)
 		cmd.Wait()
+		if t.Failed() {
+			t.Logf("init log:\n%s", log.String())
+		}
 	})
 	c := NewClient(sock)
 	deadline := time.Now().Add(10 * time.Second)
@@ -144,4 +150,22 @@ func waitGone(t *testing.T, pid int) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// syncBuffer collects a subprocess's stderr while tests read it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

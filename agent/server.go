@@ -196,8 +196,10 @@ func (s *Server) handle(conn net.Conn) {
 }
 
 // replyError sends err as an error frame; the connection ends afterwards.
+// The message goes to the host as is (the client adds the operation); op
+// is for the init's own log.
 func (s *Server) replyError(fw *FrameWriter, op string, err error) {
-	s.logf("%s: %v", op, err)
+	s.logf("%s failed: %v", op, err)
 	fw.WriteJSON(FrameError, remoteError(err))
 }
 

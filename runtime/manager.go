@@ -323,7 +323,12 @@ func (m *Manager) waitReady(ctx context.Context, id string, task client.Task) er
 			return nil
 		}
 		if st, serr := task.Status(ctx); serr == nil && st.Status == client.Stopped {
-			return fmt.Errorf("init exited with status %d before it was ready (see %s)", st.ExitStatus, filepath.Join(m.sandboxDir(id), "init.log"))
+			// The log goes with the failed sandbox: quote it.
+			logTail, _ := os.ReadFile(filepath.Join(m.sandboxDir(id), "init.log"))
+			if len(logTail) > 1024 {
+				logTail = logTail[len(logTail)-1024:]
+			}
+			return fmt.Errorf("init exited with status %d before it was ready: %q", st.ExitStatus, logTail)
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("init did not answer within %s: %w", m.cfg.ReadyTimeout, err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -76,12 +77,12 @@ func copyIn(c *cli.Context, local, id, remote string) error {
 		}
 		return stream.Send(msg)
 	})
-	if err != nil && err != io.EOF {
+	if err != nil && !errors.Is(err, io.EOF) {
 		_, _ = stream.CloseAndReceive()
 		return fmt.Errorf("cp: %w", err)
 	}
 	if first { // an empty stream still has to name its target
-		if err := stream.Send(&boxdv1.CopyInRequest{SandboxId: id, Path: remote}); err != nil && err != io.EOF {
+		if err := stream.Send(&boxdv1.CopyInRequest{SandboxId: id, Path: remote}); err != nil && !errors.Is(err, io.EOF) {
 			return err
 		}
 	}

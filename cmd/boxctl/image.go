@@ -1,6 +1,8 @@
 package main
 
 import (
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -78,16 +80,20 @@ func humanSize(b int64) string {
 }
 
 func imageImport(c *cli.Context) error {
+	name, rootfs, args, err := importArgs(c)
+	if err != nil {
+		return err
+	}
 	var (
 		r      io.ReadCloser
 		format boxdv1.ImageFormat
 	)
-	switch dir := c.String("rootfs"); {
+	switch dir := rootfs; {
 	case dir != "":
-		if c.NArg() > 0 {
+		if len(args) > 0 {
 			return fmt.Errorf("image import --rootfs DIR takes no FILE argument")
 		}
-		if c.String("name") == "" {
+		if name == "" {
 			return fmt.Errorf("image import --rootfs needs --name REF")
 		}
 		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
@@ -95,8 +101,8 @@ func imageImport(c *cli.Context) error {
 		}
 		r = tarPipe(func(w io.Writer) error { return safetar.WriteRootfs(w, dir) })
 		format = boxdv1.ImageFormat_IMAGE_FORMAT_ROOTFS
-	case c.NArg() == 1:
-		f, err := os.Open(c.Args().First())
+	case len(args) == 1:
+		f, err := os.Open(args[0])
 		if err != nil {
 			return err
 		}
@@ -108,14 +114,14 @@ func imageImport(c *cli.Context) error {
 	defer r.Close()
 	stream := apiClient(c).ImportImage(c.Context)
 	first := true
-	err := sendChunks(r, func(b []byte) error {
+	err = sendChunks(r, func(b []byte) error {
 		msg := &boxdv1.ImportImageRequest{Data: b}
 		if first {
-			msg.Name, msg.Format, first = c.String("name"), format, false
+			msg.Name, msg.Format, first = name, format, false
 		}
 		return stream.Send(msg)
 	})
-	if err != nil && err != io.EOF {
+	if err != nil && !errors.Is(err, io.EOF) {
 		_, _ = stream.CloseAndReceive()
 		return err
 	}
@@ -130,4 +136,27 @@ func imageImport(c *cli.Context) error {
 		fmt.Printf("%s\t%s\n", im.Name, im.Digest)
 	}
 	return nil
+}
+
+// importArgs accepts the flags after FILE as well ("image import FILE.tar
+// --name REF", the documented order), which urfave/cli v2 alone does not.
+func importArgs(c *cli.Context) (name, rootfs string, args []string, err error) {
+	name, rootfs = c.String("name"), c.String("rootfs")
+	rest := c.Args().Slice()
+	for len(rest) > 0 {
+		if len(rest[0]) > 1 && rest[0][0] == '-' {
+			fs := flag.NewFlagSet("image import", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			fs.StringVar(&name, "name", name, "")
+			fs.StringVar(&rootfs, "rootfs", rootfs, "")
+			if err := fs.Parse(rest); err != nil {
+				return "", "", nil, fmt.Errorf("image import: %w", err)
+			}
+			rest = fs.Args()
+			continue
+		}
+		args = append(args, rest[0])
+		rest = rest[1:]
+	}
+	return name, rootfs, args, nil
 }

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# scripts/test.sh: runs every Go test (unit and integration) verbosely and
+# fails if any test skipped: in CI an integration test that cannot find its
+# real component must fail, never skip.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+go test -count=1 -timeout 20m -v ./... 2>&1 | tee "$log" || status=$?
+skipped=$(grep -E -- '^\s*--- SKIP|^SKIP integration' "$log" || true)
+passed=$(grep -cE -- '^\s*--- PASS' "$log" || true)
+failed=$(grep -cE -- '^\s*--- FAIL' "$log" || true)
+if [[ -n $skipped ]]; then
+	echo "tests were skipped; every test must run here:" >&2
+	echo "$skipped" >&2
+	status=1
+fi
+echo "$passed passed, $failed failed"
+exit "$status"
