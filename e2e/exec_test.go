@@ -15,11 +15,11 @@ import (
 func TestExec(t *testing.T) {
 	id := newSandbox(t, "--env", "BASE=base")
 	for _, tc := range []struct {
-		name           string
-		args           []string
-		wantOut        string
-		wantErr        string
-		wantCode       int
+		name     string
+		args     []string
+		wantOut  string
+		wantErr  string
+		wantCode int
 	}{
 		{"streams kept apart", []string{"--", "sh", "-c", "echo one; echo two >&2; echo three"}, "one\nthree\n", "two\n", 0},
 		{"exit code", []string{"--", "sh", "-c", "exit 3"}, "", "", 3},

@@ -13,9 +13,9 @@ import (
 	"github.com/containerd/containerd/v2/core/snapshots"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 
+	"github.com/boxd-dev/boxd/internal/testenv"
 	"github.com/boxd-dev/boxd/runtime"
 	"github.com/boxd-dev/boxd/snapshot"
-	"github.com/boxd-dev/boxd/internal/testenv"
 )
 
 // TestFailedCreateLeavesNothing drives runtime.Manager with an init that

@@ -22,9 +22,9 @@ import (
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 
+	"github.com/boxd-dev/boxd/internal/testenv"
 	rpcclient "github.com/boxd-dev/boxd/rpc/client"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
-	"github.com/boxd-dev/boxd/internal/testenv"
 )
 
 const (
@@ -34,15 +34,15 @@ const (
 
 // env is the shared environment of the test binary.
 var env struct {
-	ctrd                 *testenv.Containerd
-	dir                  string
+	ctrd                  *testenv.Containerd
+	dir                   string
 	boxd, boxctl, initBin string
-	socket, stateDir     string
-	busybox              string
-	daemon               *exec.Cmd
-	daemonLog            string
-	api                  boxdv1connect.SandboxServiceClient
-	ctr                  *client.Client
+	socket, stateDir      string
+	busybox               string
+	daemon                *exec.Cmd
+	daemonLog             string
+	api                   boxdv1connect.SandboxServiceClient
+	ctr                   *client.Client
 }
 
 func TestMain(m *testing.M) {
