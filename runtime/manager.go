@@ -324,7 +324,14 @@ func (m *Manager) waitReady(ctx context.Context, id string, task client.Task) er
 		}
 		if st, serr := task.Status(ctx); serr == nil && st.Status == client.Stopped {
 			// The log goes with the failed sandbox: quote it.
-			logTail, _ := os.ReadFile(filepath.Join(m.sandboxDir(id), "init.log"))
+			// The shim copies the init's output to the file asynchronously.
+			var logTail []byte
+			for i := 0; i < 20 && len(logTail) == 0; i++ {
+				logTail, _ = os.ReadFile(filepath.Join(m.sandboxDir(id), "init.log"))
+				if len(logTail) == 0 {
+					time.Sleep(25 * time.Millisecond)
+				}
+			}
 			if len(logTail) > 1024 {
 				logTail = logTail[len(logTail)-1024:]
 			}

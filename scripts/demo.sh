@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# scripts/demo.sh: a real boxd session, start to finish (make demo).
+#
+# Uses the boxd at $BOXD_SOCKET if one answers there; otherwise starts a
+# private containerd and boxd under a temporary directory and stops both at
+# the end. Builds the Debian image (bash, python3, git) once with debootstrap
+# and caches it under $BOXD_CACHE (default /var/cache/boxd).
+set -euo pipefail
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BIN=$REPO/bin
+CACHE=${BOXD_CACHE:-/var/cache/boxd}
+IMAGE=boxd/debian:bookworm
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+run() { printf '$ %s\n' "$*"; "$@"; }
+
+[[ $(id -u) -eq 0 ]] || { echo "demo: run as root (it starts containerd and boxd)" >&2; exit 1; }
+
+mkdir -p "$CACHE"
+if [[ ! -x $CACHE/rootfs-debian/usr/bin/python3 ]]; then
+	say "building the Debian image with debootstrap (once; about 3-4 minutes)"
+	rm -rf "$CACHE/rootfs-debian"
+	"$REPO/images/debian/build.sh" "$CACHE/rootfs-debian"
+fi
+
+WORK=""
+cleanup() {
+	local rc=$?
+	if [[ -n $WORK ]]; then
+		[[ -n ${BOXD_PID:-} ]] && kill "$BOXD_PID" 2>/dev/null && wait "$BOXD_PID" 2>/dev/null
+		"$REPO/scripts/containerd.sh" stop "$WORK/ctrd" >/dev/null 2>&1 || true
+		rm -rf "$WORK"
+	fi
+	exit $rc
+}
+trap cleanup EXIT
+
+export BOXD_SOCKET=${BOXD_SOCKET:-/run/boxd/boxd.sock}
+if ! "$BIN/boxctl" ls >/dev/null 2>&1; then
+	say "no boxd at $BOXD_SOCKET: starting a private containerd and boxd"
+	WORK=$(mktemp -d /tmp/boxd-demo-XXXXXX)
+	mkdir -p "$WORK/ctrd"
+	"$REPO/scripts/containerd.sh" start "$WORK/ctrd" >/dev/null
+	export BOXD_SOCKET=$WORK/boxd.sock
+	"$BIN/boxd" --socket "$BOXD_SOCKET" --containerd "$WORK/ctrd/containerd.sock" --state-dir "$WORK/state" \
+		--runc /usr/sbin/runc --default-image "$IMAGE" >"$WORK/boxd.log" 2>&1 &
+	BOXD_PID=$!
+	for _ in $(seq 100); do "$BIN/boxctl" ls >/dev/null 2>&1 && break; sleep 0.1; done
+	"$BIN/boxctl" ls >/dev/null || { cat "$WORK/boxd.log"; exit 1; }
+fi
+boxctl() { "$BIN/boxctl" "$@"; }
+
+if ! boxctl image ls | grep -q "^$IMAGE"; then
+	say "importing the Debian rootfs as $IMAGE"
+	run boxctl image import --rootfs "$CACHE/rootfs-debian" --name "$IMAGE"
+fi
+
+say "create a sandbox: 256 MiB, 1 CPU, 64 processes, 10 minute ttl, no network"
+ID=$(boxctl create --image "$IMAGE" --memory 256m --cpus 1 --pids 64 --ttl 10m --label demo=true)
+echo "sandbox $ID"
+trap 'boxctl rm -f "$ID" >/dev/null 2>&1 || true; cleanup' EXIT
+
+say "copy a Python program in and run it"
+PROG=$(mktemp -d)/primes.py
+cat >"$PROG" <<'PY'
+import os, platform, sys
+def primes(n):
+    sieve = bytearray([1]) * (n + 1)
+    sieve[0:2] = b"\x00\x00"
+    for i in range(2, int(n ** 0.5) + 1):
+        if sieve[i]:
+            sieve[i * i :: i] = bytearray(len(sieve[i * i :: i]))
+    return [i for i, v in enumerate(sieve) if v]
+p = primes(1_000_000)
+print(f"python {platform.python_version()} as uid {os.getuid()} in {os.getcwd()}")
+print(f"{len(p)} primes below a million; the last is {p[-1]}")
+print("a warning on stderr", file=sys.stderr)
+PY
+run boxctl cp "$PROG" "$ID:/workspace/"
+run boxctl exec "$ID" -- python3 /workspace/primes.py
+
+say "the limits, as inspect reports them and as the sandbox sees them"
+boxctl inspect "$ID" | grep -E '"(memory_bytes|cpus|pids|expires_at|network|uid_map)"'
+run boxctl exec "$ID" -- sh -c 'cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes; grep -E "^(CapEff|NoNewPrivs|Seccomp):" /proc/self/status'
+
+say "the network is unreachable (loopback only)"
+run boxctl exec "$ID" -- python3 -c '
+import socket
+print("interfaces:", [n for _, n in socket.if_nameindex()])
+try:
+    socket.create_connection(("192.0.2.1", 80), timeout=3)
+    print("connected?!")
+except OSError as e:
+    print("connect to 192.0.2.1:80 failed:", e)
+'
+
+say "a fork bomb hits the 64-process cap, and the timeout kills its whole tree"
+set +e
+run boxctl exec --timeout 3s "$ID" -- bash -c 'bomb() { bomb | bomb & }; bomb; sleep 10' 2>&1 | tail -3
+echo "exit code: ${PIPESTATUS[0]} (124 = timed out)"
+set -e
+run boxctl exec "$ID" -- sh -c 'echo "still alive; processes now: $(ls -d /proc/[0-9]* | wc -l)"'
+
+say "destroy it"
+run boxctl rm "$ID"
+run boxctl ls
