@@ -17,16 +17,22 @@ const DefaultSocket = client.DefaultSocket
 // MaxMessageBytes bounds any single message either side accepts.
 const MaxMessageBytes = client.MaxMessageBytes
 
-// Listen creates the Unix socket at path: its directory 0750, the socket
-// 0660 and, when gid >= 0, both owned by that group so its members can call
-// boxd. A stale socket from a dead boxd is replaced.
+// Listen creates the Unix socket at path with mode 0660. A directory it has
+// to create is made 0750; an existing directory is left as it is (it may be
+// /tmp). When gid >= 0 the socket, and a directory it created, belong to
+// that group so its members can call boxd. A stale socket from a dead boxd
+// is replaced.
 func Listen(path string, gid int) (net.Listener, error) {
 	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, fmt.Errorf("socket dir %s: %w", dir, err)
-	}
-	if err := os.Chmod(dir, 0o750); err != nil {
-		return nil, fmt.Errorf("socket dir %s: %w", dir, err)
+	created := false
+	if _, err := os.Stat(dir); os.IsNotExist(err) {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("socket dir %s: %w", dir, err)
+		}
+		if err := os.Chmod(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("socket dir %s: %w", dir, err)
+		}
+		created = true
 	}
 	if c, err := net.DialTimeout("unix", path, 200*time.Millisecond); err == nil {
 		c.Close()
@@ -42,7 +48,11 @@ func Listen(path string, gid int) (net.Listener, error) {
 		return nil, fmt.Errorf("socket %s: %w", path, err)
 	}
 	if gid >= 0 {
-		for _, p := range []string{dir, path} {
+		owned := []string{path}
+		if created {
+			owned = append(owned, dir)
+		}
+		for _, p := range owned {
 			if err := os.Chown(p, 0, gid); err != nil {
 				ln.Close()
 				return nil, fmt.Errorf("chown %s to group %s: %w", p, strconv.Itoa(gid), err)

@@ -38,9 +38,10 @@ export BOXD_SOCKET=${BOXD_SOCKET:-/run/boxd/boxd.sock}
 if ! "$BIN/boxctl" ls >/dev/null 2>&1; then
 	say "no boxd at $BOXD_SOCKET: starting a private containerd and boxd"
 	WORK=$(mktemp -d /tmp/boxd-demo-XXXXXX)
+	chmod 0711 "$WORK" # the sandbox's mapped root must traverse to its rootfs
 	mkdir -p "$WORK/ctrd"
 	"$REPO/scripts/containerd.sh" start "$WORK/ctrd" >/dev/null
-	export BOXD_SOCKET=$WORK/boxd.sock
+	export BOXD_SOCKET=$WORK/run/boxd.sock
 	"$BIN/boxd" --socket "$BOXD_SOCKET" --containerd "$WORK/ctrd/containerd.sock" --state-dir "$WORK/state" \
 		--runc /usr/sbin/runc --default-image "$IMAGE" >"$WORK/boxd.log" 2>&1 &
 	BOXD_PID=$!
@@ -80,7 +81,7 @@ run boxctl exec "$ID" -- python3 /workspace/primes.py
 
 say "the limits, as inspect reports them and as the sandbox sees them"
 boxctl inspect "$ID" | grep -E '"(memory_bytes|cpus|pids|expires_at|network|uid_map)"'
-run boxctl exec "$ID" -- sh -c 'cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes; grep -E "^(CapEff|NoNewPrivs|Seccomp):" /proc/self/status'
+run boxctl exec "$ID" -- sh -c 'cat /proc/self/uid_map; grep -E "^(CapEff|NoNewPrivs|Seccomp):" /proc/self/status; ulimit -c -n'
 
 say "the network is unreachable (loopback only)"
 run boxctl exec "$ID" -- python3 -c '
