@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -396,5 +397,18 @@ func BenchmarkPing(b *testing.B) {
 		if err := tg.client.Ping(ctx); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkForkExecTrue is the floor under BenchmarkExecTrue: the bare
+// fork+exec+wait of /bin/true, no agent involved.
+func BenchmarkForkExecTrue(b *testing.B) {
+	for b.Loop() {
+		pid, err := syscall.ForkExec("/bin/true", []string{"true"}, &syscall.ProcAttr{Sys: &syscall.SysProcAttr{Setsid: true}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var ws syscall.WaitStatus
+		syscall.Wait4(pid, &ws, 0, nil)
 	}
 }
