@@ -16,12 +16,12 @@ import (
 func (s *Server) stat(fw *FrameWriter, path string) {
 	p, err := s.resolve(path)
 	if err != nil {
-		s.replyError(fw, "stat", err)
+		s.replyError(fw, "stat "+path, err)
 		return
 	}
 	fi, err := os.Lstat(p)
 	if err != nil {
-		s.replyError(fw, "stat", err)
+		s.replyError(fw, "stat "+path, err)
 		return
 	}
 	info := FileInfo{
@@ -43,14 +43,14 @@ func (s *Server) stat(fw *FrameWriter, path string) {
 func (s *Server) copyIn(fr *FrameReader, fw *FrameWriter, dest string) {
 	p, err := s.resolve(dest)
 	if err != nil {
-		s.replyError(fw, "copy-in", err)
+		s.replyError(fw, "copy-in "+dest, err)
 		return
 	}
 	dir, rename := p, ""
 	if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
 		dir, rename = filepath.Dir(p), filepath.Base(p)
 		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-			s.replyError(fw, "copy-in", &RemoteError{
+			s.replyError(fw, "copy-in "+dest, &RemoteError{
 				Message: fmt.Sprintf("%s: no such directory", dir),
 				Code:    CodeNotFound,
 			})
@@ -62,13 +62,13 @@ func (s *Server) copyIn(fr *FrameReader, fw *FrameWriter, dest string) {
 		if errors.Is(err, safetar.ErrUnsafe) {
 			err = &RemoteError{Message: err.Error(), Code: CodeInvalidArgument}
 		}
-		s.replyError(fw, "copy-in", err)
+		s.replyError(fw, "copy-in "+dest, err)
 		return
 	}
 	// The tar reader stops at the end-of-archive marker; consume the
 	// padding after it so the reply follows the host's tar-end.
 	if _, err := io.Copy(io.Discard, tarStream); err != nil {
-		s.replyError(fw, "copy-in", err)
+		s.replyError(fw, "copy-in "+dest, err)
 		return
 	}
 	fw.WriteFrame(FrameOK, nil)
@@ -78,15 +78,15 @@ func (s *Server) copyIn(fr *FrameReader, fw *FrameWriter, dest string) {
 func (s *Server) copyOut(fw *FrameWriter, path string) {
 	p, err := s.resolve(path)
 	if err != nil {
-		s.replyError(fw, "copy-out", err)
+		s.replyError(fw, "copy-out "+path, err)
 		return
 	}
 	if p == "/" {
-		s.replyError(fw, "copy-out", fmt.Errorf("%w: cannot copy out /: a tar needs a top-level name", errInvalid))
+		s.replyError(fw, "copy-out "+path, fmt.Errorf("%w: cannot copy out /: a tar needs a top-level name", errInvalid))
 		return
 	}
 	if _, err := os.Lstat(p); err != nil {
-		s.replyError(fw, "copy-out", err)
+		s.replyError(fw, "copy-out "+path, err)
 		return
 	}
 	bw := bufio.NewWriterSize(fw.StreamWriter(FrameTar), dataChunk)
@@ -96,7 +96,7 @@ func (s *Server) copyOut(fw *FrameWriter, path string) {
 	}
 	if err != nil {
 		// The host discards the partial tar when an error frame ends it.
-		s.replyError(fw, "copy-out", err)
+		s.replyError(fw, "copy-out "+path, err)
 		return
 	}
 	fw.WriteFrame(FrameTarEnd, nil)

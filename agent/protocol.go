@@ -1,5 +1,21 @@
 package agent
 
+// Wire protocol. Every frame is 1 type byte, a 4 byte big-endian payload
+// length (at most MaxFramePayload) and the payload. A connection carries one
+// operation; the host speaks first with a request frame (JSON Request):
+//
+//	ping:     -> request             <- ok
+//	stat:     -> request{path}       <- result(FileInfo) | error
+//	copy-in:  -> request{path} tar* tar-end
+//	                                 <- ok | error (possibly before tar-end)
+//	copy-out: -> request{path}       <- tar* (tar-end | error)
+//	exec:     -> request{exec} [stdin* stdin-close if exec.stdin_stream]
+//	                                 <- (stdout | stderr)* (result | error)
+//
+// During an exec the host keeps the connection open until the result: if it
+// closes it, the init kills the command's process tree. Error frames carry
+// JSON {message, code}; see the Code constants.
+
 import (
 	"encoding/json"
 	"errors"

@@ -16,6 +16,9 @@ import (
 	"time"
 )
 
+// requestTimeout bounds the wait for a connection's request frame.
+const requestTimeout = 30 * time.Second
+
 // Server is the init side of the channel. Each accepted connection carries one
 // operation and is handled in its own goroutine.
 type Server struct {
@@ -159,7 +162,11 @@ func (s *Server) handle(conn net.Conn) {
 		}
 	}()
 
+	// A connection that never says what it wants must not pin a goroutine
+	// and a descriptor in PID 1 forever.
+	conn.SetReadDeadline(time.Now().Add(requestTimeout))
 	f, err := fr.ReadFrame()
+	conn.SetReadDeadline(time.Time{})
 	if err != nil {
 		if err != io.EOF {
 			s.replyError(fw, "read request", fmt.Errorf("%w: %v", errInvalid, err))

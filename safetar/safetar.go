@@ -14,8 +14,8 @@
 //   - an existing file or symlink at an entry's name is replaced, never
 //     written through; hard links may only point at names inside the archive;
 //   - regular files get the entry's permission bits without setuid/setgid,
-//     directories additionally keep the sticky bit; ownership is not
-//     restored (files belong to the extracting user);
+//     directories additionally keep the sticky bit; ownership and directory
+//     mtimes are not restored (files belong to the extracting user);
 //   - device nodes and FIFOs are skipped; sparse entries are refused because
 //     they can expand into far more disk than the stream carries.
 //
