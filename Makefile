@@ -5,7 +5,7 @@
 GO        ?= go
 BIN       := bin
 BOXD_DEPS ?= /opt/boxd-deps
-PROTO     := rpc/proto/boxd/v1/boxd.proto
+PROTO     := $(wildcard rpc/proto/boxd/v1/*.proto)
 
 .PHONY: all setup build generate check-generated lint test unit demo bench clean
 

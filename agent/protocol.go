@@ -41,6 +41,9 @@ type Request struct {
 	Op   string       `json:"op"`
 	Exec *ExecRequest `json:"exec,omitempty"` // for OpExec
 	Path string       `json:"path,omitempty"` // copy-in destination, copy-out source, stat target
+	// Args carries the parameters of ops registered with registerOp, each
+	// decoding its own type.
+	Args json.RawMessage `json:"args,omitempty"`
 }
 
 // FileInfo is what OpStat returns, from Lstat inside the sandbox.

@@ -198,8 +198,28 @@ func (s *Server) handle(conn net.Conn) {
 	case OpCopyOut:
 		s.copyOut(fw, req.Path)
 	default:
+		if h, ok := opHandlers[req.Op]; ok {
+			h(s, conn, fr, fw, &req)
+			return
+		}
 		s.replyError(fw, "request", fmt.Errorf("%w: unknown op %q", errInvalid, req.Op))
 	}
+}
+
+// opHandler serves one operation on its connection. Operations beyond the
+// core set register themselves (registerOp, from an init func in their own
+// file), so each feature lives in its own file.
+type opHandler func(s *Server, conn net.Conn, fr *FrameReader, fw *FrameWriter, req *Request)
+
+var opHandlers = map[string]opHandler{}
+
+// registerOp adds an operation; it panics on a duplicate name, which is a
+// programming error caught by any test.
+func registerOp(name string, h opHandler) {
+	if _, dup := opHandlers[name]; dup {
+		panic("agent: op registered twice: " + name)
+	}
+	opHandlers[name] = h
 }
 
 // replyError sends err as an error frame; the connection ends afterwards.

@@ -12,7 +12,7 @@ gen() {
 	protoc -I rpc/proto \
 		--go_out="$1" --go_opt=paths=source_relative \
 		--connect-go_out="$1" --connect-go_opt=paths=source_relative \
-		rpc/proto/boxd/v1/boxd.proto
+		rpc/proto/boxd/v1/*.proto
 }
 if [[ ${1:-} == --check ]]; then
 	tmp=$(mktemp -d)
