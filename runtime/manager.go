@@ -19,7 +19,6 @@ import (
 	"sort"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
@@ -171,6 +170,7 @@ func newID() string {
 // Create makes and starts a sandbox and returns once its init answers. A
 // create that fails at any step removes everything it made.
 func (m *Manager) Create(ctx context.Context, req CreateRequest) (_ *Sandbox, retErr error) {
+	t0 := time.Now()
 	r, err := m.resolve(req)
 	if err != nil {
 		return nil, err
@@ -199,6 +199,11 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (_ *Sandbox, re
 	}
 
 	id := newID()
+	phases := make([]any, 0, 12)
+	phase := func(name string) {
+		phases = append(phases, name, time.Since(t0).Round(time.Microsecond))
+	}
+	phase("image")
 	now := time.Now().UTC().Truncate(time.Second)
 	rec := record{
 		Name: r.name, Image: img.Name(), Memory: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
@@ -278,6 +283,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (_ *Sandbox, re
 		undo = append(undo, func(c context.Context) { m.removeSnapshot(c, id) })
 		return nil, fmt.Errorf("create sandbox %s: container: %w", id, err)
 	}
+	phase("container")
 	undo = append(undo, func(c context.Context) {
 		if err := ctr.Delete(c, client.WithSnapshotCleanup); err != nil {
 			log.Error("cleanup: delete container", "err", err)
@@ -295,12 +301,16 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (_ *Sandbox, re
 			log.Error("cleanup: delete task", "err", err)
 		}
 	})
+	phase("task")
 	if err := task.Start(ctx); err != nil {
 		return nil, fmt.Errorf("create sandbox %s: start: %w", id, err)
 	}
+	phase("start")
 	if err := m.waitReady(ctx, id, task); err != nil {
 		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
 	}
+	phase("ready")
+	log.Debug("create timing", phases...)
 	log.Info("created", "image", rec.Image, "memory", rec.Memory, "cpus", rec.CPUs, "pids", rec.Pids, "ttl", r.ttl)
 	sb := m.toSandbox(id, labels, rec)
 	sb.Env = env[:len(env)-2]
@@ -493,17 +503,8 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 	id := ctr.ID()
 	task, err := ctr.Task(ctx, nil)
 	if err == nil {
-		// Wait before Kill so the exit is not missed, then delete.
-		if ch, werr := task.Wait(ctx); werr == nil {
-			if kerr := task.Kill(ctx, syscall.SIGKILL); kerr != nil && !errdefs.IsNotFound(kerr) {
-				m.log.Warn("kill init", "sandbox", id, "err", kerr)
-			}
-			select {
-			case <-ch:
-			case <-time.After(10 * time.Second):
-				m.log.Warn("init did not exit 10s after SIGKILL", "sandbox", id)
-			}
-		}
+		// WithProcessKill waits for the exit before it kills, so none is
+		// missed, then deletes.
 		if _, err := task.Delete(ctx, client.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
 			return fmt.Errorf("delete sandbox %s: task: %w", id, err)
 		}
