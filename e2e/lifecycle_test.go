@@ -97,6 +97,11 @@ func TestCreateInspectListDelete(t *testing.T) {
 		t.Errorf("ls table = %q, %v", out, err)
 	}
 
+	// inspect through the API carries live usage from the cgroup.
+	if u := inspect(t, id).Usage; u == nil || u.Pids < 1 || u.MemoryBytes == 0 || u.MemoryBytes > 96<<20 {
+		t.Errorf("usage = %+v", u)
+	}
+
 	// A second sandbox with the same name is refused.
 	_, stderr, code := boxctlRun("create", "--name", "lifecycle-box")
 	if code == 0 || !strings.Contains(stderr, "already_exists") {

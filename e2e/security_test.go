@@ -181,4 +181,7 @@ func TestMemoryLimitKills(t *testing.T) {
 	if out := sh(t, id, "echo alive"); out != "alive\n" {
 		t.Errorf("after OOM: %q", out)
 	}
+	if u := inspect(t, id).Usage; u == nil || u.OomKills < 1 || u.MemoryPeakBytes > 48<<20+1<<20 {
+		t.Errorf("usage after OOM = %+v, want oom_kills >= 1 and a peak near the 48m limit", u)
+	}
 }

@@ -149,8 +149,13 @@ func ts(t time.Time) string {
 }
 
 func toProto(sb *runtime.Sandbox) *boxdv1.Sandbox {
+	var u *boxdv1.Usage
+	if sb.Usage != nil {
+		u = &boxdv1.Usage{MemoryBytes: sb.Usage.MemoryBytes, MemoryPeakBytes: sb.Usage.MemoryPeak, CpuUsec: sb.Usage.CPUUsec, Pids: sb.Usage.Pids, OomKills: sb.Usage.OOMKills}
+	}
 	return &boxdv1.Sandbox{
-		Id: sb.ID, Name: sb.Name, Image: sb.Image, State: sb.State,
+		Usage: u,
+		Id:    sb.ID, Name: sb.Name, Image: sb.Image, State: sb.State,
 		MemoryBytes: sb.Limits.MemoryBytes, Cpus: sb.Limits.CPUs, Pids: sb.Limits.Pids,
 		Env: sb.Env, Workdir: sb.Workdir, Labels: sb.Labels,
 		CreatedAt: ts(sb.CreatedAt), ExpiresAt: ts(sb.ExpiresAt), InitPid: int64(sb.InitPID),

@@ -83,6 +83,7 @@ type Sandbox struct {
 	ExpiresAt time.Time
 	InitPID   uint32
 	UIDMap    string
+	Usage     *Usage // set by Get while the sandbox runs
 }
 
 // record is the part of a sandbox that is stored in its container label.
@@ -434,6 +435,13 @@ func (m *Manager) describe(ctx context.Context, ctr client.Container, withEnv bo
 		sb.InitPID = task.Pid()
 		if st, err := task.Status(ctx); err == nil {
 			sb.State = string(st.Status)
+		}
+		if withEnv && sb.State == string(client.Running) {
+			if u, err := usage(ctx, task); err == nil {
+				sb.Usage = u
+			} else {
+				m.log.Debug("usage", "sandbox", sb.ID, "err", err)
+			}
 		}
 	}
 	return sb, nil
