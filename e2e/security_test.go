@@ -185,3 +185,11 @@ func TestMemoryLimitKills(t *testing.T) {
 		t.Errorf("usage after OOM = %+v, want oom_kills >= 1 and a peak near the 48m limit", u)
 	}
 }
+
+// TestInitIsNotDumpable: root in the sandbox cannot read the init's memory.
+func TestInitIsNotDumpable(t *testing.T) {
+	id := newSandbox(t)
+	if out, stderr, code := boxctlRun("exec", id, "--", "cat", "/proc/1/environ"); code == 0 {
+		t.Errorf("sandbox read the init's environment: %q %q", out, stderr)
+	}
+}
