@@ -125,7 +125,9 @@ func run(n int, outPath string) error {
 	var results []result
 	results = append(results, measure("exec `true` in a running sandbox, whole CLI process", n, []peer{
 		{"boxctl exec", func(int) error { return bc("exec", sbID, "--", "true").Run() }},
-		{"ctr task exec", func(i int) error { return ctr("task", "exec", "--exec-id", fmt.Sprintf("e%d", i), "bench-peer", "true").Run() }},
+		{"ctr task exec", func(i int) error {
+			return ctr("task", "exec", "--exec-id", fmt.Sprintf("e%d", i), "bench-peer", "true").Run()
+		}},
 	}))
 	results = append(results, measure("exec `true` from a running Go client (API round trip)", n*4, []peer{
 		{"boxd API Exec", func(int) error {
