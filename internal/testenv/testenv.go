@@ -434,21 +434,11 @@ func BuildBinaries(dir string) (boxd, boxctl, initBin string, err error) {
 	boxd = filepath.Join(dir, "boxd")
 	boxctl = filepath.Join(dir, "boxctl")
 	initBin = filepath.Join(dir, "boxd-init")
-	builds := []struct {
-		out, pkg string
-		env      []string
-	}{
-		{boxd, "./cmd/boxd", nil},
-		{boxctl, "./cmd/boxctl", nil},
-		{initBin, "./cmd/boxd-init", []string{"CGO_ENABLED=0"}},
-	}
-	for _, b := range builds {
-		cmd := exec.Command(goTool(), "build", "-o", b.out, b.pkg)
-		cmd.Dir = RepoRoot()
-		cmd.Env = append(os.Environ(), b.env...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return "", "", "", fmt.Errorf("go build %s: %w\n%s", b.pkg, err, out)
-		}
+	// The Makefile's build target is the one recipe (flags, tags, static
+	// init), so tests run exactly what users build.
+	cmd := exec.Command("make", "-s", "-C", RepoRoot(), "build", "BIN="+dir, "GO="+goTool())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", "", "", fmt.Errorf("make build: %w\n%s", err, out)
 	}
 	return boxd, boxctl, initBin, nil
 }
