@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/boxd-dev/boxd/internal/testenv"
 	"github.com/boxd-dev/boxd/runtime"
+	"github.com/boxd-dev/boxd/safetar"
 	"github.com/boxd-dev/boxd/snapshot"
 )
 
@@ -26,10 +28,19 @@ func TestFailedCreateLeavesNothing(t *testing.T) {
 	badInit := filepath.Join(dir, "bad-init")
 	must(t, os.WriteFile(badInit, []byte("#!/bin/sh\necho failing on purpose >&2\nexit 3\n"), 0o755))
 	stateDir := filepath.Join(dir, "state")
-	c := namespaces.WithNamespace(ctx(t), namespace)
+	// A namespace of its own: the test daemon's reconciler must not see
+	// this manager's half-made sandboxes.
+	const ns = namespace + "-failed"
+	c := namespaces.WithNamespace(ctx(t), ns)
+	images := snapshot.New(env.ctr, "overlayfs")
+	pr, pw := io.Pipe()
+	go func() { pw.CloseWithError(safetar.WriteRootfs(pw, env.busybox)) }()
+	if _, err := images.ImportRootfs(c, pr, testImage); err != nil {
+		t.Fatal(err)
+	}
 	m, err := runtime.NewManager(runtime.Config{
-		Client: env.ctr, Images: snapshot.New(env.ctr, "overlayfs"), StateDir: stateDir, InitBinary: badInit,
-		Namespace: namespace, Runc: testenv.Runc, DefaultImage: testImage, ReadyTimeout: 10 * time.Second,
+		Client: env.ctr, Images: images, StateDir: stateDir, InitBinary: badInit,
+		Namespace: ns, Runc: testenv.Runc, DefaultImage: testImage, ReadyTimeout: 10 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -107,6 +107,32 @@ type Manager struct {
 
 	// createMu serialises the name-uniqueness check with creation.
 	createMu sync.Mutex
+
+	// busy holds the ids being created or destroyed, which the background
+	// reconciler must leave alone (a container without a task is normal
+	// then, not a dead sandbox).
+	busyMu sync.Mutex
+	busy   map[string]bool
+}
+
+// claim marks id busy; it reports false if something else holds it.
+func (m *Manager) claim(id string) bool {
+	m.busyMu.Lock()
+	defer m.busyMu.Unlock()
+	if m.busy[id] {
+		return false
+	}
+	if m.busy == nil {
+		m.busy = map[string]bool{}
+	}
+	m.busy[id] = true
+	return true
+}
+
+func (m *Manager) release(id string) {
+	m.busyMu.Lock()
+	defer m.busyMu.Unlock()
+	delete(m.busy, id)
 }
 
 // NewManager checks cfg and prepares the state directory.
@@ -200,6 +226,8 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (_ *Sandbox, re
 	}
 
 	id := newID()
+	m.claim(id)
+	defer m.release(id)
 	phases := make([]any, 0, 12)
 	phase := func(name string) {
 		phases = append(phases, name, time.Since(t0).Round(time.Microsecond))
@@ -230,13 +258,8 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (_ *Sandbox, re
 		return nil, fmt.Errorf("create sandbox %s: state dir: %w", id, err)
 	}
 	undo = append(undo, func(context.Context) { _ = os.RemoveAll(m.sandboxDir(id)) })
-	// The channel directory belongs to the sandbox's root and is 0700, so
-	// only root inside the sandbox (the init) can reach the socket.
-	if err := os.Mkdir(m.channelDir(id), 0o700); err != nil {
-		return nil, fmt.Errorf("create sandbox %s: channel dir: %w", id, err)
-	}
-	if err := os.Chown(m.channelDir(id), int(m.cfg.HostUID), int(m.cfg.HostGID)); err != nil {
-		return nil, fmt.Errorf("create sandbox %s: channel dir: %w", id, err)
+	if err := m.makeChannelDir(id); err != nil {
+		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
 	}
 
 	env := append(append([]string{}, imgSpec.Config.Env...), r.env...)
@@ -291,9 +314,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (_ *Sandbox, re
 		}
 	})
 
-	// The init's own output goes to a file: a FIFO would need boxd to drain
-	// it, and nothing drains it while boxd is down.
-	task, err := ctr.NewTask(ctx, cio.LogFile(filepath.Join(m.sandboxDir(id), "init.log")))
+	task, err := m.newTask(ctx, ctr)
 	if err != nil {
 		return nil, fmt.Errorf("create sandbox %s: task: %w", id, err)
 	}
@@ -318,6 +339,26 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (_ *Sandbox, re
 	sb.State = "running"
 	sb.InitPID = task.Pid()
 	return sb, nil
+}
+
+// makeChannelDir creates the directory the init listens in. It belongs to
+// the sandbox's root and is 0700, so only root inside the sandbox (the init)
+// can reach the socket.
+func (m *Manager) makeChannelDir(id string) error {
+	dir := m.channelDir(id)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("channel dir: %w", err)
+	}
+	if err := os.Chown(dir, int(m.cfg.HostUID), int(m.cfg.HostGID)); err != nil {
+		return fmt.Errorf("channel dir: %w", err)
+	}
+	return nil
+}
+
+// newTask starts a sandbox's init. Its own output goes to a file: a FIFO
+// would need boxd to drain it, and nothing drains it while boxd is down.
+func (m *Manager) newTask(ctx context.Context, ctr client.Container) (client.Task, error) {
+	return ctr.NewTask(ctx, cio.LogFile(filepath.Join(m.sandboxDir(ctr.ID()), "init.log")))
 }
 
 // waitReady polls the init's socket until it answers, the task dies, or the
@@ -509,6 +550,10 @@ func (m *Manager) Delete(ctx context.Context, idOrName string) error {
 
 func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 	id := ctr.ID()
+	if !m.claim(id) {
+		return fmt.Errorf("sandbox %s is being created or deleted: %w", id, errdefs.ErrConflict)
+	}
+	defer m.release(id)
 	task, err := ctr.Task(ctx, nil)
 	if err == nil {
 		// WithProcessKill waits for the exit before it kills, so none is
@@ -529,43 +574,91 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 	return nil
 }
 
-// ExpireOnce destroys every sandbox whose TTL has passed and reports how
-// many it destroyed.
-func (m *Manager) ExpireOnce(ctx context.Context) (int, error) {
+// ReconcileOnce destroys every sandbox whose TTL has passed and restarts
+// the init of every other sandbox whose init is gone (a host reboot, an init
+// killed from outside): processes are lost then, files are not. It reports
+// how many sandboxes it destroyed and restarted.
+func (m *Manager) ReconcileOnce(ctx context.Context) (expired, restarted int, _ error) {
+	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
 	ctrs, err := m.cfg.Client.Containers(ctx, fmt.Sprintf(`labels."%s"==true`, LabelManaged))
 	if err != nil {
-		return 0, fmt.Errorf("expire: list: %w", err)
+		return 0, 0, fmt.Errorf("reconcile: list: %w", err)
 	}
 	now := time.Now()
-	n := 0
 	var errs []error
 	for _, ctr := range ctrs {
 		labels, err := ctr.Labels(ctx)
 		if err != nil {
 			continue
 		}
-		exp, err := time.Parse(time.RFC3339, labels[LabelExpiresAt])
-		if err != nil || now.Before(exp) {
+		if exp, err := time.Parse(time.RFC3339, labels[LabelExpiresAt]); err == nil && !now.Before(exp) {
+			m.log.Info("ttl expired", "sandbox", ctr.ID(), "expired_at", exp)
+			if err := m.destroy(ctx, ctr); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			expired++
 			continue
 		}
-		m.log.Info("ttl expired", "sandbox", ctr.ID(), "expired_at", exp)
-		if err := m.destroy(ctx, ctr); err != nil {
+		did, err := m.restartIfDead(ctx, ctr)
+		if err != nil {
 			errs = append(errs, err)
-			continue
 		}
-		n++
+		if did {
+			restarted++
+		}
 	}
-	return n, errors.Join(errs...)
+	return expired, restarted, errors.Join(errs...)
 }
 
-// RunExpiry calls ExpireOnce now and then every interval until ctx ends. The
-// first pass catches sandboxes that expired while boxd was down.
-func (m *Manager) RunExpiry(ctx context.Context, interval time.Duration) {
+// restartIfDead gives a sandbox whose init is gone a new one on the same
+// container and writable layer.
+func (m *Manager) restartIfDead(ctx context.Context, ctr client.Container) (bool, error) {
+	id := ctr.ID()
+	if !m.claim(id) {
+		return false, nil
+	}
+	defer m.release(id)
+	task, err := ctr.Task(ctx, nil)
+	switch {
+	case err == nil:
+		st, err := task.Status(ctx)
+		if err != nil || st.Status != client.Stopped {
+			return false, nil
+		}
+		if _, err := task.Delete(ctx); err != nil && !errdefs.IsNotFound(err) {
+			return false, fmt.Errorf("restart sandbox %s: delete dead task: %w", id, err)
+		}
+	case !errdefs.IsNotFound(err):
+		return false, nil
+	}
+	m.log.Warn("init gone; restarting the sandbox (its processes are lost, its files are kept)", "sandbox", id)
+	if err := m.makeChannelDir(id); err != nil {
+		return false, fmt.Errorf("restart sandbox %s: %w", id, err)
+	}
+	task, err = m.newTask(ctx, ctr)
+	if err != nil {
+		return false, fmt.Errorf("restart sandbox %s: task: %w", id, err)
+	}
+	if err := task.Start(ctx); err != nil {
+		_, _ = task.Delete(ctx, client.WithProcessKill)
+		return false, fmt.Errorf("restart sandbox %s: start: %w", id, err)
+	}
+	if err := m.waitReady(ctx, id, task); err != nil {
+		return false, fmt.Errorf("restart sandbox %s: %w", id, err)
+	}
+	return true, nil
+}
+
+// Run does the background upkeep now and then every interval until ctx
+// ends: expiry and restarts. The first pass catches what happened while
+// boxd was down.
+func (m *Manager) Run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if _, err := m.ExpireOnce(ctx); err != nil && ctx.Err() == nil {
-			m.log.Error("expiry", "err", err)
+		if _, _, err := m.ReconcileOnce(ctx); err != nil && ctx.Err() == nil {
+			m.log.Error("reconcile", "err", err)
 		}
 		select {
 		case <-ctx.Done():

@@ -44,7 +44,7 @@ func main() {
 			&cli.StringFlag{Name: "snapshotter", Value: "overlayfs"},
 			&cli.StringFlag{Name: "runc", Usage: "runc binary for the shim (default: found on the shim's PATH)"},
 			&cli.DurationFlag{Name: "default-ttl", Value: time.Hour, Usage: "lifetime of a sandbox whose create names no ttl"},
-			&cli.DurationFlag{Name: "expiry-interval", Value: 5 * time.Second, Usage: "how often expired sandboxes are looked for"},
+			&cli.DurationFlag{Name: "expiry-interval", Value: 5 * time.Second, Usage: "how often boxd looks for expired sandboxes and dead inits"},
 			&cli.StringFlag{Name: "default-memory", Value: "512m"},
 			&cli.Float64Flag{Name: "default-cpus", Value: 1},
 			&cli.Int64Flag{Name: "default-pids", Value: 256},
@@ -132,7 +132,7 @@ func run(cc *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	go mgr.RunExpiry(ctx, cc.Duration("expiry-interval"))
+	go mgr.Run(ctx, cc.Duration("expiry-interval"))
 
 	var ln net.Listener
 	lns, err := systemd.Listeners()
