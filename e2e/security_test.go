@@ -95,7 +95,11 @@ func readInt(t *testing.T, path string) int64 {
 }
 
 func cgroupLimits(t *testing.T, id string) (mem, pids, quota int64) {
-	rel := "/" + namespace + "/" + id
+	return cgroupLimitsNS(t, namespace, id)
+}
+
+func cgroupLimitsNS(t *testing.T, ns, id string) (mem, pids, quota int64) {
+	rel := "/" + ns + "/" + id
 	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil { // v2
 		return readInt(t, "/sys/fs/cgroup"+rel+"/memory.max"), readInt(t, "/sys/fs/cgroup"+rel+"/pids.max"), readInt(t, "/sys/fs/cgroup"+rel+"/cpu.max")
 	}

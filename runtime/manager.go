@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -25,6 +26,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/boxd-dev/boxd/agent"
@@ -38,6 +40,7 @@ const (
 	LabelSandbox    = "boxd.io/sandbox" // JSON of record
 	LabelName       = "boxd.io/name"
 	LabelExpiresAt  = "boxd.io/expires-at"
+	LabelPool       = "boxd.io/pool" // warm pool member; value: its image
 	UserLabelPrefix = "boxd.user/"
 )
 
@@ -63,6 +66,10 @@ type Config struct {
 	// Root inside every sandbox maps to HostUID/HostGID and IDMapSize ids
 	// follow it (a user namespace; unprivileged on the host).
 	HostUID, HostGID, IDMapSize uint32
+
+	// PoolSize is how many idle sandboxes of the default image are kept
+	// started for fast creates (RunPool); 0 disables the pool.
+	PoolSize int
 
 	// ReadyTimeout bounds how long create waits for the init to answer.
 	ReadyTimeout time.Duration
@@ -105,8 +112,7 @@ type Manager struct {
 	cfg Config
 	log *slog.Logger
 
-	// createMu serialises the name-uniqueness check with creation.
-	createMu sync.Mutex
+	pool pool
 
 	// busy holds the ids being created or destroyed, which the background
 	// reconciler must leave alone (a container without a task is normal
@@ -126,6 +132,18 @@ func (m *Manager) claim(id string) bool {
 		m.busy = map[string]bool{}
 	}
 	m.busy[id] = true
+	return true
+}
+
+// claimWait claims id, waiting up to d for another holder to let go.
+func (m *Manager) claimWait(ctx context.Context, id string, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for !m.claim(id) {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	return true
 }
 
@@ -179,7 +197,7 @@ func NewManager(cfg Config) (*Manager, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "sandboxes"), 0o700); err != nil {
 		return nil, fmt.Errorf("runtime: state dir: %w", err)
 	}
-	return &Manager{cfg: cfg, log: cfg.Logger}, nil
+	return &Manager{cfg: cfg, log: cfg.Logger, pool: pool{wake: make(chan struct{}, 1)}}, nil
 }
 
 func (m *Manager) sandboxDir(id string) string { return filepath.Join(m.cfg.StateDir, "sandboxes", id) }
@@ -196,7 +214,7 @@ func newID() string {
 
 // Create makes and starts a sandbox and returns once its init answers. A
 // create that fails at any step removes everything it made.
-func (m *Manager) Create(ctx context.Context, req CreateRequest) (_ *Sandbox, retErr error) {
+func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, error) {
 	t0 := time.Now()
 	r, err := m.resolve(req)
 	if err != nil {
@@ -215,16 +233,28 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (_ *Sandbox, re
 		return nil, fmt.Errorf("image %s: read config: %w", r.image, err)
 	}
 
-	m.createMu.Lock()
-	defer m.createMu.Unlock()
 	if r.name != "" {
+		// Creates run in parallel; only two with the same name must not.
+		if !m.claim("name:" + r.name) {
+			return nil, fmt.Errorf("a sandbox named %q is being created: %w", r.name, errdefs.ErrAlreadyExists)
+		}
+		defer m.release("name:" + r.name)
 		if _, err := m.find(ctx, r.name); err == nil {
 			return nil, fmt.Errorf("a sandbox named %q already exists: %w", r.name, errdefs.ErrAlreadyExists)
 		} else if !errdefs.IsNotFound(err) {
 			return nil, err
 		}
 	}
+	if sb, ok := m.fromPool(ctx, r, img); ok {
+		return sb, nil
+	}
+	return m.createResolved(ctx, t0, r, img, imgSpec, false)
+}
 
+// createResolved makes a sandbox from a validated request; a pool member
+// carries the pool label instead of the managed one, so clients do not see
+// it until it is handed out.
+func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, img client.Image, imgSpec ocispec.Image, member bool) (_ *Sandbox, retErr error) {
 	id := newID()
 	m.claim(id)
 	defer m.release(id)
@@ -262,26 +292,14 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (_ *Sandbox, re
 		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
 	}
 
-	env := append(append([]string{}, imgSpec.Config.Env...), r.env...)
-	env = append(env, "BOXD_WORKDIR="+r.workdir, "HOSTNAME="+id)
-	spec, err := oci.Spec(ctx, oci.Config{
-		ID: id, Hostname: id, Env: env, Workdir: r.workdir,
-		MemoryBytes: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
-		HostUID: m.cfg.HostUID, HostGID: m.cfg.HostGID, IDMapSize: m.cfg.IDMapSize,
-		InitBinary: m.cfg.InitBinary, ChannelDir: m.channelDir(id),
-		CgroupsPath: cgroupsPath(ctx, id),
-	})
+	spec, env, err := m.specFor(ctx, id, r, imgSpec)
 	if err != nil {
 		return nil, fmt.Errorf("create sandbox %s: spec: %w", id, err)
 	}
 
-	recJSON, _ := json.Marshal(rec)
-	labels := map[string]string{LabelManaged: "true", LabelSandbox: string(recJSON), LabelExpiresAt: rec.ExpiresAt.Format(time.RFC3339)}
-	if r.name != "" {
-		labels[LabelName] = r.name
-	}
-	for k, v := range r.labels {
-		labels[UserLabelPrefix+k] = v
+	labels := m.labelsFor(rec, r)
+	if member {
+		labels = map[string]string{LabelPool: rec.Image, LabelSandbox: labels[LabelSandbox]}
 	}
 	uidMap := []specs.LinuxIDMapping{{ContainerID: 0, HostID: m.cfg.HostUID, Size: m.cfg.IDMapSize}}
 	gidMap := []specs.LinuxIDMapping{{ContainerID: 0, HostID: m.cfg.HostGID, Size: m.cfg.IDMapSize}}
@@ -335,10 +353,38 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (_ *Sandbox, re
 	log.Debug("create timing", phases...)
 	log.Info("created", "image", rec.Image, "memory", rec.Memory, "cpus", rec.CPUs, "pids", rec.Pids, "ttl", r.ttl)
 	sb := m.toSandbox(id, labels, rec)
-	sb.Env = env[:len(env)-2]
+	sb.Env = env
 	sb.State = "running"
 	sb.InitPID = task.Pid()
 	return sb, nil
+}
+
+// specFor builds a sandbox's runtime-spec; env is the environment commands
+// see (the init's own BOXD_ variables left out).
+func (m *Manager) specFor(ctx context.Context, id string, r resolved, imgSpec ocispec.Image) (*specs.Spec, []string, error) {
+	env := append(append([]string{}, imgSpec.Config.Env...), r.env...)
+	spec, err := oci.Spec(ctx, oci.Config{
+		ID: id, Hostname: id, Env: append(slices.Clip(env), "BOXD_WORKDIR="+r.workdir, "HOSTNAME="+id), Workdir: r.workdir,
+		MemoryBytes: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
+		HostUID: m.cfg.HostUID, HostGID: m.cfg.HostGID, IDMapSize: m.cfg.IDMapSize,
+		InitBinary: m.cfg.InitBinary, ChannelDir: m.channelDir(id),
+		CgroupsPath: cgroupsPath(ctx, id),
+	})
+	return spec, env, err
+}
+
+// labelsFor is every label a client-visible sandbox carries: its record,
+// expiry, name and the user's labels.
+func (m *Manager) labelsFor(rec record, r resolved) map[string]string {
+	recJSON, _ := json.Marshal(rec)
+	labels := map[string]string{LabelManaged: "true", LabelSandbox: string(recJSON), LabelExpiresAt: rec.ExpiresAt.Format(time.RFC3339)}
+	if r.name != "" {
+		labels[LabelName] = r.name
+	}
+	for k, v := range r.labels {
+		labels[UserLabelPrefix+k] = v
+	}
+	return labels
 }
 
 // makeChannelDir creates the directory the init listens in. It belongs to
@@ -550,8 +596,10 @@ func (m *Manager) Delete(ctx context.Context, idOrName string) error {
 
 func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 	id := ctr.ID()
-	if !m.claim(id) {
-		return fmt.Errorf("sandbox %s is being created or deleted: %w", id, errdefs.ErrConflict)
+	// The reconciler may hold the sandbox for a moment; a create or another
+	// delete holds it longer.
+	if !m.claimWait(ctx, id, 5*time.Second) {
+		return fmt.Errorf("sandbox %s is being created, restarted or deleted: %w", id, errdefs.ErrConflict)
 	}
 	defer m.release(id)
 	task, err := ctr.Task(ctx, nil)
@@ -611,14 +659,36 @@ func (m *Manager) ReconcileOnce(ctx context.Context) (expired, restarted int, _ 
 	return expired, restarted, errors.Join(errs...)
 }
 
+// dead reports whether a sandbox that still exists has no running init.
+func (m *Manager) dead(ctx context.Context, ctr client.Container) bool {
+	if _, err := ctr.Info(ctx, client.WithoutRefreshedMetadata); err != nil {
+		return false
+	}
+	task, err := ctr.Task(ctx, nil)
+	if errdefs.IsNotFound(err) {
+		return true
+	}
+	if err != nil {
+		return false
+	}
+	st, err := task.Status(ctx)
+	return err == nil && st.Status == client.Stopped
+}
+
 // restartIfDead gives a sandbox whose init is gone a new one on the same
 // container and writable layer.
 func (m *Manager) restartIfDead(ctx context.Context, ctr client.Container) (bool, error) {
 	id := ctr.ID()
+	if !m.dead(ctx, ctr) {
+		return false, nil
+	}
 	if !m.claim(id) {
 		return false, nil
 	}
 	defer m.release(id)
+	if !m.dead(ctx, ctr) { // deleted or restarted meanwhile
+		return false, nil
+	}
 	task, err := ctr.Task(ctx, nil)
 	switch {
 	case err == nil:

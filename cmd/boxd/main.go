@@ -50,6 +50,7 @@ func main() {
 			&cli.Int64Flag{Name: "default-pids", Value: 256},
 			&cli.UintFlag{Name: "userns-host-id", Value: 200000, Usage: "host uid/gid that root in every sandbox maps to"},
 			&cli.UintFlag{Name: "userns-size", Value: 65536, Usage: "number of ids mapped into each sandbox"},
+			&cli.IntFlag{Name: "warm-pool", Value: 0, Usage: "idle sandboxes of the default image kept started for fast creates"},
 			&cli.BoolFlag{Name: "debug"},
 		},
 		Action: run,
@@ -127,12 +128,14 @@ func run(cc *cli.Context) error {
 		MaxMemory:     hostMemory(),
 		MaxCPUs:       goruntime.NumCPU(),
 		HostUID:       uint32(cc.Uint("userns-host-id")), HostGID: uint32(cc.Uint("userns-host-id")), IDMapSize: uint32(cc.Uint("userns-size")),
-		Logger: log,
+		PoolSize: cc.Int("warm-pool"),
+		Logger:   log,
 	})
 	if err != nil {
 		return err
 	}
 	go mgr.Run(ctx, cc.Duration("expiry-interval"))
+	go mgr.RunPool(ctx)
 
 	var ln net.Listener
 	lns, err := systemd.Listeners()

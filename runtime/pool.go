@@ -1,0 +1,225 @@
+//go:build linux
+
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/errdefs"
+
+	"github.com/boxd-dev/boxd/agent"
+	"github.com/boxd-dev/boxd/snapshot"
+)
+
+// The warm pool keeps sandboxes of the default image started and idle, so
+// a create that fits one is a relabel and a cgroup update instead of a
+// shim, runc and init start (about 200 ms here). A member serves a request
+// for the default image with no env and the default workdir: those live in
+// the init's environment, fixed when it started. Members are ordinary
+// containers labelled boxd.io/pool, invisible to clients, and survive a
+// boxd restart like any sandbox.
+type pool struct {
+	mu    sync.Mutex
+	ready []string // ids of started, idle members
+	wake  chan struct{}
+}
+
+func (p *pool) take() (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.ready) == 0 {
+		return "", false
+	}
+	id := p.ready[0]
+	p.ready = p.ready[1:]
+	return id, true
+}
+
+func (p *pool) put(id string) {
+	p.mu.Lock()
+	p.ready = append(p.ready, id)
+	p.mu.Unlock()
+}
+
+func (p *pool) size() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.ready)
+}
+
+func (p *pool) signal() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// fits reports whether a pool member can serve r.
+func (m *Manager) fits(r resolved, img client.Image) bool {
+	return m.cfg.PoolSize > 0 && len(r.env) == 0 && r.workdir == "/workspace" && img.Name() == m.defaultImageName()
+}
+
+func (m *Manager) defaultImageName() string {
+	n, err := snapshot.NormalizeName(m.cfg.DefaultImage)
+	if err != nil {
+		return ""
+	}
+	return n
+}
+
+// fromPool hands out a pool member for r, or reports false (and the
+// caller creates cold).
+func (m *Manager) fromPool(ctx context.Context, r resolved, img client.Image) (*Sandbox, bool) {
+	if !m.fits(r, img) {
+		return nil, false
+	}
+	for {
+		id, ok := m.pool.take()
+		if !ok {
+			return nil, false
+		}
+		m.pool.signal()
+		sb, err := m.adopt(ctx, id, r)
+		if err == nil {
+			return sb, true
+		}
+		m.log.Warn("pool member unusable; destroying it", "sandbox", id, "err", err)
+		if ctr, lerr := m.cfg.Client.LoadContainer(ctx, id); lerr == nil {
+			_ = m.destroy(context.WithoutCancel(ctx), ctr)
+		}
+	}
+}
+
+// adopt turns a pool member into the sandbox r asks for: its cgroup limits
+// are updated in place, its stored spec and labels rewritten, so inspect,
+// expiry and restarts see the sandbox as if it had been created cold.
+func (m *Manager) adopt(ctx context.Context, id string, r resolved) (*Sandbox, error) {
+	if !m.claim(id) {
+		return nil, fmt.Errorf("pool member %s is busy", id)
+	}
+	defer m.release(id)
+	ctr, err := m.cfg.Client.LoadContainer(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	task, err := ctr.Task(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("task: %w", err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	err = agent.NewClient(m.socketPath(id)).Ping(pctx)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("init does not answer: %w", err)
+	}
+	img, err := m.cfg.Images.Get(ctx, r.image)
+	if err != nil {
+		return nil, err
+	}
+	imgSpec, err := img.Spec(ctx)
+	if err != nil {
+		return nil, err
+	}
+	spec, env, err := m.specFor(ctx, id, r, imgSpec)
+	if err != nil {
+		return nil, err
+	}
+	if err := task.Update(ctx, client.WithResources(spec.Linux.Resources)); err != nil {
+		return nil, fmt.Errorf("update limits: %w", err)
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	rec := record{
+		Name: r.name, Image: img.Name(), Memory: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
+		Workdir: r.workdir, CreatedAt: now, ExpiresAt: now.Add(r.ttl), HostUID: m.cfg.HostUID, IDMapSize: m.cfg.IDMapSize,
+	}
+	labels := m.labelsFor(rec, r)
+	err = ctr.Update(ctx, client.UpdateContainerOpts(client.WithSpec(spec)), func(_ context.Context, _ *client.Client, c *containers.Container) error {
+		c.Labels = labels
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("relabel: %w", err)
+	}
+	m.log.Info("created from the warm pool", "sandbox", id, "memory", rec.Memory, "cpus", rec.CPUs, "pids", rec.Pids, "ttl", r.ttl)
+	sb := m.toSandbox(id, labels, rec)
+	sb.Env, sb.State, sb.InitPID = env, "running", task.Pid()
+	return sb, nil
+}
+
+// RunPool keeps PoolSize members of the default image ready until ctx
+// ends. At start it takes back the members a previous boxd left, and
+// destroys those of another image or with a dead init.
+func (m *Manager) RunPool(ctx context.Context) {
+	if m.cfg.PoolSize <= 0 {
+		return
+	}
+	m.adoptLeftovers(ctx)
+	backoff := time.Second
+	for {
+		for m.pool.size() < m.cfg.PoolSize && ctx.Err() == nil {
+			if err := m.addMember(ctx); err != nil {
+				m.log.Warn("warm pool: could not start a member", "err", err, "retry_in", backoff)
+				break
+			}
+			backoff = time.Second
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.pool.wake:
+		case <-time.After(backoff):
+			backoff = min(2*backoff, time.Minute)
+		}
+	}
+}
+
+func (m *Manager) addMember(ctx context.Context) error {
+	r, err := m.resolve(CreateRequest{})
+	if err != nil {
+		return err
+	}
+	img, err := m.cfg.Images.Get(ctx, r.image)
+	if err != nil {
+		return err
+	}
+	imgSpec, err := img.Spec(ctx)
+	if err != nil {
+		return err
+	}
+	sb, err := m.createResolved(ctx, time.Now(), r, img, imgSpec, true)
+	if err != nil {
+		return err
+	}
+	m.pool.put(sb.ID)
+	return nil
+}
+
+func (m *Manager) adoptLeftovers(ctx context.Context) {
+	ctrs, err := m.cfg.Client.Containers(ctx, fmt.Sprintf(`labels."%s"`, LabelPool))
+	if err != nil {
+		m.log.Warn("warm pool: list leftovers", "err", err)
+		return
+	}
+	want := m.defaultImageName()
+	for _, ctr := range ctrs {
+		labels, err := ctr.Labels(ctx)
+		ok := err == nil && labels[LabelPool] == want && m.pool.size() < m.cfg.PoolSize
+		if ok {
+			pctx, cancel := context.WithTimeout(ctx, time.Second)
+			ok = agent.NewClient(m.socketPath(ctr.ID())).Ping(pctx) == nil
+			cancel()
+		}
+		if ok {
+			m.pool.put(ctr.ID())
+			continue
+		}
+		if err := m.destroy(ctx, ctr); err != nil && !errdefs.IsNotFound(err) {
+			m.log.Warn("warm pool: destroy stale member", "sandbox", ctr.ID(), "err", err)
+		}
+	}
+}
