@@ -48,6 +48,8 @@ func (s *Server) Handler() http.Handler {
 		connect.WithInterceptors(s.logInterceptor()),
 	)
 	mux.Handle(path, h)
+	mux.Handle(s.fileServiceHandler())
+	mux.Handle(s.processServiceHandler())
 	return mux
 }
 

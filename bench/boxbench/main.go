@@ -1,9 +1,18 @@
 //go:build linux
 
-// Command boxbench measures boxd against its peers on the same private
-// containerd in one run, interleaving them (A, B, A, B...) after a warm-up
-// so drift on a shared machine hits all alike. It prints a Markdown table
-// and writes it to bench/results/.
+// Command boxbench measures boxd against Docker and ctr on one private
+// containerd in one run (make bench). It sets up like `make test` (a
+// private containerd at the pinned version, the boxd binaries, the busybox
+// root filesystem) plus a private dockerd from Debian's docker.io on the
+// same containerd, runs the scenarios with their peers interleaved, checks
+// after each scenario that nothing leaked, tears everything down, and
+// writes a Markdown table and PNG charts (bench/results/).
+//
+// Scenarios (-only picks some): exec, tti, oneshot, files, concurrency,
+// density. BENCH_QUICK=1 (or -quick) is a small run for development;
+// BENCH_N, BENCH_BURST, BENCH_LEVELS, BENCH_EXECS, BENCH_DENSITY, BENCH_ONLY
+// and BENCH_OUT set the corresponding flags. It exits non-zero if a
+// scenario failed or anything leaked.
 package main
 
 import (
@@ -11,204 +20,365 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
+	"os/signal"
 	"path/filepath"
-	goruntime "runtime"
-	"sort"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
-
-	"connectrpc.com/connect"
-
-	"github.com/boxd-dev/boxd/internal/testenv"
-	rpcclient "github.com/boxd-dev/boxd/rpc/client"
-	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 )
 
-const (
-	namespace = "boxd-bench"
-	image     = "boxd/busybox:latest"
-)
-
-type peer struct {
-	name string
-	run  func(i int) error
+type config struct {
+	quick bool
+	warm  int // untimed rounds before each latency scenario
+	// rounds per peer
+	n, apiN, ttiN, oneshotN, bigN, treeN int
+	// burst: sandboxes at once, and how many bursts per peer
+	burst, burstRounds int
+	bigMiB, treeFiles  int
+	levels             []int // concurrency: sandboxes busy at once
+	execsPer           int   // concurrency: execs per sandbox and level
+	levelExecs         int   // concurrency: at least this many execs per level
+	density            []int // sandboxes at which density is measured
+	only               map[string]bool
+	outDir             string
 }
 
-type result struct {
-	scenario string
-	peers    []string
-	samples  map[string][]time.Duration
-	errors   map[string]int
+// describe says how the run was sized, for the report's first line.
+func (c *config) describe() string {
+	mode := ""
+	if c.quick {
+		mode = "BENCH_QUICK=1, "
+	}
+	return fmt.Sprintf(" (%sn=%d, burst %d×%d, concurrency %v × max(%d, %d/N) execs, density %v)", mode, c.n, c.burst, c.burstRounds, c.levels, c.execsPer, c.levelExecs, c.density)
 }
+
+// wants reports whether scenario id is to run.
+func (c *config) wants(id string) bool { return c.only == nil || c.only[id] }
+
+// wantsAny reports whether any of the comma-separated ids is to run.
+func (c *config) wantsAny(ids string) bool {
+	for _, id := range strings.Split(ids, ",") {
+		if c.wants(id) {
+			return true
+		}
+	}
+	return false
+}
+
+var scenarioIDs = []string{"exec", "tti", "oneshot", "files", "concurrency", "density"}
 
 func main() {
-	n := flag.Int("n", 50, "samples per peer and scenario")
-	out := flag.String("out", "bench/results/latest.md", "where to write the Markdown table")
-	flag.Parse()
-	if err := run(*n, *out); err != nil {
+	cfg, err := parseFlags()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "boxbench:", err)
-		os.Exit(1)
+		os.Exit(2)
 	}
+	os.Exit(benchmark(cfg))
 }
 
-func run(n int, outPath string) error {
-	if os.Geteuid() != 0 {
-		return fmt.Errorf("needs root (it starts containerd)")
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
 	}
-	ctrd, err := testenv.StartContainerd()
-	if err != nil {
-		return err
-	}
-	defer ctrd.Stop()
-	dir, err := os.MkdirTemp("", "boxbench-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	_ = os.Chmod(dir, 0o711)
-	boxd, boxctl, initBin, err := testenv.BuildBinaries(filepath.Join(dir, "bin"))
-	if err != nil {
-		return err
-	}
-	rootfs, err := testenv.BusyboxRootfs()
-	if err != nil {
-		return err
-	}
-	sock := filepath.Join(dir, "run", "boxd.sock")
-	daemon := exec.Command(boxd, "--socket", sock, "--containerd", ctrd.Address, "--namespace", namespace,
-		"--state-dir", filepath.Join(dir, "state"), "--init-binary", initBin, "--runc", testenv.Runc, "--default-image", image)
-	logf, _ := os.Create(filepath.Join(dir, "boxd.log"))
-	daemon.Stdout, daemon.Stderr = logf, logf
-	if err := daemon.Start(); err != nil {
-		return err
-	}
-	defer func() { _ = daemon.Process.Kill(); _, _ = daemon.Process.Wait() }()
-	bc := func(args ...string) *exec.Cmd {
-		return exec.Command(boxctl, append([]string{"--socket", sock}, args...)...)
-	}
-	for i := 0; ; i++ {
-		if err := bc("ls").Run(); err == nil {
-			break
-		}
-		if i > 200 {
-			return fmt.Errorf("boxd did not start")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if out, err := bc("image", "import", "--rootfs", rootfs, "--name", image).CombinedOutput(); err != nil {
-		return fmt.Errorf("import: %v %s", err, out)
-	}
-	ctr := func(args ...string) *exec.Cmd {
-		return exec.Command(ctrd.Ctr, append([]string{"--address", ctrd.Address, "-n", namespace}, args...)...)
-	}
-	ctx := context.Background()
-	api := rpcclient.New(sock)
+	return def
+}
 
-	// Long-lived subjects for the exec scenarios.
-	created, err := api.CreateSandbox(ctx, connect.NewRequest(&boxdv1.CreateSandboxRequest{}))
-	if err != nil {
+func envBool(name string) bool {
+	v, _ := strconv.ParseBool(os.Getenv(name))
+	return v
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		v, err := strconv.Atoi(f)
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("%q: want positive integers separated by commas", s)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func parseFlags() (*config, error) {
+	quick := flag.Bool("quick", envBool("BENCH_QUICK"), "small, fast run for development (env BENCH_QUICK=1)")
+	n := flag.Int("n", 0, "rounds of the CLI exec scenario; the others scale from it (env BENCH_N; default 30, quick 6)")
+	burst := flag.Int("burst", 0, "sandboxes requested at once in the burst (env BENCH_BURST; default 100, quick 10)")
+	burstRounds := flag.Int("burst-rounds", 0, "bursts per peer (default 1)")
+	levels := flag.String("levels", os.Getenv("BENCH_LEVELS"), "concurrency levels (env BENCH_LEVELS; default 1,10,50,100, quick 1,5,10)")
+	execs := flag.Int("execs", 0, "concurrency: execs per sandbox and level (env BENCH_EXECS; default 2)")
+	levelExecs := flag.Int("level-execs", 0, "concurrency: at least this many execs per level in all (default 50, quick 20)")
+	density := flag.String("density", os.Getenv("BENCH_DENSITY"), "density: idle sandboxes to measure at (env BENCH_DENSITY; default 50,100, quick 5,10)")
+	bigMiB := flag.Int("big-mib", 0, "size of the big file in MiB (default 100, quick 20)")
+	files := flag.Int("files", 0, "small files in the tree (default 1000, quick 200)")
+	only := flag.String("only", os.Getenv("BENCH_ONLY"), "comma-separated scenarios to run, of "+strings.Join(scenarioIDs, ",")+" (env BENCH_ONLY; default all)")
+	out := flag.String("out", os.Getenv("BENCH_OUT"), "directory for latest.md and the charts (env BENCH_OUT; default bench/results, quick bench/results/quick)")
+	flag.Parse()
+
+	envInt := func(p *int, name string) error {
+		if *p != 0 {
+			return nil
+		}
+		if v := os.Getenv(name); v != "" {
+			x, err := strconv.Atoi(v)
+			if err != nil || x < 1 {
+				return fmt.Errorf("%s=%q: want a positive integer", name, v)
+			}
+			*p = x
+		}
+		return nil
+	}
+	if err := envInt(n, "BENCH_N"); err != nil {
+		return nil, err
+	}
+	if err := envInt(burst, "BENCH_BURST"); err != nil {
+		return nil, err
+	}
+	if err := envInt(execs, "BENCH_EXECS"); err != nil {
+		return nil, err
+	}
+	pick := func(v, full, small int) int {
+		switch {
+		case v > 0:
+			return v
+		case *quick:
+			return small
+		default:
+			return full
+		}
+	}
+	cfg := &config{quick: *quick, warm: 3}
+	cfg.n = pick(*n, 30, 6)
+	cfg.apiN = cfg.n * 4
+	cfg.ttiN = max(cfg.n/2, 3)
+	cfg.oneshotN = max(cfg.n/2, 3)
+	cfg.bigN = max(cfg.n/8, 2)
+	cfg.treeN = max(cfg.n/4, 2)
+	cfg.burst = pick(*burst, 100, 10)
+	cfg.burstRounds = pick(*burstRounds, 1, 1)
+	cfg.execsPer = pick(*execs, 2, 2)
+	cfg.levelExecs = pick(*levelExecs, 50, 20)
+	cfg.bigMiB = pick(*bigMiB, 100, 20)
+	cfg.treeFiles = pick(*files, 1000, 200)
+	if *quick {
+		cfg.warm = 1
+	}
+	var err error
+	def := func(s, full, small string) string {
+		switch {
+		case s != "":
+			return s
+		case *quick:
+			return small
+		default:
+			return full
+		}
+	}
+	if cfg.levels, err = parseInts(def(*levels, "1,10,50,100", "1,5,10")); err != nil {
+		return nil, fmt.Errorf("-levels %w", err)
+	}
+	if cfg.density, err = parseInts(def(*density, "50,100", "5,10")); err != nil {
+		return nil, fmt.Errorf("-density %w", err)
+	}
+	cfg.outDir = def(*out, "bench/results", "bench/results/quick")
+	if *only != "" {
+		cfg.only = map[string]bool{}
+		for _, s := range strings.Split(*only, ",") {
+			s = strings.TrimSpace(s)
+			known := false
+			for _, id := range scenarioIDs {
+				known = known || id == s
+			}
+			if !known {
+				return nil, fmt.Errorf("-only: unknown scenario %q (have %s)", s, strings.Join(scenarioIDs, ","))
+			}
+			cfg.only[s] = true
+		}
+	}
+	return cfg, nil
+}
+
+// scenario is one group of measurements; run adds its results to the
+// report.
+type scenario struct {
+	id, title string
+	run       func(ctx context.Context, e *env, cfg *config, r *report) error
+}
+
+var scenarios = []scenario{
+	{"exec", "1. exec round trip", func(ctx context.Context, e *env, cfg *config, r *report) error {
+		ls, err := scenarioExec(ctx, e, cfg)
+		r.lats = append(r.lats, ls...)
 		return err
-	}
-	sbID := created.Msg.Sandbox.Id
-	defer api.DeleteSandbox(ctx, connect.NewRequest(&boxdv1.DeleteSandboxRequest{Id: sbID}))
-	if out, err := ctr("run", "-d", image, "bench-peer", "sleep", "100000").CombinedOutput(); err != nil {
-		return fmt.Errorf("ctr run -d: %v %s", err, out)
-	}
-	defer func() {
-		_ = ctr("task", "kill", "-s", "SIGKILL", "bench-peer").Run()
-		time.Sleep(200 * time.Millisecond)
-		_ = ctr("task", "delete", "-f", "bench-peer").Run()
-		_ = ctr("container", "delete", "bench-peer").Run()
+	}},
+	{"tti", "2. time to interactive", func(ctx context.Context, e *env, cfg *config, r *report) error {
+		seq, bursts, err := scenarioTTI(ctx, e, cfg)
+		if seq != nil {
+			r.lats = append(r.lats, seq)
+		}
+		r.bursts = bursts
+		return err
+	}},
+	{"oneshot", "3. one-shot run", func(ctx context.Context, e *env, cfg *config, r *report) error {
+		l, err := scenarioOneshot(ctx, e, cfg)
+		if l != nil {
+			r.lats = append(r.lats, l)
+		}
+		return err
+	}},
+	{"files", "4. files", func(ctx context.Context, e *env, cfg *config, r *report) error {
+		ls, err := scenarioFiles(ctx, e, cfg)
+		r.lats = append(r.lats, ls...)
+		return err
+	}},
+	// Density runs first and hands its sandboxes to the concurrency
+	// scenario, which saves minutes of creating and removing 200; the
+	// cleanliness check therefore comes after both.
+	{"density,concurrency", "6. density and 5. concurrency", func(ctx context.Context, e *env, cfg *config, r *report) error {
+		var fleet [][]string
+		if cfg.wants("density") {
+			ds, kept, err := scenarioDensity(ctx, e, cfg, cfg.wants("concurrency"))
+			r.density, r.densityShared = ds, cfg.wants("concurrency")
+			if err != nil {
+				return err
+			}
+			fleet = kept
+		}
+		if cfg.wants("concurrency") {
+			cs, err := scenarioConcurrency(ctx, e, cfg, fleet)
+			r.conc = cs
+			return err
+		}
+		return nil
+	}},
+}
+
+// benchmark runs everything and returns the exit code.
+func benchmark(cfg *config) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigc := make(chan os.Signal, 2)
+	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		s := <-sigc
+		logf("%v: stopping; tearing down (send it again to quit at once and leave the clean-up to the next run)", s)
+		cancel()
+		<-sigc
+		os.Exit(130)
 	}()
 
-	var results []result
-	results = append(results, measure("exec `true` in a running sandbox, whole CLI process", n, []peer{
-		{"boxctl exec", func(int) error { return bc("exec", sbID, "--", "true").Run() }},
-		{"ctr task exec", func(i int) error {
-			return ctr("task", "exec", "--exec-id", fmt.Sprintf("e%d", i), "bench-peer", "true").Run()
-		}},
-	}))
-	results = append(results, measure("exec `true` from a running Go client (API round trip)", n*4, []peer{
-		{"boxd API Exec", func(int) error {
-			r, err := api.Exec(ctx, connect.NewRequest(&boxdv1.ExecRequest{SandboxId: sbID, Args: []string{"true"}}))
-			if err == nil && r.Msg.Result.ExitCode != 0 {
-				err = fmt.Errorf("exit %d", r.Msg.Result.ExitCode)
-			}
-			return err
-		}},
-	}))
-	results = append(results, measure("one-shot run of `true` (create, run, delete)", max(n/2, 5), []peer{
-		{"boxctl run", func(int) error { return bc("run", "--", "true").Run() }},
-		{"ctr run --rm", func(i int) error { return ctr("run", "--rm", image, fmt.Sprintf("oneshot-%d", i), "true").Run() }},
-	}))
+	rep := &report{started: time.Now(), cfg: cfg}
+	e, err := setup(ctx)
+	if err != nil {
+		logf("set-up: %v", err)
+		return 1
+	}
+	rep.machine = e.describe(ctx)
+	failed := false
+	for _, sc := range scenarios {
+		if !cfg.wantsAny(sc.id) {
+			continue
+		}
+		t0 := time.Now()
+		title := sc.title
+		if sc.id == "density,concurrency" && !cfg.wants("density") {
+			title = "5. concurrency"
+		} else if sc.id == "density,concurrency" && !cfg.wants("concurrency") {
+			title = "6. density"
+		}
+		logf("== %s", title)
+		if err := sc.run(ctx, e, cfg, rep); err != nil {
+			logf("%s: %v", title, err)
+			rep.problems = append(rep.problems, title+": "+err.Error())
+			failed = true
+		}
+		row := e.checkClean(context.WithoutCancel(ctx), title)
+		rep.clean = append(rep.clean, row)
+		if !row.ok() {
+			failed = true
+			e.removeLeftovers()
+		}
+		logf("== %s done in %s", title, time.Since(t0).Round(time.Second))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	dir, ctrdDir := e.dir, e.ctrd.Dir
+	e.keepLogs = failed || ctx.Err() != nil
+	terr := e.teardown()
+	if terr == nil {
+		terr = checkTeardown(dir, ctrdDir)
+	}
+	rep.clean = append(rep.clean, cleanRow{scenario: "teardown", err: terr})
+	if terr != nil {
+		logf("teardown: %v", terr)
+		failed = true
+	}
+	if ctx.Err() != nil {
+		rep.problems = append(rep.problems, "interrupted: the results are partial")
+		failed = true
+	}
+	notesMu.Lock()
+	rep.problems = append(rep.problems, notes...)
+	notesMu.Unlock()
+	if e.logDir != "" {
+		rep.problems = append(rep.problems, "the daemons' logs of this run are in "+e.logDir)
+	}
+	rep.elapsed = time.Since(rep.started)
+	if err := writeResults(cfg.outDir, rep); err != nil {
+		logf("writing results: %v", err)
+		failed = true
+	}
+	if failed {
+		return 1
+	}
+	return 0
+}
 
-	md := render(results, n)
+// removeLeftovers removes what a failed scenario left, so the next
+// scenario's cleanliness row shows only its own leaks.
+func (e *env) removeLeftovers() {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if ids, err := e.boxd.list(ctx); err == nil {
+		if err := removeMany(ctx, e.boxd, ids, 8); err != nil {
+			logf("removing leftovers: %v", err)
+		}
+	}
+	if ids, err := e.docker.list(ctx); err == nil {
+		if err := removeMany(ctx, e.docker, ids, 8); err != nil {
+			logf("removing leftovers: %v", err)
+		}
+	}
+}
+
+func writeResults(dir string, rep *report) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	charts := []struct {
+		name string
+		draw func(string) error
+	}{
+		{"latency.png", func(p string) error { return writeLatencyChart(p, latencyPanels(rep.lats, rep.bursts)) }},
+		{"concurrency.png", func(p string) error { return writeConcurrencyChart(p, rep.conc) }},
+	}
+	for _, c := range charts {
+		path := filepath.Join(dir, c.name)
+		_ = os.Remove(path) // never leave a chart of an earlier run
+		if err := c.draw(path); err != nil {
+			rep.problems = append(rep.problems, fmt.Sprintf("chart %s: %v", c.name, err))
+			continue
+		}
+		if exists(path) {
+			rep.charts = append(rep.charts, c.name)
+		}
+	}
+	md := rep.markdown()
 	fmt.Print(md)
-	if outPath != "" {
-		if err := os.MkdirAll(filepath.Dir(outPath), 0o755); err != nil {
-			return err
-		}
-		return os.WriteFile(outPath, []byte(md), 0o644)
-	}
-	return nil
-}
-
-// measure runs each peer once per round, rotating which goes first, after
-// three warm-up rounds.
-func measure(scenario string, n int, peers []peer) result {
-	r := result{scenario: scenario, samples: map[string][]time.Duration{}, errors: map[string]int{}}
-	for _, p := range peers {
-		r.peers = append(r.peers, p.name)
-	}
-	for i := -3; i < n; i++ {
-		for k := range peers {
-			p := peers[(k+max(i, 0))%len(peers)]
-			start := time.Now()
-			err := p.run(i + 3)
-			d := time.Since(start)
-			if i < 0 {
-				continue
-			}
-			if err != nil {
-				r.errors[p.name]++
-				continue
-			}
-			r.samples[p.name] = append(r.samples[p.name], d)
-		}
-	}
-	return r
-}
-
-func quantile(s []time.Duration, q float64) time.Duration {
-	if len(s) == 0 {
-		return 0
-	}
-	c := append([]time.Duration(nil), s...)
-	sort.Slice(c, func(i, j int) bool { return c[i] < c[j] })
-	return c[int(q*float64(len(c)-1)+0.5)]
-}
-
-func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/1e6) }
-
-func render(rs []result, n int) string {
-	var b strings.Builder
-	host, _ := os.Hostname()
-	kernel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
-	fmt.Fprintf(&b, "# boxbench results\n\n%s, %d cores, kernel %s, %s; private containerd, Debian runc; samples interleaved after 3 warm-up rounds.\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 UTC"), goruntime.NumCPU(), strings.TrimSpace(string(kernel)), host)
-	fmt.Fprintln(&b, "| scenario | peer | samples | errors | median | p95 | median vs first peer |")
-	fmt.Fprintln(&b, "| --- | --- | ---: | ---: | ---: | ---: | ---: |")
-	for _, r := range rs {
-		base := quantile(r.samples[r.peers[0]], 0.5)
-		for _, p := range r.peers {
-			med := quantile(r.samples[p], 0.5)
-			ratio := "1.0×"
-			if p != r.peers[0] && base > 0 {
-				ratio = fmt.Sprintf("%.1f× slower", float64(med)/float64(base))
-			}
-			fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s | %s |\n", r.scenario, p, len(r.samples[p]), r.errors[p], ms(med), ms(quantile(r.samples[p], 0.95)), ratio)
-		}
-	}
-	return b.String()
+	return os.WriteFile(filepath.Join(dir, "latest.md"), []byte(md), 0o644)
 }

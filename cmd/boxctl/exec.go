@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 
 	"connectrpc.com/connect"
 	"github.com/urfave/cli/v2"
 
+	rpcclient "github.com/boxd-dev/boxd/rpc/client"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 )
@@ -26,7 +29,13 @@ func execCommand() *cli.Command {
 		Name:      "exec",
 		Usage:     "run a command in a sandbox; exits with the command's exit code",
 		ArgsUsage: "ID -- CMD [ARG...]",
-		Flags:     execFlags(),
+		Flags: append(execFlags(),
+			&cli.BoolFlag{Name: "interactive", Aliases: []string{"i"}, Usage: "pass boxctl's stdin to the command (EOF closes it)"},
+			&cli.BoolFlag{Name: "tty", Aliases: []string{"t"}, Usage: "give the command a terminal; with -i, boxctl's terminal goes raw"},
+			&cli.BoolFlag{Name: "detach", Aliases: []string{"d"}, Usage: "run in the background and print the process id (see ps, attach, kill)"},
+			&cli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "run as NAME, UID, NAME:GROUP or UID:GID of the sandbox"},
+		),
+		UseShortOptionHandling: true,
 		Action: func(c *cli.Context) error {
 			args := c.Args().Slice()
 			if len(args) < 2 {
@@ -39,9 +48,74 @@ func execCommand() *cli.Command {
 			if len(cmd) == 0 {
 				return fmt.Errorf("usage: boxctl exec [flags] ID -- CMD [ARG...]: no command")
 			}
-			return runExec(c.Context, apiClient(c), execRequest(c, id, cmd))
+			if !c.Bool("interactive") && !c.Bool("tty") && !c.Bool("detach") && c.String("user") == "" {
+				return runExec(c.Context, apiClient(c), execRequest(c, id, cmd))
+			}
+			spec := &boxdv1.ProcessSpec{
+				SandboxId: id, Args: cmd, Env: c.StringSlice("env"), Workdir: c.String("workdir"),
+				Timeout: c.String("timeout"), User: c.String("user"), Tty: c.Bool("tty"),
+			}
+			api := rpcclient.NewProcess(c.String("socket"))
+			if c.Bool("detach") {
+				spec.KeepStdinOpen = c.Bool("interactive")
+				resp, err := api.Start(c.Context, connect.NewRequest(&boxdv1.StartProcessRequest{Spec: spec}))
+				if err != nil {
+					return boxdErr{err}
+				}
+				fmt.Println(resp.Msg.Process.Id)
+				return nil
+			}
+			return runProcess(c.Context, api, spec, c.Bool("interactive"))
 		},
 	}
+}
+
+// runProcess runs a command through ProcessService.Exec: stdin streamed
+// with -i, a terminal with -t. It returns exitError with the command's
+// code.
+func runProcess(ctx context.Context, api boxdv1connect.ProcessServiceClient, spec *boxdv1.ProcessSpec, interactive bool) error {
+	raw := spec.Tty && interactive
+	if raw && !isTerminal(os.Stdin) {
+		return boxdErr{fmt.Errorf("exec -it: stdin is not a terminal (drop -t to pipe input)")}
+	}
+	if raw {
+		// A terminal session may run for hours: no output cap.
+		spec.OutputLimit = -1
+	}
+	if spec.Tty {
+		spec.Window = windowSize()
+		if !slices.ContainsFunc(spec.Env, func(kv string) bool { return strings.HasPrefix(kv, "TERM=") }) {
+			if t := os.Getenv("TERM"); t != "" {
+				spec.Env = append(spec.Env, "TERM="+t)
+			}
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p := &procConn{stream: api.Exec(ctx)}
+	if err := p.send(&boxdv1.ProcessInput{Event: &boxdv1.ProcessInput_Start{Start: spec}}); err != nil {
+		return boxdErr{err}
+	}
+	if raw {
+		restore, err := p.rawTerminal()
+		if err != nil {
+			return boxdErr{err}
+		}
+		defer restore()
+	}
+	if interactive {
+		go p.copyStdin(true, false, nil)
+	} else {
+		p.closeRequest() // the command reads EOF
+	}
+	res, err := p.receive()
+	if err != nil {
+		return boxdErr{err}
+	}
+	if res == nil {
+		return boxdErr{fmt.Errorf("exec: boxd ended the stream without a result")}
+	}
+	return exitWith(res)
 }
 
 func execRequest(c *cli.Context, id string, cmd []string) *boxdv1.ExecRequest {

@@ -33,6 +33,8 @@ func main() {
 		Commands: []*cli.Command{
 			imageCommand(), createCommand(), execCommand(), runCommand(), cpCommand(),
 			lsCommand(), inspectCommand(), rmCommand(),
+			psCommand(), killCommand(), waitCommand(), attachCommand(), sessionCommand(),
+			filesCommand(),
 		},
 		HideHelpCommand: true,
 	}

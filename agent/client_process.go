@@ -1,0 +1,424 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+
+	"github.com/containerd/errdefs"
+)
+
+// maxProcListPayload bounds a process or session list from the init: MaxProcesses
+// infos of at most a few KiB each.
+const maxProcListPayload = 768 << 10
+
+// maxStartStdin bounds the stdin a background start carries in its request
+// frame (base64 in JSON, so the frame stays below MaxFramePayload).
+const maxStartStdin = 512 << 10
+
+var processIDRe = regexp.MustCompile(`^p[0-9]{1,19}$`)
+
+// processClassError adds an errdefs class to an init error whose code
+// protocol.go's RemoteError does not know.
+type processClassError struct {
+	*RemoteError
+	class error
+}
+
+func (e processClassError) Unwrap() []error { return []error{e.RemoteError, e.class} }
+
+// classifyProcErr maps the process operations' own error codes onto errdefs.
+func classifyProcErr(err error) error {
+	var re *RemoteError
+	if !errors.As(err, &re) {
+		return err
+	}
+	switch re.Code {
+	case codeResourceExhausted:
+		return processClassError{re, errdefs.ErrResourceExhausted}
+	case codeFailedPrecondition:
+		return processClassError{re, errdefs.ErrFailedPrecondition}
+	}
+	return err
+}
+
+func (c *Client) openProcOp(ctx context.Context, op string, args any) (*conn, error) {
+	req := Request{Op: op}
+	if args != nil {
+		b, err := json.Marshal(args)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s args: %w", op, err)
+		}
+		req.Args = b
+	}
+	return c.open(ctx, req)
+}
+
+// readProcJSON reads the single frame that ends an operation: want, decoded
+// into v, or an error frame. Both are bounded by max.
+func (cn *conn) readProcJSON(want FrameType, v any, max int) error {
+	f, err := cn.fr.ReadFrame()
+	if err == io.EOF {
+		return fmt.Errorf("%w: connection closed without a reply", errProtocol)
+	}
+	if err != nil {
+		return err
+	}
+	if len(f.Payload) > max {
+		return fmt.Errorf("%w: %s frame of %d bytes", errProtocol, f.Type, len(f.Payload))
+	}
+	switch f.Type {
+	case want:
+		if err := json.Unmarshal(f.Payload, v); err != nil {
+			return fmt.Errorf("%w: malformed %s frame: %v", errProtocol, f.Type, err)
+		}
+		return nil
+	case FrameError:
+		return classifyProcErr(decodeRemoteError(f.Payload))
+	}
+	return unexpectedFrame(f.Type)
+}
+
+func checkProcessInfo(info *ProcessInfo) error {
+	if !processIDRe.MatchString(info.ID) || (info.State != StateRunning && info.State != StateExited) ||
+		(info.State == StateExited) != (info.Result != nil) {
+		return fmt.Errorf("%w: malformed process info (id %.32q, state %.32q)", errProtocol, info.ID, info.State)
+	}
+	return nil
+}
+
+// ProcessEvent is one message of a running process's stream: output, or
+// the final result.
+type ProcessEvent struct {
+	Stream FrameType // FrameStdout or FrameStderr; zero with Result
+	Data   []byte    // valid until the next call to Next
+	Result *ExecResult
+}
+
+// ProcessStream is a connection to a foreground process (ExecProcess) or an
+// attached background one (AttachProcess). Next reads its output; the other
+// methods send input and may be called concurrently with Next. Close ends
+// the connection, which kills a foreground process.
+type ProcessStream struct {
+	cn    *conn
+	ctx   context.Context
+	op    string
+	limit int64 // output bytes accepted; < 0 for no limit
+	got   int64
+	done  bool
+}
+
+// Next returns the next output or the result. After the result, or when
+// an attach that does not follow ends while the process still runs, it
+// returns io.EOF.
+func (p *ProcessStream) Next() (ProcessEvent, error) {
+	if p.done {
+		return ProcessEvent{}, io.EOF
+	}
+	ev, err := p.next()
+	if err != nil && err != io.EOF {
+		p.done = true
+		return ProcessEvent{}, fmt.Errorf("%s: %w", p.op, ctxErr(p.ctx, err))
+	}
+	return ev, err
+}
+
+func (p *ProcessStream) next() (ProcessEvent, error) {
+	f, err := p.cn.fr.ReadFrame()
+	if err == io.EOF {
+		return ProcessEvent{}, fmt.Errorf("%w: connection closed without a result", errProtocol)
+	}
+	if err != nil {
+		return ProcessEvent{}, err
+	}
+	switch f.Type {
+	case FrameStdout, FrameStderr:
+		// The init enforces the limit; one that sends more is broken or
+		// hostile, and the caller's memory is what is at stake.
+		p.got += int64(len(f.Payload))
+		if p.limit >= 0 && p.got > p.limit+startFailureSlack {
+			return ProcessEvent{}, fmt.Errorf("%w: more output than the %d byte limit", errProtocol, p.limit)
+		}
+		return ProcessEvent{Stream: f.Type, Data: f.Payload}, nil
+	case FrameResult, FrameError:
+		p.done = true
+		if len(f.Payload) > maxControlPayload {
+			return ProcessEvent{}, fmt.Errorf("%w: %s frame of %d bytes", errProtocol, f.Type, len(f.Payload))
+		}
+		if f.Type == FrameError {
+			return ProcessEvent{}, classifyProcErr(decodeRemoteError(f.Payload))
+		}
+		var res ExecResult
+		if err := json.Unmarshal(f.Payload, &res); err != nil {
+			return ProcessEvent{}, fmt.Errorf("%w: malformed result: %v", errProtocol, err)
+		}
+		return ProcessEvent{Result: &res}, nil
+	case FrameOK:
+		p.done = true
+		return ProcessEvent{}, io.EOF
+	}
+	return ProcessEvent{}, unexpectedFrame(f.Type)
+}
+
+// Write sends stdin.
+func (p *ProcessStream) Write(b []byte) (int, error) {
+	n := 0
+	for len(b) > 0 {
+		k := min(len(b), dataChunk)
+		if err := p.cn.fw.WriteFrame(FrameStdin, b[:k]); err != nil {
+			return n, ctxErr(p.ctx, err)
+		}
+		n += k
+		b = b[k:]
+	}
+	return n, nil
+}
+
+// CloseStdin ends the process's input (it reads EOF). On a terminal it
+// does nothing: a terminal has no end of input.
+func (p *ProcessStream) CloseStdin() error {
+	return ctxErr(p.ctx, p.cn.fw.WriteFrame(FrameStdinClose, nil))
+}
+
+// Resize changes the size of the process's terminal, if it has one.
+func (p *ProcessStream) Resize(ws WindowSize) error { return p.sendControl(CtlResize, ws) }
+
+// Signal sends a signal ("SIGINT", "INT" or "2") to the process's group;
+// SIGKILL kills its whole tree.
+func (p *ProcessStream) Signal(sig string) error {
+	return p.sendControl(CtlSignal, SignalArgs{Signal: sig})
+}
+
+func (p *ProcessStream) sendControl(op string, args any) error {
+	b, err := json.Marshal(args)
+	if err != nil {
+		return err
+	}
+	return ctxErr(p.ctx, p.cn.fw.WriteJSON(FrameRequest, Request{Op: op, Args: b}))
+}
+
+// Close ends the connection. For a foreground process that has not
+// finished, the init kills its tree.
+func (p *ProcessStream) Close() error {
+	p.cn.close()
+	return nil
+}
+
+// ExecProcess starts spec in the foreground and returns its stream. With
+// spec.StdinStream the process reads what is written to the stream until
+// CloseStdin; without it, stdin ends after spec.Stdin.
+func (c *Client) ExecProcess(ctx context.Context, spec ProcessSpec) (*ProcessStream, error) {
+	op := fmt.Sprintf("%s %q", OpProcessExec, argv0(spec.Args))
+	var extra []byte
+	streamed := spec.StdinStream
+	if len(spec.Stdin) > maxInlineStdin {
+		extra, spec.Stdin, spec.StdinStream = spec.Stdin, nil, true
+	}
+	cn, err := c.openProcOp(ctx, OpProcessExec, spec)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	limit := spec.OutputLimit
+	if limit == 0 {
+		limit = DefaultOutputLimit
+	}
+	p := &ProcessStream{cn: cn, ctx: ctx, op: op, limit: limit}
+	if extra != nil {
+		go func() {
+			// The command may not read all of it; the init drops the rest
+			// once it closes stdin.
+			if _, err := p.Write(extra); err == nil && !streamed {
+				p.CloseStdin()
+			}
+		}()
+	}
+	return p, nil
+}
+
+// StartProcess starts spec in the background and returns its info, with
+// the id to attach to, wait for or signal it. With spec.StdinStream its
+// stdin stays open after spec.Stdin for attached clients to write.
+func (c *Client) StartProcess(ctx context.Context, spec ProcessSpec) (ProcessInfo, error) {
+	op := fmt.Sprintf("%s %q", OpProcessStart, argv0(spec.Args))
+	if len(spec.Stdin) > maxStartStdin {
+		return ProcessInfo{}, fmt.Errorf("%s: stdin of %d bytes, at most %d for a background process: %w",
+			op, len(spec.Stdin), maxStartStdin, errdefs.ErrInvalidArgument)
+	}
+	var info ProcessInfo
+	err := c.procCall(ctx, OpProcessStart, spec, &info, maxControlPayload)
+	if err == nil {
+		err = checkProcessInfo(&info)
+	}
+	if err != nil {
+		return ProcessInfo{}, fmt.Errorf("%s: %w", op, err)
+	}
+	return info, nil
+}
+
+// procCall runs an operation whose reply is one JSON result frame.
+func (c *Client) procCall(ctx context.Context, op string, args, reply any, max int) error {
+	cn, err := c.openProcOp(ctx, op, args)
+	if err != nil {
+		return err
+	}
+	defer cn.close()
+	return ctxErr(ctx, cn.readProcJSON(FrameResult, reply, max))
+}
+
+// AttachProcess connects to a background process: the stream replays the
+// output the init still holds, then follows the process until it exits
+// (unless a.NoFollow). Closing the stream leaves the process running.
+func (c *Client) AttachProcess(ctx context.Context, a AttachArgs) (*ProcessStream, ProcessInfo, error) {
+	op := fmt.Sprintf("%s %s", OpProcessAttach, a.ID)
+	cn, err := c.openProcOp(ctx, OpProcessAttach, a)
+	if err != nil {
+		return nil, ProcessInfo{}, fmt.Errorf("%s: %w", op, err)
+	}
+	var info ProcessInfo
+	err = cn.readProcJSON(FrameResult, &info, maxControlPayload)
+	if err == nil {
+		err = checkProcessInfo(&info)
+	}
+	if err != nil {
+		cn.close()
+		return nil, ProcessInfo{}, fmt.Errorf("%s: %w", op, ctxErr(ctx, err))
+	}
+	return &ProcessStream{cn: cn, ctx: ctx, op: op, limit: -1}, info, nil
+}
+
+// ListProcesses lists the background processes the init remembers, oldest
+// first.
+func (c *Client) ListProcesses(ctx context.Context) ([]ProcessInfo, error) {
+	var infos []ProcessInfo
+	err := c.procCall(ctx, OpProcessList, nil, &infos, maxProcListPayload)
+	if err == nil && len(infos) > MaxProcesses {
+		err = fmt.Errorf("%w: %d processes listed, at most %d exist", errProtocol, len(infos), MaxProcesses)
+	}
+	for i := range infos {
+		if err == nil {
+			err = checkProcessInfo(&infos[i])
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", OpProcessList, err)
+	}
+	return infos, nil
+}
+
+// WaitProcess blocks until the process exits and returns its final info.
+func (c *Client) WaitProcess(ctx context.Context, id string) (ProcessInfo, error) {
+	return c.processCall(ctx, OpProcessWait, id, ProcessRef{ID: id})
+}
+
+// SignalProcess sends sig to a background process's group; SIGKILL kills
+// its whole tree. It fails with a failed-precondition error if the
+// process has already exited.
+func (c *Client) SignalProcess(ctx context.Context, id, sig string) (ProcessInfo, error) {
+	return c.processCall(ctx, OpProcessSignal, id, SignalArgs{ID: id, Signal: sig})
+}
+
+func (c *Client) processCall(ctx context.Context, op, id string, args any) (ProcessInfo, error) {
+	var info ProcessInfo
+	err := c.procCall(ctx, op, args, &info, maxControlPayload)
+	if err == nil {
+		err = checkProcessInfo(&info)
+	}
+	if err != nil {
+		return ProcessInfo{}, fmt.Errorf("%s %s: %w", op, id, err)
+	}
+	return info, nil
+}
+
+// CreateSession starts a session's shell.
+func (c *Client) CreateSession(ctx context.Context, spec SessionSpec) (SessionInfo, error) {
+	var info SessionInfo
+	if err := c.procCall(ctx, OpSessionCreate, spec, &info, maxControlPayload); err != nil {
+		return SessionInfo{}, fmt.Errorf("%s %q: %w", OpSessionCreate, spec.Name, err)
+	}
+	return info, nil
+}
+
+// ListSessions lists a sandbox's sessions.
+func (c *Client) ListSessions(ctx context.Context) ([]SessionInfo, error) {
+	var infos []SessionInfo
+	err := c.procCall(ctx, OpSessionList, nil, &infos, maxProcListPayload)
+	if err == nil && len(infos) > MaxSessions {
+		err = fmt.Errorf("%w: %d sessions listed, at most %d exist", errProtocol, len(infos), MaxSessions)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", OpSessionList, err)
+	}
+	return infos, nil
+}
+
+// RemoveSession kills a session's shell and everything it started.
+func (c *Client) RemoveSession(ctx context.Context, name string) error {
+	cn, err := c.openProcOp(ctx, OpSessionRemove, SessionRef{Name: name})
+	if err == nil {
+		defer cn.close()
+		err = ctxErr(ctx, cn.readReply(FrameOK, nil))
+	}
+	if err != nil {
+		return fmt.Errorf("%s %q: %w", OpSessionRemove, name, classifyProcErr(err))
+	}
+	return nil
+}
+
+// SessionExec runs one command in a session's shell, streaming its output
+// to stdout and stderr (either may be nil). Cancelling ctx stops the
+// command as its timeout would.
+func (c *Client) SessionExec(ctx context.Context, cmd SessionCommand, stdout, stderr io.Writer) (SessionResult, error) {
+	op := fmt.Sprintf("%s %q", OpSessionExec, cmd.Name)
+	cn, err := c.openProcOp(ctx, OpSessionExec, cmd)
+	if err != nil {
+		return SessionResult{}, fmt.Errorf("%s: %w", op, err)
+	}
+	defer cn.close()
+	limit := cmd.OutputLimit
+	if limit == 0 {
+		limit = DefaultOutputLimit
+	}
+	p := &ProcessStream{cn: cn, ctx: ctx, op: op, limit: limit}
+	for {
+		f, err := cn.fr.ReadFrame()
+		if err == io.EOF {
+			err = fmt.Errorf("%w: connection closed without a result", errProtocol)
+		}
+		if err != nil {
+			return SessionResult{}, fmt.Errorf("%s: %w", op, ctxErr(ctx, err))
+		}
+		switch f.Type {
+		case FrameStdout, FrameStderr:
+			p.got += int64(len(f.Payload))
+			if p.got > limit+startFailureSlack {
+				return SessionResult{}, fmt.Errorf("%s: %w: more output than the %d byte limit", op, errProtocol, limit)
+			}
+			w := stdout
+			if f.Type == FrameStderr {
+				w = stderr
+			}
+			if w != nil {
+				if _, err := w.Write(f.Payload); err != nil {
+					return SessionResult{}, fmt.Errorf("%s: write %s: %w", op, f.Type, err)
+				}
+			}
+		case FrameResult, FrameError:
+			if len(f.Payload) > maxControlPayload {
+				return SessionResult{}, fmt.Errorf("%s: %w: %s frame of %d bytes", op, errProtocol, f.Type, len(f.Payload))
+			}
+			if f.Type == FrameError {
+				return SessionResult{}, fmt.Errorf("%s: %w", op, classifyProcErr(decodeRemoteError(f.Payload)))
+			}
+			var res SessionResult
+			if err := json.Unmarshal(f.Payload, &res); err != nil {
+				return SessionResult{}, fmt.Errorf("%s: %w: malformed result: %v", op, errProtocol, err)
+			}
+			return res, nil
+		default:
+			return SessionResult{}, fmt.Errorf("%s: %w", op, unexpectedFrame(f.Type))
+		}
+	}
+}

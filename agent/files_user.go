@@ -1,0 +1,190 @@
+package agent
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// fsIdentity is a resolved user for file operations.
+type fsIdentity struct {
+	uid, gid uint32
+	groups   []uint32 // supplementary groups, primary gid included
+}
+
+// fsMaxGroups bounds the supplementary groups taken from a hostile
+// /etc/group; the kernel's own limit (NGROUPS_MAX) is 65536.
+const fsMaxGroups = 256
+
+// fsParseUserSpec splits "user[:group]" and checks its syntax: each part is a
+// decimal id or a name of letters, digits, '_', '.', '-' (and a trailing
+// '$', as Samba machine accounts have).
+func fsParseUserSpec(spec string) (user, group string, err error) {
+	if len(spec) > MaxUserLen {
+		return "", "", fmt.Errorf("%w: user: %d bytes, at most %d allowed", errInvalid, len(spec), MaxUserLen)
+	}
+	user, group, hasGroup := strings.Cut(spec, ":")
+	if !fsValidUserPart(user) || (hasGroup && !fsValidUserPart(group)) {
+		return "", "", fmt.Errorf("%w: user: %q is not NAME, UID, NAME:GROUP or UID:GID", errInvalid, spec)
+	}
+	return user, group, nil
+}
+
+func fsValidUserPart(s string) bool {
+	if s == "" || s[0] == '-' || s[0] == '.' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '.', c == '-':
+		case c == '$' && i == len(s)-1:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// fsParseID parses a decimal id; -1 (4294967295) is not an id.
+func fsParseID(s string) (uint32, bool) {
+	if s == "" || s[0] < '0' || s[0] > '9' {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil || n == 1<<32-1 {
+		return 0, false
+	}
+	return uint32(n), true
+}
+
+type fsPasswdEntry struct {
+	name     string
+	uid, gid uint32
+}
+
+type fsGroupEntry struct {
+	name    string
+	gid     uint32
+	members []string
+}
+
+// fsParsePasswd reads /etc/passwd lines (name:pw:uid:gid:gecos:home:shell).
+// The file belongs to the sandbox, so malformed lines are skipped, never
+// trusted.
+func fsParsePasswd(data []byte) []fsPasswdEntry {
+	var out []fsPasswdEntry
+	for line := range bytes.Lines(data) {
+		f := strings.Split(strings.TrimRight(string(line), "\r\n"), ":")
+		if len(f) < 4 || f[0] == "" || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		uid, ok1 := fsParseID(f[2])
+		gid, ok2 := fsParseID(f[3])
+		if ok1 && ok2 {
+			out = append(out, fsPasswdEntry{name: f[0], uid: uid, gid: gid})
+		}
+	}
+	return out
+}
+
+// fsParseGroup reads /etc/group lines (name:pw:gid:member,member).
+func fsParseGroup(data []byte) []fsGroupEntry {
+	var out []fsGroupEntry
+	for line := range bytes.Lines(data) {
+		f := strings.Split(strings.TrimRight(string(line), "\r\n"), ":")
+		if len(f) < 3 || f[0] == "" || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		gid, ok := fsParseID(f[2])
+		if !ok {
+			continue
+		}
+		e := fsGroupEntry{name: f[0], gid: gid}
+		if len(f) > 3 && f[3] != "" {
+			e.members = strings.Split(f[3], ",")
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// fsResolveUser turns a user spec into ids with the rules docker and runc
+// use (and exec's user does): a numeric user need not exist; its primary
+// group is the one in /etc/passwd, or 0 if it has no entry. Unless a group
+// is given, the groups listing the user's name are added to the primary
+// one. A nil identity means the init's own (root).
+func fsResolveUser(spec string, passwd, group []byte) (*fsIdentity, error) {
+	if spec == "" {
+		return nil, nil
+	}
+	user, grp, err := fsParseUserSpec(spec)
+	if err != nil {
+		return nil, err
+	}
+	var id fsIdentity
+	name := ""
+	users := fsParsePasswd(passwd)
+	if uid, ok := fsParseID(user); ok {
+		id.uid = uid
+		for _, e := range users {
+			if e.uid == uid {
+				name, id.gid = e.name, e.gid
+				break
+			}
+		}
+	} else {
+		i := slices.IndexFunc(users, func(e fsPasswdEntry) bool { return e.name == user })
+		if i < 0 {
+			return nil, fmt.Errorf("%w: user: no user %q in the sandbox's /etc/passwd", errInvalid, user)
+		}
+		name, id.uid, id.gid = user, users[i].uid, users[i].gid
+	}
+	groups := fsParseGroup(group)
+	if grp != "" {
+		if gid, ok := fsParseID(grp); ok {
+			id.gid = gid
+		} else {
+			i := slices.IndexFunc(groups, func(e fsGroupEntry) bool { return e.name == grp })
+			if i < 0 {
+				return nil, fmt.Errorf("%w: user: no group %q in the sandbox's /etc/group", errInvalid, grp)
+			}
+			id.gid = groups[i].gid
+		}
+	}
+	id.groups = []uint32{id.gid}
+	if name != "" && grp == "" {
+		for _, g := range groups {
+			if len(id.groups) >= fsMaxGroups {
+				break
+			}
+			if slices.Contains(g.members, name) && !slices.Contains(id.groups, g.gid) {
+				id.groups = append(id.groups, g.gid)
+			}
+		}
+	}
+	if id.uid == 0 && id.gid == 0 {
+		return nil, nil
+	}
+	return &id, nil
+}
+
+func (id *fsIdentity) String() string {
+	if id == nil {
+		return "root"
+	}
+	return fmt.Sprintf("uid %d gid %d", id.uid, id.gid)
+}
+
+// CheckUserSpec reports whether spec is syntactically a user for file
+// operations ("", NAME, UID, NAME:GROUP, UID:GID); whether it exists is
+// for the sandbox to say.
+func CheckUserSpec(spec string) error {
+	if spec == "" {
+		return nil
+	}
+	_, _, err := fsParseUserSpec(spec)
+	return err
+}

@@ -1,0 +1,123 @@
+//go:build linux
+
+package main
+
+// Unit tests of the parts that need no daemon: Docker's stream framing,
+// the statistics, and rendering (Markdown and charts) from synthetic
+// results. The benchmark itself runs with `make bench`.
+
+import (
+	"bytes"
+	"encoding/binary"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func frame(stream byte, payload string) []byte {
+	h := make([]byte, 8)
+	h[0] = stream
+	binary.BigEndian.PutUint32(h[4:], uint32(len(payload)))
+	return append(h, payload...)
+}
+
+func TestDemux(t *testing.T) {
+	var in bytes.Buffer
+	in.Write(frame(1, "hello "))
+	in.Write(frame(2, "oops"))
+	in.Write(frame(1, "world"))
+	in.Write(frame(1, ""))
+	var out, errb bytes.Buffer
+	if err := demux(&in, &out, &errb); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "hello world" || errb.String() != "oops" {
+		t.Fatalf("stdout %q, stderr %q", out.String(), errb.String())
+	}
+	// A stream cut inside a frame is an error, not a short read.
+	cut := frame(1, "truncated")
+	if err := demux(bytes.NewReader(cut[:12]), &out, &errb); err == nil {
+		t.Fatal("no error for a truncated frame")
+	}
+}
+
+func TestQuantile(t *testing.T) {
+	var s []time.Duration
+	for i := 100; i >= 1; i-- {
+		s = append(s, time.Duration(i)*time.Millisecond)
+	}
+	for _, c := range []struct {
+		q    float64
+		want time.Duration
+	}{{0.5, 50 * time.Millisecond}, {0.95, 95 * time.Millisecond}, {0.99, 99 * time.Millisecond}, {1, 100 * time.Millisecond}, {0, time.Millisecond}} {
+		if got := quantile(s, c.q); got != c.want {
+			t.Errorf("quantile(%v) = %v, want %v", c.q, got, c.want)
+		}
+	}
+	if s[0] != 100*time.Millisecond {
+		t.Error("quantile sorted its input in place")
+	}
+	if quantile(nil, 0.5) != 0 {
+		t.Error("quantile of nothing is not 0")
+	}
+}
+
+func TestTicks(t *testing.T) {
+	if ts := (ticks125{}).Ticks(3, 800); len(ts) != 7 { // 5 10 20 50 100 200 500
+		t.Errorf("ticks for [3, 800]: %v", ts)
+	}
+	if ts := (ticks125{}).Ticks(300, 450); len(ts) < 2 {
+		t.Errorf("a narrow range gets too few ticks: %v", ts)
+	}
+}
+
+func durations(base time.Duration, n int) []time.Duration {
+	s := make([]time.Duration, n)
+	for i := range s {
+		s[i] = base + time.Duration(i)*base/20
+	}
+	return s
+}
+
+func TestRender(t *testing.T) {
+	dir := t.TempDir()
+	rep := &report{
+		started: time.Now(), elapsed: time.Minute,
+		cfg:     &config{n: 3, burst: 5, burstRounds: 1, levels: []int{1, 5}, execsPer: 2, density: []int{5}},
+		machine: [][2]string{{"CPU", "2 cores"}},
+		lats: []*latency{{
+			scenario: "exec", peers: []string{"boxctl exec", "docker exec"},
+			samples: map[string][]time.Duration{"boxctl exec": durations(30*time.Millisecond, 10), "docker exec": durations(150*time.Millisecond, 10)},
+			errors:  map[string]int{"docker exec": 1}, firstErr: map[string]string{"docker exec": "exit 1 | `x`"},
+		}},
+		bursts: []*burstResult{{peer: "boxd API", n: 5, samples: durations(time.Second, 5), walls: []time.Duration{2 * time.Second}}},
+		conc: []*concResult{
+			{level: 1, peer: "boxd API", execs: 2, wall: time.Second, lat: durations(10*time.Millisecond, 2)},
+			{level: 1, peer: "Docker Engine API", execs: 2, wall: 2 * time.Second, lat: durations(90*time.Millisecond, 2)},
+			{level: 5, peer: "boxd API", execs: 10, wall: time.Second, lat: durations(20*time.Millisecond, 10)},
+			{level: 5, peer: "Docker Engine API", execs: 10, wall: 5 * time.Second, lat: durations(400*time.Millisecond, 10)},
+		},
+		density: []densityPoint{{peer: "boxd API", n: 5, shims: 5 * 6000, sandboxes: 5 * 1200}, {peer: "Docker Engine API", n: 5, shims: 5 * 6000, sandboxes: 5 * 200}},
+		clean:   []cleanRow{{scenario: "exec"}, {scenario: "tti", left: cleanState{procs: 1}}, {scenario: "teardown"}},
+	}
+	if err := writeResults(dir, rep); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "latest.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| exec | docker exec | 10 | 1 |", "5.00×", "**LEAK**", "190 ms", "![latency](latency.png)", "![concurrency](concurrency.png)", "exit 1 \\| 'x'"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("latest.md lacks %q:\n%s", want, md)
+		}
+	}
+	for _, png := range []string{"latency.png", "concurrency.png"} {
+		data, err := os.ReadFile(filepath.Join(dir, png))
+		if err != nil || !bytes.HasPrefix(data, []byte("\x89PNG")) {
+			t.Errorf("%s: not a PNG (%v)", png, err)
+		}
+	}
+}

@@ -1,0 +1,379 @@
+//go:build linux
+
+package rpc
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"sync"
+
+	"connectrpc.com/connect"
+
+	"github.com/boxd-dev/boxd/agent"
+	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
+	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
+)
+
+// fileServer implements FileService on the Server's Manager. It is a type
+// of its own so its method names cannot collide with SandboxService's.
+type fileServer struct{ s *Server }
+
+var _ boxdv1connect.FileServiceHandler = (*fileServer)(nil)
+
+// fileServiceHandler returns the route and handler of FileService.
+func (s *Server) fileServiceHandler() (string, http.Handler) {
+	return boxdv1connect.NewFileServiceHandler(&fileServer{s},
+		connect.WithReadMaxBytes(MaxMessageBytes),
+		connect.WithSendMaxBytes(MaxMessageBytes),
+		connect.WithInterceptors(s.logInterceptor()),
+		// File data on a local socket: gzip would cost far more CPU than
+		// it saves, and most file data is already compressed.
+		connect.WithCompression("gzip", nil, nil),
+	)
+}
+
+var fileTypes = map[string]boxdv1.FileType{
+	agent.FileTypeRegular: boxdv1.FileType_FILE_TYPE_REGULAR,
+	agent.FileTypeDir:     boxdv1.FileType_FILE_TYPE_DIRECTORY,
+	agent.FileTypeSymlink: boxdv1.FileType_FILE_TYPE_SYMLINK,
+	agent.FileTypeFIFO:    boxdv1.FileType_FILE_TYPE_FIFO,
+	agent.FileTypeSocket:  boxdv1.FileType_FILE_TYPE_SOCKET,
+	agent.FileTypeChar:    boxdv1.FileType_FILE_TYPE_CHAR_DEVICE,
+	agent.FileTypeBlock:   boxdv1.FileType_FILE_TYPE_BLOCK_DEVICE,
+}
+
+func fileInfo(fi agent.FileStat) *boxdv1.FileInfo {
+	return &boxdv1.FileInfo{
+		Path: fi.Path, Name: fi.Name, Type: fileTypes[fi.Type], Size: fi.Size, Mode: fi.Mode,
+		Mtime: ts(fi.Mtime), LinkTarget: fi.LinkTarget, Uid: fi.UID, Gid: fi.GID, Error: fi.Error,
+	}
+}
+
+// apiCodes names the init's error codes as the API does.
+var apiCodes = map[string]connect.Code{
+	agent.CodeNotFound:           connect.CodeNotFound,
+	agent.CodeInvalidArgument:    connect.CodeInvalidArgument,
+	agent.CodePermissionDenied:   connect.CodePermissionDenied,
+	agent.CodeAlreadyExists:      connect.CodeAlreadyExists,
+	agent.CodeFailedPrecondition: connect.CodeFailedPrecondition,
+	agent.CodeResourceExhausted:  connect.CodeResourceExhausted,
+	agent.CodeInternal:           connect.CodeInternal,
+}
+
+func fileResult(r agent.FileResult) *boxdv1.FileResult {
+	out := &boxdv1.FileResult{Index: int32(r.Index), Path: r.Path, Size: r.Size}
+	if r.Code != "" {
+		code, ok := apiCodes[r.Code]
+		if !ok {
+			code = connect.CodeUnknown
+		}
+		out.Error = &boxdv1.FileError{Code: code.String(), Message: r.Message}
+	}
+	return out
+}
+
+var watchOps = map[string]boxdv1.WatchOp{
+	agent.WatchCreate:   boxdv1.WatchOp_WATCH_OP_CREATE,
+	agent.WatchWrite:    boxdv1.WatchOp_WATCH_OP_WRITE,
+	agent.WatchRemove:   boxdv1.WatchOp_WATCH_OP_REMOVE,
+	agent.WatchRename:   boxdv1.WatchOp_WATCH_OP_RENAME,
+	agent.WatchChmod:    boxdv1.WatchOp_WATCH_OP_CHMOD,
+	agent.WatchOverflow: boxdv1.WatchOp_WATCH_OP_OVERFLOW,
+}
+
+// messageChunks reads the data of a client stream's messages, handing each
+// message's bytes on without a copy (agent.ChunkSource). The messages'
+// other fields are read only from the first.
+type messageChunks struct {
+	first []byte
+	recv  func() ([]byte, bool, error) // next message's data; false at the end
+	cur   []byte
+	done  bool
+}
+
+func (m *messageChunks) NextChunk() ([]byte, error) {
+	if m.first != nil {
+		b := m.first
+		m.first = nil
+		return b, nil
+	}
+	if m.done {
+		return nil, io.EOF
+	}
+	b, ok, err := m.recv()
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		m.done = true
+		return nil, io.EOF
+	}
+	return b, nil
+}
+
+func (m *messageChunks) Read(p []byte) (int, error) {
+	for len(m.cur) == 0 {
+		b, err := m.NextChunk()
+		if err != nil {
+			return 0, err
+		}
+		m.cur = b
+	}
+	n := copy(p, m.cur)
+	m.cur = m.cur[n:]
+	return n, nil
+}
+
+// streamEnd is the error of a client stream that stopped: a stream of a
+// cancelled call is no complete file, even if its body ended cleanly (a
+// client that cancels and then closes its side can send exactly that), so
+// that nothing half-sent is ever committed.
+func streamEnd(ctx context.Context, err error) error {
+	if err == nil {
+		err = ctx.Err()
+	}
+	return err
+}
+
+func emptyStream(stream interface{ Err() error }, what string) error {
+	if err := stream.Err(); err != nil {
+		return ToConnect(err)
+	}
+	return connect.NewError(connect.CodeInvalidArgument, errors.New(what+": empty request stream (the first message must name sandbox_id)"))
+}
+
+func (f *fileServer) WriteFile(ctx context.Context, stream *connect.ClientStream[boxdv1.WriteFileRequest]) (*connect.Response[boxdv1.WriteFileResponse], error) {
+	if !stream.Receive() {
+		return nil, emptyStream(stream, "write file")
+	}
+	m := stream.Msg()
+	a := agent.FileWriteArgs{Path: m.Path, User: m.User, Mode: m.Mode, Parents: m.Parents, InPlace: m.InPlace, Append: m.Append, Exclusive: m.Exclusive}
+	src := &messageChunks{first: m.Data, recv: func() ([]byte, bool, error) {
+		if !stream.Receive() {
+			return nil, false, streamEnd(ctx, stream.Err())
+		}
+		return stream.Msg().Data, true, nil
+	}}
+	res, err := f.s.Manager.WriteFile(ctx, m.SandboxId, a, src)
+	if err != nil {
+		return nil, ToConnect(err)
+	}
+	return connect.NewResponse(&boxdv1.WriteFileResponse{BytesWritten: res.Bytes, Info: fileInfo(res.Stat)}), nil
+}
+
+func (f *fileServer) ReadFile(ctx context.Context, req *connect.Request[boxdv1.ReadFileRequest], stream *connect.ServerStream[boxdv1.ReadFileResponse]) error {
+	m := req.Msg
+	rs, err := f.s.Manager.ReadFile(ctx, m.SandboxId, agent.FileReadArgs{Path: m.Path, User: m.User, Offset: m.Offset, Length: m.Length, NoFollow: m.NoFollow})
+	if err != nil {
+		return ToConnect(err)
+	}
+	defer rs.Close()
+	if err := stream.Send(&boxdv1.ReadFileResponse{Info: fileInfo(rs.Stat)}); err != nil {
+		return err
+	}
+	// Send marshals before it returns, so the init's frame buffer can go
+	// straight into the message.
+	msg := &boxdv1.ReadFileResponse{}
+	for {
+		b, err := rs.NextChunk()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return ToConnect(err)
+		}
+		msg.Data = b
+		if err := stream.Send(msg); err != nil {
+			return err
+		}
+	}
+}
+
+func (f *fileServer) StatFile(ctx context.Context, req *connect.Request[boxdv1.StatFileRequest]) (*connect.Response[boxdv1.StatFileResponse], error) {
+	m := req.Msg
+	fi, err := f.s.Manager.StatFile(ctx, m.SandboxId, agent.FileStatArgs{Path: m.Path, User: m.User, Follow: m.Follow})
+	if err != nil {
+		return nil, ToConnect(err)
+	}
+	return connect.NewResponse(&boxdv1.StatFileResponse{Info: fileInfo(fi)}), nil
+}
+
+func (f *fileServer) ListDir(ctx context.Context, req *connect.Request[boxdv1.ListDirRequest], stream *connect.ServerStream[boxdv1.ListDirResponse]) error {
+	m := req.Msg
+	err := f.s.Manager.ListDir(ctx, m.SandboxId, agent.FileListArgs{Path: m.Path, User: m.User, Depth: int(m.Depth)}, func(batch []agent.FileStat) error {
+		out := &boxdv1.ListDirResponse{Entries: make([]*boxdv1.FileInfo, len(batch))}
+		for i, fi := range batch {
+			out.Entries[i] = fileInfo(fi)
+		}
+		return stream.Send(out)
+	})
+	return ToConnect(err)
+}
+
+func (f *fileServer) MakeDir(ctx context.Context, req *connect.Request[boxdv1.MakeDirRequest]) (*connect.Response[boxdv1.MakeDirResponse], error) {
+	m := req.Msg
+	if err := f.s.Manager.MakeDir(ctx, m.SandboxId, agent.FileMkdirArgs{Path: m.Path, User: m.User, Mode: m.Mode, Parents: m.Parents}); err != nil {
+		return nil, ToConnect(err)
+	}
+	return connect.NewResponse(&boxdv1.MakeDirResponse{}), nil
+}
+
+func (f *fileServer) RemovePath(ctx context.Context, req *connect.Request[boxdv1.RemovePathRequest]) (*connect.Response[boxdv1.RemovePathResponse], error) {
+	m := req.Msg
+	if err := f.s.Manager.RemovePath(ctx, m.SandboxId, agent.FileRemoveArgs{Path: m.Path, User: m.User, Recursive: m.Recursive}); err != nil {
+		return nil, ToConnect(err)
+	}
+	return connect.NewResponse(&boxdv1.RemovePathResponse{}), nil
+}
+
+func (f *fileServer) RenamePath(ctx context.Context, req *connect.Request[boxdv1.RenamePathRequest]) (*connect.Response[boxdv1.RenamePathResponse], error) {
+	m := req.Msg
+	if err := f.s.Manager.RenamePath(ctx, m.SandboxId, agent.FileRenameArgs{Src: m.Src, Dst: m.Dst, User: m.User, NoOverwrite: m.NoOverwrite}); err != nil {
+		return nil, ToConnect(err)
+	}
+	return connect.NewResponse(&boxdv1.RenamePathResponse{}), nil
+}
+
+func (f *fileServer) ChmodPath(ctx context.Context, req *connect.Request[boxdv1.ChmodPathRequest]) (*connect.Response[boxdv1.ChmodPathResponse], error) {
+	m := req.Msg
+	if err := f.s.Manager.ChmodPath(ctx, m.SandboxId, agent.FileChmodArgs{Path: m.Path, User: m.User, Mode: m.Mode}); err != nil {
+		return nil, ToConnect(err)
+	}
+	return connect.NewResponse(&boxdv1.ChmodPathResponse{}), nil
+}
+
+// uploadFiles splits an UploadFiles stream into files: a message with file
+// starts one, messages with only data continue it.
+type uploadFiles struct {
+	ctx     context.Context
+	stream  *connect.ClientStream[boxdv1.UploadFilesRequest]
+	pending *boxdv1.UploadFilesRequest // received, not yet used
+	ended   bool
+}
+
+func (u *uploadFiles) receive() (*boxdv1.UploadFilesRequest, error) {
+	if m := u.pending; m != nil {
+		u.pending = nil
+		return m, nil
+	}
+	if u.ended {
+		return nil, io.EOF
+	}
+	if !u.stream.Receive() {
+		u.ended = true
+		if err := streamEnd(u.ctx, u.stream.Err()); err != nil {
+			return nil, err
+		}
+		return nil, io.EOF
+	}
+	return u.stream.Msg(), nil
+}
+
+func (u *uploadFiles) next() (agent.UploadItem, io.Reader, error) {
+	for {
+		m, err := u.receive()
+		if err != nil {
+			return agent.UploadItem{}, nil, err
+		}
+		if m.File == nil {
+			if len(m.Data) > 0 {
+				return agent.UploadItem{}, nil, connect.NewError(connect.CodeInvalidArgument, errors.New("file: data before the first file"))
+			}
+			continue // e.g. a first message with only sandbox_id
+		}
+		data := &messageChunks{first: m.Data, recv: func() ([]byte, bool, error) {
+			m, err := u.receive()
+			if err == io.EOF {
+				return nil, false, nil
+			}
+			if err != nil {
+				return nil, false, err
+			}
+			if m.File != nil {
+				u.pending = m
+				return nil, false, nil
+			}
+			return m.Data, true, nil
+		}}
+		return agent.UploadItem{Path: m.File.Path, Mode: m.File.Mode}, data, nil
+	}
+}
+
+func (f *fileServer) UploadFiles(ctx context.Context, stream *connect.ClientStream[boxdv1.UploadFilesRequest]) (*connect.Response[boxdv1.UploadFilesResponse], error) {
+	if !stream.Receive() {
+		return nil, emptyStream(stream, "upload files")
+	}
+	first := stream.Msg()
+	u := &uploadFiles{ctx: ctx, stream: stream, pending: first}
+	out := &boxdv1.UploadFilesResponse{}
+	var mu sync.Mutex // results arrive on the agent client's reader goroutine
+	err := f.s.Manager.UploadFiles(ctx, first.SandboxId, agent.UploadArgs{User: first.User, Parents: first.Parents}, u.next, func(r agent.FileResult) error {
+		mu.Lock()
+		defer mu.Unlock()
+		out.Results = append(out.Results, fileResult(r))
+		if r.Code == "" {
+			out.FilesWritten++
+			out.BytesWritten += r.Size
+		}
+		return nil
+	})
+	if err != nil {
+		var ce *connect.Error
+		if errors.As(err, &ce) {
+			return nil, ce // from u.next: the client's stream was malformed
+		}
+		return nil, ToConnect(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return connect.NewResponse(out), nil
+}
+
+func (f *fileServer) DownloadFiles(ctx context.Context, req *connect.Request[boxdv1.DownloadFilesRequest], stream *connect.ServerStream[boxdv1.DownloadFilesResponse]) error {
+	m := req.Msg
+	msg := &boxdv1.DownloadFilesResponse{}
+	send := func(index int, ev any) error {
+		msg.Index = int32(index)
+		switch ev := ev.(type) {
+		case *boxdv1.FileInfo:
+			msg.Event = &boxdv1.DownloadFilesResponse_Start{Start: ev}
+		case []byte:
+			msg.Event = &boxdv1.DownloadFilesResponse_Data{Data: ev}
+		case *boxdv1.FileResult:
+			msg.Event = &boxdv1.DownloadFilesResponse_Done{Done: ev}
+		}
+		return stream.Send(msg)
+	}
+	err := f.s.Manager.DownloadFiles(ctx, m.SandboxId, agent.DownloadArgs{Paths: m.Paths, User: m.User, NoFollow: m.NoFollow}, agent.DownloadHandler{
+		Start: func(i int, fi agent.FileStat) error { return send(i, fileInfo(fi)) },
+		Data:  func(i int, p []byte) error { return send(i, p) },
+		Done:  func(r agent.FileResult) error { return send(r.Index, fileResult(r)) },
+	})
+	return ToConnect(err)
+}
+
+func (f *fileServer) WatchPath(ctx context.Context, req *connect.Request[boxdv1.WatchPathRequest], stream *connect.ServerStream[boxdv1.WatchPathResponse]) error {
+	m := req.Msg
+	var sendErr error
+	err := f.s.Manager.WatchPath(ctx, m.SandboxId, agent.WatchArgs{Path: m.Path, User: m.User, Recursive: m.Recursive},
+		func() { sendErr = stream.Send(&boxdv1.WatchPathResponse{Ready: true}) },
+		func(evs []agent.WatchEvent) error {
+			if sendErr != nil {
+				return sendErr
+			}
+			out := &boxdv1.WatchPathResponse{Events: make([]*boxdv1.WatchEvent, len(evs))}
+			for i, ev := range evs {
+				out.Events[i] = &boxdv1.WatchEvent{Path: ev.Path, Op: watchOps[ev.Op], OldPath: ev.OldPath, IsDir: ev.IsDir, Message: ev.Message}
+			}
+			return stream.Send(out)
+		})
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return nil // the client stopped watching: the normal end
+	}
+	if err == nil {
+		err = sendErr
+	}
+	return ToConnect(err)
+}

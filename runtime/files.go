@@ -1,0 +1,196 @@
+//go:build linux
+
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/boxd-dev/boxd/agent"
+)
+
+// File operations inside a sandbox, done by its init (agent.Client); see
+// agent.FileWriteArgs and friends for their semantics. The checks here
+// name the request field; the init checks again, since it trusts nobody.
+
+// fileFieldErr turns an agent argument error into one naming field.
+func fileFieldErr(field string, err error) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	msg = strings.TrimPrefix(msg, "invalid argument: ")
+	msg = strings.TrimPrefix(msg, field+": ")
+	return fieldErr(field, "%s", msg)
+}
+
+func checkFilePath(field, p string) error {
+	return fileFieldErr(field, agent.CheckFilePath(p))
+}
+
+func checkFileUser(u string) error {
+	return fileFieldErr("user", agent.CheckUserSpec(u))
+}
+
+func checkFileMode(field string, mode *uint32) error {
+	if mode != nil && *mode&^0o7777 != 0 {
+		return fieldErr(field, "%#o has bits beyond 07777", *mode)
+	}
+	return nil
+}
+
+// fileAgent validates the common fields and finds the sandbox's init.
+func (m *Manager) fileAgent(ctx context.Context, idOrName, user string, paths map[string]string) (*agent.Client, string, error) {
+	if idOrName == "" {
+		return nil, "", fieldErr("sandbox_id", "empty")
+	}
+	for field, p := range paths {
+		if err := checkFilePath(field, p); err != nil {
+			return nil, "", err
+		}
+	}
+	if err := checkFileUser(user); err != nil {
+		return nil, "", err
+	}
+	return m.agentFor(ctx, idOrName)
+}
+
+// fileErr adds the sandbox to an error from its init, or explains that the
+// sandbox is not running.
+func (m *Manager) fileErr(ctx context.Context, id string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return m.notRunning(ctx, id, fmt.Errorf("sandbox %s: %w", id, err))
+}
+
+// WriteFile streams r into a file in the sandbox.
+func (m *Manager) WriteFile(ctx context.Context, idOrName string, a agent.FileWriteArgs, r io.Reader) (agent.FileWriteResult, error) {
+	if err := checkFileMode("mode", a.Mode); err != nil {
+		return agent.FileWriteResult{}, err
+	}
+	c, id, err := m.fileAgent(ctx, idOrName, a.User, map[string]string{"path": a.Path})
+	if err != nil {
+		return agent.FileWriteResult{}, err
+	}
+	res, err := c.WriteFile(ctx, a, r)
+	return res, m.fileErr(ctx, id, err)
+}
+
+// ReadFile opens a file in the sandbox; the caller closes the stream.
+func (m *Manager) ReadFile(ctx context.Context, idOrName string, a agent.FileReadArgs) (*agent.FileReadStream, error) {
+	if a.Offset < 0 {
+		return nil, fieldErr("offset", "%d is negative", a.Offset)
+	}
+	if a.Length < 0 {
+		return nil, fieldErr("length", "%d is negative", a.Length)
+	}
+	c, id, err := m.fileAgent(ctx, idOrName, a.User, map[string]string{"path": a.Path})
+	if err != nil {
+		return nil, err
+	}
+	s, err := c.ReadFile(ctx, a)
+	return s, m.fileErr(ctx, id, err)
+}
+
+// StatFile describes a path in the sandbox.
+func (m *Manager) StatFile(ctx context.Context, idOrName string, a agent.FileStatArgs) (agent.FileStat, error) {
+	c, id, err := m.fileAgent(ctx, idOrName, a.User, map[string]string{"path": a.Path})
+	if err != nil {
+		return agent.FileStat{}, err
+	}
+	fi, err := c.StatFile(ctx, a)
+	return fi, m.fileErr(ctx, id, err)
+}
+
+// ListDir lists a directory in the sandbox in batches.
+func (m *Manager) ListDir(ctx context.Context, idOrName string, a agent.FileListArgs, fn func([]agent.FileStat) error) error {
+	c, id, err := m.fileAgent(ctx, idOrName, a.User, map[string]string{"path": a.Path})
+	if err != nil {
+		return err
+	}
+	return m.fileErr(ctx, id, c.ListDir(ctx, a, fn))
+}
+
+// MakeDir creates a directory in the sandbox.
+func (m *Manager) MakeDir(ctx context.Context, idOrName string, a agent.FileMkdirArgs) error {
+	if err := checkFileMode("mode", a.Mode); err != nil {
+		return err
+	}
+	c, id, err := m.fileAgent(ctx, idOrName, a.User, map[string]string{"path": a.Path})
+	if err != nil {
+		return err
+	}
+	return m.fileErr(ctx, id, c.MakeDir(ctx, a))
+}
+
+// RemovePath removes a path (a tree with Recursive) in the sandbox.
+func (m *Manager) RemovePath(ctx context.Context, idOrName string, a agent.FileRemoveArgs) error {
+	c, id, err := m.fileAgent(ctx, idOrName, a.User, map[string]string{"path": a.Path})
+	if err != nil {
+		return err
+	}
+	return m.fileErr(ctx, id, c.RemovePath(ctx, a))
+}
+
+// RenamePath renames a path in the sandbox.
+func (m *Manager) RenamePath(ctx context.Context, idOrName string, a agent.FileRenameArgs) error {
+	c, id, err := m.fileAgent(ctx, idOrName, a.User, map[string]string{"src": a.Src, "dst": a.Dst})
+	if err != nil {
+		return err
+	}
+	return m.fileErr(ctx, id, c.RenamePath(ctx, a))
+}
+
+// ChmodPath sets a path's mode in the sandbox.
+func (m *Manager) ChmodPath(ctx context.Context, idOrName string, a agent.FileChmodArgs) error {
+	if err := checkFileMode("mode", &a.Mode); err != nil {
+		return err
+	}
+	c, id, err := m.fileAgent(ctx, idOrName, a.User, map[string]string{"path": a.Path})
+	if err != nil {
+		return err
+	}
+	return m.fileErr(ctx, id, c.ChmodPath(ctx, a))
+}
+
+// UploadFiles writes many files in one call; see agent.Client.UploadFiles.
+// A path that is invalid fails that file only.
+func (m *Manager) UploadFiles(ctx context.Context, idOrName string, a agent.UploadArgs, next func() (agent.UploadItem, io.Reader, error), result func(agent.FileResult) error) error {
+	c, id, err := m.fileAgent(ctx, idOrName, a.User, nil)
+	if err != nil {
+		return err
+	}
+	return m.fileErr(ctx, id, c.UploadFiles(ctx, a, next, result))
+}
+
+// DownloadFiles reads many files in one call; see agent.Client.DownloadFiles.
+func (m *Manager) DownloadFiles(ctx context.Context, idOrName string, a agent.DownloadArgs, h agent.DownloadHandler) error {
+	if len(a.Paths) == 0 {
+		return fieldErr("paths", "no paths given")
+	}
+	if len(a.Paths) > agent.MaxBulkFiles {
+		return fieldErr("paths", "%d paths, at most %d in one call", len(a.Paths), agent.MaxBulkFiles)
+	}
+	c, id, err := m.fileAgent(ctx, idOrName, a.User, nil)
+	if err != nil {
+		return err
+	}
+	return m.fileErr(ctx, id, c.DownloadFiles(ctx, a, h))
+}
+
+// WatchPath streams changes under a path in the sandbox until ctx ends or
+// the path goes away.
+func (m *Manager) WatchPath(ctx context.Context, idOrName string, a agent.WatchArgs, ready func(), events func([]agent.WatchEvent) error) error {
+	c, id, err := m.fileAgent(ctx, idOrName, a.User, map[string]string{"path": a.Path})
+	if err != nil {
+		return err
+	}
+	return m.fileErr(ctx, id, c.Watch(ctx, a, ready, events))
+}
