@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,9 +11,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/urfave/cli/v2"
 
-	rpcclient "github.com/boxd-dev/boxd/rpc/client"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
-	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 	"github.com/boxd-dev/boxd/safetar"
 )
 
@@ -29,15 +26,6 @@ func splitRemote(arg string) (id, path string, ok bool) {
 		return "", arg, false
 	}
 	return id, path, true
-}
-
-// cpClient is the API client for tar streams: HTTP/2 with large frames and
-// windows, and no gzip, which would cost boxd more CPU compressing the tar
-// than a local socket saves (files.go's client does the same).
-func cpClient(c *cli.Context) boxdv1connect.SandboxServiceClient {
-	return boxdv1connect.NewSandboxServiceClient(&http.Client{Transport: rpcclient.BulkTransport(c.String("socket"))}, "http://boxd",
-		connect.WithReadMaxBytes(rpcclient.MaxMessageBytes), connect.WithSendMaxBytes(rpcclient.MaxMessageBytes),
-		connect.WithAcceptCompression("gzip", nil, nil))
 }
 
 func cpCommand() *cli.Command {
@@ -80,7 +68,7 @@ func copyIn(c *cli.Context, local, id, remote string) error {
 	}
 	r := tarPipe(func(w io.Writer) error { return safetar.Write(w, local, name) })
 	defer r.Close()
-	stream := cpClient(c).CopyIn(c.Context)
+	stream := apiClient(c).CopyIn(c.Context)
 	first := true
 	err = sendChunks(r, func(b []byte) error {
 		msg := &boxdv1.CopyInRequest{Data: b}
@@ -105,7 +93,7 @@ func copyIn(c *cli.Context, local, id, remote string) error {
 // copyOut extracts a tar from the sandbox on the host. The tar is hostile
 // input: safetar refuses entries that would land outside the target.
 func copyOut(c *cli.Context, id, remote, local string) error {
-	stream, err := cpClient(c).CopyOut(c.Context, connect.NewRequest(&boxdv1.CopyOutRequest{SandboxId: id, Path: remote}))
+	stream, err := apiClient(c).CopyOut(c.Context, connect.NewRequest(&boxdv1.CopyOutRequest{SandboxId: id, Path: remote}))
 	if err != nil {
 		return err
 	}
