@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net/http"
 	"sync"
 
 	"connectrpc.com/connect"
@@ -21,18 +20,6 @@ import (
 type fileServer struct{ s *Server }
 
 var _ boxdv1connect.FileServiceHandler = (*fileServer)(nil)
-
-// fileServiceHandler returns the route and handler of FileService.
-func (s *Server) fileServiceHandler() (string, http.Handler) {
-	return boxdv1connect.NewFileServiceHandler(&fileServer{s},
-		connect.WithReadMaxBytes(MaxMessageBytes),
-		connect.WithSendMaxBytes(MaxMessageBytes),
-		connect.WithInterceptors(s.logInterceptor()),
-		// File data on a local socket: gzip would cost far more CPU than
-		// it saves, and most file data is already compressed.
-		connect.WithCompression("gzip", nil, nil),
-	)
-}
 
 var fileTypes = map[string]boxdv1.FileType{
 	agent.FileTypeRegular: boxdv1.FileType_FILE_TYPE_REGULAR,

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"sync"
 
 	"connectrpc.com/connect"
@@ -24,14 +23,6 @@ import (
 type processServer struct{ s *Server }
 
 var _ boxdv1connect.ProcessServiceHandler = (*processServer)(nil)
-
-func (s *Server) processServiceHandler() (string, http.Handler) {
-	return boxdv1connect.NewProcessServiceHandler(&processServer{s},
-		connect.WithReadMaxBytes(MaxMessageBytes),
-		connect.WithSendMaxBytes(MaxMessageBytes),
-		connect.WithInterceptors(s.logInterceptor()),
-	)
-}
 
 func invalid(format string, args ...any) error {
 	return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf(format, args...))
