@@ -606,7 +606,7 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 	if err == nil {
 		// WithProcessKill waits for the exit before it kills, so none is
 		// missed, then deletes.
-		if _, err := task.Delete(ctx, client.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+		if err := deleteTask(ctx, ctr, task); err != nil {
 			return fmt.Errorf("delete sandbox %s: task: %w", id, err)
 		}
 	} else if !errdefs.IsNotFound(err) {
@@ -620,6 +620,31 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 	}
 	m.log.Info("deleted", "sandbox", id)
 	return nil
+}
+
+// deleteTask kills and deletes a sandbox's task. Under load the shim can
+// close its connection mid-call ("ttrpc: closed") after doing the work, so
+// a failure is retried against a freshly loaded task, and a task that is
+// gone by then counts as deleted.
+func deleteTask(ctx context.Context, ctr client.Container, task client.Task) error {
+	var err error
+	for attempt := 0; attempt < 4; attempt++ {
+		if attempt > 0 {
+			time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
+			if task, err = ctr.Task(ctx, nil); errdefs.IsNotFound(err) {
+				return nil
+			} else if err != nil {
+				continue
+			}
+		}
+		if _, err = task.Delete(ctx, client.WithProcessKill); err == nil || errdefs.IsNotFound(err) {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
 }
 
 // ReconcileOnce destroys every sandbox whose TTL has passed and restarts
