@@ -103,6 +103,10 @@ func (m *Manager) adopt(ctx context.Context, id string, r resolved) (*Sandbox, e
 		return nil, fmt.Errorf("pool member %s is busy", id)
 	}
 	defer m.release(id)
+	t0 := time.Now()
+	var phases []any
+	phase := func(name string) { phases = append(phases, name, time.Since(t0).Round(time.Microsecond)) }
+	defer func() { m.log.Debug("adopt timing", append([]any{"sandbox", id}, phases...)...) }()
 	ctr, err := m.cfg.Client.LoadContainer(ctx, id)
 	if err != nil {
 		return nil, err
@@ -129,9 +133,14 @@ func (m *Manager) adopt(ctx context.Context, id string, r resolved) (*Sandbox, e
 	if err != nil {
 		return nil, err
 	}
-	if err := task.Update(ctx, client.WithResources(spec.Linux.Resources)); err != nil {
-		return nil, fmt.Errorf("update limits: %w", err)
+	phase("prepare")
+	if err := setLimits(spec.Linux.CgroupsPath, spec.Linux.Resources); err != nil {
+		m.log.Debug("direct cgroup update failed; updating through the task", "sandbox", id, "err", err)
+		if err := task.Update(ctx, client.WithResources(spec.Linux.Resources)); err != nil {
+			return nil, fmt.Errorf("update limits: %w", err)
+		}
 	}
+	phase("limits")
 	now := time.Now().UTC().Truncate(time.Second)
 	rec := record{
 		Name: r.name, Image: img.Name(), Memory: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
@@ -145,6 +154,7 @@ func (m *Manager) adopt(ctx context.Context, id string, r resolved) (*Sandbox, e
 	if err != nil {
 		return nil, fmt.Errorf("relabel: %w", err)
 	}
+	phase("relabel")
 	m.log.Info("created from the warm pool", "sandbox", id, "memory", rec.Memory, "cpus", rec.CPUs, "pids", rec.Pids, "ttl", r.ttl)
 	sb := m.toSandbox(id, labels, rec)
 	sb.Env, sb.State, sb.InitPID = env, "running", task.Pid()
