@@ -81,11 +81,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	proto.SetHTTP1(true)
 	proto.SetUnencryptedHTTP2(true)
 	srv := &http.Server{
-		Handler:   s.Handler(),
-		Protocols: proto,
-		// Larger windows than the 1 MiB default keep a client streaming a
-		// file in from stalling on window updates.
-		HTTP2:             &http.HTTP2Config{MaxReceiveBufferPerStream: 8 << 20, MaxReceiveBufferPerConnection: 32 << 20},
+		Handler:           s.Handler(),
+		Protocols:         proto,
 		ReadHeaderTimeout: 10 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
