@@ -19,6 +19,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -364,7 +365,8 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 func (m *Manager) specFor(ctx context.Context, id string, r resolved, imgSpec ocispec.Image) (*specs.Spec, []string, error) {
 	env := append(append([]string{}, imgSpec.Config.Env...), r.env...)
 	spec, err := oci.Spec(ctx, oci.Config{
-		ID: id, Hostname: id, Env: append(slices.Clip(env), "BOXD_WORKDIR="+r.workdir, "HOSTNAME="+id), Workdir: r.workdir,
+		ID: id, Hostname: id, Workdir: r.workdir,
+		Env:         append(slices.Clip(env), "BOXD_WORKDIR="+r.workdir, "BOXD_PIDS="+strconv.FormatInt(r.limits.Pids, 10), "HOSTNAME="+id),
 		MemoryBytes: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
 		HostUID: m.cfg.HostUID, HostGID: m.cfg.HostGID, IDMapSize: m.cfg.IDMapSize,
 		InitBinary: m.cfg.InitBinary, ChannelDir: m.channelDir(id),
@@ -506,7 +508,7 @@ func (m *Manager) describe(ctx context.Context, ctr client.Container, withEnv bo
 		var s specs.Spec
 		if err := json.Unmarshal(info.Spec.GetValue(), &s); err == nil && s.Process != nil {
 			for _, kv := range s.Process.Env {
-				if len(kv) >= 6 && (kv[:6] == "BOXD_W" || kv[:6] == "HOSTNA") {
+				if strings.HasPrefix(kv, "BOXD_") || strings.HasPrefix(kv, "HOSTNAME=") {
 					continue
 				}
 				sb.Env = append(sb.Env, kv)

@@ -51,6 +51,7 @@ func fieldErr(field, format string, args ...any) error {
 // taking the host down and keep labels within containerd's 4 KiB limit.
 const (
 	MinMemory    = 16 << 20
+	MinPids      = 16
 	MaxPids      = 1 << 20
 	MaxEnv       = 256
 	MaxEnvBytes  = 64 << 10
@@ -195,8 +196,8 @@ func (m *Manager) resolve(req CreateRequest) (resolved, error) {
 		return r, fieldErr("limits.pids", "%d must be positive", req.Pids)
 	case req.Pids > MaxPids:
 		return r, fieldErr("limits.pids", "%d is above the maximum of %d", req.Pids, MaxPids)
-	case req.Pids > 0 && req.Pids < 4:
-		return r, fieldErr("limits.pids", "%d is too few to run the init and a command (minimum 4)", req.Pids)
+	case req.Pids > 0 && req.Pids < MinPids:
+		return r, fieldErr("limits.pids", "%d is too few: the init's own threads count (minimum %d)", req.Pids, MinPids)
 	case req.Pids > 0:
 		r.limits.Pids = req.Pids
 	}

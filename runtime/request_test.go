@@ -82,8 +82,8 @@ func TestResolve(t *testing.T) {
 	ok(CreateRequest{}, func(r resolved) bool {
 		return r.image == "boxd/busybox" && r.limits == m.cfg.DefaultLimits && r.workdir == "/workspace" && r.ttl == time.Hour
 	})
-	ok(CreateRequest{Image: "x", Memory: "64m", CPUs: 0.5, Pids: 10, TTL: "90s", Workdir: "/w", Name: "a.b-c_1"}, func(r resolved) bool {
-		return r.image == "x" && r.limits == Limits{64 << 20, 0.5, 10} && r.ttl == 90*time.Second && r.workdir == "/w" && r.name == "a.b-c_1"
+	ok(CreateRequest{Image: "x", Memory: "64m", CPUs: 0.5, Pids: 16, TTL: "90s", Workdir: "/w", Name: "a.b-c_1"}, func(r resolved) bool {
+		return r.image == "x" && r.limits == Limits{64 << 20, 0.5, 16} && r.ttl == 90*time.Second && r.workdir == "/w" && r.name == "a.b-c_1"
 	})
 	for _, tc := range []struct {
 		req   CreateRequest
@@ -98,7 +98,7 @@ func TestResolve(t *testing.T) {
 		{CreateRequest{CPUs: 0.001}, "limits.cpus"},
 		{CreateRequest{CPUs: 3}, "limits.cpus"},
 		{CreateRequest{Pids: -1}, "limits.pids"},
-		{CreateRequest{Pids: 2}, "limits.pids"},
+		{CreateRequest{Pids: MinPids - 1}, "limits.pids"},
 		{CreateRequest{Pids: MaxPids + 1}, "limits.pids"},
 		{CreateRequest{Env: []string{"=x"}}, "env"},
 		{CreateRequest{Workdir: "rel"}, "workdir"},

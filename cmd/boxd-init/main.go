@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strconv"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -39,6 +41,8 @@ func main() {
 		logf("prctl(PR_SET_DUMPABLE): %v", err)
 	}
 
+	prewarmThreads(os.Getenv("BOXD_PIDS"))
+
 	cfg := agent.InitConfig{
 		Workdir:    envOr("BOXD_WORKDIR", "/workspace"),
 		SocketPath: filepath.Join(envOr("BOXD_CHANNEL_DIR", agent.ChannelDir), agent.SocketName),
@@ -49,6 +53,32 @@ func main() {
 		logf("%v", err)
 		os.Exit(1)
 	}
+}
+
+// prewarmThreads starts, while it still can, the OS threads the init will
+// need. The pids limit counts threads, so a fork bomb in the sandbox can
+// leave none to spare; a Go runtime that then fails to start a thread
+// aborts, and with PID 1 the whole sandbox would go. The runtime keeps idle
+// threads for reuse, so threads made now are there later. A third of the
+// pids limit, at most 12, leaves room for commands in a small sandbox.
+func prewarmThreads(pidsLimit string) {
+	n := 12
+	if p, err := strconv.Atoi(pidsLimit); err == nil && p/3 < n {
+		n = p / 3
+	}
+	var started sync.WaitGroup
+	release := make(chan struct{})
+	for i := 0; i < n; i++ {
+		started.Add(1)
+		go func() {
+			runtime.LockOSThread() // one thread each while all are held
+			started.Done()
+			<-release
+			runtime.UnlockOSThread()
+		}()
+	}
+	started.Wait()
+	close(release)
 }
 
 func envOr(key, def string) string {
