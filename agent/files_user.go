@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 )
 
@@ -26,38 +25,10 @@ func fsParseUserSpec(spec string) (user, group string, err error) {
 		return "", "", fmt.Errorf("%w: user: %d bytes, at most %d allowed", errInvalid, len(spec), MaxUserLen)
 	}
 	user, group, hasGroup := strings.Cut(spec, ":")
-	if !fsValidUserPart(user) || (hasGroup && !fsValidUserPart(group)) {
+	if !validAccountName(user) || (hasGroup && !validAccountName(group)) {
 		return "", "", fmt.Errorf("%w: user: %q is not NAME, UID, NAME:GROUP or UID:GID", errInvalid, spec)
 	}
 	return user, group, nil
-}
-
-func fsValidUserPart(s string) bool {
-	if s == "" || s[0] == '-' || s[0] == '.' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '.', c == '-':
-		case c == '$' && i == len(s)-1:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// fsParseID parses a decimal id; -1 (4294967295) is not an id.
-func fsParseID(s string) (uint32, bool) {
-	if s == "" || s[0] < '0' || s[0] > '9' {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(s, 10, 32)
-	if err != nil || n == 1<<32-1 {
-		return 0, false
-	}
-	return uint32(n), true
 }
 
 type fsPasswdEntry struct {
@@ -81,8 +52,8 @@ func fsParsePasswd(data []byte) []fsPasswdEntry {
 		if len(f) < 4 || f[0] == "" || strings.HasPrefix(f[0], "#") {
 			continue
 		}
-		uid, ok1 := fsParseID(f[2])
-		gid, ok2 := fsParseID(f[3])
+		uid, ok1 := parseAccountID(f[2])
+		gid, ok2 := parseAccountID(f[3])
 		if ok1 && ok2 {
 			out = append(out, fsPasswdEntry{name: f[0], uid: uid, gid: gid})
 		}
@@ -98,7 +69,7 @@ func fsParseGroup(data []byte) []fsGroupEntry {
 		if len(f) < 3 || f[0] == "" || strings.HasPrefix(f[0], "#") {
 			continue
 		}
-		gid, ok := fsParseID(f[2])
+		gid, ok := parseAccountID(f[2])
 		if !ok {
 			continue
 		}
@@ -127,7 +98,7 @@ func fsResolveUser(spec string, passwd, group []byte) (*fsIdentity, error) {
 	var id fsIdentity
 	name := ""
 	users := fsParsePasswd(passwd)
-	if uid, ok := fsParseID(user); ok {
+	if uid, ok := parseAccountID(user); ok {
 		id.uid = uid
 		for _, e := range users {
 			if e.uid == uid {
@@ -144,7 +115,7 @@ func fsResolveUser(spec string, passwd, group []byte) (*fsIdentity, error) {
 	}
 	groups := fsParseGroup(group)
 	if grp != "" {
-		if gid, ok := fsParseID(grp); ok {
+		if gid, ok := parseAccountID(grp); ok {
 			id.gid = gid
 		} else {
 			i := slices.IndexFunc(groups, func(e fsGroupEntry) bool { return e.name == grp })

@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 )
@@ -122,34 +121,6 @@ func lookupExecUser(spec string) (*execUser, error) {
 // credential is what ForkExec needs to switch to u.
 func (u *execUser) credential() *syscall.Credential {
 	return &syscall.Credential{Uid: u.uid, Gid: u.gid, Groups: u.groups}
-}
-
-func validAccountName(s string) bool {
-	if s == "" || s[0] == '-' || s[0] == '.' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '_', c == '.', c == '-':
-		case c == '$' && i == len(s)-1:
-		default:
-			return false
-		}
-	}
-	return true
-}
-
-// parseAccountID parses a decimal id; 4294967295 (-1) is not one.
-func parseAccountID(s string) (uint32, bool) {
-	if s == "" || s[0] < '0' || s[0] > '9' {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(s, 10, 32)
-	if err != nil || n == 1<<32-1 {
-		return 0, false
-	}
-	return uint32(n), true
 }
 
 // scanAccounts calls fn with the colon-separated fields of each line of an
