@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -22,17 +21,8 @@ type execution struct {
 	req  *ExecRequest
 	conn net.Conn
 	fr   *FrameReader
-	fw   *FrameWriter
 	cmd  *command
-
-	outMu     sync.Mutex
-	outLeft   int64 // bytes of output still allowed
-	truncated bool
-
-	broken   atomic.Bool   // a frame write failed: the host is gone
-	hangup   chan struct{} // closed when the host goes away
-	hangOnce sync.Once
-	finished chan struct{} // closed when the exec is over
+	outputStream
 }
 
 // exec runs one command for the host: output streams back as it is
@@ -62,12 +52,7 @@ func (s *Server) exec(conn net.Conn, fr *FrameReader, fw *FrameWriter, req *Exec
 	if limit == 0 {
 		limit = DefaultOutputLimit
 	}
-	e := &execution{
-		req: req, conn: conn, fr: fr, fw: fw, cmd: cmd,
-		outLeft:  limit,
-		hangup:   make(chan struct{}),
-		finished: make(chan struct{}),
-	}
+	e := &execution{req: req, conn: conn, fr: fr, cmd: cmd, outputStream: newOutputStream(fw, limit)}
 	defer close(e.finished)
 	stdinCh := make(chan []byte, 2)
 	if cmd.stdin != nil {

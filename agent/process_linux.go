@@ -206,20 +206,11 @@ func (s *Server) procControl(ctl *Request, h procInputHandler) error {
 
 // fgExec is one foreground process-exec while it runs.
 type fgExec struct {
-	s    *Server
-	conn net.Conn
-	fw   *FrameWriter
-	cmd  *procCmd
-
-	outMu     sync.Mutex
-	outLeft   int64
-	truncated bool
-
+	s         *Server
+	conn      net.Conn
+	cmd       *procCmd
 	stdinOpen bool // owned by the input goroutine
-	broken    atomic.Bool
-	hangup    chan struct{}
-	hangOnce  sync.Once
-	finished  chan struct{}
+	outputStream
 }
 
 // processExec runs a command in the foreground: like exec, plus a user, a
@@ -260,13 +251,7 @@ func (s *Server) processExec(conn net.Conn, fr *FrameReader, fw *FrameWriter, re
 	if limit == 0 {
 		limit = DefaultOutputLimit
 	}
-	e := &fgExec{
-		s: s, conn: conn, fw: fw, cmd: cmd,
-		outLeft:   limit,
-		stdinOpen: cmd.stdin != nil,
-		hangup:    make(chan struct{}),
-		finished:  make(chan struct{}),
-	}
+	e := &fgExec{s: s, conn: conn, cmd: cmd, stdinOpen: cmd.stdin != nil, outputStream: newOutputStream(fw, limit)}
 	defer close(e.finished)
 	go e.readInput(fr, &spec)
 	var pumps sync.WaitGroup
@@ -328,8 +313,6 @@ func drainProcOutputs(cmd *procCmd, pumps *sync.WaitGroup) {
 	<-done
 }
 
-func (e *fgExec) hangUp() { e.hangOnce.Do(func() { close(e.hangup) }) }
-
 // stopWriting says whether a blocked stdin write should give up.
 func (e *fgExec) stopWriting() bool {
 	select {
@@ -385,40 +368,6 @@ func (e *fgExec) closeStdin() {
 	}
 	e.stdinOpen = false
 	e.cmd.stdin.Close()
-}
-
-func (e *fgExec) pump(r *os.File, t FrameType, wg *sync.WaitGroup) {
-	defer wg.Done()
-	buf := chunkPool.Get().(*[dataChunk]byte)
-	defer chunkPool.Put(buf)
-	for {
-		n, err := r.Read(buf[:])
-		if n > 0 {
-			e.emit(t, buf[:n])
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// emit sends output within the limit; beyond it data is dropped, but the
-// pipe is still drained so the command never blocks on it.
-func (e *fgExec) emit(t FrameType, p []byte) {
-	e.outMu.Lock()
-	if int64(len(p)) > e.outLeft {
-		p = p[:e.outLeft]
-		e.truncated = true
-	}
-	e.outLeft -= int64(len(p))
-	e.outMu.Unlock()
-	if len(p) == 0 || e.broken.Load() {
-		return
-	}
-	if err := e.fw.WriteFrame(t, p); err != nil {
-		e.broken.Store(true)
-		e.hangUp()
-	}
 }
 
 // bgProc is a background process the init remembers.

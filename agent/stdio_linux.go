@@ -82,8 +82,6 @@ func (e *execution) send(ch chan<- []byte, b []byte) bool {
 	}
 }
 
-func (e *execution) hangUp() { e.hangOnce.Do(func() { close(e.hangup) }) }
-
 // writeStdin copies stdin data into the pipe. Once the command closes its
 // stdin the rest is dropped, but the channel is still drained so readInput
 // never blocks on it.
@@ -96,41 +94,6 @@ func (e *execution) writeStdin(w *os.File, ch <-chan []byte) {
 		}
 	}
 	w.Close()
-}
-
-// pump streams one output pipe as frames until the pipe is closed or EOF.
-func (e *execution) pump(r *os.File, t FrameType, wg *sync.WaitGroup) {
-	defer wg.Done()
-	buf := chunkPool.Get().(*[dataChunk]byte)
-	defer chunkPool.Put(buf)
-	for {
-		n, err := r.Read(buf[:])
-		if n > 0 {
-			e.emit(t, buf[:n])
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// emit sends output within the limit; beyond it data is dropped (but the
-// pipe is still drained so the command never blocks on a full pipe).
-func (e *execution) emit(t FrameType, p []byte) {
-	e.outMu.Lock()
-	if int64(len(p)) > e.outLeft {
-		p = p[:e.outLeft]
-		e.truncated = true
-	}
-	e.outLeft -= int64(len(p))
-	e.outMu.Unlock()
-	if len(p) == 0 || e.broken.Load() {
-		return
-	}
-	if err := e.fw.WriteFrame(t, p); err != nil {
-		e.broken.Store(true)
-		e.hangUp()
-	}
 }
 
 // peerHungUp reports whether the host closed its end, without consuming
