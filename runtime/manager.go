@@ -338,7 +338,7 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 		return nil, fmt.Errorf("create sandbox %s: task: %w", id, err)
 	}
 	undo = append(undo, func(c context.Context) {
-		if _, err := task.Delete(c, client.WithProcessKill); err != nil {
+		if _, err := task.Delete(c, client.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
 			log.Error("cleanup: delete task", "err", err)
 		}
 	})
@@ -424,9 +424,12 @@ func (m *Manager) waitReady(ctx context.Context, id string, task client.Task) er
 		}
 		if st, serr := task.Status(ctx); serr == nil && st.Status == client.Stopped {
 			// The log goes with the failed sandbox: quote it.
-			// The shim copies the init's output to the file asynchronously.
+			// The shim copies the init's output to the file asynchronously;
+			// deleting the task makes it finish (the create's cleanup would
+			// delete it anyway).
+			_, _ = task.Delete(ctx)
 			var logTail []byte
-			for i := 0; i < 20 && len(logTail) == 0; i++ {
+			for i := 0; i < 40 && len(logTail) == 0; i++ {
 				logTail, _ = os.ReadFile(filepath.Join(m.sandboxDir(id), "init.log"))
 				if len(logTail) == 0 {
 					time.Sleep(25 * time.Millisecond)

@@ -85,7 +85,7 @@ func imageImport(c *cli.Context) error {
 		return err
 	}
 	var (
-		r      io.ReadCloser
+		open   func() (io.ReadCloser, error) // the input, from its start
 		format boxdv1.ImageFormat
 	)
 	switch dir := rootfs; {
@@ -99,17 +99,38 @@ func imageImport(c *cli.Context) error {
 		if st, err := os.Stat(dir); err != nil || !st.IsDir() {
 			return fmt.Errorf("--rootfs %s: not a directory", dir)
 		}
-		r = tarPipe(func(w io.Writer) error { return safetar.WriteRootfs(w, dir) })
+		open = func() (io.ReadCloser, error) {
+			return tarPipe(func(w io.Writer) error { return safetar.WriteRootfs(w, dir) }), nil
+		}
 		format = boxdv1.ImageFormat_IMAGE_FORMAT_ROOTFS
 	case len(args) == 1:
-		f, err := os.Open(args[0])
-		if err != nil {
-			return err
-		}
-		r = f
+		open = func() (io.ReadCloser, error) { return os.Open(args[0]) }
 		format = boxdv1.ImageFormat_IMAGE_FORMAT_TAR
 	default:
 		return fmt.Errorf("usage: boxctl image import FILE.tar [--name REF] | --rootfs DIR --name REF")
+	}
+	resp, err := importOnce(c, open, name, format)
+	if err != nil && connect.CodeOf(err) != connect.CodeAlreadyExists && connect.CodeOf(err) != connect.CodeNotFound && c.Context.Err() == nil {
+		// Under heavy load an upload has twice arrived without its last
+		// message (the archive then reads as truncated); the cause is not
+		// found yet. The input can be read again, so one retry costs little.
+		fmt.Fprintf(os.Stderr, "boxctl: image import failed (%s); retrying once\n", describe(err))
+		resp, err = importOnce(c, open, name, format)
+	}
+	if err != nil {
+		return err
+	}
+	for _, im := range resp.Msg.Images {
+		fmt.Printf("%s\t%s\n", im.Name, im.Digest)
+	}
+	return nil
+}
+
+// importOnce streams the input to boxd in chunks.
+func importOnce(c *cli.Context, open func() (io.ReadCloser, error), name string, format boxdv1.ImageFormat) (*connect.Response[boxdv1.ImportImageResponse], error) {
+	r, err := open()
+	if err != nil {
+		return nil, err
 	}
 	defer r.Close()
 	stream := apiClient(c).ImportImage(c.Context)
@@ -123,19 +144,13 @@ func imageImport(c *cli.Context) error {
 	})
 	if err != nil && !errors.Is(err, io.EOF) {
 		_, _ = stream.CloseAndReceive()
-		return err
+		return nil, err
 	}
 	if first {
-		return fmt.Errorf("image import: the input is empty")
+		_, _ = stream.CloseAndReceive()
+		return nil, fmt.Errorf("image import: the input is empty")
 	}
-	resp, err := stream.CloseAndReceive()
-	if err != nil {
-		return err
-	}
-	for _, im := range resp.Msg.Images {
-		fmt.Printf("%s\t%s\n", im.Name, im.Digest)
-	}
-	return nil
+	return stream.CloseAndReceive()
 }
 
 // importArgs accepts the flags after FILE as well ("image import FILE.tar
