@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"archive/tar"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,10 +16,16 @@ import (
 // own ctr (the format docker save and skopeo also write), runs it, removes it.
 func TestImageImportListRemove(t *testing.T) {
 	tarPath := filepath.Join(t.TempDir(), "busybox-oci.tar")
+	// --local: ctr writes the archive itself instead of streaming it through
+	// containerd's transfer service.
 	out, err := exec.Command(env.ctrd.Ctr, "--address", env.ctrd.Address, "-n", namespace,
-		"images", "export", tarPath, testImage).CombinedOutput()
+		"images", "export", "--local", tarPath, testImage).CombinedOutput()
 	if err != nil {
 		t.Fatalf("ctr export: %v %s", err, out)
+	}
+	// A broken archive here would be ctr's fault, not boxd's: say so.
+	if err := readWholeTar(tarPath); err != nil {
+		t.Fatalf("ctr export wrote a broken archive: %v", err)
 	}
 	if _, err := boxctl(nil, "image", "import", tarPath, "--name", "copies/busybox:v1"); err != nil {
 		t.Fatal(err)
@@ -57,5 +65,26 @@ func TestImageImportRejectsGarbage(t *testing.T) {
 	ls, _ := boxctl(nil, "image", "ls")
 	if strings.Contains(ls, "junk") {
 		t.Errorf("a failed import is listed: %q", ls)
+	}
+}
+
+func readWholeTar(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tr := tar.NewReader(f)
+	for {
+		_, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(io.Discard, tr); err != nil {
+			return err
+		}
 	}
 }
