@@ -85,7 +85,7 @@ func imageImport(c *cli.Context) error {
 		return err
 	}
 	var (
-		open   func() (io.ReadCloser, error) // the input, from its start
+		open   func() (io.ReadCloser, error)
 		format boxdv1.ImageFormat
 	)
 	switch dir := rootfs; {
@@ -110,13 +110,6 @@ func imageImport(c *cli.Context) error {
 		return fmt.Errorf("usage: boxctl image import FILE.tar [--name REF] | --rootfs DIR --name REF")
 	}
 	resp, err := importOnce(c, open, name, format)
-	if err != nil && connect.CodeOf(err) != connect.CodeAlreadyExists && connect.CodeOf(err) != connect.CodeNotFound && c.Context.Err() == nil {
-		// Under heavy load an upload has twice arrived without its last
-		// message (the archive then reads as truncated); the cause is not
-		// found yet. The input can be read again, so one retry costs little.
-		fmt.Fprintf(os.Stderr, "boxctl: image import failed (%s); retrying once\n", describe(err))
-		resp, err = importOnce(c, open, name, format)
-	}
 	if err != nil {
 		return err
 	}
