@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,7 +14,6 @@ import (
 	"connectrpc.com/connect"
 	"github.com/urfave/cli/v2"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 
 	rpcclient "github.com/boxd-dev/boxd/rpc/client"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
@@ -179,26 +177,6 @@ func modeString(fi *boxdv1.FileInfo) string {
 		m |= fs.ModeDevice
 	}
 	return m.String()
-}
-
-var protoJSON = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
-
-// printJSONArray prints messages as an indented JSON array.
-func printJSONArray[T proto.Message](msgs []T) error {
-	out := make([]json.RawMessage, 0, len(msgs))
-	for _, m := range msgs {
-		b, err := protoJSON.Marshal(m)
-		if err != nil {
-			return err
-		}
-		out = append(out, b)
-	}
-	b, err := json.MarshalIndent(out, "", "  ")
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Println(string(b))
-	return err
 }
 
 func fileLine(fi *boxdv1.FileInfo, name string) string {

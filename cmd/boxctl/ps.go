@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -10,7 +9,6 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/urfave/cli/v2"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	rpcclient "github.com/boxd-dev/boxd/rpc/client"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
@@ -36,14 +34,7 @@ func psCommand() *cli.Command {
 				return err
 			}
 			if c.Bool("json") {
-				out := []json.RawMessage{}
-				for _, p := range resp.Msg.Processes {
-					b, _ := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(p)
-					out = append(out, b)
-				}
-				b, _ := json.MarshalIndent(out, "", "  ")
-				fmt.Println(string(b))
-				return nil
+				return printJSONArray(resp.Msg.Processes)
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "PROC\tPID\tSTATE\tEXIT\tSTARTED\tUSER\tCOMMAND")

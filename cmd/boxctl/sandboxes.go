@@ -1,10 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
-	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -35,17 +33,7 @@ func lsCommand() *cli.Command {
 				return err
 			}
 			if c.Bool("json") {
-				var out []json.RawMessage
-				for _, sb := range resp.Msg.Sandboxes {
-					b, _ := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(sb)
-					out = append(out, b)
-				}
-				if out == nil {
-					out = []json.RawMessage{}
-				}
-				b, _ := json.MarshalIndent(out, "", "  ")
-				fmt.Println(string(b))
-				return nil
+				return printJSONArray(resp.Msg.Sandboxes)
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tNAME\tIMAGE\tSTATE\tMEMORY\tCPUS\tPIDS\tEXPIRES")
@@ -134,5 +122,3 @@ func rmCommand() *cli.Command {
 		},
 	}
 }
-
-var _ = strings.TrimSpace

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +11,6 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/urfave/cli/v2"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 )
@@ -80,14 +78,7 @@ func sessionCommand() *cli.Command {
 						return err
 					}
 					if c.Bool("json") {
-						out := []json.RawMessage{}
-						for _, s := range resp.Msg.Sessions {
-							b, _ := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(s)
-							out = append(out, b)
-						}
-						b, _ := json.MarshalIndent(out, "", "  ")
-						fmt.Println(string(b))
-						return nil
+						return printJSONArray(resp.Msg.Sessions)
 					}
 					tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 					fmt.Fprintln(tw, "NAME\tSHELL\tUSER\tPID\tSTATE\tCOMMANDS\tRESTARTS\tCREATED")
