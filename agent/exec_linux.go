@@ -7,8 +7,6 @@ import (
 	"net"
 	"sync"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // exitGrace is how long output is still collected after the command exits.
@@ -119,26 +117,5 @@ func (e *execution) drain(pumps *sync.WaitGroup) {
 }
 
 func (e *execution) result(started, ended time.Time, timedOut bool) ExecResult {
-	c := e.cmd.child
-	res := ExecResult{
-		Started:   started,
-		Ended:     ended,
-		Truncated: e.truncated,
-		UserCPU:   time.Duration(c.rusage.Utime.Nano()),
-		SystemCPU: time.Duration(c.rusage.Stime.Nano()),
-		MaxRSS:    c.rusage.Maxrss * 1024, // KiB
-	}
-	switch ws := c.status; {
-	case c.lost:
-		res.ExitCode = -1
-	case ws.Exited():
-		res.ExitCode = ws.ExitStatus()
-	case ws.Signaled():
-		res.ExitCode = 128 + int(ws.Signal())
-		res.Signal = unix.SignalName(ws.Signal())
-	}
-	if timedOut {
-		res.ExitCode, res.TimedOut = ExitTimeout, true
-	}
-	return res
+	return procResult(e.cmd.child, started, ended, timedOut, e.truncated)
 }
