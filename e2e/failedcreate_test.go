@@ -26,7 +26,10 @@ import (
 func TestFailedCreateLeavesNothing(t *testing.T) {
 	dir := t.TempDir()
 	badInit := filepath.Join(dir, "bad-init")
-	must(t, os.WriteFile(badInit, []byte("#!/bin/sh\necho failing on purpose >&2\nexit 3\n"), 0o755))
+	// The pause before exiting: under load the shim (not boxd) was seen to
+	// drop the output of an init that exits the instant it starts, and the
+	// log is what this test reads back.
+	must(t, os.WriteFile(badInit, []byte("#!/bin/sh\necho failing on purpose >&2\nsleep 0.3\nexit 3\n"), 0o755))
 	stateDir := filepath.Join(dir, "state")
 	// A namespace of its own: the test daemon's reconciler must not see
 	// this manager's half-made sandboxes.
