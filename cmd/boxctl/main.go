@@ -1,73 +1,34 @@
-// Command boxctl drives boxd over its Unix socket.
+//go:build linux
+
+// Command boxctl is the front of boxd's CLI: a small binary that hands every
+// command, with the same argv, environment and stdio, to the full CLI
+// (boxctl-full, installed next to it; its source is cmd/boxctl/full).
 package main
 
 import (
-	"errors"
-	"fmt"
 	"os"
-
-	"connectrpc.com/connect"
-	"github.com/urfave/cli/v2"
-
-	rpcclient "github.com/boxd-dev/boxd/rpc/client"
-	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
+	"path/filepath"
+	"syscall"
 )
 
-// exitError carries a process exit code out of a command (exec's child code).
-type exitError struct{ code int }
-
-func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
-
-// ExitBoxdError is boxctl's exit code when boxd refused or failed a request
-// in exec and run, so scripts can tell it from the command's own codes (as
-// docker exec and docker run use 125).
-const ExitBoxdError = 125
+// fullName is the full CLI's file name, looked up in boxctl's own directory
+// so an install is one directory with both binaries, whatever PATH says.
+const fullName = "boxctl-full"
 
 func main() {
-	app := &cli.App{
-		Name:  "boxctl",
-		Usage: "create sandboxes, run commands and move files through boxd",
-		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "socket", Value: rpcclient.DefaultSocket, EnvVars: []string{"BOXD_SOCKET"}, Usage: "boxd's Unix socket"},
-		},
-		Commands: []*cli.Command{
-			imageCommand(), createCommand(), execCommand(), runCommand(), cpCommand(),
-			lsCommand(), inspectCommand(), rmCommand(),
-			psCommand(), killCommand(), waitCommand(), attachCommand(), sessionCommand(),
-			filesCommand(),
-		},
-		HideHelpCommand: true,
-	}
-	err := app.Run(os.Args)
-	var ee exitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		os.Exit(ee.code)
-	default:
-		fmt.Fprintln(os.Stderr, "boxctl:", describe(err))
-		var bad boxdErr
-		if errors.As(err, &bad) {
-			os.Exit(ExitBoxdError)
-		}
+	execFull()
+}
+
+// execFull replaces this process with the full CLI; it returns only on
+// failure, after saying why.
+func execFull() {
+	self, err := os.Executable()
+	if err != nil {
+		os.Stderr.WriteString("boxctl: cannot find its own binary: " + err.Error() + "\n")
 		os.Exit(1)
 	}
-}
-
-// boxdErr marks an error from boxd in commands whose own exit codes belong
-// to the user's command.
-type boxdErr struct{ error }
-
-func (e boxdErr) Unwrap() error { return e.error }
-
-func describe(err error) string {
-	var ce *connect.Error
-	if errors.As(err, &ce) {
-		return fmt.Sprintf("%s: %s", ce.Code(), ce.Message())
-	}
-	return err.Error()
-}
-
-func apiClient(c *cli.Context) boxdv1connect.SandboxServiceClient {
-	return rpcclient.New(c.String("socket"))
+	full := filepath.Join(filepath.Dir(self), fullName)
+	err = syscall.Exec(full, os.Args, os.Environ())
+	os.Stderr.WriteString("boxctl: cannot run " + full + " (install it next to boxctl): " + err.Error() + "\n")
+	os.Exit(1)
 }

@@ -420,9 +420,10 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
-// BuildBinaries builds ./cmd/boxd, ./cmd/boxctl and ./cmd/boxd-init (the last
-// with CGO_ENABLED=0, so it runs inside any rootfs) into dir and returns
-// their paths.
+// BuildBinaries builds ./cmd/boxd, ./cmd/boxctl, ./cmd/boxctl/full (as
+// boxctl-full, which boxctl runs from its own directory) and ./cmd/boxd-init
+// (the last with CGO_ENABLED=0, so it runs inside any rootfs) into dir and
+// returns their paths.
 func BuildBinaries(dir string) (boxd, boxctl, initBin string, err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", "", "", err
