@@ -91,11 +91,92 @@ func (r *reaper) spawn(fork func() (int, error)) (*child, error) {
 	}
 	c := &child{pid: pid, done: make(chan struct{})}
 	r.live[pid] = c
+	// Opened under mu, so the pid cannot have been reaped and reused yet.
+	pidfd := openPidfd(pid)
 	r.mu.Unlock()
-	if !r.all {
+	switch {
+	case pidfd != nil:
+		go r.waitPidfd(c, pidfd)
+	case !r.all:
 		go r.waitOne(c)
 	}
 	return c, nil
+}
+
+// openPidfd returns a pidfd for pid on Go's poller, or nil where pidfds are
+// unavailable (kernel before 5.3, or refused by seccomp).
+func openPidfd(pid int) *os.File {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return nil
+	}
+	return os.NewFile(uintptr(fd), "pidfd")
+}
+
+// waitPidfd reaps c as soon as its pidfd says it has exited. This is the
+// fast path for the exec hot path: the poller wakes this goroutine directly,
+// where SIGCHLD goes through the signal handler, the runtime's signal
+// goroutine and reapAll's goroutine first. Under wait4(-1) reapAll may still
+// win the race; either way c is reaped exactly once, under mu.
+func (r *reaper) waitPidfd(c *child, pidfd *os.File) {
+	defer pidfd.Close()
+	if !waitExited(pidfd) {
+		// Not pollable after all: block this goroutine's thread instead.
+		var info unix.Siginfo
+		for {
+			err := unix.Waitid(unix.P_PIDFD, int(pidfd.Fd()), &info, unix.WEXITED|unix.WNOWAIT, nil)
+			if err != unix.EINTR {
+				break
+			}
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.live[c.pid] != c {
+		return // reapAll got it
+	}
+	// Without wait4(-1) nobody else reaps our pids, and this one has
+	// exited, so a blocking wait4 returns at once.
+	flags := 0
+	if r.all {
+		flags = syscall.WNOHANG
+	}
+	for {
+		pid, err := syscall.Wait4(c.pid, &c.status, flags, &c.rusage)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err == nil && pid == 0 {
+			return // not reapable yet after all: reapAll will be
+		}
+		c.lost = err != nil
+		break
+	}
+	delete(r.live, c.pid)
+	close(c.done)
+}
+
+// waitExited blocks until the process behind pidfd, which is on Go's
+// poller, has exited or been reaped. It reports false if pidfd is not on the
+// poller. Exit is checked before every wait: the poller drops a readiness
+// event that came before the first wait.
+func waitExited(pidfd *os.File) bool {
+	rc, err := pidfd.SyscallConn()
+	if err != nil {
+		return false
+	}
+	err = rc.Read(func(fd uintptr) bool {
+		for {
+			var info unix.Siginfo
+			err := unix.Waitid(unix.P_PIDFD, int(fd), &info, unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, nil)
+			if err == unix.EINTR {
+				continue
+			}
+			// ECHILD: already reaped (by reapAll).
+			return err != nil || info.Signo != 0
+		}
+	})
+	return err == nil
 }
 
 // waitOne waits for a single child without reaping it first (WNOWAIT), so
