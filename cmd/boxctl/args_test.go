@@ -18,8 +18,8 @@ func TestDefaultSocket(t *testing.T) {
 }
 
 // TestParseExec: what the fast path serves and how it reads it; the rest
-// goes to the full CLI. cli_test.go checks the served reading against the
-// full CLI's.
+// goes to the full CLI. e2e's TestFrontMatchesFullCLI checks the fast path
+// against the full CLI through a real boxd.
 func TestParseExec(t *testing.T) {
 	env := map[string]string{}
 	getenv := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
