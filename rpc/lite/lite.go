@@ -60,13 +60,20 @@ func (e *NotServedError) Unwrap() error { return e.Err }
 // Conn is one connection to boxd, for one call.
 type Conn struct{ fd int }
 
-// Dial connects to boxd's Unix socket at path.
+// Dial connects to boxd's Unix socket at path. The connect does not wait
+// when boxd's backlog is full (EAGAIN), as Go's net package does not, so a
+// caller falling back to the full client sees what it would see; the
+// connection is then made blocking, as this client uses it.
 func Dial(path string) (*Conn, error) {
-	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC|syscall.SOCK_NONBLOCK, 0)
 	if err != nil {
 		return nil, &NotServedError{"socket", err}
 	}
 	if err := syscall.Connect(fd, &syscall.SockaddrUnix{Name: path}); err != nil {
+		syscall.Close(fd)
+		return nil, &NotServedError{"connect " + path, err}
+	}
+	if err := syscall.SetNonblock(fd, false); err != nil {
 		syscall.Close(fd)
 		return nil, &NotServedError{"connect " + path, err}
 	}

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -218,3 +219,34 @@ func FuzzRequestJSON(f *testing.F) {
 }
 
 func validUTF8(s string) bool { return strings.ToValidUTF8(s, "") == s }
+
+// TestDialFullBacklog: with boxd's backlog full, Dial fails at once (as Go's
+// net package does, so the full CLI reports the same) instead of waiting.
+func TestDialFullBacklog(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s")
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: sock}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ {
+		c, err := Dial(sock)
+		if err != nil {
+			var ns *NotServedError
+			if !errors.As(err, &ns) || !errors.Is(err, syscall.EAGAIN) {
+				t.Fatalf("dial %d: %v, want NotServedError with EAGAIN", i, err)
+			}
+			return
+		}
+		defer c.Close()
+		if i > 100 {
+			t.Fatal("the backlog never filled")
+		}
+	}
+}
