@@ -57,6 +57,7 @@ func (s *Server) handlerOptions() []connect.HandlerOption {
 		connect.WithSendMaxBytes(MaxMessageBytes),
 		connect.WithInterceptors(s.logInterceptor()),
 		connect.WithCompression("gzip", nil, nil),
+		connect.WithCodec(chunkCodec),
 	}
 }
 
@@ -83,6 +84,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           s.Handler(),
 		Protocols:         proto,
+		HTTP2:             serverHTTP2(),
 		ReadHeaderTimeout: 10 * time.Second,
 		MaxHeaderBytes:    64 << 10,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {

@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/boxd-dev/boxd/agent"
+	"github.com/boxd-dev/boxd/rpc/client"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 )
@@ -72,15 +73,25 @@ var watchOps = map[string]boxdv1.WatchOp{
 
 // messageChunks reads the data of a client stream's messages, handing each
 // message's bytes on without a copy (agent.ChunkSource). The messages'
-// other fields are read only from the first.
+// other fields are read only from the first. A chunk is used only until
+// the next call, so its buffer then goes back to the codec's pool.
 type messageChunks struct {
 	first []byte
 	recv  func() ([]byte, bool, error) // next message's data; false at the end
 	cur   []byte
+	last  []byte // the chunk handed out last
 	done  bool
 }
 
 func (m *messageChunks) NextChunk() ([]byte, error) {
+	client.RecycleChunk(m.last)
+	m.last = nil
+	b, err := m.nextChunk()
+	m.last = b
+	return b, err
+}
+
+func (m *messageChunks) nextChunk() ([]byte, error) {
 	if m.first != nil {
 		b := m.first
 		m.first = nil

@@ -3,6 +3,7 @@ package rpc
 import (
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -61,3 +62,19 @@ func Listen(path string, gid int) (net.Listener, error) {
 	}
 	return ln, nil
 }
+
+// serverHTTP2 is the server's half of client.Transport's settings: windows
+// that let a client stream a file in without stalling on window updates
+// (the 1 MiB default stops the sender every megabyte until the handler
+// has caught up), and frames as large as the client's.
+func serverHTTP2() *http.HTTP2Config {
+	return &http.HTTP2Config{
+		MaxReadFrameSize:              client.MaxFrameBytes,
+		MaxReceiveBufferPerStream:     client.StreamWindowBytes,
+		MaxReceiveBufferPerConnection: client.ConnWindowBytes,
+	}
+}
+
+// chunkCodec decodes file and tar data into pooled buffers; handlers that
+// are done with a message's data hand it back with client.RecycleChunk.
+var chunkCodec = client.ChunkCodec{}

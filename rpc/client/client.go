@@ -38,14 +38,24 @@ func NewFiles(path string) boxdv1connect.FileServiceClient {
 
 func httpClient(path string) *http.Client { return &http.Client{Transport: Transport(path)} }
 
-// options: bounded messages, and no gzip, which on a local socket costs far
-// more CPU than it saves, for keystrokes and file chunks alike.
+// options: bounded messages, no gzip, which on a local socket costs far
+// more CPU than it saves, for keystrokes and file chunks alike, and
+// received file data in pooled buffers (see ChunkCodec).
 func options() []connect.ClientOption {
 	return []connect.ClientOption{
 		connect.WithReadMaxBytes(MaxMessageBytes), connect.WithSendMaxBytes(MaxMessageBytes),
 		connect.WithAcceptCompression("gzip", nil, nil),
+		connect.WithCodec(ChunkCodec{}),
 	}
 }
+
+// HTTP/2 settings, the same on both ends (boxd's server uses them too).
+// The windows bound what one side can send ahead of the other's reader.
+const (
+	MaxFrameBytes     = 1 << 20
+	StreamWindowBytes = 8 << 20
+	ConnWindowBytes   = 32 << 20
+)
 
 // Transport is HTTP/2 without TLS over the Unix socket at path: client and
 // bidirectional streams need HTTP/2. Frames of up to 1 MiB and large
@@ -62,9 +72,9 @@ func Transport(path string) *http.Transport {
 		},
 		Protocols: proto,
 		HTTP2: &http.HTTP2Config{
-			MaxReadFrameSize:              1 << 20,
-			MaxReceiveBufferPerStream:     8 << 20,
-			MaxReceiveBufferPerConnection: 32 << 20,
+			MaxReadFrameSize:              MaxFrameBytes,
+			MaxReceiveBufferPerStream:     StreamWindowBytes,
+			MaxReceiveBufferPerConnection: ConnWindowBytes,
 		},
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     90 * time.Second,
