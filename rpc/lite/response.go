@@ -67,7 +67,7 @@ func ReadResponse(r io.Reader, stdout, stderr io.Writer) (*Result, error) {
 		case flags == 0 && size == 0:
 			continue // an empty message: no event
 		case flags != 0:
-			extra, err := io.Copy(io.Discard, b)
+			extra, err := drain(b)
 			if err != nil {
 				return nil, &Error{"internal", "corrupt response: I/O error after end-stream message: " + err.Error()}
 			}
@@ -102,6 +102,23 @@ func ReadResponse(r io.Reader, stdout, stderr io.Writer) (*Result, error) {
 			_, _ = stderr.Write(ev.data)
 		case eventResult:
 			res = ev.result
+		}
+	}
+}
+
+// drain reads r to its end and counts the bytes. (io.Discard would take an
+// 8 KiB buffer, fresh memory, to read the nothing that normally follows.)
+func drain(r io.Reader) (int64, error) {
+	var buf [256]byte
+	var n int64
+	for {
+		m, err := r.Read(buf[:])
+		n += int64(m)
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
 		}
 	}
 }
