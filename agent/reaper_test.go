@@ -24,7 +24,7 @@ func TestWaitExitedAfterExit(t *testing.T) {
 	}
 	pidfd := openPidfd(pid)
 	if pidfd == nil {
-		t.Fatal("pidfd_open failed: the exec path needs pidfds (Linux 5.3+) to reap without SIGCHLD's detour")
+		t.Fatal("pidfd_open failed: pidfds need Linux 5.3+ (without them the init falls back to SIGCHLD)")
 	}
 	defer pidfd.Close()
 	done := make(chan bool, 1)
