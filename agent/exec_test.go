@@ -283,7 +283,9 @@ func TestExecOutputLimit(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		var out, errs countingWriter
 		res, err := tg.client.Exec(testCtx(t), ExecRequest{
-			Args:        []string{"sh", "-c", "head -c 5000 /dev/zero >&2; head -c 50000000 /dev/zero; echo done"},
+			// The pause lets the stderr pump forward its 5000 bytes before
+			// stdout floods the shared cap, even on a loaded machine.
+			Args:        []string{"sh", "-c", "head -c 5000 /dev/zero >&2; sleep 0.2; head -c 50000000 /dev/zero; echo done"},
 			OutputLimit: 100000,
 		}, nil, &out, &errs)
 		if err != nil {
