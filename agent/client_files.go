@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"sync"
 
 	"github.com/containerd/errdefs"
@@ -53,6 +54,19 @@ func (c *Client) openFileOp(ctx context.Context, op string, args any) (*conn, er
 		return nil, err
 	}
 	return c.open(ctx, Request{Op: op, Args: b})
+}
+
+// fileSocketBuffer is the send buffer of a connection that carries file
+// data, at whichever end sends it. The default (208 KiB) cuts every
+// FileChunk frame into several writes, each a wake-up of the reader.
+const fileSocketBuffer = 1 << 20
+
+// setFileSocketBuffer is best effort: the kernel caps the size at
+// net.core.wmem_max.
+func setFileSocketBuffer(c net.Conn) {
+	if uc, ok := c.(*net.UnixConn); ok {
+		_ = uc.SetWriteBuffer(fileSocketBuffer)
+	}
 }
 
 // simpleFileOp runs an operation whose answer is one frame.
@@ -128,6 +142,7 @@ func (c *Client) WriteFile(ctx context.Context, a FileWriteArgs, r io.Reader) (F
 		return res, fileError(ctx, "write", a.Path, err)
 	}
 	defer cn.close()
+	setFileSocketBuffer(cn.c)
 	werr := fileSendStream(cn.fw, r)
 	var src *sourceError
 	if errors.As(werr, &src) {
@@ -328,6 +343,7 @@ func (c *Client) UploadFiles(ctx context.Context, a UploadArgs, next func() (Upl
 		return fileError(ctx, "upload", "", err)
 	}
 	defer cn.close()
+	setFileSocketBuffer(cn.c)
 	// Results come back while files still go out: read them concurrently,
 	// or both sides could block on full socket buffers.
 	readDone := make(chan error, 1)

@@ -133,6 +133,7 @@ func (s *Server) fileDownload(conn net.Conn, fr *FrameReader, fw *FrameWriter, r
 		})
 		return
 	}
+	setFileSocketBuffer(conn)
 	for i, path := range a.Paths {
 		res := FileResult{Index: i, Path: path}
 		if err := s.downloadOne(fw, id, &a, i, &res); err != nil {

@@ -527,6 +527,7 @@ func (s *Server) fileRead(conn net.Conn, fr *FrameReader, fw *FrameWriter, req *
 		return
 	}
 	defer unix.Close(fd)
+	setFileSocketBuffer(conn)
 	if err := fw.WriteJSON(FrameResult, fi); err != nil {
 		return
 	}
