@@ -30,33 +30,49 @@ type ChunkCodec struct{}
 
 var _ connect.Codec = ChunkCodec{}
 
-// ChunkBytes is the size of the pooled buffers; larger data gets a buffer
-// of its own. boxd sends file data in chunks of this size.
+// ChunkBytes is the largest pooled buffer; larger data gets a buffer of
+// its own. boxd sends file data in chunks of this size.
 const ChunkBytes = 1 << 20
 
-var chunkPool sync.Pool // of *[]byte, cap ChunkBytes
+// minPooled is the smallest pooled buffer: smaller data is not worth it.
+const minPooled = 64 << 10
+
+// chunkPools holds buffers by size class: capacity minPooled << i, up to
+// ChunkBytes. Data gets the smallest class that holds it, so a message
+// nobody recycles costs at most twice its size, as before.
+var chunkPools [5]sync.Pool // of *[]byte
+
+func chunkClass(n int) int {
+	c := 0
+	for minPooled<<c < n {
+		c++
+	}
+	return c
+}
 
 func getChunk(n int) []byte {
-	if n > ChunkBytes {
+	if n < minPooled || n > ChunkBytes {
 		return make([]byte, n)
 	}
-	if p, ok := chunkPool.Get().(*[]byte); ok {
+	c := chunkClass(n)
+	if p, ok := chunkPools[c].Get().(*[]byte); ok {
 		return (*p)[:n]
 	}
-	return make([]byte, n, ChunkBytes)
+	return make([]byte, n, minPooled<<c)
 }
 
 // RecycleChunk hands back the data of a message ChunkCodec decoded
 // (WriteFileRequest, ReadFileResponse, UploadFilesRequest, CopyInRequest,
 // CopyOutResponse) once nothing uses it any more; it is a no-op for data
-// that did not come from the pool. Later messages reuse the memory, so
-// the caller must not touch b afterwards.
+// that did not come from a pool. Later messages reuse the memory, so the
+// caller must not touch b afterwards.
 func RecycleChunk(b []byte) {
-	if cap(b) != ChunkBytes {
+	n := cap(b)
+	if n < minPooled || n > ChunkBytes || n != minPooled<<chunkClass(n) {
 		return
 	}
 	b = b[:0]
-	chunkPool.Put(&b)
+	chunkPools[chunkClass(n)].Put(&b)
 }
 
 func (ChunkCodec) Name() string { return "proto" }

@@ -40,6 +40,7 @@ func TestChunkCodecUnmarshal(t *testing.T) {
 		{"larger than a pooled buffer", cat(path("p"), data(big))},
 		{"malformed", []byte{0x4a, 0x05, 'a'}},
 		{"data with the wrong wire type", []byte{0x48, 0x01}},
+		{"a pooled size class", cat(path("p"), data(string(make([]byte, 300<<10))))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			want := &boxdv1.WriteFileRequest{}
@@ -52,8 +53,8 @@ func TestChunkCodecUnmarshal(t *testing.T) {
 			if wantErr == nil && !proto.Equal(got, want) {
 				t.Fatalf("got %v, want %v", got, want)
 			}
-			if len(got.Data) > 0 && len(got.Data) <= ChunkBytes && cap(got.Data) != ChunkBytes {
-				t.Errorf("data not in a pooled buffer: cap %d", cap(got.Data))
+			if n := len(got.Data); n >= minPooled && n <= ChunkBytes && (cap(got.Data) < n || cap(got.Data) > 2*n) {
+				t.Errorf("%d bytes of data in a pooled buffer of %d", n, cap(got.Data))
 			}
 			RecycleChunk(got.Data)
 		})
@@ -73,9 +74,22 @@ func TestChunkCodecRecycle(t *testing.T) {
 		t.Fatalf("data aliases the wire bytes: %q", m.Data)
 	}
 	RecycleChunk(m.Data)
-	RecycleChunk(make([]byte, 10)) // not from the pool: ignored
-	if b := getChunk(5); cap(b) != ChunkBytes || len(b) != 5 {
-		t.Fatalf("getChunk: len %d cap %d", len(b), cap(b))
+	RecycleChunk(make([]byte, 10)) // not from a pool: ignored
+	for _, tc := range []struct{ n, cap int }{
+		{5, 5}, {minPooled - 1, minPooled - 1}, {minPooled, minPooled}, {minPooled + 1, 2 * minPooled},
+		{256 << 10, 256 << 10}, {ChunkBytes, ChunkBytes}, {ChunkBytes + 1, ChunkBytes + 1},
+	} {
+		b := getChunk(tc.n)
+		if len(b) != tc.n || cap(b) != tc.cap {
+			t.Errorf("getChunk(%d): len %d cap %d, want cap %d", tc.n, len(b), cap(b), tc.cap)
+		}
+		RecycleChunk(b)
+	}
+	b := getChunk(ChunkBytes)
+	b[0] = 42
+	RecycleChunk(b)
+	if b2 := getChunk(ChunkBytes - 1); &b2[0] != &b[0] {
+		t.Log("a recycled buffer was not reused (the pool may have been cleared by a GC)")
 	}
 }
 
