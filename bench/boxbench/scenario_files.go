@@ -2,17 +2,30 @@
 
 package main
 
-// Scenario 4: moving files, CLI against CLI: `boxctl cp` and `docker cp`.
-// One big incompressible file in and out, and a tree of many small files
-// in (a source checkout is mostly small files).
+// Scenario 4: moving files. One big incompressible file in and out, CLI
+// against CLI (`boxctl cp`, `docker cp`) and Go client against Go client
+// (boxd's FileService WriteFile/ReadFile, the Docker Engine API's PUT/GET
+// archive), host file to sandbox file and back; and a tree of many small
+// files in (a source checkout is mostly small files).
 
 import (
+	"archive/tar"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"connectrpc.com/connect"
+
+	rpcclient "github.com/boxd-dev/boxd/rpc/client"
+	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
+	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 )
 
 func scenarioFiles(ctx context.Context, e *env, cfg *config) ([]*latency, error) {
@@ -52,15 +65,24 @@ func scenarioFiles(ctx context.Context, e *env, cfg *config) ([]*latency, error)
 		}
 	}
 	var rs []*latency
+	fc := rpcclient.NewFiles(e.sock)
 	bigName := fmt.Sprintf("%d MiB file", cfg.bigMiB)
-	rs = append(rs, measure(ctx, bigName+" in", 1, cfg.bigN, []peer{
+	in := measure(ctx, bigName+" in", 1, cfg.bigN, []peer{
 		{name: "boxctl cp", run: func(ctx context.Context, _ int) error {
 			return run(e.boxctlCmd(ctx, "cp", big, sb+":/workspace/big.bin"))
 		}, after: rmIn(e.boxd, sb, "/workspace/big.bin")},
 		{name: "docker cp", run: func(ctx context.Context, _ int) error {
 			return run(e.dockerCmd(ctx, "cp", big, dk+":/workspace/big.bin"))
 		}, after: rmIn(e.docker, dk, "/workspace/big.bin")},
-	}))
+		{name: "boxd API", run: func(ctx context.Context, _ int) error {
+			return boxdWriteFile(ctx, fc, sb, "/workspace/big.bin", big)
+		}, after: rmIn(e.boxd, sb, "/workspace/big.bin")},
+		{name: "Docker Engine API", run: func(ctx context.Context, _ int) error {
+			return e.docker.putFile(ctx, dk, "/workspace", big)
+		}, after: rmIn(e.docker, dk, "/workspace/big.bin")},
+	})
+	logThroughput(in, bigSize)
+	rs = append(rs, in)
 
 	// The file to copy out, put in place once.
 	if err := run(e.boxctlCmd(ctx, "cp", big, sb+":/workspace/big.bin")); err != nil {
@@ -85,14 +107,22 @@ func scenarioFiles(ctx context.Context, e *env, cfg *config) ([]*latency, error)
 		}
 	}
 	boxdOut, dockerOut := filepath.Join(outDir, "boxd.bin"), filepath.Join(outDir, "docker.bin")
-	rs = append(rs, measure(ctx, bigName+" out", 1, cfg.bigN, []peer{
+	out := measure(ctx, bigName+" out", 1, cfg.bigN, []peer{
 		{name: "boxctl cp", run: func(ctx context.Context, _ int) error {
 			return run(e.boxctlCmd(ctx, "cp", sb+":/workspace/big.bin", boxdOut))
 		}, after: checkOut(boxdOut)},
 		{name: "docker cp", run: func(ctx context.Context, _ int) error {
 			return run(e.dockerCmd(ctx, "cp", dk+":/workspace/big.bin", dockerOut))
 		}, after: checkOut(dockerOut)},
-	}))
+		{name: "boxd API", run: func(ctx context.Context, _ int) error {
+			return boxdReadFile(ctx, fc, sb, "/workspace/big.bin", boxdOut)
+		}, after: checkOut(boxdOut)},
+		{name: "Docker Engine API", run: func(ctx context.Context, _ int) error {
+			return e.docker.getFile(ctx, dk, "/workspace/big.bin", dockerOut)
+		}, after: checkOut(dockerOut)},
+	})
+	logThroughput(out, bigSize)
+	rs = append(rs, out)
 
 	// checkTree verifies the tree arrived whole before removing it.
 	checkTree := func(api sandboxAPI, id string) func(context.Context, int) error {
@@ -118,6 +148,161 @@ func scenarioFiles(ctx context.Context, e *env, cfg *config) ([]*latency, error)
 		}, after: checkTree(e.docker, dk)},
 	}))
 	return rs, ctx.Err()
+}
+
+// logThroughput logs each peer's median as MiB/s.
+func logThroughput(l *latency, size int64) {
+	var parts []string
+	for _, name := range l.peers {
+		if med := quantile(l.samples[name], 0.5); med > 0 {
+			parts = append(parts, fmt.Sprintf("%s %.0f MiB/s", name, float64(size)/(1<<20)/med.Seconds()))
+		}
+	}
+	logf("%s: median throughput: %s", l.scenario, strings.Join(parts, ", "))
+}
+
+// boxdWriteFile streams a host file into the sandbox with FileService
+// WriteFile, as a Go program would: chunks read into one buffer (Send
+// marshals a copy before it returns).
+func boxdWriteFile(ctx context.Context, fc boxdv1connect.FileServiceClient, id, path, local string) error {
+	f, err := os.Open(local)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	ws := fc.WriteFile(ctx)
+	msg := &boxdv1.WriteFileRequest{SandboxId: id, Path: path}
+	buf := make([]byte, rpcclient.ChunkBytes)
+	for {
+		n, rerr := io.ReadFull(f, buf)
+		if n > 0 || msg.SandboxId != "" {
+			msg.Data = buf[:n]
+			if err := ws.Send(msg); err != nil {
+				break // the reason comes from CloseAndReceive
+			}
+			msg = &boxdv1.WriteFileRequest{}
+		}
+		if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			break
+		}
+		if rerr != nil {
+			_, _ = ws.CloseAndReceive()
+			return rerr
+		}
+	}
+	_, err = ws.CloseAndReceive()
+	return err
+}
+
+// boxdReadFile streams a sandbox file to a host file with FileService
+// ReadFile, handing each message's buffer back to the codec's pool.
+func boxdReadFile(ctx context.Context, fc boxdv1connect.FileServiceClient, id, path, local string) error {
+	rs, err := fc.ReadFile(ctx, connect.NewRequest(&boxdv1.ReadFileRequest{SandboxId: id, Path: path}))
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	f, err := os.Create(local)
+	if err != nil {
+		return err
+	}
+	for rs.Receive() {
+		if _, err := f.Write(rs.Msg().Data); err != nil {
+			f.Close()
+			return err
+		}
+		rpcclient.RecycleChunk(rs.Msg().Data)
+	}
+	if err := rs.Err(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// putFile copies a host file into dir in the container with PUT
+// /containers/ID/archive, streaming the tar as docker's Go SDK users do.
+func (d *dockerAPI) putFile(ctx context.Context, id, dir, local string) error {
+	f, err := os.Open(local)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(pw)
+		err := tw.WriteHeader(&tar.Header{Name: filepath.Base(local), Mode: 0o644, Size: st.Size(), ModTime: st.ModTime(), Typeflag: tar.TypeReg})
+		if err == nil {
+			_, err = io.Copy(tw, f)
+		}
+		if err == nil {
+			err = tw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://docker/"+dockerAPIVersion+"/containers/"+id+"/archive?path="+url.QueryEscape(dir), pr)
+	if err != nil {
+		pr.Close()
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-tar")
+	resp, err := d.hc.Do(req)
+	pr.Close()
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(resp.Body)
+		return &apiError{resp.StatusCode, strings.TrimSpace(string(b))}
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	return err
+}
+
+// getFile copies a container file to a host file with GET
+// /containers/ID/archive, unpacking the one-file tar it answers with.
+func (d *dockerAPI) getFile(ctx context.Context, id, path, local string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://docker/"+dockerAPIVersion+"/containers/"+id+"/archive?path="+url.QueryEscape(path), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := d.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(resp.Body)
+		return &apiError{resp.StatusCode, strings.TrimSpace(string(b))}
+	}
+	tr := tar.NewReader(resp.Body)
+	h, err := tr.Next()
+	if err != nil {
+		return fmt.Errorf("archive of %s: %w", path, err)
+	}
+	if h.Typeflag != tar.TypeReg {
+		return fmt.Errorf("archive of %s: %s is not a regular file", path, h.Name)
+	}
+	f, err := os.Create(local)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, tr); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if _, err := tr.Next(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("archive of %s: more than one entry (%v)", path, err)
+	}
+	return nil
 }
 
 // writeRandom writes size bytes of incompressible data.
