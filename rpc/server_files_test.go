@@ -220,6 +220,7 @@ func BenchmarkFileAPIRead(b *testing.B) {
 		n := 0
 		for rs.Receive() {
 			n += len(rs.Msg().Data)
+			rpcclient.RecycleChunk(rs.Msg().Data)
 		}
 		if err := rs.Err(); err != nil || n != size {
 			b.Fatal(n, err)
