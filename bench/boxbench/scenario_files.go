@@ -6,7 +6,8 @@ package main
 // against CLI (`boxctl cp`, `docker cp`) and Go client against Go client
 // (boxd's FileService WriteFile/ReadFile, the Docker Engine API's PUT/GET
 // archive), host file to sandbox file and back; and a tree of many small
-// files in (a source checkout is mostly small files).
+// files in (a source checkout is mostly small files), by CLI and by Go
+// client (UploadFiles in one call; PUT archive).
 
 import (
 	"archive/tar"
@@ -145,6 +146,12 @@ func scenarioFiles(ctx context.Context, e *env, cfg *config) ([]*latency, error)
 		}, after: checkTree(e.boxd, sb)},
 		{name: "docker cp", run: func(ctx context.Context, _ int) error {
 			return run(e.dockerCmd(ctx, "cp", tree, dk+":/workspace/"))
+		}, after: checkTree(e.docker, dk)},
+		{name: "boxd API", run: func(ctx context.Context, _ int) error {
+			return boxdUploadTree(ctx, fc, sb, tree, "/workspace/tree")
+		}, after: checkTree(e.boxd, sb)},
+		{name: "Docker Engine API", run: func(ctx context.Context, _ int) error {
+			return e.docker.putTree(ctx, dk, tree, "/workspace")
 		}, after: checkTree(e.docker, dk)},
 	}))
 	return rs, ctx.Err()
@@ -307,6 +314,103 @@ func (d *dockerAPI) getFile(ctx context.Context, id, path, local string) error {
 		return fmt.Errorf("archive of %s: more than one entry (%v)", path, err)
 	}
 	return nil
+}
+
+// boxdUploadTree writes every file under local to dir in the sandbox in one
+// UploadFiles call.
+func boxdUploadTree(ctx context.Context, fc boxdv1connect.FileServiceClient, id, local, dir string) error {
+	us := fc.UploadFiles(ctx)
+	if err := us.Send(&boxdv1.UploadFilesRequest{SandboxId: id, Parents: true}); err != nil {
+		_, err = us.CloseAndReceive()
+		return err
+	}
+	werr := filepath.WalkDir(local, func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(local, p)
+		mode := uint32(0o644)
+		if err := us.Send(&boxdv1.UploadFilesRequest{File: &boxdv1.UploadFile{Path: dir + "/" + filepath.ToSlash(rel), Mode: &mode}, Data: data}); err != nil {
+			return io.EOF // CloseAndReceive says why
+		}
+		return nil
+	})
+	res, err := us.CloseAndReceive()
+	if werr != nil && werr != io.EOF {
+		return werr
+	}
+	if err != nil {
+		return err
+	}
+	for _, r := range res.Msg.Results {
+		if r.Error != nil {
+			return fmt.Errorf("upload %s: %s: %s", r.Path, r.Error.Code, r.Error.Message)
+		}
+	}
+	return nil
+}
+
+// putTree copies the directory local into dir in the container with PUT
+// /containers/ID/archive, as docker cp does.
+func (d *dockerAPI) putTree(ctx context.Context, id, local, dir string) error {
+	pr, pw := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(pw)
+		err := filepath.WalkDir(local, func(p string, de os.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			info, err := de.Info()
+			if err != nil {
+				return err
+			}
+			h, err := tar.FileInfoHeader(info, "")
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(filepath.Dir(local), p)
+			h.Name = filepath.ToSlash(rel)
+			if de.IsDir() {
+				h.Name += "/"
+			}
+			if err := tw.WriteHeader(h); err != nil || !de.Type().IsRegular() {
+				return err
+			}
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = io.Copy(tw, f)
+			return err
+		})
+		if err == nil {
+			err = tw.Close()
+		}
+		pw.CloseWithError(err)
+	}()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://docker/"+dockerAPIVersion+"/containers/"+id+"/archive?path="+url.QueryEscape(dir), pr)
+	if err != nil {
+		pr.Close()
+		return err
+	}
+	req.Header.Set("Content-Type", "application/x-tar")
+	resp, err := d.hc.Do(req)
+	pr.Close()
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(resp.Body)
+		return &apiError{resp.StatusCode, strings.TrimSpace(string(b))}
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	return err
 }
 
 // writeRandom writes size bytes of incompressible data.
