@@ -239,13 +239,22 @@ func (d *dockerAPI) putFile(ctx context.Context, id, dir, local string) error {
 	if err != nil {
 		return err
 	}
-	pr, pw := io.Pipe()
-	go func() {
-		tw := tar.NewWriter(pw)
+	return d.putArchive(ctx, id, dir, func(tw *tar.Writer) error {
 		err := tw.WriteHeader(&tar.Header{Name: filepath.Base(local), Mode: 0o644, Size: st.Size(), ModTime: st.ModTime(), Typeflag: tar.TypeReg})
 		if err == nil {
 			_, err = io.Copy(tw, f)
 		}
+		return err
+	})
+}
+
+// putArchive streams the tar that fill writes to PUT
+// /containers/ID/archive?path=dir.
+func (d *dockerAPI) putArchive(ctx context.Context, id, dir string, fill func(*tar.Writer) error) error {
+	pr, pw := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(pw)
+		err := fill(tw)
 		if err == nil {
 			err = tw.Close()
 		}
@@ -357,10 +366,8 @@ func boxdUploadTree(ctx context.Context, fc boxdv1connect.FileServiceClient, id,
 // putTree copies the directory local into dir in the container with PUT
 // /containers/ID/archive, as docker cp does.
 func (d *dockerAPI) putTree(ctx context.Context, id, local, dir string) error {
-	pr, pw := io.Pipe()
-	go func() {
-		tw := tar.NewWriter(pw)
-		err := filepath.WalkDir(local, func(p string, de os.DirEntry, err error) error {
+	return d.putArchive(ctx, id, dir, func(tw *tar.Writer) error {
+		return filepath.WalkDir(local, func(p string, de os.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
@@ -388,29 +395,7 @@ func (d *dockerAPI) putTree(ctx context.Context, id, local, dir string) error {
 			_, err = io.Copy(tw, f)
 			return err
 		})
-		if err == nil {
-			err = tw.Close()
-		}
-		pw.CloseWithError(err)
-	}()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://docker/"+dockerAPIVersion+"/containers/"+id+"/archive?path="+url.QueryEscape(dir), pr)
-	if err != nil {
-		pr.Close()
-		return err
-	}
-	req.Header.Set("Content-Type", "application/x-tar")
-	resp, err := d.hc.Do(req)
-	pr.Close()
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		b, _ := io.ReadAll(resp.Body)
-		return &apiError{resp.StatusCode, strings.TrimSpace(string(b))}
-	}
-	_, err = io.Copy(io.Discard, resp.Body)
-	return err
+	})
 }
 
 // writeRandom writes size bytes of incompressible data.
