@@ -132,7 +132,8 @@ func (c *Client) CopyIn(ctx context.Context, dest string, tarStream io.Reader) e
 		return fmt.Errorf("copy-in %q: %w", dest, err)
 	}
 	defer cn.close()
-	werr := copyFrames(cn.fw, FrameTar, tarStream)
+	setFileSocketBuffer(cn.c)
+	werr := sendTar(cn.fw, tarStream)
 	if werr == nil {
 		werr = cn.fw.WriteFrame(FrameTarEnd, nil)
 	}
@@ -174,6 +175,47 @@ type sourceError struct{ err error }
 
 func (e *sourceError) Error() string { return "reading input: " + e.err.Error() }
 func (e *sourceError) Unwrap() error { return e.err }
+
+// sendTar sends r as tar frames of up to FileChunk bytes (not tar-end):
+// the pieces of a ChunkSource as they are, other readers through a pooled
+// buffer. Few, big frames are what makes a large copy fast. A failure of r
+// is a *sourceError.
+func sendTar(fw *FrameWriter, r io.Reader) error {
+	if cs, ok := r.(ChunkSource); ok {
+		for {
+			b, err := cs.NextChunk()
+			for len(b) > 0 {
+				n := min(len(b), FileChunk)
+				if werr := fw.WriteFrame(FrameTar, b[:n]); werr != nil {
+					return werr
+				}
+				b = b[n:]
+			}
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return &sourceError{err}
+			}
+		}
+	}
+	buf := fileSendBufs.Get().(*[FileChunk]byte)
+	defer fileSendBufs.Put(buf)
+	for {
+		n, err := io.ReadFull(r, buf[:])
+		if n > 0 {
+			if werr := fw.WriteFrame(FrameTar, buf[:n]); werr != nil {
+				return werr
+			}
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return nil
+		}
+		if err != nil {
+			return &sourceError{err}
+		}
+	}
+}
 
 // copyFrames sends r as frames of type t until EOF.
 func copyFrames(fw *FrameWriter, t FrameType, r io.Reader) error {

@@ -150,23 +150,51 @@ func (r *frameDataReader) Read(p []byte) (int, error) {
 		if r.err != nil {
 			return 0, r.err
 		}
-		f, err := r.fr.ReadFrame()
-		switch {
-		case err == io.EOF:
-			r.err = fmt.Errorf("%w: stream ended before %s frame", errProtocol, r.end)
-		case err != nil:
-			r.err = err
-		case f.Type == r.data:
-			r.pending = f.Payload
-		case f.Type == r.end:
-			r.err = io.EOF
-		case f.Type == FrameError && r.acceptEr:
-			r.err = decodeRemoteError(f.Payload)
-		default:
-			r.err = unexpectedFrame(f.Type)
-		}
+		r.next()
 	}
 	n := copy(p, r.pending)
 	r.pending = r.pending[n:]
 	return n, nil
+}
+
+// next reads one frame into pending or err.
+func (r *frameDataReader) next() {
+	f, err := r.fr.ReadFrame()
+	switch {
+	case err == io.EOF:
+		r.err = fmt.Errorf("%w: stream ended before %s frame", errProtocol, r.end)
+	case err != nil:
+		r.err = err
+	case f.Type == r.data:
+		r.pending = f.Payload
+	case f.Type == r.end:
+		r.err = io.EOF
+	case f.Type == FrameError && r.acceptEr:
+		r.err = decodeRemoteError(f.Payload)
+	default:
+		r.err = unexpectedFrame(f.Type)
+	}
+}
+
+// WriteTo hands each frame's payload to w as it is, so io.Copy makes one
+// write per frame rather than copying through its own 32 KiB buffer.
+func (r *frameDataReader) WriteTo(w io.Writer) (int64, error) {
+	var n int64
+	for {
+		if len(r.pending) > 0 {
+			m, err := w.Write(r.pending)
+			n += int64(m)
+			r.pending = r.pending[m:]
+			if err != nil {
+				return n, err
+			}
+		}
+		if r.err == io.EOF {
+			return n, nil
+		}
+		if r.err != nil {
+			return n, r.err
+		}
+		r.next()
+	}
 }

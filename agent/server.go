@@ -196,7 +196,7 @@ func (s *Server) handle(conn net.Conn) {
 	case OpCopyIn:
 		s.copyIn(fr, fw, req.Path)
 	case OpCopyOut:
-		s.copyOut(fw, req.Path)
+		s.copyOut(conn, fw, req.Path)
 	default:
 		if h, ok := opHandlers[req.Op]; ok {
 			h(s, conn, fr, fw, &req)

@@ -21,6 +21,7 @@ import (
 	"github.com/containerd/errdefs"
 
 	"github.com/boxd-dev/boxd/agent"
+	"github.com/boxd-dev/boxd/rpc/client"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 	"github.com/boxd-dev/boxd/runtime"
@@ -362,26 +363,34 @@ func (s *Server) CopyIn(ctx context.Context, stream *connect.ClientStream[boxdv1
 	if first.SandboxId == "" {
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("sandbox_id: empty in the first message"))
 	}
-	r := &streamReader[boxdv1.CopyInRequest]{
-		recv:  func() (bool, error) { return stream.Receive(), stream.Err() },
-		msg:   stream.Msg,
-		data:  (*boxdv1.CopyInRequest).GetData,
-		first: first.Data,
-	}
+	// The messages' data goes to the init as it is, and their buffers back
+	// to the codec's pool (messageChunks).
+	r := &messageChunks{first: first.Data, recv: func() ([]byte, bool, error) {
+		if !stream.Receive() {
+			return nil, false, streamEnd(ctx, stream.Err())
+		}
+		return stream.Msg().Data, true, nil
+	}}
 	if err := s.Manager.CopyIn(ctx, first.SandboxId, first.Path, r); err != nil {
 		return nil, ToConnect(err)
 	}
 	return connect.NewResponse(&boxdv1.CopyInResponse{}), nil
 }
 
+// copyOutWriter sends what the init's tar frames bring as messages of up
+// to client.ChunkBytes. Send marshals before it returns, so the frame's
+// buffer goes into the message without a copy.
 type copyOutWriter struct {
 	stream *connect.ServerStream[boxdv1.CopyOutResponse]
+	msg    boxdv1.CopyOutResponse
 }
 
-func (w copyOutWriter) Write(p []byte) (int, error) {
-	for off := 0; off < len(p); off += chunkSize {
-		end := min(off+chunkSize, len(p))
-		if err := w.stream.Send(&boxdv1.CopyOutResponse{Data: append([]byte(nil), p[off:end]...)}); err != nil {
+func (w *copyOutWriter) Write(p []byte) (int, error) {
+	for off := 0; off < len(p); off += client.ChunkBytes {
+		w.msg.Data = p[off:min(off+client.ChunkBytes, len(p))]
+		err := w.stream.Send(&w.msg)
+		w.msg.Data = nil
+		if err != nil {
 			return off, err
 		}
 	}
@@ -389,7 +398,7 @@ func (w copyOutWriter) Write(p []byte) (int, error) {
 }
 
 func (s *Server) CopyOut(ctx context.Context, req *connect.Request[boxdv1.CopyOutRequest], stream *connect.ServerStream[boxdv1.CopyOutResponse]) error {
-	return ToConnect(s.Manager.CopyOut(ctx, req.Msg.SandboxId, req.Msg.Path, copyOutWriter{stream}))
+	return ToConnect(s.Manager.CopyOut(ctx, req.Msg.SandboxId, req.Msg.Path, &copyOutWriter{stream: stream}))
 }
 
 func (s *Server) StatPath(ctx context.Context, req *connect.Request[boxdv1.StatPathRequest]) (*connect.Response[boxdv1.StatPathResponse], error) {

@@ -130,7 +130,11 @@ func (x *extractor) file(parent int, base string, hdr *tar.Header, data io.Reade
 	}
 	f := os.NewFile(uintptr(fd), base)
 	defer f.Close()
-	if _, err := io.Copy(f, data); err != nil {
+	buf := copyBufs.Get().(*[copyBuf]byte)
+	defer copyBufs.Put(buf)
+	// Hiding f's ReadFrom makes the copy use buf: os.File's fallback
+	// would write 32 KiB at a time.
+	if _, err := io.CopyBuffer(struct{ io.Writer }{f}, data, buf[:]); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
 	// Exact bits regardless of umask; setuid/setgid never survive.

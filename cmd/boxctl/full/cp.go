@@ -11,6 +11,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/urfave/cli/v2"
 
+	rpcclient "github.com/boxd-dev/boxd/rpc/client"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/safetar"
 )
@@ -66,18 +67,20 @@ func copyIn(c *cli.Context, local, id, remote string) error {
 		abs, _ := filepath.Abs(local)
 		name = filepath.Base(abs)
 	}
-	r := tarPipe(func(w io.Writer) error { return safetar.Write(w, local, name) })
-	defer r.Close()
 	stream := apiClient(c).CopyIn(c.Context)
 	first := true
-	err = sendChunks(r, func(b []byte) error {
+	mw := &messageWriter{send: func(b []byte) error {
 		msg := &boxdv1.CopyInRequest{Data: b}
 		if first {
 			msg.SandboxId, msg.Path, first = id, remote, false
 		}
 		return stream.Send(msg)
-	})
-	if err != nil && !errors.Is(err, io.EOF) {
+	}}
+	err = safetar.Write(mw, local, name)
+	if err == nil {
+		err = mw.Flush()
+	}
+	if err != nil && !errors.Is(err, io.EOF) { // io.EOF: boxd ended the call, CloseAndReceive says why
 		_, _ = stream.CloseAndReceive()
 		return fmt.Errorf("cp: %w", err)
 	}
@@ -98,21 +101,13 @@ func copyOut(c *cli.Context, id, remote, local string) error {
 		return err
 	}
 	defer stream.Close()
-	pr, pw := io.Pipe()
-	go func() {
-		for stream.Receive() {
-			if _, err := pw.Write(stream.Msg().Data); err != nil {
-				return
-			}
-		}
-		pw.CloseWithError(stream.Err())
-	}()
+	r := &messageReader{stream: stream}
 	dir, rename := local, ""
 	if st, err := os.Stat(local); err != nil || !st.IsDir() {
 		dir, rename = filepath.Dir(local), filepath.Base(local)
 	}
-	err = safetar.Extract(pr, dir, rename)
-	pr.CloseWithError(io.ErrClosedPipe)
+	err = safetar.Extract(r, dir, rename)
+	r.release()
 	if err != nil {
 		if serr := stream.Err(); serr != nil {
 			return serr
@@ -120,4 +115,82 @@ func copyOut(c *cli.Context, id, remote, local string) error {
 		return fmt.Errorf("cp: %w", err)
 	}
 	return nil
+}
+
+// messageWriter sends what is written to it as messages: small writes
+// (tar headers and padding, small files) gathered into messages of up to
+// rpcclient.ChunkBytes, big ones (file data, which safetar writes a MiB at
+// a time) as they are. Send marshals before it returns, so nothing is
+// copied on the way; few, big messages are what makes a large copy fast.
+type messageWriter struct {
+	send func([]byte) error
+	buf  []byte // grows only as far as small writes need
+}
+
+// bigWrite is the smallest write messageWriter sends without gathering.
+const bigWrite = 64 << 10
+
+func (w *messageWriter) Write(p []byte) (int, error) {
+	if len(p) >= bigWrite {
+		if err := w.Flush(); err != nil {
+			return 0, err
+		}
+		for off := 0; off < len(p); off += rpcclient.ChunkBytes {
+			if err := w.send(p[off:min(off+rpcclient.ChunkBytes, len(p))]); err != nil {
+				return off, err
+			}
+		}
+		return len(p), nil
+	}
+	if len(w.buf)+len(p) > rpcclient.ChunkBytes {
+		if err := w.Flush(); err != nil {
+			return 0, err
+		}
+	}
+	w.buf = append(w.buf, p...)
+	return len(p), nil
+}
+
+// Flush sends what is gathered.
+func (w *messageWriter) Flush() error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	err := w.send(w.buf)
+	w.buf = w.buf[:0]
+	return err
+}
+
+// messageReader reads the data of a CopyOut stream, handing each message's
+// buffer back to the codec's pool once it is read, so the next message
+// reuses memory already touched.
+type messageReader struct {
+	stream *connect.ServerStreamForClient[boxdv1.CopyOutResponse]
+	cur    []byte
+	last   []byte // the data of the last message, to recycle
+	done   bool
+}
+
+func (r *messageReader) Read(p []byte) (int, error) {
+	for len(r.cur) == 0 {
+		r.release()
+		if r.done || !r.stream.Receive() {
+			r.done = true
+			if err := r.stream.Err(); err != nil {
+				return 0, err
+			}
+			return 0, io.EOF
+		}
+		r.last = r.stream.Msg().Data
+		r.cur = r.last
+	}
+	n := copy(p, r.cur)
+	r.cur = r.cur[n:]
+	return n, nil
+}
+
+// release recycles the last message's buffer.
+func (r *messageReader) release() {
+	rpcclient.RecycleChunk(r.last)
+	r.last, r.cur = nil, nil
 }
