@@ -10,6 +10,7 @@ import (
 	"os"
 	"regexp"
 	"syscall"
+	"time"
 
 	"github.com/containerd/containerd/api/types/runc/options"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
@@ -39,8 +40,11 @@ func cgroupsPath(ctx context.Context, id string) string {
 
 // agentFor returns the channel to a sandbox's init. An id whose channel
 // exists needs no containerd round trip: this is the exec hot path.
+// While the sandbox's dead init is being replaced, it waits for the new one
+// (up to restartWait) instead of failing on the old one's socket.
 func (m *Manager) agentFor(ctx context.Context, idOrName string) (*agent.Client, string, error) {
 	if idRe.MatchString(idOrName) {
+		m.awaitRelease(ctx, idOrName, restartWait)
 		if _, err := os.Stat(m.socketPath(idOrName)); err == nil {
 			return agent.NewClient(m.socketPath(idOrName)), idOrName, nil
 		}
@@ -49,8 +53,13 @@ func (m *Manager) agentFor(ctx context.Context, idOrName string) (*agent.Client,
 	if err != nil {
 		return nil, "", err
 	}
+	m.awaitRelease(ctx, ctr.ID(), restartWait)
 	return agent.NewClient(m.socketPath(ctr.ID())), ctr.ID(), nil
 }
+
+// restartWait bounds how long a call waits for a sandbox's restart (new
+// task, start, init ready: well under a second unless the host is loaded).
+const restartWait = 10 * time.Second
 
 // notRunning turns a failed connection to the init into a clear
 // failed_precondition error.

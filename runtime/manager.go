@@ -148,6 +148,22 @@ func (m *Manager) claimWait(ctx context.Context, id string, d time.Duration) boo
 	return true
 }
 
+// awaitRelease waits up to d for whatever holds id (a create, a delete or a
+// restart of a dead init) to finish, so a caller that reaches the sandbox
+// then sees its outcome rather than a half-made state.
+func (m *Manager) awaitRelease(ctx context.Context, id string, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for {
+		m.busyMu.Lock()
+		held := m.busy[id]
+		m.busyMu.Unlock()
+		if !held || time.Now().After(deadline) || ctx.Err() != nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func (m *Manager) release(id string) {
 	m.busyMu.Lock()
 	defer m.busyMu.Unlock()
