@@ -35,35 +35,47 @@ type latency struct {
 // C A B...), so drift on a shared machine, caches and daemon state hit all
 // peers alike.
 func measure(ctx context.Context, scenario string, warm, n int, peers []peer) *latency {
+	return measureStreak(ctx, scenario, warm, n, 1, peers)
+}
+
+// measureStreak is measure with each peer's turn made of streak calls in a
+// row; only the calls after the first are sampled, so every sample follows
+// the same peer's previous call, as in a script or an agent that runs many
+// commands back to back, where measure's samples each follow the other
+// peers' turns, as after a pause. The i passed to run is unique per call.
+func measureStreak(ctx context.Context, scenario string, warm, n, streak int, peers []peer) *latency {
 	r := &latency{scenario: scenario, samples: map[string][]time.Duration{}, errors: map[string]int{}, firstErr: map[string]string{}}
 	for _, p := range peers {
 		r.peers = append(r.peers, p.name)
 	}
-	logf("%s: %d warm-up + %d rounds of %d peers", scenario, warm, n, len(peers))
+	streak = max(streak, 1)
+	logf("%s: %d warm-up + %d rounds of %d peers, %d calls a turn", scenario, warm, n, len(peers), streak)
 	for i := -warm; i < n && ctx.Err() == nil; i++ {
 		for k := range peers {
 			p := peers[(k+max(i, 0))%len(peers)]
-			seq := i + warm // unique per call, for names
-			start := time.Now()
-			err := p.run(ctx, seq)
-			d := time.Since(start)
-			if p.after != nil {
-				if aerr := p.after(ctx, seq); aerr != nil && err == nil {
-					err = fmt.Errorf("after: %w", aerr)
+			for j := 0; j < streak && ctx.Err() == nil; j++ {
+				seq := (i+warm)*streak + j // unique per call, for names
+				start := time.Now()
+				err := p.run(ctx, seq)
+				d := time.Since(start)
+				if p.after != nil {
+					if aerr := p.after(ctx, seq); aerr != nil && err == nil {
+						err = fmt.Errorf("after: %w", aerr)
+					}
 				}
-			}
-			if i < 0 {
-				continue
-			}
-			if err != nil {
-				r.errors[p.name]++
-				if r.firstErr[p.name] == "" {
-					r.firstErr[p.name] = err.Error()
-					logf("%s: %s: %v", scenario, p.name, err)
+				if i < 0 || (streak > 1 && j == 0) {
+					continue
 				}
-				continue
+				if err != nil {
+					r.errors[p.name]++
+					if r.firstErr[p.name] == "" {
+						r.firstErr[p.name] = err.Error()
+						logf("%s: %s: %v", scenario, p.name, err)
+					}
+					continue
+				}
+				r.samples[p.name] = append(r.samples[p.name], d)
 			}
-			r.samples[p.name] = append(r.samples[p.name], d)
 		}
 	}
 	return r
