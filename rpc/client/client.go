@@ -17,23 +17,30 @@ import (
 // DefaultSocket is where boxd listens unless told otherwise.
 const DefaultSocket = "/run/boxd/boxd.sock"
 
+// baseURL is what requests are addressed to: the host part is ignored, the
+// socket is the address.
+const baseURL = "http://boxd"
+
 // MaxMessageBytes bounds any single message either side accepts; bulk data
 // travels as a stream of smaller messages.
 const MaxMessageBytes = 8 << 20
 
 // New returns a SandboxService client for the Unix socket at path.
 func New(path string) boxdv1connect.SandboxServiceClient {
-	return boxdv1connect.NewSandboxServiceClient(httpClient(path), "http://boxd", options()...)
+	hc := httpClient(path)
+	return boxdv1connect.NewSandboxServiceClient(hc, baseURL, options(hc)...)
 }
 
 // NewProcess returns a ProcessService client for the Unix socket at path.
 func NewProcess(path string) boxdv1connect.ProcessServiceClient {
-	return boxdv1connect.NewProcessServiceClient(httpClient(path), "http://boxd", options()...)
+	hc := httpClient(path)
+	return boxdv1connect.NewProcessServiceClient(hc, baseURL, options(hc)...)
 }
 
 // NewFiles returns a FileService client for the Unix socket at path.
 func NewFiles(path string) boxdv1connect.FileServiceClient {
-	return boxdv1connect.NewFileServiceClient(httpClient(path), "http://boxd", options()...)
+	hc := httpClient(path)
+	return boxdv1connect.NewFileServiceClient(hc, baseURL, options(hc)...)
 }
 
 func httpClient(path string) *http.Client { return &http.Client{Transport: Transport(path)} }
@@ -41,8 +48,9 @@ func httpClient(path string) *http.Client { return &http.Client{Transport: Trans
 // options: bounded messages, no gzip, which on a local socket costs far
 // more CPU than it saves, for keystrokes and file chunks alike, and
 // received file data in pooled buffers (see ChunkCodec).
-func options() []connect.ClientOption {
+func options(hc *http.Client) []connect.ClientOption {
 	return []connect.ClientOption{
+		connect.WithInterceptors(uploadWarmer{hc}),
 		connect.WithReadMaxBytes(MaxMessageBytes), connect.WithSendMaxBytes(MaxMessageBytes),
 		connect.WithAcceptCompression("gzip", nil, nil),
 		connect.WithCodec(ChunkCodec{}),

@@ -68,13 +68,6 @@ func copyIn(c *cli.Context, local, id, remote string) error {
 		name = filepath.Base(abs)
 	}
 	api := apiClient(c)
-	// The connection is new, and Go's HTTP/2 client fixes a request body's
-	// frame size when the request starts: before boxd's settings have
-	// arrived that is the spec's 16 KiB, for the whole upload (6,400
-	// frames and twice as many reads in boxd per 100 MiB). A small call
-	// first lets them arrive: 512 KiB frames, ~50 ms less per 100 MiB.
-	// Its answer does not matter; CopyIn reports a missing sandbox.
-	_, _ = api.GetSandbox(c.Context, connect.NewRequest(&boxdv1.GetSandboxRequest{Id: id}))
 	stream := api.CopyIn(c.Context)
 	first := true
 	mw := &messageWriter{send: func(b []byte) error {
