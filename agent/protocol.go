@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"syscall"
 	"time"
 
 	"github.com/containerd/errdefs"
@@ -86,6 +87,10 @@ func (e *RemoteError) Unwrap() error {
 		return errdefs.ErrPermissionDenied
 	case CodeAlreadyExists:
 		return errdefs.ErrAlreadyExists
+	case CodeFailedPrecondition:
+		return errdefs.ErrFailedPrecondition
+	case CodeResourceExhausted:
+		return errdefs.ErrResourceExhausted
 	case CodeInternal:
 		return errdefs.ErrInternal
 	}
@@ -111,6 +116,11 @@ func remoteError(err error) *RemoteError {
 		code = CodePermissionDenied
 	case errors.Is(err, fs.ErrExist):
 		code = CodeAlreadyExists
+	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT), errors.Is(err, syscall.EFBIG),
+		errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE), errors.Is(err, syscall.ENOMEM):
+		// The sandbox's disk, quota, file size limit or memory: the
+		// caller can free some and retry, unlike an internal error.
+		code = CodeResourceExhausted
 	}
 	return &RemoteError{Message: err.Error(), Code: code}
 }

@@ -118,3 +118,21 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// A copy that fills the sandbox's disk fails with resource_exhausted,
+// naming the cause, and leaves the disk as it was: the file it was to
+// replace intact and no partial file taking the space.
+func TestCopyInFullDisk(t *testing.T) {
+	id := newSandbox(t)
+	sh(t, id, "echo old > /tmp/big")
+	host := filepath.Join(t.TempDir(), "big")
+	// /tmp is a 64 MiB tmpfs (oci.DefaultTmpSizeBytes).
+	must(t, os.WriteFile(host, make([]byte, 70<<20), 0o644))
+	_, stderr, code := boxctlRun("cp", host, id+":/tmp/")
+	if code == 0 || !strings.Contains(stderr, "resource_exhausted") || !strings.Contains(stderr, "no space left on device") {
+		t.Errorf("cp of 70 MiB into a 64 MiB /tmp: exit %d, stderr %q; want resource_exhausted, no space left on device", code, stderr)
+	}
+	if got := sh(t, id, "ls -A /tmp; cat /tmp/big; df -k /tmp | awk 'NR==2 {print ($3 < 1024)}'"); got != "big\nold\n1\n" {
+		t.Errorf("/tmp after the failed copy (names, big's content, under 1 MiB used?): %q", got)
+	}
+}

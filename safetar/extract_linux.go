@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 	"unsafe"
@@ -121,15 +123,26 @@ func (x *extractor) entry(hdr *tar.Header, data io.Reader) error {
 	}
 }
 
-func (x *extractor) file(parent int, base string, hdr *tar.Header, data io.Reader) error {
-	fd, err := retryExisting(parent, base, func() (int, error) {
-		return unix.Openat(parent, base, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
-	})
+// file writes a regular file under a temporary name in parent and renames
+// it over base at the end, so a copy that fails (a full disk, a vanished
+// client) neither leaves a partial file behind nor loses the file it was
+// to replace. The rename replaces a symlink at base, never what it points
+// to.
+func (x *extractor) file(parent int, base string, hdr *tar.Header, data io.Reader) (err error) {
+	if err := notADir(parent, base); err != nil {
+		return err
+	}
+	tmp, fd, err := createTemp(parent, base)
 	if err != nil {
 		return fmt.Errorf("create: %w", err)
 	}
 	f := os.NewFile(uintptr(fd), base)
 	defer f.Close()
+	defer func() {
+		if err != nil {
+			_ = unix.Unlinkat(parent, tmp, 0)
+		}
+	}()
 	buf := copyBufs.Get().(*[copyBuf]byte)
 	defer copyBufs.Put(buf)
 	// Hiding f's ReadFrom makes the copy use buf: os.File's fallback
@@ -145,7 +158,42 @@ func (x *extractor) file(parent int, base string, hdr *tar.Header, data io.Reade
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("close: %w", err)
 	}
+	if err := unix.Renameat(parent, tmp, parent, base); err != nil {
+		if err == unix.EISDIR || err == unix.ENOTEMPTY || err == unix.EEXIST {
+			return fmt.Errorf("%w: a directory is in the way", fs.ErrExist)
+		}
+		return fmt.Errorf("rename into place: %w", err)
+	}
 	return nil
+}
+
+// notADir fails early, before any data is written, if base is a directory
+// (the rename would refuse it anyway).
+func notADir(parent int, base string) error {
+	var st unix.Stat_t
+	err := unix.Fstatat(parent, base, &st, unix.AT_SYMLINK_NOFOLLOW)
+	if err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		return fmt.Errorf("%w: a directory is in the way", fs.ErrExist)
+	}
+	return nil
+}
+
+// createTemp creates an empty file, mode 0600, under a new hidden name next
+// to base.
+func createTemp(parent int, base string) (string, int, error) {
+	// O_EXCL makes a clash harmless; the randomness only makes it rare.
+	for range 10 {
+		suffix := ".boxd-" + strconv.FormatUint(rand.Uint64(), 36)
+		name := "." + base + suffix
+		if len(name) > 255 {
+			name = suffix
+		}
+		fd, err := unix.Openat(parent, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err != unix.EEXIST {
+			return name, fd, err
+		}
+	}
+	return "", -1, unix.EEXIST
 }
 
 func (x *extractor) dir(parent int, base string, comps []string, hdr *tar.Header) error {

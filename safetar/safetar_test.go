@@ -370,6 +370,60 @@ func TestExtractTruncatedStream(t *testing.T) {
 	}
 }
 
+// A file whose copy fails part way, here a stream that ends early, leaves
+// the file it was to replace as it was and no partial file behind; one
+// whose copy succeeds replaces it.
+func TestExtractFailedFileKeepsTheOldOne(t *testing.T) {
+	s := newSandbox(t)
+	old := filepath.Join(s.dest, "a")
+	if err := os.WriteFile(old, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	arch := buildTar(t, reg("a", strings.Repeat("x", 5000)))
+	if err := Extract(bytes.NewReader(arch[:1500]), s.dest, ""); err == nil {
+		t.Fatal("truncated archive extracted without error")
+	}
+	if b, err := os.ReadFile(old); err != nil || string(b) != "old" {
+		t.Errorf("a after a failed copy: %q, %v; want the old content", b, err)
+	}
+	if names := dirNames(t, s.dest); !slices.Equal(names, []string{"a"}) {
+		t.Errorf("dest after a failed copy holds %q, want just a", names)
+	}
+	if err := Extract(bytes.NewReader(arch), s.dest, ""); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(old); err != nil || len(b) != 5000 {
+		t.Errorf("a after a copy: %d bytes, %v; want 5000", len(b), err)
+	}
+	if names := dirNames(t, s.dest); !slices.Equal(names, []string{"a"}) {
+		t.Errorf("dest after a copy holds %q, want just a", names)
+	}
+	// A directory in the way is reported before any data is written.
+	if err := os.Mkdir(filepath.Join(s.dest, "d"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	err := Extract(bytes.NewReader(buildTar(t, reg("d", "x"))), s.dest, "")
+	if !errors.Is(err, fs.ErrExist) {
+		t.Errorf("file over a directory: %v, want exists", err)
+	}
+	if names := dirNames(t, s.dest); !slices.Equal(names, []string{"a", "d"}) {
+		t.Errorf("dest holds %q, want a and d", names)
+	}
+}
+
+func dirNames(t *testing.T, dir string) []string {
+	t.Helper()
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, de := range des {
+		names = append(names, de.Name())
+	}
+	return names
+}
+
 func TestRoundTrip(t *testing.T) {
 	src := t.TempDir()
 	tree := filepath.Join(src, "tree")
