@@ -88,21 +88,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		HTTP2:             serverHTTP2(),
 		ReadHeaderTimeout: 10 * time.Second,
 		MaxHeaderBytes:    64 << 10,
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			if uc, ok := c.(*net.UnixConn); ok {
-				if raw, err := uc.SyscallConn(); err == nil {
-					var cred *syscall.Ucred
-					_ = raw.Control(func(fd uintptr) {
-						cred, _ = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
-					})
-					if cred != nil {
-						return context.WithValue(ctx, peerKey{}, Peer{PID: cred.Pid, UID: int32(cred.Uid), GID: int32(cred.Gid)})
-					}
-				}
-			}
-			return ctx
-		},
-		ErrorLog: slog.NewLogLogger(s.Log.Handler(), slog.LevelDebug),
+		ConnContext:       connContext,
+		ErrorLog:          slog.NewLogLogger(s.Log.Handler(), slog.LevelDebug),
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -473,4 +460,27 @@ func (s *Server) RemoveImage(ctx context.Context, req *connect.Request[boxdv1.Re
 		return nil, ToConnect(err)
 	}
 	return connect.NewResponse(&boxdv1.RemoveImageResponse{}), nil
+}
+
+// connContext prepares each accepted connection, whichever listener it came
+// from (rpc.Listen's or one passed by systemd): the socket buffers file
+// data needs, and the caller's credentials from SO_PEERCRED.
+func connContext(ctx context.Context, c net.Conn) context.Context {
+	client.SetSocketBuffer(c)
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return ctx
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return ctx
+	}
+	var cred *syscall.Ucred
+	_ = raw.Control(func(fd uintptr) {
+		cred, _ = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+	})
+	if cred == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, peerKey{}, Peer{PID: cred.Pid, UID: int32(cred.Uid), GID: int32(cred.Gid)})
 }

@@ -60,19 +60,7 @@ func Listen(path string, gid int) (net.Listener, error) {
 			}
 		}
 	}
-	return bufferedListener{ln}, nil
-}
-
-// bufferedListener gives accepted connections the same socket buffers as
-// the client's (see client.SetSocketBuffer).
-type bufferedListener struct{ net.Listener }
-
-func (l bufferedListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err == nil {
-		client.SetSocketBuffer(c)
-	}
-	return c, err
+	return ln, nil
 }
 
 // serverHTTP2 is the server's half of client.Transport's settings: windows

@@ -1,10 +1,16 @@
 package rpc
 
 import (
+	"context"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/boxd-dev/boxd/rpc/client"
 )
 
 func TestListen(t *testing.T) {
@@ -55,4 +61,48 @@ func TestListen(t *testing.T) {
 		t.Fatalf("stale socket not replaced: %v", err)
 	}
 	ln.Close()
+}
+
+// Every accepted connection gets the socket buffers file data needs and the
+// caller's credentials, also on a listener boxd did not make itself (one
+// passed by systemd).
+func TestConnContext(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.sock")
+	ln, err := net.Listen("unix", path) // as systemd would pass it
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	cc, err := net.Dial("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := connContext(context.Background(), c)
+
+	// The kernel caps the request at net.core.wmem_max and reports double.
+	want := client.SocketBufferBytes
+	if b, err := os.ReadFile("/proc/sys/net/core/wmem_max"); err == nil {
+		if max, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+			want = min(want, max)
+		}
+	}
+	raw, err := c.(*net.UnixConn).SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got int
+	raw.Control(func(fd uintptr) { got, err = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF) })
+	if err != nil || got < 2*want {
+		t.Errorf("SO_SNDBUF = %d (%v), want at least %d", got, err, 2*want)
+	}
+	p, ok := ctx.Value(peerKey{}).(Peer)
+	if !ok || int(p.PID) != os.Getpid() || int(p.UID) != os.Getuid() {
+		t.Errorf("peer = %+v, %v; want this process", p, ok)
+	}
 }
