@@ -133,7 +133,7 @@ func (c *Client) CopyIn(ctx context.Context, dest string, tarStream io.Reader) e
 	}
 	defer cn.close()
 	setFileSocketBuffer(cn.c)
-	werr := sendTar(cn.fw, tarStream)
+	werr := sendChunks(cn.fw, FrameTar, tarStream)
 	if werr == nil {
 		werr = cn.fw.WriteFrame(FrameTarEnd, nil)
 	}
@@ -176,17 +176,18 @@ type sourceError struct{ err error }
 func (e *sourceError) Error() string { return "reading input: " + e.err.Error() }
 func (e *sourceError) Unwrap() error { return e.err }
 
-// sendTar sends r as tar frames of up to FileChunk bytes (not tar-end):
-// the pieces of a ChunkSource as they are, other readers through a pooled
-// buffer. Few, big frames are what makes a large copy fast. A failure of r
-// is a *sourceError.
-func sendTar(fw *FrameWriter, r io.Reader) error {
+// sendChunks sends r as frames of type t of up to FileChunk bytes, and no
+// end frame: the pieces of a ChunkSource as they are, other readers in full
+// chunks through a pooled buffer (also from a reader that trickles). Few,
+// big frames are what makes a large copy fast. A failure of r is a
+// *sourceError.
+func sendChunks(fw *FrameWriter, t FrameType, r io.Reader) error {
 	if cs, ok := r.(ChunkSource); ok {
 		for {
 			b, err := cs.NextChunk()
 			for len(b) > 0 {
 				n := min(len(b), FileChunk)
-				if werr := fw.WriteFrame(FrameTar, b[:n]); werr != nil {
+				if werr := fw.WriteFrame(t, b[:n]); werr != nil {
 					return werr
 				}
 				b = b[n:]
@@ -204,7 +205,7 @@ func sendTar(fw *FrameWriter, r io.Reader) error {
 	for {
 		n, err := io.ReadFull(r, buf[:])
 		if n > 0 {
-			if werr := fw.WriteFrame(FrameTar, buf[:n]); werr != nil {
+			if werr := fw.WriteFrame(t, buf[:n]); werr != nil {
 				return werr
 			}
 		}

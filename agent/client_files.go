@@ -90,42 +90,8 @@ var fileSendBufs = sync.Pool{New: func() any { return new([FileChunk]byte) }}
 // data-end. A failure of r is a *sourceError.
 func fileSendStream(fw *FrameWriter, r io.Reader) error {
 	if r != nil {
-		if cs, ok := r.(ChunkSource); ok {
-			for {
-				b, err := cs.NextChunk()
-				for len(b) > 0 {
-					n := min(len(b), FileChunk)
-					if werr := fw.WriteFrame(frameFileData, b[:n]); werr != nil {
-						return werr
-					}
-					b = b[n:]
-				}
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					return &sourceError{err}
-				}
-			}
-		} else {
-			buf := fileSendBufs.Get().(*[FileChunk]byte)
-			defer fileSendBufs.Put(buf)
-			for {
-				// Full chunks, also from a reader that trickles: fewer,
-				// larger frames.
-				n, err := io.ReadFull(r, buf[:])
-				if n > 0 {
-					if werr := fw.WriteFrame(frameFileData, buf[:n]); werr != nil {
-						return werr
-					}
-				}
-				if err == io.EOF || err == io.ErrUnexpectedEOF {
-					break
-				}
-				if err != nil {
-					return &sourceError{err}
-				}
-			}
+		if err := sendChunks(fw, frameFileData, r); err != nil {
+			return err
 		}
 	}
 	return fw.WriteFrame(frameFileDataEnd, nil)
