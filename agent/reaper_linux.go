@@ -130,16 +130,22 @@ func (r *reaper) waitPidfd(c *child, pidfd *os.File) {
 			}
 		}
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.live[c.pid] != c {
-		return // reapAll got it
-	}
 	// Without wait4(-1) nobody else reaps our pids, and this one has
 	// exited, so a blocking wait4 returns at once.
 	flags := 0
 	if r.all {
 		flags = syscall.WNOHANG
+	}
+	r.reap(c, flags)
+}
+
+// reap reaps c, which has exited, under mu, unless reapAll already has.
+// With WNOHANG in flags a child not reapable yet is left to reapAll.
+func (r *reaper) reap(c *child, flags int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.live[c.pid] != c {
+		return // reapAll got it
 	}
 	for {
 		pid, err := syscall.Wait4(c.pid, &c.status, flags, &c.rusage)
@@ -189,18 +195,7 @@ func (r *reaper) waitOne(c *child) {
 			break
 		}
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for {
-		_, err := syscall.Wait4(c.pid, &c.status, 0, &c.rusage)
-		if err == syscall.EINTR {
-			continue
-		}
-		c.lost = err != nil
-		break
-	}
-	delete(r.live, c.pid)
-	close(c.done)
+	r.reap(c, 0)
 }
 
 // kill SIGKILLs c's process tree (its session and process group), unless
