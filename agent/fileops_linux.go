@@ -90,72 +90,17 @@ func (s *Server) copyOut(conn net.Conn, fw *FrameWriter, path string) {
 		return
 	}
 	setFileSocketBuffer(conn)
-	bw := &frameBuffer{fw: fw, t: FrameTar}
+	buf := fileReadBufs.Get().(*[FileChunk]byte)
+	defer fileReadBufs.Put(buf)
+	bw := &safetar.BatchWriter{Max: FileChunk, Buf: buf[:0], Send: func(b []byte) error { return fw.WriteFrame(FrameTar, b) }}
 	err = safetar.Write(bw, p, filepath.Base(p))
 	if err == nil {
 		err = bw.Flush()
 	}
-	bw.release()
 	if err != nil {
 		// The host discards the partial tar when an error frame ends it.
 		s.replyError(fw, "copy-out "+path, err)
 		return
 	}
 	fw.WriteFrame(FrameTarEnd, nil)
-}
-
-// bigWrite is the smallest write frameBuffer sends as it is rather than
-// copying it.
-const bigWrite = 64 << 10
-
-// frameBuffer sends what is written to it as frames of type t: small
-// writes (tar headers and padding, small files) gathered into frames of up
-// to FileChunk bytes, big ones (file data) as they are, without a copy.
-type frameBuffer struct {
-	fw  *FrameWriter
-	t   FrameType
-	buf *[FileChunk]byte // from fileReadBufs once needed
-	n   int
-}
-
-func (b *frameBuffer) Write(p []byte) (int, error) {
-	if len(p) >= bigWrite {
-		if err := b.Flush(); err != nil {
-			return 0, err
-		}
-		for off := 0; off < len(p); off += FileChunk {
-			if err := b.fw.WriteFrame(b.t, p[off:min(off+FileChunk, len(p))]); err != nil {
-				return off, err
-			}
-		}
-		return len(p), nil
-	}
-	if b.buf == nil {
-		b.buf = fileReadBufs.Get().(*[FileChunk]byte)
-	}
-	if b.n+len(p) > len(b.buf) {
-		if err := b.Flush(); err != nil {
-			return 0, err
-		}
-	}
-	b.n += copy(b.buf[b.n:], p)
-	return len(p), nil
-}
-
-// Flush sends what is buffered.
-func (b *frameBuffer) Flush() error {
-	if b.n == 0 {
-		return nil
-	}
-	err := b.fw.WriteFrame(b.t, b.buf[:b.n])
-	b.n = 0
-	return err
-}
-
-// release returns the buffer to its pool; b must not be used afterwards.
-func (b *frameBuffer) release() {
-	if b.buf != nil {
-		fileReadBufs.Put(b.buf)
-		b.buf = nil
-	}
 }

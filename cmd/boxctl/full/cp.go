@@ -70,7 +70,9 @@ func copyIn(c *cli.Context, local, id, remote string) error {
 	api := apiClient(c)
 	stream := api.CopyIn(c.Context)
 	first := true
-	mw := &messageWriter{send: func(b []byte) error {
+	// Send marshals before it returns, so BatchWriter's pieces go into
+	// messages without a copy.
+	mw := &safetar.BatchWriter{Max: rpcclient.ChunkBytes, Send: func(b []byte) error {
 		msg := &boxdv1.CopyInRequest{Data: b}
 		if first {
 			msg.SandboxId, msg.Path, first = id, remote, false
@@ -116,50 +118,6 @@ func copyOut(c *cli.Context, id, remote, local string) error {
 		return fmt.Errorf("cp: %w", err)
 	}
 	return nil
-}
-
-// messageWriter sends what is written to it as messages: small writes
-// (tar headers and padding, small files) gathered into messages of up to
-// rpcclient.ChunkBytes, big ones (file data, which safetar writes a MiB at
-// a time) as they are. Send marshals before it returns, so nothing is
-// copied on the way; few, big messages are what makes a large copy fast.
-type messageWriter struct {
-	send func([]byte) error
-	buf  []byte // grows only as far as small writes need
-}
-
-// bigWrite is the smallest write messageWriter sends without gathering.
-const bigWrite = 64 << 10
-
-func (w *messageWriter) Write(p []byte) (int, error) {
-	if len(p) >= bigWrite {
-		if err := w.Flush(); err != nil {
-			return 0, err
-		}
-		for off := 0; off < len(p); off += rpcclient.ChunkBytes {
-			if err := w.send(p[off:min(off+rpcclient.ChunkBytes, len(p))]); err != nil {
-				return off, err
-			}
-		}
-		return len(p), nil
-	}
-	if len(w.buf)+len(p) > rpcclient.ChunkBytes {
-		if err := w.Flush(); err != nil {
-			return 0, err
-		}
-	}
-	w.buf = append(w.buf, p...)
-	return len(p), nil
-}
-
-// Flush sends what is gathered.
-func (w *messageWriter) Flush() error {
-	if len(w.buf) == 0 {
-		return nil
-	}
-	err := w.send(w.buf)
-	w.buf = w.buf[:0]
-	return err
 }
 
 // messageReader reads the data of a CopyOut stream, handing each message's
