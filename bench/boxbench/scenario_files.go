@@ -260,32 +260,26 @@ func (d *dockerAPI) putArchive(ctx context.Context, id, dir string, fill func(*t
 		}
 		pw.CloseWithError(err)
 	}()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, "http://docker/"+dockerAPIVersion+"/containers/"+id+"/archive?path="+url.QueryEscape(dir), pr)
-	if err != nil {
-		pr.Close()
-		return err
-	}
-	req.Header.Set("Content-Type", "application/x-tar")
-	resp, err := d.hc.Do(req)
+	resp, err := d.archive(ctx, http.MethodPut, id, dir, pr)
 	pr.Close()
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		b, _ := io.ReadAll(resp.Body)
-		return &apiError{resp.StatusCode, strings.TrimSpace(string(b))}
-	}
 	_, err = io.Copy(io.Discard, resp.Body)
 	return err
 }
 
-// getFile copies a container file to a host file with GET
-// /containers/ID/archive, unpacking the one-file tar it answers with.
-func (d *dockerAPI) getFile(ctx context.Context, id, path, local string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://docker/"+dockerAPIVersion+"/containers/"+id+"/archive?path="+url.QueryEscape(path), nil)
+// archive sends a request to /containers/ID/archive?path=path with body as
+// a tar (nil: none) and returns the answer, or an *apiError for a non-2xx
+// one.
+func (d *dockerAPI) archive(ctx context.Context, method, id, path string, body io.Reader) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, "http://docker/"+dockerAPIVersion+"/containers/"+id+"/archive?path="+url.QueryEscape(path), body)
 	if err != nil {
-		return err
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/x-tar")
 	}
 	// net/http would ask for gzip, and dockerd would then compress the
 	// archive (37 MiB/s of incompressible data); docker's own client does
@@ -293,13 +287,24 @@ func (d *dockerAPI) getFile(ctx context.Context, id, path, local string) error {
 	req.Header.Set("Accept-Encoding", "identity")
 	resp, err := d.hc.Do(req)
 	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return nil, &apiError{resp.StatusCode, strings.TrimSpace(string(b))}
+	}
+	return resp, nil
+}
+
+// getFile copies a container file to a host file with GET
+// /containers/ID/archive, unpacking the one-file tar it answers with.
+func (d *dockerAPI) getFile(ctx context.Context, id, path, local string) error {
+	resp, err := d.archive(ctx, http.MethodGet, id, path, nil)
+	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		b, _ := io.ReadAll(resp.Body)
-		return &apiError{resp.StatusCode, strings.TrimSpace(string(b))}
-	}
 	tr := tar.NewReader(resp.Body)
 	h, err := tr.Next()
 	if err != nil {
