@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 )
 
 // maxControlPayload bounds the JSON frames the client accepts from the init
@@ -133,7 +134,7 @@ func (c *Client) CopyIn(ctx context.Context, dest string, tarStream io.Reader) e
 	}
 	defer cn.close()
 	setFileSocketBuffer(cn.c)
-	werr := sendChunks(cn.fw, FrameTar, tarStream)
+	werr := sendChunks(cn.fw, FrameTar, tarStream, nil)
 	if werr == nil {
 		werr = cn.fw.WriteFrame(FrameTarEnd, nil)
 	}
@@ -181,12 +182,15 @@ func (e *sourceError) Unwrap() error { return e.err }
 // chunks through a pooled buffer (also from a reader that trickles). Few,
 // big frames are what makes a large copy fast. A failure of r is a
 // *sourceError.
-func sendChunks(fw *FrameWriter, t FrameType, r io.Reader) error {
+func sendChunks(fw *FrameWriter, t FrameType, r io.Reader, counted *atomic.Int64) error {
 	if cs, ok := r.(ChunkSource); ok {
 		for {
 			b, err := cs.NextChunk()
 			for len(b) > 0 {
 				n := min(len(b), FileChunk)
+				if counted != nil {
+					counted.Add(int64(n))
+				}
 				if werr := fw.WriteFrame(t, b[:n]); werr != nil {
 					return werr
 				}
@@ -205,6 +209,9 @@ func sendChunks(fw *FrameWriter, t FrameType, r io.Reader) error {
 	for {
 		n, err := io.ReadFull(r, buf[:])
 		if n > 0 {
+			if counted != nil {
+				counted.Add(int64(n))
+			}
 			if werr := fw.WriteFrame(t, buf[:n]); werr != nil {
 				return werr
 			}

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/containerd/errdefs"
 )
@@ -88,9 +90,9 @@ var fileSendBufs = sync.Pool{New: func() any { return new([FileChunk]byte) }}
 
 // fileSendStream sends r as data frames of up to FileChunk bytes, then
 // data-end. A failure of r is a *sourceError.
-func fileSendStream(fw *FrameWriter, r io.Reader) error {
+func fileSendStream(fw *FrameWriter, r io.Reader, counted *atomic.Int64) error {
 	if r != nil {
-		if err := sendChunks(fw, frameFileData, r); err != nil {
+		if err := sendChunks(fw, frameFileData, r, counted); err != nil {
 			return err
 		}
 	}
@@ -109,7 +111,7 @@ func (c *Client) WriteFile(ctx context.Context, a FileWriteArgs, r io.Reader) (F
 	}
 	defer cn.close()
 	setFileSocketBuffer(cn.c)
-	werr := fileSendStream(cn.fw, r)
+	werr := fileSendStream(cn.fw, r, nil)
 	var src *sourceError
 	if errors.As(werr, &src) {
 		// Closing without data-end makes the init discard the file.
@@ -312,8 +314,9 @@ func (c *Client) UploadFiles(ctx context.Context, a UploadArgs, next func() (Upl
 	setFileSocketBuffer(cn.c)
 	// Results come back while files still go out: read them concurrently,
 	// or both sides could block on full socket buffers.
+	var sent sentFiles
 	readDone := make(chan error, 1)
-	go func() { readDone <- cn.readUploadResults(result) }()
+	go func() { readDone <- cn.readUploadResults(&sent, result) }()
 
 	// Small files' frames are coalesced: a header, a data frame and an end
 	// frame per file would otherwise be three writes each. Frames larger
@@ -321,7 +324,7 @@ func (c *Client) UploadFiles(ctx context.Context, a UploadArgs, next func() (Upl
 	bw := bufio.NewWriterSize(cn.c, 64<<10)
 	fw := NewFrameWriter(bw)
 	var werr error
-	for sent := 0; ; sent++ {
+	for n := 0; ; n++ {
 		item, r, err := next()
 		if err == io.EOF {
 			if werr = fw.WriteFrame(FrameOK, nil); werr == nil {
@@ -333,14 +336,17 @@ func (c *Client) UploadFiles(ctx context.Context, a UploadArgs, next func() (Upl
 			werr = &sourceError{err}
 			break
 		}
-		if sent >= MaxBulkFiles {
+		if n >= MaxBulkFiles {
 			werr = &fileClassError{&RemoteError{Message: fmt.Sprintf("upload: more than %d files in one call", MaxBulkFiles), Code: CodeResourceExhausted}, errdefs.ErrResourceExhausted}
 			break
 		}
+		// Recorded before the header goes out, so the init's result for
+		// this file always finds it.
+		counted := sent.add(item.Path)
 		if werr = fw.WriteJSON(FrameResult, item); werr != nil {
 			break
 		}
-		if werr = fileSendStream(fw, r); werr != nil {
+		if werr = fileSendStream(fw, r, counted); werr != nil {
 			break
 		}
 	}
@@ -364,7 +370,12 @@ func (c *Client) UploadFiles(ctx context.Context, a UploadArgs, next func() (Upl
 }
 
 // readUploadResults reads an upload's results up to its final ok frame.
-func (cn *conn) readUploadResults(result func(FileResult) error) error {
+// The init is not trusted to report them honestly: there must be one result
+// per file sent, in order, none for a file not sent yet, with a size no
+// larger than what was sent, and its path is the one boxd sent. So what
+// boxd keeps and passes on is bounded by what the caller uploaded.
+func (cn *conn) readUploadResults(sent *sentFiles, result func(FileResult) error) error {
+	next := 0
 	for {
 		f, err := cn.fr.ReadFrame()
 		switch {
@@ -377,6 +388,20 @@ func (cn *conn) readUploadResults(result func(FileResult) error) error {
 				err = fmt.Errorf("%w: malformed upload result: %v", errProtocol, err)
 				break
 			}
+			path, size, ok := sent.get(next)
+			switch {
+			case !ok:
+				err = fmt.Errorf("%w: upload result %d for a file not sent", errProtocol, next)
+			case r.Index != next:
+				err = fmt.Errorf("%w: upload result for file %d where %d was next", errProtocol, r.Index, next)
+			case r.Size < 0 || r.Size > size:
+				err = fmt.Errorf("%w: upload result says %d bytes for file %d, %d were sent", errProtocol, r.Size, next, size)
+			}
+			if err != nil {
+				break
+			}
+			next++
+			boundResult(&r, path)
 			if result != nil {
 				if err := result(r); err != nil {
 					cn.c.Close()
@@ -385,6 +410,10 @@ func (cn *conn) readUploadResults(result func(FileResult) error) error {
 			}
 			continue
 		case f.Type == FrameOK:
+			if n := sent.len(); next != n {
+				err = fmt.Errorf("%w: %d results for %d files in the upload", errProtocol, next, n)
+				break
+			}
 			return nil
 		case f.Type == FrameError && len(f.Payload) <= maxControlPayload:
 			err = decodeRemoteError(f.Payload)
@@ -393,6 +422,56 @@ func (cn *conn) readUploadResults(result func(FileResult) error) error {
 		}
 		return fileError(context.Background(), "upload", "", err)
 	}
+}
+
+// maxResultMessage bounds the error text kept from one file's result: a
+// real one is a line.
+const maxResultMessage = 1024
+
+// boundResult replaces what the init said a file's path was with the path
+// boxd asked for, and cuts its error code and message to a sane length.
+func boundResult(r *FileResult, path string) {
+	r.Path = path
+	if len(r.Code) > 64 {
+		r.Code = CodeInternal
+	}
+	if len(r.Message) > maxResultMessage {
+		r.Message = strings.ToValidUTF8(r.Message[:maxResultMessage], "") + "…"
+	}
+}
+
+// sentFiles records an upload's files as they go out: the writer adds one
+// before its header is sent, and its byte count grows as its data is read,
+// so at any moment it is at least what the init can have received
+// (sendChunks counts a frame before writing it).
+type sentFiles struct {
+	mu    sync.Mutex
+	paths []string
+	sizes []*atomic.Int64
+}
+
+func (s *sentFiles) add(path string) *atomic.Int64 {
+	n := new(atomic.Int64)
+	s.mu.Lock()
+	s.paths = append(s.paths, path)
+	s.sizes = append(s.sizes, n)
+	s.mu.Unlock()
+	return n
+}
+
+func (s *sentFiles) get(i int) (path string, size int64, ok bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i < 0 || i >= len(s.paths) {
+		return "", 0, false
+	}
+	return s.paths[i], s.sizes[i].Load(), true
+}
+
+func (s *sentFiles) len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.paths)
 }
 
 // DownloadHandler receives the files of DownloadFiles in order: Start and
@@ -437,7 +516,7 @@ func (c *Client) DownloadFiles(ctx context.Context, a DownloadArgs, h DownloadHa
 				err = fmt.Errorf("%w: malformed download frame: %v", errProtocol, err)
 				break
 			}
-			if m.Index != next || (m.Start == nil) == (m.Done == nil) || (m.Start != nil && current >= 0) {
+			if m.Index != next || m.Index >= len(a.Paths) || (m.Start == nil) == (m.Done == nil) || (m.Start != nil && current >= 0) {
 				err = fmt.Errorf("%w: download frames out of order", errProtocol)
 				break
 			}
@@ -453,6 +532,7 @@ func (c *Client) DownloadFiles(ctx context.Context, a DownloadArgs, h DownloadHa
 			current = -1
 			next++
 			m.Done.Index = m.Index
+			boundResult(m.Done, a.Paths[m.Index])
 			if h.Done != nil {
 				if err := h.Done(*m.Done); err != nil {
 					return err

@@ -1,0 +1,197 @@
+//go:build linux
+
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// hostileInit listens where a Client dials and answers every connection
+// with play, as code that took over the init would: it reads the request
+// and then says whatever it likes.
+func hostileInit(t *testing.T, play func(fr *FrameReader, fw *FrameWriter)) *Client {
+	t.Helper()
+	sock := filepath.Join(shortTempDir(t), "agent.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				fr, fw := NewFrameReader(c), NewFrameWriter(c)
+				if _, err := fr.ReadFrame(); err != nil { // the request
+					return
+				}
+				play(fr, fw)
+			}()
+		}
+	}()
+	return NewClient(sock)
+}
+
+// readUploadedFile consumes one file of an upload: its header and its data.
+func readUploadedFile(fr *FrameReader) (UploadItem, int, bool) {
+	var item UploadItem
+	f, err := fr.ReadFrame()
+	if err != nil || f.Type != FrameResult {
+		return item, 0, false
+	}
+	_ = json.Unmarshal(f.Payload, &item)
+	n := 0
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			return item, n, false
+		}
+		switch f.Type {
+		case frameFileData:
+			n += len(f.Payload)
+		case frameFileDataEnd:
+			return item, n, true
+		default:
+			return item, n, false
+		}
+	}
+}
+
+func oneFile(path, data string) func() (UploadItem, io.Reader, error) {
+	done := false
+	return func() (UploadItem, io.Reader, error) {
+		if done {
+			return UploadItem{}, nil, io.EOF
+		}
+		done = true
+		return UploadItem{Path: path}, strings.NewReader(data), nil
+	}
+}
+
+// An upload's results are bounded by what was uploaded: a hijacked init
+// cannot make boxd hold or pass on more results than files, results for
+// files never sent, sizes larger than what was sent, or long messages and
+// paths of its choosing.
+func TestUploadResultsBoundedBySent(t *testing.T) {
+	cases := []struct {
+		name    string
+		play    func(fr *FrameReader, fw *FrameWriter)
+		wantErr string
+	}{
+		{
+			name: "flood of results before any file",
+			play: func(fr *FrameReader, fw *FrameWriter) {
+				for i := 0; i < 1000; i++ {
+					if fw.WriteJSON(FrameResult, FileResult{Index: i, Path: "x"}) != nil {
+						return
+					}
+				}
+			},
+			wantErr: "for a file not sent",
+		},
+		{
+			name: "more results than files",
+			play: func(fr *FrameReader, fw *FrameWriter) {
+				readUploadedFile(fr)
+				_ = fw.WriteJSON(FrameResult, FileResult{Index: 0, Size: 3})
+				_ = fw.WriteJSON(FrameResult, FileResult{Index: 1, Size: 3})
+				_ = fw.WriteFrame(FrameOK, nil)
+			},
+			wantErr: "for a file not sent",
+		},
+		{
+			name: "a size larger than sent",
+			play: func(fr *FrameReader, fw *FrameWriter) {
+				readUploadedFile(fr)
+				_ = fw.WriteJSON(FrameResult, FileResult{Index: 0, Size: 1 << 40})
+			},
+			wantErr: "says 1099511627776 bytes",
+		},
+		{
+			name: "an index out of order",
+			play: func(fr *FrameReader, fw *FrameWriter) {
+				readUploadedFile(fr)
+				_ = fw.WriteJSON(FrameResult, FileResult{Index: 7, Size: 3})
+			},
+			wantErr: "for file 7 where 0 was next",
+		},
+		{
+			name: "ok before every result",
+			play: func(fr *FrameReader, fw *FrameWriter) {
+				readUploadedFile(fr)
+				_ = fw.WriteFrame(FrameOK, nil)
+			},
+			wantErr: "0 results for 1 files",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := hostileInit(t, tc.play)
+			var got []FileResult
+			err := c.UploadFiles(testCtx(t), UploadArgs{}, oneFile("/a", "abc"), func(r FileResult) error {
+				got = append(got, r)
+				return nil
+			})
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
+			}
+			if !errors.Is(err, errProtocol) {
+				t.Errorf("err = %v, want a protocol error", err)
+			}
+			if len(got) > 1 {
+				t.Errorf("passed on %d results for 1 file", len(got))
+			}
+		})
+	}
+
+	t.Run("path and message are boxd's", func(t *testing.T) {
+		c := hostileInit(t, func(fr *FrameReader, fw *FrameWriter) {
+			readUploadedFile(fr)
+			_ = fw.WriteJSON(FrameResult, FileResult{Index: 0, Size: 3, Path: strings.Repeat("P", 20000),
+				Code: strings.Repeat("c", 100), Message: strings.Repeat("m", 30000)})
+			_ = fw.WriteFrame(FrameOK, nil)
+		})
+		var got []FileResult
+		err := c.UploadFiles(testCtx(t), UploadArgs{}, oneFile("/a", "abc"), func(r FileResult) error {
+			got = append(got, r)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0].Path != "/a" || got[0].Code != CodeInternal || len(got[0].Message) > maxResultMessage+len("…") {
+			t.Fatalf("result = %+v (message %d bytes), want path /a, code internal, message cut", got, len(got[0].Message))
+		}
+	})
+}
+
+// A download's per-file results carry the path boxd asked for and a
+// bounded message, and no result beyond the files asked for is accepted.
+func TestDownloadResultsBounded(t *testing.T) {
+	c := hostileInit(t, func(fr *FrameReader, fw *FrameWriter) {
+		_ = fw.WriteJSON(FrameResult, DownloadMark{Index: 0, Done: &FileResult{Path: "/etc/shadow", Code: CodeNotFound, Message: strings.Repeat("m", 50000)}})
+		_ = fw.WriteJSON(FrameResult, DownloadMark{Index: 1, Done: &FileResult{Path: "extra"}})
+		_ = fw.WriteFrame(FrameOK, nil)
+	})
+	var got []FileResult
+	err := c.DownloadFiles(testCtx(t), DownloadArgs{Paths: []string{"/a"}}, DownloadHandler{Done: func(r FileResult) error {
+		got = append(got, r)
+		return nil
+	}})
+	if err == nil || !errors.Is(err, errProtocol) {
+		t.Fatalf("err = %v, want a protocol error for the result beyond the files asked for", err)
+	}
+	if len(got) != 1 || got[0].Path != "/a" || len(got[0].Message) > maxResultMessage+len("…") {
+		t.Fatalf("results = %+v, want one for /a with its message cut", got)
+	}
+}
