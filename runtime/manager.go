@@ -421,8 +421,13 @@ func (m *Manager) makeChannelDir(id string) error {
 
 // newTask starts a sandbox's init. Its own output goes to a file: a FIFO
 // would need boxd to drain it, and nothing drains it while boxd is down.
+// A log a previous init left large is trimmed to its tail first.
 func (m *Manager) newTask(ctx context.Context, ctr client.Container) (client.Task, error) {
-	return ctr.NewTask(ctx, cio.LogFile(filepath.Join(m.sandboxDir(ctr.ID()), "init.log")))
+	logPath := m.initLogPath(ctr.ID())
+	if err := trimLog(logPath, initLogMax, initLogKeep); err != nil {
+		m.log.Warn("init log", "sandbox", ctr.ID(), "err", err)
+	}
+	return ctr.NewTask(ctx, cio.LogFile(logPath))
 }
 
 // waitReady polls the init's socket until it answers, the task dies, or the
@@ -446,13 +451,10 @@ func (m *Manager) waitReady(ctx context.Context, id string, task client.Task) er
 			_, _ = task.Delete(ctx)
 			var logTail []byte
 			for i := 0; i < 40 && len(logTail) == 0; i++ {
-				logTail, _ = os.ReadFile(filepath.Join(m.sandboxDir(id), "init.log"))
+				logTail, _ = readLogTail(m.initLogPath(id), initLogQuote)
 				if len(logTail) == 0 {
 					time.Sleep(25 * time.Millisecond)
 				}
-			}
-			if len(logTail) > 1024 {
-				logTail = logTail[len(logTail)-1024:]
 			}
 			return fmt.Errorf("init exited with status %d before it was ready: %q", st.ExitStatus, logTail)
 		}
@@ -693,6 +695,9 @@ func (m *Manager) ReconcileOnce(ctx context.Context) (expired, restarted int, _ 
 			}
 			expired++
 			continue
+		}
+		if err := trimLog(m.initLogPath(ctr.ID()), initLogMax, initLogKeep); err != nil {
+			m.log.Warn("init log", "sandbox", ctr.ID(), "err", err)
 		}
 		did, err := m.restartIfDead(ctx, ctr)
 		if err != nil {

@@ -11,14 +11,12 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strconv"
 	"sync"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -93,7 +91,8 @@ func envOr(key, def string) string {
 	return def
 }
 
-// logf writes to stderr, which the runtime collects as the sandbox's log.
-func logf(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().UTC().Format(time.RFC3339Nano)}, args...)...)
-}
+// stderrLog is the init's log: stderr, which the runtime collects into a
+// file on the host, within logBudget.
+var stderrLog = newBudgetLog(os.Stderr, logBudget)
+
+func logf(format string, args ...any) { stderrLog.logf(format, args...) }
