@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
 
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 )
@@ -219,4 +220,66 @@ type imageJSON struct {
 	Name   string            `json:"name"`
 	Digest string            `json:"digest"`
 	Labels map[string]string `json:"labels"`
+}
+
+// TestImageReplaceSkipsStalePool: warm-pool members count as users of the
+// default image, and after a forced replace an idle member, which holds the
+// old files, is not handed out as the new image.
+func TestImageReplaceSkipsStalePool(t *testing.T) {
+	const ns = namespace + "-poolimg"
+	dir := t.TempDir()
+	_ = os.Chmod(dir, 0o711)
+	sock := filepath.Join(dir, "run", "boxd.sock")
+	daemon := exec.Command(env.boxd, "--socket", sock, "--containerd", env.ctrd.Address, "--namespace", ns,
+		"--state-dir", filepath.Join(dir, "state"), "--init-binary", env.initBin, "--runc", "/usr/sbin/runc",
+		"--default-image", testImage, "--warm-pool", "1")
+	logf, err := os.Create(filepath.Join(dir, "boxd.log"))
+	must(t, err)
+	daemon.Stdout, daemon.Stderr = logf, logf
+	must(t, daemon.Start())
+	logf.Close()
+	c := namespaces.WithNamespace(ctx(t), ns)
+	t.Cleanup(func() {
+		_ = daemon.Process.Kill()
+		_, _ = daemon.Process.Wait()
+		destroyAll(t, c)
+	})
+	run := func(args ...string) (string, string, int) {
+		cmd := exec.Command(env.boxctl, append([]string{"--socket", sock}, args...)...)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		} else if err != nil {
+			code = -1
+		}
+		return stdout.String(), stderr.String(), code
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, _, code := run("image", "ls"); code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("boxd did not start:\n%s", tail(filepath.Join(dir, "boxd.log")))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, stderr, code := run("image", "import", "--rootfs", rootfsWithMarker(t, "old"), "--name", testImage); code != 0 {
+		t.Fatalf("import: %d %s", code, stderr)
+	}
+	members := waitPool(t, c, 1, dir)
+
+	if _, stderr, code := run("image", "rm", testImage); code == 0 || !strings.Contains(stderr, "failed_precondition") || !strings.Contains(stderr, members[0]) {
+		t.Errorf("rm of the pool's image: exit %d, %q; want failed_precondition naming member %s", code, stderr, members[0])
+	}
+	if _, stderr, code := run("image", "import", "--force", "--rootfs", rootfsWithMarker(t, "new"), "--name", testImage); code != 0 {
+		t.Fatalf("forced import: %d %s", code, stderr)
+	}
+	out, stderr, code := run("run", "--", "cat", "/marker")
+	if code != 0 || out != "new\n" {
+		t.Errorf("a sandbox made after the forced replace sees %q (exit %d, %q), want the new image", out, code, stderr)
+	}
 }
