@@ -47,6 +47,7 @@ func TestImageReplaceNeedsForce(t *testing.T) {
 	if code == 0 || !strings.Contains(stderr, "already_exists") || !strings.Contains(stderr, name) || !strings.Contains(stderr, sb) {
 		t.Errorf("plain rootfs import over %s: exit %d, %q; want already_exists naming it and %s", name, code, stderr, sb)
 	}
+	t.Logf("plain import: exit %d: %s", code, stderr)
 	// The archive path too: with --name, and with the name the archive
 	// itself carries (ctr writes io.containerd.image.name).
 	archive := exportImage(t, testImage)
@@ -68,6 +69,7 @@ func TestImageReplaceNeedsForce(t *testing.T) {
 		!strings.Contains(stderr, sb) || !strings.Contains(stderr, sb2) {
 		t.Errorf("image rm of a used image: exit %d, %q", code, stderr)
 	}
+	t.Logf("plain rm: exit %d: %s", code, stderr)
 	_, err := env.api.RemoveImage(ctx(t), connect.NewRequest(&boxdv1.RemoveImageRequest{Name: name}))
 	wantCode(t, "RemoveImage of a used image", err, connect.CodeFailedPrecondition, sb)
 
@@ -92,6 +94,7 @@ func TestImageReplaceNeedsForce(t *testing.T) {
 		l["boxd.io/imported-by"] != first.Labels["boxd.io/imported-by"] || l["boxd.io/replaced-at"] == "" {
 		t.Errorf("image ls --json after a forced replace: %+v", listed)
 	}
+	t.Logf("labels after the forced replace: %v", l)
 	// The running sandboxes keep the files they started with; a new one
 	// gets the new image.
 	wantMarker(t, sb, "old")
