@@ -38,7 +38,7 @@ func TestFailedCreateLeavesNothing(t *testing.T) {
 	images := snapshot.New(env.ctr, "overlayfs")
 	pr, pw := io.Pipe()
 	go func() { pw.CloseWithError(safetar.WriteRootfs(pw, env.busybox)) }()
-	if _, err := images.ImportRootfs(c, pr, testImage); err != nil {
+	if _, err := images.ImportRootfs(c, pr, testImage, snapshot.WriteOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	m, err := runtime.NewManager(runtime.Config{

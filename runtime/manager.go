@@ -96,16 +96,19 @@ type Sandbox struct {
 
 // record is the part of a sandbox that is stored in its container label.
 type record struct {
-	Name      string    `json:"name,omitempty"`
-	Image     string    `json:"image"`
-	Memory    int64     `json:"memory"`
-	CPUs      float64   `json:"cpus"`
-	Pids      int64     `json:"pids"`
-	Workdir   string    `json:"workdir"`
-	CreatedAt time.Time `json:"created_at"`
-	ExpiresAt time.Time `json:"expires_at"`
-	HostUID   uint32    `json:"host_uid"`
-	IDMapSize uint32    `json:"idmap_size"`
+	Name  string `json:"name,omitempty"`
+	Image string `json:"image"`
+	// ImageDigest is what Image pointed at when the sandbox was made: a
+	// forced replace can point the name elsewhere since.
+	ImageDigest string    `json:"image_digest,omitempty"`
+	Memory      int64     `json:"memory"`
+	CPUs        float64   `json:"cpus"`
+	Pids        int64     `json:"pids"`
+	Workdir     string    `json:"workdir"`
+	CreatedAt   time.Time `json:"created_at"`
+	ExpiresAt   time.Time `json:"expires_at"`
+	HostUID     uint32    `json:"host_uid"`
+	IDMapSize   uint32    `json:"idmap_size"`
 }
 
 // Manager runs sandboxes. It is safe for concurrent use.
@@ -282,7 +285,7 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	phase("image")
 	now := time.Now().UTC().Truncate(time.Second)
 	rec := record{
-		Name: r.name, Image: img.Name(), Memory: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
+		Name: r.name, Image: img.Name(), ImageDigest: img.Target().Digest.String(), Memory: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
 		Workdir: r.workdir, CreatedAt: now, ExpiresAt: now.Add(r.ttl), HostUID: m.cfg.HostUID, IDMapSize: m.cfg.IDMapSize,
 	}
 	log := m.log.With("sandbox", id)

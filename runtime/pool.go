@@ -4,6 +4,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -125,6 +126,9 @@ func (m *Manager) adopt(ctx context.Context, id string, r resolved) (*Sandbox, e
 	if err != nil {
 		return nil, err
 	}
+	if err := sameImage(ctx, ctr, img); err != nil {
+		return nil, err
+	}
 	imgSpec, err := img.Spec(ctx)
 	if err != nil {
 		return nil, err
@@ -143,7 +147,7 @@ func (m *Manager) adopt(ctx context.Context, id string, r resolved) (*Sandbox, e
 	phase("limits")
 	now := time.Now().UTC().Truncate(time.Second)
 	rec := record{
-		Name: r.name, Image: img.Name(), Memory: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
+		Name: r.name, Image: img.Name(), ImageDigest: img.Target().Digest.String(), Memory: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
 		Workdir: r.workdir, CreatedAt: now, ExpiresAt: now.Add(r.ttl), HostUID: m.cfg.HostUID, IDMapSize: m.cfg.IDMapSize,
 	}
 	labels := m.labelsFor(rec, r)
@@ -159,6 +163,26 @@ func (m *Manager) adopt(ctx context.Context, id string, r resolved) (*Sandbox, e
 	sb := m.toSandbox(id, labels, rec)
 	sb.Env, sb.State, sb.InitPID = env, "running", task.Pid()
 	return sb, nil
+}
+
+// sameImage checks that a pool member was started from what its image
+// name points at now: after a forced replace (boxctl image import --force)
+// the idle members hold the old files and must not be handed out as the
+// new image. A member without a recorded digest cannot be checked and
+// counts as stale.
+func sameImage(ctx context.Context, ctr client.Container, img client.Image) error {
+	labels, err := ctr.Labels(ctx)
+	if err != nil {
+		return err
+	}
+	var rec record
+	if err := json.Unmarshal([]byte(labels[LabelSandbox]), &rec); err != nil {
+		return fmt.Errorf("corrupt %s label: %w", LabelSandbox, err)
+	}
+	if want := img.Target().Digest.String(); rec.ImageDigest != want {
+		return fmt.Errorf("started from %s@%s, which was replaced by %s", img.Name(), rec.ImageDigest, want)
+	}
+	return nil
 }
 
 // RunPool keeps PoolSize members of the default image ready until ctx

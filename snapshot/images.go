@@ -15,6 +15,7 @@ import (
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/core/images/archive"
 	"github.com/containerd/errdefs"
 	"github.com/opencontainers/go-digest"
 	ocispecs "github.com/opencontainers/image-spec/specs-go"
@@ -27,6 +28,12 @@ type Image struct {
 	Digest    string
 	Size      int64
 	CreatedAt time.Time
+	// Labels are the image record's labels, boxd's audit labels
+	// (LabelImportedBy, ...) among them.
+	Labels map[string]string
+	// Replaced is, after an import that replaced an image, the digest the
+	// name pointed at before.
+	Replaced string
 }
 
 // Store imports, lists and removes images in boxd's containerd namespace and
@@ -66,49 +73,47 @@ func NormalizeName(name string) (string, error) {
 }
 
 // ImportArchive imports an OCI-layout or docker-archive tar read from r. If
-// name is set the archive must hold exactly one image, which gets that name.
-func (s *Store) ImportArchive(ctx context.Context, r io.Reader, name string) ([]Image, error) {
-	var opts []client.ImportOpt
+// name is set the archive must hold exactly one image, which gets that name
+// and no other; otherwise each image gets the name the archive gives it.
+// A name that already exists is refused unless opts.Force; the content is
+// stored and unpacked before any name points at it (see commit).
+func (s *Store) ImportArchive(ctx context.Context, r io.Reader, name string, opts WriteOptions) ([]Image, error) {
 	if name != "" {
 		n, err := NormalizeName(name)
 		if err != nil {
 			return nil, err
 		}
 		name = n
-		seen := ""
-		opts = append(opts,
-			client.WithImageRefTranslator(func(ref string) string {
-				seen = ref
-				return name
-			}),
-			client.WithDigestRef(func(digest.Digest) string { return name }),
-		)
-		_ = seen
+		// Refuse before the upload, not after it.
+		if err := s.checkWritable(ctx, name, opts); err != nil {
+			return nil, err
+		}
 	}
-	opts = append(opts, client.WithImportPlatform(platformMatcher()))
-	imgs, err := s.c.Import(ctx, r, opts...)
+	ctx, done, err := s.c.WithLease(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("import image archive: lease: %w", err)
+	}
+	defer done(context.WithoutCancel(ctx))
+	index, err := archive.ImportIndex(ctx, s.c.ContentStore(), r)
 	if err != nil {
 		return nil, fmt.Errorf("import image archive: %w", wrapInvalid(err))
 	}
-	if len(imgs) == 0 {
-		return nil, fmt.Errorf("import image archive: the archive names no image (pass a name): %w", errdefs.ErrInvalidArgument)
+	recs, err := s.archiveImages(ctx, index, name)
+	if err != nil {
+		return nil, fmt.Errorf("import image archive: %w", err)
 	}
-	out := make([]Image, 0, len(imgs))
-	for _, im := range imgs {
-		img, err := s.unpack(ctx, im)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, img)
-	}
-	return out, nil
+	return s.commit(ctx, recs, opts)
 }
 
 // ImportRootfs turns a tar of a root filesystem into a single-layer image
 // named name. The tar is streamed into the content store, never held whole.
-func (s *Store) ImportRootfs(ctx context.Context, r io.Reader, name string) (Image, error) {
+// An existing name is refused unless opts.Force.
+func (s *Store) ImportRootfs(ctx context.Context, r io.Reader, name string, opts WriteOptions) (Image, error) {
 	name, err := NormalizeName(name)
 	if err != nil {
+		return Image{}, err
+	}
+	if err := s.checkWritable(ctx, name, opts); err != nil {
 		return Image{}, err
 	}
 	ctx, done, err := s.c.WithLease(ctx)
@@ -175,17 +180,11 @@ func (s *Store) ImportRootfs(ctx context.Context, r io.Reader, name string) (Ima
 	}
 	mDesc.Platform = &plat
 
-	is := s.c.ImageService()
-	rec := images.Image{Name: name, Target: mDesc, CreatedAt: now, UpdatedAt: now}
-	created, err := is.Create(ctx, rec)
-	if errdefs.IsAlreadyExists(err) {
-		// Importing under an existing name replaces it, like docker load.
-		created, err = is.Update(ctx, rec, "target")
-	}
+	imgs, err := s.commit(ctx, []images.Image{{Name: name, Target: mDesc}}, opts)
 	if err != nil {
-		return Image{}, fmt.Errorf("import rootfs %s: record image: %w", name, err)
+		return Image{}, err
 	}
-	return s.unpack(ctx, created)
+	return imgs[0], nil
 }
 
 func writeJSON(ctx context.Context, cs content.Store, mediaType string, v any, labels map[string]string) (ocispec.Descriptor, error) {
@@ -204,26 +203,12 @@ func writeJSON(ctx context.Context, cs content.Store, mediaType string, v any, l
 	return desc, nil
 }
 
-func (s *Store) unpack(ctx context.Context, rec images.Image) (Image, error) {
-	img := client.NewImageWithPlatform(s.c, rec, platformMatcher())
-	ok, err := img.IsUnpacked(ctx, s.snapshotter)
-	if err != nil {
-		return Image{}, fmt.Errorf("image %s: check unpacked: %w", rec.Name, err)
-	}
-	if !ok {
-		if err := img.Unpack(ctx, s.snapshotter); err != nil {
-			return Image{}, fmt.Errorf("image %s: unpack: %w", rec.Name, wrapInvalid(err))
-		}
-	}
-	return s.describe(ctx, img)
-}
-
 func (s *Store) describe(ctx context.Context, img client.Image) (Image, error) {
 	size, err := img.Size(ctx)
 	if err != nil {
 		size = -1
 	}
-	return Image{Name: img.Name(), Digest: img.Target().Digest.String(), Size: size, CreatedAt: img.Metadata().CreatedAt}, nil
+	return Image{Name: img.Name(), Digest: img.Target().Digest.String(), Size: size, CreatedAt: img.Metadata().CreatedAt, Labels: img.Labels()}, nil
 }
 
 // Get returns an unpacked image by name; a missing image is errdefs.ErrNotFound.
@@ -270,19 +255,37 @@ func (s *Store) List(ctx context.Context) ([]Image, error) {
 }
 
 // Remove deletes an image record; containerd's garbage collector then frees
-// blobs and snapshots no sandbox uses any more.
-func (s *Store) Remove(ctx context.Context, name string) error {
+// blobs and snapshots no sandbox uses any more. An image that sandboxes use
+// (opts.Users) is refused with failed_precondition unless opts.Force; the
+// sandboxes keep running on their own snapshots either way. It returns the
+// ids of the sandboxes that used the image.
+func (s *Store) Remove(ctx context.Context, name string, opts WriteOptions) ([]string, error) {
 	n, err := NormalizeName(name)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := s.c.ImageService().Delete(ctx, n, images.SynchronousDelete()); err != nil {
+	is := s.c.ImageService()
+	if _, err := is.Get(ctx, n); err != nil {
 		if errdefs.IsNotFound(err) {
-			return fmt.Errorf("image %q not found: %w", name, errdefs.ErrNotFound)
+			return nil, fmt.Errorf("image %q not found: %w", name, errdefs.ErrNotFound)
 		}
-		return fmt.Errorf("remove image %s: %w", name, err)
+		return nil, fmt.Errorf("remove image %s: %w", name, err)
 	}
-	return nil
+	users, err := opts.users(ctx, n)
+	if err != nil {
+		return nil, fmt.Errorf("remove image %s: %w", n, err)
+	}
+	if len(users) > 0 && !opts.Force {
+		return users, fmt.Errorf("image %q is used by %s; remove them first, or force the removal (boxctl image rm --force; they keep running on their own copy): %w",
+			n, describeUsers(users), errdefs.ErrFailedPrecondition)
+	}
+	if err := is.Delete(ctx, n, images.SynchronousDelete()); err != nil {
+		if errdefs.IsNotFound(err) {
+			return nil, fmt.Errorf("image %q not found: %w", name, errdefs.ErrNotFound)
+		}
+		return nil, fmt.Errorf("remove image %s: %w", name, err)
+	}
+	return users, nil
 }
 
 // wrapInvalid marks archive parse failures as the caller's fault, so they

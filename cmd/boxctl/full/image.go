@@ -27,16 +27,21 @@ func imageCommand() *cli.Command {
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "name", Usage: "image reference to give the import"},
 					&cli.StringFlag{Name: "rootfs", Usage: "directory holding a root filesystem; becomes a one-layer image"},
+					&cli.BoolFlag{Name: "force", Usage: "replace an image that already exists under the name, even if sandboxes use it (they keep their files)"},
 				},
 				Action: imageImport,
 			},
 			{
 				Name:  "ls",
-				Usage: "list images",
+				Usage: "list images (--json adds their labels: who imported or replaced each)",
+				Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print JSON"}},
 				Action: func(c *cli.Context) error {
 					resp, err := apiClient(c).ListImages(c.Context, connect.NewRequest(&boxdv1.ListImagesRequest{}))
 					if err != nil {
 						return err
+					}
+					if c.Bool("json") {
+						return printJSONArray(resp.Msg.Images)
 					}
 					tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 					fmt.Fprintln(tw, "NAME\tDIGEST\tSIZE")
@@ -48,14 +53,27 @@ func imageCommand() *cli.Command {
 			},
 			{
 				Name:      "rm",
-				Usage:     "remove images",
-				ArgsUsage: "REF...",
+				Usage:     "remove images; one that sandboxes use needs --force",
+				ArgsUsage: "[--force] REF...",
+				Flags: []cli.Flag{
+					&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "remove even if sandboxes use the image (they keep running on their own copy)"},
+				},
 				Action: func(c *cli.Context) error {
-					if c.NArg() == 0 {
-						return fmt.Errorf("usage: boxctl image rm REF...")
+					force, refs := c.Bool("force"), []string{}
+					// urfave/cli v2 stops at the first argument; "rm REF --force"
+					// is accepted too.
+					for _, a := range c.Args().Slice() {
+						if a == "--force" || a == "-f" {
+							force = true
+							continue
+						}
+						refs = append(refs, a)
 					}
-					for _, ref := range c.Args().Slice() {
-						if _, err := apiClient(c).RemoveImage(c.Context, connect.NewRequest(&boxdv1.RemoveImageRequest{Name: ref})); err != nil {
+					if len(refs) == 0 {
+						return fmt.Errorf("usage: boxctl image rm [--force] REF...")
+					}
+					for _, ref := range refs {
+						if _, err := apiClient(c).RemoveImage(c.Context, connect.NewRequest(&boxdv1.RemoveImageRequest{Name: ref, Force: force})); err != nil {
 							return err
 						}
 						fmt.Println(ref)
@@ -80,7 +98,7 @@ func humanSize(b int64) string {
 }
 
 func imageImport(c *cli.Context) error {
-	name, rootfs, args, err := importArgs(c)
+	name, rootfs, force, args, err := importArgs(c)
 	if err != nil {
 		return err
 	}
@@ -109,7 +127,7 @@ func imageImport(c *cli.Context) error {
 	default:
 		return fmt.Errorf("usage: boxctl image import FILE.tar [--name REF] | --rootfs DIR --name REF")
 	}
-	resp, err := importOnce(c, open, name, format)
+	resp, err := importOnce(c, open, name, format, force)
 	if err != nil {
 		return err
 	}
@@ -120,7 +138,7 @@ func imageImport(c *cli.Context) error {
 }
 
 // importOnce streams the input to boxd in chunks.
-func importOnce(c *cli.Context, open func() (io.ReadCloser, error), name string, format boxdv1.ImageFormat) (*connect.Response[boxdv1.ImportImageResponse], error) {
+func importOnce(c *cli.Context, open func() (io.ReadCloser, error), name string, format boxdv1.ImageFormat, force bool) (*connect.Response[boxdv1.ImportImageResponse], error) {
 	r, err := open()
 	if err != nil {
 		return nil, err
@@ -131,7 +149,7 @@ func importOnce(c *cli.Context, open func() (io.ReadCloser, error), name string,
 	err = sendChunks(r, func(b []byte) error {
 		msg := &boxdv1.ImportImageRequest{Data: b}
 		if first {
-			msg.Name, msg.Format, first = name, format, false
+			msg.Name, msg.Format, msg.Force, first = name, format, force, false
 		}
 		return stream.Send(msg)
 	})
@@ -148,8 +166,8 @@ func importOnce(c *cli.Context, open func() (io.ReadCloser, error), name string,
 
 // importArgs accepts the flags after FILE as well ("image import FILE.tar
 // --name REF", the documented order), which urfave/cli v2 alone does not.
-func importArgs(c *cli.Context) (name, rootfs string, args []string, err error) {
-	name, rootfs = c.String("name"), c.String("rootfs")
+func importArgs(c *cli.Context) (name, rootfs string, force bool, args []string, err error) {
+	name, rootfs, force = c.String("name"), c.String("rootfs"), c.Bool("force")
 	rest := c.Args().Slice()
 	for len(rest) > 0 {
 		if len(rest[0]) > 1 && rest[0][0] == '-' {
@@ -157,8 +175,9 @@ func importArgs(c *cli.Context) (name, rootfs string, args []string, err error) 
 			fs.SetOutput(io.Discard)
 			fs.StringVar(&name, "name", name, "")
 			fs.StringVar(&rootfs, "rootfs", rootfs, "")
+			fs.BoolVar(&force, "force", force, "")
 			if err := fs.Parse(rest); err != nil {
-				return "", "", nil, fmt.Errorf("image import: %w", err)
+				return "", "", false, nil, fmt.Errorf("image import: %w", err)
 			}
 			rest = fs.Args()
 			continue
@@ -166,5 +185,5 @@ func importArgs(c *cli.Context) (name, rootfs string, args []string, err error) 
 		args = append(args, rest[0])
 		rest = rest[1:]
 	}
-	return name, rootfs, args, nil
+	return name, rootfs, force, args, nil
 }

@@ -1522,10 +1522,22 @@ func (x *StatPathResponse) GetLinkTarget() string {
 }
 
 type ImportImageRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"` // first message; required for ROOTFS
-	Format        ImageFormat            `protobuf:"varint,2,opt,name=format,proto3,enum=boxd.v1.ImageFormat" json:"format,omitempty"`
-	Data          []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// First message. Required for ROOTFS. For TAR it names the archive's one
+	// image (and no other name is written); unset, each image keeps the name
+	// the archive gives it.
+	Name   string      `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Format ImageFormat `protobuf:"varint,2,opt,name=format,proto3,enum=boxd.v1.ImageFormat" json:"format,omitempty"`
+	Data   []byte      `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	// First message. Replace an image that already exists under a name the
+	// import writes, even if sandboxes use it. Without it such an import is
+	// refused with ALREADY_EXISTS naming the image (and the sandboxes using
+	// it), before any data is read when name is set. A replace is atomic:
+	// the new image is stored and unpacked before the name points at it, a
+	// failed import leaves the old image as it was, and running sandboxes
+	// keep the files they started with. The replace is recorded in the
+	// image's labels (see Image.labels).
+	Force         bool `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1581,12 +1593,29 @@ func (x *ImportImageRequest) GetData() []byte {
 	return nil
 }
 
+func (x *ImportImageRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
 type Image struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Digest        string                 `protobuf:"bytes,2,opt,name=digest,proto3" json:"digest,omitempty"`
-	Size          int64                  `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
-	CreatedAt     string                 `protobuf:"bytes,4,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Name      string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Digest    string                 `protobuf:"bytes,2,opt,name=digest,proto3" json:"digest,omitempty"`
+	Size      int64                  `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	CreatedAt string                 `protobuf:"bytes,4,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// The image record's labels, among them boxd's audit of who wrote the
+	// name. A caller is "uid=U pid=P" as SO_PEERCRED reported it:
+	//
+	//	boxd.io/imported-by, boxd.io/imported-at (RFC 3339): the import that
+	//	  created the name (kept across replaces);
+	//	boxd.io/replaced-by, boxd.io/replaced-at, boxd.io/replaced-digest:
+	//	  the latest forced replace and the digest it replaced;
+	//	boxd.io/replaced-in-use: the sandboxes that used the image when the
+	//	  replace was forced over them (at most 10 ids, then "and N more").
+	Labels        map[string]string `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1647,6 +1676,13 @@ func (x *Image) GetCreatedAt() string {
 		return x.CreatedAt
 	}
 	return ""
+}
+
+func (x *Image) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
 }
 
 type ImportImageResponse struct {
@@ -1774,8 +1810,13 @@ func (x *ListImagesResponse) GetImages() []*Image {
 }
 
 type RemoveImageRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Remove the image even if sandboxes (warm-pool members included) use
+	// it; they keep running on their own snapshot. Without it such a removal
+	// is refused with FAILED_PRECONDITION naming the image and the sandboxes.
+	// An image nothing uses is removed without it.
+	Force         bool `protobuf:"varint,2,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1815,6 +1856,13 @@ func (x *RemoveImageRequest) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+func (x *RemoveImageRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
 }
 
 type RemoveImageResponse struct {
@@ -1976,24 +2024,30 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x06is_dir\x18\x04 \x01(\bR\x05isDir\x12\x14\n" +
 	"\x05mtime\x18\x05 \x01(\tR\x05mtime\x12\x1f\n" +
 	"\vlink_target\x18\x06 \x01(\tR\n" +
-	"linkTarget\"j\n" +
+	"linkTarget\"\x80\x01\n" +
 	"\x12ImportImageRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12,\n" +
 	"\x06format\x18\x02 \x01(\x0e2\x14.boxd.v1.ImageFormatR\x06format\x12\x12\n" +
-	"\x04data\x18\x03 \x01(\fR\x04data\"f\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\x12\x14\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\"\xd5\x01\n" +
 	"\x05Image\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06digest\x18\x02 \x01(\tR\x06digest\x12\x12\n" +
 	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x1d\n" +
 	"\n" +
-	"created_at\x18\x04 \x01(\tR\tcreatedAt\"=\n" +
+	"created_at\x18\x04 \x01(\tR\tcreatedAt\x122\n" +
+	"\x06labels\x18\x05 \x03(\v2\x1a.boxd.v1.Image.LabelsEntryR\x06labels\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"=\n" +
 	"\x13ImportImageResponse\x12&\n" +
 	"\x06images\x18\x01 \x03(\v2\x0e.boxd.v1.ImageR\x06images\"\x13\n" +
 	"\x11ListImagesRequest\"<\n" +
 	"\x12ListImagesResponse\x12&\n" +
-	"\x06images\x18\x01 \x03(\v2\x0e.boxd.v1.ImageR\x06images\"(\n" +
+	"\x06images\x18\x01 \x03(\v2\x0e.boxd.v1.ImageR\x06images\">\n" +
 	"\x12RemoveImageRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x15\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05force\x18\x02 \x01(\bR\x05force\"\x15\n" +
 	"\x13RemoveImageResponse*Z\n" +
 	"\vImageFormat\x12\x1c\n" +
 	"\x18IMAGE_FORMAT_UNSPECIFIED\x10\x00\x12\x14\n" +
@@ -2029,7 +2083,7 @@ func file_boxd_v1_boxd_proto_rawDescGZIP() []byte {
 }
 
 var file_boxd_v1_boxd_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_boxd_v1_boxd_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_boxd_v1_boxd_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_boxd_v1_boxd_proto_goTypes = []any{
 	(ImageFormat)(0),              // 0: boxd.v1.ImageFormat
 	(*Limits)(nil),                // 1: boxd.v1.Limits
@@ -2064,6 +2118,7 @@ var file_boxd_v1_boxd_proto_goTypes = []any{
 	nil,                           // 30: boxd.v1.CreateSandboxRequest.LabelsEntry
 	nil,                           // 31: boxd.v1.Sandbox.LabelsEntry
 	nil,                           // 32: boxd.v1.ListSandboxesRequest.LabelsEntry
+	nil,                           // 33: boxd.v1.Image.LabelsEntry
 }
 var file_boxd_v1_boxd_proto_depIdxs = []int32{
 	1,  // 0: boxd.v1.CreateSandboxRequest.limits:type_name -> boxd.v1.Limits
@@ -2078,37 +2133,38 @@ var file_boxd_v1_boxd_proto_depIdxs = []int32{
 	14, // 9: boxd.v1.ExecResponse.result:type_name -> boxd.v1.ExecResult
 	14, // 10: boxd.v1.ExecStreamResponse.result:type_name -> boxd.v1.ExecResult
 	0,  // 11: boxd.v1.ImportImageRequest.format:type_name -> boxd.v1.ImageFormat
-	24, // 12: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
-	24, // 13: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
-	2,  // 14: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
-	7,  // 15: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
-	9,  // 16: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
-	11, // 17: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
-	13, // 18: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
-	13, // 19: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
-	17, // 20: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
-	19, // 21: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
-	21, // 22: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
-	23, // 23: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
-	26, // 24: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
-	28, // 25: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
-	6,  // 26: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
-	8,  // 27: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
-	10, // 28: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
-	12, // 29: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
-	15, // 30: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
-	16, // 31: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
-	18, // 32: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
-	20, // 33: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
-	22, // 34: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
-	25, // 35: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
-	27, // 36: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
-	29, // 37: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
-	26, // [26:38] is the sub-list for method output_type
-	14, // [14:26] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	33, // 12: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
+	24, // 13: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
+	24, // 14: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
+	2,  // 15: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
+	7,  // 16: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
+	9,  // 17: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
+	11, // 18: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
+	13, // 19: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
+	13, // 20: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
+	17, // 21: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
+	19, // 22: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
+	21, // 23: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
+	23, // 24: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
+	26, // 25: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
+	28, // 26: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
+	6,  // 27: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
+	8,  // 28: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
+	10, // 29: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
+	12, // 30: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
+	15, // 31: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
+	16, // 32: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
+	18, // 33: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
+	20, // 34: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
+	22, // 35: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
+	25, // 36: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
+	27, // 37: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
+	29, // 38: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
+	27, // [27:39] is the sub-list for method output_type
+	15, // [15:27] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_boxd_v1_boxd_proto_init() }
@@ -2127,7 +2183,7 @@ func file_boxd_v1_boxd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_boxd_v1_boxd_proto_rawDesc), len(file_boxd_v1_boxd_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   32,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

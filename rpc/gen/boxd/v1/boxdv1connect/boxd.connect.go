@@ -87,9 +87,11 @@ type SandboxServiceClient interface {
 	StatPath(context.Context, *connect.Request[v1.StatPathRequest]) (*connect.Response[v1.StatPathResponse], error)
 	// ImportImage receives an OCI-layout or docker-archive tar (format TAR) or a
 	// tar of a root filesystem (format ROOTFS); first message carries the
-	// metadata, the following ones the bytes.
+	// metadata, the following ones the bytes. An existing name is replaced
+	// only with force.
 	ImportImage(context.Context) *connect.ClientStreamForClient[v1.ImportImageRequest, v1.ImportImageResponse]
 	ListImages(context.Context, *connect.Request[v1.ListImagesRequest]) (*connect.Response[v1.ListImagesResponse], error)
+	// RemoveImage refuses an image sandboxes use unless force.
 	RemoveImage(context.Context, *connect.Request[v1.RemoveImageRequest]) (*connect.Response[v1.RemoveImageResponse], error)
 }
 
@@ -275,9 +277,11 @@ type SandboxServiceHandler interface {
 	StatPath(context.Context, *connect.Request[v1.StatPathRequest]) (*connect.Response[v1.StatPathResponse], error)
 	// ImportImage receives an OCI-layout or docker-archive tar (format TAR) or a
 	// tar of a root filesystem (format ROOTFS); first message carries the
-	// metadata, the following ones the bytes.
+	// metadata, the following ones the bytes. An existing name is replaced
+	// only with force.
 	ImportImage(context.Context, *connect.ClientStream[v1.ImportImageRequest]) (*connect.Response[v1.ImportImageResponse], error)
 	ListImages(context.Context, *connect.Request[v1.ListImagesRequest]) (*connect.Response[v1.ListImagesResponse], error)
+	// RemoveImage refuses an image sandboxes use unless force.
 	RemoveImage(context.Context, *connect.Request[v1.RemoveImageRequest]) (*connect.Response[v1.RemoveImageResponse], error)
 }
 

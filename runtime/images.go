@@ -1,0 +1,48 @@
+//go:build linux
+
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/errdefs"
+
+	"github.com/boxd-dev/boxd/snapshot"
+)
+
+var _ snapshot.Users = (*Manager)(nil)
+
+// ImageUsers returns the ids of the sandboxes and warm-pool members whose
+// record names image (a normalized name), so the image store can refuse
+// to replace or remove an image that sandboxes run on. A container whose
+// record cannot be read counts if containerd's own image field names the
+// image: when unsure, the image is in use.
+func (m *Manager) ImageUsers(ctx context.Context, image string) ([]string, error) {
+	// Two filters match either label.
+	ctrs, err := m.cfg.Client.Containers(ctx,
+		fmt.Sprintf(`labels."%s"==true`, LabelManaged), fmt.Sprintf(`labels."%s"`, LabelPool))
+	if err != nil {
+		return nil, fmt.Errorf("list sandboxes: %w", err)
+	}
+	var ids []string
+	for _, ctr := range ctrs {
+		info, err := ctr.Info(ctx, client.WithoutRefreshedMetadata)
+		if errdefs.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("inspect sandbox %s: %w", ctr.ID(), err)
+		}
+		var rec record
+		if err := json.Unmarshal([]byte(info.Labels[LabelSandbox]), &rec); err != nil {
+			rec.Image = info.Image
+		}
+		if rec.Image == image || info.Labels[LabelPool] == image {
+			ids = append(ids, ctr.ID())
+		}
+	}
+	return ids, nil
+}
