@@ -425,7 +425,7 @@ type LinkOutsideError struct {
 }
 
 func (e *LinkOutsideError) Error() string {
-	return fmt.Sprintf("%v: symlink to %q points outside %q", ErrUnsafe, e.Target, e.Top)
+	return fmt.Sprintf("%v: symlink to %q points outside the copied tree %q", ErrUnsafe, e.Target, e.Top)
 }
 
 func (e *LinkOutsideError) Unwrap() error { return ErrUnsafe }
