@@ -340,7 +340,9 @@ func createTemp(parent int, base string) (string, int, error) {
 
 // dir makes a directory entry. A directory that already existed keeps its
 // mode (and owner): only directories this call creates get the archive's
-// mode.
+// mode. (In a top-level directory that existed before, a directory the
+// archive lists only after its contents keeps the mode it was made with,
+// 0755 less the umask: this call cannot tell it from the host's.)
 func (x *extractor) dir(parent int, base string, comps []string, hdr *tar.Header) error {
 	perm := uint32(hdr.Mode) & 0o777
 	if hdr.Mode&0o1000 != 0 {
@@ -418,17 +420,6 @@ func (x *extractor) symlink(parent int, base string, comps []string, hdr *tar.He
 }
 
 var specialNames = map[byte]string{tar.TypeChar: "character device", tar.TypeBlock: "block device", tar.TypeFifo: "FIFO"}
-
-// LinkOutsideError is a symlink LinksRefuse refused. It is an ErrUnsafe.
-type LinkOutsideError struct {
-	Target, Top string
-}
-
-func (e *LinkOutsideError) Error() string {
-	return fmt.Sprintf("%v: symlink to %q points outside the copied tree %q", ErrUnsafe, e.Target, e.Top)
-}
-
-func (e *LinkOutsideError) Unwrap() error { return ErrUnsafe }
 
 // errSkipped tells entry that nothing was written; Extract goes on.
 var errSkipped = errors.New("skipped")

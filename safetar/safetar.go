@@ -86,6 +86,17 @@ const (
 // destination or is otherwise not acceptable from an untrusted source.
 var ErrUnsafe = errors.New("unsafe tar entry")
 
+// LinkOutsideError is a symlink LinksRefuse refused. It is an ErrUnsafe.
+type LinkOutsideError struct {
+	Target, Top string
+}
+
+func (e *LinkOutsideError) Error() string {
+	return fmt.Sprintf("%v: symlink to %q points outside the copied tree %q", ErrUnsafe, e.Target, e.Top)
+}
+
+func (e *LinkOutsideError) Unwrap() error { return ErrUnsafe }
+
 func unsafef(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrUnsafe, fmt.Sprintf(format, args...))
 }
