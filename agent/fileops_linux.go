@@ -58,7 +58,10 @@ func (s *Server) copyIn(fr *FrameReader, fw *FrameWriter, dest string) {
 		}
 	}
 	tarStream := &frameDataReader{fr: fr, data: FrameTar, end: FrameTarEnd}
-	if err := safetar.Extract(tarStream, dir, rename); err != nil {
+	// The tar comes from the host's side; its symlinks point into the
+	// sandbox's own root whatever they say, so they are kept as they are.
+	opts := safetar.Options{Rename: rename, Links: safetar.LinksKeep, SkipDevices: true}
+	if err := safetar.Extract(tarStream, dir, opts); err != nil {
 		if errors.Is(err, safetar.ErrUnsafe) {
 			err = &RemoteError{Message: err.Error(), Code: CodeInvalidArgument}
 		}

@@ -96,7 +96,7 @@ func TestCopyRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		dst := t.TempDir()
-		if err := safetar.Extract(&out, dst, ""); err != nil {
+		if err := safetar.Extract(&out, dst, safetar.Options{Top: "renamed"}); err != nil {
 			t.Fatal(err)
 		}
 		if got := describe(t, filepath.Join(dst, "renamed")); got != want {

@@ -71,7 +71,9 @@ func TestCopyFilesAndTrees(t *testing.T) {
 }
 
 // TestCopyNeverLeavesTheSandbox: symlinks made by sandbox code point into the
-// sandbox's own root, whatever they say, and come out as symlinks.
+// sandbox's own root, whatever they say; one whose target leads out of the
+// copied tree does not come out onto the host (the copy fails, or with
+// --safe-links leaves it out), because there it would point at host files.
 func TestCopyNeverLeavesTheSandbox(t *testing.T) {
 	id := newSandbox(t)
 	host := t.TempDir()
@@ -79,15 +81,19 @@ func TestCopyNeverLeavesTheSandbox(t *testing.T) {
 	must(t, os.WriteFile(marker, []byte("host secret\n"), 0o600))
 
 	// A symlink to a host path resolves inside the sandbox, where it does
-	// not exist: copying it out yields the link, not the host file.
+	// not exist: copying it out yields neither the host file nor the link.
 	sh(t, id, "ln -s "+marker+" /workspace/steal && ln -s / /workspace/root")
 	out := filepath.Join(host, "out")
 	must(t, os.Mkdir(out, 0o755))
-	if _, err := boxctl(nil, "cp", id+":/workspace/steal", out); err != nil {
-		t.Fatal(err)
+	_, stderr, code := boxctlRun("cp", id+":/workspace/steal", out)
+	if code != 1 || !strings.Contains(stderr, `entry "steal"`) || !strings.Contains(stderr, "points outside") {
+		t.Errorf("cp of a link to a host path: exit %d, stderr %q; want 1, naming the entry", code, stderr)
 	}
-	if l, err := os.Readlink(filepath.Join(out, "steal")); err != nil || l != marker {
-		t.Errorf("steal came out as %q, %v; want the symlink itself", l, err)
+	if _, stderr, code := boxctlRun("cp", "--safe-links", id+":/workspace/steal", out); code != 0 || !strings.Contains(stderr, "left out symlink") {
+		t.Errorf("cp --safe-links of a link to a host path: exit %d, stderr %q; want 0 and a warning", code, stderr)
+	}
+	if names, _ := os.ReadDir(out); len(names) != 0 {
+		t.Errorf("out holds %v, want nothing", names)
 	}
 	// Copying into a path through a sandbox symlink to / writes inside the
 	// sandbox's root, not the host's.
@@ -101,14 +107,24 @@ func TestCopyNeverLeavesTheSandbox(t *testing.T) {
 	if _, err := os.Stat("/tmp/planted"); err == nil {
 		t.Errorf("copy through a sandbox symlink wrote on the host")
 	}
-	// A tree whose symlink points outside, copied out and then written
-	// through, never touches the host: extraction refuses to follow it.
-	sh(t, id, "mkdir -p /workspace/evil && ln -s "+host+" /workspace/evil/esc")
-	if _, err := boxctl(nil, "cp", id+":/workspace/evil", filepath.Join(host, "evilcopy")); err != nil {
+	// A tree whose symlink points at the host's directory: refused, and
+	// with --safe-links copied without it.
+	sh(t, id, "mkdir -p /workspace/evil && echo ok > /workspace/evil/f && ln -s "+host+" /workspace/evil/esc")
+	evil := filepath.Join(host, "evilcopy")
+	if _, stderr, code := boxctlRun("cp", id+":/workspace/evil", evil); code != 1 || !strings.Contains(stderr, `entry "evil/esc"`) {
+		t.Errorf("cp of a tree with a link out: exit %d, stderr %q", code, stderr)
+	}
+	if _, err := os.Lstat(evil); err == nil {
+		t.Errorf("the refused copy left %s", evil)
+	}
+	if _, err := boxctl(nil, "cp", "--safe-links", id+":/workspace/evil", evil); err != nil {
 		t.Fatal(err)
 	}
-	if l, _ := os.Readlink(filepath.Join(host, "evilcopy", "esc")); l != host {
-		t.Errorf("evil link = %q", l)
+	if _, err := os.Lstat(filepath.Join(evil, "esc")); err == nil {
+		t.Errorf("evilcopy/esc exists")
+	}
+	if b, _ := os.ReadFile(filepath.Join(evil, "f")); string(b) != "ok\n" {
+		t.Errorf("evilcopy/f = %q", b)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -24,14 +25,17 @@ import (
 // archives, at worst a non-root extraction then fails on a read-only dir.
 const maxDeferredDirs = 10000
 
-// Extract extracts the tar stream r into destDir, which must exist. If rename
-// is not empty it replaces the top-level name of every entry, so an archive
-// of "src/..." extracts as "rename/...". See the package comment for what is
-// refused. Errors name the offending entry.
-func Extract(r io.Reader, destDir, rename string) error {
-	if rename != "" {
-		if err := checkComponent(rename); err != nil {
-			return err
+// Extract extracts the tar stream r into destDir, which must exist, as opts
+// says. See the package comment for what is refused. Errors name the
+// offending entry. On error, a top-level directory this call created is
+// removed again; entries already written into a top-level directory that
+// existed before stay.
+func Extract(r io.Reader, destDir string, opts Options) (err error) {
+	for _, n := range []string{opts.Top, opts.Rename} {
+		if n != "" {
+			if err := checkComponent(n); err != nil {
+				return err
+			}
 		}
 	}
 	root, err := unix.Open(destDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -39,7 +43,12 @@ func Extract(r io.Reader, destDir, rename string) error {
 		return fmt.Errorf("safetar: open destination %s: %w", destDir, err)
 	}
 	defer unix.Close(root)
-	x := &extractor{root: root, rename: rename}
+	x := &extractor{root: root, destDir: destDir, opts: opts, top: opts.Top}
+	defer func() {
+		if err != nil {
+			err = errors.Join(err, x.abandon())
+		}
+	}()
 	tr := tar.NewReader(r)
 	for {
 		hdr, err := tr.Next()
@@ -57,10 +66,24 @@ func Extract(r io.Reader, destDir, rename string) error {
 }
 
 type extractor struct {
-	root   int
-	rename string
-	top    string // the archive's top-level name, from its first entry
-	dirs   []deferredDir
+	root    int
+	destDir string
+	opts    Options
+	top     string // the archive's top-level name: opts.Top, or the first entry's
+	// hostTop is what the top-level name maps to in destDir, set by the
+	// first entry: opts.Rename (or top), or stage while a new top-level
+	// directory is built under a temporary name.
+	hostTop string
+	// stage is the temporary name of a top-level directory this call
+	// creates; finish renames it into place, abandon removes it.
+	stage     string
+	stagePerm uint32 // the mode the staged directory gets at the end
+	dirs      []deferredDir
+	// written records, when extracting into a directory that existed
+	// before, the non-directory entries this call wrote, so hard links can
+	// only point at those (a staged directory holds nothing else anyway).
+	written      map[string]struct{}
+	writtenBytes int
 }
 
 type deferredDir struct {
@@ -68,22 +91,118 @@ type deferredDir struct {
 	perm  uint32
 }
 
-// target validates an entry name and maps it to components under destDir.
-// nil, nil means an entry for the archive root itself ("./"), skipped.
+// maxWrittenBytes bounds the names kept in extractor.written; past it hard
+// links to later entries are refused rather than memory growing with a
+// hostile archive.
+const maxWrittenBytes = 16 << 20
+
+// target validates an entry name and returns its components, the first
+// still the archive's top-level name. nil, nil means an entry for the
+// archive root itself ("./"), skipped unless opts.Top is set.
 func (x *extractor) target(name string) ([]string, error) {
 	comps, err := splitName(name)
-	if err != nil || len(comps) == 0 {
+	if err != nil {
 		return nil, err
 	}
-	if x.top == "" {
+	switch {
+	case len(comps) == 0 && x.opts.Top != "":
+		return nil, unsafef("the archive root is not under %q, the name asked for", x.top)
+	case len(comps) == 0:
+		return nil, nil
+	case x.top == "":
 		x.top = comps[0]
-	} else if comps[0] != x.top {
+	case comps[0] != x.top && x.opts.Top != "":
+		return nil, unsafef("not under %q, the name asked for", x.top)
+	case comps[0] != x.top:
 		return nil, unsafef("second top-level name %q (first was %q)", comps[0], x.top)
 	}
-	if x.rename != "" {
-		comps[0] = x.rename
-	}
 	return comps, nil
+}
+
+// place decides, at the first entry, where the top-level name goes: if it
+// will be a directory that does not exist yet, it is built under a hidden
+// temporary name and renamed into place at the end, so a refused archive
+// leaves nothing behind; otherwise entries go straight to their names.
+func (x *extractor) place(typ byte, comps []string) error {
+	name := x.name()
+	x.hostTop = name
+	if typ != tar.TypeDir && len(comps) == 1 {
+		return nil // a single file, link or symlink: written in one step
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(x.root, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != unix.ENOENT {
+		return nil // there is something: the entries say what to do with it
+	}
+	stage, err := mkdirTemp(x.root, name)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", name, err)
+	}
+	x.hostTop, x.stage, x.stagePerm = stage, stage, 0o755
+	return nil
+}
+
+// name is the top-level name in destDir once the extraction is done.
+func (x *extractor) name() string {
+	if x.opts.Rename != "" {
+		return x.opts.Rename
+	}
+	return x.top
+}
+
+// mkdirTemp creates an empty directory, mode 0700, under a new hidden name
+// next to base.
+func mkdirTemp(parent int, base string) (string, error) {
+	for range 10 {
+		name := tempName(base)
+		err := unix.Mkdirat(parent, name, 0o700)
+		if err != unix.EEXIST {
+			return name, err
+		}
+	}
+	return "", unix.EEXIST
+}
+
+// abandon removes the staged top-level directory of a failed extraction.
+func (x *extractor) abandon() error {
+	if x.stage == "" {
+		return nil
+	}
+	// os.RemoveAll never follows symlinks below its argument.
+	p := filepath.Join(x.destDir, x.stage)
+	if err := os.RemoveAll(p); err != nil {
+		return fmt.Errorf("safetar: remove the partial copy %s: %w", p, err)
+	}
+	return nil
+}
+
+// hostComps maps an entry's components to the names in destDir.
+func (x *extractor) hostComps(comps []string) []string {
+	comps[0] = x.hostTop
+	return comps
+}
+
+// ours reports whether the entry at comps is one this call wrote. Only
+// called when extracting into a directory that existed before.
+func (x *extractor) ours(comps []string) bool {
+	_, ok := x.written[strings.Join(comps, "/")]
+	return ok
+}
+
+// wrote records a non-directory entry this call wrote into a directory that
+// existed before.
+func (x *extractor) wrote(comps []string) {
+	if x.stage != "" {
+		return
+	}
+	key := strings.Join(comps, "/")
+	if x.writtenBytes+len(key) > maxWrittenBytes {
+		return
+	}
+	if x.written == nil {
+		x.written = map[string]struct{}{}
+	}
+	x.written[key] = struct{}{}
+	x.writtenBytes += len(key)
 }
 
 func (x *extractor) entry(hdr *tar.Header, data io.Reader) error {
@@ -93,8 +212,13 @@ func (x *extractor) entry(hdr *tar.Header, data io.Reader) error {
 		}
 	}
 	switch hdr.Typeflag {
-	case tar.TypeXGlobalHeader, tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
-		return nil // documented as skipped
+	case tar.TypeXGlobalHeader:
+		return nil
+	case tar.TypeChar, tar.TypeBlock, tar.TypeFifo:
+		if x.opts.SkipDevices {
+			return nil
+		}
+		return unsafef("%s refused: device nodes and FIFOs are not copied", specialNames[hdr.Typeflag])
 	case tar.TypeReg, tar.TypeDir, tar.TypeSymlink, tar.TypeLink:
 	default:
 		return unsafef("unsupported entry type %q", hdr.Typeflag)
@@ -103,6 +227,12 @@ func (x *extractor) entry(hdr *tar.Header, data io.Reader) error {
 	if err != nil || comps == nil {
 		return err
 	}
+	if x.hostTop == "" {
+		if err := x.place(hdr.Typeflag, comps); err != nil {
+			return err
+		}
+	}
+	comps = x.hostComps(comps)
 	parent, err := openDir(x.root, comps[:len(comps)-1], true)
 	if err != nil {
 		return err
@@ -113,14 +243,21 @@ func (x *extractor) entry(hdr *tar.Header, data io.Reader) error {
 	base := comps[len(comps)-1]
 	switch hdr.Typeflag {
 	case tar.TypeReg:
-		return x.file(parent, base, hdr, data)
+		err = x.file(parent, base, hdr, data)
 	case tar.TypeDir:
 		return x.dir(parent, base, comps, hdr)
 	case tar.TypeSymlink:
-		return x.symlink(parent, base, hdr)
+		err = x.symlink(parent, base, comps, hdr)
 	default:
-		return x.link(parent, base, hdr)
+		err = x.link(parent, base, hdr)
 	}
+	switch err {
+	case nil:
+		x.wrote(comps)
+	case errSkipped:
+		return nil
+	}
+	return err
 }
 
 // file writes a regular file under a temporary name in parent and renames
@@ -178,16 +315,21 @@ func notADir(parent int, base string) error {
 	return nil
 }
 
+// tempName returns a new hidden name next to base.
+func tempName(base string) string {
+	suffix := ".boxd-" + strconv.FormatUint(rand.Uint64(), 36)
+	if name := "." + base + suffix; len(name) <= 255 {
+		return name
+	}
+	return suffix
+}
+
 // createTemp creates an empty file, mode 0600, under a new hidden name next
 // to base.
 func createTemp(parent int, base string) (string, int, error) {
 	// O_EXCL makes a clash harmless; the randomness only makes it rare.
 	for range 10 {
-		suffix := ".boxd-" + strconv.FormatUint(rand.Uint64(), 36)
-		name := "." + base + suffix
-		if len(name) > 255 {
-			name = suffix
-		}
+		name := tempName(base)
 		fd, err := unix.Openat(parent, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if err != unix.EEXIST {
 			return name, fd, err
@@ -196,12 +338,26 @@ func createTemp(parent int, base string) (string, int, error) {
 	return "", -1, unix.EEXIST
 }
 
+// dir makes a directory entry. A directory that already existed keeps its
+// mode (and owner): only directories this call creates get the archive's
+// mode. (In a top-level directory that existed before, a directory the
+// archive lists only after its contents keeps the mode it was made with,
+// 0755 less the umask: this call cannot tell it from the host's.)
 func (x *extractor) dir(parent int, base string, comps []string, hdr *tar.Header) error {
 	perm := uint32(hdr.Mode) & 0o777
 	if hdr.Mode&0o1000 != 0 {
 		perm |= unix.S_ISVTX
 	}
-	if err := unix.Mkdirat(parent, base, 0o700); err != nil && err != unix.EEXIST {
+	staged := x.stage != ""
+	if staged && len(comps) == 1 {
+		// The staged top-level directory: kept private until finish.
+		x.stagePerm = perm
+		return nil
+	}
+	created := true
+	if err := unix.Mkdirat(parent, base, 0o700); err == unix.EEXIST {
+		created = false
+	} else if err != nil {
 		return fmt.Errorf("mkdir: %w", err)
 	}
 	fd, err := openNoFollowDir(parent, base)
@@ -214,6 +370,12 @@ func (x *extractor) dir(parent int, base string, comps []string, hdr *tar.Header
 		return fmt.Errorf("open directory: %w", err)
 	}
 	defer unix.Close(fd)
+	// Everything below a staged directory was made by this call (an entry
+	// listed after its contents, or twice); elsewhere an existing
+	// directory is the host's and keeps its mode.
+	if !created && !staged {
+		return nil
+	}
 	now := perm
 	if perm&0o700 != 0o700 && len(x.dirs) < maxDeferredDirs {
 		// Keep it writable until the end so its contents can be created.
@@ -226,7 +388,9 @@ func (x *extractor) dir(parent int, base string, comps []string, hdr *tar.Header
 	return nil
 }
 
-func (x *extractor) symlink(parent int, base string, hdr *tar.Header) error {
+// symlink makes a symlink entry. Unless opts.Links is LinksKeep, its target
+// must stay within the top-level entry (see confined).
+func (x *extractor) symlink(parent int, base string, comps []string, hdr *tar.Header) error {
 	t := hdr.Linkname
 	switch {
 	case t == "":
@@ -236,7 +400,16 @@ func (x *extractor) symlink(parent int, base string, hdr *tar.Header) error {
 	case strings.IndexByte(t, 0) >= 0:
 		return unsafef("symlink target contains NUL")
 	}
-	// Any target is allowed: the link is created, never followed here.
+	if x.opts.Links != LinksKeep && !confined(comps, t) {
+		if x.opts.Links == LinksSkipUnsafe {
+			if x.opts.Skipped != nil {
+				x.opts.Skipped(hdr.Name, t)
+			}
+			return errSkipped
+		}
+		return &LinkOutsideError{Target: shorten(t), Top: x.top}
+	}
+	// The link is created, never followed here.
 	_, err := retryExisting(parent, base, func() (int, error) {
 		return -1, unix.Symlinkat(t, parent, base)
 	})
@@ -246,6 +419,42 @@ func (x *extractor) symlink(parent int, base string, hdr *tar.Header) error {
 	return nil
 }
 
+var specialNames = map[byte]string{tar.TypeChar: "character device", tar.TypeBlock: "block device", tar.TypeFifo: "FIFO"}
+
+// errSkipped tells entry that nothing was written; Extract goes on.
+var errSkipped = errors.New("skipped")
+
+// confined reports whether a symlink at comps (comps[0] the top-level name)
+// whose target is t resolves within the top-level entry, whatever the other
+// symlinks in the tree say. The target must be relative, and its ".."
+// components must all lead (after a name, ".." would climb from wherever a
+// symlink of that name leads, not from the name's directory), and they may
+// not climb above the top-level entry. Every link accepted this way goes up
+// through real directories and then down, so a chain of them stays inside
+// too. A top-level symlink is resolved from destDir, so it is never
+// confined.
+func confined(comps []string, t string) bool {
+	if strings.HasPrefix(t, "/") {
+		return false
+	}
+	depth := len(comps) - 1 // directories between destDir and the link
+	named := false
+	for c := range strings.SplitSeq(t, "/") {
+		switch c {
+		case "", ".":
+		case "..":
+			if named {
+				return false
+			}
+			depth--
+		default:
+			named = true
+		}
+	}
+	return depth >= 1
+}
+
+// link makes a hard link entry, to an entry this call already wrote.
 func (x *extractor) link(parent int, base string, hdr *tar.Header) error {
 	// The target is an entry name like any other: same top-level, same rename.
 	tcomps, err := x.target(hdr.Linkname)
@@ -254,6 +463,10 @@ func (x *extractor) link(parent int, base string, hdr *tar.Header) error {
 	}
 	if tcomps == nil {
 		return unsafef("hard link to the archive root")
+	}
+	tcomps = x.hostComps(tcomps)
+	if x.stage == "" && !x.ours(tcomps) {
+		return unsafef("hard link to %q, which this archive did not write before", shorten(hdr.Linkname))
 	}
 	oldDir, err := openDir(x.root, tcomps[:len(tcomps)-1], false)
 	if err != nil {
@@ -294,6 +507,8 @@ func retryExisting(parent int, base string, create func() (int, error)) (int, er
 }
 
 // finish applies the directory modes that were held back, deepest first.
+// finish applies the directory modes that were held back, deepest first,
+// then moves a staged top-level directory into place.
 func (x *extractor) finish() error {
 	var errs []error
 	for i := len(x.dirs) - 1; i >= 0; i-- {
@@ -307,7 +522,25 @@ func (x *extractor) finish() error {
 			errs = append(errs, fmt.Errorf("safetar: set mode of %q: %w", strings.Join(d.comps, "/"), err))
 		}
 	}
-	return errors.Join(errs...)
+	if err := errors.Join(errs...); err != nil || x.stage == "" {
+		return err
+	}
+	name := x.name()
+	fd, err := openDir(x.root, []string{x.stage}, false)
+	if err == nil {
+		err = unix.Fchmod(fd, x.stagePerm)
+		unix.Close(fd)
+	}
+	if err != nil {
+		return fmt.Errorf("safetar: set mode of %q: %w", name, err)
+	}
+	// NOREPLACE: something that appeared at the name meanwhile is not ours
+	// to replace.
+	if err := unix.Renameat2(x.root, x.stage, x.root, name, unix.RENAME_NOREPLACE); err != nil {
+		return fmt.Errorf("safetar: move %q into place: %w", name, err)
+	}
+	x.stage = ""
+	return nil
 }
 
 // futimens sets a file's times through its descriptor: utimensat with a NULL

@@ -213,24 +213,28 @@ func TestExtractRejectsHostile(t *testing.T) {
 			return buildTar(t, entry{name: "a", typ: 'Z', mode: 0o644})
 		}, true},
 	}
+	// LinksKeep lets the symlinks in, to show that the walk refuses to go
+	// through them even then.
 	for _, walk := range []bool{false, true} {
-		for _, tt := range tests {
-			t.Run(fmt.Sprintf("%s/walk=%v", tt.name, walk), func(t *testing.T) {
-				forceWalk(t, walk)
-				s := newSandbox(t)
-				err := Extract(bytes.NewReader(tt.archive(s)), s.dest, "")
-				if err == nil {
-					t.Fatal("hostile archive extracted without error")
-				}
-				t.Log(err)
-				if tt.unsafe && !errors.Is(err, ErrUnsafe) {
-					t.Fatalf("err = %v, want ErrUnsafe", err)
-				}
-				if !strings.Contains(err.Error(), "safetar:") {
-					t.Fatalf("error lacks context: %v", err)
-				}
-				s.checkOutside(t)
-			})
+		for _, links := range []LinkPolicy{LinksRefuse, LinksKeep} {
+			for _, tt := range tests {
+				t.Run(fmt.Sprintf("%s/walk=%v/links=%d", tt.name, walk, links), func(t *testing.T) {
+					forceWalk(t, walk)
+					s := newSandbox(t)
+					err := Extract(bytes.NewReader(tt.archive(s)), s.dest, Options{Links: links})
+					if err == nil {
+						t.Fatal("hostile archive extracted without error")
+					}
+					t.Log(err)
+					if tt.unsafe && !errors.Is(err, ErrUnsafe) {
+						t.Fatalf("err = %v, want ErrUnsafe", err)
+					}
+					if !strings.Contains(err.Error(), "safetar:") {
+						t.Fatalf("error lacks context: %v", err)
+					}
+					s.checkOutside(t)
+				})
+			}
 		}
 	}
 }
@@ -245,7 +249,7 @@ func forceWalk(t testing.TB, walk bool) {
 
 func TestExtractErrorNamesEntry(t *testing.T) {
 	s := newSandbox(t)
-	err := Extract(bytes.NewReader(buildTar(t, dir("top/"), reg("top/../../evil", "x"))), s.dest, "")
+	err := Extract(bytes.NewReader(buildTar(t, dir("top/"), reg("top/../../evil", "x"))), s.dest, Options{})
 	if err == nil || !strings.Contains(err.Error(), `"top/../../evil"`) {
 		t.Fatalf("error %v does not name the entry", err)
 	}
@@ -260,7 +264,7 @@ func TestExtractReplacesInsteadOfWritingThrough(t *testing.T) {
 			// A symlink, then a file of the same name: the file replaces the
 			// link rather than being written to the link's target.
 			arch := buildTar(t, dir("a/"), symlink("a/f", secret), reg("a/f", "new"))
-			if err := Extract(bytes.NewReader(arch), s.dest, ""); err != nil {
+			if err := Extract(bytes.NewReader(arch), s.dest, Options{Links: LinksKeep}); err != nil {
 				t.Fatal(err)
 			}
 			s.checkOutside(t)
@@ -273,7 +277,7 @@ func TestExtractReplacesInsteadOfWritingThrough(t *testing.T) {
 			if err := os.Link(secret, filepath.Join(s.dest, "a/h")); err != nil {
 				t.Fatal(err)
 			}
-			if err := Extract(bytes.NewReader(buildTar(t, reg("a/h", "pwned"))), s.dest, ""); err != nil {
+			if err := Extract(bytes.NewReader(buildTar(t, reg("a/h", "pwned"))), s.dest, Options{}); err != nil {
 				t.Fatal(err)
 			}
 			s.checkOutside(t)
@@ -292,7 +296,7 @@ func TestExtractModes(t *testing.T) {
 	dev := entry{name: "top/dev", typ: tar.TypeChar, mode: 0o666}
 	fifo := entry{name: "top/fifo", typ: tar.TypeFifo, mode: 0o666}
 	arch := buildTar(t, dir("top/"), suid, ro, reg("top/ro/inside", "y"), sticky, dev, fifo, reg("top/deep/parents/f", "z"))
-	if err := Extract(bytes.NewReader(arch), s.dest, ""); err != nil {
+	if err := Extract(bytes.NewReader(arch), s.dest, Options{SkipDevices: true}); err != nil {
 		t.Fatal(err)
 	}
 	mode := func(p string) fs.FileMode {
@@ -327,7 +331,7 @@ func TestExtractModes(t *testing.T) {
 func TestExtractRename(t *testing.T) {
 	s := newSandbox(t)
 	arch := buildTar(t, dir("src/"), reg("src/f", "1"), hardlink("src/h", "src/f"), symlink("src/l", "f"))
-	if err := Extract(bytes.NewReader(arch), s.dest, "renamed"); err != nil {
+	if err := Extract(bytes.NewReader(arch), s.dest, Options{Rename: "renamed"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range []string{"renamed/f", "renamed/h", "renamed/l"} {
@@ -339,7 +343,7 @@ func TestExtractRename(t *testing.T) {
 		t.Error("original top-level name was created")
 	}
 	for _, bad := range []string{"a/b", "..", ".", "x\x00"} {
-		if err := Extract(bytes.NewReader(arch), s.dest, bad); err == nil {
+		if err := Extract(bytes.NewReader(arch), s.dest, Options{Rename: bad}); err == nil {
 			t.Errorf("rename %q accepted", bad)
 		}
 	}
@@ -347,7 +351,7 @@ func TestExtractRename(t *testing.T) {
 
 func TestExtractRootEntrySkipped(t *testing.T) {
 	s := newSandbox(t)
-	if err := Extract(bytes.NewReader(buildTar(t, dir("./"), dir("./a/"), reg("./a/f", "x"))), s.dest, ""); err != nil {
+	if err := Extract(bytes.NewReader(buildTar(t, dir("./"), dir("./a/"), reg("./a/f", "x"))), s.dest, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if b, _ := os.ReadFile(filepath.Join(s.dest, "a/f")); string(b) != "x" {
@@ -356,7 +360,7 @@ func TestExtractRootEntrySkipped(t *testing.T) {
 }
 
 func TestExtractMissingDest(t *testing.T) {
-	err := Extract(bytes.NewReader(buildTar(t, reg("a", "x"))), filepath.Join(t.TempDir(), "nope"), "")
+	err := Extract(bytes.NewReader(buildTar(t, reg("a", "x"))), filepath.Join(t.TempDir(), "nope"), Options{})
 	if !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("err = %v, want not exist", err)
 	}
@@ -365,7 +369,7 @@ func TestExtractMissingDest(t *testing.T) {
 func TestExtractTruncatedStream(t *testing.T) {
 	s := newSandbox(t)
 	arch := buildTar(t, reg("a", strings.Repeat("x", 5000)))
-	if err := Extract(bytes.NewReader(arch[:1500]), s.dest, ""); err == nil {
+	if err := Extract(bytes.NewReader(arch[:1500]), s.dest, Options{}); err == nil {
 		t.Fatal("truncated archive extracted without error")
 	}
 }
@@ -380,7 +384,7 @@ func TestExtractFailedFileKeepsTheOldOne(t *testing.T) {
 		t.Fatal(err)
 	}
 	arch := buildTar(t, reg("a", strings.Repeat("x", 5000)))
-	if err := Extract(bytes.NewReader(arch[:1500]), s.dest, ""); err == nil {
+	if err := Extract(bytes.NewReader(arch[:1500]), s.dest, Options{}); err == nil {
 		t.Fatal("truncated archive extracted without error")
 	}
 	if b, err := os.ReadFile(old); err != nil || string(b) != "old" {
@@ -389,7 +393,7 @@ func TestExtractFailedFileKeepsTheOldOne(t *testing.T) {
 	if names := dirNames(t, s.dest); !slices.Equal(names, []string{"a"}) {
 		t.Errorf("dest after a failed copy holds %q, want just a", names)
 	}
-	if err := Extract(bytes.NewReader(arch), s.dest, ""); err != nil {
+	if err := Extract(bytes.NewReader(arch), s.dest, Options{}); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(old); err != nil || len(b) != 5000 {
@@ -402,7 +406,7 @@ func TestExtractFailedFileKeepsTheOldOne(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(s.dest, "d"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	err := Extract(bytes.NewReader(buildTar(t, reg("d", "x"))), s.dest, "")
+	err := Extract(bytes.NewReader(buildTar(t, reg("d", "x"))), s.dest, Options{})
 	if !errors.Is(err, fs.ErrExist) {
 		t.Errorf("file over a directory: %v, want exists", err)
 	}
@@ -448,7 +452,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	dst := t.TempDir()
-	if err := Extract(&buf, dst, ""); err != nil {
+	if err := Extract(&buf, dst, Options{Top: "copy", Links: LinksKeep}); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := listTree(t, filepath.Join(dst, "copy")), listTree(t, tree); !slices.Equal(got, want) {
@@ -537,7 +541,7 @@ func FuzzExtract(f *testing.F) {
 	f.Add(paxTar("a\x00b"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s := newSandbox(t)
-		Extract(bytes.NewReader(data), s.dest, "")
+		Extract(bytes.NewReader(data), s.dest, Options{Links: LinksKeep})
 		s.checkOutside(t)
 		// Whatever was extracted stays inside dest: nothing below it is a
 		// file whose real path leaves dest (hard links to outside files

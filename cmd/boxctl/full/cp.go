@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -34,6 +35,21 @@ func cpCommand() *cli.Command {
 		Name:      "cp",
 		Usage:     "copy files or directories between the host and a sandbox (docker cp rules)",
 		ArgsUsage: "SRC DST (one of them ID:PATH)",
+		Description: `Copying out of a sandbox (ID:PATH DST) writes on the host only under one
+name: base(PATH) inside DST if DST is a directory, else DST itself. The tar
+comes from inside the sandbox and is treated as hostile: an entry under any
+other name, an absolute name or a ".." is refused, as are device nodes and
+FIFOs; directories that already exist keep their modes; setuid and setgid
+bits are dropped. A symlink whose target leads out of the copied tree (an
+absolute target, or ".." climbing above it) fails the copy, unless
+--safe-links is given: then it is left out, with a warning on stderr (as
+rsync --safe-links). Symlinks within the tree are kept.`,
+		Flags: []cli.Flag{
+			&cli.BoolFlag{
+				Name:  "safe-links",
+				Usage: "copying out: leave out symlinks that point outside the copied tree (warning on stderr) instead of failing",
+			},
+		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 2 {
 				return fmt.Errorf("usage: boxctl cp SRC DST, with ID:PATH on one side")
@@ -97,27 +113,71 @@ func copyIn(c *cli.Context, local, id, remote string) error {
 }
 
 // copyOut extracts a tar from the sandbox on the host. The tar is hostile
-// input: safetar refuses entries that would land outside the target.
+// input (sandbox root controls what the init sends): see extractCopyOut.
 func copyOut(c *cli.Context, id, remote, local string) error {
+	// Checked before the call: a path whose name the host cannot know is
+	// refused without asking the sandbox.
+	if _, err := remoteBase(remote); err != nil {
+		return fmt.Errorf("cp: %w", err)
+	}
 	stream, err := apiClient(c).CopyOut(c.Context, connect.NewRequest(&boxdv1.CopyOutRequest{SandboxId: id, Path: remote}))
 	if err != nil {
 		return err
 	}
 	defer stream.Close()
 	r := &messageReader{stream: stream}
-	dir, rename := local, ""
-	if st, err := os.Stat(local); err != nil || !st.IsDir() {
-		dir, rename = filepath.Dir(local), filepath.Base(local)
+	links := safetar.LinksRefuse
+	if c.Bool("safe-links") {
+		links = safetar.LinksSkipUnsafe
 	}
-	err = safetar.Extract(r, dir, rename)
+	err = extractCopyOut(r, remote, local, links, c.App.ErrWriter)
 	r.release()
 	if err != nil {
 		if serr := stream.Err(); serr != nil {
 			return serr
 		}
+		if lo := (*safetar.LinkOutsideError)(nil); errors.As(err, &lo) {
+			return fmt.Errorf("cp: %w (--safe-links leaves such symlinks out)", err)
+		}
 		return fmt.Errorf("cp: %w", err)
 	}
 	return nil
+}
+
+// extractCopyOut writes the tar r of the sandbox path remote on the host
+// with docker cp rules: as local/base(remote) if local is a directory, else
+// as local. The name comes from the request, never from the archive, whose
+// entries must all sit under base(remote).
+func extractCopyOut(r io.Reader, remote, local string, links safetar.LinkPolicy, warn io.Writer) error {
+	top, err := remoteBase(remote)
+	if err != nil {
+		return err
+	}
+	dir, as := local, top
+	if st, err := os.Stat(local); err != nil || !st.IsDir() {
+		dir, as = filepath.Dir(local), filepath.Base(local)
+	}
+	return safetar.Extract(r, dir, safetar.Options{
+		Top:    top,
+		Rename: as,
+		Links:  links,
+		Skipped: func(name, target string) {
+			fmt.Fprintf(warn, "boxctl cp: left out symlink %q -> %q: it points outside %q\n", name, target, top)
+		},
+	})
+}
+
+// remoteBase is the name the sandbox's init gives the top-level entry of a
+// copy of p: the base name of p cleaned, which for a relative p is the same
+// whatever the sandbox's working directory. A path without a final name
+// ("/", ".", "..", "a/..") is refused: the name it would resolve to is not
+// known on the host.
+func remoteBase(p string) (string, error) {
+	b := path.Base(path.Clean(p))
+	if b == "/" || b == "." || b == ".." {
+		return "", fmt.Errorf("%q has no final name to copy out under; name the directory itself (for example /workspace)", p)
+	}
+	return b, nil
 }
 
 // messageReader reads the data of a CopyOut stream, handing each message's
