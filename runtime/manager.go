@@ -72,6 +72,13 @@ type Config struct {
 	// started for fast creates (RunPool); 0 disables the pool.
 	PoolSize int
 
+	// Daemon-wide totals; 0 means no limit. MaxSandboxes counts every
+	// sandbox, warm-pool members included. TotalMemory and TotalPids are
+	// set on the parent cgroup all sandboxes sit under (Load).
+	MaxSandboxes int
+	TotalMemory  int64
+	TotalPids    int64
+
 	// ReadyTimeout bounds how long create waits for the init to answer.
 	ReadyTimeout time.Duration
 	Logger       *slog.Logger
@@ -113,7 +120,9 @@ type Manager struct {
 	cfg Config
 	log *slog.Logger
 
-	pool pool
+	pool   pool
+	inv    *inventory
+	totals totals // set by Load
 
 	// busy holds the ids being created or destroyed, which the background
 	// reconciler must leave alone (a container without a task is normal
@@ -214,7 +223,7 @@ func NewManager(cfg Config) (*Manager, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "sandboxes"), 0o700); err != nil {
 		return nil, fmt.Errorf("runtime: state dir: %w", err)
 	}
-	return &Manager{cfg: cfg, log: cfg.Logger, pool: pool{wake: make(chan struct{}, 1)}}, nil
+	return &Manager{cfg: cfg, log: cfg.Logger, pool: pool{wake: make(chan struct{}, 1)}, inv: newInventory(cfg.MaxSandboxes)}, nil
 }
 
 func (m *Manager) sandboxDir(id string) string { return filepath.Join(m.cfg.StateDir, "sandboxes", id) }
@@ -275,6 +284,9 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	id := newID()
 	m.claim(id)
 	defer m.release(id)
+	if err := m.admit(ctx, id, member); err != nil {
+		return nil, err
+	}
 	phases := make([]any, 0, 12)
 	phase := func(name string) {
 		phases = append(phases, name, time.Since(t0).Round(time.Microsecond))
@@ -288,7 +300,7 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	log := m.log.With("sandbox", id)
 
 	// Undo in reverse order whatever got made, whatever step failed.
-	var undo []func(context.Context)
+	undo := []func(context.Context){func(context.Context) { m.inv.forget(id) }}
 	defer func() {
 		if retErr == nil {
 			return
@@ -351,7 +363,7 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 
 	task, err := m.newTask(ctx, ctr)
 	if err != nil {
-		return nil, fmt.Errorf("create sandbox %s: task: %w", id, err)
+		return nil, m.explainFailure(fmt.Errorf("create sandbox %s: task: %w", id, err))
 	}
 	undo = append(undo, func(c context.Context) {
 		if _, err := task.Delete(c, client.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
@@ -360,13 +372,16 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	})
 	phase("task")
 	if err := task.Start(ctx); err != nil {
-		return nil, fmt.Errorf("create sandbox %s: start: %w", id, err)
+		return nil, m.explainFailure(fmt.Errorf("create sandbox %s: start: %w", id, err))
 	}
 	phase("start")
 	if err := m.waitReady(ctx, id, task); err != nil {
-		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
+		return nil, m.explainFailure(fmt.Errorf("create sandbox %s: %w", id, err))
 	}
 	phase("ready")
+	if !member {
+		m.inv.show(id)
+	}
 	log.Debug("create timing", phases...)
 	log.Info("created", "image", rec.Image, "memory", rec.Memory, "cpus", rec.CPUs, "pids", rec.Pids, "ttl", r.ttl)
 	sb := m.toSandbox(id, labels, rec)
@@ -623,6 +638,7 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 		return fmt.Errorf("sandbox %s is being created, restarted or deleted: %w", id, errdefs.ErrConflict)
 	}
 	defer m.release(id)
+	m.inv.hide(id)
 	task, err := ctr.Task(ctx, nil)
 	if err == nil {
 		// WithProcessKill waits for the exit before it kills, so none is
@@ -636,6 +652,8 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 	if err := ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("delete sandbox %s: container: %w", id, err)
 	}
+	m.inv.forget(id)
+	m.pool.signal() // a slot under max-sandboxes may be free for a member
 	if err := os.RemoveAll(m.sandboxDir(id)); err != nil {
 		return fmt.Errorf("delete sandbox %s: state dir: %w", id, err)
 	}
