@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
@@ -67,6 +68,10 @@ func (v *inventory) swap(victim, id string) bool {
 	v.all[id] = true
 	return true
 }
+
+// memberWait bounds how long a create at max-sandboxes waits for a
+// warm-pool member being started, to take its slot.
+const memberWait = 10 * time.Second
 
 func (v *inventory) fullErr() error {
 	return fmt.Errorf("the daemon's limit of %d sandboxes (max-sandboxes) is reached, warm-pool members included: %w", v.max, errdefs.ErrResourceExhausted)
@@ -134,8 +139,10 @@ func (m *Manager) Load(ctx context.Context) error {
 
 // reserve counts a new sandbox id against max-sandboxes. A client's create
 // at the limit takes the slot of an idle warm-pool member, which is
-// destroyed first: the pool is a cache and must not turn clients away.
+// destroyed first (waiting up to memberWait for one being started): the
+// pool is a cache and must not turn clients away.
 func (m *Manager) reserve(ctx context.Context, id string, member bool) error {
+	deadline := time.Now().Add(memberWait)
 	for {
 		err := m.inv.reserve(id)
 		if err == nil || member {
@@ -143,6 +150,10 @@ func (m *Manager) reserve(ctx context.Context, id string, member bool) error {
 		}
 		victim, ok := m.pool.take()
 		if !ok {
+			if m.pool.isStarting() && time.Now().Before(deadline) && ctx.Err() == nil {
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
 			return err
 		}
 		if !m.inv.swap(victim, id) {
