@@ -62,9 +62,9 @@ func readSysctl(path string, fallback int64) int64 {
 
 // memoryTotal is the default --max-memory-total: the host's RAM less a
 // reserve of a tenth (at least 1 GiB) for the kernel, boxd, containerd and
-// the shims; never less than half the RAM.
+// the shims; never less than half the RAM. Rounded down to a MiB.
 func (h hostFacts) memoryTotal() int64 {
-	return max(h.memory-max(h.memory/10, 1<<30), h.memory/2)
+	return max(h.memory-max(h.memory/10, 1<<30), h.memory/2) &^ (1<<20 - 1)
 }
 
 // pidsTotal is the default --max-pids-total: half the host's pids, the
