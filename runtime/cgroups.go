@@ -66,9 +66,14 @@ func parentCgroup(namespace string) string { return "/" + namespace }
 const unifiedMountpoint = "/sys/fs/cgroup"
 
 // applyTotals creates the parent cgroup with its limits. A total of 0 is no
-// limit, and lifts one a previous boxd set.
+// limit, and lifts one a previous boxd set; with both 0 boxd leaves the
+// cgroup tree alone (for hosts where it may not write there).
 func (m *Manager) applyTotals() error {
 	group := parentCgroup(m.cfg.Namespace)
+	if m.cfg.TotalMemory <= 0 && m.cfg.TotalPids <= 0 {
+		m.log.Info("no daemon-wide memory or pids total: the parent cgroup is left as it is", "cgroup", group)
+		return nil
+	}
 	var err error
 	if cgroups.Mode() == cgroups.Unified {
 		m.totals, err = setTotalsV2(unifiedMountpoint, group, m.cfg.TotalMemory, m.cfg.TotalPids)
