@@ -37,7 +37,7 @@ type limitListener struct {
 	active atomic.Int64
 	log    *slog.Logger
 
-	refused  chan net.Conn // to the refusing server
+	refused  chan net.Conn // to the refusing server; room for refuseMax, so Accept never waits on it
 	refusing atomic.Int64
 	lastLog  atomic.Int64 // unix nanos of the last "closed unanswered" line
 	dropped  atomic.Int64
@@ -47,7 +47,7 @@ type limitListener struct {
 }
 
 func newLimitListener(ln net.Listener, max int, log *slog.Logger) *limitListener {
-	return &limitListener{Listener: ln, max: max, log: log, refused: make(chan net.Conn), done: make(chan struct{})}
+	return &limitListener{Listener: ln, max: max, log: log, refused: make(chan net.Conn, refuseMax), done: make(chan struct{})}
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
