@@ -253,6 +253,21 @@ func TestMaxSandboxes(t *testing.T) {
 	if n := countContainers(t, d); n > 2 {
 		t.Errorf("%d containers exist, over max-sandboxes 2", n)
 	}
+
+	// Sandboxes removed behind boxd's back (ctr rm) stop counting at the
+	// next reconcile pass instead of holding their slots until a restart.
+	destroyAll(t, d.c)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := cold()
+		if err == nil {
+			break
+		}
+		if connect.CodeOf(err) != connect.CodeResourceExhausted || time.Now().After(deadline) {
+			t.Fatalf("create after the sandboxes were removed from containerd: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func countContainers(t *testing.T, d *daemon) int {

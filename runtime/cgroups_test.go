@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/containerd/cgroups/v3/cgroup1"
 	"github.com/containerd/errdefs"
@@ -136,5 +137,25 @@ func TestInventoryReserveRace(t *testing.T) {
 	inv.hide("aaaaaaaaaaaa")
 	if inv.isVisible("aaaaaaaaaaaa") || inv.count() != 1 {
 		t.Error("hide must make an id invisible and keep it counted")
+	}
+}
+
+// prune forgets only ids that were counted before the listing, are absent
+// from it, and are not being created or deleted.
+func TestInventoryPrune(t *testing.T) {
+	inv := newInventory(0)
+	inv.show("aaaaaaaaaaaa") // listed
+	inv.show("bbbbbbbbbbbb") // removed behind boxd's back
+	inv.reserve("cccccccccccc")
+	listedAt := time.Now()
+	time.Sleep(time.Millisecond)
+	inv.reserve("dddddddddddd") // counted after the listing started
+	busy := func(id string) bool { return id == "cccccccccccc" }
+	gone := inv.prune(map[string]bool{"aaaaaaaaaaaa": true}, listedAt, busy)
+	if len(gone) != 1 || gone[0] != "bbbbbbbbbbbb" {
+		t.Errorf("pruned %v, want only bbbbbbbbbbbb", gone)
+	}
+	if inv.count() != 3 || inv.isVisible("bbbbbbbbbbbb") || !inv.isVisible("aaaaaaaaaaaa") {
+		t.Errorf("after prune: %d counted, b visible %v", inv.count(), inv.isVisible("bbbbbbbbbbbb"))
 	}
 }

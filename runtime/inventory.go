@@ -22,12 +22,12 @@ import (
 type inventory struct {
 	mu      sync.Mutex
 	visible map[string]bool
-	all     map[string]bool
-	max     int // 0: no limit
+	all     map[string]time.Time // when each was counted
+	max     int                  // 0: no limit
 }
 
 func newInventory(max int) *inventory {
-	return &inventory{visible: map[string]bool{}, all: map[string]bool{}, max: max}
+	return &inventory{visible: map[string]bool{}, all: map[string]time.Time{}, max: max}
 }
 
 // isVisible reports whether id is a sandbox clients may reach. An id it
@@ -44,13 +44,13 @@ func (v *inventory) isVisible(id string) bool {
 func (v *inventory) reserve(id string) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if v.all[id] {
+	if _, ok := v.all[id]; ok {
 		return nil
 	}
 	if v.max > 0 && len(v.all) >= v.max {
 		return v.fullErr()
 	}
-	v.all[id] = true
+	v.all[id] = time.Now()
 	return nil
 }
 
@@ -60,12 +60,12 @@ func (v *inventory) reserve(id string) error {
 func (v *inventory) swap(victim, id string) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if !v.all[victim] {
+	if _, ok := v.all[victim]; !ok {
 		return false
 	}
 	delete(v.all, victim)
 	delete(v.visible, victim)
-	v.all[id] = true
+	v.all[id] = time.Now()
 	return true
 }
 
@@ -81,8 +81,37 @@ func (v *inventory) fullErr() error {
 func (v *inventory) show(id string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.all[id] = true
+	if _, ok := v.all[id]; !ok {
+		v.all[id] = time.Now()
+	}
 	v.visible[id] = true
+}
+
+// add counts id without checking the limit (one found in containerd).
+func (v *inventory) add(id string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if _, ok := v.all[id]; !ok {
+		v.all[id] = time.Now()
+	}
+}
+
+// prune forgets the ids counted before listedAt that a listing made then
+// did not find and nothing is creating or deleting (busy): containers
+// removed behind boxd's back (ctr rm), which would otherwise hold a slot
+// under max-sandboxes until boxd restarts. It returns what it forgot.
+func (v *inventory) prune(present map[string]bool, listedAt time.Time, busy func(string) bool) []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var gone []string
+	for id, t := range v.all {
+		if !present[id] && t.Before(listedAt) && !busy(id) {
+			delete(v.all, id)
+			delete(v.visible, id)
+			gone = append(gone, id)
+		}
+	}
+	return gone
 }
 
 // hide makes id unreachable through the fast path (it is being deleted).
@@ -126,15 +155,35 @@ func (m *Manager) Load(ctx context.Context) error {
 		if labels[LabelManaged] == "true" {
 			m.inv.show(ctr.ID())
 		} else {
-			m.inv.mu.Lock()
-			m.inv.all[ctr.ID()] = true
-			m.inv.mu.Unlock()
+			m.inv.add(ctr.ID())
 		}
 	}
 	if n := m.inv.count(); m.cfg.MaxSandboxes > 0 && n > m.cfg.MaxSandboxes {
 		m.log.Warn("more sandboxes exist than max-sandboxes allows; creates are refused until some are deleted", "sandboxes", n, "max_sandboxes", m.cfg.MaxSandboxes)
 	}
 	return nil
+}
+
+// pruneInventory drops from the inventory the sandboxes containerd no
+// longer has (see inventory.prune). A failed listing changes nothing.
+func (m *Manager) pruneInventory(ctx context.Context) {
+	listedAt := time.Now()
+	recs, err := m.cfg.Client.ContainerService().List(ctx, fmt.Sprintf(`labels."%s"==true`, LabelManaged), fmt.Sprintf(`labels."%s"`, LabelPool))
+	if err != nil {
+		return
+	}
+	present := make(map[string]bool, len(recs))
+	for _, r := range recs {
+		present[r.ID] = true
+	}
+	busy := func(id string) bool {
+		m.busyMu.Lock()
+		defer m.busyMu.Unlock()
+		return m.busy[id]
+	}
+	for _, id := range m.inv.prune(present, listedAt, busy) {
+		m.log.Warn("sandbox removed behind boxd's back; no longer counted", "sandbox", id)
+	}
 }
 
 // reserve counts a new sandbox id against max-sandboxes. A client's create

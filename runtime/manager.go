@@ -692,6 +692,7 @@ func deleteTask(ctx context.Context, ctr client.Container, task client.Task) err
 // how many sandboxes it destroyed and restarted.
 func (m *Manager) ReconcileOnce(ctx context.Context) (expired, restarted int, _ error) {
 	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
+	m.pruneInventory(ctx)
 	ctrs, err := m.cfg.Client.Containers(ctx, fmt.Sprintf(`labels."%s"==true`, LabelManaged))
 	if err != nil {
 		return 0, 0, fmt.Errorf("reconcile: list: %w", err)
