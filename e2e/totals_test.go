@@ -31,6 +31,8 @@ import (
 // daemon is a second boxd with its own namespace, socket and flags.
 type daemon struct {
 	dir, sock, ns string
+	args          []string
+	cmd           *exec.Cmd
 	c             context.Context
 	api           interface {
 		CreateSandbox(context.Context, *connect.Request[boxdv1.CreateSandboxRequest]) (*connect.Response[boxdv1.CreateSandboxResponse], error)
@@ -47,42 +49,54 @@ func startBoxd(t *testing.T, ns string, image bool, flags ...string) *daemon {
 	dir := t.TempDir()
 	_ = os.Chmod(dir, 0o711)
 	d := &daemon{dir: dir, sock: filepath.Join(dir, "run", "boxd.sock"), ns: ns}
-	args := append([]string{"--socket", d.sock, "--containerd", env.ctrd.Address, "--namespace", ns,
+	d.args = append([]string{"--socket", d.sock, "--containerd", env.ctrd.Address, "--namespace", ns,
 		"--state-dir", filepath.Join(dir, "state"), "--init-binary", env.initBin, "--runc", "/usr/sbin/runc",
 		"--default-image", testImage, "--expiry-interval", "300ms", "--debug"}, flags...)
-	cmd := exec.Command(env.boxd, args...)
-	logf, _ := os.OpenFile(filepath.Join(dir, "boxd.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	logf.Close()
 	d.c = namespaces.WithNamespace(ctx(t), ns)
+	d.api = rpcclient.New(d.sock)
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_, _ = cmd.Process.Wait()
+		d.kill()
 		destroyAll(t, d.c)
 		if t.Failed() {
 			t.Logf("boxd log:\n%s", tail(filepath.Join(dir, "boxd.log")))
 		}
 	})
-	d.api = rpcclient.New(d.sock)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := d.api.ListSandboxes(d.c, connect.NewRequest(&boxdv1.ListSandboxesRequest{})); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("boxd %v did not start:\n%s", flags, tail(filepath.Join(dir, "boxd.log")))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	d.start(t)
 	if image {
 		if out, err := exec.Command(env.boxctl, "--socket", d.sock, "image", "import", "--rootfs", env.busybox, "--name", testImage).CombinedOutput(); err != nil {
 			t.Fatalf("import: %v %s", err, out)
 		}
 	}
 	return d
+}
+
+func (d *daemon) start(t *testing.T) {
+	t.Helper()
+	d.cmd = exec.Command(env.boxd, d.args...)
+	logf, _ := os.OpenFile(filepath.Join(d.dir, "boxd.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	d.cmd.Stdout, d.cmd.Stderr = logf, logf
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	logf.Close()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := d.api.ListSandboxes(d.c, connect.NewRequest(&boxdv1.ListSandboxesRequest{})); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("boxd %v did not start:\n%s", d.args, tail(filepath.Join(d.dir, "boxd.log")))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// kill SIGKILLs boxd, as a crash would.
+func (d *daemon) kill() {
+	if d.cmd != nil && d.cmd.Process != nil {
+		_ = d.cmd.Process.Kill()
+		_, _ = d.cmd.Process.Wait()
+	}
 }
 
 func (d *daemon) boxctl(args ...string) (string, string, int) {
@@ -219,6 +233,11 @@ func TestMaxSandboxes(t *testing.T) {
 	if n := countContainers(t, d); n != 2 {
 		t.Errorf("%d containers exist, want 2", n)
 	}
+	// A restarted boxd counts what exists again.
+	d.kill()
+	d.start(t)
+	_, err = cold()
+	wantCodeAll(t, "create at the limit after a restart", err, connect.CodeResourceExhausted, "max-sandboxes")
 
 	// Deleting frees the slots; 5 racing creates get exactly 2.
 	for _, id := range []string{a, b} {

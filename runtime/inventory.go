@@ -143,19 +143,15 @@ func (m *Manager) Load(ctx context.Context) error {
 	if err := m.applyTotals(); err != nil {
 		return err
 	}
-	ctrs, err := m.cfg.Client.Containers(ctx, fmt.Sprintf(`labels."%s"==true`, LabelManaged), fmt.Sprintf(`labels."%s"`, LabelPool))
+	recs, err := m.cfg.Client.ContainerService().List(ctx, fmt.Sprintf(`labels."%s"==true`, LabelManaged), fmt.Sprintf(`labels."%s"`, LabelPool))
 	if err != nil {
 		return fmt.Errorf("list sandboxes: %w", err)
 	}
-	for _, ctr := range ctrs {
-		labels, err := ctr.Labels(ctx)
-		if err != nil {
-			continue
-		}
-		if labels[LabelManaged] == "true" {
-			m.inv.show(ctr.ID())
+	for _, r := range recs {
+		if r.Labels[LabelManaged] == "true" {
+			m.inv.show(r.ID)
 		} else {
-			m.inv.add(ctr.ID())
+			m.inv.add(r.ID)
 		}
 	}
 	if n := m.inv.count(); m.cfg.MaxSandboxes > 0 && n > m.cfg.MaxSandboxes {
