@@ -36,6 +36,13 @@ type Server struct {
 	Manager *runtime.Manager
 	Images  *snapshot.Store
 	Log     *slog.Logger
+
+	// MaxConns caps the API connections open at once (0: no cap); one
+	// over it gets resource_exhausted naming max-connections.
+	MaxConns int
+	// IdleTimeout closes a connection with no call in progress for this
+	// long (0: never); a call in progress, however quiet, is not cut.
+	IdleTimeout time.Duration
 }
 
 var _ boxdv1connect.SandboxServiceHandler = (*Server)(nil)
@@ -82,14 +89,28 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	proto := new(http.Protocols)
 	proto.SetHTTP1(true)
 	proto.SetUnencryptedHTTP2(true)
+	// A connection that sends nothing is closed after the header
+	// timeout, and one whose calls are over after the idle timeout (HTTP/2
+	// counts a connection idle only while no stream is open).
+	headerTimeout := 10 * time.Second
+	if s.IdleTimeout > 0 {
+		headerTimeout = min(headerTimeout, s.IdleTimeout)
+	}
 	srv := &http.Server{
 		Handler:           s.Handler(),
 		Protocols:         proto,
 		HTTP2:             serverHTTP2(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: headerTimeout,
+		IdleTimeout:       s.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		ConnContext:       connContext,
 		ErrorLog:          slog.NewLogLogger(s.Log.Handler(), slog.LevelDebug),
+	}
+	if s.MaxConns > 0 {
+		ll := newLimitListener(ln, s.MaxConns, s.Log)
+		defer ll.Close()
+		ln = ll
+		go ll.serveRefusals(proto)
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

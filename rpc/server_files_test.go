@@ -47,6 +47,7 @@ func startFileStack(tb testing.TB) *fileStack {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	mgr.AddVisibleForTest(id)
 	wd := filepath.Join(dir, "work")
 	os.Mkdir(wd, 0o755)
 	ln, err := agent.Listen(filepath.Join(dir, "state", "sandboxes", id, "run", agent.SocketName))

@@ -38,12 +38,14 @@ func cgroupsPath(ctx context.Context, id string) string {
 	return "/" + ns + "/" + id
 }
 
-// agentFor returns the channel to a sandbox's init. An id whose channel
-// exists needs no containerd round trip: this is the exec hot path.
-// While the sandbox's dead init is being replaced, it waits for the new one
-// (up to restartWait) instead of failing on the old one's socket.
+// agentFor returns the channel to a sandbox's init. An id the inventory
+// knows as client-visible needs no containerd round trip: this is the exec
+// hot path. Anything else (a name, a warm-pool member not yet handed out,
+// an id another boxd made) goes through find, which checks the managed
+// label. While the sandbox's dead init is being replaced, it waits for the
+// new one (up to restartWait) instead of failing on the old one's socket.
 func (m *Manager) agentFor(ctx context.Context, idOrName string) (*agent.Client, string, error) {
-	if idRe.MatchString(idOrName) {
+	if idRe.MatchString(idOrName) && m.inv.isVisible(idOrName) {
 		m.awaitRelease(ctx, idOrName, restartWait)
 		if _, err := os.Stat(m.socketPath(idOrName)); err == nil {
 			return agent.NewClient(m.socketPath(idOrName)), idOrName, nil

@@ -72,6 +72,13 @@ type Config struct {
 	// started for fast creates (RunPool); 0 disables the pool.
 	PoolSize int
 
+	// Daemon-wide totals; 0 means no limit. MaxSandboxes counts every
+	// sandbox, warm-pool members included. TotalMemory and TotalPids are
+	// set on the parent cgroup all sandboxes sit under (Load).
+	MaxSandboxes int
+	TotalMemory  int64
+	TotalPids    int64
+
 	// ReadyTimeout bounds how long create waits for the init to answer.
 	ReadyTimeout time.Duration
 	Logger       *slog.Logger
@@ -116,7 +123,9 @@ type Manager struct {
 	cfg Config
 	log *slog.Logger
 
-	pool pool
+	pool   pool
+	inv    *inventory
+	totals totals // set by Load
 
 	// busy holds the ids being created or destroyed, which the background
 	// reconciler must leave alone (a container without a task is normal
@@ -217,7 +226,7 @@ func NewManager(cfg Config) (*Manager, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "sandboxes"), 0o700); err != nil {
 		return nil, fmt.Errorf("runtime: state dir: %w", err)
 	}
-	return &Manager{cfg: cfg, log: cfg.Logger, pool: pool{wake: make(chan struct{}, 1)}}, nil
+	return &Manager{cfg: cfg, log: cfg.Logger, pool: pool{wake: make(chan struct{}, 1)}, inv: newInventory(cfg.MaxSandboxes)}, nil
 }
 
 func (m *Manager) sandboxDir(id string) string { return filepath.Join(m.cfg.StateDir, "sandboxes", id) }
@@ -278,6 +287,9 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	id := newID()
 	m.claim(id)
 	defer m.release(id)
+	if err := m.admit(ctx, id, member); err != nil {
+		return nil, err
+	}
 	phases := make([]any, 0, 12)
 	phase := func(name string) {
 		phases = append(phases, name, time.Since(t0).Round(time.Microsecond))
@@ -291,7 +303,7 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	log := m.log.With("sandbox", id)
 
 	// Undo in reverse order whatever got made, whatever step failed.
-	var undo []func(context.Context)
+	undo := []func(context.Context){func(context.Context) { m.inv.forget(id) }}
 	defer func() {
 		if retErr == nil {
 			return
@@ -354,7 +366,7 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 
 	task, err := m.newTask(ctx, ctr)
 	if err != nil {
-		return nil, fmt.Errorf("create sandbox %s: task: %w", id, err)
+		return nil, m.explainFailure(fmt.Errorf("create sandbox %s: task: %w", id, err))
 	}
 	undo = append(undo, func(c context.Context) {
 		if _, err := task.Delete(c, client.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
@@ -363,13 +375,16 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	})
 	phase("task")
 	if err := task.Start(ctx); err != nil {
-		return nil, fmt.Errorf("create sandbox %s: start: %w", id, err)
+		return nil, m.explainFailure(fmt.Errorf("create sandbox %s: start: %w", id, err))
 	}
 	phase("start")
 	if err := m.waitReady(ctx, id, task); err != nil {
-		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
+		return nil, m.explainFailure(fmt.Errorf("create sandbox %s: %w", id, err))
 	}
 	phase("ready")
+	if !member {
+		m.inv.show(id)
+	}
 	log.Debug("create timing", phases...)
 	log.Info("created", "image", rec.Image, "memory", rec.Memory, "cpus", rec.CPUs, "pids", rec.Pids, "ttl", r.ttl)
 	sb := m.toSandbox(id, labels, rec)
@@ -628,6 +643,7 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 		return fmt.Errorf("sandbox %s is being created, restarted or deleted: %w", id, errdefs.ErrConflict)
 	}
 	defer m.release(id)
+	m.inv.hide(id)
 	task, err := ctr.Task(ctx, nil)
 	if err == nil {
 		// WithProcessKill waits for the exit before it kills, so none is
@@ -641,6 +657,8 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 	if err := ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("delete sandbox %s: container: %w", id, err)
 	}
+	m.inv.forget(id)
+	m.pool.signal() // a slot under max-sandboxes may be free for a member
 	if err := os.RemoveAll(m.sandboxDir(id)); err != nil {
 		return fmt.Errorf("delete sandbox %s: state dir: %w", id, err)
 	}
@@ -679,6 +697,7 @@ func deleteTask(ctx context.Context, ctr client.Container, task client.Task) err
 // how many sandboxes it destroyed and restarted.
 func (m *Manager) ReconcileOnce(ctx context.Context) (expired, restarted int, _ error) {
 	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
+	m.pruneInventory(ctx)
 	ctrs, err := m.cfg.Client.Containers(ctx, fmt.Sprintf(`labels."%s"==true`, LabelManaged))
 	if err != nil {
 		return 0, 0, fmt.Errorf("reconcile: list: %w", err)

@@ -25,9 +25,22 @@ import (
 // containers labelled boxd.io/pool, invisible to clients, and survive a
 // boxd restart like any sandbox.
 type pool struct {
-	mu    sync.Mutex
-	ready []string // ids of started, idle members
-	wake  chan struct{}
+	mu       sync.Mutex
+	ready    []string // ids of started, idle members
+	starting int      // members being started
+	wake     chan struct{}
+}
+
+func (p *pool) addStarting(n int) {
+	p.mu.Lock()
+	p.starting += n
+	p.mu.Unlock()
+}
+
+func (p *pool) isStarting() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.starting > 0
 }
 
 func (p *pool) take() (string, bool) {
@@ -159,6 +172,7 @@ func (m *Manager) adopt(ctx context.Context, id string, r resolved) (*Sandbox, e
 		return nil, fmt.Errorf("relabel: %w", err)
 	}
 	phase("relabel")
+	m.inv.show(id)
 	m.log.Info("created from the warm pool", "sandbox", id, "memory", rec.Memory, "cpus", rec.CPUs, "pids", rec.Pids, "ttl", r.ttl)
 	sb := m.toSandbox(id, labels, rec)
 	sb.Env, sb.State, sb.InitPID = env, "running", task.Pid()
@@ -196,7 +210,10 @@ func (m *Manager) RunPool(ctx context.Context) {
 	backoff := time.Second
 	for {
 		for m.pool.size() < m.cfg.PoolSize && ctx.Err() == nil {
-			if err := m.addMember(ctx); err != nil {
+			if err := m.addMember(ctx); errdefs.IsResourceExhausted(err) {
+				m.log.Debug("warm pool: not refilled", "err", err)
+				break
+			} else if err != nil {
 				m.log.Warn("warm pool: could not start a member", "err", err, "retry_in", backoff)
 				break
 			}
@@ -225,6 +242,10 @@ func (m *Manager) addMember(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// A client's create at max-sandboxes waits for a starting member and
+	// then takes its slot (reserve).
+	m.pool.addStarting(1)
+	defer m.pool.addStarting(-1)
 	sb, err := m.createResolved(ctx, time.Now(), r, img, imgSpec, true)
 	if err != nil {
 		return err

@@ -159,6 +159,18 @@ type resolved struct {
 	ttl     time.Duration
 }
 
+// withinTotals refuses a sandbox whose own limits exceed a daemon-wide
+// total: it could never use them.
+func (m *Manager) withinTotals(l Limits) error {
+	if t := m.cfg.TotalMemory; t > 0 && l.MemoryBytes > t {
+		return fmt.Errorf("limits.memory: %d bytes is above the daemon's max-memory-total of %d bytes: %w", l.MemoryBytes, t, errdefs.ErrResourceExhausted)
+	}
+	if t := m.cfg.TotalPids; t > 0 && l.Pids > t {
+		return fmt.Errorf("limits.pids: %d is above the daemon's max-pids-total of %d: %w", l.Pids, t, errdefs.ErrResourceExhausted)
+	}
+	return nil
+}
+
 // resolve validates req and fills in defaults. Every error names its field.
 func (m *Manager) resolve(req CreateRequest) (resolved, error) {
 	r := resolved{image: req.Image, limits: m.cfg.DefaultLimits, workdir: req.Workdir, name: req.Name, ttl: m.cfg.DefaultTTL}
@@ -200,6 +212,9 @@ func (m *Manager) resolve(req CreateRequest) (resolved, error) {
 		return r, fieldErr("limits.pids", "%d is too few: the init's own threads count (minimum %d)", req.Pids, MinPids)
 	case req.Pids > 0:
 		r.limits.Pids = req.Pids
+	}
+	if err := m.withinTotals(r.limits); err != nil {
+		return r, err
 	}
 	if err := ValidateEnv("env", req.Env); err != nil {
 		return r, err

@@ -30,10 +30,17 @@ import (
 )
 
 func main() {
-	app := &cli.App{
+	if err := newApp().Run(os.Args); err != nil {
+		fmt.Fprintln(os.Stderr, "boxd:", err)
+		os.Exit(1)
+	}
+}
+
+func newApp() *cli.App {
+	return &cli.App{
 		Name:  "boxd",
 		Usage: "run untrusted code in locked-down containerd sandboxes",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "socket", Value: rpc.DefaultSocket, EnvVars: []string{"BOXD_SOCKET"}, Usage: "Unix socket to serve the API on (ignored under socket activation)"},
 			&cli.StringFlag{Name: "socket-group", Usage: "group that may use the socket (default: root only)"},
 			&cli.StringFlag{Name: "containerd", Value: "/run/containerd/containerd.sock", Usage: "containerd's socket"},
@@ -52,12 +59,8 @@ func main() {
 			&cli.UintFlag{Name: "userns-size", Value: 65536, Usage: "number of ids mapped into each sandbox"},
 			&cli.IntFlag{Name: "warm-pool", Value: 0, Usage: "idle sandboxes of the default image kept started for fast creates"},
 			&cli.BoolFlag{Name: "debug"},
-		},
+		}, limitFlags(readHost())...),
 		Action: run,
-	}
-	if err := app.Run(os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "boxd:", err)
-		os.Exit(1)
 	}
 }
 
@@ -90,13 +93,13 @@ func run(cc *cli.Context) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	slog.SetDefault(log)
 
-	initBin, err := findInit(cc.String("init-binary"))
+	lim, err := parseLimits(cc)
 	if err != nil {
 		return err
 	}
-	mem, err := runtime.ParseSize(cc.String("default-memory"))
+	initBin, err := findInit(cc.String("init-binary"))
 	if err != nil {
-		return fmt.Errorf("--default-memory: %w", err)
+		return err
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -123,15 +126,21 @@ func run(cc *cli.Context) error {
 	mgr, err := runtime.NewManager(runtime.Config{
 		Client: c, Images: images, StateDir: cc.String("state-dir"), InitBinary: initBin, Runc: cc.String("runc"), Namespace: cc.String("namespace"),
 		DefaultImage:  cc.String("default-image"),
-		DefaultLimits: runtime.Limits{MemoryBytes: mem, CPUs: cc.Float64("default-cpus"), Pids: cc.Int64("default-pids")},
+		DefaultLimits: runtime.Limits{MemoryBytes: lim.defaultMemory, CPUs: cc.Float64("default-cpus"), Pids: lim.defaultPids},
 		DefaultTTL:    cc.Duration("default-ttl"),
 		MaxMemory:     hostMemory(),
 		MaxCPUs:       goruntime.NumCPU(),
 		HostUID:       uint32(cc.Uint("userns-host-id")), HostGID: uint32(cc.Uint("userns-host-id")), IDMapSize: uint32(cc.Uint("userns-size")),
-		PoolSize: cc.Int("warm-pool"),
-		Logger:   log,
+		PoolSize:     cc.Int("warm-pool"),
+		MaxSandboxes: lim.maxSandboxes, TotalMemory: lim.memoryTotal, TotalPids: lim.pidsTotal,
+		Logger: log,
 	})
 	if err != nil {
+		return err
+	}
+	// Before anything serves: the totals' cgroup, and the view of which
+	// ids clients may reach and how many sandboxes exist.
+	if err := mgr.Load(ctx); err != nil {
 		return err
 	}
 	go mgr.Run(ctx, cc.Duration("expiry-interval"))
@@ -160,7 +169,7 @@ func run(cc *cli.Context) error {
 		}
 		defer os.Remove(cc.String("socket"))
 	}
-	srv := &rpc.Server{Manager: mgr, Images: images, Log: log}
+	srv := &rpc.Server{Manager: mgr, Images: images, Log: log, MaxConns: lim.maxConns, IdleTimeout: lim.idleTimeout}
 	log.Info("serving", "socket", ln.Addr().String(), "init", initBin, "state_dir", cc.String("state-dir"))
 	if _, err := systemd.Notify("READY=1"); err != nil {
 		log.Warn("notify systemd", "err", err)

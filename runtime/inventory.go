@@ -1,0 +1,221 @@
+//go:build linux
+
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/errdefs"
+)
+
+// inventory is boxd's in-memory view of its sandboxes, kept so the hot
+// paths need no containerd round trip: which ids clients may reach
+// (visible: created or handed out from the pool, not being deleted) and
+// which exist at all (all: warm-pool members included), which is what
+// --max-sandboxes counts. containerd stays the source of truth: Load
+// rebuilds the view from container labels at start-up, and create,
+// adoption and delete keep it current.
+type inventory struct {
+	mu      sync.Mutex
+	visible map[string]bool
+	all     map[string]time.Time // when each was counted
+	max     int                  // 0: no limit
+}
+
+func newInventory(max int) *inventory {
+	return &inventory{visible: map[string]bool{}, all: map[string]time.Time{}, max: max}
+}
+
+// isVisible reports whether id is a sandbox clients may reach. An id it
+// does not know may still be one (created by another boxd on the same
+// namespace, say): callers then ask containerd, which checks the label.
+func (v *inventory) isVisible(id string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.visible[id]
+}
+
+// reserve counts id against the limit before anything of it is made, so
+// creates racing each other cannot overshoot.
+func (v *inventory) reserve(id string) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if _, ok := v.all[id]; ok {
+		return nil
+	}
+	if v.max > 0 && len(v.all) >= v.max {
+		return v.fullErr()
+	}
+	v.all[id] = time.Now()
+	return nil
+}
+
+// swap gives victim's slot to id in one step, so no other create can take
+// the slot between victim's removal and id's reservation. It reports false
+// if victim was not counted.
+func (v *inventory) swap(victim, id string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if _, ok := v.all[victim]; !ok {
+		return false
+	}
+	delete(v.all, victim)
+	delete(v.visible, victim)
+	v.all[id] = time.Now()
+	return true
+}
+
+// memberWait bounds how long a create at max-sandboxes waits for a
+// warm-pool member being started, to take its slot.
+const memberWait = 10 * time.Second
+
+func (v *inventory) fullErr() error {
+	return fmt.Errorf("the daemon's limit of %d sandboxes (max-sandboxes) is reached, warm-pool members included: %w", v.max, errdefs.ErrResourceExhausted)
+}
+
+// show makes a counted sandbox reachable by clients.
+func (v *inventory) show(id string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if _, ok := v.all[id]; !ok {
+		v.all[id] = time.Now()
+	}
+	v.visible[id] = true
+}
+
+// add counts id without checking the limit (one found in containerd).
+func (v *inventory) add(id string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if _, ok := v.all[id]; !ok {
+		v.all[id] = time.Now()
+	}
+}
+
+// prune forgets the ids counted before listedAt that a listing made then
+// did not find and nothing is creating or deleting (busy): containers
+// removed behind boxd's back (ctr rm), which would otherwise hold a slot
+// under max-sandboxes until boxd restarts. It returns what it forgot.
+func (v *inventory) prune(present map[string]bool, listedAt time.Time, busy func(string) bool) []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	var gone []string
+	for id, t := range v.all {
+		if !present[id] && t.Before(listedAt) && !busy(id) {
+			delete(v.all, id)
+			delete(v.visible, id)
+			gone = append(gone, id)
+		}
+	}
+	return gone
+}
+
+// hide makes id unreachable through the fast path (it is being deleted).
+func (v *inventory) hide(id string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	delete(v.visible, id)
+}
+
+// forget drops id: it no longer exists (or its create failed).
+func (v *inventory) forget(id string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	delete(v.visible, id)
+	delete(v.all, id)
+}
+
+func (v *inventory) count() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.all)
+}
+
+// Load prepares the Manager for serving: it applies the daemon-wide cgroup
+// totals and rebuilds the inventory from containerd's labels. Call it once
+// at start-up, before the API serves and before RunPool and Run.
+func (m *Manager) Load(ctx context.Context) error {
+	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
+	if err := m.applyTotals(); err != nil {
+		return err
+	}
+	recs, err := m.cfg.Client.ContainerService().List(ctx, fmt.Sprintf(`labels."%s"==true`, LabelManaged), fmt.Sprintf(`labels."%s"`, LabelPool))
+	if err != nil {
+		return fmt.Errorf("list sandboxes: %w", err)
+	}
+	for _, r := range recs {
+		if r.Labels[LabelManaged] == "true" {
+			m.inv.show(r.ID)
+		} else {
+			m.inv.add(r.ID)
+		}
+	}
+	if n := m.inv.count(); m.cfg.MaxSandboxes > 0 && n > m.cfg.MaxSandboxes {
+		m.log.Warn("more sandboxes exist than max-sandboxes allows; creates are refused until some are deleted", "sandboxes", n, "max_sandboxes", m.cfg.MaxSandboxes)
+	}
+	return nil
+}
+
+// pruneInventory drops from the inventory the sandboxes containerd no
+// longer has (see inventory.prune). A failed listing changes nothing.
+func (m *Manager) pruneInventory(ctx context.Context) {
+	listedAt := time.Now()
+	recs, err := m.cfg.Client.ContainerService().List(ctx, fmt.Sprintf(`labels."%s"==true`, LabelManaged), fmt.Sprintf(`labels."%s"`, LabelPool))
+	if err != nil {
+		return
+	}
+	present := make(map[string]bool, len(recs))
+	for _, r := range recs {
+		present[r.ID] = true
+	}
+	busy := func(id string) bool {
+		m.busyMu.Lock()
+		defer m.busyMu.Unlock()
+		return m.busy[id]
+	}
+	for _, id := range m.inv.prune(present, listedAt, busy) {
+		m.log.Warn("sandbox removed behind boxd's back; no longer counted", "sandbox", id)
+	}
+}
+
+// reserve counts a new sandbox id against max-sandboxes. A client's create
+// at the limit takes the slot of an idle warm-pool member, which is
+// destroyed first (waiting up to memberWait for one being started): the
+// pool is a cache and must not turn clients away.
+func (m *Manager) reserve(ctx context.Context, id string, member bool) error {
+	deadline := time.Now().Add(memberWait)
+	for {
+		err := m.inv.reserve(id)
+		if err == nil || member {
+			return err
+		}
+		victim, ok := m.pool.take()
+		if !ok {
+			if m.pool.isStarting() && time.Now().Before(deadline) && ctx.Err() == nil {
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+			return err
+		}
+		if !m.inv.swap(victim, id) {
+			continue
+		}
+		m.log.Info("max-sandboxes reached: destroying an idle warm-pool member to make room", "member", victim, "sandbox", id)
+		ctr, lerr := m.cfg.Client.LoadContainer(ctx, victim)
+		if lerr == nil {
+			lerr = m.destroy(context.WithoutCancel(ctx), ctr)
+		}
+		if lerr != nil && !errdefs.IsNotFound(lerr) {
+			m.log.Warn("destroy pool member", "member", victim, "err", lerr)
+		}
+		return nil
+	}
+}
+
+// AddVisibleForTest makes id a client-visible sandbox without containerd,
+// for tests of the API layer that run an init by hand in a temp dir.
+func (m *Manager) AddVisibleForTest(id string) { m.inv.show(id) }
