@@ -25,8 +25,10 @@ type Client struct {
 	dialer     net.Dialer
 }
 
-// NewClient returns a client for the init listening at socketPath (the host
-// side of agent.ChannelDir/agent.SocketName).
+// NewClient returns a client for the init listening at socketPath. boxd
+// passes the agent socket it made itself in a directory only host root can
+// reach and handed to the verified init (agent/handoff): a path the sandbox
+// can change must never be dialled.
 func NewClient(socketPath string) *Client {
 	return &Client{socketPath: socketPath}
 }

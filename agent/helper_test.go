@@ -23,10 +23,15 @@ const helperEnv = "BOXD_AGENT_TEST_INIT"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) == "1" {
-		err := RunInit(InitConfig{
-			Workdir:    os.Getenv("BOXD_TEST_WORKDIR"),
-			SocketPath: os.Getenv("BOXD_TEST_SOCKET"),
-			BaseEnv:    InitEnv(os.Environ()),
+		ln, err := Listen(os.Getenv("BOXD_TEST_SOCKET"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		err = RunInit(InitConfig{
+			Workdir:  os.Getenv("BOXD_TEST_WORKDIR"),
+			Listener: ln,
+			BaseEnv:  baseEnv(),
 			Logf: func(format string, args ...any) {
 				fmt.Fprintf(os.Stderr, "test-init: "+format+"\n", args...)
 			},

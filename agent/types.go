@@ -8,9 +8,11 @@ package agent
 
 import "time"
 
-// Paths inside the sandbox where boxd mounts the init binary and the channel
-// directory. The channel directory is owned by the sandbox's root and is 0700,
-// so non-root code in the sandbox cannot reach the socket.
+// Paths inside the sandbox where boxd mounts the init binary and the
+// channel directory. The channel directory is a read-only mount of a
+// host-root directory (0711) in which boxd offers the init its listener
+// while the init starts (agent/handoff); the agent socket itself,
+// SocketName, lives only on the host, in a directory the sandbox never sees.
 const (
 	InitPath           = "/.boxd/init"
 	ChannelDir         = "/.boxd/run"

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/boxd-dev/boxd/agent"
+	"github.com/boxd-dev/boxd/agent/handoff"
 )
 
 const testNS = "boxd-test"
@@ -241,8 +242,8 @@ func TestSpecTable(t *testing.T) {
 			if s.Root.Readonly != tc.readonly {
 				t.Errorf("Root.Readonly = %v, want %v", s.Root.Readonly, tc.readonly)
 			}
-			if !slices.Equal(s.Process.Env, tc.env) {
-				t.Errorf("Env = %q, want %q", s.Process.Env, tc.env)
+			if ic, err := InitConfig(s); err != nil || !slices.Equal(ic.Env, tc.env) {
+				t.Errorf("hand-off Env = %q (%v), want %q", ic.Env, err, tc.env)
 			}
 
 			r := s.Linux.Resources
@@ -326,8 +327,20 @@ func checkInvariants(t *testing.T, c Config, s *specs.Spec) {
 	if p.OOMScoreAdj == nil || *p.OOMScoreAdj != 1000 {
 		t.Errorf("OOMScoreAdj = %v, want 1000", p.OOMScoreAdj)
 	}
-	if n := envCount(p.Env, "PATH"); n != 1 {
-		t.Errorf("PATH appears %d times in %q", n, p.Env)
+	// The init's own environment is fixed: nothing from the image or the
+	// request reaches it.
+	if !slices.Equal(p.Env, []string{DefaultPathEnv}) {
+		t.Errorf("init's Env = %q, want only %q", p.Env, DefaultPathEnv)
+	}
+	ic, err := InitConfig(s)
+	if err != nil {
+		t.Errorf("hand-off config: %v", err)
+	}
+	if n := envCount(ic.Env, "PATH"); n != 1 {
+		t.Errorf("PATH appears %d times in %q", n, ic.Env)
+	}
+	if ic.Workdir != c.Workdir || ic.Pids != c.Pids {
+		t.Errorf("hand-off config workdir %q pids %d, want %q %d", ic.Workdir, ic.Pids, c.Workdir, c.Pids)
 	}
 
 	if s.Root.Path != "rootfs" {
@@ -363,7 +376,9 @@ func checkInvariants(t *testing.T, c Config, s *specs.Spec) {
 	if !ok {
 		t.Errorf("no mount at %s", agent.ChannelDir)
 	} else {
-		checkMount(t, ch, "bind", c.ChannelDir, []string{"rbind", "rw", "nosuid", "nodev", "noexec"})
+		// Read-only: the sandbox must not be able to change what boxd
+		// offers there.
+		checkMount(t, ch, "bind", c.ChannelDir, []string{"rbind", "ro", "nosuid", "nodev", "noexec"})
 	}
 	for _, dest := range []string{"/etc/resolv.conf", "/etc/hosts", "/etc/hostname"} {
 		if _, ok := m[dest]; ok {
@@ -754,6 +769,8 @@ func TestSpecErrors(t *testing.T) {
 		{"Env[1]", func(c *Config) { c.Env = []string{"A=1", "NOEQUALS"} }},
 		{"Env[0]", func(c *Config) { c.Env = []string{"=value"} }},
 		{"Env[2]", func(c *Config) { c.Env = []string{"A=1", "B=2", "C=x\x00y"} }},
+		// More than the init's hand-off carries.
+		{"Env", func(c *Config) { c.Env = []string{"A=" + strings.Repeat("x", handoff.MaxConfigBytes)} }},
 	}
 	for _, tc := range tests {
 		c := baseConfig()

@@ -49,7 +49,7 @@ func startFileStack(tb testing.TB) *fileStack {
 	}
 	wd := filepath.Join(dir, "work")
 	os.Mkdir(wd, 0o755)
-	ln, err := agent.Listen(filepath.Join(dir, "state", "sandboxes", id, "run", agent.SocketName))
+	ln, err := agent.Listen(filepath.Join(dir, "state", "sandboxes", id, agent.SocketName))
 	if err != nil {
 		tb.Fatal(err)
 	}

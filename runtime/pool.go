@@ -19,10 +19,10 @@ import (
 // The warm pool keeps sandboxes of the default image started and idle, so
 // a create that fits one is a relabel and a cgroup update instead of a
 // shim, runc and init start (about 200 ms here). A member serves a request
-// for the default image with no env and the default workdir: those live in
-// the init's environment, fixed when it started. Members are ordinary
-// containers labelled boxd.io/pool, invisible to clients, and survive a
-// boxd restart like any sandbox.
+// for the default image with no env and the default workdir: those were
+// handed to the init when it started, and a running init keeps them.
+// Members are ordinary containers labelled boxd.io/pool, invisible to
+// clients, and survive a boxd restart like any sandbox.
 type pool struct {
 	mu    sync.Mutex
 	ready []string // ids of started, idle members
