@@ -51,7 +51,7 @@ const (
 type Config struct {
 	Client     *client.Client
 	Images     *snapshot.Store
-	StateDir   string // host directory for per-sandbox channel dirs and init logs
+	StateDir   string // host directory for per-sandbox agent sockets, hand-off dirs and init logs
 	InitBinary string // host path of the static boxd-init binary
 	Runtime    string // containerd runtime, default io.containerd.runc.v2
 	// Namespace is the containerd namespace the client defaults to; the
