@@ -10,9 +10,9 @@ import (
 	"net"
 )
 
-// maxControlPayload bounds the JSON frames the client accepts from the init
+// MaxControlPayload bounds the JSON frames the client accepts from the init
 // (results, errors, stat): a real one is a few hundred bytes.
-const maxControlPayload = 64 << 10
+const MaxControlPayload = 64 << 10
 
 // maxInlineStdin is the most stdin sent inside the request frame; more is
 // streamed so the request stays far below MaxFramePayload.
@@ -75,13 +75,13 @@ func ctxErr(ctx context.Context, err error) error {
 func (cn *conn) readReply(want FrameType, v any) error {
 	f, err := cn.fr.ReadFrame()
 	if err == io.EOF {
-		return fmt.Errorf("%w: connection closed without a reply", errProtocol)
+		return fmt.Errorf("%w: connection closed without a reply", ErrProtocol)
 	}
 	if err != nil {
 		return err
 	}
-	if len(f.Payload) > maxControlPayload && (f.Type == want || f.Type == FrameError) {
-		return fmt.Errorf("%w: %s frame of %d bytes", errProtocol, f.Type, len(f.Payload))
+	if len(f.Payload) > MaxControlPayload && (f.Type == want || f.Type == FrameError) {
+		return fmt.Errorf("%w: %s frame of %d bytes", ErrProtocol, f.Type, len(f.Payload))
 	}
 	switch f.Type {
 	case want:
@@ -89,13 +89,13 @@ func (cn *conn) readReply(want FrameType, v any) error {
 			return nil
 		}
 		if err := json.Unmarshal(f.Payload, v); err != nil {
-			return fmt.Errorf("%w: malformed %s frame: %v", errProtocol, f.Type, err)
+			return fmt.Errorf("%w: malformed %s frame: %v", ErrProtocol, f.Type, err)
 		}
 		return nil
 	case FrameError:
-		return decodeRemoteError(f.Payload)
+		return DecodeRemoteError(f.Payload)
 	}
-	return unexpectedFrame(f.Type)
+	return UnexpectedFrame(f.Type)
 }
 
 // Ping succeeds once the init is up and serving.
@@ -134,7 +134,7 @@ func (c *Client) CopyIn(ctx context.Context, dest string, tarStream io.Reader) e
 		return fmt.Errorf("copy-in %q: %w", dest, err)
 	}
 	defer cn.close()
-	setFileSocketBuffer(cn.c)
+	SetFileSocketBuffer(cn.c)
 	werr := sendChunks(cn.fw, FrameTar, tarStream)
 	if werr == nil {
 		werr = cn.fw.WriteFrame(FrameTarEnd, nil)
@@ -164,7 +164,7 @@ func (c *Client) CopyOut(ctx context.Context, path string, w io.Writer) error {
 		return fmt.Errorf("copy-out %q: %w", path, err)
 	}
 	defer cn.close()
-	r := &frameDataReader{fr: cn.fr, data: FrameTar, end: FrameTarEnd, acceptEr: true}
+	r := NewFrameDataReader(cn.fr, FrameTar, FrameTarEnd, true)
 	if _, err := io.Copy(w, r); err != nil {
 		return fmt.Errorf("copy-out %q: %w", path, ctxErr(ctx, err))
 	}
@@ -222,7 +222,7 @@ func sendChunks(fw *FrameWriter, t FrameType, r io.Reader) error {
 
 // copyFrames sends r as frames of type t until EOF.
 func copyFrames(fw *FrameWriter, t FrameType, r io.Reader) error {
-	buf := make([]byte, dataChunk)
+	buf := make([]byte, DataChunk)
 	for {
 		n, err := r.Read(buf)
 		if n > 0 {
@@ -308,7 +308,7 @@ func (cn *conn) readExec(limit int64, stdout, stderr io.Writer) (ExecResult, err
 	for {
 		f, err := cn.fr.ReadFrame()
 		if err == io.EOF {
-			return ExecResult{}, fmt.Errorf("%w: connection closed without a result", errProtocol)
+			return ExecResult{}, fmt.Errorf("%w: connection closed without a result", ErrProtocol)
 		}
 		if err != nil {
 			return ExecResult{}, err
@@ -319,7 +319,7 @@ func (cn *conn) readExec(limit int64, stdout, stderr io.Writer) (ExecResult, err
 			// or hostile, and the caller's memory is what is at stake.
 			got += int64(len(f.Payload))
 			if got > limit+startFailureSlack {
-				return ExecResult{}, fmt.Errorf("%w: more output than the %d byte limit", errProtocol, limit)
+				return ExecResult{}, fmt.Errorf("%w: more output than the %d byte limit", ErrProtocol, limit)
 			}
 			w := stdout
 			if f.Type == FrameStderr {
@@ -331,19 +331,19 @@ func (cn *conn) readExec(limit int64, stdout, stderr io.Writer) (ExecResult, err
 				}
 			}
 		case FrameResult, FrameError:
-			if len(f.Payload) > maxControlPayload {
-				return ExecResult{}, fmt.Errorf("%w: %s frame of %d bytes", errProtocol, f.Type, len(f.Payload))
+			if len(f.Payload) > MaxControlPayload {
+				return ExecResult{}, fmt.Errorf("%w: %s frame of %d bytes", ErrProtocol, f.Type, len(f.Payload))
 			}
 			if f.Type == FrameError {
-				return ExecResult{}, decodeRemoteError(f.Payload)
+				return ExecResult{}, DecodeRemoteError(f.Payload)
 			}
 			var res ExecResult
 			if err := json.Unmarshal(f.Payload, &res); err != nil {
-				return ExecResult{}, fmt.Errorf("%w: malformed result: %v", errProtocol, err)
+				return ExecResult{}, fmt.Errorf("%w: malformed result: %v", ErrProtocol, err)
 			}
 			return res, nil
 		default:
-			return ExecResult{}, unexpectedFrame(f.Type)
+			return ExecResult{}, UnexpectedFrame(f.Type)
 		}
 	}
 }

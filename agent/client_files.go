@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"sync"
 
 	"github.com/containerd/errdefs"
@@ -56,19 +55,6 @@ func (c *Client) openFileOp(ctx context.Context, op string, args any) (*conn, er
 	return c.open(ctx, Request{Op: op, Args: b})
 }
 
-// fileSocketBuffer is the send buffer of a connection that carries file
-// data, at whichever end sends it. The default (208 KiB) cuts every
-// FileChunk frame into several writes, each a wake-up of the reader.
-const fileSocketBuffer = 1 << 20
-
-// setFileSocketBuffer is best effort: the kernel caps the size at
-// net.core.wmem_max.
-func setFileSocketBuffer(c net.Conn) {
-	if uc, ok := c.(*net.UnixConn); ok {
-		_ = uc.SetWriteBuffer(fileSocketBuffer)
-	}
-}
-
 // simpleFileOp runs an operation whose answer is one frame.
 func (c *Client) simpleFileOp(ctx context.Context, op, name, path string, args any, want FrameType, v any) error {
 	cn, err := c.openFileOp(ctx, op, args)
@@ -90,11 +76,11 @@ var fileSendBufs = sync.Pool{New: func() any { return new([FileChunk]byte) }}
 // data-end. A failure of r is a *sourceError.
 func fileSendStream(fw *FrameWriter, r io.Reader) error {
 	if r != nil {
-		if err := sendChunks(fw, frameFileData, r); err != nil {
+		if err := sendChunks(fw, FrameFileData, r); err != nil {
 			return err
 		}
 	}
-	return fw.WriteFrame(frameFileDataEnd, nil)
+	return fw.WriteFrame(FrameFileDataEnd, nil)
 }
 
 // WriteFile writes r to a file inside the sandbox; see FileWriteArgs. By
@@ -108,7 +94,7 @@ func (c *Client) WriteFile(ctx context.Context, a FileWriteArgs, r io.Reader) (F
 		return res, fileError(ctx, "write", a.Path, err)
 	}
 	defer cn.close()
-	setFileSocketBuffer(cn.c)
+	SetFileSocketBuffer(cn.c)
 	werr := fileSendStream(cn.fw, r)
 	var src *sourceError
 	if errors.As(werr, &src) {
@@ -167,22 +153,22 @@ func (s *FileReadStream) NextChunk() ([]byte, error) {
 	f, err := s.cn.fr.ReadFrame()
 	switch {
 	case err == io.EOF:
-		err = fmt.Errorf("%w: stream ended before %s frame", errProtocol, frameFileDataEnd)
+		err = fmt.Errorf("%w: stream ended before %s frame", ErrProtocol, FrameFileDataEnd)
 	case err != nil:
-	case f.Type == frameFileData:
+	case f.Type == FrameFileData:
 		s.got += int64(len(f.Payload))
 		if s.limit >= 0 && s.got > s.limit {
-			err = fmt.Errorf("%w: more data than the %d bytes asked for", errProtocol, s.limit)
+			err = fmt.Errorf("%w: more data than the %d bytes asked for", ErrProtocol, s.limit)
 			break
 		}
 		return f.Payload, nil
-	case f.Type == frameFileDataEnd:
+	case f.Type == FrameFileDataEnd:
 		s.err = io.EOF
 		return nil, io.EOF
 	case f.Type == FrameError:
-		err = decodeRemoteError(f.Payload)
+		err = DecodeRemoteError(f.Payload)
 	default:
-		err = unexpectedFrame(f.Type)
+		err = UnexpectedFrame(f.Type)
 	}
 	s.err = fileError(s.ctx, "read", s.path, err)
 	return nil, s.err
@@ -254,12 +240,12 @@ func (c *Client) ListDir(ctx context.Context, a FileListArgs, fn func([]FileStat
 		f, err := cn.fr.ReadFrame()
 		switch {
 		case err == io.EOF:
-			err = fmt.Errorf("%w: connection closed before the end of the listing", errProtocol)
+			err = fmt.Errorf("%w: connection closed before the end of the listing", ErrProtocol)
 		case err != nil:
 		case f.Type == FrameResult:
 			var batch []FileStat
 			if err = json.Unmarshal(f.Payload, &batch); err != nil {
-				err = fmt.Errorf("%w: malformed list frame: %v", errProtocol, err)
+				err = fmt.Errorf("%w: malformed list frame: %v", ErrProtocol, err)
 				break
 			}
 			if err = fn(batch); err != nil {
@@ -269,9 +255,9 @@ func (c *Client) ListDir(ctx context.Context, a FileListArgs, fn func([]FileStat
 		case f.Type == FrameOK:
 			return nil
 		case f.Type == FrameError:
-			err = decodeRemoteError(f.Payload)
+			err = DecodeRemoteError(f.Payload)
 		default:
-			err = unexpectedFrame(f.Type)
+			err = UnexpectedFrame(f.Type)
 		}
 		return fileError(ctx, "list", a.Path, err)
 	}
@@ -309,7 +295,7 @@ func (c *Client) UploadFiles(ctx context.Context, a UploadArgs, next func() (Upl
 		return fileError(ctx, "upload", "", err)
 	}
 	defer cn.close()
-	setFileSocketBuffer(cn.c)
+	SetFileSocketBuffer(cn.c)
 	// Results come back while files still go out: read them concurrently,
 	// or both sides could block on full socket buffers.
 	readDone := make(chan error, 1)
@@ -369,12 +355,12 @@ func (cn *conn) readUploadResults(result func(FileResult) error) error {
 		f, err := cn.fr.ReadFrame()
 		switch {
 		case err == io.EOF:
-			err = fmt.Errorf("%w: connection closed before the upload's end", errProtocol)
+			err = fmt.Errorf("%w: connection closed before the upload's end", ErrProtocol)
 		case err != nil:
-		case f.Type == FrameResult && len(f.Payload) <= maxControlPayload:
+		case f.Type == FrameResult && len(f.Payload) <= MaxControlPayload:
 			var r FileResult
 			if err = json.Unmarshal(f.Payload, &r); err != nil {
-				err = fmt.Errorf("%w: malformed upload result: %v", errProtocol, err)
+				err = fmt.Errorf("%w: malformed upload result: %v", ErrProtocol, err)
 				break
 			}
 			if result != nil {
@@ -386,10 +372,10 @@ func (cn *conn) readUploadResults(result func(FileResult) error) error {
 			continue
 		case f.Type == FrameOK:
 			return nil
-		case f.Type == FrameError && len(f.Payload) <= maxControlPayload:
-			err = decodeRemoteError(f.Payload)
+		case f.Type == FrameError && len(f.Payload) <= MaxControlPayload:
+			err = DecodeRemoteError(f.Payload)
 		default:
-			err = unexpectedFrame(f.Type)
+			err = UnexpectedFrame(f.Type)
 		}
 		return fileError(context.Background(), "upload", "", err)
 	}
@@ -418,11 +404,11 @@ func (c *Client) DownloadFiles(ctx context.Context, a DownloadArgs, h DownloadHa
 		f, err := cn.fr.ReadFrame()
 		switch {
 		case err == io.EOF:
-			err = fmt.Errorf("%w: connection closed before the download's end", errProtocol)
+			err = fmt.Errorf("%w: connection closed before the download's end", ErrProtocol)
 		case err != nil:
-		case f.Type == frameFileData:
+		case f.Type == FrameFileData:
 			if current < 0 {
-				err = fmt.Errorf("%w: data outside a file", errProtocol)
+				err = fmt.Errorf("%w: data outside a file", ErrProtocol)
 				break
 			}
 			if h.Data != nil {
@@ -431,14 +417,14 @@ func (c *Client) DownloadFiles(ctx context.Context, a DownloadArgs, h DownloadHa
 				}
 			}
 			continue
-		case f.Type == FrameResult && len(f.Payload) <= maxControlPayload:
+		case f.Type == FrameResult && len(f.Payload) <= MaxControlPayload:
 			var m DownloadMark
 			if err = json.Unmarshal(f.Payload, &m); err != nil {
-				err = fmt.Errorf("%w: malformed download frame: %v", errProtocol, err)
+				err = fmt.Errorf("%w: malformed download frame: %v", ErrProtocol, err)
 				break
 			}
 			if m.Index != next || (m.Start == nil) == (m.Done == nil) || (m.Start != nil && current >= 0) {
-				err = fmt.Errorf("%w: download frames out of order", errProtocol)
+				err = fmt.Errorf("%w: download frames out of order", ErrProtocol)
 				break
 			}
 			if m.Start != nil {
@@ -461,14 +447,14 @@ func (c *Client) DownloadFiles(ctx context.Context, a DownloadArgs, h DownloadHa
 			continue
 		case f.Type == FrameOK:
 			if next != len(a.Paths) {
-				err = fmt.Errorf("%w: %d of %d files in the download", errProtocol, next, len(a.Paths))
+				err = fmt.Errorf("%w: %d of %d files in the download", ErrProtocol, next, len(a.Paths))
 				break
 			}
 			return nil
-		case f.Type == FrameError && len(f.Payload) <= maxControlPayload:
-			err = decodeRemoteError(f.Payload)
+		case f.Type == FrameError && len(f.Payload) <= MaxControlPayload:
+			err = DecodeRemoteError(f.Payload)
 		default:
-			err = unexpectedFrame(f.Type)
+			err = UnexpectedFrame(f.Type)
 		}
 		return fileError(ctx, "download", "", err)
 	}
@@ -494,12 +480,12 @@ func (c *Client) Watch(ctx context.Context, a WatchArgs, ready func(), events fu
 		f, err := cn.fr.ReadFrame()
 		switch {
 		case err == io.EOF:
-			err = fmt.Errorf("%w: connection closed during the watch", errProtocol)
+			err = fmt.Errorf("%w: connection closed during the watch", ErrProtocol)
 		case err != nil:
 		case f.Type == FrameResult:
 			var evs []WatchEvent
 			if err = json.Unmarshal(f.Payload, &evs); err != nil {
-				err = fmt.Errorf("%w: malformed watch frame: %v", errProtocol, err)
+				err = fmt.Errorf("%w: malformed watch frame: %v", ErrProtocol, err)
 				break
 			}
 			if events != nil {
@@ -510,10 +496,10 @@ func (c *Client) Watch(ctx context.Context, a WatchArgs, ready func(), events fu
 			continue
 		case f.Type == FrameOK:
 			return nil
-		case f.Type == FrameError && len(f.Payload) <= maxControlPayload:
-			err = decodeRemoteError(f.Payload)
+		case f.Type == FrameError && len(f.Payload) <= MaxControlPayload:
+			err = DecodeRemoteError(f.Payload)
 		default:
-			err = unexpectedFrame(f.Type)
+			err = UnexpectedFrame(f.Type)
 		}
 		return fileError(ctx, "watch", a.Path, err)
 	}

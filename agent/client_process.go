@@ -37,9 +37,9 @@ func classifyProcErr(err error) error {
 		return err
 	}
 	switch re.Code {
-	case codeResourceExhausted:
+	case CodeResourceExhausted:
 		return processClassError{re, errdefs.ErrResourceExhausted}
-	case codeFailedPrecondition:
+	case CodeFailedPrecondition:
 		return processClassError{re, errdefs.ErrFailedPrecondition}
 	}
 	return err
@@ -62,30 +62,30 @@ func (c *Client) openProcOp(ctx context.Context, op string, args any) (*conn, er
 func (cn *conn) readProcJSON(want FrameType, v any, max int) error {
 	f, err := cn.fr.ReadFrame()
 	if err == io.EOF {
-		return fmt.Errorf("%w: connection closed without a reply", errProtocol)
+		return fmt.Errorf("%w: connection closed without a reply", ErrProtocol)
 	}
 	if err != nil {
 		return err
 	}
 	if len(f.Payload) > max {
-		return fmt.Errorf("%w: %s frame of %d bytes", errProtocol, f.Type, len(f.Payload))
+		return fmt.Errorf("%w: %s frame of %d bytes", ErrProtocol, f.Type, len(f.Payload))
 	}
 	switch f.Type {
 	case want:
 		if err := json.Unmarshal(f.Payload, v); err != nil {
-			return fmt.Errorf("%w: malformed %s frame: %v", errProtocol, f.Type, err)
+			return fmt.Errorf("%w: malformed %s frame: %v", ErrProtocol, f.Type, err)
 		}
 		return nil
 	case FrameError:
-		return classifyProcErr(decodeRemoteError(f.Payload))
+		return classifyProcErr(DecodeRemoteError(f.Payload))
 	}
-	return unexpectedFrame(f.Type)
+	return UnexpectedFrame(f.Type)
 }
 
 func checkProcessInfo(info *ProcessInfo) error {
 	if !processIDRe.MatchString(info.ID) || (info.State != StateRunning && info.State != StateExited) ||
 		(info.State == StateExited) != (info.Result != nil) {
-		return fmt.Errorf("%w: malformed process info (id %.32q, state %.32q)", errProtocol, info.ID, info.State)
+		return fmt.Errorf("%w: malformed process info (id %.32q, state %.32q)", ErrProtocol, info.ID, info.State)
 	}
 	return nil
 }
@@ -129,7 +129,7 @@ func (p *ProcessStream) Next() (ProcessEvent, error) {
 func (p *ProcessStream) next() (ProcessEvent, error) {
 	f, err := p.cn.fr.ReadFrame()
 	if err == io.EOF {
-		return ProcessEvent{}, fmt.Errorf("%w: connection closed without a result", errProtocol)
+		return ProcessEvent{}, fmt.Errorf("%w: connection closed without a result", ErrProtocol)
 	}
 	if err != nil {
 		return ProcessEvent{}, err
@@ -140,34 +140,34 @@ func (p *ProcessStream) next() (ProcessEvent, error) {
 		// hostile, and the caller's memory is what is at stake.
 		p.got += int64(len(f.Payload))
 		if p.limit >= 0 && p.got > p.limit+startFailureSlack {
-			return ProcessEvent{}, fmt.Errorf("%w: more output than the %d byte limit", errProtocol, p.limit)
+			return ProcessEvent{}, fmt.Errorf("%w: more output than the %d byte limit", ErrProtocol, p.limit)
 		}
 		return ProcessEvent{Stream: f.Type, Data: f.Payload}, nil
 	case FrameResult, FrameError:
 		p.done = true
-		if len(f.Payload) > maxControlPayload {
-			return ProcessEvent{}, fmt.Errorf("%w: %s frame of %d bytes", errProtocol, f.Type, len(f.Payload))
+		if len(f.Payload) > MaxControlPayload {
+			return ProcessEvent{}, fmt.Errorf("%w: %s frame of %d bytes", ErrProtocol, f.Type, len(f.Payload))
 		}
 		if f.Type == FrameError {
-			return ProcessEvent{}, classifyProcErr(decodeRemoteError(f.Payload))
+			return ProcessEvent{}, classifyProcErr(DecodeRemoteError(f.Payload))
 		}
 		var res ExecResult
 		if err := json.Unmarshal(f.Payload, &res); err != nil {
-			return ProcessEvent{}, fmt.Errorf("%w: malformed result: %v", errProtocol, err)
+			return ProcessEvent{}, fmt.Errorf("%w: malformed result: %v", ErrProtocol, err)
 		}
 		return ProcessEvent{Result: &res}, nil
 	case FrameOK:
 		p.done = true
 		return ProcessEvent{}, io.EOF
 	}
-	return ProcessEvent{}, unexpectedFrame(f.Type)
+	return ProcessEvent{}, UnexpectedFrame(f.Type)
 }
 
 // Write sends stdin.
 func (p *ProcessStream) Write(b []byte) (int, error) {
 	n := 0
 	for len(b) > 0 {
-		k := min(len(b), dataChunk)
+		k := min(len(b), DataChunk)
 		if err := p.cn.fw.WriteFrame(FrameStdin, b[:k]); err != nil {
 			return n, ctxErr(p.ctx, err)
 		}
@@ -211,7 +211,7 @@ func (p *ProcessStream) Close() error {
 // spec.StdinStream the process reads what is written to the stream until
 // CloseStdin; without it, stdin ends after spec.Stdin.
 func (c *Client) ExecProcess(ctx context.Context, spec ProcessSpec) (*ProcessStream, error) {
-	op := fmt.Sprintf("%s %q", OpProcessExec, argv0(spec.Args))
+	op := fmt.Sprintf("%s %q", OpProcessExec, Argv0(spec.Args))
 	var extra []byte
 	streamed := spec.StdinStream
 	if len(spec.Stdin) > maxInlineStdin {
@@ -242,13 +242,13 @@ func (c *Client) ExecProcess(ctx context.Context, spec ProcessSpec) (*ProcessStr
 // the id to attach to, wait for or signal it. With spec.StdinStream its
 // stdin stays open after spec.Stdin for attached clients to write.
 func (c *Client) StartProcess(ctx context.Context, spec ProcessSpec) (ProcessInfo, error) {
-	op := fmt.Sprintf("%s %q", OpProcessStart, argv0(spec.Args))
+	op := fmt.Sprintf("%s %q", OpProcessStart, Argv0(spec.Args))
 	if len(spec.Stdin) > maxStartStdin {
 		return ProcessInfo{}, fmt.Errorf("%s: stdin of %d bytes, at most %d for a background process: %w",
 			op, len(spec.Stdin), maxStartStdin, errdefs.ErrInvalidArgument)
 	}
 	var info ProcessInfo
-	err := c.procCall(ctx, OpProcessStart, spec, &info, maxControlPayload)
+	err := c.procCall(ctx, OpProcessStart, spec, &info, MaxControlPayload)
 	if err == nil {
 		err = checkProcessInfo(&info)
 	}
@@ -278,7 +278,7 @@ func (c *Client) AttachProcess(ctx context.Context, a AttachArgs) (*ProcessStrea
 		return nil, ProcessInfo{}, fmt.Errorf("%s: %w", op, err)
 	}
 	var info ProcessInfo
-	err = cn.readProcJSON(FrameResult, &info, maxControlPayload)
+	err = cn.readProcJSON(FrameResult, &info, MaxControlPayload)
 	if err == nil {
 		err = checkProcessInfo(&info)
 	}
@@ -295,7 +295,7 @@ func (c *Client) ListProcesses(ctx context.Context) ([]ProcessInfo, error) {
 	var infos []ProcessInfo
 	err := c.procCall(ctx, OpProcessList, nil, &infos, maxProcListPayload)
 	if err == nil && len(infos) > MaxProcesses {
-		err = fmt.Errorf("%w: %d processes listed, at most %d exist", errProtocol, len(infos), MaxProcesses)
+		err = fmt.Errorf("%w: %d processes listed, at most %d exist", ErrProtocol, len(infos), MaxProcesses)
 	}
 	for i := range infos {
 		if err == nil {
@@ -322,7 +322,7 @@ func (c *Client) SignalProcess(ctx context.Context, id, sig string) (ProcessInfo
 
 func (c *Client) processCall(ctx context.Context, op, id string, args any) (ProcessInfo, error) {
 	var info ProcessInfo
-	err := c.procCall(ctx, op, args, &info, maxControlPayload)
+	err := c.procCall(ctx, op, args, &info, MaxControlPayload)
 	if err == nil {
 		err = checkProcessInfo(&info)
 	}
@@ -335,7 +335,7 @@ func (c *Client) processCall(ctx context.Context, op, id string, args any) (Proc
 // CreateSession starts a session's shell.
 func (c *Client) CreateSession(ctx context.Context, spec SessionSpec) (SessionInfo, error) {
 	var info SessionInfo
-	if err := c.procCall(ctx, OpSessionCreate, spec, &info, maxControlPayload); err != nil {
+	if err := c.procCall(ctx, OpSessionCreate, spec, &info, MaxControlPayload); err != nil {
 		return SessionInfo{}, fmt.Errorf("%s %q: %w", OpSessionCreate, spec.Name, err)
 	}
 	return info, nil
@@ -346,7 +346,7 @@ func (c *Client) ListSessions(ctx context.Context) ([]SessionInfo, error) {
 	var infos []SessionInfo
 	err := c.procCall(ctx, OpSessionList, nil, &infos, maxProcListPayload)
 	if err == nil && len(infos) > MaxSessions {
-		err = fmt.Errorf("%w: %d sessions listed, at most %d exist", errProtocol, len(infos), MaxSessions)
+		err = fmt.Errorf("%w: %d sessions listed, at most %d exist", ErrProtocol, len(infos), MaxSessions)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", OpSessionList, err)
@@ -385,7 +385,7 @@ func (c *Client) SessionExec(ctx context.Context, cmd SessionCommand, stdout, st
 	for {
 		f, err := cn.fr.ReadFrame()
 		if err == io.EOF {
-			err = fmt.Errorf("%w: connection closed without a result", errProtocol)
+			err = fmt.Errorf("%w: connection closed without a result", ErrProtocol)
 		}
 		if err != nil {
 			return SessionResult{}, fmt.Errorf("%s: %w", op, ctxErr(ctx, err))
@@ -394,7 +394,7 @@ func (c *Client) SessionExec(ctx context.Context, cmd SessionCommand, stdout, st
 		case FrameStdout, FrameStderr:
 			p.got += int64(len(f.Payload))
 			if p.got > limit+startFailureSlack {
-				return SessionResult{}, fmt.Errorf("%s: %w: more output than the %d byte limit", op, errProtocol, limit)
+				return SessionResult{}, fmt.Errorf("%s: %w: more output than the %d byte limit", op, ErrProtocol, limit)
 			}
 			w := stdout
 			if f.Type == FrameStderr {
@@ -406,19 +406,19 @@ func (c *Client) SessionExec(ctx context.Context, cmd SessionCommand, stdout, st
 				}
 			}
 		case FrameResult, FrameError:
-			if len(f.Payload) > maxControlPayload {
-				return SessionResult{}, fmt.Errorf("%s: %w: %s frame of %d bytes", op, errProtocol, f.Type, len(f.Payload))
+			if len(f.Payload) > MaxControlPayload {
+				return SessionResult{}, fmt.Errorf("%s: %w: %s frame of %d bytes", op, ErrProtocol, f.Type, len(f.Payload))
 			}
 			if f.Type == FrameError {
-				return SessionResult{}, fmt.Errorf("%s: %w", op, classifyProcErr(decodeRemoteError(f.Payload)))
+				return SessionResult{}, fmt.Errorf("%s: %w", op, classifyProcErr(DecodeRemoteError(f.Payload)))
 			}
 			var res SessionResult
 			if err := json.Unmarshal(f.Payload, &res); err != nil {
-				return SessionResult{}, fmt.Errorf("%s: %w: malformed result: %v", op, errProtocol, err)
+				return SessionResult{}, fmt.Errorf("%s: %w: malformed result: %v", op, ErrProtocol, err)
 			}
 			return res, nil
 		default:
-			return SessionResult{}, fmt.Errorf("%s: %w", op, unexpectedFrame(f.Type))
+			return SessionResult{}, fmt.Errorf("%s: %w", op, UnexpectedFrame(f.Type))
 		}
 	}
 }

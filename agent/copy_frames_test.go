@@ -28,7 +28,7 @@ func TestFrameDataReaderWriteTo(t *testing.T) {
 	fw.WriteFrame(FrameTar, b)
 	fw.WriteFrame(FrameTarEnd, nil)
 	var w writeSizes
-	r := &frameDataReader{fr: NewFrameReader(&in), data: FrameTar, end: FrameTarEnd}
+	r := NewFrameDataReader(NewFrameReader(&in), FrameTar, FrameTarEnd, false)
 	n, err := io.Copy(&w, r)
 	if err != nil || n != int64(len(a)+len(b)) {
 		t.Fatalf("copy: %d, %v", n, err)
@@ -45,7 +45,7 @@ func TestFrameDataReaderWriteTo(t *testing.T) {
 	in.Reset()
 	fw.WriteFrame(FrameTar, b)
 	fw.WriteJSON(FrameError, RemoteError{Message: "boom", Code: CodeNotFound})
-	r = &frameDataReader{fr: NewFrameReader(&in), data: FrameTar, end: FrameTarEnd, acceptEr: true}
+	r = NewFrameDataReader(NewFrameReader(&in), FrameTar, FrameTarEnd, true)
 	w = writeSizes{}
 	_, err = io.Copy(&w, r)
 	var re *RemoteError
@@ -58,7 +58,7 @@ func TestFrameDataReaderWriteTo(t *testing.T) {
 	// A stream cut before the end frame is an error, not a clean end.
 	in.Reset()
 	fw.WriteFrame(FrameTar, b)
-	r = &frameDataReader{fr: NewFrameReader(&in), data: FrameTar, end: FrameTarEnd}
+	r = NewFrameDataReader(NewFrameReader(&in), FrameTar, FrameTarEnd, false)
 	if _, err := io.Copy(io.Discard, r); err == nil {
 		t.Error("cut stream: no error")
 	}

@@ -57,7 +57,7 @@ func (s *Server) copyIn(fr *FrameReader, fw *FrameWriter, dest string) {
 			return
 		}
 	}
-	tarStream := &frameDataReader{fr: fr, data: FrameTar, end: FrameTarEnd}
+	tarStream := NewFrameDataReader(fr, FrameTar, FrameTarEnd, false)
 	if err := safetar.Extract(tarStream, dir, rename); err != nil {
 		if errors.Is(err, safetar.ErrUnsafe) {
 			err = &RemoteError{Message: err.Error(), Code: CodeInvalidArgument}
@@ -82,14 +82,14 @@ func (s *Server) copyOut(conn net.Conn, fw *FrameWriter, path string) {
 		return
 	}
 	if p == "/" {
-		s.replyError(fw, "copy-out "+path, fmt.Errorf("%w: cannot copy out /: a tar needs a top-level name", errInvalid))
+		s.replyError(fw, "copy-out "+path, fmt.Errorf("%w: cannot copy out /: a tar needs a top-level name", ErrInvalid))
 		return
 	}
 	if _, err := os.Lstat(p); err != nil {
 		s.replyError(fw, "copy-out "+path, err)
 		return
 	}
-	setFileSocketBuffer(conn)
+	SetFileSocketBuffer(conn)
 	buf := fileReadBufs.Get().(*[FileChunk]byte)
 	defer fileReadBufs.Put(buf)
 	bw := &safetar.BatchWriter{Max: FileChunk, Buf: buf[:0], Send: func(b []byte) error { return fw.WriteFrame(FrameTar, b) }}

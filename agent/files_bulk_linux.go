@@ -42,7 +42,7 @@ func (s *Server) fileUpload(conn net.Conn, fr *FrameReader, fw *FrameWriter, req
 	bw := bufio.NewWriterSize(conn, 16<<10)
 	rw := NewFrameWriter(bw)
 	for index := 0; ; index++ {
-		if fr.r.Buffered() < frameHeaderLen && bw.Flush() != nil {
+		if fr.Buffered() < FrameHeaderLen && bw.Flush() != nil {
 			return
 		}
 		f, err := fr.ReadFrame()
@@ -56,7 +56,7 @@ func (s *Server) fileUpload(conn net.Conn, fr *FrameReader, fw *FrameWriter, req
 			return
 		case FrameResult:
 		default:
-			s.replyError(fw, "upload", unexpectedFrame(f.Type))
+			s.replyError(fw, "upload", UnexpectedFrame(f.Type))
 			return
 		}
 		if index >= MaxBulkFiles {
@@ -72,7 +72,7 @@ func (s *Server) fileUpload(conn net.Conn, fr *FrameReader, fw *FrameWriter, req
 		d.DisallowUnknownFields()
 		if err := d.Decode(&item); err != nil {
 			bw.Flush()
-			s.replyError(fw, "upload", fmt.Errorf("%w: malformed upload item: %v", errInvalid, err))
+			s.replyError(fw, "upload", fmt.Errorf("%w: malformed upload item: %v", ErrInvalid, err))
 			return
 		}
 		res := FileResult{Index: index, Path: item.Path}
@@ -133,7 +133,7 @@ func (s *Server) fileDownload(conn net.Conn, fr *FrameReader, fw *FrameWriter, r
 		})
 		return
 	}
-	setFileSocketBuffer(conn)
+	SetFileSocketBuffer(conn)
 	for i, path := range a.Paths {
 		res := FileResult{Index: i, Path: path}
 		if err := s.downloadOne(fw, id, &a, i, &res); err != nil {

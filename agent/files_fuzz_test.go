@@ -35,7 +35,7 @@ func FuzzCleanFilePath(f *testing.F) {
 		}
 		c, err := cleanFilePath(workdir, p)
 		if err != nil {
-			if !errors.Is(err, errInvalid) {
+			if !errors.Is(err, ErrInvalid) {
 				t.Fatalf("%q: error %v is not invalid-argument", p, err)
 			}
 			if len(err.Error()) > 400 || !utf8.ValidString(err.Error()) {
@@ -118,7 +118,7 @@ func TestResolveUser(t *testing.T) {
 	} {
 		got, err := fsResolveUser(c.spec, []byte(testPasswd), []byte(testGroup))
 		if c.errSub != "" {
-			if err == nil || !errors.Is(err, errInvalid) || !strings.Contains(err.Error(), c.errSub) {
+			if err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.errSub) {
 				t.Errorf("%q: %v, want error with %q", c.spec, err, c.errSub)
 			}
 			continue
@@ -145,7 +145,7 @@ func FuzzResolveUser(f *testing.F) {
 	f.Fuzz(func(t *testing.T, spec, passwd, group string) {
 		id, err := fsResolveUser(spec, []byte(passwd), []byte(group))
 		if err != nil {
-			if !errors.Is(err, errInvalid) {
+			if !errors.Is(err, ErrInvalid) {
 				t.Fatalf("%q: error %v is not invalid-argument", spec, err)
 			}
 			return

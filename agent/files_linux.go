@@ -56,12 +56,12 @@ func init() {
 // not silently ignore, say, no_follow.
 func fsDecodeArgs(req *Request, v any) error {
 	if len(req.Args) == 0 {
-		return fmt.Errorf("%w: %s request without arguments", errInvalid, req.Op)
+		return fmt.Errorf("%w: %s request without arguments", ErrInvalid, req.Op)
 	}
 	d := json.NewDecoder(bytes.NewReader(req.Args))
 	d.DisallowUnknownFields()
 	if err := d.Decode(v); err != nil {
-		return fmt.Errorf("%w: malformed %s arguments: %v", errInvalid, req.Op, err)
+		return fmt.Errorf("%w: malformed %s arguments: %v", ErrInvalid, req.Op, err)
 	}
 	return nil
 }
@@ -376,22 +376,22 @@ func fsReceiveData(fr *FrameReader, fd int, drain bool) (n int64, werr, serr err
 		f, err := fr.ReadFrame()
 		if err != nil {
 			if err == io.EOF {
-				err = fmt.Errorf("%w: stream ended before %s frame", io.ErrUnexpectedEOF, frameFileDataEnd)
+				err = fmt.Errorf("%w: stream ended before %s frame", io.ErrUnexpectedEOF, FrameFileDataEnd)
 			}
 			return n, werr, err
 		}
 		switch f.Type {
-		case frameFileData:
+		case FrameFileData:
 			if fd >= 0 && werr == nil {
 				if werr = fsWriteAll(fd, f.Payload); werr != nil && !drain {
 					return n, werr, nil
 				}
 			}
 			n += int64(len(f.Payload))
-		case frameFileDataEnd:
+		case FrameFileDataEnd:
 			return n, werr, nil
 		default:
-			return n, werr, unexpectedFrame(f.Type)
+			return n, werr, UnexpectedFrame(f.Type)
 		}
 	}
 }
@@ -487,7 +487,7 @@ func fsSendData(fw *FrameWriter, fd int, offset, length int64) (int64, error) {
 		}
 		n, err := fsPreadFull(fd, buf[:want], offset+sent)
 		if n > 0 {
-			if werr := fw.WriteFrame(frameFileData, buf[:n]); werr != nil {
+			if werr := fw.WriteFrame(FrameFileData, buf[:n]); werr != nil {
 				return sent, fmt.Errorf("%w: %v", errFileHostWrite, werr)
 			}
 			sent += int64(n)
@@ -518,7 +518,7 @@ func (s *Server) fileRead(conn net.Conn, fr *FrameReader, fw *FrameWriter, req *
 		return
 	}
 	if a.Offset < 0 || a.Length < 0 {
-		s.replyError(fw, "read", fmt.Errorf("%w: offset and length must not be negative", errInvalid))
+		s.replyError(fw, "read", fmt.Errorf("%w: offset and length must not be negative", ErrInvalid))
 		return
 	}
 	fd, fi, err := fsOpenRead(id, p, a.NoFollow)
@@ -527,7 +527,7 @@ func (s *Server) fileRead(conn net.Conn, fr *FrameReader, fw *FrameWriter, req *
 		return
 	}
 	defer unix.Close(fd)
-	setFileSocketBuffer(conn)
+	SetFileSocketBuffer(conn)
 	if err := fw.WriteJSON(FrameResult, fi); err != nil {
 		return
 	}
@@ -537,7 +537,7 @@ func (s *Server) fileRead(conn net.Conn, fr *FrameReader, fw *FrameWriter, req *
 		}
 		return
 	}
-	fw.WriteFrame(frameFileDataEnd, nil)
+	fw.WriteFrame(FrameFileDataEnd, nil)
 }
 
 func (s *Server) fileStat(conn net.Conn, fr *FrameReader, fw *FrameWriter, req *Request) {
@@ -824,7 +824,7 @@ func (s *Server) fileRemove(conn net.Conn, fr *FrameReader, fw *FrameWriter, req
 	}
 	p, err := cleanFilePath(s.workdir(), a.Path)
 	if err == nil && p == "/" {
-		err = fmt.Errorf("%w: refusing to remove /", errInvalid)
+		err = fmt.Errorf("%w: refusing to remove /", ErrInvalid)
 	}
 	if err != nil {
 		s.replyError(fw, "remove", err)
@@ -880,7 +880,7 @@ func (s *Server) fileRename(conn net.Conn, fr *FrameReader, fw *FrameWriter, req
 		return
 	}
 	if src == "/" || dst == "/" {
-		s.replyError(fw, "rename", fmt.Errorf("%w: cannot rename / or onto /", errInvalid))
+		s.replyError(fw, "rename", fmt.Errorf("%w: cannot rename / or onto /", ErrInvalid))
 		return
 	}
 	err = id.do(func() error {

@@ -91,17 +91,17 @@ func (id *fsIdentity) enter() (restore func() error, err error) {
 	// x/sys's Setgroups is the raw per-thread system call, unlike
 	// syscall.Setgroups, which changes every thread of the process.
 	if err := unix.Setgroups(groups); err != nil {
-		return restore, fmt.Errorf("%w: user: cannot take groups %v: %v", errInvalid, id.groups, err)
+		return restore, fmt.Errorf("%w: user: cannot take groups %v: %v", ErrInvalid, id.groups, err)
 	}
 	// setfsuid and setfsgid report no errors: ask for the id back. An id
 	// the sandbox's user namespace does not map is silently refused.
 	unix.SetfsgidRetGid(int(id.gid))
 	if g, _ := unix.SetfsgidRetGid(-1); g != int(id.gid) {
-		return restore, fmt.Errorf("%w: user: gid %d is not usable in this sandbox (not mapped in its user namespace?)", errInvalid, id.gid)
+		return restore, fmt.Errorf("%w: user: gid %d is not usable in this sandbox (not mapped in its user namespace?)", ErrInvalid, id.gid)
 	}
 	unix.SetfsuidRetUid(int(id.uid))
 	if u, _ := unix.SetfsuidRetUid(-1); u != int(id.uid) {
-		return restore, fmt.Errorf("%w: user: uid %d is not usable in this sandbox (not mapped in its user namespace?)", errInvalid, id.uid)
+		return restore, fmt.Errorf("%w: user: uid %d is not usable in this sandbox (not mapped in its user namespace?)", ErrInvalid, id.uid)
 	}
 	return restore, nil
 }
@@ -347,10 +347,10 @@ func fsFail(op, path string, err error) *RemoteError {
 		code, text := fsErrorCode(errno)
 		return &RemoteError{Message: fmt.Sprintf("%s %s: %s", op, QuotePath(path), text), Code: code}
 	}
-	r := remoteError(err)
-	if errors.Is(err, errInvalid) {
+	r := ToRemoteError(err)
+	if errors.Is(err, ErrInvalid) {
 		// "invalid argument: path ..." reads better without the class.
-		r.Message = strings.TrimPrefix(err.Error(), errInvalid.Error()+": ")
+		r.Message = strings.TrimPrefix(err.Error(), ErrInvalid.Error()+": ")
 	}
 	if !strings.Contains(r.Message, QuotePath(path)) && path != "" {
 		r.Message = fmt.Sprintf("%s %s: %s", op, QuotePath(path), r.Message)
@@ -380,7 +380,7 @@ var fileReadBufs = sync.Pool{New: func() any { return new([FileChunk]byte) }}
 // fsPerm checks a mode from the host.
 func fsPerm(field string, mode uint32) error {
 	if mode&^0o7777 != 0 {
-		return fmt.Errorf("%w: %s: %#o has bits beyond 07777", errInvalid, field, mode)
+		return fmt.Errorf("%w: %s: %#o has bits beyond 07777", ErrInvalid, field, mode)
 	}
 	return nil
 }

@@ -36,8 +36,8 @@ const (
 )
 
 const (
-	frameFileData    = FrameTar
-	frameFileDataEnd = FrameTarEnd
+	FrameFileData    = FrameTar
+	FrameFileDataEnd = FrameTarEnd
 )
 
 // FileChunk is the payload of one file data frame, the most a frame may

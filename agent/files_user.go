@@ -22,11 +22,11 @@ const fsMaxGroups = 256
 // '$', as Samba machine accounts have).
 func fsParseUserSpec(spec string) (user, group string, err error) {
 	if len(spec) > MaxUserLen {
-		return "", "", fmt.Errorf("%w: user: %d bytes, at most %d allowed", errInvalid, len(spec), MaxUserLen)
+		return "", "", fmt.Errorf("%w: user: %d bytes, at most %d allowed", ErrInvalid, len(spec), MaxUserLen)
 	}
 	user, group, hasGroup := strings.Cut(spec, ":")
 	if !validAccountName(user) || (hasGroup && !validAccountName(group)) {
-		return "", "", fmt.Errorf("%w: user: %q is not NAME, UID, NAME:GROUP or UID:GID", errInvalid, spec)
+		return "", "", fmt.Errorf("%w: user: %q is not NAME, UID, NAME:GROUP or UID:GID", ErrInvalid, spec)
 	}
 	return user, group, nil
 }
@@ -109,7 +109,7 @@ func fsResolveUser(spec string, passwd, group []byte) (*fsIdentity, error) {
 	} else {
 		i := slices.IndexFunc(users, func(e fsPasswdEntry) bool { return e.name == user })
 		if i < 0 {
-			return nil, fmt.Errorf("%w: user: no user %q in the sandbox's /etc/passwd", errInvalid, user)
+			return nil, fmt.Errorf("%w: user: no user %q in the sandbox's /etc/passwd", ErrInvalid, user)
 		}
 		name, id.uid, id.gid = user, users[i].uid, users[i].gid
 	}
@@ -120,7 +120,7 @@ func fsResolveUser(spec string, passwd, group []byte) (*fsIdentity, error) {
 		} else {
 			i := slices.IndexFunc(groups, func(e fsGroupEntry) bool { return e.name == grp })
 			if i < 0 {
-				return nil, fmt.Errorf("%w: user: no group %q in the sandbox's /etc/group", errInvalid, grp)
+				return nil, fmt.Errorf("%w: user: no group %q in the sandbox's /etc/group", ErrInvalid, grp)
 			}
 			id.gid = groups[i].gid
 		}

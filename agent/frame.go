@@ -33,13 +33,13 @@ const (
 // allocate more than this per frame, whatever the peer claims.
 const MaxFramePayload = 1 << 20
 
-// frameHeaderLen is 1 type byte plus a 4 byte big-endian payload length.
-const frameHeaderLen = 5
+// FrameHeaderLen is 1 type byte plus a 4 byte big-endian payload length.
+const FrameHeaderLen = 5
 
-// dataChunk is how much stream data (stdout, stdin, tar) goes in one frame:
+// DataChunk is how much stream data (stdout, stdin, tar) goes in one frame:
 // big enough to amortise the header and syscalls, small enough to keep
 // per-connection buffers modest in the init.
-const dataChunk = 32 << 10
+const DataChunk = 32 << 10
 
 // Errors a FrameReader returns for malformed input; wrapped with details.
 var (
@@ -79,7 +79,7 @@ type Frame struct {
 // FrameReader decodes frames from a stream.
 type FrameReader struct {
 	r   *bufio.Reader
-	hdr [frameHeaderLen]byte
+	hdr [FrameHeaderLen]byte
 	buf []byte
 }
 
@@ -87,6 +87,10 @@ type FrameReader struct {
 func NewFrameReader(r io.Reader) *FrameReader {
 	return &FrameReader{r: bufio.NewReaderSize(r, 4096)}
 }
+
+// Buffered is how many bytes are read from the stream but not yet
+// returned as frames.
+func (fr *FrameReader) Buffered() int { return fr.r.Buffered() }
 
 // ReadFrame returns the next frame. It returns io.EOF only on a clean end of
 // stream between frames; a stream cut inside a frame is io.ErrUnexpectedEOF.
@@ -120,7 +124,7 @@ func (fr *FrameReader) ReadFrame() (Frame, error) {
 type FrameWriter struct {
 	mu  sync.Mutex
 	w   io.Writer
-	hdr [frameHeaderLen]byte
+	hdr [FrameHeaderLen]byte
 	buf []byte
 }
 
@@ -179,7 +183,7 @@ type frameStream struct {
 func (s frameStream) Write(p []byte) (int, error) {
 	n := 0
 	for len(p) > 0 {
-		c := min(len(p), dataChunk)
+		c := min(len(p), DataChunk)
 		if err := s.fw.WriteFrame(s.t, p[:c]); err != nil {
 			return n, err
 		}

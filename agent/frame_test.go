@@ -51,7 +51,7 @@ func TestFrameRoundTrip(t *testing.T) {
 func TestFrameStreamWriterSplits(t *testing.T) {
 	var buf bytes.Buffer
 	fw := NewFrameWriter(&buf)
-	data := bytes.Repeat([]byte("0123456789"), 10000) // 100 kB > dataChunk
+	data := bytes.Repeat([]byte("0123456789"), 10000) // 100 kB > DataChunk
 	if n, err := fw.StreamWriter(FrameTar).Write(data); err != nil || n != len(data) {
 		t.Fatalf("Write = %d, %v", n, err)
 	}
@@ -65,7 +65,7 @@ func TestFrameStreamWriterSplits(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if f.Type != FrameTar || len(f.Payload) > dataChunk {
+		if f.Type != FrameTar || len(f.Payload) > DataChunk {
 			t.Fatalf("frame %s of %d bytes", f.Type, len(f.Payload))
 		}
 		got = append(got, f.Payload...)
@@ -152,7 +152,7 @@ func FuzzReadFrame(f *testing.F) {
 			if !fr0.Type.valid() || len(fr0.Payload) > MaxFramePayload {
 				t.Fatalf("reader returned invalid frame %s/%d", fr0.Type, len(fr0.Payload))
 			}
-			consumed += frameHeaderLen + len(fr0.Payload)
+			consumed += FrameHeaderLen + len(fr0.Payload)
 			if err := rw.WriteFrame(fr0.Type, fr0.Payload); err != nil {
 				t.Fatalf("re-encode: %v", err)
 			}
@@ -165,11 +165,11 @@ func FuzzReadFrame(f *testing.F) {
 }
 
 func BenchmarkFrameEncode(b *testing.B) {
-	for _, size := range []int{0, 64, dataChunk} {
+	for _, size := range []int{0, 64, DataChunk} {
 		b.Run(fmt.Sprintf("%dB", size), func(b *testing.B) {
 			fw := NewFrameWriter(io.Discard)
 			p := make([]byte, size)
-			b.SetBytes(int64(size + frameHeaderLen))
+			b.SetBytes(int64(size + FrameHeaderLen))
 			b.ReportAllocs()
 			for b.Loop() {
 				if err := fw.WriteFrame(FrameStdout, p); err != nil {

@@ -33,7 +33,7 @@ func (o *outputStream) hangUp() { o.hangOnce.Do(func() { close(o.hangup) }) }
 // pump streams one output pipe as frames until the pipe is closed or EOF.
 func (o *outputStream) pump(r *os.File, t FrameType, wg *sync.WaitGroup) {
 	defer wg.Done()
-	buf := chunkPool.Get().(*[dataChunk]byte)
+	buf := chunkPool.Get().(*[DataChunk]byte)
 	defer chunkPool.Put(buf)
 	for {
 		n, err := r.Read(buf[:])

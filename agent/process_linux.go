@@ -30,12 +30,6 @@ func init() {
 	registerOp(OpProcessSignal, (*Server).processSignal)
 }
 
-// Error codes beyond protocol.go's; the client maps them onto errdefs.
-const (
-	codeResourceExhausted  = "resource-exhausted"
-	codeFailedPrecondition = "failed-precondition"
-)
-
 // infoArgsBudget bounds the bytes of argv a ProcessInfo carries, so that
 // every info stays a small control frame whatever the command line.
 const infoArgsBudget = 4096
@@ -45,12 +39,12 @@ const infoArgsBudget = 4096
 // than ignore it and run the command as root.
 func decodeProcArgs(req *Request, v any) error {
 	if len(req.Args) == 0 {
-		return fmt.Errorf("%w: %s request without args", errInvalid, req.Op)
+		return fmt.Errorf("%w: %s request without args", ErrInvalid, req.Op)
 	}
 	dec := json.NewDecoder(bytes.NewReader(req.Args))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%w: %s args: %v", errInvalid, req.Op, err)
+		return fmt.Errorf("%w: %s args: %v", ErrInvalid, req.Op, err)
 	}
 	return nil
 }
@@ -59,7 +53,7 @@ func decodeProcArgs(req *Request, v any) error {
 func ParseSignal(s string) (syscall.Signal, error) {
 	if n, err := strconv.Atoi(s); err == nil {
 		if n <= 0 || n > 64 {
-			return 0, fmt.Errorf("%w: signal %d out of range", errInvalid, n)
+			return 0, fmt.Errorf("%w: signal %d out of range", ErrInvalid, n)
 		}
 		return syscall.Signal(n), nil
 	}
@@ -69,7 +63,7 @@ func ParseSignal(s string) (syscall.Signal, error) {
 	}
 	sig := unix.SignalNum(name)
 	if sig == 0 {
-		return 0, fmt.Errorf("%w: unknown signal %q", errInvalid, s)
+		return 0, fmt.Errorf("%w: unknown signal %q", ErrInvalid, s)
 	}
 	return sig, nil
 }
@@ -201,7 +195,7 @@ func (s *Server) procControl(ctl *Request, h procInputHandler) error {
 		h.signal(sig)
 		return nil
 	}
-	return fmt.Errorf("%w: unknown control request", errInvalid)
+	return fmt.Errorf("%w: unknown control request", ErrInvalid)
 }
 
 // fgExec is one foreground process-exec while it runs.
@@ -221,7 +215,7 @@ func (s *Server) processExec(conn net.Conn, fr *FrameReader, fw *FrameWriter, re
 		s.replyError(fw, req.Op, err)
 		return
 	}
-	name := argv0(spec.Args)
+	name := Argv0(spec.Args)
 	op := fmt.Sprintf("%s %q", req.Op, name)
 	started := time.Now()
 	sp, err := s.prepareProcess(&spec)
@@ -417,7 +411,7 @@ func (t *procTable) makeRoom() error {
 		}
 	}
 	if oldest == nil {
-		return &RemoteError{Code: codeResourceExhausted,
+		return &RemoteError{Code: CodeResourceExhausted,
 			Message: fmt.Sprintf("%d background processes are running, the most the init keeps", MaxProcesses)}
 	}
 	delete(t.procs, oldest.info.ID)
@@ -498,7 +492,7 @@ func (s *Server) processStart(conn net.Conn, fr *FrameReader, fw *FrameWriter, r
 		s.replyError(fw, req.Op, err)
 		return
 	}
-	op := fmt.Sprintf("%s %q", req.Op, argv0(spec.Args))
+	op := fmt.Sprintf("%s %q", req.Op, Argv0(spec.Args))
 	t := s.processes()
 	t.startMu.Lock()
 	defer t.startMu.Unlock()
@@ -528,7 +522,7 @@ func (s *Server) processStart(conn net.Conn, fr *FrameReader, fw *FrameWriter, r
 	if sf != nil {
 		// Like a shell: a message on stderr and 126 or 127, kept for
 		// attach and wait.
-		p.log.write(1, fmt.Appendf(nil, "boxd: exec %q: %v\n", argv0(spec.Args), sf.err))
+		p.log.write(1, fmt.Appendf(nil, "boxd: exec %q: %v\n", Argv0(spec.Args), sf.err))
 		p.result = ExecResult{ExitCode: sf.code, Started: started, Ended: time.Now()}
 		close(p.done)
 		p.log.close()
@@ -580,7 +574,7 @@ func (p *bgProc) run(s *Server, spec *ProcessSpec, started time.Time) {
 
 func (p *bgProc) pump(r *os.File, stream int, wg *sync.WaitGroup) {
 	defer wg.Done()
-	buf := chunkPool.Get().(*[dataChunk]byte)
+	buf := chunkPool.Get().(*[DataChunk]byte)
 	defer chunkPool.Put(buf)
 	for {
 		n, err := r.Read(buf[:])
@@ -673,7 +667,7 @@ func (s *Server) processAttach(conn net.Conn, fr *FrameReader, fw *FrameWriter, 
 
 	var cur logCursor
 	for {
-		stream, data, wake, closed := p.log.next(&cur, dataChunk)
+		stream, data, wake, closed := p.log.next(&cur, DataChunk)
 		switch {
 		case data != nil:
 			t := FrameStdout
@@ -744,7 +738,7 @@ func (s *Server) processSignal(conn net.Conn, fr *FrameReader, fw *FrameWriter, 
 		return
 	}
 	if p.exited() {
-		s.replyError(fw, req.Op, &RemoteError{Code: codeFailedPrecondition,
+		s.replyError(fw, req.Op, &RemoteError{Code: CodeFailedPrecondition,
 			Message: fmt.Sprintf("process %s has already exited", p.info.ID)})
 		return
 	}

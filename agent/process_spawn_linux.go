@@ -54,7 +54,7 @@ func (s *Server) prepareProcess(spec *ProcessSpec) (*spawnSpec, error) {
 		return nil, err
 	}
 	if spec.Window != nil && (spec.Window.Rows > MaxWindowDim || spec.Window.Cols > MaxWindowDim) {
-		return nil, fmt.Errorf("%w: window size %dx%d", errInvalid, spec.Window.Rows, spec.Window.Cols)
+		return nil, fmt.Errorf("%w: window size %dx%d", ErrInvalid, spec.Window.Rows, spec.Window.Cols)
 	}
 	sp := &spawnSpec{args: spec.Args, tty: spec.Tty}
 	if spec.Window != nil {
@@ -181,7 +181,7 @@ func (s *Server) spawnProcess(sp *spawnSpec) (_ *procCmd, retErr error) {
 		}
 		var errno syscall.Errno
 		if sp.user != nil && errors.As(err, &errno) && errno == syscall.EINVAL {
-			return nil, fmt.Errorf("%w: cannot run as uid %d gid %d (outside the sandbox's user namespace?): %v", errInvalid, sp.user.uid, sp.user.gid, err)
+			return nil, fmt.Errorf("%w: cannot run as uid %d gid %d (outside the sandbox's user namespace?): %v", ErrInvalid, sp.user.uid, sp.user.gid, err)
 		}
 		return nil, err
 	}

@@ -423,7 +423,7 @@ func TestClientDistrustsProcessReplies(t *testing.T) {
 		"bad id":            encodeFrame(FrameResult, []byte(`{"id":"../x","state":"running"}`)),
 		"bad state":         encodeFrame(FrameResult, []byte(`{"id":"p1","state":"zombie"}`)),
 		"exited, no result": encodeFrame(FrameResult, []byte(`{"id":"p1","state":"exited"}`)),
-		"huge":              encodeFrame(FrameResult, bytes.Repeat([]byte(" "), maxControlPayload+1)),
+		"huge":              encodeFrame(FrameResult, bytes.Repeat([]byte(" "), MaxControlPayload+1)),
 		"output":            encodeFrame(FrameStdout, []byte("x")),
 	}
 	for name, reply := range cases {

@@ -185,7 +185,7 @@ type SessionResult struct {
 	SessionEnded bool `json:"session_ended,omitempty"`
 }
 
-func argv0(args []string) string {
+func Argv0(args []string) string {
 	if len(args) == 0 {
 		return ""
 	}

@@ -42,11 +42,11 @@ var (
 // those listing the user by name, unless a group is given explicitly.
 func lookupExecUser(spec string) (*execUser, error) {
 	if len(spec) > maxUserSpec {
-		return nil, fmt.Errorf("%w: user: %d bytes, at most %d", errInvalid, len(spec), maxUserSpec)
+		return nil, fmt.Errorf("%w: user: %d bytes, at most %d", ErrInvalid, len(spec), maxUserSpec)
 	}
 	user, group, hasGroup := strings.Cut(spec, ":")
 	if !validAccountName(user) || (hasGroup && !validAccountName(group)) {
-		return nil, fmt.Errorf("%w: user: %q is not NAME, UID, NAME:GROUP or UID:GID", errInvalid, spec)
+		return nil, fmt.Errorf("%w: user: %q is not NAME, UID, NAME:GROUP or UID:GID", ErrInvalid, spec)
 	}
 	u := &execUser{home: "/"}
 	name := ""
@@ -71,7 +71,7 @@ func lookupExecUser(spec string) (*execUser, error) {
 	case numeric && !found:
 		u.uid = uid
 	case !found:
-		return nil, fmt.Errorf("%w: user: no user %q in the sandbox's %s", errInvalid, user, passwdPath)
+		return nil, fmt.Errorf("%w: user: no user %q in the sandbox's %s", ErrInvalid, user, passwdPath)
 	}
 	if u.home == "" {
 		u.home = "/"
@@ -91,7 +91,7 @@ func lookupExecUser(spec string) (*execUser, error) {
 				return nil, err
 			}
 			if !found {
-				return nil, fmt.Errorf("%w: user: no group %q in the sandbox's %s", errInvalid, group, groupPath)
+				return nil, fmt.Errorf("%w: user: no group %q in the sandbox's %s", ErrInvalid, group, groupPath)
 			}
 		}
 		u.gid = gid

@@ -97,11 +97,11 @@ func (e *RemoteError) Unwrap() error {
 	return errdefs.ErrUnknown
 }
 
-// errInvalid marks errors the server should report as invalid-argument.
-var errInvalid = errors.New("invalid argument")
+// ErrInvalid marks errors the server should report as invalid-argument.
+var ErrInvalid = errors.New("invalid argument")
 
-// remoteError classifies err for the wire.
-func remoteError(err error) *RemoteError {
+// ToRemoteError classifies err for the wire.
+func ToRemoteError(err error) *RemoteError {
 	var re *RemoteError
 	if errors.As(err, &re) {
 		return re
@@ -110,7 +110,7 @@ func remoteError(err error) *RemoteError {
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		code = CodeNotFound
-	case errors.Is(err, errInvalid), errors.Is(err, errdefs.ErrInvalidArgument):
+	case errors.Is(err, ErrInvalid), errors.Is(err, errdefs.ErrInvalidArgument):
 		code = CodeInvalidArgument
 	case errors.Is(err, fs.ErrPermission):
 		code = CodePermissionDenied
@@ -125,8 +125,8 @@ func remoteError(err error) *RemoteError {
 	return &RemoteError{Message: err.Error(), Code: code}
 }
 
-// decodeRemoteError parses an error frame; a malformed one is itself an error.
-func decodeRemoteError(payload []byte) error {
+// DecodeRemoteError parses an error frame; a malformed one is itself an error.
+func DecodeRemoteError(payload []byte) error {
 	var re RemoteError
 	if err := json.Unmarshal(payload, &re); err != nil {
 		return fmt.Errorf("malformed error frame: %w", err)
@@ -137,16 +137,16 @@ func decodeRemoteError(payload []byte) error {
 	return &re
 }
 
-// errProtocol marks a peer that broke the protocol.
-var errProtocol = errors.New("agent protocol violation")
+// ErrProtocol marks a peer that broke the protocol.
+var ErrProtocol = errors.New("agent protocol violation")
 
-func unexpectedFrame(t FrameType) error {
-	return fmt.Errorf("%w: unexpected %s frame", errProtocol, t)
+func UnexpectedFrame(t FrameType) error {
+	return fmt.Errorf("%w: unexpected %s frame", ErrProtocol, t)
 }
 
-// frameDataReader turns a run of data frames of one type, ended by an end
+// FrameDataReader turns a run of data frames of one type, ended by an end
 // frame, into an io.Reader. An error frame from the peer becomes the error.
-type frameDataReader struct {
+type FrameDataReader struct {
 	fr       *FrameReader
 	data     FrameType
 	end      FrameType
@@ -155,7 +155,13 @@ type frameDataReader struct {
 	acceptEr bool // whether the peer may end the stream with an error frame
 }
 
-func (r *frameDataReader) Read(p []byte) (int, error) {
+// NewFrameDataReader reads data frames from fr until an end frame;
+// acceptErr says whether the peer may end the stream with an error frame.
+func NewFrameDataReader(fr *FrameReader, data, end FrameType, acceptErr bool) *FrameDataReader {
+	return &FrameDataReader{fr: fr, data: data, end: end, acceptEr: acceptErr}
+}
+
+func (r *FrameDataReader) Read(p []byte) (int, error) {
 	for len(r.pending) == 0 {
 		if r.err != nil {
 			return 0, r.err
@@ -168,11 +174,11 @@ func (r *frameDataReader) Read(p []byte) (int, error) {
 }
 
 // next reads one frame into pending or err.
-func (r *frameDataReader) next() {
+func (r *FrameDataReader) next() {
 	f, err := r.fr.ReadFrame()
 	switch {
 	case err == io.EOF:
-		r.err = fmt.Errorf("%w: stream ended before %s frame", errProtocol, r.end)
+		r.err = fmt.Errorf("%w: stream ended before %s frame", ErrProtocol, r.end)
 	case err != nil:
 		r.err = err
 	case f.Type == r.data:
@@ -180,15 +186,15 @@ func (r *frameDataReader) next() {
 	case f.Type == r.end:
 		r.err = io.EOF
 	case f.Type == FrameError && r.acceptEr:
-		r.err = decodeRemoteError(f.Payload)
+		r.err = DecodeRemoteError(f.Payload)
 	default:
-		r.err = unexpectedFrame(f.Type)
+		r.err = UnexpectedFrame(f.Type)
 	}
 }
 
 // WriteTo hands each frame's payload to w as it is, so io.Copy makes one
 // write per frame rather than copying through its own 32 KiB buffer.
-func (r *frameDataReader) WriteTo(w io.Writer) (int64, error) {
+func (r *FrameDataReader) WriteTo(w io.Writer) (int64, error) {
 	var n int64
 	for {
 		if len(r.pending) > 0 {

@@ -11,7 +11,7 @@ import (
 	"github.com/containerd/errdefs"
 )
 
-// remoteError classifies what goes wrong in the init for the wire, and the
+// ToRemoteError classifies what goes wrong in the init for the wire, and the
 // host side turns the code back into the errdefs class boxd's API maps.
 func TestRemoteErrorClass(t *testing.T) {
 	pathErr := func(errno syscall.Errno) error {
@@ -26,7 +26,7 @@ func TestRemoteErrorClass(t *testing.T) {
 		{"missing", pathErr(syscall.ENOENT), CodeNotFound, errdefs.ErrNotFound},
 		{"denied", pathErr(syscall.EACCES), CodePermissionDenied, errdefs.ErrPermissionDenied},
 		{"exists", fmt.Errorf("x: %w", fs.ErrExist), CodeAlreadyExists, errdefs.ErrAlreadyExists},
-		{"invalid", fmt.Errorf("%w: bad", errInvalid), CodeInvalidArgument, errdefs.ErrInvalidArgument},
+		{"invalid", fmt.Errorf("%w: bad", ErrInvalid), CodeInvalidArgument, errdefs.ErrInvalidArgument},
 		{"disk full", pathErr(syscall.ENOSPC), CodeResourceExhausted, errdefs.ErrResourceExhausted},
 		{"quota", pathErr(syscall.EDQUOT), CodeResourceExhausted, errdefs.ErrResourceExhausted},
 		{"file size limit", pathErr(syscall.EFBIG), CodeResourceExhausted, errdefs.ErrResourceExhausted},
@@ -35,9 +35,9 @@ func TestRemoteErrorClass(t *testing.T) {
 		{"plain", errors.New("boom"), CodeInternal, errdefs.ErrInternal},
 		{"already classified", &RemoteError{Code: CodeFailedPrecondition, Message: "m"}, CodeFailedPrecondition, errdefs.ErrFailedPrecondition},
 	} {
-		re := remoteError(tc.err)
+		re := ToRemoteError(tc.err)
 		if re.Code != tc.code || re.Message != tc.err.Error() {
-			t.Errorf("%s: remoteError = %q %q, want %q %q", tc.name, re.Code, re.Message, tc.code, tc.err.Error())
+			t.Errorf("%s: ToRemoteError = %q %q, want %q %q", tc.name, re.Code, re.Message, tc.code, tc.err.Error())
 		}
 		if !errors.Is(re, tc.class) {
 			t.Errorf("%s: %q does not unwrap to %v", tc.name, re.Code, tc.class)

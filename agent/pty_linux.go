@@ -62,7 +62,7 @@ func openPty(ws WindowSize) (master *os.File, slave int, err error) {
 // terminal's foreground process group.
 func resizePty(master *os.File, ws WindowSize) error {
 	if ws.Rows == 0 || ws.Cols == 0 || ws.Rows > MaxWindowDim || ws.Cols > MaxWindowDim {
-		return fmt.Errorf("%w: window size %dx%d", errInvalid, ws.Rows, ws.Cols)
+		return fmt.Errorf("%w: window size %dx%d", ErrInvalid, ws.Rows, ws.Cols)
 	}
 	rc, err := master.SyscallConn()
 	if err != nil {

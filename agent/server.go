@@ -169,17 +169,17 @@ func (s *Server) handle(conn net.Conn) {
 	conn.SetReadDeadline(time.Time{})
 	if err != nil {
 		if err != io.EOF {
-			s.replyError(fw, "read request", fmt.Errorf("%w: %v", errInvalid, err))
+			s.replyError(fw, "read request", fmt.Errorf("%w: %v", ErrInvalid, err))
 		}
 		return
 	}
 	if f.Type != FrameRequest {
-		s.replyError(fw, "read request", fmt.Errorf("%w: first frame is %s, want request", errInvalid, f.Type))
+		s.replyError(fw, "read request", fmt.Errorf("%w: first frame is %s, want request", ErrInvalid, f.Type))
 		return
 	}
 	var req Request
 	if err := json.Unmarshal(f.Payload, &req); err != nil {
-		s.replyError(fw, "read request", fmt.Errorf("%w: malformed request: %v", errInvalid, err))
+		s.replyError(fw, "read request", fmt.Errorf("%w: malformed request: %v", ErrInvalid, err))
 		return
 	}
 	switch req.Op {
@@ -187,7 +187,7 @@ func (s *Server) handle(conn net.Conn) {
 		fw.WriteFrame(FrameOK, nil)
 	case OpExec:
 		if req.Exec == nil {
-			s.replyError(fw, "exec", fmt.Errorf("%w: exec request without exec field", errInvalid))
+			s.replyError(fw, "exec", fmt.Errorf("%w: exec request without exec field", ErrInvalid))
 			return
 		}
 		s.exec(conn, fr, fw, req.Exec)
@@ -202,7 +202,7 @@ func (s *Server) handle(conn net.Conn) {
 			h(s, conn, fr, fw, &req)
 			return
 		}
-		s.replyError(fw, "request", fmt.Errorf("%w: unknown op %q", errInvalid, req.Op))
+		s.replyError(fw, "request", fmt.Errorf("%w: unknown op %q", ErrInvalid, req.Op))
 	}
 }
 
@@ -227,17 +227,17 @@ func registerOp(name string, h opHandler) {
 // is for the init's own log.
 func (s *Server) replyError(fw *FrameWriter, op string, err error) {
 	s.logf("%s failed: %v", op, err)
-	fw.WriteJSON(FrameError, remoteError(err))
+	fw.WriteJSON(FrameError, ToRemoteError(err))
 }
 
 // resolve validates a path from the host and makes it absolute, relative
 // paths being taken from the workdir.
 func (s *Server) resolve(p string) (string, error) {
 	if p == "" {
-		return "", fmt.Errorf("%w: empty path", errInvalid)
+		return "", fmt.Errorf("%w: empty path", ErrInvalid)
 	}
 	if strings.IndexByte(p, 0) >= 0 {
-		return "", fmt.Errorf("%w: path %q contains NUL", errInvalid, p)
+		return "", fmt.Errorf("%w: path %q contains NUL", ErrInvalid, p)
 	}
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(s.workdir(), p)

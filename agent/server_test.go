@@ -100,7 +100,7 @@ func fakeInit(t *testing.T, reply []byte) *Client {
 }
 
 func TestClientDistrustsInit(t *testing.T) {
-	big := bytes.Repeat([]byte("x"), maxControlPayload+1)
+	big := bytes.Repeat([]byte("x"), MaxControlPayload+1)
 	cases := map[string][]byte{
 		"closes without result": encodeFrame(FrameStdout, []byte("partial")),
 		"oversize frame":        header(FrameStdout, MaxFramePayload+1),

@@ -187,7 +187,7 @@ func (s *Server) sessionCreate(conn net.Conn, fr *FrameReader, fw *FrameWriter, 
 		return
 	}
 	if !sessionNameRe.MatchString(spec.Name) {
-		s.replyError(fw, req.Op, fmt.Errorf("%w: session name %q does not match %s", errInvalid, spec.Name, SessionNamePattern))
+		s.replyError(fw, req.Op, fmt.Errorf("%w: session name %q does not match %s", ErrInvalid, spec.Name, SessionNamePattern))
 		return
 	}
 	if spec.Shell == "" {
@@ -213,7 +213,7 @@ func (s *Server) sessionCreate(conn net.Conn, fr *FrameReader, fw *FrameWriter, 
 		return
 	case len(t.sessions) >= MaxSessions:
 		t.mu.Unlock()
-		s.replyError(fw, req.Op, &RemoteError{Code: codeResourceExhausted, Message: fmt.Sprintf("%d sessions exist, the most a sandbox may have", MaxSessions)})
+		s.replyError(fw, req.Op, &RemoteError{Code: CodeResourceExhausted, Message: fmt.Sprintf("%d sessions exist, the most a sandbox may have", MaxSessions)})
 		return
 	}
 	t.sessions[spec.Name] = ss // reserves the name while the shell starts
@@ -324,7 +324,7 @@ func (sh *shell) readStatus() {
 
 func (sh *shell) pump(r *os.File, stream int) {
 	defer sh.pumps.Done()
-	buf := chunkPool.Get().(*[dataChunk]byte)
+	buf := chunkPool.Get().(*[DataChunk]byte)
 	defer chunkPool.Put(buf)
 	for {
 		n, err := r.Read(buf[:])
@@ -438,13 +438,13 @@ func (s *Server) sessionExec(conn net.Conn, fr *FrameReader, fw *FrameWriter, re
 	op := fmt.Sprintf("%s %q", req.Op, sc.Name)
 	switch {
 	case strings.TrimSpace(sc.Command) == "":
-		s.replyError(fw, op, fmt.Errorf("%w: empty command", errInvalid))
+		s.replyError(fw, op, fmt.Errorf("%w: empty command", ErrInvalid))
 		return
 	case len(sc.Command) > MaxSessionCommand || strings.IndexByte(sc.Command, 0) >= 0:
-		s.replyError(fw, op, fmt.Errorf("%w: command longer than %d bytes or containing NUL", errInvalid, MaxSessionCommand))
+		s.replyError(fw, op, fmt.Errorf("%w: command longer than %d bytes or containing NUL", ErrInvalid, MaxSessionCommand))
 		return
 	case sc.Timeout < 0 || sc.OutputLimit < 0:
-		s.replyError(fw, op, fmt.Errorf("%w: negative timeout or output limit", errInvalid))
+		s.replyError(fw, op, fmt.Errorf("%w: negative timeout or output limit", ErrInvalid))
 		return
 	}
 	t := s.sessions()

@@ -103,15 +103,15 @@ func (s *Server) start(req *ExecRequest) (*command, error) {
 
 func validateExec(req *ExecRequest) error {
 	if len(req.Args) == 0 || req.Args[0] == "" {
-		return fmt.Errorf("%w: empty command", errInvalid)
+		return fmt.Errorf("%w: empty command", ErrInvalid)
 	}
 	if req.Timeout < 0 || req.OutputLimit < 0 {
-		return fmt.Errorf("%w: negative timeout or output limit", errInvalid)
+		return fmt.Errorf("%w: negative timeout or output limit", ErrInvalid)
 	}
 	for _, list := range [][]string{req.Args, req.Env, {req.Dir}} {
 		for _, s := range list {
 			if strings.IndexByte(s, 0) >= 0 {
-				return fmt.Errorf("%w: NUL byte in %q", errInvalid, s)
+				return fmt.Errorf("%w: NUL byte in %q", ErrInvalid, s)
 			}
 		}
 	}

@@ -17,7 +17,7 @@ import (
 // gone away; while it is blocked nobody else is reading the connection.
 const hangupPoll = 200 * time.Millisecond
 
-var chunkPool = sync.Pool{New: func() any { return new([dataChunk]byte) }}
+var chunkPool = sync.Pool{New: func() any { return new([DataChunk]byte) }}
 
 // readInput owns the connection's read side during an exec: it forwards
 // stdin and notices the host going away.

@@ -1,0 +1,43 @@
+package agent
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// cleanFilePath turns a path from the host into the absolute, lexically
+// clean path the init works on. A relative path is taken from workdir.
+// ".." is applied to the text, and ".." at the root stays at the root, as
+// the kernel does: the init resolves paths in the sandbox's own root, so
+// there is nothing above it to reach.
+func cleanFilePath(workdir, p string) (string, error) {
+	if err := CheckFilePath(p); err != nil {
+		return "", err
+	}
+	if !path.IsAbs(p) {
+		if workdir == "" {
+			workdir = "/"
+		}
+		p = workdir + "/" + p
+	}
+	c := path.Clean(p)
+	if len(c) > MaxPathLen {
+		return "", fmt.Errorf("%w: path %s is %d bytes once made absolute, longer than PATH_MAX (%d)", ErrInvalid, QuotePath(c), len(c), MaxPathLen+1)
+	}
+	return c, nil
+}
+
+// splitFilePath splits a clean absolute path into its directory and final
+// component; the root has no final component.
+func splitFilePath(p string) (dir, base string) {
+	if p == "/" {
+		return "/", ""
+	}
+	i := strings.LastIndexByte(p, '/')
+	dir, base = p[:i], p[i+1:]
+	if dir == "" {
+		dir = "/"
+	}
+	return dir, base
+}
