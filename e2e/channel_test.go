@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boxd-dev/boxd/agent"
+	"github.com/boxd-dev/boxd/agent/wire"
 	"github.com/boxd-dev/boxd/internal/testenv"
 )
 
@@ -132,7 +132,7 @@ func TestInitChannelTakeover(t *testing.T) {
 		refusedAttempts(t, id, []struct{ name, script string }{
 			{"symlink to the trap", "ln -sfn " + tr.path + " /.boxd/run/agent.sock"},
 			{"symlink to the old socket path", "ln -sfn " + filepath.Join(host, "run", "agent.sock") + " /.boxd/run/agent.sock"},
-			{"symlink to boxd's socket path", "ln -sfn " + filepath.Join(host, agent.SocketName) + " /.boxd/run/handoff.sock"},
+			{"symlink to boxd's socket path", "ln -sfn " + filepath.Join(host, wire.SocketName) + " /.boxd/run/handoff.sock"},
 			{"symlink under another name", "ln -s " + tr.path + " /.boxd/run/x"},
 		})
 		stillTheInit(t, id)
@@ -184,7 +184,7 @@ func TestInitChannelTakeover(t *testing.T) {
 		// boxd's socket is where boxd put it, and a socket; nothing is left
 		// where the sandbox could reach it.
 		host := filepath.Join(env.stateDir, "sandboxes", id)
-		if fi, err := os.Lstat(filepath.Join(host, agent.SocketName)); err != nil || fi.Mode().Type() != os.ModeSocket {
+		if fi, err := os.Lstat(filepath.Join(host, wire.SocketName)); err != nil || fi.Mode().Type() != os.ModeSocket {
 			t.Errorf("boxd's agent socket: %v %v", fi, err)
 		}
 		if ents, err := os.ReadDir(filepath.Join(host, "handoff")); err != nil || len(ents) != 0 {

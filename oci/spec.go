@@ -22,8 +22,8 @@ import (
 	coci "github.com/containerd/containerd/v2/pkg/oci"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/boxd-dev/boxd/agent"
 	"github.com/boxd-dev/boxd/agent/handoff"
+	"github.com/boxd-dev/boxd/agent/wire"
 )
 
 // Defaults used when the matching Config field is zero, and fixed values that
@@ -144,7 +144,7 @@ func Spec(ctx context.Context, c Config) (*specs.Spec, error) {
 	}
 
 	opts := []coci.SpecOpts{
-		coci.WithProcessArgs(agent.InitPath),
+		coci.WithProcessArgs(wire.InitPath),
 		// The init chdirs to the workdir itself once it has created it; the
 		// runtime would fail on a directory that does not exist yet.
 		coci.WithProcessCwd("/"),
@@ -346,13 +346,13 @@ func mounts(c Config) []specs.Mount {
 	}
 	return append(m,
 		specs.Mount{
-			Destination: agent.InitPath,
+			Destination: wire.InitPath,
 			Type:        "bind",
 			Source:      c.InitBinary,
 			Options:     []string{"rbind", "ro", "nosuid", "nodev"},
 		},
 		specs.Mount{
-			Destination: agent.ChannelDir,
+			Destination: wire.ChannelDir,
 			Type:        "bind",
 			Source:      c.ChannelDir,
 			// boxd's hand-off socket, briefly: the sandbox only connects

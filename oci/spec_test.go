@@ -21,8 +21,8 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
-	"github.com/boxd-dev/boxd/agent"
 	"github.com/boxd-dev/boxd/agent/handoff"
+	"github.com/boxd-dev/boxd/agent/wire"
 )
 
 const testNS = "boxd-test"
@@ -309,8 +309,8 @@ func checkInvariants(t *testing.T, c Config, s *specs.Spec) {
 		t.Fatalf("spec lacks Process, Linux or Root: %+v", s)
 	}
 	p := s.Process
-	if !slices.Equal(p.Args, []string{agent.InitPath}) {
-		t.Errorf("Args = %q, want [%q]", p.Args, agent.InitPath)
+	if !slices.Equal(p.Args, []string{wire.InitPath}) {
+		t.Errorf("Args = %q, want [%q]", p.Args, wire.InitPath)
 	}
 	if p.User.UID != 0 || p.User.GID != 0 {
 		t.Errorf("User = %d:%d, want 0:0", p.User.UID, p.User.GID)
@@ -366,15 +366,15 @@ func checkInvariants(t *testing.T, c Config, s *specs.Spec) {
 	}
 
 	m := mountsByDest(t, s)
-	init, ok := m[agent.InitPath]
+	init, ok := m[wire.InitPath]
 	if !ok {
-		t.Errorf("no mount at %s", agent.InitPath)
+		t.Errorf("no mount at %s", wire.InitPath)
 	} else {
 		checkMount(t, init, "bind", c.InitBinary, []string{"rbind", "ro", "nosuid", "nodev"})
 	}
-	ch, ok := m[agent.ChannelDir]
+	ch, ok := m[wire.ChannelDir]
 	if !ok {
-		t.Errorf("no mount at %s", agent.ChannelDir)
+		t.Errorf("no mount at %s", wire.ChannelDir)
 	} else {
 		// Read-only: the sandbox must not be able to change what boxd
 		// offers there.
@@ -434,7 +434,7 @@ func TestSpecMounts(t *testing.T) {
 		if ro {
 			want = append(want, "/workspace")
 		}
-		want = append(want, agent.InitPath, agent.ChannelDir)
+		want = append(want, wire.InitPath, wire.ChannelDir)
 		var got []string
 		for _, m := range s.Mounts {
 			got = append(got, m.Destination)
@@ -444,7 +444,7 @@ func TestSpecMounts(t *testing.T) {
 		}
 
 		pseudo := map[string]bool{"proc": true, "tmpfs": true, "devpts": true, "mqueue": true, "sysfs": true}
-		hostSources := map[string]string{agent.InitPath: c.InitBinary, agent.ChannelDir: c.ChannelDir}
+		hostSources := map[string]string{wire.InitPath: c.InitBinary, wire.ChannelDir: c.ChannelDir}
 		m := mountsByDest(t, s)
 		for _, mnt := range s.Mounts {
 			isBind := mnt.Type == "bind" || slices.Contains(mnt.Options, "bind") || slices.Contains(mnt.Options, "rbind")

@@ -31,8 +31,9 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/boxd-dev/boxd/agent"
 	"github.com/boxd-dev/boxd/agent/handoff"
+	"github.com/boxd-dev/boxd/agent/host"
+	"github.com/boxd-dev/boxd/agent/wire"
 	"github.com/boxd-dev/boxd/oci"
 	"github.com/boxd-dev/boxd/snapshot"
 )
@@ -225,10 +226,10 @@ func (m *Manager) sandboxDir(id string) string { return filepath.Join(m.cfg.Stat
 // into the sandbox. It holds the agent socket, which boxd creates and
 // dials (its listener is the init's once handed off), the init's log, and
 // the hand-off directory: host root's too, 0711, mounted read-only at
-// agent.ChannelDir, where boxd listens while an init starts.
+// wire.ChannelDir, where boxd listens while an init starts.
 func (m *Manager) handoffDir(id string) string { return filepath.Join(m.sandboxDir(id), "handoff") }
 func (m *Manager) socketPath(id string) string {
-	return filepath.Join(m.sandboxDir(id), agent.SocketName)
+	return filepath.Join(m.sandboxDir(id), wire.SocketName)
 }
 
 func newID() string {
@@ -403,7 +404,7 @@ func (m *Manager) labelsFor(rec record, r resolved) map[string]string {
 }
 
 // makeHandoffDir creates the directory mounted read-only at
-// agent.ChannelDir: host root's and 0711, so code in the sandbox can reach
+// wire.ChannelDir: host root's and 0711, so code in the sandbox can reach
 // the hand-off socket in it (which only the sandbox's root may connect to)
 // but can neither list nor change anything there.
 func (m *Manager) makeHandoffDir(id string) error {
@@ -544,7 +545,7 @@ func (m *Manager) handOff(ctx context.Context, id string, task client.Task, hs *
 // waitReady polls the init's socket until it answers, the task dies, or
 // deadline passes.
 func (m *Manager) waitReady(ctx context.Context, id string, task client.Task, deadline time.Time) error {
-	c := agent.NewClient(m.socketPath(id))
+	c := host.NewClient(m.socketPath(id))
 	delay := time.Millisecond
 	for {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)

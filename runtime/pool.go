@@ -12,7 +12,7 @@ import (
 	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/errdefs"
 
-	"github.com/boxd-dev/boxd/agent"
+	"github.com/boxd-dev/boxd/agent/host"
 	"github.com/boxd-dev/boxd/snapshot"
 )
 
@@ -116,7 +116,7 @@ func (m *Manager) adopt(ctx context.Context, id string, r resolved) (*Sandbox, e
 		return nil, fmt.Errorf("task: %w", err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, time.Second)
-	err = agent.NewClient(m.socketPath(id)).Ping(pctx)
+	err = host.NewClient(m.socketPath(id)).Ping(pctx)
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("init does not answer: %w", err)
@@ -221,7 +221,7 @@ func (m *Manager) adoptLeftovers(ctx context.Context) {
 		ok := err == nil && labels[LabelPool] == want && m.pool.size() < m.cfg.PoolSize
 		if ok {
 			pctx, cancel := context.WithTimeout(ctx, time.Second)
-			ok = agent.NewClient(m.socketPath(ctr.ID())).Ping(pctx) == nil
+			ok = host.NewClient(m.socketPath(ctr.ID())).Ping(pctx) == nil
 			cancel()
 		}
 		if ok {

@@ -1,7 +1,7 @@
 //go:build linux
 
 // Command boxd-init is PID 1 of every boxd sandbox. boxd bind-mounts it
-// read-only at agent.InitPath; it reaps orphans and serves the agent socket
+// read-only at wire.InitPath; it reaps orphans and serves the agent socket
 // through which boxd runs commands and moves files inside the sandbox.
 //
 // It reads nothing from its environment (which boxd keeps to PATH): its
@@ -9,7 +9,7 @@
 // at start, with the agent listener (agent/handoff), so an image or a
 // request cannot steer the init or its Go runtime (GODEBUG, GOMAXPROCS,
 // GOGC, GOTRACEBACK, ...). Its only argument, for tests, is
-// "--handoff PATH" (default agent.ChannelDir/handoff.SocketName).
+// "--handoff PATH" (default wire.ChannelDir/handoff.SocketName).
 package main
 
 import (
@@ -23,8 +23,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/boxd-dev/boxd/agent"
 	"github.com/boxd-dev/boxd/agent/handoff"
+	"github.com/boxd-dev/boxd/agent/insandbox"
+	"github.com/boxd-dev/boxd/agent/wire"
 )
 
 func main() {
@@ -48,7 +49,7 @@ func main() {
 		logf("prctl(PR_SET_DUMPABLE): %v", err)
 	}
 
-	path := filepath.Join(agent.ChannelDir, handoff.SocketName)
+	path := filepath.Join(wire.ChannelDir, handoff.SocketName)
 	if len(os.Args) == 3 && os.Args[1] == "--handoff" {
 		path = os.Args[2]
 	}
@@ -59,16 +60,16 @@ func main() {
 	}
 	prewarmThreads(hc.Pids)
 
-	cfg := agent.InitConfig{
+	cfg := insandbox.InitConfig{
 		Workdir:  hc.Workdir,
 		Listener: ln,
-		BaseEnv:  agent.WithRootHome(hc.Env),
+		BaseEnv:  insandbox.WithRootHome(hc.Env),
 		Logf:     logf,
 	}
 	if cfg.Workdir == "" {
 		cfg.Workdir = "/workspace"
 	}
-	if err := agent.RunInit(cfg); err != nil {
+	if err := insandbox.RunInit(cfg); err != nil {
 		logf("%v", err)
 		os.Exit(1)
 	}

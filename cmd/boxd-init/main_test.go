@@ -13,8 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boxd-dev/boxd/agent"
 	"github.com/boxd-dev/boxd/agent/handoff"
+	"github.com/boxd-dev/boxd/agent/host"
+	"github.com/boxd-dev/boxd/agent/wire"
 )
 
 // The test binary re-executes itself as the init, so main itself runs.
@@ -36,7 +37,7 @@ func TestInitBinary(t *testing.T) {
 	}
 	defer os.RemoveAll(dir)
 	work := filepath.Join(dir, "work")
-	agentPath := filepath.Join(dir, agent.SocketName)
+	agentPath := filepath.Join(dir, wire.SocketName)
 	agentLn, err := handoff.ListenAgent(agentPath)
 	if err != nil {
 		t.Fatal(err)
@@ -69,12 +70,12 @@ func TestInitBinary(t *testing.T) {
 	}
 	agentLn.Close()
 
-	c := agent.NewClient(agentPath)
+	c := host.NewClient(agentPath)
 	if err := c.Ping(ctx); err != nil {
 		t.Fatalf("init never became ready: %v; log:\n%s", err, log.String())
 	}
 	var out bytes.Buffer
-	res, err := c.Exec(ctx, agent.ExecRequest{Args: []string{"sh", "-c", "pwd; env | sort"}}, nil, &out, nil)
+	res, err := c.Exec(ctx, wire.ExecRequest{Args: []string{"sh", "-c", "pwd; env | sort"}}, nil, &out, nil)
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("exec: %v %+v", err, res)
 	}
