@@ -132,7 +132,7 @@ func mustTime(t *testing.T, s string) time.Time {
 }
 
 // waitPool waits until exactly n members exist, each with a running init
-// listening on its channel, and returns their ids.
+// and its agent socket made, and returns their ids.
 func waitPool(t *testing.T, c context.Context, n int, dir string) []string {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -148,7 +148,7 @@ func waitPool(t *testing.T, c context.Context, n int, dir string) []string {
 				continue
 			}
 			st, err := task.Status(c)
-			_, serr := os.Stat(filepath.Join(dir, "state", "sandboxes", ct.ID(), "run", "agent.sock"))
+			_, serr := os.Stat(filepath.Join(dir, "state", "sandboxes", ct.ID(), "agent.sock"))
 			if err == nil && st.Status == client.Running && serr == nil {
 				ids = append(ids, ct.ID())
 			}

@@ -6,8 +6,9 @@ package oci
 type Config struct {
 	ID       string
 	Hostname string
-	// Env is the full environment of the sandbox's init (image env, then
-	// request env; later entries win). Commands inherit it.
+	// Env is the environment of commands (image env, then request env;
+	// later entries win). It goes to the init in the hand-off (stored in
+	// the InitAnnotation), not into the init's own environment.
 	Env     []string
 	Workdir string // absolute path inside the sandbox; created by the init
 
@@ -22,7 +23,7 @@ type Config struct {
 	IDMapSize uint32
 
 	InitBinary  string // host path of the boxd-init binary, bind-mounted read-only at agent.InitPath
-	ChannelDir  string // host directory bind-mounted at agent.ChannelDir
+	ChannelDir  string // host directory bind-mounted read-only at agent.ChannelDir (the hand-off socket's)
 	CgroupsPath string // e.g. "/boxd/<id>"
 
 	ReadOnlyRootfs bool

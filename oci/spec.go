@@ -22,7 +22,8 @@ import (
 	coci "github.com/containerd/containerd/v2/pkg/oci"
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/boxd-dev/boxd/agent"
+	"github.com/boxd-dev/boxd/agent/handoff"
+	"github.com/boxd-dev/boxd/agent/wire"
 )
 
 // Defaults used when the matching Config field is zero, and fixed values that
@@ -137,14 +138,23 @@ func Spec(ctx context.Context, c Config) (*specs.Spec, error) {
 	if err != nil {
 		return nil, err
 	}
+	initCfg, err := handoff.Config{Workdir: c.Workdir, Env: env, Pids: c.Pids}.Encode()
+	if err != nil {
+		return nil, fieldErr("Env", "%v", err)
+	}
 
 	opts := []coci.SpecOpts{
-		coci.WithProcessArgs(agent.InitPath),
+		coci.WithProcessArgs(wire.InitPath),
 		// The init chdirs to the workdir itself once it has created it; the
 		// runtime would fail on a directory that does not exist yet.
 		coci.WithProcessCwd("/"),
 		coci.WithUIDGID(0, 0),
-		withEnv(env),
+		// The init's own environment is PATH and nothing an image or a
+		// request chose: variables like GODEBUG or GOMAXPROCS would steer
+		// its Go runtime. Commands get env through the hand-off, from the
+		// annotation.
+		withEnv([]string{DefaultPathEnv}),
+		coci.WithAnnotations(map[string]string{InitAnnotation: string(initCfg)}),
 		withNoTerminal,
 		coci.WithNoNewPrivileges,
 		withOOMScoreAdj(OOMScoreAdj),
@@ -305,7 +315,8 @@ func orDefault(v, def uint64) uint64 {
 
 // mounts returns the mounts boxd adds to containerd's defaults (/proc, /dev,
 // /dev/pts, /dev/shm, /dev/mqueue, /sys read-only, /run). No host path is
-// mounted besides the init binary and the channel directory; in particular no
+// mounted besides the init binary and the channel directory, both
+// read-only; in particular no
 // /etc/resolv.conf or /etc/hosts, so nothing points the sandbox at the host's
 // resolver.
 func mounts(c Config) []specs.Mount {
@@ -335,19 +346,35 @@ func mounts(c Config) []specs.Mount {
 	}
 	return append(m,
 		specs.Mount{
-			Destination: agent.InitPath,
+			Destination: wire.InitPath,
 			Type:        "bind",
 			Source:      c.InitBinary,
 			Options:     []string{"rbind", "ro", "nosuid", "nodev"},
 		},
 		specs.Mount{
-			Destination: agent.ChannelDir,
+			Destination: wire.ChannelDir,
 			Type:        "bind",
 			Source:      c.ChannelDir,
-			// Holds only the socket: nothing there needs to run.
-			Options: []string{"rbind", "rw", "nosuid", "nodev", "noexec"},
+			// boxd's hand-off socket, briefly: the sandbox only connects
+			// to it, and must not be able to change what is there.
+			Options: []string{"rbind", "ro", "nosuid", "nodev", "noexec"},
 		},
 	)
+}
+
+// InitAnnotation is the runtime-spec annotation that holds the init's
+// hand-off Config (JSON): the environment of commands, the default workdir
+// and the pids limit. boxd sends it to every init it starts for the
+// sandbox, and inspect reads the environment back from it.
+const InitAnnotation = "boxd.io/init"
+
+// InitConfig returns the hand-off Config stored in s.
+func InitConfig(s *specs.Spec) (handoff.Config, error) {
+	v, ok := s.Annotations[InitAnnotation]
+	if !ok {
+		return handoff.Config{}, fmt.Errorf("oci: spec has no %s annotation (made by an older boxd?)", InitAnnotation)
+	}
+	return handoff.Decode([]byte(v))
 }
 
 func withEnv(env []string) coci.SpecOpts {

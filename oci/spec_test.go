@@ -21,7 +21,8 @@ import (
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 	"golang.org/x/sys/unix"
 
-	"github.com/boxd-dev/boxd/agent"
+	"github.com/boxd-dev/boxd/agent/handoff"
+	"github.com/boxd-dev/boxd/agent/wire"
 )
 
 const testNS = "boxd-test"
@@ -241,8 +242,8 @@ func TestSpecTable(t *testing.T) {
 			if s.Root.Readonly != tc.readonly {
 				t.Errorf("Root.Readonly = %v, want %v", s.Root.Readonly, tc.readonly)
 			}
-			if !slices.Equal(s.Process.Env, tc.env) {
-				t.Errorf("Env = %q, want %q", s.Process.Env, tc.env)
+			if ic, err := InitConfig(s); err != nil || !slices.Equal(ic.Env, tc.env) {
+				t.Errorf("hand-off Env = %q (%v), want %q", ic.Env, err, tc.env)
 			}
 
 			r := s.Linux.Resources
@@ -308,8 +309,8 @@ func checkInvariants(t *testing.T, c Config, s *specs.Spec) {
 		t.Fatalf("spec lacks Process, Linux or Root: %+v", s)
 	}
 	p := s.Process
-	if !slices.Equal(p.Args, []string{agent.InitPath}) {
-		t.Errorf("Args = %q, want [%q]", p.Args, agent.InitPath)
+	if !slices.Equal(p.Args, []string{wire.InitPath}) {
+		t.Errorf("Args = %q, want [%q]", p.Args, wire.InitPath)
 	}
 	if p.User.UID != 0 || p.User.GID != 0 {
 		t.Errorf("User = %d:%d, want 0:0", p.User.UID, p.User.GID)
@@ -326,8 +327,20 @@ func checkInvariants(t *testing.T, c Config, s *specs.Spec) {
 	if p.OOMScoreAdj == nil || *p.OOMScoreAdj != 1000 {
 		t.Errorf("OOMScoreAdj = %v, want 1000", p.OOMScoreAdj)
 	}
-	if n := envCount(p.Env, "PATH"); n != 1 {
-		t.Errorf("PATH appears %d times in %q", n, p.Env)
+	// The init's own environment is fixed: nothing from the image or the
+	// request reaches it.
+	if !slices.Equal(p.Env, []string{DefaultPathEnv}) {
+		t.Errorf("init's Env = %q, want only %q", p.Env, DefaultPathEnv)
+	}
+	ic, err := InitConfig(s)
+	if err != nil {
+		t.Errorf("hand-off config: %v", err)
+	}
+	if n := envCount(ic.Env, "PATH"); n != 1 {
+		t.Errorf("PATH appears %d times in %q", n, ic.Env)
+	}
+	if ic.Workdir != c.Workdir || ic.Pids != c.Pids {
+		t.Errorf("hand-off config workdir %q pids %d, want %q %d", ic.Workdir, ic.Pids, c.Workdir, c.Pids)
 	}
 
 	if s.Root.Path != "rootfs" {
@@ -353,17 +366,19 @@ func checkInvariants(t *testing.T, c Config, s *specs.Spec) {
 	}
 
 	m := mountsByDest(t, s)
-	init, ok := m[agent.InitPath]
+	init, ok := m[wire.InitPath]
 	if !ok {
-		t.Errorf("no mount at %s", agent.InitPath)
+		t.Errorf("no mount at %s", wire.InitPath)
 	} else {
 		checkMount(t, init, "bind", c.InitBinary, []string{"rbind", "ro", "nosuid", "nodev"})
 	}
-	ch, ok := m[agent.ChannelDir]
+	ch, ok := m[wire.ChannelDir]
 	if !ok {
-		t.Errorf("no mount at %s", agent.ChannelDir)
+		t.Errorf("no mount at %s", wire.ChannelDir)
 	} else {
-		checkMount(t, ch, "bind", c.ChannelDir, []string{"rbind", "rw", "nosuid", "nodev", "noexec"})
+		// Read-only: the sandbox must not be able to change what boxd
+		// offers there.
+		checkMount(t, ch, "bind", c.ChannelDir, []string{"rbind", "ro", "nosuid", "nodev", "noexec"})
 	}
 	for _, dest := range []string{"/etc/resolv.conf", "/etc/hosts", "/etc/hostname"} {
 		if _, ok := m[dest]; ok {
@@ -419,7 +434,7 @@ func TestSpecMounts(t *testing.T) {
 		if ro {
 			want = append(want, "/workspace")
 		}
-		want = append(want, agent.InitPath, agent.ChannelDir)
+		want = append(want, wire.InitPath, wire.ChannelDir)
 		var got []string
 		for _, m := range s.Mounts {
 			got = append(got, m.Destination)
@@ -429,7 +444,7 @@ func TestSpecMounts(t *testing.T) {
 		}
 
 		pseudo := map[string]bool{"proc": true, "tmpfs": true, "devpts": true, "mqueue": true, "sysfs": true}
-		hostSources := map[string]string{agent.InitPath: c.InitBinary, agent.ChannelDir: c.ChannelDir}
+		hostSources := map[string]string{wire.InitPath: c.InitBinary, wire.ChannelDir: c.ChannelDir}
 		m := mountsByDest(t, s)
 		for _, mnt := range s.Mounts {
 			isBind := mnt.Type == "bind" || slices.Contains(mnt.Options, "bind") || slices.Contains(mnt.Options, "rbind")
@@ -754,6 +769,8 @@ func TestSpecErrors(t *testing.T) {
 		{"Env[1]", func(c *Config) { c.Env = []string{"A=1", "NOEQUALS"} }},
 		{"Env[0]", func(c *Config) { c.Env = []string{"=value"} }},
 		{"Env[2]", func(c *Config) { c.Env = []string{"A=1", "B=2", "C=x\x00y"} }},
+		// More than the init's hand-off carries.
+		{"Env", func(c *Config) { c.Env = []string{"A=" + strings.Repeat("x", handoff.MaxConfigBytes)} }},
 	}
 	for _, tc := range tests {
 		c := baseConfig()

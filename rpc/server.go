@@ -20,7 +20,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/containerd/errdefs"
 
-	"github.com/boxd-dev/boxd/agent"
+	"github.com/boxd-dev/boxd/agent/wire"
 	"github.com/boxd-dev/boxd/rpc/client"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
@@ -417,7 +417,7 @@ func (s *Server) StatPath(ctx context.Context, req *connect.Request[boxdv1.StatP
 	return connect.NewResponse(statResponse(fi)), nil
 }
 
-func statResponse(fi agent.FileInfo) *boxdv1.StatPathResponse {
+func statResponse(fi wire.FileInfo) *boxdv1.StatPathResponse {
 	return &boxdv1.StatPathResponse{Name: fi.Name, Size: fi.Size, Mode: uint32(fi.Mode.Perm()), IsDir: fi.IsDir, Mtime: ts(fi.Mtime), LinkTarget: fi.LinkTarget}
 }
 

@@ -10,7 +10,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/boxd-dev/boxd/agent"
+	"github.com/boxd-dev/boxd/agent/host"
+	"github.com/boxd-dev/boxd/agent/wire"
 	"github.com/boxd-dev/boxd/rpc/client"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
@@ -23,16 +24,16 @@ type fileServer struct{ s *Server }
 var _ boxdv1connect.FileServiceHandler = (*fileServer)(nil)
 
 var fileTypes = map[string]boxdv1.FileType{
-	agent.FileTypeRegular: boxdv1.FileType_FILE_TYPE_REGULAR,
-	agent.FileTypeDir:     boxdv1.FileType_FILE_TYPE_DIRECTORY,
-	agent.FileTypeSymlink: boxdv1.FileType_FILE_TYPE_SYMLINK,
-	agent.FileTypeFIFO:    boxdv1.FileType_FILE_TYPE_FIFO,
-	agent.FileTypeSocket:  boxdv1.FileType_FILE_TYPE_SOCKET,
-	agent.FileTypeChar:    boxdv1.FileType_FILE_TYPE_CHAR_DEVICE,
-	agent.FileTypeBlock:   boxdv1.FileType_FILE_TYPE_BLOCK_DEVICE,
+	wire.FileTypeRegular: boxdv1.FileType_FILE_TYPE_REGULAR,
+	wire.FileTypeDir:     boxdv1.FileType_FILE_TYPE_DIRECTORY,
+	wire.FileTypeSymlink: boxdv1.FileType_FILE_TYPE_SYMLINK,
+	wire.FileTypeFIFO:    boxdv1.FileType_FILE_TYPE_FIFO,
+	wire.FileTypeSocket:  boxdv1.FileType_FILE_TYPE_SOCKET,
+	wire.FileTypeChar:    boxdv1.FileType_FILE_TYPE_CHAR_DEVICE,
+	wire.FileTypeBlock:   boxdv1.FileType_FILE_TYPE_BLOCK_DEVICE,
 }
 
-func fileInfo(fi agent.FileStat) *boxdv1.FileInfo {
+func fileInfo(fi wire.FileStat) *boxdv1.FileInfo {
 	return &boxdv1.FileInfo{
 		Path: fi.Path, Name: fi.Name, Type: fileTypes[fi.Type], Size: fi.Size, Mode: fi.Mode,
 		Mtime: ts(fi.Mtime), LinkTarget: fi.LinkTarget, Uid: fi.UID, Gid: fi.GID, Error: fi.Error,
@@ -41,16 +42,16 @@ func fileInfo(fi agent.FileStat) *boxdv1.FileInfo {
 
 // apiCodes names the init's error codes as the API does.
 var apiCodes = map[string]connect.Code{
-	agent.CodeNotFound:           connect.CodeNotFound,
-	agent.CodeInvalidArgument:    connect.CodeInvalidArgument,
-	agent.CodePermissionDenied:   connect.CodePermissionDenied,
-	agent.CodeAlreadyExists:      connect.CodeAlreadyExists,
-	agent.CodeFailedPrecondition: connect.CodeFailedPrecondition,
-	agent.CodeResourceExhausted:  connect.CodeResourceExhausted,
-	agent.CodeInternal:           connect.CodeInternal,
+	wire.CodeNotFound:           connect.CodeNotFound,
+	wire.CodeInvalidArgument:    connect.CodeInvalidArgument,
+	wire.CodePermissionDenied:   connect.CodePermissionDenied,
+	wire.CodeAlreadyExists:      connect.CodeAlreadyExists,
+	wire.CodeFailedPrecondition: connect.CodeFailedPrecondition,
+	wire.CodeResourceExhausted:  connect.CodeResourceExhausted,
+	wire.CodeInternal:           connect.CodeInternal,
 }
 
-func fileResult(r agent.FileResult) *boxdv1.FileResult {
+func fileResult(r wire.FileResult) *boxdv1.FileResult {
 	out := &boxdv1.FileResult{Index: int32(r.Index), Path: r.Path, Size: r.Size}
 	if r.Code != "" {
 		code, ok := apiCodes[r.Code]
@@ -63,16 +64,16 @@ func fileResult(r agent.FileResult) *boxdv1.FileResult {
 }
 
 var watchOps = map[string]boxdv1.WatchOp{
-	agent.WatchCreate:   boxdv1.WatchOp_WATCH_OP_CREATE,
-	agent.WatchWrite:    boxdv1.WatchOp_WATCH_OP_WRITE,
-	agent.WatchRemove:   boxdv1.WatchOp_WATCH_OP_REMOVE,
-	agent.WatchRename:   boxdv1.WatchOp_WATCH_OP_RENAME,
-	agent.WatchChmod:    boxdv1.WatchOp_WATCH_OP_CHMOD,
-	agent.WatchOverflow: boxdv1.WatchOp_WATCH_OP_OVERFLOW,
+	wire.WatchCreate:   boxdv1.WatchOp_WATCH_OP_CREATE,
+	wire.WatchWrite:    boxdv1.WatchOp_WATCH_OP_WRITE,
+	wire.WatchRemove:   boxdv1.WatchOp_WATCH_OP_REMOVE,
+	wire.WatchRename:   boxdv1.WatchOp_WATCH_OP_RENAME,
+	wire.WatchChmod:    boxdv1.WatchOp_WATCH_OP_CHMOD,
+	wire.WatchOverflow: boxdv1.WatchOp_WATCH_OP_OVERFLOW,
 }
 
 // messageChunks reads the data of a client stream's messages, handing each
-// message's bytes on without a copy (agent.ChunkSource). The messages'
+// message's bytes on without a copy (host.ChunkSource). The messages'
 // other fields are read only from the first. A chunk is used only until
 // the next call, so its buffer then goes back to the codec's pool.
 type messageChunks struct {
@@ -147,7 +148,7 @@ func (f *fileServer) WriteFile(ctx context.Context, stream *connect.ClientStream
 		return nil, emptyStream(stream, "write file")
 	}
 	m := stream.Msg()
-	a := agent.FileWriteArgs{Path: m.Path, User: m.User, Mode: m.Mode, Parents: m.Parents, InPlace: m.InPlace, Append: m.Append, Exclusive: m.Exclusive}
+	a := wire.FileWriteArgs{Path: m.Path, User: m.User, Mode: m.Mode, Parents: m.Parents, InPlace: m.InPlace, Append: m.Append, Exclusive: m.Exclusive}
 	src := &messageChunks{first: m.Data, recv: func() ([]byte, bool, error) {
 		if !stream.Receive() {
 			return nil, false, streamEnd(ctx, stream.Err())
@@ -163,7 +164,7 @@ func (f *fileServer) WriteFile(ctx context.Context, stream *connect.ClientStream
 
 func (f *fileServer) ReadFile(ctx context.Context, req *connect.Request[boxdv1.ReadFileRequest], stream *connect.ServerStream[boxdv1.ReadFileResponse]) error {
 	m := req.Msg
-	rs, err := f.s.Manager.ReadFile(ctx, m.SandboxId, agent.FileReadArgs{Path: m.Path, User: m.User, Offset: m.Offset, Length: m.Length, NoFollow: m.NoFollow})
+	rs, err := f.s.Manager.ReadFile(ctx, m.SandboxId, wire.FileReadArgs{Path: m.Path, User: m.User, Offset: m.Offset, Length: m.Length, NoFollow: m.NoFollow})
 	if err != nil {
 		return ToConnect(err)
 	}
@@ -191,7 +192,7 @@ func (f *fileServer) ReadFile(ctx context.Context, req *connect.Request[boxdv1.R
 
 func (f *fileServer) StatFile(ctx context.Context, req *connect.Request[boxdv1.StatFileRequest]) (*connect.Response[boxdv1.StatFileResponse], error) {
 	m := req.Msg
-	fi, err := f.s.Manager.StatFile(ctx, m.SandboxId, agent.FileStatArgs{Path: m.Path, User: m.User, Follow: m.Follow})
+	fi, err := f.s.Manager.StatFile(ctx, m.SandboxId, wire.FileStatArgs{Path: m.Path, User: m.User, Follow: m.Follow})
 	if err != nil {
 		return nil, ToConnect(err)
 	}
@@ -200,7 +201,7 @@ func (f *fileServer) StatFile(ctx context.Context, req *connect.Request[boxdv1.S
 
 func (f *fileServer) ListDir(ctx context.Context, req *connect.Request[boxdv1.ListDirRequest], stream *connect.ServerStream[boxdv1.ListDirResponse]) error {
 	m := req.Msg
-	err := f.s.Manager.ListDir(ctx, m.SandboxId, agent.FileListArgs{Path: m.Path, User: m.User, Depth: int(m.Depth)}, func(batch []agent.FileStat) error {
+	err := f.s.Manager.ListDir(ctx, m.SandboxId, wire.FileListArgs{Path: m.Path, User: m.User, Depth: int(m.Depth)}, func(batch []wire.FileStat) error {
 		out := &boxdv1.ListDirResponse{Entries: make([]*boxdv1.FileInfo, len(batch))}
 		for i, fi := range batch {
 			out.Entries[i] = fileInfo(fi)
@@ -212,7 +213,7 @@ func (f *fileServer) ListDir(ctx context.Context, req *connect.Request[boxdv1.Li
 
 func (f *fileServer) MakeDir(ctx context.Context, req *connect.Request[boxdv1.MakeDirRequest]) (*connect.Response[boxdv1.MakeDirResponse], error) {
 	m := req.Msg
-	if err := f.s.Manager.MakeDir(ctx, m.SandboxId, agent.FileMkdirArgs{Path: m.Path, User: m.User, Mode: m.Mode, Parents: m.Parents}); err != nil {
+	if err := f.s.Manager.MakeDir(ctx, m.SandboxId, wire.FileMkdirArgs{Path: m.Path, User: m.User, Mode: m.Mode, Parents: m.Parents}); err != nil {
 		return nil, ToConnect(err)
 	}
 	return connect.NewResponse(&boxdv1.MakeDirResponse{}), nil
@@ -220,7 +221,7 @@ func (f *fileServer) MakeDir(ctx context.Context, req *connect.Request[boxdv1.Ma
 
 func (f *fileServer) RemovePath(ctx context.Context, req *connect.Request[boxdv1.RemovePathRequest]) (*connect.Response[boxdv1.RemovePathResponse], error) {
 	m := req.Msg
-	if err := f.s.Manager.RemovePath(ctx, m.SandboxId, agent.FileRemoveArgs{Path: m.Path, User: m.User, Recursive: m.Recursive}); err != nil {
+	if err := f.s.Manager.RemovePath(ctx, m.SandboxId, wire.FileRemoveArgs{Path: m.Path, User: m.User, Recursive: m.Recursive}); err != nil {
 		return nil, ToConnect(err)
 	}
 	return connect.NewResponse(&boxdv1.RemovePathResponse{}), nil
@@ -228,7 +229,7 @@ func (f *fileServer) RemovePath(ctx context.Context, req *connect.Request[boxdv1
 
 func (f *fileServer) RenamePath(ctx context.Context, req *connect.Request[boxdv1.RenamePathRequest]) (*connect.Response[boxdv1.RenamePathResponse], error) {
 	m := req.Msg
-	if err := f.s.Manager.RenamePath(ctx, m.SandboxId, agent.FileRenameArgs{Src: m.Src, Dst: m.Dst, User: m.User, NoOverwrite: m.NoOverwrite}); err != nil {
+	if err := f.s.Manager.RenamePath(ctx, m.SandboxId, wire.FileRenameArgs{Src: m.Src, Dst: m.Dst, User: m.User, NoOverwrite: m.NoOverwrite}); err != nil {
 		return nil, ToConnect(err)
 	}
 	return connect.NewResponse(&boxdv1.RenamePathResponse{}), nil
@@ -236,7 +237,7 @@ func (f *fileServer) RenamePath(ctx context.Context, req *connect.Request[boxdv1
 
 func (f *fileServer) ChmodPath(ctx context.Context, req *connect.Request[boxdv1.ChmodPathRequest]) (*connect.Response[boxdv1.ChmodPathResponse], error) {
 	m := req.Msg
-	if err := f.s.Manager.ChmodPath(ctx, m.SandboxId, agent.FileChmodArgs{Path: m.Path, User: m.User, Mode: m.Mode}); err != nil {
+	if err := f.s.Manager.ChmodPath(ctx, m.SandboxId, wire.FileChmodArgs{Path: m.Path, User: m.User, Mode: m.Mode}); err != nil {
 		return nil, ToConnect(err)
 	}
 	return connect.NewResponse(&boxdv1.ChmodPathResponse{}), nil
@@ -269,15 +270,15 @@ func (u *uploadFiles) receive() (*boxdv1.UploadFilesRequest, error) {
 	return u.stream.Msg(), nil
 }
 
-func (u *uploadFiles) next() (agent.UploadItem, io.Reader, error) {
+func (u *uploadFiles) next() (wire.UploadItem, io.Reader, error) {
 	for {
 		m, err := u.receive()
 		if err != nil {
-			return agent.UploadItem{}, nil, err
+			return wire.UploadItem{}, nil, err
 		}
 		if m.File == nil {
 			if len(m.Data) > 0 {
-				return agent.UploadItem{}, nil, connect.NewError(connect.CodeInvalidArgument, errors.New("file: data before the first file"))
+				return wire.UploadItem{}, nil, connect.NewError(connect.CodeInvalidArgument, errors.New("file: data before the first file"))
 			}
 			continue // e.g. a first message with only sandbox_id
 		}
@@ -295,7 +296,7 @@ func (u *uploadFiles) next() (agent.UploadItem, io.Reader, error) {
 			}
 			return m.Data, true, nil
 		}}
-		return agent.UploadItem{Path: m.File.Path, Mode: m.File.Mode}, data, nil
+		return wire.UploadItem{Path: m.File.Path, Mode: m.File.Mode}, data, nil
 	}
 }
 
@@ -307,7 +308,7 @@ func (f *fileServer) UploadFiles(ctx context.Context, stream *connect.ClientStre
 	u := &uploadFiles{ctx: ctx, stream: stream, pending: first}
 	out := &boxdv1.UploadFilesResponse{}
 	var mu sync.Mutex // results arrive on the agent client's reader goroutine
-	err := f.s.Manager.UploadFiles(ctx, first.SandboxId, agent.UploadArgs{User: first.User, Parents: first.Parents}, u.next, func(r agent.FileResult) error {
+	err := f.s.Manager.UploadFiles(ctx, first.SandboxId, wire.UploadArgs{User: first.User, Parents: first.Parents}, u.next, func(r wire.FileResult) error {
 		mu.Lock()
 		defer mu.Unlock()
 		out.Results = append(out.Results, fileResult(r))
@@ -344,10 +345,10 @@ func (f *fileServer) DownloadFiles(ctx context.Context, req *connect.Request[box
 		}
 		return stream.Send(msg)
 	}
-	err := f.s.Manager.DownloadFiles(ctx, m.SandboxId, agent.DownloadArgs{Paths: m.Paths, User: m.User, NoFollow: m.NoFollow}, agent.DownloadHandler{
-		Start: func(i int, fi agent.FileStat) error { return send(i, fileInfo(fi)) },
+	err := f.s.Manager.DownloadFiles(ctx, m.SandboxId, wire.DownloadArgs{Paths: m.Paths, User: m.User, NoFollow: m.NoFollow}, host.DownloadHandler{
+		Start: func(i int, fi wire.FileStat) error { return send(i, fileInfo(fi)) },
 		Data:  func(i int, p []byte) error { return send(i, p) },
-		Done:  func(r agent.FileResult) error { return send(r.Index, fileResult(r)) },
+		Done:  func(r wire.FileResult) error { return send(r.Index, fileResult(r)) },
 	})
 	return ToConnect(err)
 }
@@ -355,9 +356,9 @@ func (f *fileServer) DownloadFiles(ctx context.Context, req *connect.Request[box
 func (f *fileServer) WatchPath(ctx context.Context, req *connect.Request[boxdv1.WatchPathRequest], stream *connect.ServerStream[boxdv1.WatchPathResponse]) error {
 	m := req.Msg
 	var sendErr error
-	err := f.s.Manager.WatchPath(ctx, m.SandboxId, agent.WatchArgs{Path: m.Path, User: m.User, Recursive: m.Recursive},
+	err := f.s.Manager.WatchPath(ctx, m.SandboxId, wire.WatchArgs{Path: m.Path, User: m.User, Recursive: m.Recursive},
 		func() { sendErr = stream.Send(&boxdv1.WatchPathResponse{Ready: true}) },
-		func(evs []agent.WatchEvent) error {
+		func(evs []wire.WatchEvent) error {
 			if sendErr != nil {
 				return sendErr
 			}

@@ -15,7 +15,8 @@ import (
 	"connectrpc.com/connect"
 	"github.com/containerd/containerd/v2/client"
 
-	"github.com/boxd-dev/boxd/agent"
+	"github.com/boxd-dev/boxd/agent/insandbox"
+	"github.com/boxd-dev/boxd/agent/wire"
 	rpcclient "github.com/boxd-dev/boxd/rpc/client"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
@@ -50,11 +51,11 @@ func startFileStack(tb testing.TB) *fileStack {
 	mgr.AddVisibleForTest(id)
 	wd := filepath.Join(dir, "work")
 	os.Mkdir(wd, 0o755)
-	ln, err := agent.Listen(filepath.Join(dir, "state", "sandboxes", id, "run", agent.SocketName))
+	ln, err := insandbox.Listen(filepath.Join(dir, "state", "sandboxes", id, wire.SocketName))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	asrv := &agent.Server{Workdir: wd}
+	asrv := &insandbox.Server{Workdir: wd}
 	go asrv.Serve(ln)
 	tb.Cleanup(func() { asrv.Close() })
 

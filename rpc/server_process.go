@@ -11,7 +11,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/boxd-dev/boxd/agent"
+	"github.com/boxd-dev/boxd/agent/host"
+	"github.com/boxd-dev/boxd/agent/wire"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 	"github.com/boxd-dev/boxd/runtime"
@@ -28,44 +29,44 @@ func invalid(format string, args ...any) error {
 	return connect.NewError(connect.CodeInvalidArgument, fmt.Errorf(format, args...))
 }
 
-func windowSize(field string, w *boxdv1.WindowSize) (*agent.WindowSize, error) {
+func windowSize(field string, w *boxdv1.WindowSize) (*wire.WindowSize, error) {
 	if w == nil {
 		return nil, nil
 	}
-	if w.Rows > agent.MaxWindowDim || w.Cols > agent.MaxWindowDim {
-		return nil, invalid("%s: %dx%d: at most %d rows and columns", field, w.Rows, w.Cols, agent.MaxWindowDim)
+	if w.Rows > wire.MaxWindowDim || w.Cols > wire.MaxWindowDim {
+		return nil, invalid("%s: %dx%d: at most %d rows and columns", field, w.Rows, w.Cols, wire.MaxWindowDim)
 	}
-	return &agent.WindowSize{Rows: uint16(w.Rows), Cols: uint16(w.Cols)}, nil
+	return &wire.WindowSize{Rows: uint16(w.Rows), Cols: uint16(w.Cols)}, nil
 }
 
-func processSpec(m *boxdv1.ProcessSpec) (agent.ProcessSpec, error) {
+func processSpec(m *boxdv1.ProcessSpec) (wire.ProcessSpec, error) {
 	if m.SandboxId == "" {
-		return agent.ProcessSpec{}, invalid("sandbox_id: empty")
+		return wire.ProcessSpec{}, invalid("sandbox_id: empty")
 	}
 	timeout, err := runtime.ParseTimeout("timeout", m.Timeout)
 	if err != nil {
-		return agent.ProcessSpec{}, ToConnect(err)
+		return wire.ProcessSpec{}, ToConnect(err)
 	}
 	win, err := windowSize("window", m.Window)
 	if err != nil {
-		return agent.ProcessSpec{}, err
+		return wire.ProcessSpec{}, err
 	}
 	limit := m.OutputLimit
 	switch {
 	case limit == -1:
-		limit = agent.NoOutputLimit
-	case limit < -1 || limit > agent.NoOutputLimit:
-		return agent.ProcessSpec{}, invalid("output_limit: %d is neither -1 nor a byte count", limit)
+		limit = wire.NoOutputLimit
+	case limit < -1 || limit > wire.NoOutputLimit:
+		return wire.ProcessSpec{}, invalid("output_limit: %d is neither -1 nor a byte count", limit)
 	}
-	return agent.ProcessSpec{
-		ExecRequest: agent.ExecRequest{
+	return wire.ProcessSpec{
+		ExecRequest: wire.ExecRequest{
 			Args: m.Args, Env: m.Env, Dir: m.Workdir, Timeout: timeout, Stdin: m.Stdin, OutputLimit: limit,
 		},
 		User: m.User, Tty: m.Tty, Window: win,
 	}, nil
 }
 
-func processInfo(i agent.ProcessInfo) *boxdv1.ProcessInfo {
+func processInfo(i wire.ProcessInfo) *boxdv1.ProcessInfo {
 	out := &boxdv1.ProcessInfo{
 		Id: i.ID, Pid: int64(i.PID), Args: i.Args, User: i.User, Tty: i.Tty, StdinOpen: i.StdinOpen,
 		State: i.State, StartedAt: ts(i.Started),
@@ -93,7 +94,7 @@ func firstInput(stream *processStream, want string) (*boxdv1.ProcessInput, error
 // forwardInput passes the client's messages to the process until the
 // client stops sending. A malformed message cancels the call with an
 // invalid_argument error.
-func forwardInput(stream *processStream, ps *agent.ProcessStream, halfClose func(), cancel context.CancelCauseFunc) {
+func forwardInput(stream *processStream, ps *host.ProcessStream, halfClose func(), cancel context.CancelCauseFunc) {
 	for {
 		msg, err := stream.Receive()
 		if errors.Is(err, io.EOF) {
@@ -111,7 +112,7 @@ func forwardInput(stream *processStream, ps *agent.ProcessStream, halfClose func
 				err = ps.CloseStdin()
 			}
 		case *boxdv1.ProcessInput_Resize:
-			var w *agent.WindowSize
+			var w *wire.WindowSize
 			if w, err = windowSize("resize", ev.Resize); err == nil && w != nil {
 				if w.Rows == 0 || w.Cols == 0 {
 					err = invalid("resize: %dx%d: rows and columns must be positive", w.Rows, w.Cols)
@@ -120,7 +121,7 @@ func forwardInput(stream *processStream, ps *agent.ProcessStream, halfClose func
 				}
 			}
 		case *boxdv1.ProcessInput_Signal:
-			if _, perr := agent.ParseSignal(ev.Signal); perr != nil {
+			if _, perr := wire.ParseSignal(ev.Signal); perr != nil {
 				err = invalid("signal: %q is not a signal (examples: SIGTERM, TERM, 15)", ev.Signal)
 			} else {
 				err = ps.Signal(ev.Signal)
@@ -140,7 +141,7 @@ func forwardInput(stream *processStream, ps *agent.ProcessStream, halfClose func
 }
 
 // sendOutput streams the process's output and result to the client.
-func sendOutput(ctx context.Context, stream *processStream, ps *agent.ProcessStream) error {
+func sendOutput(ctx context.Context, stream *processStream, ps *host.ProcessStream) error {
 	for {
 		ev, err := ps.Next()
 		if err == io.EOF {
@@ -156,7 +157,7 @@ func sendOutput(ctx context.Context, stream *processStream, ps *agent.ProcessStr
 		switch {
 		case ev.Result != nil:
 			msg.Event = &boxdv1.ProcessOutput_Result{Result: execResult(*ev.Result)}
-		case ev.Stream == agent.FrameStderr:
+		case ev.Stream == wire.FrameStderr:
 			msg.Event = &boxdv1.ProcessOutput_Stderr{Stderr: ev.Data}
 		default:
 			msg.Event = &boxdv1.ProcessOutput_Stdout{Stdout: ev.Data}
@@ -209,7 +210,7 @@ func (p *processServer) Attach(ctx context.Context, stream *processStream) error
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	ps, info, err := p.s.Manager.AttachProcess(ctx, m.SandboxId, agent.AttachArgs{ID: m.ProcessId, Stdin: m.Stdin, NoFollow: m.NoFollow})
+	ps, info, err := p.s.Manager.AttachProcess(ctx, m.SandboxId, wire.AttachArgs{ID: m.ProcessId, Stdin: m.Stdin, NoFollow: m.NoFollow})
 	if err != nil {
 		return ToConnect(err)
 	}
@@ -271,7 +272,7 @@ func (p *processServer) Signal(ctx context.Context, req *connect.Request[boxdv1.
 	return connect.NewResponse(&boxdv1.SignalProcessResponse{Process: processInfo(info)}), nil
 }
 
-func sessionProto(i agent.SessionInfo) *boxdv1.Session {
+func sessionProto(i wire.SessionInfo) *boxdv1.Session {
 	return &boxdv1.Session{
 		Name: i.Name, Shell: i.Shell, User: i.User, Pid: int64(i.PID), CreatedAt: ts(i.Created),
 		Busy: i.Busy, Commands: i.Commands, Restarts: i.Restarts,
@@ -280,7 +281,7 @@ func sessionProto(i agent.SessionInfo) *boxdv1.Session {
 
 func (p *processServer) CreateSession(ctx context.Context, req *connect.Request[boxdv1.CreateSessionRequest]) (*connect.Response[boxdv1.CreateSessionResponse], error) {
 	m := req.Msg
-	info, err := p.s.Manager.CreateSession(ctx, m.SandboxId, agent.SessionSpec{
+	info, err := p.s.Manager.CreateSession(ctx, m.SandboxId, wire.SessionSpec{
 		Name: m.Name, Shell: m.Shell, User: m.User, Env: m.Env, Dir: m.Workdir,
 	})
 	if err != nil {
@@ -340,7 +341,7 @@ func (p *processServer) SessionExec(ctx context.Context, req *connect.Request[bo
 	}
 	var mu sync.Mutex
 	res, err := p.s.Manager.SessionExec(ctx, m.SandboxId,
-		agent.SessionCommand{Name: m.Name, Command: m.Command, Timeout: timeout, OutputLimit: m.OutputLimit},
+		wire.SessionCommand{Name: m.Name, Command: m.Command, Timeout: timeout, OutputLimit: m.OutputLimit},
 		&sessionWriter{mu: &mu, stream: stream}, &sessionWriter{mu: &mu, stream: stream, stderr: true})
 	if err != nil {
 		return ToConnect(err)

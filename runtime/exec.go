@@ -16,7 +16,8 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 
-	"github.com/boxd-dev/boxd/agent"
+	"github.com/boxd-dev/boxd/agent/host"
+	"github.com/boxd-dev/boxd/agent/wire"
 )
 
 var idRe = regexp.MustCompile(`^[0-9a-f]{12}$`)
@@ -44,11 +45,11 @@ func cgroupsPath(ctx context.Context, id string) string {
 // an id another boxd made) goes through find, which checks the managed
 // label. While the sandbox's dead init is being replaced, it waits for the
 // new one (up to restartWait) instead of failing on the old one's socket.
-func (m *Manager) agentFor(ctx context.Context, idOrName string) (*agent.Client, string, error) {
+func (m *Manager) agentFor(ctx context.Context, idOrName string) (*host.Client, string, error) {
 	if idRe.MatchString(idOrName) && m.inv.isVisible(idOrName) {
 		m.awaitRelease(ctx, idOrName, restartWait)
 		if _, err := os.Stat(m.socketPath(idOrName)); err == nil {
-			return agent.NewClient(m.socketPath(idOrName)), idOrName, nil
+			return host.NewClient(m.socketPath(idOrName)), idOrName, nil
 		}
 	}
 	ctr, err := m.find(ctx, idOrName)
@@ -56,7 +57,7 @@ func (m *Manager) agentFor(ctx context.Context, idOrName string) (*agent.Client,
 		return nil, "", err
 	}
 	m.awaitRelease(ctx, ctr.ID(), restartWait)
-	return agent.NewClient(m.socketPath(ctr.ID())), ctr.ID(), nil
+	return host.NewClient(m.socketPath(ctr.ID())), ctr.ID(), nil
 }
 
 // restartWait bounds how long a call waits for a sandbox's restart (new
@@ -81,10 +82,10 @@ func (m *Manager) notRunning(ctx context.Context, id string, err error) error {
 }
 
 // ExecRequest is a command to run in a sandbox.
-type ExecRequest = agent.ExecRequest
+type ExecRequest = wire.ExecRequest
 
 // ExecResult is a finished command's status.
-type ExecResult = agent.ExecResult
+type ExecResult = wire.ExecResult
 
 // Exec runs a command in a sandbox, streaming its output to stdout and
 // stderr. stdin may be nil.
@@ -159,16 +160,16 @@ func (m *Manager) CopyOut(ctx context.Context, idOrName, path string, w io.Write
 
 // Stat describes one path inside the sandbox without following a final
 // symlink.
-func (m *Manager) Stat(ctx context.Context, idOrName, path string) (agent.FileInfo, error) {
+func (m *Manager) Stat(ctx context.Context, idOrName, path string) (wire.FileInfo, error) {
 	if err := ValidateWorkdir("path", path); err != nil {
-		return agent.FileInfo{}, err
+		return wire.FileInfo{}, err
 	}
 	if path == "" {
-		return agent.FileInfo{}, fieldErr("path", "path is empty")
+		return wire.FileInfo{}, fieldErr("path", "path is empty")
 	}
 	c, id, err := m.agentFor(ctx, idOrName)
 	if err != nil {
-		return agent.FileInfo{}, err
+		return wire.FileInfo{}, err
 	}
 	fi, err := c.Stat(ctx, path)
 	if err != nil {

@@ -9,11 +9,12 @@ import (
 	"io"
 	"strings"
 
-	"github.com/boxd-dev/boxd/agent"
+	"github.com/boxd-dev/boxd/agent/host"
+	"github.com/boxd-dev/boxd/agent/wire"
 )
 
-// File operations inside a sandbox, done by its init (agent.Client); see
-// agent.FileWriteArgs and friends for their semantics. The checks here
+// File operations inside a sandbox, done by its init (host.Client); see
+// wire.FileWriteArgs and friends for their semantics. The checks here
 // name the request field; the init checks again, since it trusts nobody.
 
 // fileFieldErr turns an agent argument error into one naming field.
@@ -28,11 +29,11 @@ func fileFieldErr(field string, err error) error {
 }
 
 func checkFilePath(field, p string) error {
-	return fileFieldErr(field, agent.CheckFilePath(p))
+	return fileFieldErr(field, wire.CheckFilePath(p))
 }
 
 func checkFileUser(u string) error {
-	return fileFieldErr("user", agent.CheckUserSpec(u))
+	return fileFieldErr("user", wire.CheckUserSpec(u))
 }
 
 func checkFileMode(field string, mode *uint32) error {
@@ -43,7 +44,7 @@ func checkFileMode(field string, mode *uint32) error {
 }
 
 // fileAgent validates the common fields and finds the sandbox's init.
-func (m *Manager) fileAgent(ctx context.Context, idOrName, user string, paths map[string]string) (*agent.Client, string, error) {
+func (m *Manager) fileAgent(ctx context.Context, idOrName, user string, paths map[string]string) (*host.Client, string, error) {
 	if idOrName == "" {
 		return nil, "", fieldErr("sandbox_id", "empty")
 	}
@@ -71,20 +72,20 @@ func (m *Manager) fileErr(ctx context.Context, id string, err error) error {
 }
 
 // WriteFile streams r into a file in the sandbox.
-func (m *Manager) WriteFile(ctx context.Context, idOrName string, a agent.FileWriteArgs, r io.Reader) (agent.FileWriteResult, error) {
+func (m *Manager) WriteFile(ctx context.Context, idOrName string, a wire.FileWriteArgs, r io.Reader) (wire.FileWriteResult, error) {
 	if err := checkFileMode("mode", a.Mode); err != nil {
-		return agent.FileWriteResult{}, err
+		return wire.FileWriteResult{}, err
 	}
 	c, id, err := m.fileAgent(ctx, idOrName, a.User, map[string]string{"path": a.Path})
 	if err != nil {
-		return agent.FileWriteResult{}, err
+		return wire.FileWriteResult{}, err
 	}
 	res, err := c.WriteFile(ctx, a, r)
 	return res, m.fileErr(ctx, id, err)
 }
 
 // ReadFile opens a file in the sandbox; the caller closes the stream.
-func (m *Manager) ReadFile(ctx context.Context, idOrName string, a agent.FileReadArgs) (*agent.FileReadStream, error) {
+func (m *Manager) ReadFile(ctx context.Context, idOrName string, a wire.FileReadArgs) (*host.FileReadStream, error) {
 	if a.Offset < 0 {
 		return nil, fieldErr("offset", "%d is negative", a.Offset)
 	}
@@ -100,17 +101,17 @@ func (m *Manager) ReadFile(ctx context.Context, idOrName string, a agent.FileRea
 }
 
 // StatFile describes a path in the sandbox.
-func (m *Manager) StatFile(ctx context.Context, idOrName string, a agent.FileStatArgs) (agent.FileStat, error) {
+func (m *Manager) StatFile(ctx context.Context, idOrName string, a wire.FileStatArgs) (wire.FileStat, error) {
 	c, id, err := m.fileAgent(ctx, idOrName, a.User, map[string]string{"path": a.Path})
 	if err != nil {
-		return agent.FileStat{}, err
+		return wire.FileStat{}, err
 	}
 	fi, err := c.StatFile(ctx, a)
 	return fi, m.fileErr(ctx, id, err)
 }
 
 // ListDir lists a directory in the sandbox in batches.
-func (m *Manager) ListDir(ctx context.Context, idOrName string, a agent.FileListArgs, fn func([]agent.FileStat) error) error {
+func (m *Manager) ListDir(ctx context.Context, idOrName string, a wire.FileListArgs, fn func([]wire.FileStat) error) error {
 	c, id, err := m.fileAgent(ctx, idOrName, a.User, map[string]string{"path": a.Path})
 	if err != nil {
 		return err
@@ -119,7 +120,7 @@ func (m *Manager) ListDir(ctx context.Context, idOrName string, a agent.FileList
 }
 
 // MakeDir creates a directory in the sandbox.
-func (m *Manager) MakeDir(ctx context.Context, idOrName string, a agent.FileMkdirArgs) error {
+func (m *Manager) MakeDir(ctx context.Context, idOrName string, a wire.FileMkdirArgs) error {
 	if err := checkFileMode("mode", a.Mode); err != nil {
 		return err
 	}
@@ -131,7 +132,7 @@ func (m *Manager) MakeDir(ctx context.Context, idOrName string, a agent.FileMkdi
 }
 
 // RemovePath removes a path (a tree with Recursive) in the sandbox.
-func (m *Manager) RemovePath(ctx context.Context, idOrName string, a agent.FileRemoveArgs) error {
+func (m *Manager) RemovePath(ctx context.Context, idOrName string, a wire.FileRemoveArgs) error {
 	c, id, err := m.fileAgent(ctx, idOrName, a.User, map[string]string{"path": a.Path})
 	if err != nil {
 		return err
@@ -140,7 +141,7 @@ func (m *Manager) RemovePath(ctx context.Context, idOrName string, a agent.FileR
 }
 
 // RenamePath renames a path in the sandbox.
-func (m *Manager) RenamePath(ctx context.Context, idOrName string, a agent.FileRenameArgs) error {
+func (m *Manager) RenamePath(ctx context.Context, idOrName string, a wire.FileRenameArgs) error {
 	c, id, err := m.fileAgent(ctx, idOrName, a.User, map[string]string{"src": a.Src, "dst": a.Dst})
 	if err != nil {
 		return err
@@ -149,7 +150,7 @@ func (m *Manager) RenamePath(ctx context.Context, idOrName string, a agent.FileR
 }
 
 // ChmodPath sets a path's mode in the sandbox.
-func (m *Manager) ChmodPath(ctx context.Context, idOrName string, a agent.FileChmodArgs) error {
+func (m *Manager) ChmodPath(ctx context.Context, idOrName string, a wire.FileChmodArgs) error {
 	if err := checkFileMode("mode", &a.Mode); err != nil {
 		return err
 	}
@@ -160,9 +161,9 @@ func (m *Manager) ChmodPath(ctx context.Context, idOrName string, a agent.FileCh
 	return m.fileErr(ctx, id, c.ChmodPath(ctx, a))
 }
 
-// UploadFiles writes many files in one call; see agent.Client.UploadFiles.
+// UploadFiles writes many files in one call; see host.Client.UploadFiles.
 // A path that is invalid fails that file only.
-func (m *Manager) UploadFiles(ctx context.Context, idOrName string, a agent.UploadArgs, next func() (agent.UploadItem, io.Reader, error), result func(agent.FileResult) error) error {
+func (m *Manager) UploadFiles(ctx context.Context, idOrName string, a wire.UploadArgs, next func() (wire.UploadItem, io.Reader, error), result func(wire.FileResult) error) error {
 	c, id, err := m.fileAgent(ctx, idOrName, a.User, nil)
 	if err != nil {
 		return err
@@ -170,13 +171,13 @@ func (m *Manager) UploadFiles(ctx context.Context, idOrName string, a agent.Uplo
 	return m.fileErr(ctx, id, c.UploadFiles(ctx, a, next, result))
 }
 
-// DownloadFiles reads many files in one call; see agent.Client.DownloadFiles.
-func (m *Manager) DownloadFiles(ctx context.Context, idOrName string, a agent.DownloadArgs, h agent.DownloadHandler) error {
+// DownloadFiles reads many files in one call; see host.Client.DownloadFiles.
+func (m *Manager) DownloadFiles(ctx context.Context, idOrName string, a wire.DownloadArgs, h host.DownloadHandler) error {
 	if len(a.Paths) == 0 {
 		return fieldErr("paths", "no paths given")
 	}
-	if len(a.Paths) > agent.MaxBulkFiles {
-		return fieldErr("paths", "%d paths, at most %d in one call", len(a.Paths), agent.MaxBulkFiles)
+	if len(a.Paths) > wire.MaxBulkFiles {
+		return fieldErr("paths", "%d paths, at most %d in one call", len(a.Paths), wire.MaxBulkFiles)
 	}
 	c, id, err := m.fileAgent(ctx, idOrName, a.User, nil)
 	if err != nil {
@@ -187,7 +188,7 @@ func (m *Manager) DownloadFiles(ctx context.Context, idOrName string, a agent.Do
 
 // WatchPath streams changes under a path in the sandbox until ctx ends or
 // the path goes away.
-func (m *Manager) WatchPath(ctx context.Context, idOrName string, a agent.WatchArgs, ready func(), events func([]agent.WatchEvent) error) error {
+func (m *Manager) WatchPath(ctx context.Context, idOrName string, a wire.WatchArgs, ready func(), events func([]wire.WatchEvent) error) error {
 	c, id, err := m.fileAgent(ctx, idOrName, a.User, map[string]string{"path": a.Path})
 	if err != nil {
 		return err

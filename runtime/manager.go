@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -30,7 +31,9 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/boxd-dev/boxd/agent"
+	"github.com/boxd-dev/boxd/agent/handoff"
+	"github.com/boxd-dev/boxd/agent/host"
+	"github.com/boxd-dev/boxd/agent/wire"
 	"github.com/boxd-dev/boxd/oci"
 	"github.com/boxd-dev/boxd/snapshot"
 )
@@ -49,7 +52,7 @@ const (
 type Config struct {
 	Client     *client.Client
 	Images     *snapshot.Store
-	StateDir   string // host directory for per-sandbox channel dirs and init logs
+	StateDir   string // host directory for per-sandbox agent sockets, hand-off dirs and init logs
 	InitBinary string // host path of the static boxd-init binary
 	Runtime    string // containerd runtime, default io.containerd.runc.v2
 	// Namespace is the containerd namespace the client defaults to; the
@@ -230,9 +233,15 @@ func NewManager(cfg Config) (*Manager, error) {
 }
 
 func (m *Manager) sandboxDir(id string) string { return filepath.Join(m.cfg.StateDir, "sandboxes", id) }
-func (m *Manager) channelDir(id string) string { return filepath.Join(m.sandboxDir(id), "run") }
+
+// A sandbox's host directory is host root's, 0700, and never mounted
+// into the sandbox. It holds the agent socket, which boxd creates and
+// dials (its listener is the init's once handed off), the init's log, and
+// the hand-off directory: host root's too, 0711, mounted read-only at
+// wire.ChannelDir, where boxd listens while an init starts.
+func (m *Manager) handoffDir(id string) string { return filepath.Join(m.sandboxDir(id), "handoff") }
 func (m *Manager) socketPath(id string) string {
-	return filepath.Join(m.channelDir(id), agent.SocketName)
+	return filepath.Join(m.sandboxDir(id), wire.SocketName)
 }
 
 func newID() string {
@@ -320,9 +329,6 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 		return nil, fmt.Errorf("create sandbox %s: state dir: %w", id, err)
 	}
 	undo = append(undo, func(context.Context) { _ = os.RemoveAll(m.sandboxDir(id)) })
-	if err := m.makeChannelDir(id); err != nil {
-		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
-	}
 
 	spec, env, err := m.specFor(ctx, id, r, imgSpec)
 	if err != nil {
@@ -364,24 +370,10 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 		}
 	})
 
-	task, err := m.newTask(ctx, ctr)
+	task, err := m.startInit(ctx, ctr, spec, phase)
 	if err != nil {
-		return nil, m.explainFailure(fmt.Errorf("create sandbox %s: task: %w", id, err))
-	}
-	undo = append(undo, func(c context.Context) {
-		if _, err := task.Delete(c, client.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
-			log.Error("cleanup: delete task", "err", err)
-		}
-	})
-	phase("task")
-	if err := task.Start(ctx); err != nil {
-		return nil, m.explainFailure(fmt.Errorf("create sandbox %s: start: %w", id, err))
-	}
-	phase("start")
-	if err := m.waitReady(ctx, id, task); err != nil {
 		return nil, m.explainFailure(fmt.Errorf("create sandbox %s: %w", id, err))
 	}
-	phase("ready")
 	if !member {
 		m.inv.show(id)
 	}
@@ -395,17 +387,23 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 }
 
 // specFor builds a sandbox's runtime-spec; env is the environment commands
-// see (the init's own BOXD_ variables left out).
+// see (without the HOSTNAME boxd adds). The spec carries it, with the
+// workdir and pids limit, in the annotation the init is handed at start.
 func (m *Manager) specFor(ctx context.Context, id string, r resolved, imgSpec ocispec.Image) (*specs.Spec, []string, error) {
 	env := append(append([]string{}, imgSpec.Config.Env...), r.env...)
 	spec, err := oci.Spec(ctx, oci.Config{
 		ID: id, Hostname: id, Workdir: r.workdir,
-		Env:         append(slices.Clip(env), "BOXD_WORKDIR="+r.workdir, "BOXD_PIDS="+strconv.FormatInt(r.limits.Pids, 10), "HOSTNAME="+id),
+		Env:         append(slices.Clip(env), "HOSTNAME="+id),
 		MemoryBytes: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
 		HostUID: m.cfg.HostUID, HostGID: m.cfg.HostGID, IDMapSize: m.cfg.IDMapSize,
-		InitBinary: m.cfg.InitBinary, ChannelDir: m.channelDir(id),
+		InitBinary: m.cfg.InitBinary, ChannelDir: m.handoffDir(id),
 		CgroupsPath: cgroupsPath(ctx, id),
 	})
+	var fe *oci.FieldError
+	if errors.As(err, &fe) && fe.Field == "Env" {
+		// Only an image's env can be this large (a request's is capped).
+		return nil, nil, fieldErr("image", "%s: its environment is too large: %v", r.image, err)
+	}
 	return spec, env, err
 }
 
@@ -423,23 +421,27 @@ func (m *Manager) labelsFor(rec record, r resolved) map[string]string {
 	return labels
 }
 
-// makeChannelDir creates the directory the init listens in. It belongs to
-// the sandbox's root and is 0700, so only root inside the sandbox (the init)
-// can reach the socket.
-func (m *Manager) makeChannelDir(id string) error {
-	dir := m.channelDir(id)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("channel dir: %w", err)
+// makeHandoffDir creates the directory mounted read-only at
+// wire.ChannelDir: host root's and 0711, so code in the sandbox can reach
+// the hand-off socket in it (which only the sandbox's root may connect to)
+// but can neither list nor change anything there.
+func (m *Manager) makeHandoffDir(id string) error {
+	dir := m.handoffDir(id)
+	if err := os.Mkdir(dir, 0o711); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("hand-off dir: %w", err)
 	}
-	if err := os.Chown(dir, int(m.cfg.HostUID), int(m.cfg.HostGID)); err != nil {
-		return fmt.Errorf("channel dir: %w", err)
+	if fi, err := os.Lstat(dir); err != nil || !fi.IsDir() {
+		return fmt.Errorf("hand-off dir %s: not a directory (%v)", dir, err)
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return fmt.Errorf("hand-off dir: %w", err)
 	}
 	return nil
 }
 
-// newTask starts a sandbox's init. Its own output goes to a file: a FIFO
-// would need boxd to drain it, and nothing drains it while boxd is down.
-// A log a previous init left large is trimmed to its tail first.
+// newTask creates a sandbox's init task. Its own output goes to a file: a
+// FIFO would need boxd to drain it, and nothing drains it while boxd is
+// down. A log a previous init left large is trimmed to its tail first.
 func (m *Manager) newTask(ctx context.Context, ctr client.Container) (client.Task, error) {
 	logPath := m.initLogPath(ctr.ID())
 	if err := trimLog(logPath, initLogMax, initLogKeep); err != nil {
@@ -448,11 +450,124 @@ func (m *Manager) newTask(ctx context.Context, ctr client.Container) (client.Tas
 	return ctr.NewTask(ctx, cio.LogFile(logPath))
 }
 
-// waitReady polls the init's socket until it answers, the task dies, or the
-// ready timeout passes.
-func (m *Manager) waitReady(ctx context.Context, id string, task client.Task) error {
+// startInit starts the init of ctr (whose runtime-spec is spec) and hands
+// it its channel, and returns once the init answers on it. boxd makes the
+// agent's listening socket itself, in the sandbox's host directory, and
+// listens on the hand-off socket; once the task exists its pid is known,
+// and only a peer with that pid and the sandbox root's host uid gets the
+// init's settings and the listener (agent/handoff). On failure the task is
+// gone again. phase, if not nil, marks progress for timing logs.
+func (m *Manager) startInit(ctx context.Context, ctr client.Container, spec *specs.Spec, phase func(string)) (_ client.Task, retErr error) {
+	if phase == nil {
+		phase = func(string) {}
+	}
+	id := ctr.ID()
+	cfg, err := oci.InitConfig(spec)
+	if err != nil {
+		return nil, err
+	}
+	uid, gid, err := rootHostIDs(spec)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.makeHandoffDir(id); err != nil {
+		return nil, err
+	}
+	agentLn, err := handoff.ListenAgent(m.socketPath(id))
+	if err != nil {
+		return nil, err
+	}
+	// The init holds its own copy once handed over; boxd never serves it.
+	defer agentLn.Close()
+	defer func() {
+		if retErr != nil {
+			_ = os.Remove(m.socketPath(id))
+		}
+	}()
+	hs, err := handoff.Listen(filepath.Join(m.handoffDir(id), handoff.SocketName), int(uid), int(gid))
+	if err != nil {
+		return nil, err
+	}
+	defer hs.Close()
+
+	task, err := m.newTask(ctx, ctr)
+	if err != nil {
+		return nil, fmt.Errorf("task: %w", err)
+	}
+	defer func() {
+		if retErr == nil {
+			return
+		}
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if _, err := task.Delete(cctx, client.WithProcessKill); err != nil && !errdefs.IsNotFound(err) {
+			m.log.Error("cleanup: delete task", "sandbox", id, "err", err)
+		}
+	}()
+	phase("task")
+	if err := task.Start(ctx); err != nil {
+		return nil, fmt.Errorf("start: %w", err)
+	}
+	phase("start")
 	deadline := time.Now().Add(m.cfg.ReadyTimeout)
-	c := agent.NewClient(m.socketPath(id))
+	if err := m.handOff(ctx, id, task, hs, handoff.Peer{Pid: int(task.Pid()), UID: uid}, cfg, agentLn, deadline); err != nil {
+		return nil, err
+	}
+	phase("handoff")
+	if err := m.waitReady(ctx, id, task, deadline); err != nil {
+		return nil, err
+	}
+	phase("ready")
+	return task, nil
+}
+
+// rootHostIDs is the host uid and gid the sandbox's root maps to.
+func rootHostIDs(spec *specs.Spec) (uid, gid uint32, _ error) {
+	if spec.Linux == nil || len(spec.Linux.UIDMappings) == 0 || len(spec.Linux.GIDMappings) == 0 ||
+		spec.Linux.UIDMappings[0].ContainerID != 0 || spec.Linux.GIDMappings[0].ContainerID != 0 {
+		return 0, 0, errors.New("spec maps no user namespace root")
+	}
+	return spec.Linux.UIDMappings[0].HostID, spec.Linux.GIDMappings[0].HostID, nil
+}
+
+// handOff waits for the task's init to take cfg and the agent listener,
+// while watching that it has not died.
+func (m *Manager) handOff(ctx context.Context, id string, task client.Task, hs *handoff.Listener, peer handoff.Peer, cfg handoff.Config, agentLn *os.File, deadline time.Time) error {
+	octx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	log := m.log.With("sandbox", id)
+	offered := make(chan error, 1)
+	go func() {
+		offered <- hs.Offer(octx, peer, cfg, agentLn, func(format string, args ...any) {
+			log.Warn(fmt.Sprintf(format, args...))
+		})
+	}()
+	poll := time.NewTicker(50 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		select {
+		case err := <-offered:
+			if err == nil {
+				return nil
+			}
+			if exited := m.initExited(ctx, id, task); exited != nil {
+				return exited
+			}
+			return fmt.Errorf("init did not take its channel within %s: %w", m.cfg.ReadyTimeout, err)
+		case <-poll.C:
+			if exited := m.initExited(ctx, id, task); exited != nil {
+				cancel()
+				<-offered
+				return exited
+			}
+		}
+	}
+}
+
+// waitReady polls the init's socket until it answers, the task dies, or
+// deadline passes.
+func (m *Manager) waitReady(ctx context.Context, id string, task client.Task, deadline time.Time) error {
+	c := host.NewClient(m.socketPath(id))
 	delay := time.Millisecond
 	for {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -461,20 +576,8 @@ func (m *Manager) waitReady(ctx context.Context, id string, task client.Task) er
 		if err == nil {
 			return nil
 		}
-		if st, serr := task.Status(ctx); serr == nil && st.Status == client.Stopped {
-			// The log goes with the failed sandbox: quote it.
-			// The shim copies the init's output to the file asynchronously;
-			// deleting the task makes it finish (the create's cleanup would
-			// delete it anyway).
-			_, _ = task.Delete(ctx)
-			var logTail []byte
-			for i := 0; i < 40 && len(logTail) == 0; i++ {
-				logTail, _ = readLogTail(m.initLogPath(id), initLogQuote)
-				if len(logTail) == 0 {
-					time.Sleep(25 * time.Millisecond)
-				}
-			}
-			return fmt.Errorf("init exited with status %d before it was ready: %q", st.ExitStatus, logTail)
+		if exited := m.initExited(ctx, id, task); exited != nil {
+			return exited
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("init did not answer within %s: %w", m.cfg.ReadyTimeout, err)
@@ -484,6 +587,28 @@ func (m *Manager) waitReady(ctx context.Context, id string, task client.Task) er
 			delay *= 2
 		}
 	}
+}
+
+// initExited returns an error quoting the init's log if its task has
+// stopped, and nil while it runs.
+func (m *Manager) initExited(ctx context.Context, id string, task client.Task) error {
+	st, err := task.Status(ctx)
+	if err != nil || st.Status != client.Stopped {
+		return nil
+	}
+	// The log goes with the failed sandbox: quote it.
+	// The shim copies the init's output to the file asynchronously;
+	// deleting the task makes it finish (the create's cleanup would
+	// delete it anyway).
+	_, _ = task.Delete(ctx)
+	var logTail []byte
+	for i := 0; i < 40 && len(logTail) == 0; i++ {
+		logTail, _ = readLogTail(m.initLogPath(id), initLogQuote)
+		if len(logTail) == 0 {
+			time.Sleep(25 * time.Millisecond)
+		}
+	}
+	return fmt.Errorf("init exited with status %d before it was ready: %q", st.ExitStatus, logTail)
 }
 
 func (m *Manager) removeSnapshot(ctx context.Context, key string) {
@@ -545,13 +670,8 @@ func (m *Manager) describe(ctx context.Context, ctr client.Container, withEnv bo
 	sb := m.toSandbox(ctr.ID(), info.Labels, rec)
 	if withEnv && info.Spec != nil {
 		var s specs.Spec
-		if err := json.Unmarshal(info.Spec.GetValue(), &s); err == nil && s.Process != nil {
-			for _, kv := range s.Process.Env {
-				if strings.HasPrefix(kv, "BOXD_") || strings.HasPrefix(kv, "HOSTNAME=") {
-					continue
-				}
-				sb.Env = append(sb.Env, kv)
-			}
+		if err := json.Unmarshal(info.Spec.GetValue(), &s); err == nil {
+			sb.Env = commandEnv(&s)
 		}
 	}
 	sb.State = "unknown"
@@ -573,6 +693,30 @@ func (m *Manager) describe(ctx context.Context, ctr client.Container, withEnv bo
 		}
 	}
 	return sb, nil
+}
+
+// commandEnv is the environment commands get, as stored in s, without the
+// HOSTNAME boxd adds.
+func commandEnv(s *specs.Spec) []string {
+	var env []string
+	if cfg, err := oci.InitConfig(s); err == nil {
+		for _, kv := range cfg.Env {
+			if !strings.HasPrefix(kv, "HOSTNAME=") {
+				env = append(env, kv)
+			}
+		}
+		return env
+	}
+	// A spec made by an older boxd kept it in the init's environment,
+	// next to the init's own BOXD_ settings.
+	if s.Process != nil {
+		for _, kv := range s.Process.Env {
+			if !strings.HasPrefix(kv, "BOXD_") && !strings.HasPrefix(kv, "HOSTNAME=") {
+				env = append(env, kv)
+			}
+		}
+	}
+	return env
 }
 
 func (m *Manager) toSandbox(id string, labels map[string]string, rec record) *Sandbox {
@@ -776,18 +920,11 @@ func (m *Manager) restartIfDead(ctx context.Context, ctr client.Container) (bool
 		return false, nil
 	}
 	m.log.Warn("init gone; restarting the sandbox (its processes are lost, its files are kept)", "sandbox", id)
-	if err := m.makeChannelDir(id); err != nil {
-		return false, fmt.Errorf("restart sandbox %s: %w", id, err)
-	}
-	task, err = m.newTask(ctx, ctr)
+	spec, err := ctr.Spec(ctx)
 	if err != nil {
-		return false, fmt.Errorf("restart sandbox %s: task: %w", id, err)
+		return false, fmt.Errorf("restart sandbox %s: spec: %w", id, err)
 	}
-	if err := task.Start(ctx); err != nil {
-		_, _ = task.Delete(ctx, client.WithProcessKill)
-		return false, fmt.Errorf("restart sandbox %s: start: %w", id, err)
-	}
-	if err := m.waitReady(ctx, id, task); err != nil {
+	if _, err := m.startInit(ctx, ctr, spec, nil); err != nil {
 		return false, fmt.Errorf("restart sandbox %s: %w", id, err)
 	}
 	return true, nil

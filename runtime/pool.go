@@ -13,17 +13,17 @@ import (
 	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/errdefs"
 
-	"github.com/boxd-dev/boxd/agent"
+	"github.com/boxd-dev/boxd/agent/host"
 	"github.com/boxd-dev/boxd/snapshot"
 )
 
 // The warm pool keeps sandboxes of the default image started and idle, so
 // a create that fits one is a relabel and a cgroup update instead of a
 // shim, runc and init start (about 200 ms here). A member serves a request
-// for the default image with no env and the default workdir: those live in
-// the init's environment, fixed when it started. Members are ordinary
-// containers labelled boxd.io/pool, invisible to clients, and survive a
-// boxd restart like any sandbox.
+// for the default image with no env and the default workdir: those were
+// handed to the init when it started, and a running init keeps them.
+// Members are ordinary containers labelled boxd.io/pool, invisible to
+// clients, and survive a boxd restart like any sandbox.
 type pool struct {
 	mu       sync.Mutex
 	ready    []string // ids of started, idle members
@@ -130,7 +130,7 @@ func (m *Manager) adopt(ctx context.Context, id string, r resolved) (*Sandbox, e
 		return nil, fmt.Errorf("task: %w", err)
 	}
 	pctx, cancel := context.WithTimeout(ctx, time.Second)
-	err = agent.NewClient(m.socketPath(id)).Ping(pctx)
+	err = host.NewClient(m.socketPath(id)).Ping(pctx)
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("init does not answer: %w", err)
@@ -266,7 +266,7 @@ func (m *Manager) adoptLeftovers(ctx context.Context) {
 		ok := err == nil && labels[LabelPool] == want && m.pool.size() < m.cfg.PoolSize
 		if ok {
 			pctx, cancel := context.WithTimeout(ctx, time.Second)
-			ok = agent.NewClient(m.socketPath(ctr.ID())).Ping(pctx) == nil
+			ok = host.NewClient(m.socketPath(ctr.ID())).Ping(pctx) == nil
 			cancel()
 		}
 		if ok {

@@ -9,7 +9,8 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/boxd-dev/boxd/agent"
+	"github.com/boxd-dev/boxd/agent/host"
+	"github.com/boxd-dev/boxd/agent/wire"
 )
 
 // Bounds on process and session requests, checked before anything reaches
@@ -23,7 +24,7 @@ const (
 var (
 	procUserRe      = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]*\$?(:[A-Za-z0-9_][A-Za-z0-9_.-]*\$?)?$`)
 	procIDRe        = regexp.MustCompile(`^p[0-9]{1,19}$`)
-	procSessionName = regexp.MustCompile(agent.SessionNamePattern)
+	procSessionName = regexp.MustCompile(wire.SessionNamePattern)
 )
 
 func checkProcArgs(args []string) error {
@@ -69,7 +70,7 @@ func checkSessionName(name string) error {
 }
 
 func checkSignal(sig string) error {
-	if _, err := agent.ParseSignal(sig); err != nil {
+	if _, err := wire.ParseSignal(sig); err != nil {
 		return fieldErr("signal", "%q is not a signal (examples: SIGTERM, TERM, 15)", sig)
 	}
 	return nil
@@ -78,7 +79,7 @@ func checkSignal(sig string) error {
 // ValidateProcessSpec checks a process request as far as the host can: the
 // user's and group's existence, the command's and the directory's are the
 // sandbox's business.
-func ValidateProcessSpec(spec *agent.ProcessSpec) error {
+func ValidateProcessSpec(spec *wire.ProcessSpec) error {
 	if err := checkProcArgs(spec.Args); err != nil {
 		return err
 	}
@@ -94,8 +95,8 @@ func ValidateProcessSpec(spec *agent.ProcessSpec) error {
 	if spec.OutputLimit < 0 {
 		return fieldErr("output_limit", "%d must not be negative", spec.OutputLimit)
 	}
-	if w := spec.Window; w != nil && (w.Rows > agent.MaxWindowDim || w.Cols > agent.MaxWindowDim) {
-		return fieldErr("window", "%dx%d: at most %d rows and columns", w.Rows, w.Cols, agent.MaxWindowDim)
+	if w := spec.Window; w != nil && (w.Rows > wire.MaxWindowDim || w.Cols > wire.MaxWindowDim) {
+		return fieldErr("window", "%dx%d: at most %d rows and columns", w.Rows, w.Cols, wire.MaxWindowDim)
 	}
 	return nil
 }
@@ -108,7 +109,7 @@ func (m *Manager) procErr(ctx context.Context, id, what string, err error) error
 
 // ExecProcess starts a foreground command and returns its stream; closing
 // the stream before the result kills the command's tree.
-func (m *Manager) ExecProcess(ctx context.Context, idOrName string, spec agent.ProcessSpec) (*agent.ProcessStream, error) {
+func (m *Manager) ExecProcess(ctx context.Context, idOrName string, spec wire.ProcessSpec) (*host.ProcessStream, error) {
 	if err := ValidateProcessSpec(&spec); err != nil {
 		return nil, err
 	}
@@ -124,13 +125,13 @@ func (m *Manager) ExecProcess(ctx context.Context, idOrName string, spec agent.P
 }
 
 // StartProcess starts a background command.
-func (m *Manager) StartProcess(ctx context.Context, idOrName string, spec agent.ProcessSpec) (agent.ProcessInfo, error) {
+func (m *Manager) StartProcess(ctx context.Context, idOrName string, spec wire.ProcessSpec) (wire.ProcessInfo, error) {
 	if err := ValidateProcessSpec(&spec); err != nil {
-		return agent.ProcessInfo{}, err
+		return wire.ProcessInfo{}, err
 	}
 	c, id, err := m.agentFor(ctx, idOrName)
 	if err != nil {
-		return agent.ProcessInfo{}, err
+		return wire.ProcessInfo{}, err
 	}
 	info, err := c.StartProcess(ctx, spec)
 	if err != nil {
@@ -140,7 +141,7 @@ func (m *Manager) StartProcess(ctx context.Context, idOrName string, spec agent.
 }
 
 // ListProcesses lists a sandbox's background processes, oldest first.
-func (m *Manager) ListProcesses(ctx context.Context, idOrName string) ([]agent.ProcessInfo, error) {
+func (m *Manager) ListProcesses(ctx context.Context, idOrName string) ([]wire.ProcessInfo, error) {
 	c, id, err := m.agentFor(ctx, idOrName)
 	if err != nil {
 		return nil, err
@@ -153,13 +154,13 @@ func (m *Manager) ListProcesses(ctx context.Context, idOrName string) ([]agent.P
 }
 
 // WaitProcess blocks until a background process exits.
-func (m *Manager) WaitProcess(ctx context.Context, idOrName, pid string) (agent.ProcessInfo, error) {
+func (m *Manager) WaitProcess(ctx context.Context, idOrName, pid string) (wire.ProcessInfo, error) {
 	if err := checkProcID(pid); err != nil {
-		return agent.ProcessInfo{}, err
+		return wire.ProcessInfo{}, err
 	}
 	c, id, err := m.agentFor(ctx, idOrName)
 	if err != nil {
-		return agent.ProcessInfo{}, err
+		return wire.ProcessInfo{}, err
 	}
 	info, err := c.WaitProcess(ctx, pid)
 	if err != nil {
@@ -169,16 +170,16 @@ func (m *Manager) WaitProcess(ctx context.Context, idOrName, pid string) (agent.
 }
 
 // SignalProcess signals a background process (SIGKILL: its whole tree).
-func (m *Manager) SignalProcess(ctx context.Context, idOrName, pid, sig string) (agent.ProcessInfo, error) {
+func (m *Manager) SignalProcess(ctx context.Context, idOrName, pid, sig string) (wire.ProcessInfo, error) {
 	if err := checkProcID(pid); err != nil {
-		return agent.ProcessInfo{}, err
+		return wire.ProcessInfo{}, err
 	}
 	if err := checkSignal(sig); err != nil {
-		return agent.ProcessInfo{}, err
+		return wire.ProcessInfo{}, err
 	}
 	c, id, err := m.agentFor(ctx, idOrName)
 	if err != nil {
-		return agent.ProcessInfo{}, err
+		return wire.ProcessInfo{}, err
 	}
 	info, err := c.SignalProcess(ctx, pid, sig)
 	if err != nil {
@@ -188,13 +189,13 @@ func (m *Manager) SignalProcess(ctx context.Context, idOrName, pid, sig string) 
 }
 
 // AttachProcess connects to a background process's output (and input).
-func (m *Manager) AttachProcess(ctx context.Context, idOrName string, a agent.AttachArgs) (*agent.ProcessStream, agent.ProcessInfo, error) {
+func (m *Manager) AttachProcess(ctx context.Context, idOrName string, a wire.AttachArgs) (*host.ProcessStream, wire.ProcessInfo, error) {
 	if err := checkProcID(a.ID); err != nil {
-		return nil, agent.ProcessInfo{}, err
+		return nil, wire.ProcessInfo{}, err
 	}
 	c, id, err := m.agentFor(ctx, idOrName)
 	if err != nil {
-		return nil, agent.ProcessInfo{}, err
+		return nil, wire.ProcessInfo{}, err
 	}
 	ps, info, err := c.AttachProcess(ctx, a)
 	if err != nil {
@@ -204,25 +205,25 @@ func (m *Manager) AttachProcess(ctx context.Context, idOrName string, a agent.At
 }
 
 // CreateSession starts a session's shell.
-func (m *Manager) CreateSession(ctx context.Context, idOrName string, spec agent.SessionSpec) (agent.SessionInfo, error) {
+func (m *Manager) CreateSession(ctx context.Context, idOrName string, spec wire.SessionSpec) (wire.SessionInfo, error) {
 	if err := checkSessionName(spec.Name); err != nil {
-		return agent.SessionInfo{}, err
+		return wire.SessionInfo{}, err
 	}
 	if len(spec.Shell) > maxPathBytes || strings.IndexByte(spec.Shell, 0) >= 0 {
-		return agent.SessionInfo{}, fieldErr("shell", "too long or contains NUL")
+		return wire.SessionInfo{}, fieldErr("shell", "too long or contains NUL")
 	}
 	if err := ValidateEnv("env", spec.Env); err != nil {
-		return agent.SessionInfo{}, err
+		return wire.SessionInfo{}, err
 	}
 	if err := ValidateWorkdir("workdir", spec.Dir); err != nil {
-		return agent.SessionInfo{}, err
+		return wire.SessionInfo{}, err
 	}
 	if err := checkProcUser("user", spec.User); err != nil {
-		return agent.SessionInfo{}, err
+		return wire.SessionInfo{}, err
 	}
 	c, id, err := m.agentFor(ctx, idOrName)
 	if err != nil {
-		return agent.SessionInfo{}, err
+		return wire.SessionInfo{}, err
 	}
 	info, err := c.CreateSession(ctx, spec)
 	if err != nil {
@@ -232,7 +233,7 @@ func (m *Manager) CreateSession(ctx context.Context, idOrName string, spec agent
 }
 
 // ListSessions lists a sandbox's sessions by name.
-func (m *Manager) ListSessions(ctx context.Context, idOrName string) ([]agent.SessionInfo, error) {
+func (m *Manager) ListSessions(ctx context.Context, idOrName string) ([]wire.SessionInfo, error) {
 	c, id, err := m.agentFor(ctx, idOrName)
 	if err != nil {
 		return nil, err
@@ -260,23 +261,23 @@ func (m *Manager) RemoveSession(ctx context.Context, idOrName, name string) erro
 }
 
 // SessionExec runs a command in a session, streaming its output.
-func (m *Manager) SessionExec(ctx context.Context, idOrName string, cmd agent.SessionCommand, stdout, stderr io.Writer) (agent.SessionResult, error) {
+func (m *Manager) SessionExec(ctx context.Context, idOrName string, cmd wire.SessionCommand, stdout, stderr io.Writer) (wire.SessionResult, error) {
 	if err := checkSessionName(cmd.Name); err != nil {
-		return agent.SessionResult{}, err
+		return wire.SessionResult{}, err
 	}
 	switch {
 	case strings.TrimSpace(cmd.Command) == "":
-		return agent.SessionResult{}, fieldErr("command", "empty")
-	case len(cmd.Command) > agent.MaxSessionCommand:
-		return agent.SessionResult{}, fieldErr("command", "%d bytes, at most %d allowed", len(cmd.Command), agent.MaxSessionCommand)
+		return wire.SessionResult{}, fieldErr("command", "empty")
+	case len(cmd.Command) > wire.MaxSessionCommand:
+		return wire.SessionResult{}, fieldErr("command", "%d bytes, at most %d allowed", len(cmd.Command), wire.MaxSessionCommand)
 	case strings.IndexByte(cmd.Command, 0) >= 0:
-		return agent.SessionResult{}, fieldErr("command", "contains a NUL byte")
+		return wire.SessionResult{}, fieldErr("command", "contains a NUL byte")
 	case cmd.OutputLimit < 0:
-		return agent.SessionResult{}, fieldErr("output_limit", "%d must not be negative", cmd.OutputLimit)
+		return wire.SessionResult{}, fieldErr("output_limit", "%d must not be negative", cmd.OutputLimit)
 	}
 	c, id, err := m.agentFor(ctx, idOrName)
 	if err != nil {
-		return agent.SessionResult{}, err
+		return wire.SessionResult{}, err
 	}
 	res, err := c.SessionExec(ctx, cmd, stdout, stderr)
 	if err != nil {

@@ -1,13 +1,15 @@
 //go:build linux
 
 // Command boxd-init is PID 1 of every boxd sandbox. boxd bind-mounts it
-// read-only at agent.InitPath; it reaps orphans and serves the agent socket
+// read-only at wire.InitPath; it reaps orphans and serves the agent socket
 // through which boxd runs commands and moves files inside the sandbox.
 //
-// Environment (stripped from the environment commands see):
-//
-//	BOXD_WORKDIR      default working directory, created if missing (/workspace)
-//	BOXD_CHANNEL_DIR  directory of the agent socket (agent.ChannelDir)
+// It reads nothing from its environment (which boxd keeps to PATH): its
+// settings and the environment of commands come from boxd in the hand-off
+// at start, with the agent listener (agent/handoff), so an image or a
+// request cannot steer the init or its Go runtime (GODEBUG, GOMAXPROCS,
+// GOGC, GOTRACEBACK, ...). Its only argument, for tests, is
+// "--handoff PATH" (default wire.ChannelDir/handoff.SocketName).
 package main
 
 import (
@@ -15,12 +17,14 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
-	"strconv"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/boxd-dev/boxd/agent"
+	"github.com/boxd-dev/boxd/agent/handoff"
+	"github.com/boxd-dev/boxd/agent/insandbox"
+	"github.com/boxd-dev/boxd/agent/wire"
 )
 
 func main() {
@@ -44,19 +48,35 @@ func main() {
 		logf("prctl(PR_SET_DUMPABLE): %v", err)
 	}
 
-	prewarmThreads(os.Getenv("BOXD_PIDS"))
-
-	cfg := agent.InitConfig{
-		Workdir:    envOr("BOXD_WORKDIR", "/workspace"),
-		SocketPath: filepath.Join(envOr("BOXD_CHANNEL_DIR", agent.ChannelDir), agent.SocketName),
-		BaseEnv:    agent.InitEnv(os.Environ()),
-		Logf:       logf,
+	path := filepath.Join(wire.ChannelDir, handoff.SocketName)
+	if len(os.Args) == 3 && os.Args[1] == "--handoff" {
+		path = os.Args[2]
 	}
-	if err := agent.RunInit(cfg); err != nil {
+	hc, ln, err := handoff.Receive(path, handoffTimeout)
+	if err != nil {
+		logf("%v", err)
+		os.Exit(1)
+	}
+	prewarmThreads(hc.Pids)
+
+	cfg := insandbox.InitConfig{
+		Workdir:  hc.Workdir,
+		Listener: ln,
+		BaseEnv:  insandbox.WithRootHome(hc.Env),
+		Logf:     logf,
+	}
+	if cfg.Workdir == "" {
+		cfg.Workdir = "/workspace"
+	}
+	if err := insandbox.RunInit(cfg); err != nil {
 		logf("%v", err)
 		os.Exit(1)
 	}
 }
+
+// handoffTimeout bounds the wait for boxd's hand-off; boxd listens before
+// it starts the init, so only a boxd that died meanwhile is slower.
+const handoffTimeout = time.Minute
 
 // prewarmThreads starts, while it still can, the OS threads the init will
 // need. The pids limit counts threads, so a fork bomb in the sandbox can
@@ -64,14 +84,14 @@ func main() {
 // aborts, and with PID 1 the whole sandbox would go. The runtime keeps idle
 // threads for reuse, so threads made now are there later. A third of the
 // pids limit, at most 12, leaves room for commands in a small sandbox.
-func prewarmThreads(pidsLimit string) {
-	n := 12
-	if p, err := strconv.Atoi(pidsLimit); err == nil && p/3 < n {
-		n = p / 3
+func prewarmThreads(pidsLimit int64) {
+	n := int64(12)
+	if pidsLimit > 0 && pidsLimit/3 < n {
+		n = pidsLimit / 3
 	}
 	var started sync.WaitGroup
 	release := make(chan struct{})
-	for i := 0; i < n; i++ {
+	for i := int64(0); i < n; i++ {
 		started.Add(1)
 		go func() {
 			runtime.LockOSThread() // one thread each while all are held
@@ -82,13 +102,6 @@ func prewarmThreads(pidsLimit string) {
 	}
 	started.Wait()
 	close(release)
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }
 
 // stderrLog is the init's log: stderr, which the runtime collects into a

@@ -13,7 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/boxd-dev/boxd/agent"
+	"github.com/boxd-dev/boxd/agent/handoff"
+	"github.com/boxd-dev/boxd/agent/host"
+	"github.com/boxd-dev/boxd/agent/wire"
 )
 
 // The test binary re-executes itself as the init, so main itself runs.
@@ -25,6 +27,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
+// TestInitBinary plays boxd: it makes the agent listener and the hand-off
+// socket, starts the init with an environment full of variables that would
+// steer it, and checks that commands get exactly the handed-off settings.
 func TestInitBinary(t *testing.T) {
 	dir, err := os.MkdirTemp("", "boxd-init")
 	if err != nil {
@@ -32,10 +37,22 @@ func TestInitBinary(t *testing.T) {
 	}
 	defer os.RemoveAll(dir)
 	work := filepath.Join(dir, "work")
-	cmd := exec.Command(os.Args[0])
+	agentPath := filepath.Join(dir, wire.SocketName)
+	agentLn, err := handoff.ListenAgent(agentPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer agentLn.Close()
+	hs, err := handoff.Listen(filepath.Join(dir, handoff.SocketName), os.Getuid(), os.Getgid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer hs.Close()
+
+	cmd := exec.Command(os.Args[0], "--handoff", filepath.Join(dir, handoff.SocketName))
 	cmd.Env = []string{
-		"PATH=/usr/bin:/bin", "HOME=/root",
-		"BOXD_INIT_TEST_RUN_MAIN=1", "BOXD_CHANNEL_DIR=" + filepath.Join(dir, "run"), "BOXD_WORKDIR=" + work,
+		"PATH=/usr/bin:/bin", "BOXD_INIT_TEST_RUN_MAIN=1", "INIT_ENV_ONLY=1",
+		"BOXD_WORKDIR=/nowhere", "GOMAXPROCS=7", "GOTRACEBACK=crash",
 	}
 	var log bytes.Buffer
 	cmd.Stderr = &log
@@ -45,28 +62,27 @@ func TestInitBinary(t *testing.T) {
 	}
 	defer cmd.Process.Kill()
 
-	c := agent.NewClient(filepath.Join(dir, "run", agent.SocketName))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for c.Ping(ctx) != nil {
-		if ctx.Err() != nil {
-			t.Fatalf("init never became ready; log:\n%s", log.String())
-		}
-		time.Sleep(5 * time.Millisecond)
+	hc := handoff.Config{Workdir: work, Env: []string{"PATH=/usr/bin:/bin", "GODEBUG=for-commands", "MINE=1"}, Pids: 30}
+	if err := hs.Offer(ctx, handoff.Peer{Pid: cmd.Process.Pid, UID: uint32(os.Getuid())}, hc, agentLn, t.Logf); err != nil {
+		t.Fatalf("hand-off: %v; log:\n%s", err, log.String())
 	}
-	for p, mode := range map[string]os.FileMode{filepath.Join(dir, "run"): os.ModeDir | 0o700, filepath.Join(dir, "run", agent.SocketName): os.ModeSocket | 0o600} {
-		if fi, err := os.Stat(p); err != nil || fi.Mode() != mode {
-			t.Errorf("%s: mode %v, want %v (%v)", p, fi.Mode(), mode, err)
-		}
-	}
+	agentLn.Close()
 
+	c := host.NewClient(agentPath)
+	if err := c.Ping(ctx); err != nil {
+		t.Fatalf("init never became ready: %v; log:\n%s", err, log.String())
+	}
 	var out bytes.Buffer
-	res, err := c.Exec(ctx, agent.ExecRequest{Args: []string{"sh", "-c", "pwd; env | sort"}}, nil, &out, nil)
+	res, err := c.Exec(ctx, wire.ExecRequest{Args: []string{"sh", "-c", "pwd; env | sort"}}, nil, &out, nil)
 	if err != nil || res.ExitCode != 0 {
 		t.Fatalf("exec: %v %+v", err, res)
 	}
-	if !strings.HasPrefix(out.String(), work+"\n") || !strings.Contains(out.String(), "HOME=/root\n") || strings.Contains(out.String(), "BOXD_") {
-		t.Fatalf("workdir or environment wrong:\n%s", out.String())
+	got := strings.Split(strings.TrimSpace(out.String()), "\n")
+	want := []string{work, "GODEBUG=for-commands", "HOME=/root", "MINE=1", "PATH=/usr/bin:/bin", "PWD=" + work}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("workdir and environment of a command:\n%s\nwant:\n%s", out.String(), strings.Join(want, "\n"))
 	}
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
@@ -74,5 +90,10 @@ func TestInitBinary(t *testing.T) {
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("init exited with %v; log:\n%s", err, log.String())
+	}
+	// The init is gone and so is the only listener: the socket file stays
+	// and refuses.
+	if err := c.Ping(ctx); err == nil {
+		t.Error("agent socket answers after the init exited")
 	}
 }

@@ -1,0 +1,368 @@
+// Package host is boxd's end of the channel to a sandbox's init: the
+// Client that runs commands and moves files through the init. It runs on
+// the host as root and treats everything the init says as hostile (the
+// init runs as the sandbox's root, which the sandbox's code may have
+// replaced or subverted): frames are size bounded, results are checked,
+// and malformed input ends the operation with an error.
+package host
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync/atomic"
+
+	"github.com/boxd-dev/boxd/agent/wire"
+)
+
+// MaxControlPayload bounds the JSON frames the client accepts from the init
+// (results, errors, stat): a real one is a few hundred bytes.
+const MaxControlPayload = 64 << 10
+
+// maxInlineStdin is the most stdin sent inside the request frame; more is
+// streamed so the request stays far below MaxFramePayload.
+const maxInlineStdin = 64 << 10
+
+// Client talks to one sandbox's init. It holds no connection: every call
+// dials the socket, so a Client is cheap and safe for concurrent use.
+type Client struct {
+	socketPath string
+	dialer     net.Dialer
+}
+
+// NewClient returns a client for the init listening at socketPath. boxd
+// passes the agent socket it made itself in a directory only host root can
+// reach and handed to the verified init (agent/handoff): a path the sandbox
+// can change must never be dialled.
+func NewClient(socketPath string) *Client {
+	return &Client{socketPath: socketPath}
+}
+
+// conn is one operation's connection. Cancelling the context closes it,
+// which unblocks any read or write and tells the init to give up.
+type conn struct {
+	c    net.Conn
+	fr   *wire.FrameReader
+	fw   *wire.FrameWriter
+	stop func() bool
+}
+
+func (c *Client) open(ctx context.Context, req wire.Request) (*conn, error) {
+	nc, err := c.dialer.DialContext(ctx, "unix", c.socketPath)
+	if err != nil {
+		return nil, err
+	}
+	cn := &conn{c: nc, fr: wire.NewFrameReader(nc), fw: wire.NewFrameWriter(nc)}
+	cn.stop = context.AfterFunc(ctx, func() { nc.Close() })
+	if err := cn.fw.WriteJSON(wire.FrameRequest, req); err != nil {
+		cn.close()
+		return nil, ctxErr(ctx, err)
+	}
+	return cn, nil
+}
+
+func (cn *conn) close() {
+	cn.stop()
+	cn.c.Close()
+}
+
+// ctxErr prefers the context's error: after a cancel, the "use of closed
+// connection" the I/O reports is only a symptom.
+func ctxErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+// readReply reads the single frame that ends a simple operation: want
+// (decoded into v if v is not nil) or an error frame.
+func (cn *conn) readReply(want wire.FrameType, v any) error {
+	f, err := cn.fr.ReadFrame()
+	if err == io.EOF {
+		return fmt.Errorf("%w: connection closed without a reply", wire.ErrProtocol)
+	}
+	if err != nil {
+		return err
+	}
+	if len(f.Payload) > MaxControlPayload && (f.Type == want || f.Type == wire.FrameError) {
+		return fmt.Errorf("%w: %s frame of %d bytes", wire.ErrProtocol, f.Type, len(f.Payload))
+	}
+	switch f.Type {
+	case want:
+		if v == nil {
+			return nil
+		}
+		if err := json.Unmarshal(f.Payload, v); err != nil {
+			return fmt.Errorf("%w: malformed %s frame: %v", wire.ErrProtocol, f.Type, err)
+		}
+		return nil
+	case wire.FrameError:
+		return wire.DecodeRemoteError(f.Payload)
+	}
+	return wire.UnexpectedFrame(f.Type)
+}
+
+// Ping succeeds once the init is up and serving.
+func (c *Client) Ping(ctx context.Context) error {
+	cn, err := c.open(ctx, wire.Request{Op: wire.OpPing})
+	if err != nil {
+		return fmt.Errorf("ping: %w", err)
+	}
+	defer cn.close()
+	if err := cn.readReply(wire.FrameOK, nil); err != nil {
+		return fmt.Errorf("ping: %w", ctxErr(ctx, err))
+	}
+	return nil
+}
+
+// Stat describes path inside the sandbox without following a final symlink.
+func (c *Client) Stat(ctx context.Context, path string) (wire.FileInfo, error) {
+	var fi wire.FileInfo
+	cn, err := c.open(ctx, wire.Request{Op: wire.OpStat, Path: path})
+	if err != nil {
+		return fi, fmt.Errorf("stat %q: %w", path, err)
+	}
+	defer cn.close()
+	if err := cn.readReply(wire.FrameResult, &fi); err != nil {
+		return wire.FileInfo{}, fmt.Errorf("stat %q: %w", path, ctxErr(ctx, err))
+	}
+	return fi, nil
+}
+
+// CopyIn extracts tarStream into the sandbox with docker cp semantics: into
+// dest if it is a directory, else as dest (the single top-level entry of the
+// tar renamed to base(dest)) in dest's parent, which must exist.
+func (c *Client) CopyIn(ctx context.Context, dest string, tarStream io.Reader) error {
+	cn, err := c.open(ctx, wire.Request{Op: wire.OpCopyIn, Path: dest})
+	if err != nil {
+		return fmt.Errorf("copy-in %q: %w", dest, err)
+	}
+	defer cn.close()
+	wire.SetFileSocketBuffer(cn.c)
+	werr := sendChunks(cn.fw, wire.FrameTar, tarStream, nil)
+	if werr == nil {
+		werr = cn.fw.WriteFrame(wire.FrameTarEnd, nil)
+	}
+	var src *sourceError
+	if errors.As(werr, &src) {
+		// Our tar source failed: do not let the init finish a partial copy.
+		return fmt.Errorf("copy-in %q: %w", dest, werr)
+	}
+	// On a write error the init has usually rejected the tar and said why
+	// before closing: its reply is the better error.
+	if err := cn.readReply(wire.FrameOK, nil); err != nil {
+		return fmt.Errorf("copy-in %q: %w", dest, ctxErr(ctx, err))
+	}
+	if werr != nil {
+		return fmt.Errorf("copy-in %q: %w", dest, ctxErr(ctx, werr))
+	}
+	return nil
+}
+
+// CopyOut writes a tar of path inside the sandbox to w; its single
+// top-level entry is named after base(path). Symlinks are archived as
+// symlinks. The tar comes from the sandbox: extract it with safetar.
+func (c *Client) CopyOut(ctx context.Context, path string, w io.Writer) error {
+	cn, err := c.open(ctx, wire.Request{Op: wire.OpCopyOut, Path: path})
+	if err != nil {
+		return fmt.Errorf("copy-out %q: %w", path, err)
+	}
+	defer cn.close()
+	r := wire.NewFrameDataReader(cn.fr, wire.FrameTar, wire.FrameTarEnd, true)
+	if _, err := io.Copy(w, r); err != nil {
+		return fmt.Errorf("copy-out %q: %w", path, ctxErr(ctx, err))
+	}
+	return nil
+}
+
+// sourceError marks a failure reading the caller's input, as opposed to
+// writing to the init.
+type sourceError struct{ err error }
+
+func (e *sourceError) Error() string { return "reading input: " + e.err.Error() }
+func (e *sourceError) Unwrap() error { return e.err }
+
+// sendChunks sends r as frames of type t of up to FileChunk bytes, and no
+// end frame: the pieces of a ChunkSource as they are, other readers in full
+// chunks through a pooled buffer (also from a reader that trickles). Few,
+// big frames are what makes a large copy fast. A failure of r is a
+// *sourceError.
+func sendChunks(fw *wire.FrameWriter, t wire.FrameType, r io.Reader, counted *atomic.Int64) error {
+	if cs, ok := r.(ChunkSource); ok {
+		for {
+			b, err := cs.NextChunk()
+			for len(b) > 0 {
+				n := min(len(b), wire.FileChunk)
+				if counted != nil {
+					counted.Add(int64(n))
+				}
+				if werr := fw.WriteFrame(t, b[:n]); werr != nil {
+					return werr
+				}
+				b = b[n:]
+			}
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return &sourceError{err}
+			}
+		}
+	}
+	buf := fileSendBufs.Get().(*[wire.FileChunk]byte)
+	defer fileSendBufs.Put(buf)
+	for {
+		n, err := io.ReadFull(r, buf[:])
+		if n > 0 {
+			if counted != nil {
+				counted.Add(int64(n))
+			}
+			if werr := fw.WriteFrame(t, buf[:n]); werr != nil {
+				return werr
+			}
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return nil
+		}
+		if err != nil {
+			return &sourceError{err}
+		}
+	}
+}
+
+// copyFrames sends r as frames of type t until EOF.
+func copyFrames(fw *wire.FrameWriter, t wire.FrameType, r io.Reader) error {
+	buf := make([]byte, wire.DataChunk)
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if werr := fw.WriteFrame(t, buf[:n]); werr != nil {
+				return werr
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return &sourceError{err}
+		}
+	}
+}
+
+// Exec runs req in the sandbox, streaming its output to stdout and stderr
+// (either may be nil to discard). If stdin is not nil it is streamed to the
+// command, then closed. The returned error is about running the command, not
+// its exit status, which is in the result. Cancelling ctx closes the
+// connection and the init kills the command's process tree.
+//
+// Exec does not wait for a stdin Read that is still blocked when the command
+// finishes; that Read's data is dropped.
+func (c *Client) Exec(ctx context.Context, req wire.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (wire.ExecResult, error) {
+	name := ""
+	if len(req.Args) > 0 {
+		name = req.Args[0]
+	}
+	if len(req.Stdin) > maxInlineStdin {
+		inline := bytes.NewReader(req.Stdin)
+		if stdin == nil {
+			stdin = inline
+		} else {
+			stdin = io.MultiReader(inline, stdin)
+		}
+		req.Stdin = nil
+	}
+	req.StdinStream = stdin != nil
+	cn, err := c.open(ctx, wire.Request{Op: wire.OpExec, Exec: &req})
+	if err != nil {
+		return wire.ExecResult{}, fmt.Errorf("exec %q: %w", name, err)
+	}
+	defer cn.close()
+
+	stdinErr := make(chan error, 1)
+	if stdin != nil {
+		go func() {
+			err := copyFrames(cn.fw, wire.FrameStdin, stdin)
+			if err == nil {
+				err = cn.fw.WriteFrame(wire.FrameStdinClose, nil)
+			}
+			var src *sourceError
+			if errors.As(err, &src) {
+				// Better to fail the exec than run it on partial input.
+				stdinErr <- err
+				cn.c.Close()
+			}
+			// Other errors are the connection going away; the reader
+			// reports those.
+		}()
+	}
+
+	res, err := cn.readExec(req.OutputLimit, stdout, stderr)
+	if err != nil {
+		select {
+		case serr := <-stdinErr:
+			err = fmt.Errorf("stdin: %w", serr)
+		default:
+			err = ctxErr(ctx, err)
+		}
+		return wire.ExecResult{}, fmt.Errorf("exec %q: %w", name, err)
+	}
+	return res, nil
+}
+
+// readExec consumes an exec's output frames up to its result.
+func (cn *conn) readExec(limit int64, stdout, stderr io.Writer) (wire.ExecResult, error) {
+	if limit == 0 {
+		limit = wire.DefaultOutputLimit
+	}
+	var got int64
+	for {
+		f, err := cn.fr.ReadFrame()
+		if err == io.EOF {
+			return wire.ExecResult{}, fmt.Errorf("%w: connection closed without a result", wire.ErrProtocol)
+		}
+		if err != nil {
+			return wire.ExecResult{}, err
+		}
+		switch f.Type {
+		case wire.FrameStdout, wire.FrameStderr:
+			// The init enforces the limit; one that sends more is broken
+			// or hostile, and the caller's memory is what is at stake.
+			got += int64(len(f.Payload))
+			if got > limit+startFailureSlack {
+				return wire.ExecResult{}, fmt.Errorf("%w: more output than the %d byte limit", wire.ErrProtocol, limit)
+			}
+			w := stdout
+			if f.Type == wire.FrameStderr {
+				w = stderr
+			}
+			if w != nil {
+				if _, err := w.Write(f.Payload); err != nil {
+					return wire.ExecResult{}, fmt.Errorf("write %s: %w", f.Type, err)
+				}
+			}
+		case wire.FrameResult, wire.FrameError:
+			if len(f.Payload) > MaxControlPayload {
+				return wire.ExecResult{}, fmt.Errorf("%w: %s frame of %d bytes", wire.ErrProtocol, f.Type, len(f.Payload))
+			}
+			if f.Type == wire.FrameError {
+				return wire.ExecResult{}, wire.DecodeRemoteError(f.Payload)
+			}
+			var res wire.ExecResult
+			if err := json.Unmarshal(f.Payload, &res); err != nil {
+				return wire.ExecResult{}, fmt.Errorf("%w: malformed result: %v", wire.ErrProtocol, err)
+			}
+			return res, nil
+		default:
+			return wire.ExecResult{}, wire.UnexpectedFrame(f.Type)
+		}
+	}
+}
+
+// startFailureSlack covers the init's own "cannot exec" message, which is
+// not counted against the limit.
+const startFailureSlack = 4096

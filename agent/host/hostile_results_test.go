@@ -1,0 +1,199 @@
+//go:build linux
+
+package host
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/boxd-dev/boxd/agent/wire"
+)
+
+// hostileInit listens where a Client dials and answers every connection
+// with play, as code that took over the init would: it reads the request
+// and then says whatever it likes.
+func hostileInit(t *testing.T, play func(fr *wire.FrameReader, fw *wire.FrameWriter)) *Client {
+	t.Helper()
+	sock := filepath.Join(shortTempDir(t), "agent.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				fr, fw := wire.NewFrameReader(c), wire.NewFrameWriter(c)
+				if _, err := fr.ReadFrame(); err != nil { // the request
+					return
+				}
+				play(fr, fw)
+			}()
+		}
+	}()
+	return NewClient(sock)
+}
+
+// readUploadedFile consumes one file of an upload: its header and its data.
+func readUploadedFile(fr *wire.FrameReader) (wire.UploadItem, int, bool) {
+	var item wire.UploadItem
+	f, err := fr.ReadFrame()
+	if err != nil || f.Type != wire.FrameResult {
+		return item, 0, false
+	}
+	_ = json.Unmarshal(f.Payload, &item)
+	n := 0
+	for {
+		f, err := fr.ReadFrame()
+		if err != nil {
+			return item, n, false
+		}
+		switch f.Type {
+		case wire.FrameFileData:
+			n += len(f.Payload)
+		case wire.FrameFileDataEnd:
+			return item, n, true
+		default:
+			return item, n, false
+		}
+	}
+}
+
+func oneFile(path, data string) func() (wire.UploadItem, io.Reader, error) {
+	done := false
+	return func() (wire.UploadItem, io.Reader, error) {
+		if done {
+			return wire.UploadItem{}, nil, io.EOF
+		}
+		done = true
+		return wire.UploadItem{Path: path}, strings.NewReader(data), nil
+	}
+}
+
+// An upload's results are bounded by what was uploaded: a hijacked init
+// cannot make boxd hold or pass on more results than files, results for
+// files never sent, sizes larger than what was sent, or long messages and
+// paths of its choosing.
+func TestUploadResultsBoundedBySent(t *testing.T) {
+	cases := []struct {
+		name    string
+		play    func(fr *wire.FrameReader, fw *wire.FrameWriter)
+		wantErr string
+	}{
+		{
+			name: "flood of results before any file",
+			play: func(fr *wire.FrameReader, fw *wire.FrameWriter) {
+				for i := 0; i < 1000; i++ {
+					if fw.WriteJSON(wire.FrameResult, wire.FileResult{Index: i, Path: "x"}) != nil {
+						return
+					}
+				}
+			},
+			wantErr: "for a file not sent",
+		},
+		{
+			name: "more results than files",
+			play: func(fr *wire.FrameReader, fw *wire.FrameWriter) {
+				readUploadedFile(fr)
+				_ = fw.WriteJSON(wire.FrameResult, wire.FileResult{Index: 0, Size: 3})
+				_ = fw.WriteJSON(wire.FrameResult, wire.FileResult{Index: 1, Size: 3})
+				_ = fw.WriteFrame(wire.FrameOK, nil)
+			},
+			wantErr: "for a file not sent",
+		},
+		{
+			name: "a size larger than sent",
+			play: func(fr *wire.FrameReader, fw *wire.FrameWriter) {
+				readUploadedFile(fr)
+				_ = fw.WriteJSON(wire.FrameResult, wire.FileResult{Index: 0, Size: 1 << 40})
+			},
+			wantErr: "says 1099511627776 bytes",
+		},
+		{
+			name: "an index out of order",
+			play: func(fr *wire.FrameReader, fw *wire.FrameWriter) {
+				readUploadedFile(fr)
+				_ = fw.WriteJSON(wire.FrameResult, wire.FileResult{Index: 7, Size: 3})
+			},
+			wantErr: "for file 7 where 0 was next",
+		},
+		{
+			name: "ok before every result",
+			play: func(fr *wire.FrameReader, fw *wire.FrameWriter) {
+				readUploadedFile(fr)
+				_ = fw.WriteFrame(wire.FrameOK, nil)
+			},
+			wantErr: "0 results for 1 files",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := hostileInit(t, tc.play)
+			var got []wire.FileResult
+			err := c.UploadFiles(testCtx(t), wire.UploadArgs{}, oneFile("/a", "abc"), func(r wire.FileResult) error {
+				got = append(got, r)
+				return nil
+			})
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
+			}
+			if !errors.Is(err, wire.ErrProtocol) {
+				t.Errorf("err = %v, want a protocol error", err)
+			}
+			if len(got) > 1 {
+				t.Errorf("passed on %d results for 1 file", len(got))
+			}
+		})
+	}
+
+	t.Run("path and message are boxd's", func(t *testing.T) {
+		c := hostileInit(t, func(fr *wire.FrameReader, fw *wire.FrameWriter) {
+			readUploadedFile(fr)
+			_ = fw.WriteJSON(wire.FrameResult, wire.FileResult{Index: 0, Size: 3, Path: strings.Repeat("P", 20000),
+				Code: strings.Repeat("c", 100), Message: strings.Repeat("m", 30000)})
+			_ = fw.WriteFrame(wire.FrameOK, nil)
+		})
+		var got []wire.FileResult
+		err := c.UploadFiles(testCtx(t), wire.UploadArgs{}, oneFile("/a", "abc"), func(r wire.FileResult) error {
+			got = append(got, r)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0].Path != "/a" || got[0].Code != wire.CodeInternal || len(got[0].Message) > maxResultMessage+len("…") {
+			t.Fatalf("result = %+v (message %d bytes), want path /a, code internal, message cut", got, len(got[0].Message))
+		}
+	})
+}
+
+// A download's per-file results carry the path boxd asked for and a
+// bounded message, and no result beyond the files asked for is accepted.
+func TestDownloadResultsBounded(t *testing.T) {
+	c := hostileInit(t, func(fr *wire.FrameReader, fw *wire.FrameWriter) {
+		_ = fw.WriteJSON(wire.FrameResult, wire.DownloadMark{Index: 0, Done: &wire.FileResult{Path: "/etc/shadow", Code: wire.CodeNotFound, Message: strings.Repeat("m", 50000)}})
+		_ = fw.WriteJSON(wire.FrameResult, wire.DownloadMark{Index: 1, Done: &wire.FileResult{Path: "extra"}})
+		_ = fw.WriteFrame(wire.FrameOK, nil)
+	})
+	var got []wire.FileResult
+	err := c.DownloadFiles(testCtx(t), wire.DownloadArgs{Paths: []string{"/a"}}, DownloadHandler{Done: func(r wire.FileResult) error {
+		got = append(got, r)
+		return nil
+	}})
+	if err == nil || !errors.Is(err, wire.ErrProtocol) {
+		t.Fatalf("err = %v, want a protocol error for the result beyond the files asked for", err)
+	}
+	if len(got) != 1 || got[0].Path != "/a" || len(got[0].Message) > maxResultMessage+len("…") {
+		t.Fatalf("results = %+v, want one for /a with its message cut", got)
+	}
+}

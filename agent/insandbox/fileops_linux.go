@@ -1,0 +1,110 @@
+//go:build linux
+
+package insandbox
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/boxd-dev/boxd/agent/wire"
+	"github.com/boxd-dev/boxd/safetar"
+)
+
+func (s *Server) stat(fw *wire.FrameWriter, path string) {
+	p, err := s.resolve(path)
+	if err != nil {
+		s.replyError(fw, "stat "+path, err)
+		return
+	}
+	fi, err := os.Lstat(p)
+	if err != nil {
+		s.replyError(fw, "stat "+path, err)
+		return
+	}
+	info := wire.FileInfo{
+		Name:  fi.Name(),
+		Size:  fi.Size(),
+		Mode:  fi.Mode(),
+		IsDir: fi.IsDir(),
+		Mtime: fi.ModTime(),
+	}
+	if fi.Mode()&os.ModeSymlink != 0 {
+		info.LinkTarget, _ = os.Readlink(p)
+	}
+	fw.WriteJSON(wire.FrameResult, info)
+}
+
+// copyIn extracts the tar that follows the request with docker cp semantics:
+// into dest if dest is a directory, else as dest (the tar's top-level entry
+// renamed to base(dest)) inside dest's parent, which must exist.
+func (s *Server) copyIn(fr *wire.FrameReader, fw *wire.FrameWriter, dest string) {
+	p, err := s.resolve(dest)
+	if err != nil {
+		s.replyError(fw, "copy-in "+dest, err)
+		return
+	}
+	dir, rename := p, ""
+	if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
+		dir, rename = filepath.Dir(p), filepath.Base(p)
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			s.replyError(fw, "copy-in "+dest, &wire.RemoteError{
+				Message: fmt.Sprintf("%s: no such directory", dir),
+				Code:    wire.CodeNotFound,
+			})
+			return
+		}
+	}
+	tarStream := wire.NewFrameDataReader(fr, wire.FrameTar, wire.FrameTarEnd, false)
+	// The tar comes from the host's side; its symlinks point into the
+	// sandbox's own root whatever they say, so they are kept as they are.
+	opts := safetar.Options{Rename: rename, Links: safetar.LinksKeep, SkipDevices: true}
+	if err := safetar.Extract(tarStream, dir, opts); err != nil {
+		if errors.Is(err, safetar.ErrUnsafe) {
+			err = &wire.RemoteError{Message: err.Error(), Code: wire.CodeInvalidArgument}
+		}
+		s.replyError(fw, "copy-in "+dest, err)
+		return
+	}
+	// The tar reader stops at the end-of-archive marker; consume the
+	// padding after it so the reply follows the host's tar-end.
+	if _, err := io.Copy(io.Discard, tarStream); err != nil {
+		s.replyError(fw, "copy-in "+dest, err)
+		return
+	}
+	fw.WriteFrame(wire.FrameOK, nil)
+}
+
+// copyOut sends a tar of path whose single top-level entry is base(path).
+func (s *Server) copyOut(conn net.Conn, fw *wire.FrameWriter, path string) {
+	p, err := s.resolve(path)
+	if err != nil {
+		s.replyError(fw, "copy-out "+path, err)
+		return
+	}
+	if p == "/" {
+		s.replyError(fw, "copy-out "+path, fmt.Errorf("%w: cannot copy out /: a tar needs a top-level name", wire.ErrInvalid))
+		return
+	}
+	if _, err := os.Lstat(p); err != nil {
+		s.replyError(fw, "copy-out "+path, err)
+		return
+	}
+	wire.SetFileSocketBuffer(conn)
+	buf := fileReadBufs.Get().(*[wire.FileChunk]byte)
+	defer fileReadBufs.Put(buf)
+	bw := &safetar.BatchWriter{Max: wire.FileChunk, Buf: buf[:0], Send: func(b []byte) error { return fw.WriteFrame(wire.FrameTar, b) }}
+	err = safetar.Write(bw, p, filepath.Base(p))
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		// The host discards the partial tar when an error frame ends it.
+		s.replyError(fw, "copy-out "+path, err)
+		return
+	}
+	fw.WriteFrame(wire.FrameTarEnd, nil)
+}

@@ -1,0 +1,191 @@
+//go:build linux
+
+package insandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/boxd-dev/boxd/agent/wire"
+)
+
+// procCmd is a process started by the process and session operations, and
+// the parent's ends of its stdio.
+type procCmd struct {
+	child  *child
+	reaper *reaper
+	stdin  *os.File   // pipe write end or pty master; nil when the child reads EOF
+	stdout *os.File   // pipe read end or pty master
+	stderr *os.File   // nil with a pty: the terminal carries both streams
+	extra  []*os.File // read ends of the child's descriptors 3, 4, ...
+	pty    *os.File   // the pty master, or nil
+}
+
+// kill SIGKILLs the command's whole tree (its session).
+func (c *procCmd) kill() { c.reaper.kill(c.child) }
+
+// closeOutputs closes the read ends, which stops readers even when a
+// background process still holds the write ends. With a pty this closes
+// stdin too: both are the master.
+func (c *procCmd) closeOutputs() {
+	closeFiles(c.stdout, c.stderr)
+	closeFiles(c.extra...)
+}
+
+// spawnSpec is a validated, resolved command.
+type spawnSpec struct {
+	path   string
+	args   []string
+	env    []string
+	dir    string
+	user   *execUser // nil: as the init (root)
+	tty    bool
+	window wire.WindowSize
+	stdin  bool // keep a stdin pipe; without it the child reads EOF at once
+	extra  int  // output pipes at descriptors 3, 4, ...
+}
+
+// prepareProcess validates spec and resolves everything the child needs.
+// A command that cannot be found or run is a *startFailure.
+func (s *Server) prepareProcess(spec *wire.ProcessSpec) (*spawnSpec, error) {
+	if err := validateExec(&spec.ExecRequest); err != nil {
+		return nil, err
+	}
+	if spec.Window != nil && (spec.Window.Rows > wire.MaxWindowDim || spec.Window.Cols > wire.MaxWindowDim) {
+		return nil, fmt.Errorf("%w: window size %dx%d", wire.ErrInvalid, spec.Window.Rows, spec.Window.Cols)
+	}
+	sp := &spawnSpec{args: spec.Args, tty: spec.Tty}
+	if spec.Window != nil {
+		sp.window = *spec.Window
+	}
+	var err error
+	if sp.env, sp.dir, sp.user, err = s.processEnv(spec.User, spec.Env, spec.Dir, spec.Tty); err != nil {
+		return nil, err
+	}
+	sp.path, err = lookPath(spec.Args[0], sp.env)
+	if err != nil {
+		code := wire.ExitNotFound
+		if err == errNotExecutable {
+			code = wire.ExitNotExec
+		}
+		return nil, &startFailure{code: code, err: err}
+	}
+	return sp, nil
+}
+
+// processEnv resolves the user, environment and working directory shared
+// by processes and sessions. HOME follows the user, TERM defaults to xterm
+// on a terminal; the request's own env wins over both.
+func (s *Server) processEnv(user string, env []string, dir string, tty bool) ([]string, string, *execUser, error) {
+	var u *execUser
+	var defaults []string
+	if user != "" {
+		var err error
+		if u, err = lookupExecUser(user); err != nil {
+			return nil, "", nil, err
+		}
+		defaults = append(defaults, "HOME="+u.home)
+	}
+	merged := mergeEnv(mergeEnv(s.BaseEnv, defaults), env)
+	if _, ok := getenv(merged, "TERM"); tty && !ok {
+		merged = append(merged, "TERM=xterm")
+	}
+	wd := s.workdir()
+	if dir != "" {
+		var err error
+		if wd, err = s.resolve(dir); err != nil {
+			return nil, "", nil, err
+		}
+	}
+	if fi, err := os.Stat(wd); err != nil || !fi.IsDir() {
+		return nil, "", nil, &wire.RemoteError{Message: fmt.Sprintf("working directory %s: no such directory", wd), Code: wire.CodeNotFound}
+	}
+	return merged, wd, u, nil
+}
+
+// spawnProcess starts sp in a new session. Errors are *startFailure for
+// commands that cannot be executed, or errors for an error frame.
+func (s *Server) spawnProcess(sp *spawnSpec) (_ *procCmd, retErr error) {
+	var cmd procCmd
+	var childFds []int
+	defer func() {
+		for _, fd := range childFds {
+			unix.Close(fd) // the child has its copies
+		}
+		if retErr != nil {
+			closeFiles(cmd.stdin, cmd.stdout, cmd.stderr)
+			closeFiles(cmd.extra...)
+		}
+	}()
+	// A new session detaches the command from any terminal and lets the
+	// whole tree be found by session id when it must be killed.
+	sys := &syscall.SysProcAttr{Setsid: true}
+	if sp.tty {
+		master, slave, err := openPty(sp.window)
+		if err != nil {
+			return nil, err
+		}
+		cmd.pty, cmd.stdin, cmd.stdout = master, master, master
+		childFds = []int{slave}
+		if sp.user != nil {
+			// As login does: the user owns its terminal, so programs that
+			// reopen it by name (ttyname) can.
+			if err := unix.Fchown(slave, int(sp.user.uid), -1); err != nil {
+				return nil, fmt.Errorf("chown pty: %w", err)
+			}
+		}
+		// The slave becomes the controlling terminal (Ctty is a child fd).
+		sys.Setctty, sys.Ctty = true, 0
+	} else {
+		var fd int
+		var err error
+		if cmd.stdin, fd, err = newPipe(false, !sp.stdin); err != nil {
+			return nil, fmt.Errorf("stdin pipe: %w", err)
+		}
+		childFds = append(childFds, fd)
+		for _, out := range []**os.File{&cmd.stdout, &cmd.stderr} {
+			if *out, fd, err = newPipe(true, false); err != nil {
+				return nil, fmt.Errorf("output pipe: %w", err)
+			}
+			childFds = append(childFds, fd)
+		}
+		for range sp.extra {
+			var f *os.File
+			if f, fd, err = newPipe(true, false); err != nil {
+				return nil, fmt.Errorf("pipe: %w", err)
+			}
+			cmd.extra = append(cmd.extra, f)
+			childFds = append(childFds, fd)
+		}
+	}
+	files := make([]uintptr, 0, 3+sp.extra)
+	if sp.tty {
+		files = append(files, uintptr(childFds[0]), uintptr(childFds[0]), uintptr(childFds[0]))
+	} else {
+		for _, fd := range childFds {
+			files = append(files, uintptr(fd))
+		}
+	}
+	if sp.user != nil {
+		sys.Credential = sp.user.credential()
+	}
+	attr := &syscall.ProcAttr{Dir: sp.dir, Env: sp.env, Files: files, Sys: sys}
+	cmd.reaper = s.reaper()
+	var err error
+	cmd.child, err = cmd.reaper.spawn(func() (int, error) { return syscall.ForkExec(sp.path, sp.args, attr) })
+	if err != nil {
+		if code, ok := startFailureCode(err); ok {
+			return nil, &startFailure{code: code, err: err}
+		}
+		var errno syscall.Errno
+		if sp.user != nil && errors.As(err, &errno) && errno == syscall.EINVAL {
+			return nil, fmt.Errorf("%w: cannot run as uid %d gid %d (outside the sandbox's user namespace?): %v", wire.ErrInvalid, sp.user.uid, sp.user.gid, err)
+		}
+		return nil, err
+	}
+	return &cmd, nil
+}

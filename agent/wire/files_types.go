@@ -1,0 +1,247 @@
+package wire
+
+// File operations beyond copy-in/copy-out. Each is one connection:
+//
+//	file-write:    -> request{args} data* data-end      <- result(FileWriteResult) | error (possibly early)
+//	file-read:     -> request{args}                     <- result(FileStat) data* (data-end | error) | error
+//	file-stat:     -> request{args}                     <- result(FileStat) | error
+//	file-list:     -> request{args}                     <- result([]FileStat)* (ok | error)
+//	file-mkdir, file-remove, file-rename, file-chmod:
+//	               -> request{args}                     <- ok | error
+//	file-upload:   -> request{args} (result(UploadItem) data* data-end)* ok
+//	                                                    <- result(FileResult)* (ok | error)
+//	file-download: -> request{args}                     <- (result(DownloadMark start) data* result(DownloadMark done)
+//	                                                        | result(DownloadMark done with error))* (ok | error)
+//	file-watch:    -> request{args}                     <- ok(ready) result([]WatchEvent)* (ok | error)
+//
+// "data" and "data-end" are the tar and tar-end frame types: they carry any
+// byte stream, and reusing them keeps the set of frame types (part of the
+// wire format, shared with other features) unchanged.
+
+import "time"
+
+// Operations of the file API.
+const (
+	OpFileWrite    = "file-write"
+	OpFileRead     = "file-read"
+	OpFileStat     = "file-stat"
+	OpFileList     = "file-list"
+	OpFileMkdir    = "file-mkdir"
+	OpFileRemove   = "file-remove"
+	OpFileRename   = "file-rename"
+	OpFileChmod    = "file-chmod"
+	OpFileUpload   = "file-upload"
+	OpFileDownload = "file-download"
+	OpFileWatch    = "file-watch"
+)
+
+const (
+	FrameFileData    = FrameTar
+	FrameFileDataEnd = FrameTarEnd
+)
+
+// FileChunk is the payload of one file data frame, the most a frame may
+// carry: large frames amortise the per-frame header and system calls, and
+// boxd forwards each as one API message, whose fixed costs dominate for
+// small ones. It costs the init one buffer of this size per transfer.
+const FileChunk = 1 << 20
+
+// Limits of the file API.
+const (
+	// MaxPathLen is PATH_MAX less its NUL: the kernel refuses longer paths.
+	MaxPathLen = 4095
+	// MaxNameLen is NAME_MAX, the longest single path component.
+	MaxNameLen = 255
+	// MaxUserLen bounds a user spec ("name:group", "uid:gid").
+	MaxUserLen = 256
+	// MaxBulkFiles bounds the files of one upload or download, so the
+	// per-file result list stays a modest single message.
+	MaxBulkFiles = 10000
+	// MaxListDepth bounds a recursive listing; each level holds a
+	// directory open in the init.
+	MaxListDepth = 64
+	// MaxWatches bounds the directories one recursive watch follows.
+	MaxWatches = 8192
+)
+
+// Error codes of file operations beyond those in protocol.go. The client
+// maps them onto errdefs classes.
+const (
+	CodeFailedPrecondition = "failed-precondition"
+	CodeResourceExhausted  = "resource-exhausted"
+)
+
+// File types in FileStat.Type.
+const (
+	FileTypeRegular = "file"
+	FileTypeDir     = "dir"
+	FileTypeSymlink = "symlink"
+	FileTypeFIFO    = "fifo"
+	FileTypeSocket  = "socket"
+	FileTypeChar    = "char"
+	FileTypeBlock   = "block"
+)
+
+// FileStat describes one file inside the sandbox.
+type FileStat struct {
+	// Path is the cleaned absolute path for stat, read and write, and the
+	// path relative to the listed directory for list.
+	Path       string    `json:"path"`
+	Name       string    `json:"name"`
+	Type       string    `json:"type"`
+	Size       int64     `json:"size"`
+	Mode       uint32    `json:"mode"` // permission bits with setuid, setgid and sticky (07777)
+	UID        uint32    `json:"uid"`
+	GID        uint32    `json:"gid"`
+	Mtime      time.Time `json:"mtime"`
+	LinkTarget string    `json:"link_target,omitempty"`
+	// Error is set by list on a directory whose contents could not be
+	// read (e.g. permission denied); the listing goes on without them.
+	Error string `json:"error,omitempty"`
+}
+
+// Every file operation takes User: empty for the sandbox's root, else
+// "name", "uid", "name:group" or "uid:gid", looked up in the sandbox's own
+// /etc/passwd and /etc/group. The operation runs with that user's
+// filesystem identity and groups, so the kernel's permission checks apply.
+
+// FileWriteArgs are the parameters of file-write.
+type FileWriteArgs struct {
+	Path string `json:"path"`
+	User string `json:"user,omitempty"`
+	// Mode of the file; nil means 0644 for a new file and the old mode for
+	// a replaced one. It is applied exactly (no umask).
+	Mode    *uint32 `json:"mode,omitempty"`
+	Parents bool    `json:"parents,omitempty"` // create missing parent directories (0755)
+	// InPlace truncates and writes the existing file instead of replacing
+	// it atomically; Append (which implies InPlace) appends to it.
+	InPlace   bool `json:"in_place,omitempty"`
+	Append    bool `json:"append,omitempty"`
+	Exclusive bool `json:"exclusive,omitempty"` // fail with already-exists if the file exists
+}
+
+// FileWriteResult is what file-write returns.
+type FileWriteResult struct {
+	Bytes int64    `json:"bytes"`
+	Stat  FileStat `json:"stat"`
+}
+
+// FileReadArgs are the parameters of file-read.
+type FileReadArgs struct {
+	Path     string `json:"path"`
+	User     string `json:"user,omitempty"`
+	Offset   int64  `json:"offset,omitempty"`
+	Length   int64  `json:"length,omitempty"`    // 0: to the end of the file
+	NoFollow bool   `json:"no_follow,omitempty"` // refuse a symlink as the final component
+}
+
+// FileStatArgs are the parameters of file-stat.
+type FileStatArgs struct {
+	Path   string `json:"path"`
+	User   string `json:"user,omitempty"`
+	Follow bool   `json:"follow,omitempty"` // describe a final symlink's target, not the link
+}
+
+// FileListArgs are the parameters of file-list.
+type FileListArgs struct {
+	Path string `json:"path"`
+	User string `json:"user,omitempty"`
+	// Depth is how many levels to list: 0 or 1 the directory's entries,
+	// 2 also their children, and so on; negative means MaxListDepth.
+	Depth int `json:"depth,omitempty"`
+}
+
+// FileMkdirArgs are the parameters of file-mkdir.
+type FileMkdirArgs struct {
+	Path    string  `json:"path"`
+	User    string  `json:"user,omitempty"`
+	Mode    *uint32 `json:"mode,omitempty"` // nil: 0755; applied exactly to the last directory
+	Parents bool    `json:"parents,omitempty"`
+}
+
+// FileRemoveArgs are the parameters of file-remove.
+type FileRemoveArgs struct {
+	Path      string `json:"path"`
+	User      string `json:"user,omitempty"`
+	Recursive bool   `json:"recursive,omitempty"`
+}
+
+// FileRenameArgs are the parameters of file-rename.
+type FileRenameArgs struct {
+	Src         string `json:"src"`
+	Dst         string `json:"dst"`
+	User        string `json:"user,omitempty"`
+	NoOverwrite bool   `json:"no_overwrite,omitempty"`
+}
+
+// FileChmodArgs are the parameters of file-chmod.
+type FileChmodArgs struct {
+	Path string `json:"path"`
+	User string `json:"user,omitempty"`
+	Mode uint32 `json:"mode"`
+}
+
+// UploadArgs are the parameters of file-upload; the files follow the
+// request, each an UploadItem and its data.
+type UploadArgs struct {
+	User    string `json:"user,omitempty"`
+	Parents bool   `json:"parents,omitempty"`
+}
+
+// UploadItem names one file of an upload. Each is written like file-write
+// (atomically replaced, never through a final symlink).
+type UploadItem struct {
+	Path string  `json:"path"`
+	Mode *uint32 `json:"mode,omitempty"`
+}
+
+// FileResult is the outcome of one file of a bulk operation. Code and
+// Message are empty on success.
+type FileResult struct {
+	Index   int    `json:"index"`
+	Path    string `json:"path"`
+	Size    int64  `json:"size"`
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// DownloadArgs are the parameters of file-download.
+type DownloadArgs struct {
+	Paths    []string `json:"paths"`
+	User     string   `json:"user,omitempty"`
+	NoFollow bool     `json:"no_follow,omitempty"`
+}
+
+// DownloadMark is the JSON frame around each downloaded file: Start (with
+// the file's description) before its data, Done after it or instead of it.
+type DownloadMark struct {
+	Index int         `json:"index"`
+	Start *FileStat   `json:"start,omitempty"`
+	Done  *FileResult `json:"done,omitempty"`
+}
+
+// WatchArgs are the parameters of file-watch.
+type WatchArgs struct {
+	Path      string `json:"path"`
+	User      string `json:"user,omitempty"`
+	Recursive bool   `json:"recursive,omitempty"`
+}
+
+// Watch event operations.
+const (
+	WatchCreate   = "create"
+	WatchWrite    = "write"
+	WatchRemove   = "remove"
+	WatchRename   = "rename"
+	WatchChmod    = "chmod"
+	WatchOverflow = "overflow" // events were lost (queue overflow or watch limit)
+)
+
+// WatchEvent is one change under a watched directory.
+type WatchEvent struct {
+	Path    string `json:"path"` // absolute path inside the sandbox
+	Op      string `json:"op"`
+	OldPath string `json:"old_path,omitempty"` // rename: where it was
+	IsDir   bool   `json:"is_dir,omitempty"`
+	Message string `json:"message,omitempty"` // overflow: what was lost
+}

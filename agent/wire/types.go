@@ -1,0 +1,50 @@
+// Package wire is what both ends of the channel between boxd on the host
+// and boxd-init, the PID 1 that boxd places inside every sandbox, agree
+// on: the frames, the operations and their argument and result types, the
+// error codes, and the paths inside the sandbox. The init's side is
+// agent/insandbox, boxd's is agent/host, and agent/handoff is how the init
+// gets the channel at start.
+package wire
+
+import "time"
+
+// Paths inside the sandbox where boxd mounts the init binary and the
+// channel directory. The channel directory is a read-only mount of a
+// host-root directory (0711) in which boxd offers the init its listener
+// while the init starts (agent/handoff); the agent socket itself,
+// SocketName, lives only on the host, in a directory the sandbox never sees.
+const (
+	InitPath           = "/.boxd/init"
+	ChannelDir         = "/.boxd/run"
+	SocketName         = "agent.sock"
+	ExitTimeout        = 124      // exit code reported when a command hits its timeout
+	ExitNotFound       = 127      // exit code reported when the command does not exist
+	ExitNotExec        = 126      // exit code reported when the command cannot be executed
+	DefaultOutputLimit = 16 << 20 // bytes of stdout+stderr kept per exec unless the caller asks otherwise
+)
+
+// ExecRequest describes one command to run inside the sandbox.
+type ExecRequest struct {
+	Args        []string      `json:"args"`
+	Env         []string      `json:"env,omitempty"` // K=V, appended to the sandbox's base env (later wins)
+	Dir         string        `json:"dir,omitempty"` // working directory; default is the sandbox's workdir
+	Timeout     time.Duration `json:"timeout,omitempty"`
+	Stdin       []byte        `json:"stdin,omitempty"`
+	OutputLimit int64         `json:"output_limit,omitempty"` // 0 means DefaultOutputLimit
+	// StdinStream says stdin frames follow the request (after Stdin) until a
+	// stdin-close frame. Without it stdin is closed right after Stdin.
+	StdinStream bool `json:"stdin_stream,omitempty"`
+}
+
+// ExecResult is the final state of a command.
+type ExecResult struct {
+	ExitCode  int           `json:"exit_code"`
+	Signal    string        `json:"signal,omitempty"` // e.g. "SIGKILL" when the process died of a signal
+	TimedOut  bool          `json:"timed_out,omitempty"`
+	Truncated bool          `json:"truncated,omitempty"`
+	Started   time.Time     `json:"started"`
+	Ended     time.Time     `json:"ended"`
+	UserCPU   time.Duration `json:"user_cpu"`
+	SystemCPU time.Duration `json:"system_cpu"`
+	MaxRSS    int64         `json:"max_rss"` // bytes
+}
