@@ -117,6 +117,10 @@ func (c *countedConn) Close() error {
 	return c.Conn.Close()
 }
 
+// NetConn is the socket under the count, for what needs the socket itself
+// (its buffers, the caller's credentials): the convention of tls.Conn.
+func (c *countedConn) NetConn() net.Conn { return c.Conn }
+
 // serveRefusals answers every call on a connection over the cap with
 // resource_exhausted until l closes.
 func (l *limitListener) serveRefusals(proto *http.Protocols) {

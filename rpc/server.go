@@ -521,7 +521,16 @@ func (s *Server) RemoveImage(ctx context.Context, req *connect.Request[boxdv1.Re
 // connContext prepares each accepted connection, whichever listener it came
 // from (rpc.Listen's or one passed by systemd): the socket buffers file
 // data needs, and the caller's credentials from SO_PEERCRED.
+// A listener that wraps its connections (the connection cap's) passes the
+// socket on through NetConn.
 func connContext(ctx context.Context, c net.Conn) context.Context {
+	for {
+		w, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			break
+		}
+		c = w.NetConn()
+	}
 	client.SetSocketBuffer(c)
 	uc, ok := c.(*net.UnixConn)
 	if !ok {

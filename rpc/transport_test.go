@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -67,42 +68,59 @@ func TestListen(t *testing.T) {
 // caller's credentials, also on a listener boxd did not make itself (one
 // passed by systemd).
 func TestConnContext(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "s.sock")
-	ln, err := net.Listen("unix", path) // as systemd would pass it
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	cc, err := net.Dial("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cc.Close()
-	c, err := ln.Accept()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	ctx := connContext(context.Background(), c)
+	// As systemd would pass the socket, and behind the connection cap as
+	// boxd serves it: both must see the socket itself.
+	for _, tc := range []struct {
+		name string
+		wrap func(net.Listener) net.Listener
+	}{
+		{"plain listener", func(ln net.Listener) net.Listener { return ln }},
+		{"connection cap", func(ln net.Listener) net.Listener { return newLimitListener(ln, 8, slog.Default()) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "s.sock")
+			ul, err := net.Listen("unix", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ln := tc.wrap(ul)
+			defer ln.Close()
+			cc, err := net.Dial("unix", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cc.Close()
+			c, err := ln.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			ctx := connContext(context.Background(), c)
 
-	// The kernel caps the request at net.core.wmem_max and reports double.
-	want := client.SocketBufferBytes
-	if b, err := os.ReadFile("/proc/sys/net/core/wmem_max"); err == nil {
-		if max, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-			want = min(want, max)
-		}
-	}
-	raw, err := c.(*net.UnixConn).SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got int
-	raw.Control(func(fd uintptr) { got, err = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF) })
-	if err != nil || got < 2*want {
-		t.Errorf("SO_SNDBUF = %d (%v), want at least %d", got, err, 2*want)
-	}
-	p, ok := ctx.Value(peerKey{}).(Peer)
-	if !ok || int(p.PID) != os.Getpid() || int(p.UID) != os.Getuid() {
-		t.Errorf("peer = %+v, %v; want this process", p, ok)
+			// The kernel caps the request at net.core.wmem_max and reports double.
+			want := client.SocketBufferBytes
+			if b, err := os.ReadFile("/proc/sys/net/core/wmem_max"); err == nil {
+				if max, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
+					want = min(want, max)
+				}
+			}
+			sock := c
+			if w, ok := c.(interface{ NetConn() net.Conn }); ok {
+				sock = w.NetConn()
+			}
+			raw, err := sock.(*net.UnixConn).SyscallConn()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got int
+			raw.Control(func(fd uintptr) { got, err = syscall.GetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_SNDBUF) })
+			if err != nil || got < 2*want {
+				t.Errorf("SO_SNDBUF = %d (%v), want at least %d", got, err, 2*want)
+			}
+			p, ok := ctx.Value(peerKey{}).(Peer)
+			if !ok || int(p.PID) != os.Getpid() || int(p.UID) != os.Getuid() {
+				t.Errorf("peer = %+v, %v; want this process", p, ok)
+			}
+		})
 	}
 }
