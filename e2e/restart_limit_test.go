@@ -109,8 +109,9 @@ func TestInitRestartStorm(t *testing.T) {
 // workdir with one. runc would follow such a link while it mounts the init
 // and the channel and execs the init on the next start. boxd checks the
 // dead sandbox's rootfs before it runs runc, and refuses: the sandbox stays
-// stopped with its files, inspect and exec name the path, and the host
-// directory the link points at is untouched.
+// stopped with its files, inspect and exec name the path, the host
+// directory the link points at is untouched, and the reconciler goes on
+// restarting other sandboxes (a FIFO at /etc/passwd used to hang it).
 func TestRestartRefusesTamperedRootfs(t *testing.T) {
 	trap := t.TempDir()
 	if err := os.WriteFile(filepath.Join(trap, "bait"), []byte("bait\n"), 0o644); err != nil {
@@ -123,6 +124,9 @@ func TestRestartRefusesTamperedRootfs(t *testing.T) {
 		// still moves.
 		{"boxd dir", "mv /.boxd /.boxd-old && ln -s /proc/self/fd/7/../../../../.." + trap + " /.boxd", "rootfs tampered: /.boxd is a symlink"},
 		{"workdir", "cd / && rm -rf /workspace && ln -s /proc/sys /workspace", "rootfs tampered: /workspace is a symlink"},
+		// runc reads /etc/passwd as it starts the init: a FIFO there would
+		// block it, and with it boxd's reconciler, for good.
+		{"passwd fifo", "rm /etc/passwd && mkfifo /etc/passwd", "rootfs tampered: /etc/passwd is a fifo, not a regular file"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			id := newSandbox(t)
@@ -152,6 +156,15 @@ func TestRestartRefusesTamperedRootfs(t *testing.T) {
 			}
 		})
 	}
+	// The reconciler is still at work: another sandbox's dead init comes
+	// back.
+	other := newSandbox(t)
+	pid := inspect(t, other).InitPid
+	if err := syscall.Kill(int(pid), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitRestarted(t, other, pid)
+
 	ents, err := os.ReadDir(trap)
 	if err != nil || len(ents) != 1 || ents[0].Name() != "bait" {
 		t.Errorf("trap directory changed: %v %v", ents, err)

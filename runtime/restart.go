@@ -229,7 +229,7 @@ func (m *Manager) restartIfDead(ctx context.Context, ctr client.Container) (bool
 	if err := m.makeChannelDir(id); err != nil {
 		return false, fmt.Errorf("restart sandbox %s: %w", id, err)
 	}
-	if err := m.startInit(ctx, ctr); err != nil {
+	if err := m.startInit(ctx, ctr, m.cfg.ReadyTimeout+restartSlack); err != nil {
 		st.Failed = "the previous restart failed: " + err.Error()
 		if serr := m.saveRestartState(ctx, ctr, st); serr != nil {
 			log.Warn("save restart state", "err", serr)
@@ -239,18 +239,36 @@ func (m *Manager) restartIfDead(ctx context.Context, ctr client.Container) (bool
 	return true, nil
 }
 
+// restartSlack is what a restart may take beyond the init's ready timeout
+// (runc create and start) before boxd gives up on it.
+const restartSlack = 30 * time.Second
+
 // startInit starts a new task for a sandbox and waits until its init
-// answers.
-func (m *Manager) startInit(ctx context.Context, ctr client.Container) error {
-	task, err := m.newTask(ctx, ctr)
+// answers, for at most timeout: the reconciler runs restarts one after
+// another, so one that hangs (runc blocked on something in the rootfs that
+// checkRootfs did not foresee) must not stop expiry and restarts of every
+// other sandbox. A task left behind by a failure is killed and deleted.
+func (m *Manager) startInit(ctx context.Context, ctr client.Container, timeout time.Duration) (err error) {
+	sctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	defer func() {
+		if err == nil {
+			return
+		}
+		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer ccancel()
+		if task, terr := ctr.Task(cctx, nil); terr == nil {
+			_, _ = task.Delete(cctx, client.WithProcessKill)
+		}
+	}()
+	task, err := m.newTask(sctx, ctr)
 	if err != nil {
 		return fmt.Errorf("task: %w", err)
 	}
-	if err := task.Start(ctx); err != nil {
-		_, _ = task.Delete(ctx, client.WithProcessKill)
+	if err := task.Start(sctx); err != nil {
 		return fmt.Errorf("start: %w", err)
 	}
-	return m.waitReady(ctx, ctr.ID(), task)
+	return m.waitReady(sctx, ctr.ID(), task)
 }
 
 // removeDeadTask deletes a sandbox's stopped task, if it still has one,

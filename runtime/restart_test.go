@@ -102,6 +102,7 @@ func TestRootfsPaths(t *testing.T) {
 	want := map[string]bool{
 		"/proc": false, "/dev": false, "/sys": false, "/run": false, "/tmp": false,
 		"/.boxd/init": true, "/.boxd/run": false, "/work/dir": false,
+		"/etc/passwd": true, "/etc/group": true,
 	}
 	for p, file := range want {
 		if f, ok := got[p]; !ok || f != file {
@@ -119,7 +120,7 @@ func TestRootfsPaths(t *testing.T) {
 // are reported by name; missing components are fine; the walk never
 // follows a symlink, even one pointing inside the tree.
 func TestCheckTree(t *testing.T) {
-	paths := []rootfsPath{{"/.boxd/init", true}, {"/.boxd/run", false}, {"/tmp", false}, {"/workspace", false}}
+	paths := []rootfsPath{{"/.boxd/init", true}, {"/.boxd/run", false}, {"/tmp", false}, {"/workspace", false}, {"/etc/passwd", true}}
 	for _, tc := range []struct {
 		name  string
 		setup func(root string) error
@@ -145,6 +146,10 @@ func TestCheckTree(t *testing.T) {
 		{"/.boxd a file", func(r string) error { return os.WriteFile(filepath.Join(r, ".boxd"), nil, 0o644) }, "/.boxd is a regular file, not a directory"},
 		{"/tmp a symlink", func(r string) error { return os.Symlink("/proc/sys", filepath.Join(r, "tmp")) }, "/tmp is a symlink"},
 		{"/workspace a symlink", func(r string) error { return os.Symlink("/proc/sys", filepath.Join(r, "workspace")) }, "/workspace is a symlink"},
+		{"/etc/passwd a fifo", func(r string) error {
+			return mkAll(r, "etc", func() error { return syscall.Mkfifo(filepath.Join(r, "etc/passwd"), 0o644) })
+		}, "/etc/passwd is a fifo, not a regular file"},
+		{"/etc a symlink", func(r string) error { return os.Symlink("/proc/self", filepath.Join(r, "etc")) }, "/etc is a symlink"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			root := t.TempDir()

@@ -25,8 +25,10 @@ type rootfsPath struct {
 }
 
 // rootfsPaths lists what starting spec resolves in the rootfs itself: every
-// mount destination, the process's binary and working directory, and the
-// init's workdir. A path below an earlier mount's destination is left out:
+// mount destination, the process's binary and working directory, the
+// init's workdir, and the user database runc reads as it sets the process's
+// user (a FIFO there would block runc, and boxd's restart with it, for
+// good). A path below an earlier mount's destination is left out:
 // from that mount point down runc resolves in the fresh filesystem it just
 // mounted there (the /dev tmpfs, procfs), which nothing in the sandbox has
 // touched; the mount point itself is checked as that mount's destination.
@@ -56,6 +58,11 @@ func rootfsPaths(s *specs.Spec) []rootfsPath {
 			}
 		}
 		add(workdir, false, s.Mounts)
+	}
+	// runc opens these in the rootfs even for a numeric user (for HOME and
+	// supplementary groups).
+	for _, f := range []string{"/etc/passwd", "/etc/group"} {
+		add(f, true, s.Mounts)
 	}
 	return out
 }
