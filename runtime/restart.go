@@ -209,7 +209,9 @@ func (m *Manager) restartIfDead(ctx context.Context, ctr client.Container) (bool
 	st.Count++
 	st.Recent = append(st.Recent, now)
 	st.LastAt, st.LastReason, st.Refused, st.Failed = now.UTC(), why, "", ""
+	t0 := time.Now()
 	problem, err := m.checkRootfs(ctx, ctr)
+	log.Debug("rootfs checked", "took", time.Since(t0), "problem", problem, "err", err)
 	if err != nil {
 		// Fail closed; the attempt counts, so the backoff spaces retries.
 		_ = m.saveRestartState(ctx, ctr, st)
