@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/errdefs"
@@ -232,7 +233,8 @@ func (m *Manager) restartIfDead(ctx context.Context, ctr client.Container) (bool
 		return false, fmt.Errorf("restart sandbox %s: %w", id, err)
 	}
 	if err := m.startInit(ctx, ctr, m.cfg.ReadyTimeout+restartSlack); err != nil {
-		st.Failed = "the previous restart failed: " + err.Error()
+		// The error can quote the init's log: keep the label small.
+		st.Failed = truncate("the previous restart failed: "+err.Error(), 512)
 		if serr := m.saveRestartState(ctx, ctr, st); serr != nil {
 			log.Warn("save restart state", "err", serr)
 		}
@@ -302,4 +304,16 @@ func exitReason(code uint32) string {
 		why += " (" + unix.SignalName(syscall.Signal(code-128)) + ")"
 	}
 	return why
+}
+
+// truncate cuts s to at most n bytes, on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "..."
 }
