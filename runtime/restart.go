@@ -229,10 +229,7 @@ func (m *Manager) restartIfDead(ctx context.Context, ctr client.Container) (bool
 	}
 
 	log.Warn("init gone; restarting the sandbox (its processes are lost, its files are kept)", "init", why, "restarts", st.Count)
-	if err := m.makeChannelDir(id); err != nil {
-		return false, fmt.Errorf("restart sandbox %s: %w", id, err)
-	}
-	if err := m.startInit(ctx, ctr, m.cfg.ReadyTimeout+restartSlack); err != nil {
+	if err := m.startNewInit(ctx, ctr, m.cfg.ReadyTimeout+restartSlack); err != nil {
 		// The error can quote the init's log: keep the label small.
 		st.Failed = truncate("the previous restart failed: "+err.Error(), 512)
 		if serr := m.saveRestartState(ctx, ctr, st); serr != nil {
@@ -247,12 +244,16 @@ func (m *Manager) restartIfDead(ctx context.Context, ctr client.Container) (bool
 // (runc create and start) before boxd gives up on it.
 const restartSlack = 30 * time.Second
 
-// startInit starts a new task for a sandbox and waits until its init
-// answers, for at most timeout: the reconciler runs restarts one after
-// another, so one that hangs (runc blocked on something in the rootfs that
-// checkRootfs did not foresee) must not stop expiry and restarts of every
-// other sandbox. A task left behind by a failure is killed and deleted.
-func (m *Manager) startInit(ctx context.Context, ctr client.Container, timeout time.Duration) (err error) {
+// startNewInit prepares the channel, starts a new task for a sandbox and
+// waits until its init answers, for at most timeout: the reconciler runs
+// restarts one after another, so one that hangs (runc blocked on something
+// in the rootfs that checkRootfs did not foresee) must not stop expiry and
+// restarts of every other sandbox. A task left behind by a failure is
+// killed and deleted.
+func (m *Manager) startNewInit(ctx context.Context, ctr client.Container, timeout time.Duration) (err error) {
+	if err := m.makeChannelDir(ctr.ID()); err != nil {
+		return err
+	}
 	sctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	defer func() {

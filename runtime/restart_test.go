@@ -90,13 +90,13 @@ func TestRootfsPaths(t *testing.T) {
 	}
 	s, err := oci.Spec(namespaces.WithNamespace(context.Background(), "t"), oci.Config{
 		ID: "abc", MemoryBytes: 64 << 20, CPUs: 1, Pids: 10, HostUID: 1000, HostGID: 1000, IDMapSize: 100,
-		InitBinary: initBin, ChannelDir: t.TempDir(), Env: []string{"BOXD_WORKDIR=/work/dir"},
+		InitBinary: initBin, ChannelDir: t.TempDir(),
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]bool{}
-	for _, p := range rootfsPaths(s) {
+	for _, p := range rootfsPaths(s, "/work/dir") {
 		got[p.path] = p.file
 	}
 	want := map[string]bool{

@@ -4,6 +4,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -32,7 +33,7 @@ type rootfsPath struct {
 // from that mount point down runc resolves in the fresh filesystem it just
 // mounted there (the /dev tmpfs, procfs), which nothing in the sandbox has
 // touched; the mount point itself is checked as that mount's destination.
-func rootfsPaths(s *specs.Spec) []rootfsPath {
+func rootfsPaths(s *specs.Spec, workdir string) []rootfsPath {
 	var out []rootfsPath
 	seen := map[string]bool{}
 	add := func(p string, file bool, mounts []specs.Mount) {
@@ -51,14 +52,11 @@ func rootfsPaths(s *specs.Spec) []rootfsPath {
 			add(s.Process.Args[0], true, s.Mounts)
 		}
 		add(s.Process.Cwd, false, s.Mounts)
-		workdir := "/workspace" // boxd-init's default
-		for _, kv := range s.Process.Env {
-			if v, ok := strings.CutPrefix(kv, "BOXD_WORKDIR="); ok && v != "" {
-				workdir = v
-			}
-		}
-		add(workdir, false, s.Mounts)
 	}
+	if workdir == "" {
+		workdir = "/workspace" // boxd-init's default
+	}
+	add(workdir, false, s.Mounts)
 	// runc opens these in the rootfs even for a numeric user (for HOME and
 	// supplementary groups).
 	for _, f := range []string{"/etc/passwd", "/etc/group"} {
@@ -100,6 +98,10 @@ func (m *Manager) checkRootfs(ctx context.Context, ctr client.Container) (proble
 	if err != nil {
 		return "", fmt.Errorf("check rootfs: %w", err)
 	}
+	var rec record
+	if err := json.Unmarshal([]byte(info.Labels[LabelSandbox]), &rec); err != nil {
+		return "", fmt.Errorf("check rootfs: corrupt %s label: %w", LabelSandbox, err)
+	}
 	spec, err := ctr.Spec(ctx)
 	if err != nil {
 		return "", fmt.Errorf("check rootfs: spec: %w", err)
@@ -112,7 +114,7 @@ func (m *Manager) checkRootfs(ctx context.Context, ctr client.Container) (proble
 	for i := range mounts {
 		mounts[i].Options = append(slices.Clone(mounts[i].Options), "nodev", "nosuid", "noexec")
 	}
-	paths := rootfsPaths(spec)
+	paths := rootfsPaths(spec, rec.Workdir)
 	err = mount.WithReadonlyTempMount(ctx, mounts, func(root string) error {
 		problem, err = checkTree(root, paths)
 		return err
