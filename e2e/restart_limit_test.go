@@ -50,10 +50,20 @@ func TestInitRestartStorm(t *testing.T) {
 	if d := time.Since(start); d < 3*time.Second {
 		t.Errorf("%d restarts took %v: no backoff between them", restartLimit-1, d)
 	}
+	// A process that left the exec's session would outlive the exec, but
+	// not the init: the pid namespace dies with its init, so nothing of
+	// the sandbox runs while boxd decides about a restart.
+	sh(t, id, "setsid sleep 1000 </dev/null >/dev/null 2>&1 &")
+	if n := len(sandboxPids(t, id)); n < 2 {
+		t.Errorf("%d processes in the sandbox's cgroup, want the init and the sleeper", n)
+	}
 	if err := syscall.Kill(int(pid), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	sb := waitRefused(t, id)
+	if pids := sandboxPids(t, id); len(pids) != 0 {
+		t.Errorf("processes left in the sandbox's cgroup after its init died: %v", pids)
+	}
 	check := func(when string, sb *boxdv1.Sandbox) {
 		t.Helper()
 		if sb.State != "stopped" || sb.InitRestarts != restartLimit || !strings.Contains(sb.RestartRefused, "restart limit reached: 3 restarts within 1m0s") ||
@@ -235,4 +245,22 @@ func snapshotFile(t *testing.T, id, rel string) string {
 		t.Errorf("read %s from the snapshot of %s: %v", rel, id, err)
 	}
 	return string(b)
+}
+
+// sandboxPids lists the processes in a sandbox's cgroup (none if the cgroup
+// is gone).
+func sandboxPids(t *testing.T, id string) []string {
+	t.Helper()
+	dir := "/sys/fs/cgroup/pids/" + namespace + "/" + id // v1
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		dir = "/sys/fs/cgroup/" + namespace + "/" + id
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Fields(string(b))
 }
