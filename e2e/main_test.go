@@ -28,8 +28,11 @@ import (
 )
 
 const (
-	namespace = "boxd-e2e"
-	testImage = "boxd/busybox:latest"
+	// restartLimit is how many times the test daemon restarts a sandbox's
+	// dead init per minute (--restart-limit); small, so a storm test is quick.
+	restartLimit = 3
+	namespace    = "boxd-e2e"
+	testImage    = "boxd/busybox:latest"
 )
 
 // env is the shared environment of the test binary.
@@ -113,7 +116,7 @@ func startDaemon() error {
 	cmd := exec.Command(env.boxd,
 		"--socket", env.socket, "--containerd", env.ctrd.Address, "--namespace", namespace,
 		"--state-dir", env.stateDir, "--default-image", testImage, "--init-binary", env.initBin,
-		"--runc", testenv.Runc, "--expiry-interval", "300ms", "--debug")
+		"--runc", testenv.Runc, "--expiry-interval", "300ms", "--restart-limit", fmt.Sprintf("%d/1m", restartLimit), "--debug")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()

@@ -179,6 +179,8 @@ func toProto(sb *runtime.Sandbox) *boxdv1.Sandbox {
 		MemoryBytes: sb.Limits.MemoryBytes, Cpus: sb.Limits.CPUs, Pids: sb.Limits.Pids,
 		Env: sb.Env, Workdir: sb.Workdir, Labels: sb.Labels,
 		CreatedAt: ts(sb.CreatedAt), ExpiresAt: ts(sb.ExpiresAt), InitPid: int64(sb.InitPID),
+		InitRestarts: uint32(sb.Restarts.Count), LastRestartAt: ts(sb.Restarts.LastAt),
+		LastRestartReason: sb.Restarts.LastReason, RestartRefused: sb.Restarts.Refused,
 		Security: &boxdv1.Security{
 			Network:        false,
 			ReadOnlyRootfs: false,

@@ -75,6 +75,9 @@ func (m *Manager) notRunning(ctx context.Context, id string, err error) error {
 		state := "not running"
 		if sb, gerr := m.Get(ctx, id); gerr == nil {
 			state = sb.State
+			if r := sb.Restarts.Refused; r != "" {
+				state += "; boxd does not restart it: " + r
+			}
 		}
 		return fmt.Errorf("sandbox %s is %s: %w", id, state, errdefs.ErrFailedPrecondition)
 	}

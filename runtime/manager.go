@@ -84,7 +84,10 @@ type Config struct {
 
 	// ReadyTimeout bounds how long create waits for the init to answer.
 	ReadyTimeout time.Duration
-	Logger       *slog.Logger
+	// Restarts bounds how often a sandbox's dead init is replaced; the
+	// zero value means DefaultRestartPolicy.
+	Restarts RestartPolicy
+	Logger   *slog.Logger
 }
 
 // Sandbox is what boxd reports about a sandbox.
@@ -102,6 +105,7 @@ type Sandbox struct {
 	InitPID   uint32
 	UIDMap    string
 	Usage     *Usage // set by Get while the sandbox runs
+	Restarts  RestartInfo
 }
 
 // record is the part of a sandbox that is stored in its container label.
@@ -222,6 +226,12 @@ func NewManager(cfg Config) (*Manager, error) {
 	}
 	if cfg.ReadyTimeout == 0 {
 		cfg.ReadyTimeout = 15 * time.Second
+	}
+	if cfg.Restarts.Window == 0 {
+		cfg.Restarts = DefaultRestartPolicy
+	}
+	if cfg.Restarts.Backoff == 0 {
+		cfg.Restarts.Backoff = DefaultRestartPolicy.Backoff
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -724,8 +734,9 @@ func (m *Manager) toSandbox(id string, labels map[string]string, rec record) *Sa
 		ID: id, Name: rec.Name, Image: rec.Image,
 		Limits:  Limits{MemoryBytes: rec.Memory, CPUs: rec.CPUs, Pids: rec.Pids},
 		Workdir: rec.Workdir, CreatedAt: rec.CreatedAt, ExpiresAt: rec.ExpiresAt,
-		Labels: map[string]string{},
-		UIDMap: fmt.Sprintf("0:%d:%d", rec.HostUID, rec.IDMapSize),
+		Labels:   map[string]string{},
+		UIDMap:   fmt.Sprintf("0:%d:%d", rec.HostUID, rec.IDMapSize),
+		Restarts: restartInfo(labels),
 	}
 	for k, v := range labels {
 		if len(k) > len(UserLabelPrefix) && k[:len(UserLabelPrefix)] == UserLabelPrefix {
@@ -890,44 +901,6 @@ func (m *Manager) dead(ctx context.Context, ctr client.Container) bool {
 	}
 	st, err := task.Status(ctx)
 	return err == nil && st.Status == client.Stopped
-}
-
-// restartIfDead gives a sandbox whose init is gone a new one on the same
-// container and writable layer.
-func (m *Manager) restartIfDead(ctx context.Context, ctr client.Container) (bool, error) {
-	id := ctr.ID()
-	if !m.dead(ctx, ctr) {
-		return false, nil
-	}
-	if !m.claim(id) {
-		return false, nil
-	}
-	defer m.release(id)
-	if !m.dead(ctx, ctr) { // deleted or restarted meanwhile
-		return false, nil
-	}
-	task, err := ctr.Task(ctx, nil)
-	switch {
-	case err == nil:
-		st, err := task.Status(ctx)
-		if err != nil || st.Status != client.Stopped {
-			return false, nil
-		}
-		if _, err := task.Delete(ctx); err != nil && !errdefs.IsNotFound(err) {
-			return false, fmt.Errorf("restart sandbox %s: delete dead task: %w", id, err)
-		}
-	case !errdefs.IsNotFound(err):
-		return false, nil
-	}
-	m.log.Warn("init gone; restarting the sandbox (its processes are lost, its files are kept)", "sandbox", id)
-	spec, err := ctr.Spec(ctx)
-	if err != nil {
-		return false, fmt.Errorf("restart sandbox %s: spec: %w", id, err)
-	}
-	if _, err := m.startInit(ctx, ctr, spec, nil); err != nil {
-		return false, fmt.Errorf("restart sandbox %s: %w", id, err)
-	}
-	return true, nil
 }
 
 // Run does the background upkeep now and then every interval until ctx

@@ -57,6 +57,8 @@ func newApp() *cli.App {
 			&cli.Int64Flag{Name: "default-pids", Value: 256},
 			&cli.UintFlag{Name: "userns-host-id", Value: 200000, Usage: "host uid/gid that root in every sandbox maps to"},
 			&cli.UintFlag{Name: "userns-size", Value: 65536, Usage: "number of ids mapped into each sandbox"},
+			&cli.StringFlag{Name: "restart-limit", Value: runtime.DefaultRestartPolicy.String(), Usage: "restarts of a sandbox's dead init allowed per window (N/WINDOW, e.g. 5/10m; 0: never restart)"},
+			&cli.DurationFlag{Name: "restart-backoff", Value: runtime.DefaultRestartPolicy.Backoff, Usage: "pause after a sandbox's first restart in the window, doubling with each further one (up to 1m)"},
 			&cli.IntFlag{Name: "warm-pool", Value: 0, Usage: "idle sandboxes of the default image kept started for fast creates"},
 			&cli.BoolFlag{Name: "debug"},
 		}, limitFlags(readHost())...),
@@ -102,6 +104,14 @@ func run(cc *cli.Context) error {
 		return err
 	}
 
+	restarts, err := runtime.ParseRestartLimit(cc.String("restart-limit"))
+	if err != nil {
+		return fmt.Errorf("--restart-limit: %w", err)
+	}
+	if restarts.Backoff = cc.Duration("restart-backoff"); restarts.Backoff <= 0 {
+		return fmt.Errorf("--restart-backoff: %v must be positive", restarts.Backoff)
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	ctx = namespaces.WithNamespace(ctx, cc.String("namespace"))
@@ -133,7 +143,8 @@ func run(cc *cli.Context) error {
 		HostUID:       uint32(cc.Uint("userns-host-id")), HostGID: uint32(cc.Uint("userns-host-id")), IDMapSize: uint32(cc.Uint("userns-size")),
 		PoolSize:     cc.Int("warm-pool"),
 		MaxSandboxes: lim.maxSandboxes, TotalMemory: lim.memoryTotal, TotalPids: lim.pidsTotal,
-		Logger: log,
+		Restarts: restarts,
+		Logger:   log,
 	})
 	if err != nil {
 		return err

@@ -226,24 +226,34 @@ func (x *CreateSandboxRequest) GetTtl() string {
 }
 
 type Sandbox struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Image         string                 `protobuf:"bytes,3,opt,name=image,proto3" json:"image,omitempty"`
-	State         string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"` // running, stopped, unknown
-	MemoryBytes   int64                  `protobuf:"varint,5,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
-	Cpus          float64                `protobuf:"fixed64,6,opt,name=cpus,proto3" json:"cpus,omitempty"`
-	Pids          int64                  `protobuf:"varint,7,opt,name=pids,proto3" json:"pids,omitempty"`
-	Env           []string               `protobuf:"bytes,8,rep,name=env,proto3" json:"env,omitempty"`
-	Workdir       string                 `protobuf:"bytes,9,opt,name=workdir,proto3" json:"workdir,omitempty"`
-	Labels        map[string]string      `protobuf:"bytes,10,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	CreatedAt     string                 `protobuf:"bytes,11,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"` // RFC 3339
-	ExpiresAt     string                 `protobuf:"bytes,12,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"` // RFC 3339
-	Security      *Security              `protobuf:"bytes,13,opt,name=security,proto3" json:"security,omitempty"`
-	InitPid       int64                  `protobuf:"varint,14,opt,name=init_pid,json=initPid,proto3" json:"init_pid,omitempty"`
-	Usage         *Usage                 `protobuf:"bytes,15,opt,name=usage,proto3" json:"usage,omitempty"` // GetSandbox only: current cgroup figures
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Id          string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name        string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Image       string                 `protobuf:"bytes,3,opt,name=image,proto3" json:"image,omitempty"`
+	State       string                 `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"` // running, stopped, unknown
+	MemoryBytes int64                  `protobuf:"varint,5,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	Cpus        float64                `protobuf:"fixed64,6,opt,name=cpus,proto3" json:"cpus,omitempty"`
+	Pids        int64                  `protobuf:"varint,7,opt,name=pids,proto3" json:"pids,omitempty"`
+	Env         []string               `protobuf:"bytes,8,rep,name=env,proto3" json:"env,omitempty"`
+	Workdir     string                 `protobuf:"bytes,9,opt,name=workdir,proto3" json:"workdir,omitempty"`
+	Labels      map[string]string      `protobuf:"bytes,10,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	CreatedAt   string                 `protobuf:"bytes,11,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"` // RFC 3339
+	ExpiresAt   string                 `protobuf:"bytes,12,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"` // RFC 3339
+	Security    *Security              `protobuf:"bytes,13,opt,name=security,proto3" json:"security,omitempty"`
+	InitPid     int64                  `protobuf:"varint,14,opt,name=init_pid,json=initPid,proto3" json:"init_pid,omitempty"`
+	Usage       *Usage                 `protobuf:"bytes,15,opt,name=usage,proto3" json:"usage,omitempty"` // GetSandbox only: current cgroup figures
+	// Dead-init restarts: when a sandbox's init dies, boxd starts a new one
+	// on the same writable layer (processes are lost, files are kept), at most
+	// --restart-limit times per window.
+	InitRestarts      uint32 `protobuf:"varint,16,opt,name=init_restarts,json=initRestarts,proto3" json:"init_restarts,omitempty"`                 // inits boxd has started after the first
+	LastRestartAt     string `protobuf:"bytes,17,opt,name=last_restart_at,json=lastRestartAt,proto3" json:"last_restart_at,omitempty"`             // RFC 3339; empty if never restarted
+	LastRestartReason string `protobuf:"bytes,18,opt,name=last_restart_reason,json=lastRestartReason,proto3" json:"last_restart_reason,omitempty"` // why the previous init was replaced, e.g. "init exited with status 143"
+	// Non-empty: boxd does not restart this sandbox, and why ("restart limit
+	// reached: ...", "rootfs tampered: /.boxd is a symlink"). Calls that need
+	// the init fail with failed_precondition naming it.
+	RestartRefused string `protobuf:"bytes,19,opt,name=restart_refused,json=restartRefused,proto3" json:"restart_refused,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Sandbox) Reset() {
@@ -379,6 +389,34 @@ func (x *Sandbox) GetUsage() *Usage {
 		return x.Usage
 	}
 	return nil
+}
+
+func (x *Sandbox) GetInitRestarts() uint32 {
+	if x != nil {
+		return x.InitRestarts
+	}
+	return 0
+}
+
+func (x *Sandbox) GetLastRestartAt() string {
+	if x != nil {
+		return x.LastRestartAt
+	}
+	return ""
+}
+
+func (x *Sandbox) GetLastRestartReason() string {
+	if x != nil {
+		return x.LastRestartReason
+	}
+	return ""
+}
+
+func (x *Sandbox) GetRestartRefused() string {
+	if x != nil {
+		return x.RestartRefused
+	}
+	return ""
 }
 
 type Usage struct {
@@ -1920,7 +1958,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x03ttl\x18\a \x01(\tR\x03ttl\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xef\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x95\x05\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -1939,7 +1977,11 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"expires_at\x18\f \x01(\tR\texpiresAt\x12-\n" +
 	"\bsecurity\x18\r \x01(\v2\x11.boxd.v1.SecurityR\bsecurity\x12\x19\n" +
 	"\binit_pid\x18\x0e \x01(\x03R\ainitPid\x12$\n" +
-	"\x05usage\x18\x0f \x01(\v2\x0e.boxd.v1.UsageR\x05usage\x1a9\n" +
+	"\x05usage\x18\x0f \x01(\v2\x0e.boxd.v1.UsageR\x05usage\x12#\n" +
+	"\rinit_restarts\x18\x10 \x01(\rR\finitRestarts\x12&\n" +
+	"\x0flast_restart_at\x18\x11 \x01(\tR\rlastRestartAt\x12.\n" +
+	"\x13last_restart_reason\x18\x12 \x01(\tR\x11lastRestartReason\x12'\n" +
+	"\x0frestart_refused\x18\x13 \x01(\tR\x0erestartRefused\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa2\x01\n" +
