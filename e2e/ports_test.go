@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -180,7 +181,11 @@ func TestPublishedPortNotListening(t *testing.T) {
 
 func portOf(t testing.TB, id string, port uint32) string {
 	t.Helper()
-	for _, p := range inspect(t.(*testing.T), id).Ports {
+	resp, err := env.api.GetSandbox(context.Background(), connect.NewRequest(&boxdv1.GetSandboxRequest{Id: id}))
+	if err != nil {
+		t.Fatalf("inspect %s: %v", id, err)
+	}
+	for _, p := range resp.Msg.Sandbox.Ports {
 		if p.Port == port {
 			return net.JoinHostPort(p.HostIp, strconv.Itoa(int(p.HostPort)))
 		}

@@ -29,6 +29,7 @@ func (c *Client) Dial(ctx context.Context, port int) (*net.UnixConn, error) {
 		return nil, fmt.Errorf("dial sandbox port %d: %w", port, err)
 	}
 	uc := nc.(*net.UnixConn)
+	wire.SetDialSocketBuffers(uc)
 	stop := context.AfterFunc(ctx, func() { uc.Close() })
 	f, err := handshake(uc, args)
 	if !stop() {

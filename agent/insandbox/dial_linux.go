@@ -45,6 +45,7 @@ func (s *Server) dial(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWriter,
 		fw.WriteJSON(wire.FrameError, wire.ToRemoteError(fmt.Errorf("connect to %s in the sandbox: %w", addr, err)))
 		return
 	}
+	wire.SetDialSocketBuffers(conn)
 	if err := fw.WriteFrame(wire.FrameOK, nil); err != nil {
 		tc.Close()
 		return

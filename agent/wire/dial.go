@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"net"
 )
 
 // OpDial asks the init to connect to 127.0.0.1:Port in the sandbox's own
@@ -22,6 +23,20 @@ const OpDial = "dial"
 // DialArgs are the arguments of OpDial.
 type DialArgs struct {
 	Port int `json:"port"`
+}
+
+// dialSocketBuffer is the send and receive buffer of an OpDial connection
+// at both ends: a published port's bulk data crosses the channel in big
+// pieces, each a wake-up of the other side. Best effort: the kernel caps it
+// at net.core.wmem_max and rmem_max.
+const dialSocketBuffer = 4 << 20
+
+// SetDialSocketBuffers sizes c's buffers for an OpDial stream.
+func SetDialSocketBuffers(c net.Conn) {
+	if uc, ok := c.(*net.UnixConn); ok {
+		_ = uc.SetWriteBuffer(dialSocketBuffer)
+		_ = uc.SetReadBuffer(dialSocketBuffer)
+	}
 }
 
 // ValidPort reports whether p is a TCP port a connection can name.

@@ -16,9 +16,10 @@ import (
 //
 // It copies with io.Copy between the connections themselves, which for a
 // TCP connection on either side is splice(2) through a kernel pipe: the
-// data never enters user space, and each direction buffers at most a pipe
-// (64 KiB), whatever the peer sends or withholds. Wrappers around the
-// connections would lose that and fall back to a 32 KiB user buffer.
+// data never enters user space, and each direction buffers at most one
+// pipe (Go sizes them 1 MiB) besides the sockets' own buffers, whatever the
+// peer sends or withholds. Wrappers around the connections would lose that
+// and fall back to a 32 KiB user buffer.
 func Splice(a, b net.Conn) (aToB, bToA int64) {
 	var once sync.Once
 	closeBoth := func() {
