@@ -376,3 +376,33 @@ func TestPublishedPortNoLeak(t *testing.T) {
 	waitSockets(t, "boxd after the sandbox's server died", boxdPid, boxdBase)
 	waitSockets(t, "init after the sandbox's server died", initPid, initBase)
 }
+
+// TestPublishedPortReleasedOnExpiry: a sandbox whose ttl runs out takes its
+// published ports with it.
+func TestPublishedPortReleasedOnExpiry(t *testing.T) {
+	out, err := boxctl(nil, "create", "--ttl", "2s", "--publish", "0:8080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := strings.TrimSpace(out)
+	t.Cleanup(func() { boxctl(nil, "rm", "-f", id) })
+	addr := portOf(t, id, 8080)
+	c, err := net.Dial("tcp", addr)
+	if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("published port not listening before expiry: %v", err)
+	}
+	if c != nil {
+		c.Close()
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if _, _, code := boxctlRun("inspect", id); code != 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox %s did not expire", id)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	assertClosed(t, addr)
+}

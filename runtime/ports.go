@@ -144,6 +144,13 @@ func (m *Manager) PublishPort(ctx context.Context, idOrName string, spec PortSpe
 		return PortSpec{}, err
 	}
 	id := ctr.ID()
+	// The claim keeps a delete from running between the listen and the
+	// label (it would leave a listener for a sandbox that is gone); it is
+	// taken before portsMu, in the order relistenAll takes them.
+	if !m.claimWait(ctx, id, 5*time.Second) {
+		return PortSpec{}, fmt.Errorf("sandbox %s is being created, restarted or deleted: %w", id, errdefs.ErrConflict)
+	}
+	defer m.release(id)
 	portsMu.Lock()
 	defer portsMu.Unlock()
 	labels, err := ctr.Labels(ctx)
@@ -159,10 +166,6 @@ func (m *Manager) PublishPort(ctx context.Context, idOrName string, spec PortSpe
 	if len(cur) >= MaxPublish {
 		return PortSpec{}, fmt.Errorf("port: sandbox %s already publishes %d ports, the most allowed: %w", id, MaxPublish, errdefs.ErrResourceExhausted)
 	}
-	if !m.claimWait(ctx, id, 5*time.Second) {
-		return PortSpec{}, fmt.Errorf("sandbox %s is being created, restarted or deleted: %w", id, errdefs.ErrConflict)
-	}
-	defer m.release(id)
 	lns, err := bindPorts("", []PortSpec{n})
 	if err != nil {
 		return PortSpec{}, err
