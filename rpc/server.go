@@ -181,6 +181,7 @@ func toProto(sb *runtime.Sandbox) *boxdv1.Sandbox {
 		CreatedAt: ts(sb.CreatedAt), ExpiresAt: ts(sb.ExpiresAt), InitPid: int64(sb.InitPID),
 		InitRestarts: uint32(sb.Restarts.Count), LastRestartAt: ts(sb.Restarts.LastAt),
 		LastRestartReason: sb.Restarts.LastReason, RestartRefused: sb.Restarts.Refused,
+		Ports: portsProto(sb.Ports),
 		Security: &boxdv1.Security{
 			Network:        false,
 			ReadOnlyRootfs: false,
@@ -193,7 +194,7 @@ func toProto(sb *runtime.Sandbox) *boxdv1.Sandbox {
 
 func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[boxdv1.CreateSandboxRequest]) (*connect.Response[boxdv1.CreateSandboxResponse], error) {
 	m := req.Msg
-	cr := runtime.CreateRequest{Image: m.Image, Env: m.Env, Workdir: m.Workdir, Labels: m.Labels, Name: m.Name, TTL: m.Ttl}
+	cr := runtime.CreateRequest{Image: m.Image, Env: m.Env, Workdir: m.Workdir, Labels: m.Labels, Name: m.Name, TTL: m.Ttl, Publish: portSpecs(m.Publish)}
 	if l := m.Limits; l != nil {
 		cr.Memory, cr.CPUs, cr.Pids = l.Memory, l.Cpus, l.Pids
 	}

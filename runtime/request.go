@@ -24,6 +24,7 @@ type CreateRequest struct {
 	Labels  map[string]string
 	Name    string
 	TTL     string // Go duration
+	Publish []PortSpec
 }
 
 // Limits are the resource limits every sandbox carries.
@@ -157,6 +158,7 @@ type resolved struct {
 	labels  map[string]string
 	name    string
 	ttl     time.Duration
+	publish []PortSpec
 }
 
 // withinTotals refuses a sandbox whose own limits exceed a daemon-wide
@@ -254,5 +256,10 @@ func (m *Manager) resolve(req CreateRequest) (resolved, error) {
 		}
 		r.ttl = d
 	}
+	p, err := m.normalizePorts("publish", req.Publish)
+	if err != nil {
+		return r, err
+	}
+	r.publish = p
 	return r, nil
 }

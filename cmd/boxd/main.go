@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"os/user"
@@ -23,6 +24,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/urfave/cli/v2"
 
+	"github.com/boxd-dev/boxd/network/ports"
 	"github.com/boxd-dev/boxd/rpc"
 	"github.com/boxd-dev/boxd/runtime"
 	"github.com/boxd-dev/boxd/snapshot"
@@ -60,6 +62,7 @@ func newApp() *cli.App {
 			&cli.StringFlag{Name: "restart-limit", Value: runtime.DefaultRestartPolicy.String(), Usage: "restarts of a sandbox's dead init allowed per window (N/WINDOW, e.g. 5/10m; 0: never restart)"},
 			&cli.DurationFlag{Name: "restart-backoff", Value: runtime.DefaultRestartPolicy.Backoff, Usage: "pause after a sandbox's first restart in the window, doubling with each further one (up to 1m)"},
 			&cli.IntFlag{Name: "warm-pool", Value: 0, Usage: "idle sandboxes of the default image kept started for fast creates"},
+			&cli.StringSliceFlag{Name: "allow-publish-address", Usage: "host address other than loopback that sandbox ports may be published on (repeatable); such ports are reachable from other machines"},
 			&cli.BoolFlag{Name: "debug"},
 		}, limitFlags(readHost())...),
 		Action: run,
@@ -112,6 +115,15 @@ func run(cc *cli.Context) error {
 		return fmt.Errorf("--restart-backoff: %v must be positive", restarts.Backoff)
 	}
 
+	var publish ports.Policy
+	for _, a := range cc.StringSlice("allow-publish-address") {
+		ip, err := netip.ParseAddr(a)
+		if err != nil || ip.Zone() != "" || ip.IsUnspecified() {
+			return fmt.Errorf("--allow-publish-address: %q is not a single IP address", a)
+		}
+		publish.Allowed = append(publish.Allowed, ip.Unmap())
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	ctx = namespaces.WithNamespace(ctx, cc.String("namespace"))
@@ -144,6 +156,7 @@ func run(cc *cli.Context) error {
 		PoolSize:     cc.Int("warm-pool"),
 		MaxSandboxes: lim.maxSandboxes, TotalMemory: lim.memoryTotal, TotalPids: lim.pidsTotal,
 		Restarts: restarts,
+		Ports:    publish,
 		Logger:   log,
 	})
 	if err != nil {

@@ -70,6 +70,280 @@ func (ImageFormat) EnumDescriptor() ([]byte, []int) {
 	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{0}
 }
 
+// PublishedPort is one sandbox port reachable from the host.
+type PublishedPort struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Host address boxd listens on. Empty in a request: 127.0.0.1. Loopback
+	// only, unless boxd was started with --allow-publish-address for it.
+	HostIp string `protobuf:"bytes,1,opt,name=host_ip,json=hostIp,proto3" json:"host_ip,omitempty"`
+	// Host port; 0 in a request: a free port, chosen by the kernel.
+	HostPort uint32 `protobuf:"varint,2,opt,name=host_port,json=hostPort,proto3" json:"host_port,omitempty"`
+	// Port inside the sandbox; boxd connects to 127.0.0.1:port there.
+	Port uint32 `protobuf:"varint,3,opt,name=port,proto3" json:"port,omitempty"`
+	// "tcp" (the default and, for now, the only one).
+	Protocol      string `protobuf:"bytes,4,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishedPort) Reset() {
+	*x = PublishedPort{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishedPort) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishedPort) ProtoMessage() {}
+
+func (x *PublishedPort) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishedPort.ProtoReflect.Descriptor instead.
+func (*PublishedPort) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *PublishedPort) GetHostIp() string {
+	if x != nil {
+		return x.HostIp
+	}
+	return ""
+}
+
+func (x *PublishedPort) GetHostPort() uint32 {
+	if x != nil {
+		return x.HostPort
+	}
+	return 0
+}
+
+func (x *PublishedPort) GetPort() uint32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *PublishedPort) GetProtocol() string {
+	if x != nil {
+		return x.Protocol
+	}
+	return ""
+}
+
+type PublishPortRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId     string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"` // id or name
+	Port          *PublishedPort         `protobuf:"bytes,2,opt,name=port,proto3" json:"port,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishPortRequest) Reset() {
+	*x = PublishPortRequest{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishPortRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishPortRequest) ProtoMessage() {}
+
+func (x *PublishPortRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishPortRequest.ProtoReflect.Descriptor instead.
+func (*PublishPortRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PublishPortRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *PublishPortRequest) GetPort() *PublishedPort {
+	if x != nil {
+		return x.Port
+	}
+	return nil
+}
+
+type PublishPortResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Port          *PublishedPort         `protobuf:"bytes,1,opt,name=port,proto3" json:"port,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishPortResponse) Reset() {
+	*x = PublishPortResponse{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishPortResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishPortResponse) ProtoMessage() {}
+
+func (x *PublishPortResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishPortResponse.ProtoReflect.Descriptor instead.
+func (*PublishPortResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *PublishPortResponse) GetPort() *PublishedPort {
+	if x != nil {
+		return x.Port
+	}
+	return nil
+}
+
+type UnpublishPortRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId     string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	Port          uint32                 `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`                         // sandbox port; 0: any
+	HostPort      uint32                 `protobuf:"varint,3,opt,name=host_port,json=hostPort,proto3" json:"host_port,omitempty"` // host port; 0: any (not both 0)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnpublishPortRequest) Reset() {
+	*x = UnpublishPortRequest{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnpublishPortRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnpublishPortRequest) ProtoMessage() {}
+
+func (x *UnpublishPortRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnpublishPortRequest.ProtoReflect.Descriptor instead.
+func (*UnpublishPortRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *UnpublishPortRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *UnpublishPortRequest) GetPort() uint32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *UnpublishPortRequest) GetHostPort() uint32 {
+	if x != nil {
+		return x.HostPort
+	}
+	return 0
+}
+
+type UnpublishPortResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ports         []*PublishedPort       `protobuf:"bytes,1,rep,name=ports,proto3" json:"ports,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnpublishPortResponse) Reset() {
+	*x = UnpublishPortResponse{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnpublishPortResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnpublishPortResponse) ProtoMessage() {}
+
+func (x *UnpublishPortResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnpublishPortResponse.ProtoReflect.Descriptor instead.
+func (*UnpublishPortResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *UnpublishPortResponse) GetPorts() []*PublishedPort {
+	if x != nil {
+		return x.Ports
+	}
+	return nil
+}
+
 type Limits struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Memory limit, e.g. "256m", "1g" or a number of bytes. Swap is disabled.
@@ -84,7 +358,7 @@ type Limits struct {
 
 func (x *Limits) Reset() {
 	*x = Limits{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[0]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -96,7 +370,7 @@ func (x *Limits) String() string {
 func (*Limits) ProtoMessage() {}
 
 func (x *Limits) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[0]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -109,7 +383,7 @@ func (x *Limits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limits.ProtoReflect.Descriptor instead.
 func (*Limits) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{0}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Limits) GetMemory() string {
@@ -134,21 +408,25 @@ func (x *Limits) GetPids() int64 {
 }
 
 type CreateSandboxRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Image         string                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"` // empty: the daemon's default image
-	Limits        *Limits                `protobuf:"bytes,2,opt,name=limits,proto3" json:"limits,omitempty"`
-	Env           []string               `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty"`         // K=V
-	Workdir       string                 `protobuf:"bytes,4,opt,name=workdir,proto3" json:"workdir,omitempty"` // default /workspace
-	Labels        map[string]string      `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	Name          string                 `protobuf:"bytes,6,opt,name=name,proto3" json:"name,omitempty"` // optional, unique
-	Ttl           string                 `protobuf:"bytes,7,opt,name=ttl,proto3" json:"ttl,omitempty"`   // Go duration, e.g. "1h"; empty: the daemon default
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Image   string                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"` // empty: the daemon's default image
+	Limits  *Limits                `protobuf:"bytes,2,opt,name=limits,proto3" json:"limits,omitempty"`
+	Env     []string               `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty"`         // K=V
+	Workdir string                 `protobuf:"bytes,4,opt,name=workdir,proto3" json:"workdir,omitempty"` // default /workspace
+	Labels  map[string]string      `protobuf:"bytes,5,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Name    string                 `protobuf:"bytes,6,opt,name=name,proto3" json:"name,omitempty"` // optional, unique
+	Ttl     string                 `protobuf:"bytes,7,opt,name=ttl,proto3" json:"ttl,omitempty"`   // Go duration, e.g. "1h"; empty: the daemon default
+	// Ports to publish on the host (see PublishPort), listened on before the
+	// sandbox is made: a port in use fails the create and leaves nothing.
+	// At most 32. A create with publish does not take a warm-pool member.
+	Publish       []*PublishedPort `protobuf:"bytes,20,rep,name=publish,proto3" json:"publish,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateSandboxRequest) Reset() {
 	*x = CreateSandboxRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[1]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -160,7 +438,7 @@ func (x *CreateSandboxRequest) String() string {
 func (*CreateSandboxRequest) ProtoMessage() {}
 
 func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[1]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -173,7 +451,7 @@ func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxRequest.ProtoReflect.Descriptor instead.
 func (*CreateSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{1}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateSandboxRequest) GetImage() string {
@@ -225,6 +503,13 @@ func (x *CreateSandboxRequest) GetTtl() string {
 	return ""
 }
 
+func (x *CreateSandboxRequest) GetPublish() []*PublishedPort {
+	if x != nil {
+		return x.Publish
+	}
+	return nil
+}
+
 type Sandbox struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Id          string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -252,13 +537,17 @@ type Sandbox struct {
 	// reached: ...", "rootfs tampered: /.boxd is a symlink"). Calls that need
 	// the init fail with failed_precondition naming it.
 	RestartRefused string `protobuf:"bytes,19,opt,name=restart_refused,json=restartRefused,proto3" json:"restart_refused,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Published ports, with the host address each is reachable at. They are
+	// recorded in the sandbox's labels and listened on again when boxd
+	// starts.
+	Ports         []*PublishedPort `protobuf:"bytes,30,rep,name=ports,proto3" json:"ports,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Sandbox) Reset() {
 	*x = Sandbox{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[2]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -270,7 +559,7 @@ func (x *Sandbox) String() string {
 func (*Sandbox) ProtoMessage() {}
 
 func (x *Sandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[2]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -283,7 +572,7 @@ func (x *Sandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sandbox.ProtoReflect.Descriptor instead.
 func (*Sandbox) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{2}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Sandbox) GetId() string {
@@ -419,6 +708,13 @@ func (x *Sandbox) GetRestartRefused() string {
 	return ""
 }
 
+func (x *Sandbox) GetPorts() []*PublishedPort {
+	if x != nil {
+		return x.Ports
+	}
+	return nil
+}
+
 type Usage struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	MemoryBytes     uint64                 `protobuf:"varint,1,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
@@ -432,7 +728,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[3]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -444,7 +740,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[3]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -457,7 +753,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{3}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Usage) GetMemoryBytes() uint64 {
@@ -510,7 +806,7 @@ type Security struct {
 
 func (x *Security) Reset() {
 	*x = Security{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[4]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -522,7 +818,7 @@ func (x *Security) String() string {
 func (*Security) ProtoMessage() {}
 
 func (x *Security) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[4]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -535,7 +831,7 @@ func (x *Security) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Security.ProtoReflect.Descriptor instead.
 func (*Security) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{4}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Security) GetNetwork() bool {
@@ -582,7 +878,7 @@ type CreateSandboxResponse struct {
 
 func (x *CreateSandboxResponse) Reset() {
 	*x = CreateSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[5]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -594,7 +890,7 @@ func (x *CreateSandboxResponse) String() string {
 func (*CreateSandboxResponse) ProtoMessage() {}
 
 func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[5]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -607,7 +903,7 @@ func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*CreateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{5}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateSandboxResponse) GetSandbox() *Sandbox {
@@ -626,7 +922,7 @@ type ListSandboxesRequest struct {
 
 func (x *ListSandboxesRequest) Reset() {
 	*x = ListSandboxesRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[6]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -638,7 +934,7 @@ func (x *ListSandboxesRequest) String() string {
 func (*ListSandboxesRequest) ProtoMessage() {}
 
 func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[6]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -651,7 +947,7 @@ func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesRequest.ProtoReflect.Descriptor instead.
 func (*ListSandboxesRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{6}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListSandboxesRequest) GetLabels() map[string]string {
@@ -670,7 +966,7 @@ type ListSandboxesResponse struct {
 
 func (x *ListSandboxesResponse) Reset() {
 	*x = ListSandboxesResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[7]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -682,7 +978,7 @@ func (x *ListSandboxesResponse) String() string {
 func (*ListSandboxesResponse) ProtoMessage() {}
 
 func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[7]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -695,7 +991,7 @@ func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesResponse.ProtoReflect.Descriptor instead.
 func (*ListSandboxesResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{7}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListSandboxesResponse) GetSandboxes() []*Sandbox {
@@ -714,7 +1010,7 @@ type GetSandboxRequest struct {
 
 func (x *GetSandboxRequest) Reset() {
 	*x = GetSandboxRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[8]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -726,7 +1022,7 @@ func (x *GetSandboxRequest) String() string {
 func (*GetSandboxRequest) ProtoMessage() {}
 
 func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[8]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -739,7 +1035,7 @@ func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxRequest.ProtoReflect.Descriptor instead.
 func (*GetSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{8}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GetSandboxRequest) GetId() string {
@@ -758,7 +1054,7 @@ type GetSandboxResponse struct {
 
 func (x *GetSandboxResponse) Reset() {
 	*x = GetSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[9]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -770,7 +1066,7 @@ func (x *GetSandboxResponse) String() string {
 func (*GetSandboxResponse) ProtoMessage() {}
 
 func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[9]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -783,7 +1079,7 @@ func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxResponse.ProtoReflect.Descriptor instead.
 func (*GetSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{9}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetSandboxResponse) GetSandbox() *Sandbox {
@@ -802,7 +1098,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[10]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -814,7 +1110,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[10]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -827,7 +1123,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{10}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *DeleteSandboxRequest) GetId() string {
@@ -845,7 +1141,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -857,7 +1153,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -870,7 +1166,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{11}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{16}
 }
 
 type ExecRequest struct {
@@ -888,7 +1184,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -900,7 +1196,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -913,7 +1209,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{12}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ExecRequest) GetSandboxId() string {
@@ -982,7 +1278,7 @@ type ExecResult struct {
 
 func (x *ExecResult) Reset() {
 	*x = ExecResult{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -994,7 +1290,7 @@ func (x *ExecResult) String() string {
 func (*ExecResult) ProtoMessage() {}
 
 func (x *ExecResult) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1007,7 +1303,7 @@ func (x *ExecResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResult.ProtoReflect.Descriptor instead.
 func (*ExecResult) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{13}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ExecResult) GetExitCode() int32 {
@@ -1084,7 +1380,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1096,7 +1392,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1109,7 +1405,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{14}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ExecResponse) GetStdout() []byte {
@@ -1147,7 +1443,7 @@ type ExecStreamResponse struct {
 
 func (x *ExecStreamResponse) Reset() {
 	*x = ExecStreamResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1159,7 +1455,7 @@ func (x *ExecStreamResponse) String() string {
 func (*ExecStreamResponse) ProtoMessage() {}
 
 func (x *ExecStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1172,7 +1468,7 @@ func (x *ExecStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStreamResponse.ProtoReflect.Descriptor instead.
 func (*ExecStreamResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{15}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ExecStreamResponse) GetEvent() isExecStreamResponse_Event {
@@ -1242,7 +1538,7 @@ type CopyInRequest struct {
 
 func (x *CopyInRequest) Reset() {
 	*x = CopyInRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1254,7 +1550,7 @@ func (x *CopyInRequest) String() string {
 func (*CopyInRequest) ProtoMessage() {}
 
 func (x *CopyInRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1267,7 +1563,7 @@ func (x *CopyInRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyInRequest.ProtoReflect.Descriptor instead.
 func (*CopyInRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{16}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CopyInRequest) GetSandboxId() string {
@@ -1299,7 +1595,7 @@ type CopyInResponse struct {
 
 func (x *CopyInResponse) Reset() {
 	*x = CopyInResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1311,7 +1607,7 @@ func (x *CopyInResponse) String() string {
 func (*CopyInResponse) ProtoMessage() {}
 
 func (x *CopyInResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1324,7 +1620,7 @@ func (x *CopyInResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyInResponse.ProtoReflect.Descriptor instead.
 func (*CopyInResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{17}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{22}
 }
 
 type CopyOutRequest struct {
@@ -1337,7 +1633,7 @@ type CopyOutRequest struct {
 
 func (x *CopyOutRequest) Reset() {
 	*x = CopyOutRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1349,7 +1645,7 @@ func (x *CopyOutRequest) String() string {
 func (*CopyOutRequest) ProtoMessage() {}
 
 func (x *CopyOutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1362,7 +1658,7 @@ func (x *CopyOutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyOutRequest.ProtoReflect.Descriptor instead.
 func (*CopyOutRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{18}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CopyOutRequest) GetSandboxId() string {
@@ -1388,7 +1684,7 @@ type CopyOutResponse struct {
 
 func (x *CopyOutResponse) Reset() {
 	*x = CopyOutResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1400,7 +1696,7 @@ func (x *CopyOutResponse) String() string {
 func (*CopyOutResponse) ProtoMessage() {}
 
 func (x *CopyOutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1413,7 +1709,7 @@ func (x *CopyOutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyOutResponse.ProtoReflect.Descriptor instead.
 func (*CopyOutResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{19}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CopyOutResponse) GetData() []byte {
@@ -1433,7 +1729,7 @@ type StatPathRequest struct {
 
 func (x *StatPathRequest) Reset() {
 	*x = StatPathRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1445,7 +1741,7 @@ func (x *StatPathRequest) String() string {
 func (*StatPathRequest) ProtoMessage() {}
 
 func (x *StatPathRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1458,7 +1754,7 @@ func (x *StatPathRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatPathRequest.ProtoReflect.Descriptor instead.
 func (*StatPathRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{20}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *StatPathRequest) GetSandboxId() string {
@@ -1489,7 +1785,7 @@ type StatPathResponse struct {
 
 func (x *StatPathResponse) Reset() {
 	*x = StatPathResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1501,7 +1797,7 @@ func (x *StatPathResponse) String() string {
 func (*StatPathResponse) ProtoMessage() {}
 
 func (x *StatPathResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1514,7 +1810,7 @@ func (x *StatPathResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatPathResponse.ProtoReflect.Descriptor instead.
 func (*StatPathResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{21}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StatPathResponse) GetName() string {
@@ -1582,7 +1878,7 @@ type ImportImageRequest struct {
 
 func (x *ImportImageRequest) Reset() {
 	*x = ImportImageRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1594,7 +1890,7 @@ func (x *ImportImageRequest) String() string {
 func (*ImportImageRequest) ProtoMessage() {}
 
 func (x *ImportImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1607,7 +1903,7 @@ func (x *ImportImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportImageRequest.ProtoReflect.Descriptor instead.
 func (*ImportImageRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{22}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ImportImageRequest) GetName() string {
@@ -1660,7 +1956,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1672,7 +1968,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1685,7 +1981,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{23}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Image) GetName() string {
@@ -1732,7 +2028,7 @@ type ImportImageResponse struct {
 
 func (x *ImportImageResponse) Reset() {
 	*x = ImportImageResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1744,7 +2040,7 @@ func (x *ImportImageResponse) String() string {
 func (*ImportImageResponse) ProtoMessage() {}
 
 func (x *ImportImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1757,7 +2053,7 @@ func (x *ImportImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportImageResponse.ProtoReflect.Descriptor instead.
 func (*ImportImageResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{24}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ImportImageResponse) GetImages() []*Image {
@@ -1775,7 +2071,7 @@ type ListImagesRequest struct {
 
 func (x *ListImagesRequest) Reset() {
 	*x = ListImagesRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1787,7 +2083,7 @@ func (x *ListImagesRequest) String() string {
 func (*ListImagesRequest) ProtoMessage() {}
 
 func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1800,7 +2096,7 @@ func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesRequest.ProtoReflect.Descriptor instead.
 func (*ListImagesRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{25}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{30}
 }
 
 type ListImagesResponse struct {
@@ -1812,7 +2108,7 @@ type ListImagesResponse struct {
 
 func (x *ListImagesResponse) Reset() {
 	*x = ListImagesResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1824,7 +2120,7 @@ func (x *ListImagesResponse) String() string {
 func (*ListImagesResponse) ProtoMessage() {}
 
 func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1837,7 +2133,7 @@ func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesResponse.ProtoReflect.Descriptor instead.
 func (*ListImagesResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{26}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListImagesResponse) GetImages() []*Image {
@@ -1861,7 +2157,7 @@ type RemoveImageRequest struct {
 
 func (x *RemoveImageRequest) Reset() {
 	*x = RemoveImageRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1873,7 +2169,7 @@ func (x *RemoveImageRequest) String() string {
 func (*RemoveImageRequest) ProtoMessage() {}
 
 func (x *RemoveImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1886,7 +2182,7 @@ func (x *RemoveImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveImageRequest.ProtoReflect.Descriptor instead.
 func (*RemoveImageRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{27}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RemoveImageRequest) GetName() string {
@@ -1911,7 +2207,7 @@ type RemoveImageResponse struct {
 
 func (x *RemoveImageResponse) Reset() {
 	*x = RemoveImageResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1923,7 +2219,7 @@ func (x *RemoveImageResponse) String() string {
 func (*RemoveImageResponse) ProtoMessage() {}
 
 func (x *RemoveImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1936,18 +2232,36 @@ func (x *RemoveImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveImageResponse.ProtoReflect.Descriptor instead.
 func (*RemoveImageResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{28}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{33}
 }
 
 var File_boxd_v1_boxd_proto protoreflect.FileDescriptor
 
 const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\n" +
-	"\x12boxd/v1/boxd.proto\x12\aboxd.v1\"H\n" +
+	"\x12boxd/v1/boxd.proto\x12\aboxd.v1\"u\n" +
+	"\rPublishedPort\x12\x17\n" +
+	"\ahost_ip\x18\x01 \x01(\tR\x06hostIp\x12\x1b\n" +
+	"\thost_port\x18\x02 \x01(\rR\bhostPort\x12\x12\n" +
+	"\x04port\x18\x03 \x01(\rR\x04port\x12\x1a\n" +
+	"\bprotocol\x18\x04 \x01(\tR\bprotocol\"_\n" +
+	"\x12PublishPortRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12*\n" +
+	"\x04port\x18\x02 \x01(\v2\x16.boxd.v1.PublishedPortR\x04port\"A\n" +
+	"\x13PublishPortResponse\x12*\n" +
+	"\x04port\x18\x01 \x01(\v2\x16.boxd.v1.PublishedPortR\x04port\"f\n" +
+	"\x14UnpublishPortRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
+	"\x04port\x18\x02 \x01(\rR\x04port\x12\x1b\n" +
+	"\thost_port\x18\x03 \x01(\rR\bhostPort\"E\n" +
+	"\x15UnpublishPortResponse\x12,\n" +
+	"\x05ports\x18\x01 \x03(\v2\x16.boxd.v1.PublishedPortR\x05ports\"H\n" +
 	"\x06Limits\x12\x16\n" +
 	"\x06memory\x18\x01 \x01(\tR\x06memory\x12\x12\n" +
 	"\x04cpus\x18\x02 \x01(\x01R\x04cpus\x12\x12\n" +
-	"\x04pids\x18\x03 \x01(\x03R\x04pids\"\xa5\x02\n" +
+	"\x04pids\x18\x03 \x01(\x03R\x04pids\"\xd7\x02\n" +
 	"\x14CreateSandboxRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12'\n" +
 	"\x06limits\x18\x02 \x01(\v2\x0f.boxd.v1.LimitsR\x06limits\x12\x10\n" +
@@ -1955,10 +2269,11 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\aworkdir\x18\x04 \x01(\tR\aworkdir\x12A\n" +
 	"\x06labels\x18\x05 \x03(\v2).boxd.v1.CreateSandboxRequest.LabelsEntryR\x06labels\x12\x12\n" +
 	"\x04name\x18\x06 \x01(\tR\x04name\x12\x10\n" +
-	"\x03ttl\x18\a \x01(\tR\x03ttl\x1a9\n" +
+	"\x03ttl\x18\a \x01(\tR\x03ttl\x120\n" +
+	"\apublish\x18\x14 \x03(\v2\x16.boxd.v1.PublishedPortR\apublish\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x95\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc3\x05\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -1981,7 +2296,8 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\rinit_restarts\x18\x10 \x01(\rR\finitRestarts\x12&\n" +
 	"\x0flast_restart_at\x18\x11 \x01(\tR\rlastRestartAt\x12.\n" +
 	"\x13last_restart_reason\x18\x12 \x01(\tR\x11lastRestartReason\x12'\n" +
-	"\x0frestart_refused\x18\x13 \x01(\tR\x0erestartRefused\x1a9\n" +
+	"\x0frestart_refused\x18\x13 \x01(\tR\x0erestartRefused\x12,\n" +
+	"\x05ports\x18\x1e \x03(\v2\x16.boxd.v1.PublishedPortR\x05ports\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa2\x01\n" +
@@ -2094,7 +2410,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\vImageFormat\x12\x1c\n" +
 	"\x18IMAGE_FORMAT_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10IMAGE_FORMAT_TAR\x10\x01\x12\x17\n" +
-	"\x13IMAGE_FORMAT_ROOTFS\x10\x022\xda\x06\n" +
+	"\x13IMAGE_FORMAT_ROOTFS\x10\x022\xf4\a\n" +
 	"\x0eSandboxService\x12N\n" +
 	"\rCreateSandbox\x12\x1d.boxd.v1.CreateSandboxRequest\x1a\x1e.boxd.v1.CreateSandboxResponse\x12N\n" +
 	"\rListSandboxes\x12\x1d.boxd.v1.ListSandboxesRequest\x1a\x1e.boxd.v1.ListSandboxesResponse\x12E\n" +
@@ -2110,7 +2426,9 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\vImportImage\x12\x1b.boxd.v1.ImportImageRequest\x1a\x1c.boxd.v1.ImportImageResponse(\x01\x12E\n" +
 	"\n" +
 	"ListImages\x12\x1a.boxd.v1.ListImagesRequest\x1a\x1b.boxd.v1.ListImagesResponse\x12H\n" +
-	"\vRemoveImage\x12\x1b.boxd.v1.RemoveImageRequest\x1a\x1c.boxd.v1.RemoveImageResponseB1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
+	"\vRemoveImage\x12\x1b.boxd.v1.RemoveImageRequest\x1a\x1c.boxd.v1.RemoveImageResponse\x12H\n" +
+	"\vPublishPort\x12\x1b.boxd.v1.PublishPortRequest\x1a\x1c.boxd.v1.PublishPortResponse\x12N\n" +
+	"\rUnpublishPort\x12\x1d.boxd.v1.UnpublishPortRequest\x1a\x1e.boxd.v1.UnpublishPortResponseB1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
 
 var (
 	file_boxd_v1_boxd_proto_rawDescOnce sync.Once
@@ -2125,88 +2443,102 @@ func file_boxd_v1_boxd_proto_rawDescGZIP() []byte {
 }
 
 var file_boxd_v1_boxd_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_boxd_v1_boxd_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_boxd_v1_boxd_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_boxd_v1_boxd_proto_goTypes = []any{
 	(ImageFormat)(0),              // 0: boxd.v1.ImageFormat
-	(*Limits)(nil),                // 1: boxd.v1.Limits
-	(*CreateSandboxRequest)(nil),  // 2: boxd.v1.CreateSandboxRequest
-	(*Sandbox)(nil),               // 3: boxd.v1.Sandbox
-	(*Usage)(nil),                 // 4: boxd.v1.Usage
-	(*Security)(nil),              // 5: boxd.v1.Security
-	(*CreateSandboxResponse)(nil), // 6: boxd.v1.CreateSandboxResponse
-	(*ListSandboxesRequest)(nil),  // 7: boxd.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil), // 8: boxd.v1.ListSandboxesResponse
-	(*GetSandboxRequest)(nil),     // 9: boxd.v1.GetSandboxRequest
-	(*GetSandboxResponse)(nil),    // 10: boxd.v1.GetSandboxResponse
-	(*DeleteSandboxRequest)(nil),  // 11: boxd.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil), // 12: boxd.v1.DeleteSandboxResponse
-	(*ExecRequest)(nil),           // 13: boxd.v1.ExecRequest
-	(*ExecResult)(nil),            // 14: boxd.v1.ExecResult
-	(*ExecResponse)(nil),          // 15: boxd.v1.ExecResponse
-	(*ExecStreamResponse)(nil),    // 16: boxd.v1.ExecStreamResponse
-	(*CopyInRequest)(nil),         // 17: boxd.v1.CopyInRequest
-	(*CopyInResponse)(nil),        // 18: boxd.v1.CopyInResponse
-	(*CopyOutRequest)(nil),        // 19: boxd.v1.CopyOutRequest
-	(*CopyOutResponse)(nil),       // 20: boxd.v1.CopyOutResponse
-	(*StatPathRequest)(nil),       // 21: boxd.v1.StatPathRequest
-	(*StatPathResponse)(nil),      // 22: boxd.v1.StatPathResponse
-	(*ImportImageRequest)(nil),    // 23: boxd.v1.ImportImageRequest
-	(*Image)(nil),                 // 24: boxd.v1.Image
-	(*ImportImageResponse)(nil),   // 25: boxd.v1.ImportImageResponse
-	(*ListImagesRequest)(nil),     // 26: boxd.v1.ListImagesRequest
-	(*ListImagesResponse)(nil),    // 27: boxd.v1.ListImagesResponse
-	(*RemoveImageRequest)(nil),    // 28: boxd.v1.RemoveImageRequest
-	(*RemoveImageResponse)(nil),   // 29: boxd.v1.RemoveImageResponse
-	nil,                           // 30: boxd.v1.CreateSandboxRequest.LabelsEntry
-	nil,                           // 31: boxd.v1.Sandbox.LabelsEntry
-	nil,                           // 32: boxd.v1.ListSandboxesRequest.LabelsEntry
-	nil,                           // 33: boxd.v1.Image.LabelsEntry
+	(*PublishedPort)(nil),         // 1: boxd.v1.PublishedPort
+	(*PublishPortRequest)(nil),    // 2: boxd.v1.PublishPortRequest
+	(*PublishPortResponse)(nil),   // 3: boxd.v1.PublishPortResponse
+	(*UnpublishPortRequest)(nil),  // 4: boxd.v1.UnpublishPortRequest
+	(*UnpublishPortResponse)(nil), // 5: boxd.v1.UnpublishPortResponse
+	(*Limits)(nil),                // 6: boxd.v1.Limits
+	(*CreateSandboxRequest)(nil),  // 7: boxd.v1.CreateSandboxRequest
+	(*Sandbox)(nil),               // 8: boxd.v1.Sandbox
+	(*Usage)(nil),                 // 9: boxd.v1.Usage
+	(*Security)(nil),              // 10: boxd.v1.Security
+	(*CreateSandboxResponse)(nil), // 11: boxd.v1.CreateSandboxResponse
+	(*ListSandboxesRequest)(nil),  // 12: boxd.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil), // 13: boxd.v1.ListSandboxesResponse
+	(*GetSandboxRequest)(nil),     // 14: boxd.v1.GetSandboxRequest
+	(*GetSandboxResponse)(nil),    // 15: boxd.v1.GetSandboxResponse
+	(*DeleteSandboxRequest)(nil),  // 16: boxd.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil), // 17: boxd.v1.DeleteSandboxResponse
+	(*ExecRequest)(nil),           // 18: boxd.v1.ExecRequest
+	(*ExecResult)(nil),            // 19: boxd.v1.ExecResult
+	(*ExecResponse)(nil),          // 20: boxd.v1.ExecResponse
+	(*ExecStreamResponse)(nil),    // 21: boxd.v1.ExecStreamResponse
+	(*CopyInRequest)(nil),         // 22: boxd.v1.CopyInRequest
+	(*CopyInResponse)(nil),        // 23: boxd.v1.CopyInResponse
+	(*CopyOutRequest)(nil),        // 24: boxd.v1.CopyOutRequest
+	(*CopyOutResponse)(nil),       // 25: boxd.v1.CopyOutResponse
+	(*StatPathRequest)(nil),       // 26: boxd.v1.StatPathRequest
+	(*StatPathResponse)(nil),      // 27: boxd.v1.StatPathResponse
+	(*ImportImageRequest)(nil),    // 28: boxd.v1.ImportImageRequest
+	(*Image)(nil),                 // 29: boxd.v1.Image
+	(*ImportImageResponse)(nil),   // 30: boxd.v1.ImportImageResponse
+	(*ListImagesRequest)(nil),     // 31: boxd.v1.ListImagesRequest
+	(*ListImagesResponse)(nil),    // 32: boxd.v1.ListImagesResponse
+	(*RemoveImageRequest)(nil),    // 33: boxd.v1.RemoveImageRequest
+	(*RemoveImageResponse)(nil),   // 34: boxd.v1.RemoveImageResponse
+	nil,                           // 35: boxd.v1.CreateSandboxRequest.LabelsEntry
+	nil,                           // 36: boxd.v1.Sandbox.LabelsEntry
+	nil,                           // 37: boxd.v1.ListSandboxesRequest.LabelsEntry
+	nil,                           // 38: boxd.v1.Image.LabelsEntry
 }
 var file_boxd_v1_boxd_proto_depIdxs = []int32{
-	1,  // 0: boxd.v1.CreateSandboxRequest.limits:type_name -> boxd.v1.Limits
-	30, // 1: boxd.v1.CreateSandboxRequest.labels:type_name -> boxd.v1.CreateSandboxRequest.LabelsEntry
-	31, // 2: boxd.v1.Sandbox.labels:type_name -> boxd.v1.Sandbox.LabelsEntry
-	5,  // 3: boxd.v1.Sandbox.security:type_name -> boxd.v1.Security
-	4,  // 4: boxd.v1.Sandbox.usage:type_name -> boxd.v1.Usage
-	3,  // 5: boxd.v1.CreateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	32, // 6: boxd.v1.ListSandboxesRequest.labels:type_name -> boxd.v1.ListSandboxesRequest.LabelsEntry
-	3,  // 7: boxd.v1.ListSandboxesResponse.sandboxes:type_name -> boxd.v1.Sandbox
-	3,  // 8: boxd.v1.GetSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	14, // 9: boxd.v1.ExecResponse.result:type_name -> boxd.v1.ExecResult
-	14, // 10: boxd.v1.ExecStreamResponse.result:type_name -> boxd.v1.ExecResult
-	0,  // 11: boxd.v1.ImportImageRequest.format:type_name -> boxd.v1.ImageFormat
-	33, // 12: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
-	24, // 13: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
-	24, // 14: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
-	2,  // 15: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
-	7,  // 16: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
-	9,  // 17: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
-	11, // 18: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
-	13, // 19: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
-	13, // 20: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
-	17, // 21: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
-	19, // 22: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
-	21, // 23: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
-	23, // 24: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
-	26, // 25: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
-	28, // 26: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
-	6,  // 27: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
-	8,  // 28: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
-	10, // 29: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
-	12, // 30: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
-	15, // 31: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
-	16, // 32: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
-	18, // 33: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
-	20, // 34: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
-	22, // 35: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
-	25, // 36: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
-	27, // 37: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
-	29, // 38: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
-	27, // [27:39] is the sub-list for method output_type
-	15, // [15:27] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	1,  // 0: boxd.v1.PublishPortRequest.port:type_name -> boxd.v1.PublishedPort
+	1,  // 1: boxd.v1.PublishPortResponse.port:type_name -> boxd.v1.PublishedPort
+	1,  // 2: boxd.v1.UnpublishPortResponse.ports:type_name -> boxd.v1.PublishedPort
+	6,  // 3: boxd.v1.CreateSandboxRequest.limits:type_name -> boxd.v1.Limits
+	35, // 4: boxd.v1.CreateSandboxRequest.labels:type_name -> boxd.v1.CreateSandboxRequest.LabelsEntry
+	1,  // 5: boxd.v1.CreateSandboxRequest.publish:type_name -> boxd.v1.PublishedPort
+	36, // 6: boxd.v1.Sandbox.labels:type_name -> boxd.v1.Sandbox.LabelsEntry
+	10, // 7: boxd.v1.Sandbox.security:type_name -> boxd.v1.Security
+	9,  // 8: boxd.v1.Sandbox.usage:type_name -> boxd.v1.Usage
+	1,  // 9: boxd.v1.Sandbox.ports:type_name -> boxd.v1.PublishedPort
+	8,  // 10: boxd.v1.CreateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	37, // 11: boxd.v1.ListSandboxesRequest.labels:type_name -> boxd.v1.ListSandboxesRequest.LabelsEntry
+	8,  // 12: boxd.v1.ListSandboxesResponse.sandboxes:type_name -> boxd.v1.Sandbox
+	8,  // 13: boxd.v1.GetSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	19, // 14: boxd.v1.ExecResponse.result:type_name -> boxd.v1.ExecResult
+	19, // 15: boxd.v1.ExecStreamResponse.result:type_name -> boxd.v1.ExecResult
+	0,  // 16: boxd.v1.ImportImageRequest.format:type_name -> boxd.v1.ImageFormat
+	38, // 17: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
+	29, // 18: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
+	29, // 19: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
+	7,  // 20: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
+	12, // 21: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
+	14, // 22: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
+	16, // 23: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
+	18, // 24: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
+	18, // 25: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
+	22, // 26: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
+	24, // 27: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
+	26, // 28: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
+	28, // 29: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
+	31, // 30: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
+	33, // 31: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
+	2,  // 32: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
+	4,  // 33: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
+	11, // 34: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
+	13, // 35: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
+	15, // 36: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
+	17, // 37: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
+	20, // 38: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
+	21, // 39: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
+	23, // 40: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
+	25, // 41: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
+	27, // 42: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
+	30, // 43: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
+	32, // 44: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
+	34, // 45: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
+	3,  // 46: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
+	5,  // 47: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
+	34, // [34:48] is the sub-list for method output_type
+	20, // [20:34] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_boxd_v1_boxd_proto_init() }
@@ -2214,7 +2546,7 @@ func file_boxd_v1_boxd_proto_init() {
 	if File_boxd_v1_boxd_proto != nil {
 		return
 	}
-	file_boxd_v1_boxd_proto_msgTypes[15].OneofWrappers = []any{
+	file_boxd_v1_boxd_proto_msgTypes[20].OneofWrappers = []any{
 		(*ExecStreamResponse_Stdout)(nil),
 		(*ExecStreamResponse_Stderr)(nil),
 		(*ExecStreamResponse_Result)(nil),
@@ -2225,7 +2557,7 @@ func file_boxd_v1_boxd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_boxd_v1_boxd_proto_rawDesc), len(file_boxd_v1_boxd_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   33,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
