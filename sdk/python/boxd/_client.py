@@ -16,7 +16,7 @@ from typing import Any, Callable, Dict, Iterator, Optional, TypeVar
 
 import grpc
 
-from . import errors
+from . import _wire, errors
 from .v1 import boxd_pb2, files_pb2, process_pb2
 
 DEFAULT_SOCKET = "/run/boxd/boxd.sock"
@@ -45,11 +45,26 @@ class _Service:
             path = f"/{service.full_name}/{m.name}"
             kind = _kind(m)
             factory = getattr(channel, kind)
-            setattr(
-                self,
-                m.name,
-                factory(path, request_serializer=req.SerializeToString, response_deserializer=resp.FromString),
-            )
+            setattr(self, m.name, factory(path, request_serializer=_serialize, response_deserializer=resp.FromString))
+        # File data: the data field is read as a view of the received buffer
+        # (see _wire); the methods' other fields parse as usual.
+        for name, field in _DATA_FIELDS.get(service.full_name, {}).items():
+            m = service.methods_by_name[name]
+            factory = getattr(channel, _kind(m))
+            split = _wire.splitter(_message_class(m.output_type), field)
+            setattr(self, name + "Split", factory(f"/{service.full_name}/{name}", request_serializer=_serialize,
+                                                  response_deserializer=split))
+
+
+# Methods whose responses carry file data, and the data field's number.
+_DATA_FIELDS = {"boxd.v1.FileService": {"ReadFile": 2, "DownloadFiles": 2}}
+
+
+def _serialize(m: Any) -> bytes:
+    # Pre-encoded messages (file data, see _wire.data_message) pass as is.
+    if isinstance(m, bytes):
+        return m
+    return m.SerializeToString()
 
 
 def _kind(m: Any) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import IO, TYPE_CHECKING, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
+from . import _wire
 from ._client import CHUNK
 from .types import DownloadedFile, FileInfo, FileResult
 from .errors import from_code
@@ -19,16 +20,20 @@ if TYPE_CHECKING:
 Data = Union[bytes, bytearray, memoryview, str, IO[bytes], Iterable[bytes]]
 UploadItem = Union[Tuple[str, Data], Tuple[str, Data, int]]
 
+# Field numbers of the data fields: WriteFileRequest.data, UploadFilesRequest.data.
+_WRITE_DATA = files_pb2.WriteFileRequest.DESCRIPTOR.fields_by_name["data"].number
+_UPLOAD_DATA = files_pb2.UploadFilesRequest.DESCRIPTOR.fields_by_name["data"].number
 
-def _chunks(data: Data) -> Iterator[bytes]:
-    """Pieces of at most CHUNK bytes of bytes, a str (UTF-8), a binary file
-    object or an iterable of bytes."""
+
+def _chunks(data: Data) -> Iterator[Union[bytes, memoryview]]:
+    """Pieces of at most CHUNK bytes of bytes (views, not copies), a str
+    (UTF-8), a binary file object or an iterable of bytes."""
     if isinstance(data, str):
         data = data.encode()
     if isinstance(data, (bytes, bytearray, memoryview)):
         mv = memoryview(data).cast("B")
         for i in range(0, len(mv), CHUNK):
-            yield bytes(mv[i:i + CHUNK])
+            yield mv[i:i + CHUNK]
         return
     read = getattr(data, "read", None)
     if read is not None:
@@ -36,10 +41,11 @@ def _chunks(data: Data) -> Iterator[bytes]:
             b = read(CHUNK)
             if not b:
                 return
-            yield bytes(b)
+            yield b
     for b in data:  # type: ignore[union-attr]
-        for i in range(0, len(b), CHUNK):
-            yield bytes(b[i:i + CHUNK])
+        mv = memoryview(b).cast("B")
+        for i in range(0, len(mv), CHUNK):
+            yield mv[i:i + CHUNK]
 
 
 class UploadResult(List[FileResult]):
@@ -82,10 +88,10 @@ class Files:
 
         def requests() -> Iterator[files_pb2.WriteFileRequest]:
             it = _chunks(data)
-            first.data = next(it, b"")
+            first.data = bytes(next(it, b""))
             yield first
             for c in it:
-                yield files_pb2.WriteFileRequest(data=c)
+                yield _wire.data_message(_WRITE_DATA, c)  # type: ignore[misc]
 
         r = self._c.unary(self._c.files.WriteFile, requests(), request_timeout)
         return FileInfo._from(r.info)
@@ -93,31 +99,36 @@ class Files:
     def write_text(self, path: str, text: str, encoding: str = "utf-8", **kw) -> FileInfo:  # type: ignore[no-untyped-def]
         return self.write(path, text.encode(encoding), **kw)
 
+    def _views(self, path: str, offset: int, length: int, user: Optional[str], no_follow: bool,
+               request_timeout: Optional[float]) -> Iterator[memoryview]:
+        req = files_pb2.ReadFileRequest(sandbox_id=self._sb.id, path=path, user=user or "", offset=offset,
+                                        length=length, no_follow=no_follow)
+        with self._c.stream(self._c.files.ReadFileSplit, req, request_timeout) as s:
+            for msg in s:
+                if msg.data is not None and len(msg.data):
+                    yield msg.data
+
     def read_stream(self, path: str, *, offset: int = 0, length: int = 0, user: Optional[str] = None,
                     no_follow: bool = False, request_timeout: Optional[float] = None) -> Iterator[bytes]:
         """The file's bytes in pieces, as they arrive (memory stays bounded)."""
-        req = files_pb2.ReadFileRequest(sandbox_id=self._sb.id, path=path, user=user or "", offset=offset,
-                                        length=length, no_follow=no_follow)
-        with self._c.stream(self._c.files.ReadFile, req, request_timeout) as s:
-            for msg in s:
-                if msg.data:
-                    yield msg.data
+        for v in self._views(path, offset, length, user, no_follow, request_timeout):
+            yield bytes(v)
 
     def read(self, path: str, *, offset: int = 0, length: int = 0, user: Optional[str] = None,
              no_follow: bool = False, request_timeout: Optional[float] = None) -> bytes:
         """The file's content (or length bytes from offset; 0: to the end)."""
-        return b"".join(self.read_stream(path, offset=offset, length=length, user=user, no_follow=no_follow,
-                                         request_timeout=request_timeout))
+        return b"".join(self._views(path, offset, length, user, no_follow, request_timeout))
 
     def read_text(self, path: str, encoding: str = "utf-8", errors: str = "strict", **kw) -> str:  # type: ignore[no-untyped-def]
         return self.read(path, **kw).decode(encoding, errors)
 
-    def read_into(self, path: str, out: IO[bytes], **kw) -> int:  # type: ignore[no-untyped-def]
+    def read_into(self, path: str, out: IO[bytes], *, offset: int = 0, length: int = 0, user: Optional[str] = None,
+                  no_follow: bool = False, request_timeout: Optional[float] = None) -> int:
         """Streams the file into a binary file object; returns the size."""
         n = 0
-        for b in self.read_stream(path, **kw):
-            out.write(b)
-            n += len(b)
+        for v in self._views(path, offset, length, user, no_follow, request_timeout):
+            out.write(v)
+            n += len(v)
         return n
 
     # -- metadata --------------------------------------------------------------
@@ -186,13 +197,13 @@ class Files:
                 if mode is not None:
                     f.mode = mode
                 it = _chunks(data)
-                m = files_pb2.UploadFilesRequest(file=f, data=next(it, b""))
+                m = files_pb2.UploadFilesRequest(file=f, data=bytes(next(it, b"")))
                 if first:
                     m.sandbox_id, m.user, m.parents = self._sb.id, user or "", parents
                     first = False
                 yield m
                 for c in it:
-                    yield files_pb2.UploadFilesRequest(data=c)
+                    yield _wire.data_message(_UPLOAD_DATA, c)  # type: ignore[misc]
             if first:  # nothing to upload: still name the sandbox
                 yield files_pb2.UploadFilesRequest(sandbox_id=self._sb.id)
 
@@ -209,19 +220,20 @@ class Files:
                                              no_follow=no_follow)
         out = [DownloadedFile(index=i, path=p) for i, p in enumerate(paths)]
         parts: List[List[bytes]] = [[] for _ in paths]
-        with self._c.stream(self._c.files.DownloadFiles, req, request_timeout) as s:
+        with self._c.stream(self._c.files.DownloadFilesSplit, req, request_timeout) as s:
             for msg in s:
-                i = msg.index
+                rest = msg.rest
+                i = rest.index if rest is not None else 0
                 if not 0 <= i < len(out):
                     continue
-                kind = msg.WhichOneof("event")
-                if kind == "start":
-                    out[i].info = FileInfo._from(msg.start)
-                elif kind == "data":
+                if msg.data is not None:
                     parts[i].append(msg.data)
-                elif kind == "done":
-                    if msg.done.HasField("error"):
-                        out[i].error = from_code(msg.done.error.code, msg.done.error.message)
+                    continue
+                kind = rest.WhichOneof("event") if rest is not None else None
+                if kind == "start":
+                    out[i].info = FileInfo._from(rest.start)
+                elif kind == "done" and rest.done.HasField("error"):
+                    out[i].error = from_code(rest.done.error.code, rest.done.error.message)
         for f, p in zip(out, parts):
             f.data = b"" if f.error else b"".join(p)
         return out
