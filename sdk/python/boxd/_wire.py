@@ -79,6 +79,8 @@ def splitter(cls: Any, field: int) -> Callable[[bytes], Split]:
                 i += 4
             elif wt == _LEN:
                 ln, i = _varint(buf, i)
+                if i + ln > n:
+                    raise ValueError("truncated length-delimited field")
                 if key >> 3 == field:
                     data = buf[i:i + ln]
                     i += ln
