@@ -25,7 +25,7 @@ from .errors import (
     Unimplemented,
     Unknown,
 )
-from .files import Files, UploadResult
+from .files import Files, UploadResult, Watch
 from .process import PIPE, Execution, Processes, Session, Sessions
 from .sandbox import Sandbox, list
 from .types import (
@@ -39,13 +39,14 @@ from .types import (
     SessionInfo,
     SessionResult,
     Usage,
+    WatchEvent,
 )
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Client", "default_client", "default_socket",
-    "Sandbox", "list", "PIPE", "Execution", "Files", "Processes", "Session", "Sessions", "UploadResult",
+    "Sandbox", "list", "PIPE", "Execution", "Files", "Processes", "Session", "Sessions", "UploadResult", "Watch", "WatchEvent",
     "ExecResult", "Output", "SandboxInfo", "Usage", "FileInfo", "FileResult", "DownloadedFile",
     "ProcessInfo", "SessionInfo", "SessionResult",
     "BoxdError", "NotFound", "InvalidArgument", "AlreadyExists", "FailedPrecondition", "ResourceExhausted",

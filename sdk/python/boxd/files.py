@@ -10,7 +10,7 @@ from typing import IO, TYPE_CHECKING, Iterable, Iterator, List, Mapping, Optiona
 
 from . import _wire
 from ._client import CHUNK
-from .types import DownloadedFile, FileInfo, FileResult
+from .types import DownloadedFile, FileInfo, FileResult, WatchEvent
 from .errors import from_code
 from .v1 import files_pb2
 
@@ -61,6 +61,37 @@ class UploadResult(List[FileResult]):
     @property
     def failed(self) -> List[FileResult]:
         return [r for r in self if not r.ok]
+
+
+class Watch:
+    """Changes under a path, from files.watch(): iterate for WatchEvents;
+    close() (or leaving the with block) ends the watch. The watch is in
+    place when files.watch() returns."""
+
+    def __init__(self, stream, socket: str) -> None:  # type: ignore[no-untyped-def]
+        self._stream = stream
+        self._it = iter(stream)
+        first = next(self._it, None)
+        if first is None or not first.ready:
+            stream.close()
+            raise from_code("internal", "the watch ended before it was in place")
+        self._pending = [WatchEvent._from(e) for e in first.events]
+
+    def __iter__(self) -> Iterator[WatchEvent]:
+        while self._pending:
+            yield self._pending.pop(0)
+        for msg in self._it:
+            for e in msg.events:
+                yield WatchEvent._from(e)
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def __enter__(self) -> "Watch":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class Files:
@@ -175,6 +206,14 @@ class Files:
     def chmod(self, path: str, mode: int, *, user: Optional[str] = None) -> None:
         req = files_pb2.ChmodPathRequest(sandbox_id=self._sb.id, path=path, user=user or "", mode=mode)
         self._c.unary(self._c.files.ChmodPath, req)
+
+    def watch(self, path: str, *, recursive: bool = False, user: Optional[str] = None,
+              request_timeout: Optional[float] = None) -> Watch:
+        """Watches a directory (or one file) for changes until closed or the
+        path goes away; recursive watches the directories below too (at most
+        8192)."""
+        req = files_pb2.WatchPathRequest(sandbox_id=self._sb.id, path=path, user=user or "", recursive=recursive)
+        return Watch(self._c.stream(self._c.files.WatchPath, req, request_timeout), self._c.socket)
 
     # -- many files ----------------------------------------------------------
 

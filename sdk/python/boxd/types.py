@@ -17,6 +17,7 @@ __all__ = [
     "FileResult",
     "DownloadedFile",
     "ProcessInfo",
+    "WatchEvent",
     "SessionInfo",
     "SessionResult",
     "duration",
@@ -225,6 +226,33 @@ class DownloadedFile:
     @property
     def ok(self) -> bool:
         return self.error is None
+
+
+_OPS = {
+    files_pb2.WATCH_OP_CREATE: "create",
+    files_pb2.WATCH_OP_WRITE: "write",
+    files_pb2.WATCH_OP_REMOVE: "remove",
+    files_pb2.WATCH_OP_RENAME: "rename",
+    files_pb2.WATCH_OP_CHMOD: "chmod",
+    files_pb2.WATCH_OP_OVERFLOW: "overflow",
+}
+
+
+@dataclass
+class WatchEvent:
+    """A change under a watched path. op is "create", "write", "remove",
+    "rename" (old_path says from where), "chmod" (metadata) or "overflow"
+    (events were lost: rescan if it matters)."""
+
+    path: str
+    op: str
+    old_path: str = ""
+    is_dir: bool = False
+    message: str = ""
+
+    @classmethod
+    def _from(cls, e: files_pb2.WatchEvent) -> "WatchEvent":
+        return cls(e.path, _OPS.get(e.op, "unknown"), e.old_path, e.is_dir, e.message)
 
 
 @dataclass

@@ -112,6 +112,22 @@ class FilesTest(SandboxTest):
         self.assertIsInstance(got[1].error, boxd.NotFound)
         self.assertIsInstance(got[3].error, boxd.FailedPrecondition)
 
+    def test_watch(self) -> None:
+        f = self.sb.files
+        f.mkdir("/tmp/w/sub", parents=True)
+        with f.watch("/tmp/w", recursive=True) as w:
+            f.write("/tmp/w/sub/new.txt", b"x")
+            f.rm("/tmp/w/sub/new.txt")
+            events = []
+            for e in w:
+                events.append((e.op, e.path))
+                if e.op == "remove":
+                    break
+        self.assertIn(("remove", "/tmp/w/sub/new.txt"), events)
+        self.assertTrue(any(p.startswith("/tmp/w/sub/") and op in ("create", "rename") for op, p in events), events)
+        with self.assertRaises(boxd.NotFound):
+            f.watch("/tmp/no-such-dir")
+
     def test_too_many_files(self) -> None:
         with self.assertRaises(boxd.ResourceExhausted):
             self.sb.files.upload([(f"/tmp/many/{i}", b"") for i in range(10001)], parents=True)

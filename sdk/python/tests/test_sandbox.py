@@ -69,6 +69,36 @@ class LifecycleTest(unittest.TestCase):
                 boxd.Sandbox.connect("x", client=boxd.Client(dead))
             c.close()
 
+    def test_sandbox_deleted_during_streams(self) -> None:
+        sb = boxd.Sandbox.create(image=IMAGE, labels=LABELS)
+        sb.files.mkdir("/tmp/w")
+        ex = sb.exec_stream(["sh", "-c", "echo up; sleep 60"])
+        it = iter(ex)
+        self.assertEqual(next(it).data, b"up\n")
+        watch = sb.files.watch("/tmp/w")
+        outcome = {}
+
+        def drain(name, iterable) -> None:
+            try:
+                for _ in iterable:
+                    pass
+                outcome[name] = "ended"
+            except boxd.BoxdError as e:
+                outcome[name] = e
+
+        ts = [threading.Thread(target=drain, args=("exec", it)), threading.Thread(target=drain, args=("watch", watch))]
+        for t in ts:
+            t.start()
+        time.sleep(0.2)
+        boxd.Sandbox.connect(sb.id).delete()
+        for t in ts:
+            t.join(20)
+            self.assertFalse(t.is_alive(), "a stream hung after its sandbox was deleted")
+        # Either a typed error or the end of the stream (with a result for the exec).
+        self.assertTrue(isinstance(outcome["exec"], boxd.BoxdError) or ex.result is not None, outcome)
+        with self.assertRaises(boxd.NotFound):
+            sb.exec(["true"])
+
     def test_default_socket_from_env(self) -> None:
         self.assertEqual(boxd.default_socket(), os.environ["BOXD_SOCKET"])
         self.assertEqual(boxd.Client().socket, os.environ["BOXD_SOCKET"])
