@@ -3,7 +3,9 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -66,5 +68,63 @@ func TestSDKPythonExamples(t *testing.T) {
 		t.Run(filepath.Base(ex), func(t *testing.T) {
 			t.Logf("%s", runPython(t, 2*time.Minute, ex))
 		})
+	}
+}
+
+// TestSDKPythonDaemonRestart kills boxd while the Python SDK holds a
+// streaming exec open, then starts it again: the stream must fail with
+// boxd.Unavailable (no hang), and the same client must reach the new boxd,
+// with the sandbox and its background process intact
+// (sdk/python/tests/restart_client.py).
+func TestSDKPythonDaemonRestart(t *testing.T) {
+	dir := filepath.Join(testenv.RepoRoot(), "sdk", "python", "tests")
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(c, python, "restart_client.py")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "BOXD_SOCKET="+env.socket, "BOXD_TEST_IMAGE="+testImage,
+		"PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	lines := bufio.NewScanner(stdout)
+	var id string
+	for lines.Scan() {
+		out.WriteString(lines.Text() + "\n")
+		if f := strings.Fields(lines.Text()); len(f) == 2 && f[0] == "ready" {
+			id = f[1]
+			break
+		}
+	}
+	if id == "" {
+		_ = cmd.Wait()
+		t.Fatalf("the client never got ready:\n%s%s", out.String(), stderr.String())
+	}
+	t.Cleanup(func() { _, _ = boxctl(nil, "rm", "-f", id) })
+
+	killDaemon()
+	if err := startDaemon(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(stdin, "restarted\n"); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.ReadAll(stdout)
+	out.Write(rest)
+	err = cmd.Wait()
+	t.Logf("python:\n%s%s", out.String(), stderr.String())
+	if err != nil || !strings.Contains(out.String(), "stream failed after") || !strings.HasSuffix(out.String(), "OK\n") {
+		t.Fatalf("restart client: %v\n%s%s", err, out.String(), stderr.String())
 	}
 }
