@@ -13,6 +13,7 @@ Results, errors and argument meanings are those of the sync API (boxd).
 from __future__ import annotations
 
 import asyncio
+import io
 import weakref
 from typing import Any, AsyncIterator, Awaitable, Callable, Generator, List, Mapping, Optional, Sequence, Union
 
@@ -352,7 +353,10 @@ class Files:
                 yield msg.data
 
     async def read(self, path: str, **kw: Any) -> bytes:
-        return b"".join([v async for v in self.read_stream(path, **kw)])
+        buf = io.BytesIO()  # see boxd.Files.read
+        async for v in self.read_stream(path, **kw):
+            buf.write(v)
+        return buf.getvalue()
 
     async def read_text(self, path: str, encoding: str = "utf-8", **kw: Any) -> str:
         return (await self.read(path, **kw)).decode(encoding)
@@ -426,14 +430,14 @@ class Files:
         req = files_pb2.DownloadFilesRequest(sandbox_id=self._sb.id, paths=[*paths], user=user or "",
                                              no_follow=no_follow)
         out = [DownloadedFile(index=i, path=p) for i, p in enumerate(paths)]
-        parts: List[List[Any]] = [[] for _ in paths]
+        parts = [io.BytesIO() for _ in paths]
         async for msg in self._c.stream(self._c.files.DownloadFilesSplit, req, request_timeout):
             rest = msg.rest
             i = rest.index if rest is not None else 0
             if not 0 <= i < len(out):
                 continue
             if msg.data is not None:
-                parts[i].append(msg.data)
+                parts[i].write(msg.data)
                 continue
             kind = rest.WhichOneof("event") if rest is not None else None
             if kind == "start":
@@ -441,7 +445,7 @@ class Files:
             elif kind == "done" and rest.done.HasField("error"):
                 out[i].error = errors.from_code(rest.done.error.code, rest.done.error.message)
         for f, p in zip(out, parts):
-            f.data = b"" if f.error else b"".join(p)
+            f.data = b"" if f.error else p.getvalue()
         return out
 
 

@@ -6,6 +6,7 @@ base64. Paths are the sandbox's: relative ones start at its workdir.
 
 from __future__ import annotations
 
+import io
 from typing import IO, TYPE_CHECKING, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _wire
@@ -148,7 +149,13 @@ class Files:
     def read(self, path: str, *, offset: int = 0, length: int = 0, user: Optional[str] = None,
              no_follow: bool = False, request_timeout: Optional[float] = None) -> bytes:
         """The file's content (or length bytes from offset; 0: to the end)."""
-        return b"".join(self._views(path, offset, length, user, no_follow, request_timeout))
+        # Each received message is copied out and freed as it arrives (so
+        # its memory is reused for the next), and BytesIO hands over its
+        # buffer without another copy: only the result is new memory.
+        buf = io.BytesIO()
+        for v in self._views(path, offset, length, user, no_follow, request_timeout):
+            buf.write(v)
+        return buf.getvalue()
 
     def read_text(self, path: str, encoding: str = "utf-8", errors: str = "strict", **kw) -> str:  # type: ignore[no-untyped-def]
         return self.read(path, **kw).decode(encoding, errors)
@@ -258,7 +265,7 @@ class Files:
         req = files_pb2.DownloadFilesRequest(sandbox_id=self._sb.id, paths=list(paths), user=user or "",
                                              no_follow=no_follow)
         out = [DownloadedFile(index=i, path=p) for i, p in enumerate(paths)]
-        parts: List[List[bytes]] = [[] for _ in paths]
+        parts = [io.BytesIO() for _ in paths]
         with self._c.stream(self._c.files.DownloadFilesSplit, req, request_timeout) as s:
             for msg in s:
                 rest = msg.rest
@@ -266,7 +273,7 @@ class Files:
                 if not 0 <= i < len(out):
                     continue
                 if msg.data is not None:
-                    parts[i].append(msg.data)
+                    parts[i].write(msg.data)
                     continue
                 kind = rest.WhichOneof("event") if rest is not None else None
                 if kind == "start":
@@ -274,5 +281,5 @@ class Files:
                 elif kind == "done" and rest.done.HasField("error"):
                     out[i].error = from_code(rest.done.error.code, rest.done.error.message)
         for f, p in zip(out, parts):
-            f.data = b"" if f.error else b"".join(p)
+            f.data = b"" if f.error else p.getvalue()
         return out
