@@ -128,6 +128,30 @@ class FilesTest(SandboxTest):
         with self.assertRaises(boxd.NotFound):
             f.watch("/tmp/no-such-dir")
 
+    def test_one_gib_streams_in_bounded_memory(self) -> None:
+        import resource
+
+        block = os.urandom(1 << 20)
+        want = hashlib.md5()
+
+        def gen():
+            for i in range(1024):
+                b = i.to_bytes(4, "little") + block[4:]
+                want.update(b)
+                yield b
+
+        info = self.sb.files.write("/workspace/gib", gen())
+        self.assertEqual(info.size, 1 << 30)
+        self.assertEqual(self.sb.exec(["md5sum", "/workspace/gib"]).stdout_text.split()[0], want.hexdigest())
+        got, n = hashlib.md5(), 0
+        for piece in self.sb.files.read_stream("/workspace/gib"):
+            got.update(piece)
+            n += len(piece)
+        self.assertEqual((n, got.hexdigest()), (1 << 30, want.hexdigest()))
+        self.sb.files.rm("/workspace/gib")
+        peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss >> 10
+        self.assertLess(peak_mib, 400, "1 GiB through the SDK must not be held in memory")
+
     def test_too_many_files(self) -> None:
         with self.assertRaises(boxd.ResourceExhausted):
             self.sb.files.upload([(f"/tmp/many/{i}", b"") for i in range(10001)], parents=True)
