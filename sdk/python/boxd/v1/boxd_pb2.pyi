@@ -38,7 +38,7 @@ class CopyOutResponse(_message.Message):
     def __init__(self, data: _Optional[bytes] = ...) -> None: ...
 
 class CreateSandboxRequest(_message.Message):
-    __slots__ = ["env", "image", "labels", "limits", "name", "ttl", "workdir"]
+    __slots__ = ["env", "image", "labels", "limits", "name", "publish", "ttl", "workdir"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -51,6 +51,7 @@ class CreateSandboxRequest(_message.Message):
     LABELS_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    PUBLISH_FIELD_NUMBER: _ClassVar[int]
     TTL_FIELD_NUMBER: _ClassVar[int]
     WORKDIR_FIELD_NUMBER: _ClassVar[int]
     env: _containers.RepeatedScalarFieldContainer[str]
@@ -58,9 +59,10 @@ class CreateSandboxRequest(_message.Message):
     labels: _containers.ScalarMap[str, str]
     limits: Limits
     name: str
+    publish: _containers.RepeatedCompositeFieldContainer[PublishedPort]
     ttl: str
     workdir: str
-    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., name: _Optional[str] = ..., ttl: _Optional[str] = ...) -> None: ...
+    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., name: _Optional[str] = ..., ttl: _Optional[str] = ..., publish: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ...) -> None: ...
 
 class CreateSandboxResponse(_message.Message):
     __slots__ = ["sandbox"]
@@ -228,6 +230,32 @@ class ListSandboxesResponse(_message.Message):
     sandboxes: _containers.RepeatedCompositeFieldContainer[Sandbox]
     def __init__(self, sandboxes: _Optional[_Iterable[_Union[Sandbox, _Mapping]]] = ...) -> None: ...
 
+class PublishPortRequest(_message.Message):
+    __slots__ = ["port", "sandbox_id"]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    port: PublishedPort
+    sandbox_id: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., port: _Optional[_Union[PublishedPort, _Mapping]] = ...) -> None: ...
+
+class PublishPortResponse(_message.Message):
+    __slots__ = ["port"]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    port: PublishedPort
+    def __init__(self, port: _Optional[_Union[PublishedPort, _Mapping]] = ...) -> None: ...
+
+class PublishedPort(_message.Message):
+    __slots__ = ["host_ip", "host_port", "port", "protocol"]
+    HOST_IP_FIELD_NUMBER: _ClassVar[int]
+    HOST_PORT_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    host_ip: str
+    host_port: int
+    port: int
+    protocol: str
+    def __init__(self, host_ip: _Optional[str] = ..., host_port: _Optional[int] = ..., port: _Optional[int] = ..., protocol: _Optional[str] = ...) -> None: ...
+
 class RemoveImageRequest(_message.Message):
     __slots__ = ["force", "name"]
     FORCE_FIELD_NUMBER: _ClassVar[int]
@@ -241,7 +269,7 @@ class RemoveImageResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class Sandbox(_message.Message):
-    __slots__ = ["cpus", "created_at", "env", "expires_at", "id", "image", "init_pid", "init_restarts", "labels", "last_restart_at", "last_restart_reason", "memory_bytes", "name", "pids", "restart_refused", "security", "state", "usage", "workdir"]
+    __slots__ = ["cpus", "created_at", "env", "expires_at", "id", "image", "init_pid", "init_restarts", "labels", "last_restart_at", "last_restart_reason", "memory_bytes", "name", "pids", "ports", "restart_refused", "security", "state", "usage", "workdir"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -263,6 +291,7 @@ class Sandbox(_message.Message):
     MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     PIDS_FIELD_NUMBER: _ClassVar[int]
+    PORTS_FIELD_NUMBER: _ClassVar[int]
     RESTART_REFUSED_FIELD_NUMBER: _ClassVar[int]
     SECURITY_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
@@ -282,12 +311,13 @@ class Sandbox(_message.Message):
     memory_bytes: int
     name: str
     pids: int
+    ports: _containers.RepeatedCompositeFieldContainer[PublishedPort]
     restart_refused: str
     security: Security
     state: str
     usage: Usage
     workdir: str
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., image: _Optional[str] = ..., state: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., cpus: _Optional[float] = ..., pids: _Optional[int] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., created_at: _Optional[str] = ..., expires_at: _Optional[str] = ..., security: _Optional[_Union[Security, _Mapping]] = ..., init_pid: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., init_restarts: _Optional[int] = ..., last_restart_at: _Optional[str] = ..., last_restart_reason: _Optional[str] = ..., restart_refused: _Optional[str] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., image: _Optional[str] = ..., state: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., cpus: _Optional[float] = ..., pids: _Optional[int] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., created_at: _Optional[str] = ..., expires_at: _Optional[str] = ..., security: _Optional[_Union[Security, _Mapping]] = ..., init_pid: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., init_restarts: _Optional[int] = ..., last_restart_at: _Optional[str] = ..., last_restart_reason: _Optional[str] = ..., restart_refused: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ...) -> None: ...
 
 class Security(_message.Message):
     __slots__ = ["capabilities", "network", "read_only_rootfs", "seccomp", "uid_map"]
@@ -326,6 +356,22 @@ class StatPathResponse(_message.Message):
     name: str
     size: int
     def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ..., mode: _Optional[int] = ..., is_dir: bool = ..., mtime: _Optional[str] = ..., link_target: _Optional[str] = ...) -> None: ...
+
+class UnpublishPortRequest(_message.Message):
+    __slots__ = ["host_port", "port", "sandbox_id"]
+    HOST_PORT_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    host_port: int
+    port: int
+    sandbox_id: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., port: _Optional[int] = ..., host_port: _Optional[int] = ...) -> None: ...
+
+class UnpublishPortResponse(_message.Message):
+    __slots__ = ["ports"]
+    PORTS_FIELD_NUMBER: _ClassVar[int]
+    ports: _containers.RepeatedCompositeFieldContainer[PublishedPort]
+    def __init__(self, ports: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ...) -> None: ...
 
 class Usage(_message.Message):
     __slots__ = ["cpu_usec", "memory_bytes", "memory_peak_bytes", "oom_kills", "pids"]
