@@ -533,3 +533,51 @@ func lockFile(path string) (unlock func(), err error) {
 		f.Close()
 	}, nil
 }
+
+// GrpcurlVersion is the grpcurl the tests build: a gRPC client boxd did not
+// write, to show that reflection and health answer standard tools.
+const GrpcurlVersion = "v1.9.4"
+
+// Grpcurl builds, once, grpcurl at GrpcurlVersion with `go install` from
+// the Go module proxy and returns its path. It is cached under CacheDir()
+// (a file lock serializes builds between test binaries). A failure to build
+// is an error, never a reason to skip.
+func Grpcurl() (string, error) {
+	cache := CacheDir()
+	dir := filepath.Join(cache, "grpcurl-"+GrpcurlVersion)
+	bin := filepath.Join(dir, "grpcurl")
+	if fileExists(bin) {
+		return bin, nil
+	}
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return "", err
+	}
+	unlock, err := lockFile(filepath.Join(cache, ".grpcurl.lock"))
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if fileExists(bin) {
+		return bin, nil
+	}
+	// Into a temporary directory first, so a killed build leaves no
+	// half-written binary under the name the fast path trusts.
+	tmp, err := os.MkdirTemp(cache, ".grpcurl-build-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	cmd := exec.Command(goTool(), "install", "github.com/fullstorydev/grpcurl/cmd/grpcurl@"+GrpcurlVersion)
+	cmd.Dir = tmp // outside boxd's module: grpcurl's own go.mod decides its dependencies
+	cmd.Env = append(os.Environ(), "GOBIN="+tmp, "GOFLAGS=-buildvcs=false")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building grpcurl %s with go install: %w\n%s", GrpcurlVersion, err, out)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.Rename(filepath.Join(tmp, "grpcurl"), bin); err != nil {
+		return "", fmt.Errorf("installing grpcurl: %w", err)
+	}
+	return bin, nil
+}
