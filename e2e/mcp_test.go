@@ -82,7 +82,7 @@ func TestMCPConversation(t *testing.T) {
 		}
 	}
 	sort.Strings(names)
-	if got, want := strings.Join(names, " "), "edit_file exec list_files read_file sandbox_create sandbox_delete sandbox_list write_file"; got != want {
+	if got, want := strings.Join(names, " "), "edit_file exec list_files process_kill process_list process_read process_start read_file sandbox_create sandbox_delete sandbox_list write_file"; got != want {
 		t.Errorf("tools: %s, want %s", got, want)
 	}
 
@@ -169,4 +169,49 @@ func TestMCPCleanupOnEOF(t *testing.T) {
 		t.Errorf("kept sandbox: %v %v", g, err)
 	}
 	t.Logf("session ended and cleaned up in %v", time.Since(start))
+}
+
+// TestMCPProcesses: background processes through MCP: start, read while
+// it runs, wait for its exit, and kill one that would run on.
+func TestMCPProcesses(t *testing.T) {
+	cs := mcpSession(t)
+	defer cs.Close()
+	_, sb := call(t, cs, "sandbox_create", map[string]any{}, false)
+	id, _ := sb["id"].(string)
+	defer env.api.DeleteSandbox(context.Background(), connect.NewRequest(&boxdv1.DeleteSandboxRequest{Id: id}))
+
+	text, p := call(t, cs, "process_start", map[string]any{"sandbox_id": id, "command": "echo start; sleep 1; echo done; echo bad >&2; exit 5"}, false)
+	pid, _ := p["process_id"].(string)
+	if pid == "" || !strings.Contains(text, "started process "+pid) {
+		t.Fatalf("process_start: %s %v", text, p)
+	}
+	text, out := call(t, cs, "process_read", map[string]any{"sandbox_id": id, "process_id": pid}, false)
+	if out["state"] != "running" {
+		t.Errorf("read at once: %s", text)
+	}
+	text, out = call(t, cs, "process_read", map[string]any{"sandbox_id": id, "process_id": pid, "wait_seconds": 30}, false)
+	if out["state"] != "exited" || out["exit_code"] != float64(5) || out["stdout"] != "start\ndone\n" || out["stderr"] != "bad\n" || !strings.Contains(text, "exit code 5") {
+		t.Errorf("read after its exit: %s %v", text, out)
+	}
+
+	_, p = call(t, cs, "process_start", map[string]any{"sandbox_id": id, "args": []string{"sh", "-c", "seq 1 20000; sleep 100"}}, false)
+	long, _ := p["process_id"].(string)
+	start := time.Now()
+	text, out = call(t, cs, "process_read", map[string]any{"sandbox_id": id, "process_id": long, "wait_seconds": 1, "output_limit_bytes": 100}, false)
+	if out["state"] != "running" || time.Since(start) > 10*time.Second {
+		t.Errorf("read with a wait shorter than the process: %v after %v", out["state"], time.Since(start))
+	}
+	if !strings.HasSuffix(out["stdout"].(string), "19999\n20000\n") || len(out["stdout"].(string)) != 100 || !strings.Contains(text, "[output truncated") {
+		t.Errorf("the end of the output, 100 bytes: %q; text %q", out["stdout"], text)
+	}
+	call(t, cs, "process_kill", map[string]any{"sandbox_id": id, "process_id": long}, false)
+	_, out = call(t, cs, "process_read", map[string]any{"sandbox_id": id, "process_id": long, "wait_seconds": 10}, false)
+	if out["state"] != "exited" {
+		t.Errorf("after process_kill: %v", out)
+	}
+	text, out = call(t, cs, "process_list", map[string]any{"sandbox_id": id}, false)
+	if len(out["processes"].([]any)) != 2 || !strings.Contains(text, pid) || !strings.Contains(text, long) {
+		t.Errorf("process_list: %s", text)
+	}
+	call(t, cs, "process_read", map[string]any{"sandbox_id": id, "process_id": "p999"}, true)
 }

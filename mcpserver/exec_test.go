@@ -44,3 +44,12 @@ func TestExecText(t *testing.T) {
 		t.Errorf("printable = %q", p)
 	}
 }
+
+func TestTail(t *testing.T) {
+	tl := tail{max: 5}
+	tl.write([]byte("abc"))
+	tl.write([]byte("defg"))
+	if string(tl.buf) != "cdefg" || tl.dropped != 2 {
+		t.Errorf("tail = %q, dropped %d", tl.buf, tl.dropped)
+	}
+}

@@ -36,6 +36,7 @@ const KeepLabel = "mcp-keep"
 type Server struct {
 	api     boxdv1connect.SandboxServiceClient
 	files   boxdv1connect.FileServiceClient
+	procs   boxdv1connect.ProcessServiceClient
 	log     *slog.Logger
 	session string
 
@@ -55,6 +56,7 @@ func New(socket string, log *slog.Logger) (*Server, error) {
 	return &Server{
 		api:     rpcclient.New(socket),
 		files:   rpcclient.NewFiles(socket),
+		procs:   rpcclient.NewProcess(socket),
 		log:     log,
 		session: hex.EncodeToString(id),
 		created: map[string]bool{},
@@ -70,7 +72,7 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport, version string) error
 	srv := mcp.NewServer(&mcp.Implementation{Name: "boxd", Title: "boxd sandboxes", Version: version}, &mcp.ServerOptions{
 		Instructions: "boxd runs untrusted code in isolated Linux sandboxes (containers without network). " +
 			"Create a sandbox with sandbox_create, run commands in it with exec, move files with read_file, " +
-			"write_file, edit_file and list_files, and delete it with sandbox_delete when done. Sandboxes this " +
+			"write_file, edit_file and list_files, run background processes with process_start and process_read, and delete it with sandbox_delete when done. Sandboxes this " +
 			"session creates are deleted when it ends unless created with keep=true.",
 		Logger: s.log,
 	})

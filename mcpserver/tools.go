@@ -69,6 +69,7 @@ func (s *Server) addTools(srv *mcp.Server) {
 	}, s.delete)
 	s.addExec(srv)
 	s.addFiles(srv)
+	s.addProcesses(srv)
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -17,7 +17,8 @@ func mcpCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "mcp",
 		Usage: "serve boxd to an AI agent over the Model Context Protocol on stdin/stdout",
-		Description: "Tools: sandbox_create, sandbox_list, sandbox_delete, exec, read_file, write_file, list_files, edit_file.\n" +
+		Description: "Tools: sandbox_create, sandbox_list, sandbox_delete, exec, read_file, write_file, list_files, edit_file,\n" +
+			"process_start, process_read, process_kill, process_list.\n" +
 			"Sandboxes the client creates are labelled " + mcpserver.SessionLabel + "=<session> and deleted when the\n" +
 			"client closes stdin (or boxctl gets SIGINT or SIGTERM), unless created with keep=true.\n" +
 			"Logs go to stderr; stdout carries the protocol.",
