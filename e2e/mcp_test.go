@@ -3,9 +3,12 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -14,6 +17,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/boxd-dev/boxd/internal/testenv"
 	"github.com/boxd-dev/boxd/mcpserver"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 )
@@ -214,4 +218,37 @@ func TestMCPProcesses(t *testing.T) {
 		t.Errorf("process_list: %s", text)
 	}
 	call(t, cs, "process_read", map[string]any{"sandbox_id": id, "process_id": "p999"}, true)
+}
+
+// TestMCPNodeClient: the official TypeScript SDK's client, which this
+// project did not write, holds the same conversation (testdata/mcp-node).
+func TestMCPNodeClient(t *testing.T) {
+	src, err := filepath.Abs(filepath.Join("testdata", "mcp-node"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mods, err := testenv.NodeModules(src)
+	if err != nil {
+		t.Fatalf("npm packages: %v", err)
+	}
+	// The script next to the cached node_modules, so its imports resolve.
+	dir := t.TempDir()
+	script, err := os.ReadFile(filepath.Join(src, "client.mjs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "client.mjs"), script, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(mods, filepath.Join(dir, "node_modules")); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, "node", filepath.Join(dir, "client.mjs"), env.boxctl, env.socket)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `"ok":true`) {
+		t.Fatalf("node MCP client: %v\n%s", err, out)
+	}
+	t.Logf("node client: %s", bytes.TrimSpace(out))
 }

@@ -3,7 +3,9 @@
 #
 # Idempotent and fast (well under 2 s) when everything is present; on a fresh
 # Debian (bookworm) machine, as root, it installs:
-#   - apt packages: runc, busybox-static, debootstrap, protobuf-compiler
+#   - apt packages: runc, busybox-static, debootstrap, protobuf-compiler,
+#     nodejs and npm (the e2e test of `boxctl mcp` with the TypeScript MCP
+#     SDK's client; a nodejs that ships npm itself needs no npm package)
 #     (apt-get update runs only if one of them is missing);
 #   - containerd, containerd-shim-runc-v2 and ctr at the version go.mod pins
 #     for github.com/containerd/containerd/v2, built with `go install` into
@@ -31,7 +33,7 @@ missing=()
 need() { missing+=("$1"); }
 
 # ---- apt packages -----------------------------------------------------------
-APT_PACKAGES=(runc busybox-static debootstrap protobuf-compiler)
+APT_PACKAGES=(runc busybox-static debootstrap protobuf-compiler nodejs)
 # Files each package must provide (busybox-static: the static binary; the
 # dynamically linked "busybox" package also provides /bin/busybox).
 declare -A APT_FILE=(
@@ -39,6 +41,7 @@ declare -A APT_FILE=(
 	[busybox-static]=/bin/busybox
 	[debootstrap]=/usr/sbin/debootstrap
 	[protobuf-compiler]=/usr/bin/protoc
+	[nodejs]=/usr/bin/node
 )
 apt_missing() {
 	local status pkg
@@ -48,6 +51,7 @@ apt_missing() {
 			echo "$pkg"
 		fi
 	done
+	[[ -x /usr/bin/npm ]] || echo npm
 }
 mapfile -t apt_todo < <(apt_missing)
 if ((${#apt_todo[@]})); then

@@ -581,3 +581,56 @@ func Grpcurl() (string, error) {
 	}
 	return bin, nil
 }
+
+// NodeModules installs, once, the npm packages that dir's package.json and
+// committed package-lock.json pin (npm ci, no install scripts) and returns
+// the node_modules directory. It is cached under CacheDir(), keyed by the
+// lockfile. Node and npm are the machine's (scripts/setup.sh checks them).
+// A failure is an error, never a reason to skip.
+func NodeModules(dir string) (string, error) {
+	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
+	if err != nil {
+		return "", fmt.Errorf("%s: a committed package-lock.json is required: %w", dir, err)
+	}
+	pkg, err := os.ReadFile(filepath.Join(dir, "package.json"))
+	if err != nil {
+		return "", err
+	}
+	h := sha256.Sum256(append(append([]byte{}, pkg...), lock...))
+	cache := CacheDir()
+	out := filepath.Join(cache, "npm-"+hex.EncodeToString(h[:])[:16])
+	mods := filepath.Join(out, "node_modules")
+	done := filepath.Join(out, ".installed")
+	if fileExists(done) {
+		return mods, nil
+	}
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return "", err
+	}
+	unlock, err := lockFile(filepath.Join(cache, ".npm.lock"))
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if fileExists(done) {
+		return mods, nil
+	}
+	os.RemoveAll(out) // a partial install from a killed run
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return "", err
+	}
+	for name, data := range map[string][]byte{"package.json": pkg, "package-lock.json": lock} {
+		if err := os.WriteFile(filepath.Join(out, name), data, 0o644); err != nil {
+			return "", err
+		}
+	}
+	cmd := exec.Command("npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund")
+	cmd.Dir = out
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("npm ci for %s: %w\n%s", dir, err, b)
+	}
+	if err := os.WriteFile(done, nil, 0o644); err != nil {
+		return "", err
+	}
+	return mods, nil
+}
