@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,13 +27,20 @@ import (
 // would) and connects the MCP Go SDK's own client to it over stdio.
 func mcpSession(t *testing.T) *mcp.ClientSession {
 	t.Helper()
+	cs, _ := mcpCommand(t)
+	return cs
+}
+
+// mcpCommand is mcpSession that also returns the boxctl process.
+func mcpCommand(t *testing.T) (*mcp.ClientSession, *exec.Cmd) {
+	t.Helper()
 	cmd := exec.Command(env.boxctl, "--socket", env.socket, "mcp")
 	client := mcp.NewClient(&mcp.Implementation{Name: "boxd-e2e", Version: "test"}, nil)
 	cs, err := client.Connect(ctx(t), &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
 		t.Fatalf("connect to boxctl mcp: %v", err)
 	}
-	return cs
+	return cs, cmd
 }
 
 // call runs a tool and returns its text and structured result; a tool
@@ -173,6 +181,30 @@ func TestMCPCleanupOnEOF(t *testing.T) {
 		t.Errorf("kept sandbox: %v %v", g, err)
 	}
 	t.Logf("session ended and cleaned up in %v", time.Since(start))
+}
+
+// TestMCPCleanupOnSignal: SIGTERM (a host stopping its MCP servers) cleans
+// up as the end of stdin does.
+func TestMCPCleanupOnSignal(t *testing.T) {
+	cs, cmd := mcpCommand(t)
+	defer cs.Close()
+	_, sb := call(t, cs, "sandbox_create", map[string]any{}, false)
+	id, _ := sb["id"].(string)
+	defer env.api.DeleteSandbox(context.Background(), connect.NewRequest(&boxdv1.DeleteSandboxRequest{Id: id}))
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := env.api.GetSandbox(ctx(t), connect.NewRequest(&boxdv1.GetSandboxRequest{Id: id}))
+		if connect.CodeOf(err) == connect.CodeNotFound {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sandbox %s still there 30s after SIGTERM: %v", id, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // TestMCPProcesses: background processes through MCP: start, read while
