@@ -421,7 +421,8 @@ func fileExists(p string) bool {
 }
 
 // BuildBinaries builds ./cmd/boxd, ./cmd/boxctl, ./cmd/boxctl/full (as
-// boxctl-full, which boxctl runs from its own directory) and ./cmd/boxd-init
+// boxctl-full, which boxctl runs from its own directory), ./cmd/boxctl/mcp
+// (as boxctl-mcp, which `boxctl mcp` runs likewise) and ./cmd/boxd-init
 // (the last with CGO_ENABLED=0, so it runs inside any rootfs) into dir and
 // returns their paths.
 func BuildBinaries(dir string) (boxd, boxctl, initBin string, err error) {

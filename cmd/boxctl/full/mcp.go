@@ -1,17 +1,19 @@
 package main
 
 import (
-	"log/slog"
+	"fmt"
 	"os"
-	"os/signal"
-	"runtime/debug"
+	"path/filepath"
 	"syscall"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/urfave/cli/v2"
-
-	"github.com/boxd-dev/boxd/mcpserver"
 )
+
+// mcpName is the MCP server's binary (source cmd/boxctl/mcp), installed
+// next to boxctl-full. It is a binary of its own because the MCP SDK's
+// package initialisation would slow every other command of this one (so
+// this file does not import package mcpserver either).
+const mcpName = "boxctl-mcp"
 
 func mcpCommand() *cli.Command {
 	return &cli.Command{
@@ -19,35 +21,29 @@ func mcpCommand() *cli.Command {
 		Usage: "serve boxd to an AI agent over the Model Context Protocol on stdin/stdout",
 		Description: "Tools: sandbox_create, sandbox_list, sandbox_delete, exec, read_file, write_file, list_files, edit_file,\n" +
 			"process_start, process_read, process_kill, process_list.\n" +
-			"Sandboxes the client creates are labelled " + mcpserver.SessionLabel + "=<session> and deleted when the\n" +
+			"Sandboxes the client creates are labelled mcp-session=<session> and deleted when the\n" +
 			"client closes stdin (or boxctl gets SIGINT or SIGTERM), unless created with keep=true.\n" +
-			"Logs go to stderr; stdout carries the protocol.",
+			"Logs go to stderr; stdout carries the protocol. Served by " + mcpName + ", installed next to boxctl.",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "debug", Usage: "log every session event to stderr"},
 		},
 		Action: func(c *cli.Context) error {
-			level := slog.LevelWarn
-			if c.Bool("debug") {
-				level = slog.LevelDebug
+			if c.NArg() > 0 {
+				return fmt.Errorf("usage: boxctl mcp [--debug]")
 			}
-			log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-			srv, err := mcpserver.New(c.String("socket"), log)
+			self, err := os.Executable()
 			if err != nil {
-				return err
+				return fmt.Errorf("find %s: %w", mcpName, err)
 			}
-			ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
-			log.Info("serving MCP on stdio", "session", srv.Session(), "socket", c.String("socket"))
-			return srv.Run(ctx, &mcp.StdioTransport{}, version())
+			path := filepath.Join(filepath.Dir(self), mcpName)
+			args := []string{path, "--socket", c.String("socket")}
+			if c.Bool("debug") {
+				args = append(args, "--debug")
+			}
+			// Replace this process: the MCP client's stdio, signals and
+			// wait belong to the server itself.
+			err = syscall.Exec(path, args, os.Environ())
+			return fmt.Errorf("cannot run %s (install it next to boxctl): %w", path, err)
 		},
 	}
-}
-
-// version is the module version boxctl was built from, for the MCP
-// handshake.
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "dev"
 }
