@@ -59,7 +59,7 @@ func run(socket string, log *slog.Logger) error {
 
 // version is the module version this was built from, for the handshake.
 func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		return bi.Main.Version
 	}
 	return "dev"
