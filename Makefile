@@ -17,14 +17,17 @@ setup:
 build:
 	$(GO) build -o $(BIN)/boxd ./cmd/boxd
 	$(GO) build -tags urfave_cli_no_docs -o $(BIN)/boxctl-full ./cmd/boxctl/full
+	$(GO) build -o $(BIN)/boxctl-mcp ./cmd/boxctl/mcp
 	$(GO) build -o $(BIN)/boxctl ./cmd/boxctl
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s -o $(BIN)/boxd-init ./cmd/boxd-init
 
-# Regenerates the committed API code from the protobuf schema.
+# Regenerates the committed API code (rpc/gen) and reference (docs/api.md)
+# from the protobuf schema.
 generate: setup
 	bash scripts/generate.sh rpc/gen
 
-# Fails when the committed generated code differs from what the schema gives.
+# Fails when the committed generated code or docs/api.md differs from what
+# the schema gives.
 check-generated: setup
 	bash scripts/generate.sh --check
 

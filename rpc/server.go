@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
 	"github.com/containerd/errdefs"
 
 	"github.com/boxd-dev/boxd/agent/wire"
@@ -43,6 +45,8 @@ type Server struct {
 	// IdleTimeout closes a connection with no call in progress for this
 	// long (0: never); a call in progress, however quiet, is not cut.
 	IdleTimeout time.Duration
+
+	health *grpchealth.StaticChecker // set by Handler; NOT_SERVING while draining
 }
 
 var _ boxdv1connect.SandboxServiceHandler = (*Server)(nil)
@@ -53,7 +57,42 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(boxdv1connect.NewSandboxServiceHandler(s, s.handlerOptions()...))
 	mux.Handle(boxdv1connect.NewFileServiceHandler(&fileServer{s}, s.handlerOptions()...))
 	mux.Handle(boxdv1connect.NewProcessServiceHandler(&processServer{s}, s.handlerOptions()...))
+	s.describe(mux)
 	return mux
+}
+
+// APIServices are the services boxd serves, as gRPC names them.
+var APIServices = []string{
+	boxdv1connect.SandboxServiceName,
+	boxdv1connect.FileServiceName,
+	boxdv1connect.ProcessServiceName,
+}
+
+// describe adds what lets a client that has no copy of rpc/proto find its
+// way: gRPC server reflection (v1 and the v1alpha that older grpcurl and
+// grpc tools still ask for) listing and describing every service, and the
+// standard health service (grpc.health.v1) that probes and load balancers
+// speak. Both go through the same mux as the API, so the connection cap
+// and the caller's credentials apply to them as to any call.
+func (s *Server) describe(mux *http.ServeMux) {
+	names := append(append([]string(nil), APIServices...),
+		grpchealth.HealthV1ServiceName,
+		grpcreflect.ReflectV1ServiceName,
+		grpcreflect.ReflectV1AlphaServiceName,
+	)
+	opts := []connect.HandlerOption{
+		connect.WithReadMaxBytes(MaxMessageBytes),
+		connect.WithSendMaxBytes(MaxMessageBytes),
+		connect.WithInterceptors(s.logInterceptor()),
+	}
+	reflector := grpcreflect.NewStaticReflector(names...)
+	mux.Handle(grpcreflect.NewHandlerV1(reflector, opts...))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, opts...))
+	// Every service answers SERVING for as long as boxd accepts calls: boxd
+	// listens only once its manager has recovered, and a daemon that is
+	// gone answers nothing, which a probe reads as not serving.
+	s.health = grpchealth.NewStaticChecker(APIServices...)
+	mux.Handle(grpchealth.NewHandler(s.health, opts...))
 }
 
 // handlerOptions are shared by every service: bounded messages, failures
@@ -118,6 +157,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
+		// Probes see the drain before the socket goes away.
+		for _, name := range append([]string{""}, APIServices...) {
+			s.health.SetStatus(name, grpchealth.StatusNotServing)
+		}
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)

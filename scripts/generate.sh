@@ -2,10 +2,11 @@
 # scripts/generate.sh [OUTDIR] | --check
 # Generates Go code for rpc/proto with protoc and the protoc-gen-go and
 # protoc-gen-connect-go versions go.mod pins (scripts/setup.sh installs them
-# into $BOXD_DEPS/bin), and the Python SDK's protobuf modules
-# (sdk/python/boxd/v1/*_pb2.py and .pyi, with Debian's protoc). --check
-# generates into a temporary directory and fails if the committed rpc/gen or
-# Python modules differ.
+# into $BOXD_DEPS/bin), the Python SDK's protobuf modules
+# (sdk/python/boxd/v1/*_pb2.py and .pyi, with Debian's protoc), and the API
+# reference docs/api.md from the proto comments with scripts/apidoc. --check
+# generates all three into a temporary directory and fails if the committed
+# rpc/gen, Python modules or docs/api.md differ.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="${BOXD_DEPS:-/opt/boxd-deps}/bin:$PATH"
@@ -24,6 +25,17 @@ gen_python() {
 	protoc -I rpc/proto --python_out="$1" --pyi_out="$1" rpc/proto/boxd/v1/*.proto
 }
 PYGEN=sdk/python
+# apidoc DOCFILE: the reference, from the descriptors with their comments.
+apidoc() {
+	local pb
+	pb=$(mktemp)
+	protoc -I rpc/proto --include_source_info --include_imports \
+		--descriptor_set_out="$pb" rpc/proto/boxd/v1/*.proto
+	mkdir -p "$(dirname "$1")"
+	go run ./scripts/apidoc "$pb" >"$1.tmp" || { rm -f "$pb" "$1.tmp"; return 1; }
+	rm -f "$pb"
+	mv "$1.tmp" "$1"
+}
 if [[ ${1:-} == --check ]]; then
 	tmp=$(mktemp -d)
 	trap 'rm -rf "$tmp"' EXIT
@@ -43,10 +55,19 @@ if [[ ${1:-} == --check ]]; then
 	for f in "$PYGEN"/boxd/v1/*_pb2.py "$PYGEN"/boxd/v1/*_pb2.pyi; do
 		[[ -e $tmp/py/boxd/v1/${f##*/} ]] || { echo "$f has no proto in rpc/proto: remove it" >&2; exit 1; }
 	done
-	echo "generated code is in sync"
+	apidoc "$tmp/api.md"
+	if ! diff -u docs/api.md "$tmp/api.md"; then
+		echo "docs/api.md is out of date with rpc/proto: run 'make generate' and commit" >&2
+		exit 1
+	fi
+	echo "generated code and docs/api.md are in sync"
 else
 	gen "${1:-rpc/gen}"
 	# Regenerating the committed rpc/gen also rewrites the Python SDK's
-	# modules; another OUTDIR (a scratch copy) leaves them alone.
-	if [[ ${1:-rpc/gen} == rpc/gen ]]; then gen_python "$PYGEN"; fi
+	# modules and the API reference; another OUTDIR (a scratch copy) leaves
+	# them alone.
+	if [[ ${1:-rpc/gen} == rpc/gen ]]; then
+		gen_python "$PYGEN"
+		apidoc docs/api.md
+	fi
 fi

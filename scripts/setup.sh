@@ -4,7 +4,9 @@
 # Idempotent and fast (well under 2 s) when everything is present; on a fresh
 # Debian (bookworm) machine, as root, it installs:
 #   - apt packages: runc, busybox-static, debootstrap, protobuf-compiler,
-#     and python3-grpcio and python3-protobuf for the Python SDK's tests
+#     python3-grpcio and python3-protobuf (the Python SDK's tests), and
+#     nodejs and npm (the e2e test of `boxctl mcp` with the TypeScript MCP
+#     SDK's client; a nodejs that ships npm itself needs no npm package)
 #     (apt-get update runs only if one of them is missing);
 #   - containerd, containerd-shim-runc-v2 and ctr at the version go.mod pins
 #     for github.com/containerd/containerd/v2, built with `go install` into
@@ -32,7 +34,7 @@ missing=()
 need() { missing+=("$1"); }
 
 # ---- apt packages -----------------------------------------------------------
-APT_PACKAGES=(runc busybox-static debootstrap protobuf-compiler python3-grpcio python3-protobuf)
+APT_PACKAGES=(runc busybox-static debootstrap protobuf-compiler python3-grpcio python3-protobuf nodejs)
 # Files each package must provide (busybox-static: the static binary; the
 # dynamically linked "busybox" package also provides /bin/busybox).
 declare -A APT_FILE=(
@@ -42,6 +44,7 @@ declare -A APT_FILE=(
 	[protobuf-compiler]=/usr/bin/protoc
 	[python3-grpcio]=/usr/lib/python3/dist-packages/grpc/__init__.py
 	[python3-protobuf]=/usr/lib/python3/dist-packages/google/protobuf/__init__.py
+	[nodejs]=/usr/bin/node
 )
 apt_missing() {
 	local status pkg
@@ -51,6 +54,7 @@ apt_missing() {
 			echo "$pkg"
 		fi
 	done
+	[[ -x /usr/bin/npm ]] || echo npm
 }
 mapfile -t apt_todo < <(apt_missing)
 if ((${#apt_todo[@]})); then

@@ -421,7 +421,8 @@ func fileExists(p string) bool {
 }
 
 // BuildBinaries builds ./cmd/boxd, ./cmd/boxctl, ./cmd/boxctl/full (as
-// boxctl-full, which boxctl runs from its own directory) and ./cmd/boxd-init
+// boxctl-full, which boxctl runs from its own directory), ./cmd/boxctl/mcp
+// (as boxctl-mcp, which `boxctl mcp` runs likewise) and ./cmd/boxd-init
 // (the last with CGO_ENABLED=0, so it runs inside any rootfs) into dir and
 // returns their paths.
 func BuildBinaries(dir string) (boxd, boxctl, initBin string, err error) {
@@ -532,4 +533,105 @@ func lockFile(path string) (unlock func(), err error) {
 		syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 		f.Close()
 	}, nil
+}
+
+// GrpcurlVersion is the grpcurl the tests build: a gRPC client boxd did not
+// write, to show that reflection and health answer standard tools.
+const GrpcurlVersion = "v1.9.4"
+
+// Grpcurl builds, once, grpcurl at GrpcurlVersion with `go install` from
+// the Go module proxy and returns its path. It is cached under CacheDir()
+// (a file lock serializes builds between test binaries). A failure to build
+// is an error, never a reason to skip.
+func Grpcurl() (string, error) {
+	cache := CacheDir()
+	dir := filepath.Join(cache, "grpcurl-"+GrpcurlVersion)
+	bin := filepath.Join(dir, "grpcurl")
+	if fileExists(bin) {
+		return bin, nil
+	}
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return "", err
+	}
+	unlock, err := lockFile(filepath.Join(cache, ".grpcurl.lock"))
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if fileExists(bin) {
+		return bin, nil
+	}
+	// Into a temporary directory first, so a killed build leaves no
+	// half-written binary under the name the fast path trusts.
+	tmp, err := os.MkdirTemp(cache, ".grpcurl-build-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	cmd := exec.Command(goTool(), "install", "github.com/fullstorydev/grpcurl/cmd/grpcurl@"+GrpcurlVersion)
+	cmd.Dir = tmp // outside boxd's module: grpcurl's own go.mod decides its dependencies
+	cmd.Env = append(os.Environ(), "GOBIN="+tmp, "GOFLAGS=-buildvcs=false")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building grpcurl %s with go install: %w\n%s", GrpcurlVersion, err, out)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.Rename(filepath.Join(tmp, "grpcurl"), bin); err != nil {
+		return "", fmt.Errorf("installing grpcurl: %w", err)
+	}
+	return bin, nil
+}
+
+// NodeModules installs, once, the npm packages that dir's package.json and
+// committed package-lock.json pin (npm ci, no install scripts) and returns
+// the node_modules directory. It is cached under CacheDir(), keyed by the
+// lockfile. Node and npm are the machine's (scripts/setup.sh checks them).
+// A failure is an error, never a reason to skip.
+func NodeModules(dir string) (string, error) {
+	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
+	if err != nil {
+		return "", fmt.Errorf("%s: a committed package-lock.json is required: %w", dir, err)
+	}
+	pkg, err := os.ReadFile(filepath.Join(dir, "package.json"))
+	if err != nil {
+		return "", err
+	}
+	h := sha256.Sum256(append(append([]byte{}, pkg...), lock...))
+	cache := CacheDir()
+	out := filepath.Join(cache, "npm-"+hex.EncodeToString(h[:])[:16])
+	mods := filepath.Join(out, "node_modules")
+	done := filepath.Join(out, ".installed")
+	if fileExists(done) {
+		return mods, nil
+	}
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return "", err
+	}
+	unlock, err := lockFile(filepath.Join(cache, ".npm.lock"))
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if fileExists(done) {
+		return mods, nil
+	}
+	os.RemoveAll(out) // a partial install from a killed run
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return "", err
+	}
+	for name, data := range map[string][]byte{"package.json": pkg, "package-lock.json": lock} {
+		if err := os.WriteFile(filepath.Join(out, name), data, 0o644); err != nil {
+			return "", err
+		}
+	}
+	cmd := exec.Command("npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund")
+	cmd.Dir = out
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("npm ci for %s: %w\n%s", dir, err, b)
+	}
+	if err := os.WriteFile(done, nil, 0o644); err != nil {
+		return "", err
+	}
+	return mods, nil
 }

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"github.com/urfave/cli/v2"
+)
+
+// mcpName is the MCP server's binary (source cmd/boxctl/mcp), installed
+// next to boxctl-full. It is a binary of its own because the MCP SDK's
+// package initialisation would slow every other command of this one (so
+// this file does not import package mcpserver either).
+const mcpName = "boxctl-mcp"
+
+func mcpCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "mcp",
+		Usage: "serve boxd to an AI agent over the Model Context Protocol on stdin/stdout",
+		Description: "Tools: sandbox_create, sandbox_list, sandbox_delete, exec, read_file, write_file, list_files, edit_file,\n" +
+			"process_start, process_read, process_kill, process_list.\n" +
+			"Sandboxes the client creates are labelled mcp-session=<session> and deleted when the\n" +
+			"client closes stdin (or boxctl gets SIGINT or SIGTERM), unless created with keep=true.\n" +
+			"Logs go to stderr; stdout carries the protocol. Served by " + mcpName + ", installed next to boxctl.",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "debug", Usage: "log every session event to stderr"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() > 0 {
+				return fmt.Errorf("usage: boxctl mcp [--debug]")
+			}
+			self, err := os.Executable()
+			if err != nil {
+				return fmt.Errorf("find %s: %w", mcpName, err)
+			}
+			path := filepath.Join(filepath.Dir(self), mcpName)
+			args := []string{path, "--socket", c.String("socket")}
+			if c.Bool("debug") {
+				args = append(args, "--debug")
+			}
+			// Replace this process: the MCP client's stdio, signals and
+			// wait belong to the server itself.
+			err = syscall.Exec(path, args, os.Environ())
+			return fmt.Errorf("cannot run %s (install it next to boxctl): %w", path, err)
+		},
+	}
+}
