@@ -34,6 +34,7 @@ import (
 	"github.com/boxd-dev/boxd/agent/handoff"
 	"github.com/boxd-dev/boxd/agent/host"
 	"github.com/boxd-dev/boxd/agent/wire"
+	"github.com/boxd-dev/boxd/network"
 	"github.com/boxd-dev/boxd/oci"
 	"github.com/boxd-dev/boxd/snapshot"
 )
@@ -87,7 +88,11 @@ type Config struct {
 	// Restarts bounds how often a sandbox's dead init is replaced; the
 	// zero value means DefaultRestartPolicy.
 	Restarts RestartPolicy
-	Logger   *slog.Logger
+	// Network sets up egress sandboxes; nil means boxd cannot offer egress
+	// and NetworkErr says why.
+	Network    *network.Manager
+	NetworkErr string
+	Logger     *slog.Logger
 }
 
 // Sandbox is what boxd reports about a sandbox.
@@ -106,6 +111,7 @@ type Sandbox struct {
 	UIDMap    string
 	Usage     *Usage // set by Get while the sandbox runs
 	Restarts  RestartInfo
+	Network   *NetworkInfo
 }
 
 // record is the part of a sandbox that is stored in its container label.
@@ -340,12 +346,30 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	}
 	undo = append(undo, func(context.Context) { _ = os.RemoveAll(m.sandboxDir(id)) })
 
-	spec, env, err := m.specFor(ctx, id, r, imgSpec)
+	// The network namespace is made and configured before the task
+	// exists; the spec joins it by path.
+	net, err := m.setupNetwork(ctx, id, r)
+	if err != nil {
+		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
+	}
+	if net != nil {
+		undo = append(undo, func(c context.Context) {
+			if err := m.teardownNetwork(c, id); err != nil {
+				log.Error("cleanup: network", "err", err)
+			}
+		})
+		phase("network")
+	}
+
+	spec, env, err := m.specFor(ctx, id, r, imgSpec, net)
 	if err != nil {
 		return nil, fmt.Errorf("create sandbox %s: spec: %w", id, err)
 	}
 
 	labels := m.labelsFor(rec, r)
+	if net != nil {
+		labels[LabelNetwork] = net.label()
+	}
 	if member {
 		labels = map[string]string{LabelPool: rec.Image, LabelSandbox: labels[LabelSandbox]}
 	}
@@ -391,6 +415,9 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	log.Info("created", "image", rec.Image, "memory", rec.Memory, "cpus", rec.CPUs, "pids", rec.Pids, "ttl", r.ttl)
 	sb := m.toSandbox(id, labels, rec)
 	sb.Env = env
+	if net != nil {
+		log.Info("network egress", "addr", net.Addr, "allow", net.Allow)
+	}
 	sb.State = "running"
 	sb.InitPID = task.Pid()
 	return sb, nil
@@ -399,7 +426,11 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 // specFor builds a sandbox's runtime-spec; env is the environment commands
 // see (without the HOSTNAME boxd adds). The spec carries it, with the
 // workdir and pids limit, in the annotation the init is handed at start.
-func (m *Manager) specFor(ctx context.Context, id string, r resolved, imgSpec ocispec.Image) (*specs.Spec, []string, error) {
+func (m *Manager) specFor(ctx context.Context, id string, r resolved, imgSpec ocispec.Image, net *netState) (*specs.Spec, []string, error) {
+	var netns, resolvConf string
+	if net != nil {
+		netns, resolvConf = net.NetNS, m.resolvConfPath(id)
+	}
 	env := append(append([]string{}, imgSpec.Config.Env...), r.env...)
 	spec, err := oci.Spec(ctx, oci.Config{
 		ID: id, Hostname: id, Workdir: r.workdir,
@@ -408,6 +439,7 @@ func (m *Manager) specFor(ctx context.Context, id string, r resolved, imgSpec oc
 		HostUID: m.cfg.HostUID, HostGID: m.cfg.HostGID, IDMapSize: m.cfg.IDMapSize,
 		InitBinary: m.cfg.InitBinary, ChannelDir: m.handoffDir(id),
 		CgroupsPath: cgroupsPath(ctx, id),
+		NetNSPath:   netns, ResolvConf: resolvConf,
 	})
 	var fe *oci.FieldError
 	if errors.As(err, &fe) && fe.Field == "Env" {
@@ -738,6 +770,15 @@ func (m *Manager) toSandbox(id string, labels map[string]string, rec record) *Sa
 		UIDMap:   fmt.Sprintf("0:%d:%d", rec.HostUID, rec.IDMapSize),
 		Restarts: restartInfo(labels),
 	}
+	st, err := parseNetState(labels)
+	if err != nil {
+		m.log.Warn("inspect", "sandbox", id, "err", err)
+	}
+	gw := ""
+	if m.cfg.Network != nil && st != nil {
+		gw = m.cfg.Network.Gateway().String()
+	}
+	sb.Network = st.info(gw)
 	for k, v := range labels {
 		if len(k) > len(UserLabelPrefix) && k[:len(UserLabelPrefix)] == UserLabelPrefix {
 			sb.Labels[k[len(UserLabelPrefix):]] = v
@@ -812,6 +853,11 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 	if err := ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("delete sandbox %s: container: %w", id, err)
 	}
+	// The namespace outlives the task (it is pinned); release it, the
+	// address and the rules now.
+	if err := m.teardownNetwork(ctx, id); err != nil {
+		return fmt.Errorf("delete sandbox %s: network: %w", id, err)
+	}
 	m.inv.forget(id)
 	m.pool.signal() // a slot under max-sandboxes may be free for a member
 	if err := os.RemoveAll(m.sandboxDir(id)); err != nil {
@@ -853,6 +899,7 @@ func deleteTask(ctx context.Context, ctr client.Container, task client.Task) err
 func (m *Manager) ReconcileOnce(ctx context.Context) (expired, restarted int, _ error) {
 	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
 	m.pruneInventory(ctx)
+	m.collectNetworks(ctx)
 	ctrs, err := m.cfg.Client.Containers(ctx, fmt.Sprintf(`labels."%s"==true`, LabelManaged))
 	if err != nil {
 		return 0, 0, fmt.Errorf("reconcile: list: %w", err)

@@ -3,7 +3,8 @@
 #
 # Idempotent and fast (well under 2 s) when everything is present; on a fresh
 # Debian (bookworm) machine, as root, it installs:
-#   - apt packages: runc, busybox-static, debootstrap, protobuf-compiler
+#   - apt packages: runc, busybox-static, debootstrap, protobuf-compiler,
+#     containernetworking-plugins (the CNI plugins of --network egress)
 #     (apt-get update runs only if one of them is missing);
 #   - containerd, containerd-shim-runc-v2 and ctr at the version go.mod pins
 #     for github.com/containerd/containerd/v2, built with `go install` into
@@ -31,7 +32,7 @@ missing=()
 need() { missing+=("$1"); }
 
 # ---- apt packages -----------------------------------------------------------
-APT_PACKAGES=(runc busybox-static debootstrap protobuf-compiler)
+APT_PACKAGES=(runc busybox-static debootstrap protobuf-compiler containernetworking-plugins)
 # Files each package must provide (busybox-static: the static binary; the
 # dynamically linked "busybox" package also provides /bin/busybox).
 declare -A APT_FILE=(
@@ -39,6 +40,7 @@ declare -A APT_FILE=(
 	[busybox-static]=/bin/busybox
 	[debootstrap]=/usr/sbin/debootstrap
 	[protobuf-compiler]=/usr/bin/protoc
+	[containernetworking-plugins]=/usr/lib/cni/bridge
 )
 apt_missing() {
 	local status pkg

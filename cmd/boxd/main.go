@@ -10,12 +10,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"os/user"
 	"path/filepath"
 	goruntime "runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -23,6 +25,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/urfave/cli/v2"
 
+	"github.com/boxd-dev/boxd/network"
 	"github.com/boxd-dev/boxd/rpc"
 	"github.com/boxd-dev/boxd/runtime"
 	"github.com/boxd-dev/boxd/snapshot"
@@ -60,6 +63,10 @@ func newApp() *cli.App {
 			&cli.StringFlag{Name: "restart-limit", Value: runtime.DefaultRestartPolicy.String(), Usage: "restarts of a sandbox's dead init allowed per window (N/WINDOW, e.g. 5/10m; 0: never restart)"},
 			&cli.DurationFlag{Name: "restart-backoff", Value: runtime.DefaultRestartPolicy.Backoff, Usage: "pause after a sandbox's first restart in the window, doubling with each further one (up to 1m)"},
 			&cli.IntFlag{Name: "warm-pool", Value: 0, Usage: "idle sandboxes of the default image kept started for fast creates"},
+			&cli.StringFlag{Name: "bridge", Value: network.DefaultBridge, Usage: "bridge of --network egress sandboxes (made on first use)"},
+			&cli.StringFlag{Name: "bridge-subnet", Value: network.DefaultSubnet, Usage: "IPv4 network egress sandboxes get addresses from (the gateway is .1)"},
+			&cli.StringFlag{Name: "dns-upstream", Usage: "resolver (host[:port]) egress sandboxes' allowed names are forwarded to (default: the first nameserver in /etc/resolv.conf)"},
+			&cli.StringFlag{Name: "cni-plugin-dir", Value: strings.Join(network.DefaultPluginDirs, ":"), Usage: "where the CNI plugins bridge, host-local and loopback are (colon-separated)"},
 			&cli.BoolFlag{Name: "debug"},
 		}, limitFlags(readHost())...),
 		Action: run,
@@ -112,6 +119,11 @@ func run(cc *cli.Context) error {
 		return fmt.Errorf("--restart-backoff: %v must be positive", restarts.Backoff)
 	}
 
+	netMgr, err := newNetwork(cc, log)
+	if err != nil {
+		return err
+	}
+
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	ctx = namespaces.WithNamespace(ctx, cc.String("namespace"))
@@ -144,6 +156,7 @@ func run(cc *cli.Context) error {
 		PoolSize:     cc.Int("warm-pool"),
 		MaxSandboxes: lim.maxSandboxes, TotalMemory: lim.memoryTotal, TotalPids: lim.pidsTotal,
 		Restarts: restarts,
+		Network:  netMgr,
 		Logger:   log,
 	})
 	if err != nil {
@@ -200,4 +213,25 @@ func hostMemory() int64 {
 		return 0
 	}
 	return int64(si.Totalram) * int64(si.Unit)
+}
+
+// newNetwork reads the egress flags. Nothing on the host changes until the
+// first egress sandbox.
+func newNetwork(cc *cli.Context, log *slog.Logger) (*network.Manager, error) {
+	subnet, err := netip.ParsePrefix(cc.String("bridge-subnet"))
+	if err != nil {
+		return nil, fmt.Errorf("--bridge-subnet: %w", err)
+	}
+	m, err := network.New(network.Config{
+		StateDir:    filepath.Join(cc.String("state-dir"), "network"),
+		PluginDirs:  filepath.SplitList(cc.String("cni-plugin-dir")),
+		Bridge:      cc.String("bridge"),
+		Subnet:      subnet,
+		DNSUpstream: cc.String("dns-upstream"),
+		Logger:      log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("network: %w", err)
+	}
+	return m, nil
 }

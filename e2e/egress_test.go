@@ -1,0 +1,140 @@
+//go:build linux
+
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestEgress runs a second boxd in a network namespace of the test's own
+// (see egressNet) and checks what an egress sandbox can and cannot reach.
+func TestEgress(t *testing.T) {
+	e := newEgressNet(t)
+	e.start(t)
+	t.Cleanup(func() { e.stop(t, syscall.SIGTERM) })
+	e.must(t, "image", "import", "--rootfs", env.busybox, "--name", testImage)
+
+	t.Run("CIDRAllowlist", func(t *testing.T) {
+		id := e.create(t, h1Addr+"/32:80", "10.77.0.0/24")
+		e.reaches(t, id, "http://"+h1Addr+"/", "h1")
+		// The port limits the entry: :8080 on the same host is refused.
+		e.refused(t, id, "http://"+h1Addr+":8080/")
+		e.refused(t, id, "http://"+h2Addr+"/")
+		// A private network of the host's own is blocked unless named
+		// exactly as a CIDR, as here.
+		e.reaches(t, id, "http://"+privAddr+"/", "h2")
+
+		var sb struct {
+			Network struct {
+				Mode    string   `json:"mode"`
+				Allow   []string `json:"allow"`
+				Address string   `json:"address"`
+			} `json:"network"`
+			Security struct {
+				Network bool `json:"network"`
+			} `json:"security"`
+		}
+		must(t, json.Unmarshal([]byte(e.must(t, "inspect", id)), &sb))
+		if sb.Network.Mode != "egress" || strings.Join(sb.Network.Allow, ",") != h1Addr+"/32:80,10.77.0.0/24" ||
+			!strings.HasPrefix(sb.Network.Address, "10.213.0.") || !sb.Security.Network {
+			t.Errorf("inspect network = %+v, security.network %v", sb.Network, sb.Security.Network)
+		}
+		if ls := e.must(t, "ls", "--json"); !strings.Contains(ls, sb.Network.Address) || !strings.Contains(ls, `"egress"`) {
+			t.Errorf("ls --json does not show the network: %s", ls)
+		}
+	})
+
+	t.Run("AlwaysBlocked", func(t *testing.T) {
+		other := e.create(t, "*")
+		// A server in the other sandbox, on its own address.
+		e.must(t, "exec", "-d", other, "--", "sh", "-c", "while true; do echo other | nc -l -p 9000; done")
+		var o struct {
+			Network struct {
+				Address string `json:"address"`
+			} `json:"network"`
+		}
+		must(t, json.Unmarshal([]byte(e.must(t, "inspect", other)), &o))
+
+		id := e.create(t, "*")
+		// Open egress reaches both test hosts...
+		e.reaches(t, id, "http://"+h1Addr+"/", "h1")
+		e.reaches(t, id, "http://"+h1Addr+":8080/", "h1-8080")
+		e.reaches(t, id, "http://"+h2Addr+"/", "h2")
+		// ...but never metadata, boxd's host, the host's private networks or
+		// another sandbox.
+		e.refused(t, id, "http://"+metaAddr+"/")
+		e.refused(t, id, "http://"+bAddr+":8081/")
+		e.refused(t, id, "http://10.213.0.1:8081/")
+		e.refused(t, id, "http://"+privAddr+"/")
+		out, _, code := e.boxctl("exec", "--timeout", "10s", id, "--", "sh", "-c", "nc -w 3 "+o.Network.Address+" 9000 </dev/null")
+		if code == 0 && strings.Contains(out, "other") {
+			t.Errorf("sandbox reached another sandbox at %s:9000: %q", o.Network.Address, out)
+		}
+		// The other sandbox's server is there: it answers itself.
+		if got := e.must(t, "exec", other, "--", "sh", "-c", "nc -w 3 127.0.0.1 9000 </dev/null"); got != "other" {
+			t.Errorf("other sandbox's own server answered %q", got)
+		}
+	})
+
+	t.Run("CleanAfterDelete", func(t *testing.T) {
+		id := e.create(t, h1Addr)
+		e.reaches(t, id, "http://"+h1Addr+"/", "h1")
+		e.must(t, "rm", id)
+		e.clean(t, "after delete")
+	})
+
+	t.Run("BadInput", func(t *testing.T) {
+		for _, c := range []struct {
+			args  []string
+			field string
+		}{
+			{[]string{"--network", "egress", "--allow", "10.0.0.0/33"}, "network.allow[0]"},
+			{[]string{"--network", "egress", "--allow", "10.1.2.3/8"}, "network.allow[0]"},
+			{[]string{"--network", "egress", "--allow", h1Addr, "--allow", h1Addr + ":0"}, "network.allow[1]"},
+			{[]string{"--network", "egress", "--allow", h1Addr + ":70000"}, "network.allow[0]"},
+			{[]string{"--network", "egress", "--allow", "bad_name!.org"}, "network.allow[0]"},
+			{[]string{"--network", "bridge"}, "network.mode"},
+			{[]string{"--allow", h1Addr}, "network.allow"},
+		} {
+			_, stderr, code := e.boxctl(append([]string{"create"}, c.args...)...)
+			if code == 0 || !strings.Contains(stderr, "invalid_argument") || !strings.Contains(stderr, c.field) {
+				t.Errorf("create %v: exit %d, stderr %q; want invalid_argument naming %s", c.args, code, stderr, c.field)
+			}
+		}
+		if ls := e.must(t, "ls"); strings.Count(ls, "\n") > 0 {
+			t.Errorf("bad creates left sandboxes:\n%s", ls)
+		}
+		e.clean(t, "after bad input")
+	})
+
+	t.Run("NoForwarding", func(t *testing.T) {
+		e.setForward(t, false)
+		defer e.setForward(t, true)
+		_, stderr, code := e.boxctl("create", "--network", "egress", "--allow", h1Addr)
+		if code == 0 || !strings.Contains(stderr, "failed_precondition") || !strings.Contains(stderr, "ip_forward") {
+			t.Errorf("create without ip_forward: exit %d, stderr %q; want failed_precondition naming ip_forward", code, stderr)
+		}
+		e.clean(t, "after a create refused for ip_forward")
+	})
+
+	t.Run("CleanAfterFailedCreate", func(t *testing.T) {
+		// An init that dies at once fails the create after the network is
+		// set up.
+		bad := filepath.Join(t.TempDir(), "bad-init")
+		must(t, os.WriteFile(bad, []byte("#!/bin/sh\necho failing on purpose >&2\nsleep 0.3\nexit 3\n"), 0o755))
+		e.stop(t, syscall.SIGTERM)
+		e.start(t, "--init-binary", bad)
+		_, stderr, code := e.boxctl("create", "--network", "egress", "--allow", h1Addr)
+		e.stop(t, syscall.SIGTERM)
+		e.start(t)
+		if code == 0 || !strings.Contains(stderr, "init exited") {
+			t.Fatalf("create with a dying init: exit %d, stderr %q", code, stderr)
+		}
+		e.clean(t, "after a failed create")
+	})
+}
