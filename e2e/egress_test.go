@@ -70,6 +70,12 @@ func TestEgress(t *testing.T) {
 		e.refused(t, id, "http://"+metaAddr+"/")
 		e.refused(t, id, "http://"+bAddr+":8081/")
 		e.refused(t, id, "http://10.213.0.1:8081/")
+		// Open egress resolves any name; a blocked address stays blocked.
+		if got := e.lookup(t, id, "denied.test"); strings.Join(got, ",") != h2Addr {
+			t.Errorf("denied.test resolved to %v under '*', want %s", got, h2Addr)
+		}
+		e.lookup(t, id, "metadata.test")
+		e.refused(t, id, "http://"+metaAddr+"/")
 		e.refused(t, id, "http://"+privAddr+"/")
 		out, _, code := e.boxctl("exec", "--timeout", "10s", id, "--", "sh", "-c", "nc -w 3 "+o.Network.Address+" 9000 </dev/null")
 		if code == 0 && strings.Contains(out, "other") {
@@ -79,6 +85,47 @@ func TestEgress(t *testing.T) {
 		if got := e.must(t, "exec", other, "--", "sh", "-c", "nc -w 3 127.0.0.1 9000 </dev/null"); got != "other" {
 			t.Errorf("other sandbox's own server answered %q", got)
 		}
+	})
+
+	t.Run("Names", func(t *testing.T) {
+		id := e.create(t, "allowed.test:80", "*.wild.test", "metadata.test", "boxdhost.test")
+		if got := e.must(t, "exec", id, "--", "cat", "/etc/resolv.conf"); !strings.Contains(got, "nameserver 10.213.0.1") {
+			t.Errorf("resolv.conf = %q, want boxd's resolver", got)
+		}
+		// Before the name is looked up its address is not allowed.
+		e.refused(t, id, "http://"+h1Addr+"/")
+		if got := e.lookup(t, id, "allowed.test"); strings.Join(got, ",") != h1Addr {
+			t.Fatalf("allowed.test resolved to %v, want %s", got, h1Addr)
+		}
+		e.reaches(t, id, "http://"+h1Addr+"/", "h1")
+		// The entry's port limits what the answer lets through.
+		e.refused(t, id, "http://"+h1Addr+":8080/")
+		// A name outside the list does not resolve, and its address is
+		// unreachable by IP too.
+		if got := e.lookup(t, id, "denied.test"); len(got) != 0 {
+			t.Errorf("denied.test resolved to %v", got)
+		}
+		e.refused(t, id, "http://"+h2Addr+"/")
+		// Nor can the sandbox ask the upstream server itself.
+		if got := e.lookup(t, id, "denied.test", h1Addr); len(got) != 0 {
+			t.Errorf("denied.test resolved through %s directly: %v", h1Addr, got)
+		}
+		// An allowed name that points at a blocked address gains nothing.
+		if got := e.lookup(t, id, "metadata.test"); strings.Join(got, ",") != metaAddr {
+			t.Errorf("metadata.test resolved to %v", got)
+		}
+		e.refused(t, id, "http://"+metaAddr+"/")
+		e.lookup(t, id, "boxdhost.test")
+		e.refused(t, id, "http://"+bAddr+":8081/")
+		// A wildcard allows names below it.
+		if got := e.lookup(t, id, "a.wild.test"); strings.Join(got, ",") != h2Addr {
+			t.Fatalf("a.wild.test resolved to %v, want %s", got, h2Addr)
+		}
+		e.reaches(t, id, "http://"+h2Addr+"/", "h2")
+		// What this sandbox's lookups opened is this sandbox's alone.
+		other := e.create(t, h1Addr+"/32:9")
+		e.refused(t, other, "http://"+h2Addr+"/")
+		e.refused(t, other, "http://"+h1Addr+"/")
 	})
 
 	t.Run("CleanAfterDelete", func(t *testing.T) {

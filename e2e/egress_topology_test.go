@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/nftables"
+	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
 
 	"github.com/boxd-dev/boxd/internal/testenv"
@@ -101,6 +102,7 @@ func newEgressNet(t *testing.T) *egressNet {
 		serveHTTP(t, h1Addr+":80", "h1")
 		serveHTTP(t, h1Addr+":8080", "h1-8080")
 		serveHTTP(t, metaAddr+":80", "metadata")
+		serveDNS(t, h1Addr+":53")
 	})
 	inNetns(t, e.h2, func() { serveHTTP(t, "0.0.0.0:80", "h2") })
 	inNetns(t, e.b, func() { serveHTTP(t, "0.0.0.0:8081", "boxd-host") })
@@ -148,6 +150,51 @@ func inNetns(t *testing.T, name string, f func()) {
 		}
 	}()
 	<-done
+}
+
+// testNames is what the test's upstream DNS server in H1 knows.
+var testNames = map[string]string{
+	"allowed.test.":  h1Addr,
+	"denied.test.":   h2Addr,
+	"a.wild.test.":   h2Addr,
+	"metadata.test.": metaAddr, // an allowed name pointing at a blocked address
+	"boxdhost.test.": bAddr,
+}
+
+func serveDNS(t *testing.T, addr string) {
+	pc, err := net.ListenPacket("udp4", addr)
+	if err != nil {
+		t.Fatalf("listen %s: %v", addr, err)
+	}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, q *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(q)
+		ip, ok := testNames[strings.ToLower(q.Question[0].Name)]
+		switch {
+		case !ok:
+			m.Rcode = dns.RcodeNameError
+		case q.Question[0].Qtype == dns.TypeA:
+			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP(ip)})
+		}
+		_ = w.WriteMsg(m)
+	})}
+	go func() { _ = srv.ActivateAndServe() }()
+	t.Cleanup(func() { _ = srv.Shutdown() })
+}
+
+// lookup resolves name in sandbox id with busybox's nslookup (its own DNS
+// client, which reads resolv.conf); it returns the answer's addresses.
+func (e *egressNet) lookup(t *testing.T, id, name string, server ...string) []string {
+	t.Helper()
+	out, _, _ := e.boxctl(append([]string{"exec", "--timeout", "20s", id, "--", "nslookup", "-timeout=3", "-retry=1", name}, server...)...)
+	var addrs []string
+	_, answer, _ := strings.Cut(out, "Name:")
+	for _, l := range strings.Split(answer, "\n") {
+		if a, ok := strings.CutPrefix(strings.TrimSpace(l), "Address:"); ok {
+			addrs = append(addrs, strings.TrimSpace(a))
+		}
+	}
+	return addrs
 }
 
 func serveHTTP(t *testing.T, addr, body string) {

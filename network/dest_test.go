@@ -64,3 +64,28 @@ func TestMatchName(t *testing.T) {
 		}
 	}
 }
+
+func TestAllowedPorts(t *testing.T) {
+	allow, err := ParseAllow("allow", []string{"a.test:443", "a.test:80", "*.b.test", "10.0.0.0/8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ports, ok := allowedPorts(allow, "a.test"); !ok || len(ports) != 2 {
+		t.Errorf("a.test: %v %v, want ports 443 and 80", ports, ok)
+	}
+	if ports, ok := allowedPorts(allow, "x.b.test"); !ok || ports != nil {
+		t.Errorf("x.b.test: %v %v, want every port", ports, ok)
+	}
+	if _, ok := allowedPorts(allow, "c.test"); ok {
+		t.Error("c.test allowed")
+	}
+	// "*" resolves every name (the firewall still refuses the blocked set).
+	any, _ := ParseAllow("allow", []string{"*"})
+	if ports, ok := allowedPorts(any, "c.test"); !ok || ports != nil {
+		t.Errorf("'*': %v %v, want every name on every port", ports, ok)
+	}
+	any443, _ := ParseAllow("allow", []string{"*:443"})
+	if ports, ok := allowedPorts(any443, "c.test"); !ok || len(ports) != 1 || ports[0] != 443 {
+		t.Errorf("'*:443': %v %v, want port 443", ports, ok)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/containerd/errdefs"
 	gocni "github.com/containerd/go-cni"
@@ -112,9 +113,18 @@ func New(cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("cni: %w", err)
 	}
 	gw := cfg.Subnet.Addr().Next()
+	upstream, err := upstreamFrom(cfg.DNSUpstream)
+	if err != nil {
+		if cfg.DNSUpstream != "" {
+			return nil, err
+		}
+		// Not fatal: CIDR allowlists work without it; names get SERVFAIL.
+		cfg.Logger.Warn("network: no DNS upstream; egress sandboxes cannot resolve names", "err", err)
+	}
 	m := &Manager{cfg: cfg, log: cfg.Logger, cni: cni,
 		fw:    &firewall{table: cfg.Table, bridge: cfg.Bridge, subnet: cfg.Subnet, gw: gw},
 		bySrc: map[netip.Addr]*member{}, byID: map[string]*member{}}
+	m.dns = &resolver{m: m, upstream: upstream, log: cfg.Logger}
 	return m, nil
 }
 
@@ -259,7 +269,44 @@ func (m *Manager) prepare() error {
 	if err := m.fw.ensure(blocked); err != nil {
 		return err
 	}
+	if !m.ready {
+		if err := m.dns.start(m.fw.gw); err != nil {
+			return err
+		}
+		m.log.Info("network: resolver for egress sandboxes", "addr", m.fw.gw, "upstream", m.dns.upstream)
+	}
 	m.ready = true
+	return nil
+}
+
+// member is the egress sandbox with source address a, or nil.
+func (m *Manager) member(a netip.Addr) *member {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mb := m.bySrc[a]
+	if mb == nil {
+		return nil
+	}
+	cp := *mb
+	return &cp
+}
+
+// admit lets sandbox id reach addrs (on ports, or every port if none)
+// for ttl: its resolver's answer.
+func (m *Manager) admit(id string, addrs []netip.Addr, ports []uint16, ttl time.Duration) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.byID[id] == nil {
+		return fmt.Errorf("sandbox %s is gone", id)
+	}
+	if len(ports) == 0 {
+		return m.fw.admit(id, addrs, 0, ttl)
+	}
+	for _, p := range ports {
+		if err := m.fw.admit(id, addrs, p, ttl); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
