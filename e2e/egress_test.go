@@ -128,6 +128,47 @@ func TestEgress(t *testing.T) {
 		e.refused(t, other, "http://"+h1Addr+"/")
 	})
 
+	t.Run("AllowAtRunTime", func(t *testing.T) {
+		id := e.create(t, h1Addr+"/32:80")
+		e.refused(t, id, "http://"+h2Addr+"/")
+		if got := e.must(t, "network", "allow", id, h2Addr, "denied.test"); got != h1Addr+"/32:80\n"+h2Addr+"/32\ndenied.test" {
+			t.Errorf("network allow printed %q", got)
+		}
+		e.reaches(t, id, "http://"+h2Addr+"/", "h2")
+		if got := e.lookup(t, id, "denied.test"); strings.Join(got, ",") != h2Addr {
+			t.Errorf("denied.test after network allow resolved to %v", got)
+		}
+		e.must(t, "network", "deny", id, h2Addr)
+		// Still reachable: denied.test's answer admitted it... until the
+		// deny of the name too, which forgets every answer.
+		e.must(t, "network", "deny", id, "denied.test")
+		e.refused(t, id, "http://"+h2Addr+"/")
+		if got := e.lookup(t, id, "denied.test"); len(got) != 0 {
+			t.Errorf("denied.test after network deny resolved to %v", got)
+		}
+		e.reaches(t, id, "http://"+h1Addr+"/", "h1")
+		var sb struct {
+			Network struct {
+				Allow []string `json:"allow"`
+			} `json:"network"`
+		}
+		must(t, json.Unmarshal([]byte(e.must(t, "inspect", id)), &sb))
+		if strings.Join(sb.Network.Allow, ",") != h1Addr+"/32:80" {
+			t.Errorf("inspect after deny: allow = %v", sb.Network.Allow)
+		}
+
+		_, stderr, code := e.boxctl("network", "allow", id, "10.0.0.0/33")
+		if code == 0 || !strings.Contains(stderr, "invalid_argument") || !strings.Contains(stderr, "allow[0]") {
+			t.Errorf("network allow of a bad CIDR: exit %d, %s", code, stderr)
+		}
+		none := e.must(t, "create", "--memory", "64m")
+		t.Cleanup(func() { _, _, _ = e.boxctl("rm", "-f", none) })
+		_, stderr, code = e.boxctl("network", "allow", none, h2Addr)
+		if code == 0 || !strings.Contains(stderr, "failed_precondition") {
+			t.Errorf("network allow on a none sandbox: exit %d, %s", code, stderr)
+		}
+	})
+
 	t.Run("CleanAfterDelete", func(t *testing.T) {
 		id := e.create(t, h1Addr)
 		e.reaches(t, id, "http://"+h1Addr+"/", "h1")

@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -321,7 +322,9 @@ func (m *Manager) Restore(id string, att Attachment, allow []Dest) error {
 }
 
 // SetAllow replaces a running sandbox's allowlist; it takes effect for the
-// next packet (connections already open stay open).
+// next connection (connections already open stay open). If an entry goes,
+// the addresses its resolver handed out go too, so names still allowed
+// must be looked up again.
 func (m *Manager) SetAllow(id string, allow []Dest) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -329,7 +332,8 @@ func (m *Manager) SetAllow(id string, allow []Dest) error {
 	if mb == nil {
 		return fmt.Errorf("sandbox %s has no egress network in this boxd: %w", id, errdefs.ErrFailedPrecondition)
 	}
-	if err := m.fw.replaceAllow(id, allow); err != nil {
+	forget := slices.ContainsFunc(mb.allow, func(d Dest) bool { return !slices.Contains(allow, d) })
+	if err := m.fw.replaceAllow(id, allow, forget); err != nil {
 		return err
 	}
 	mb.allow = allow

@@ -185,8 +185,10 @@ func (f *firewall) install(id string, addr netip.Addr, veth string, allow []Dest
 	return nil
 }
 
-// replaceAllow rewrites sandbox id's chain in one transaction.
-func (f *firewall) replaceAllow(id string, allow []Dest) error {
+// replaceAllow rewrites sandbox id's chain in one transaction; forget
+// also empties the sets of resolver answers (an entry was removed, and
+// which answer came from which name is not kept).
+func (f *firewall) replaceAllow(id string, allow []Dest, forget bool) error {
 	c, err := conn()
 	if err != nil {
 		return err
@@ -196,6 +198,10 @@ func (f *firewall) replaceAllow(id string, allow []Dest) error {
 	dyn := &nftables.Set{Table: t, Name: dynSetPrefix + id}
 	dynp := &nftables.Set{Table: t, Name: dynPSetPrefix + id}
 	c.FlushChain(ch)
+	if forget {
+		c.FlushSet(dyn)
+		c.FlushSet(dynp)
+	}
 	f.addAllowRules(c, ch, dyn, dynp, allow)
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("nftables: rules of sandbox %s: %w", id, err)
