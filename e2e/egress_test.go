@@ -9,6 +9,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
 )
 
 // TestEgress runs a second boxd in a network namespace of the test's own
@@ -167,6 +171,52 @@ func TestEgress(t *testing.T) {
 		if code == 0 || !strings.Contains(stderr, "failed_precondition") {
 			t.Errorf("network allow on a none sandbox: exit %d, %s", code, stderr)
 		}
+	})
+
+	t.Run("KillRestart", func(t *testing.T) {
+		id := e.create(t, h1Addr+"/32:80", "denied.test")
+		orphan := e.create(t, "*")
+		e.reaches(t, orphan, "http://"+h2Addr+"/", "h2")
+		e.stop(t, syscall.SIGKILL)
+		// While boxd is down the orphan's container goes behind its back:
+		// its veth, lease and rules now belong to no sandbox.
+		c := namespaces.WithNamespace(ctx(t), e.namespace)
+		ctr, err := env.ctr.LoadContainer(c, orphan)
+		must(t, err)
+		task, err := ctr.Task(c, nil)
+		must(t, err)
+		_, err = task.Delete(c, client.WithProcessKill)
+		must(t, err)
+		must(t, ctr.Delete(c, client.WithSnapshotCleanup))
+		e.start(t)
+
+		// The reconciler removes the orphan's state...
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			left := strings.Join(e.leftovers(t), " ")
+			if !strings.Contains(left, orphan) && strings.Count(left, "ipam lease") == 1 && strings.Count(left, "link:") == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("orphan %s's network state not collected: %s", orphan, left)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		// ...and the surviving sandbox keeps its rules, resolver and
+		// allowlist changes.
+		e.reaches(t, id, "http://"+h1Addr+"/", "h1")
+		e.refused(t, id, "http://"+h1Addr+":8080/")
+		if got := e.lookup(t, id, "denied.test"); strings.Join(got, ",") != h2Addr {
+			t.Errorf("denied.test after restart resolved to %v", got)
+		}
+		e.reaches(t, id, "http://"+h2Addr+"/", "h2")
+		if got := e.lookup(t, id, "allowed.test"); len(got) != 0 {
+			t.Errorf("allowed.test after restart resolved to %v", got)
+		}
+		e.must(t, "network", "allow", id, "198.18.0.0/24:8080")
+		e.reaches(t, id, "http://"+h1Addr+":8080/", "h1-8080")
+		e.must(t, "rm", id)
+		e.clean(t, "after kill -9, restart and delete")
 	})
 
 	t.Run("CleanAfterDelete", func(t *testing.T) {
