@@ -133,8 +133,11 @@ func (f *firewall) create(c *nftables.Conn) error {
 	// Sandboxes never reach each other: each sandbox's port gets a rule
 	// in this chain that drops what it sends across the bridge (install).
 	bt := c.AddTable(f.bridgeTable())
+	// Priority -200 (NF_BR_PRI_FILTER_BRIDGED), before br_netfilter (0),
+	// which re-injects the frames it passes to the IP hooks past every
+	// bridge hook of its own priority: a chain at 0 would never see them.
 	c.AddChain(&nftables.Chain{Name: chainForward, Table: bt, Type: nftables.ChainTypeFilter,
-		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Policy: &accept})
+		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityRef(-200), Policy: &accept})
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("nftables: create table %s: %w", f.table, err)
 	}
