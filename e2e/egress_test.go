@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -224,6 +225,62 @@ func TestEgress(t *testing.T) {
 		e.reaches(t, id, "http://"+h1Addr+"/", "h1")
 		e.must(t, "rm", id)
 		e.clean(t, "after delete")
+	})
+
+	t.Run("CleanAfterExpiry", func(t *testing.T) {
+		id := e.must(t, "create", "--memory", "64m", "--network", "egress", "--allow", h1Addr, "--ttl", "1s")
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			if _, _, code := e.boxctl("inspect", id); code != 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("sandbox %s did not expire", id)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		// The container goes first, its network right after.
+		for len(e.leftovers(t)) > 0 && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		e.clean(t, "after expiry")
+	})
+
+	// Create time with --network egress next to none, interleaved; the
+	// figures go to the log (the README quotes them).
+	t.Run("CreateTime", func(t *testing.T) {
+		const n = 10
+		var none, egress []time.Duration
+		for i := 0; i < n; i++ {
+			for _, mode := range []string{"none", "egress"} {
+				t0 := time.Now()
+				id := e.must(t, "create", "--memory", "64m", "--network", mode)
+				d := time.Since(t0)
+				e.must(t, "rm", id)
+				if mode == "none" {
+					none = append(none, d)
+				} else {
+					egress = append(egress, d)
+				}
+			}
+		}
+		slices.Sort(none)
+		slices.Sort(egress)
+		t.Logf("boxctl create, median of %d: none %v, egress %v (+%v); min none %v, egress %v",
+			n, none[n/2], egress[n/2], egress[n/2]-none[n/2], none[0], egress[0])
+		if b, err := os.ReadFile(e.log); err == nil {
+			lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+			var timing []string
+			for _, l := range lines {
+				if strings.Contains(l, "create timing") || strings.Contains(l, "network setup timing") {
+					timing = append(timing, l)
+				}
+			}
+			if len(timing) >= 3 {
+				t.Logf("boxd's phases of the last two creates:\n%s", strings.Join(timing[len(timing)-3:], "\n"))
+			}
+		}
+		e.clean(t, "after the timing run")
 	})
 
 	t.Run("BadInput", func(t *testing.T) {

@@ -190,33 +190,51 @@ func (m *Manager) CheckPlugins() error {
 }
 
 // Setup makes sandbox id's namespace, attaches it to the bridge and
-// installs its firewall rules, before its task exists. On failure nothing
-// of it is left.
+// installs its firewall rules. On failure nothing of it is left.
 func (m *Manager) Setup(ctx context.Context, id string, allow []Dest) (_ *Attachment, retErr error) {
-	if err := CheckForwarding(); err != nil {
+	if _, err := m.Prepare(id); err != nil {
 		return nil, err
+	}
+	att, err := m.Attach(ctx, id, allow)
+	if err != nil {
+		if terr := m.Teardown(context.WithoutCancel(ctx), id); terr != nil {
+			m.log.Error("network: undo a failed setup", "sandbox", id, "err", terr)
+		}
+		return nil, err
+	}
+	return att, nil
+}
+
+// Prepare checks the host and makes sandbox id's namespace, empty, at the
+// path it returns, so a runtime spec can name it while Attach runs. The
+// caller tears down on a later failure.
+func (m *Manager) Prepare(id string) (string, error) {
+	if err := CheckForwarding(); err != nil {
+		return "", err
 	}
 	if err := m.CheckPlugins(); err != nil {
-		return nil, err
+		return "", err
 	}
 	if err := m.prepare(); err != nil {
-		return nil, err
+		return "", err
 	}
 	path := m.netnsPath(id)
 	if err := newNetNS(path); err != nil {
-		return nil, err
+		return "", err
 	}
-	defer func() {
-		if retErr != nil {
-			if err := m.Teardown(context.WithoutCancel(ctx), id); err != nil {
-				m.log.Error("network: undo a failed setup", "sandbox", id, "err", err)
-			}
-		}
-	}()
+	return path, nil
+}
+
+// Attach connects sandbox id's prepared namespace to the bridge (CNI) and
+// installs its firewall rules. The caller tears down on failure.
+func (m *Manager) Attach(ctx context.Context, id string, allow []Dest) (*Attachment, error) {
+	t0 := time.Now()
+	path := m.netnsPath(id)
 	res, err := m.cni.Setup(ctx, id, path)
 	if err != nil {
 		return nil, fmt.Errorf("network: cni add: %w", err)
 	}
+	tCNI := time.Since(t0)
 	att := &Attachment{NetNS: path}
 	for _, ic := range res.Interfaces {
 		for _, c := range ic.IPConfigs {
@@ -242,6 +260,7 @@ func (m *Manager) Setup(ctx context.Context, id string, allow []Dest) (_ *Attach
 	if err := m.attach(id, att, allow); err != nil {
 		return nil, err
 	}
+	m.log.Debug("network attach timing", "sandbox", id, "cni", tCNI.Round(time.Microsecond), "total", time.Since(t0).Round(time.Microsecond))
 	return att, nil
 }
 

@@ -346,19 +346,34 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	}
 	undo = append(undo, func(context.Context) { _ = os.RemoveAll(m.sandboxDir(id)) })
 
-	// The network namespace is made and configured before the task
-	// exists; the spec joins it by path.
-	net, err := m.setupNetwork(ctx, id, r)
-	if err != nil {
-		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
-	}
+	// The network namespace is made before the container, attached (CNI,
+	// firewall) while the container and task are created, and ready before
+	// the task starts; the spec joins it by path.
+	net, waitNet, err := m.startNetwork(ctx, id, r)
 	if net != nil {
 		undo = append(undo, func(c context.Context) {
+			if waitNet != nil {
+				_, _ = waitNet() // let the attach finish before undoing it
+			}
 			if err := m.teardownNetwork(c, id); err != nil {
 				log.Error("cleanup: network", "err", err)
 			}
 		})
-		phase("network")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
+	}
+	var beforeStart func() error
+	if waitNet != nil {
+		beforeStart = func() error {
+			full, err := waitNet()
+			if err != nil {
+				return err
+			}
+			net = full
+			phase("network")
+			return nil
+		}
 	}
 
 	spec, env, err := m.specFor(ctx, id, r, imgSpec, net)
@@ -404,9 +419,16 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 		}
 	})
 
-	task, err := m.startInit(ctx, ctr, spec, phase)
+	task, err := m.startInit(ctx, ctr, spec, phase, beforeStart)
 	if err != nil {
 		return nil, m.explainFailure(fmt.Errorf("create sandbox %s: %w", id, err))
+	}
+	if net != nil {
+		// The label now gets the address CNI handed out.
+		labels[LabelNetwork] = net.label()
+		if _, err := ctr.SetLabels(ctx, map[string]string{LabelNetwork: labels[LabelNetwork]}); err != nil {
+			return nil, fmt.Errorf("create sandbox %s: store network: %w", id, err)
+		}
 	}
 	if !member {
 		m.inv.show(id)
@@ -499,7 +521,10 @@ func (m *Manager) newTask(ctx context.Context, ctr client.Container) (client.Tas
 // and only a peer with that pid and the sandbox root's host uid gets the
 // init's settings and the listener (agent/handoff). On failure the task is
 // gone again. phase, if not nil, marks progress for timing logs.
-func (m *Manager) startInit(ctx context.Context, ctr client.Container, spec *specs.Spec, phase func(string)) (_ client.Task, retErr error) {
+//
+// beforeStart, if not nil, runs once the task exists and before it starts
+// (the network attach is finished there); an error fails the start.
+func (m *Manager) startInit(ctx context.Context, ctr client.Container, spec *specs.Spec, phase func(string), beforeStart func() error) (_ client.Task, retErr error) {
 	if phase == nil {
 		phase = func(string) {}
 	}
@@ -547,6 +572,11 @@ func (m *Manager) startInit(ctx context.Context, ctr client.Container, spec *spe
 		}
 	}()
 	phase("task")
+	if beforeStart != nil {
+		if err := beforeStart(); err != nil {
+			return nil, err
+		}
+	}
 	if err := task.Start(ctx); err != nil {
 		return nil, fmt.Errorf("start: %w", err)
 	}

@@ -68,25 +68,49 @@ func (m *Manager) resolveNetwork(req CreateRequest, r *resolved) error {
 	return nil
 }
 
-// setupNetwork gives sandbox id its egress network before its task
-// exists; it returns the label to store and the spec options that join it.
-func (m *Manager) setupNetwork(ctx context.Context, id string, r resolved) (*netState, error) {
+// startNetwork gives sandbox id its egress namespace and starts attaching
+// it (CNI, firewall) in the background, so that the attach overlaps the
+// container's and task's creation; wait returns the finished state and
+// must be called before the task starts. The caller tears down on failure.
+func (m *Manager) startNetwork(ctx context.Context, id string, r resolved) (st *netState, wait func() (*netState, error), _ error) {
 	if r.network != network.ModeEgress {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if m.cfg.Network == nil {
-		return nil, fmt.Errorf("network egress is not available in this boxd (%s): %w", m.cfg.NetworkErr, errdefs.ErrFailedPrecondition)
+		return nil, nil, fmt.Errorf("network egress is not available in this boxd (%s): %w", m.cfg.NetworkErr, errdefs.ErrFailedPrecondition)
 	}
-	att, err := m.cfg.Network.Setup(ctx, id, r.allow)
+	path, err := m.cfg.Network.Prepare(id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	st := &netState{Mode: network.ModeEgress, Allow: network.Strings(r.allow), Attachment: *att}
-	if err := os.WriteFile(m.resolvConfPath(id), []byte(fmt.Sprintf("nameserver %s\noptions ndots:0\n", att.Gateway)), 0o644); err != nil {
-		_ = m.cfg.Network.Teardown(context.WithoutCancel(ctx), id)
-		return nil, fmt.Errorf("resolv.conf: %w", err)
+	gw := m.cfg.Network.Gateway()
+	st = &netState{Mode: network.ModeEgress, Allow: network.Strings(r.allow), Attachment: network.Attachment{NetNS: path, Gateway: gw}}
+	if err := os.WriteFile(m.resolvConfPath(id), []byte(fmt.Sprintf("nameserver %s\noptions ndots:0\n", gw)), 0o644); err != nil {
+		return st, nil, fmt.Errorf("resolv.conf: %w", err)
 	}
-	return st, nil
+	type result struct {
+		att *network.Attachment
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		att, err := m.cfg.Network.Attach(context.WithoutCancel(ctx), id, r.allow)
+		done <- result{att, err}
+	}()
+	var once *result
+	wait = func() (*netState, error) {
+		if once == nil {
+			res := <-done
+			once = &res
+		}
+		if once.err != nil {
+			return nil, once.err
+		}
+		full := *st
+		full.Attachment = *once.att
+		return &full, nil
+	}
+	return st, wait, nil
 }
 
 func (m *Manager) resolvConfPath(id string) string {
@@ -216,6 +240,12 @@ func (m *Manager) restoreNetworks(ctx context.Context) error {
 		allow, err := network.ParseAllow("allow", st.Allow)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("sandbox %s: %w", ctr.ID(), err))
+			continue
+		}
+		if !st.Addr.IsValid() {
+			// boxd died between the container and the attach's end: with no
+			// rules of its own the sandbox's traffic meets the final reject.
+			errs = append(errs, fmt.Errorf("sandbox %s: its network label has no address (create interrupted); it has no egress", ctr.ID()))
 			continue
 		}
 		if err := m.cfg.Network.Restore(ctr.ID(), st.Attachment, allow); err != nil {
