@@ -13,7 +13,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/boxd-dev/boxd/agent/wire"
 	"github.com/boxd-dev/boxd/internal/testenv"
@@ -170,13 +169,7 @@ func TestInitChannelTakeover(t *testing.T) {
 		if err := syscall.Kill(int(pid), syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		deadline := time.Now().Add(20 * time.Second)
-		for sb := inspect(t, id); sb.State != "running" || sb.InitPid == pid; sb = inspect(t, id) {
-			if time.Now().After(deadline) {
-				t.Fatalf("init not restarted: %+v", sb)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		waitRestarted(t, id, pid)
 		if got := sh(t, id, "cat /workspace/token; ls -A /.boxd/run | wc -l"); got != token+"\n0\n" {
 			t.Errorf("after the restart: %q", got)
 		}

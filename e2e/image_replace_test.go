@@ -247,19 +247,7 @@ func TestImageReplaceSkipsStalePool(t *testing.T) {
 		_, _ = daemon.Process.Wait()
 		destroyAll(t, c)
 	})
-	run := func(args ...string) (string, string, int) {
-		cmd := exec.Command(env.boxctl, append([]string{"--socket", sock}, args...)...)
-		var stdout, stderr strings.Builder
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			code = -1
-		}
-		return stdout.String(), stderr.String(), code
-	}
+	run := func(args ...string) (string, string, int) { return boxctlAt(sock, args...) }
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if _, _, code := run("image", "ls"); code == 0 {

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -191,12 +190,6 @@ func TestEnvDoesNotSteerTheInit(t *testing.T) {
 	if err := syscall.Kill(int(pid), syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for sb := inspect(t, id); sb.State != "running" || sb.InitPid == pid; sb = inspect(t, id) {
-		if time.Now().After(deadline) {
-			t.Fatalf("init not restarted: %+v", sb)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitRestarted(t, id, pid)
 	t.Run("restarted", check)
 }

@@ -212,8 +212,12 @@ func boxctl(stdin []byte, args ...string) (string, error) {
 }
 
 // boxctlRun returns stdout, stderr and the exit code.
-func boxctlRun(args ...string) (string, string, int) {
-	cmd := exec.Command(env.boxctl, append([]string{"--socket", env.socket}, args...)...)
+func boxctlRun(args ...string) (string, string, int) { return boxctlAt(env.socket, args...) }
+
+// boxctlAt runs boxctl against the daemon at socket and returns stdout,
+// stderr and the exit code (-1 if it could not run).
+func boxctlAt(socket string, args ...string) (string, string, int) {
+	cmd := exec.Command(env.boxctl, append([]string{"--socket", socket}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

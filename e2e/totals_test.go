@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -99,20 +98,7 @@ func (d *daemon) kill() {
 	}
 }
 
-func (d *daemon) boxctl(args ...string) (string, string, int) {
-	cmd := exec.Command(env.boxctl, append([]string{"--socket", d.sock}, args...)...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		code = -1
-	}
-	return stdout.String(), stderr.String(), code
-}
+func (d *daemon) boxctl(args ...string) (string, string, int) { return boxctlAt(d.sock, args...) }
 
 // wantCodeAll checks err has code and mentions every word.
 func wantCodeAll(t *testing.T, what string, err error, code connect.Code, words ...string) {

@@ -182,6 +182,7 @@ func toProto(sb *runtime.Sandbox) *boxdv1.Sandbox {
 		InitRestarts: uint32(sb.Restarts.Count), LastRestartAt: ts(sb.Restarts.LastAt),
 		LastRestartReason: sb.Restarts.LastReason, RestartRefused: sb.Restarts.Refused,
 		Network: netToProto(sb.Network),
+		Ports:   portsProto(sb.Ports),
 		Security: &boxdv1.Security{
 			Network:        sb.Network != nil && sb.Network.Mode == "egress",
 			ReadOnlyRootfs: false,
@@ -194,7 +195,7 @@ func toProto(sb *runtime.Sandbox) *boxdv1.Sandbox {
 
 func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[boxdv1.CreateSandboxRequest]) (*connect.Response[boxdv1.CreateSandboxResponse], error) {
 	m := req.Msg
-	cr := runtime.CreateRequest{Image: m.Image, Env: m.Env, Workdir: m.Workdir, Labels: m.Labels, Name: m.Name, TTL: m.Ttl}
+	cr := runtime.CreateRequest{Image: m.Image, Env: m.Env, Workdir: m.Workdir, Labels: m.Labels, Name: m.Name, TTL: m.Ttl, Publish: portSpecs(m.Publish)}
 	if n := m.Network; n != nil {
 		cr.Network, cr.Allow = n.Mode, n.Allow
 	}

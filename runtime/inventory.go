@@ -162,6 +162,8 @@ func (m *Manager) Load(ctx context.Context) error {
 	if n := m.inv.count(); m.cfg.MaxSandboxes > 0 && n > m.cfg.MaxSandboxes {
 		m.log.Warn("more sandboxes exist than max-sandboxes allows; creates are refused until some are deleted", "sandboxes", n, "max_sandboxes", m.cfg.MaxSandboxes)
 	}
+	// Published ports listen again before the API serves.
+	m.relistenAll(ctx)
 	return nil
 }
 

@@ -35,6 +35,7 @@ import (
 	"github.com/boxd-dev/boxd/agent/host"
 	"github.com/boxd-dev/boxd/agent/wire"
 	"github.com/boxd-dev/boxd/network"
+	"github.com/boxd-dev/boxd/network/ports"
 	"github.com/boxd-dev/boxd/oci"
 	"github.com/boxd-dev/boxd/snapshot"
 )
@@ -92,7 +93,10 @@ type Config struct {
 	// and NetworkErr says why.
 	Network    *network.Manager
 	NetworkErr string
-	Logger     *slog.Logger
+	// Ports says which host addresses ports may be published on (loopback
+	// always; others only as listed).
+	Ports  ports.Policy
+	Logger *slog.Logger
 }
 
 // Sandbox is what boxd reports about a sandbox.
@@ -109,7 +113,8 @@ type Sandbox struct {
 	ExpiresAt time.Time
 	InitPID   uint32
 	UIDMap    string
-	Usage     *Usage // set by Get while the sandbox runs
+	Ports     []PortSpec // published ports, as recorded
+	Usage     *Usage     // set by Get while the sandbox runs
 	Restarts  RestartInfo
 	Network   *NetworkInfo
 }
@@ -129,6 +134,9 @@ type record struct {
 	ExpiresAt   time.Time `json:"expires_at"`
 	HostUID     uint32    `json:"host_uid"`
 	IDMapSize   uint32    `json:"idmap_size"`
+	// Ports is only used while creating: the published ports live in
+	// LabelPorts, which PublishPort changes.
+	Ports []PortSpec `json:"-"`
 }
 
 // Manager runs sandboxes. It is safe for concurrent use.
@@ -138,6 +146,7 @@ type Manager struct {
 
 	pool   pool
 	inv    *inventory
+	ports  *ports.Publisher
 	totals totals // set by Load
 
 	// busy holds the ids being created or destroyed, which the background
@@ -245,7 +254,8 @@ func NewManager(cfg Config) (*Manager, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "sandboxes"), 0o700); err != nil {
 		return nil, fmt.Errorf("runtime: state dir: %w", err)
 	}
-	return &Manager{cfg: cfg, log: cfg.Logger, pool: pool{wake: make(chan struct{}, 1)}, inv: newInventory(cfg.MaxSandboxes)}, nil
+	return &Manager{cfg: cfg, log: cfg.Logger, pool: pool{wake: make(chan struct{}, 1)}, inv: newInventory(cfg.MaxSandboxes),
+		ports: &ports.Publisher{Log: cfg.Logger}}, nil
 }
 
 func (m *Manager) sandboxDir(id string) string { return filepath.Join(m.cfg.StateDir, "sandboxes", id) }
@@ -299,8 +309,12 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 			return nil, err
 		}
 	}
-	if sb, ok := m.fromPool(ctx, r, img); ok {
-		return sb, nil
+	// A pool member was started without listeners; a create that
+	// publishes ports is made cold.
+	if len(r.publish) == 0 {
+		if sb, ok := m.fromPool(ctx, r, img); ok {
+			return sb, nil
+		}
 	}
 	return m.createResolved(ctx, t0, r, img, imgSpec, false)
 }
@@ -381,6 +395,20 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 		return nil, fmt.Errorf("create sandbox %s: spec: %w", id, err)
 	}
 
+	// Listen before anything else is made, so a host port in use fails
+	// the create early; connections wait in the backlog until the init
+	// is ready.
+	lns, err := bindPorts("publish", r.publish)
+	if err != nil {
+		return nil, err
+	}
+	undo = append(undo, func(context.Context) {
+		for _, l := range lns {
+			l.Close()
+		}
+	})
+	rec.Ports = mappings(lns)
+
 	labels := m.labelsFor(rec, r)
 	if net != nil {
 		labels[LabelNetwork] = net.label()
@@ -430,6 +458,7 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 			return nil, fmt.Errorf("create sandbox %s: store network: %w", id, err)
 		}
 	}
+	m.servePorts(id, lns)
 	if !member {
 		m.inv.show(id)
 	}
@@ -478,6 +507,9 @@ func (m *Manager) labelsFor(rec record, r resolved) map[string]string {
 	labels := map[string]string{LabelManaged: "true", LabelSandbox: string(recJSON), LabelExpiresAt: rec.ExpiresAt.Format(time.RFC3339)}
 	if r.name != "" {
 		labels[LabelName] = r.name
+	}
+	if v := portsLabel(rec.Ports); v != "" {
+		labels[LabelPorts] = v
 	}
 	for k, v := range r.labels {
 		labels[UserLabelPrefix+k] = v
@@ -798,6 +830,7 @@ func (m *Manager) toSandbox(id string, labels map[string]string, rec record) *Sa
 		Workdir: rec.Workdir, CreatedAt: rec.CreatedAt, ExpiresAt: rec.ExpiresAt,
 		Labels:   map[string]string{},
 		UIDMap:   fmt.Sprintf("0:%d:%d", rec.HostUID, rec.IDMapSize),
+		Ports:    parsePorts(labels[LabelPorts]),
 		Restarts: restartInfo(labels),
 	}
 	st, err := parseNetState(labels)
@@ -870,6 +903,7 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 	}
 	defer m.release(id)
 	m.inv.hide(id)
+	m.ports.Release(id, nil)
 	task, err := ctr.Task(ctx, nil)
 	if err == nil {
 		// WithProcessKill waits for the exit before it kills, so none is
@@ -930,6 +964,7 @@ func (m *Manager) ReconcileOnce(ctx context.Context) (expired, restarted int, _ 
 	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
 	m.pruneInventory(ctx)
 	m.collectNetworks(ctx)
+	defer m.relistenAll(ctx)
 	ctrs, err := m.cfg.Client.Containers(ctx, fmt.Sprintf(`labels."%s"==true`, LabelManaged))
 	if err != nil {
 		return 0, 0, fmt.Errorf("reconcile: list: %w", err)

@@ -30,6 +30,7 @@ type CreateRequest struct {
 	// "egress"; Allow is the egress allowlist (network.ParseDest).
 	Network string
 	Allow   []string
+	Publish []PortSpec
 }
 
 // Limits are the resource limits every sandbox carries.
@@ -165,6 +166,7 @@ type resolved struct {
 	ttl     time.Duration
 	network string
 	allow   []network.Dest
+	publish []PortSpec
 }
 
 // withinTotals refuses a sandbox whose own limits exceed a daemon-wide
@@ -265,5 +267,10 @@ func (m *Manager) resolve(req CreateRequest) (resolved, error) {
 	if err := m.resolveNetwork(req, &r); err != nil {
 		return r, err
 	}
+	p, err := m.normalizePorts("publish", req.Publish)
+	if err != nil {
+		return r, err
+	}
+	r.publish = p
 	return r, nil
 }

@@ -94,6 +94,16 @@ except OSError as e:
     print("connect to 192.0.2.1:80 failed:", e)
 '
 
+say "sandbox root can neither touch boxd's channel to its init nor plant links on the host"
+run boxctl exec "$ID" -- sh -c 'echo "uid $(id -u) in the sandbox"; ln -s /run/containerd/containerd.sock /.boxd/run/agent.sock; mkdir -p /workspace/out; echo data >/workspace/out/f; ln -sf /etc/passwd /workspace/out/pw' || true
+OUT=$(mktemp -d)
+set +e
+run boxctl cp "$ID:/workspace/out" "$OUT"
+echo "exit code: $? (the link to /etc/passwd is refused; --safe-links would leave it out)"
+set -e
+ls -la "$OUT"
+rm -rf "$OUT"
+
 say "a fork bomb hits the 64-process cap, and the timeout kills its whole tree"
 set +e
 run boxctl exec --timeout 3s "$ID" -- bash -c 'bomb() { bomb | bomb & }; bomb; sleep 10' 2>&1 | tail -3

@@ -4,7 +4,8 @@
 # Idempotent and fast (well under 2 s) when everything is present; on a fresh
 # Debian (bookworm) machine, as root, it installs:
 #   - apt packages: runc, busybox-static, debootstrap, protobuf-compiler,
-#     containernetworking-plugins (the CNI plugins of --network egress)
+#     containernetworking-plugins (the CNI plugins of --network egress),
+#     and python3-grpcio and python3-protobuf for the Python SDK's tests
 #     (apt-get update runs only if one of them is missing);
 #   - containerd, containerd-shim-runc-v2 and ctr at the version go.mod pins
 #     for github.com/containerd/containerd/v2, built with `go install` into
@@ -32,7 +33,7 @@ missing=()
 need() { missing+=("$1"); }
 
 # ---- apt packages -----------------------------------------------------------
-APT_PACKAGES=(runc busybox-static debootstrap protobuf-compiler containernetworking-plugins)
+APT_PACKAGES=(runc busybox-static debootstrap protobuf-compiler containernetworking-plugins python3-grpcio python3-protobuf)
 # Files each package must provide (busybox-static: the static binary; the
 # dynamically linked "busybox" package also provides /bin/busybox).
 declare -A APT_FILE=(
@@ -41,12 +42,14 @@ declare -A APT_FILE=(
 	[debootstrap]=/usr/sbin/debootstrap
 	[protobuf-compiler]=/usr/bin/protoc
 	[containernetworking-plugins]=/usr/lib/cni/bridge
+	[python3-grpcio]=/usr/lib/python3/dist-packages/grpc/__init__.py
+	[python3-protobuf]=/usr/lib/python3/dist-packages/google/protobuf/__init__.py
 )
 apt_missing() {
 	local status pkg
 	status=$(dpkg-query -W -f='${Package} ${db:Status-Status}\n' "${APT_PACKAGES[@]}" 2>/dev/null || true)
 	for pkg in "${APT_PACKAGES[@]}"; do
-		if ! grep -qx "$pkg installed" <<<"$status" || [[ ! -x ${APT_FILE[$pkg]} ]]; then
+		if ! grep -qx "$pkg installed" <<<"$status" || [[ ! -e ${APT_FILE[$pkg]} ]]; then
 			echo "$pkg"
 		fi
 	done

@@ -48,11 +48,18 @@ func encodeFrame(t wire.FrameType, p []byte) []byte {
 	return b.Bytes()
 }
 
-// fakeInit serves one connection with a scripted reply, standing in for a
+// fakeInit serves every connection with a scripted reply, standing in for a
 // compromised init.
 func fakeInit(t *testing.T, reply []byte) *Client {
-	d := shortTempDir(t)
-	ln, err := net.Listen("unix", filepath.Join(d, "s"))
+	return serveInit(t, func(c net.Conn, _ *wire.FrameReader) { c.Write(reply) })
+}
+
+// serveInit listens where a Client dials and, on every connection, reads
+// the request and then runs play, as code that took over the init would.
+func serveInit(t *testing.T, play func(c net.Conn, fr *wire.FrameReader)) *Client {
+	t.Helper()
+	sock := filepath.Join(shortTempDir(t), "s")
+	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,12 +72,15 @@ func fakeInit(t *testing.T, reply []byte) *Client {
 			}
 			go func() {
 				defer c.Close()
-				wire.NewFrameReader(c).ReadFrame()
-				c.Write(reply)
+				fr := wire.NewFrameReader(c)
+				if _, err := fr.ReadFrame(); err != nil { // the request
+					return
+				}
+				play(c, fr)
 			}()
 		}
 	}()
-	return NewClient(filepath.Join(d, "s"))
+	return NewClient(sock)
 }
 
 func TestClientDistrustsInit(t *testing.T) {

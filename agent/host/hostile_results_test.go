@@ -7,41 +7,15 @@ import (
 	"errors"
 	"io"
 	"net"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/boxd-dev/boxd/agent/wire"
 )
 
-// hostileInit listens where a Client dials and answers every connection
-// with play, as code that took over the init would: it reads the request
-// and then says whatever it likes.
+// hostileInit is serveInit with the frames at hand.
 func hostileInit(t *testing.T, play func(fr *wire.FrameReader, fw *wire.FrameWriter)) *Client {
-	t.Helper()
-	sock := filepath.Join(shortTempDir(t), "agent.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				fr, fw := wire.NewFrameReader(c), wire.NewFrameWriter(c)
-				if _, err := fr.ReadFrame(); err != nil { // the request
-					return
-				}
-				play(fr, fw)
-			}()
-		}
-	}()
-	return NewClient(sock)
+	return serveInit(t, func(c net.Conn, fr *wire.FrameReader) { play(fr, wire.NewFrameWriter(c)) })
 }
 
 // readUploadedFile consumes one file of an upload: its header and its data.

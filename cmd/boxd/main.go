@@ -26,6 +26,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/boxd-dev/boxd/network"
+	"github.com/boxd-dev/boxd/network/ports"
 	"github.com/boxd-dev/boxd/rpc"
 	"github.com/boxd-dev/boxd/runtime"
 	"github.com/boxd-dev/boxd/snapshot"
@@ -67,6 +68,7 @@ func newApp() *cli.App {
 			&cli.StringFlag{Name: "bridge-subnet", Value: network.DefaultSubnet, Usage: "IPv4 network egress sandboxes get addresses from (the gateway is .1)"},
 			&cli.StringFlag{Name: "dns-upstream", Usage: "resolver (host[:port]) egress sandboxes' allowed names are forwarded to (default: the first nameserver in /etc/resolv.conf)"},
 			&cli.StringFlag{Name: "cni-plugin-dir", Value: strings.Join(network.DefaultPluginDirs, ":"), Usage: "where the CNI plugins bridge, host-local and loopback are (colon-separated)"},
+			&cli.StringSliceFlag{Name: "allow-publish-address", Usage: "host address other than loopback that sandbox ports may be published on (repeatable); such ports are reachable from other machines"},
 			&cli.BoolFlag{Name: "debug"},
 		}, limitFlags(readHost())...),
 		Action: run,
@@ -123,6 +125,14 @@ func run(cc *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	var publish ports.Policy
+	for _, a := range cc.StringSlice("allow-publish-address") {
+		ip, err := netip.ParseAddr(a)
+		if err != nil || ip.Zone() != "" || ip.IsUnspecified() {
+			return fmt.Errorf("--allow-publish-address: %q is not a single IP address", a)
+		}
+		publish.Allowed = append(publish.Allowed, ip.Unmap())
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -157,6 +167,7 @@ func run(cc *cli.Context) error {
 		MaxSandboxes: lim.maxSandboxes, TotalMemory: lim.memoryTotal, TotalPids: lim.pidsTotal,
 		Restarts: restarts,
 		Network:  netMgr,
+		Ports:    publish,
 		Logger:   log,
 	})
 	if err != nil {

@@ -32,7 +32,7 @@ fi
 find_mirror() {
 	local f uri
 	shopt -s nullglob
-	# deb822 format: "URIs: http://deb.debian.org/debian"
+	# deb822 format: "URIs: http://MIRROR/debian"
 	for f in /etc/apt/sources.list.d/*.sources; do
 		uri=$(awk '
 			/^[ \t]*#/ { next }
@@ -43,7 +43,7 @@ find_mirror() {
 		' "$f" | head -n1)
 		if [[ -n $uri ]] && [[ $uri == */debian* ]]; then echo "$uri"; return; fi
 	done
-	# one-line format: "deb [opts] http://deb.debian.org/debian bookworm main"
+	# one-line format: "deb [opts] http://MIRROR/debian bookworm main"
 	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
 		[[ -r $f ]] || continue
 		uri=$(awk '

@@ -23,6 +23,7 @@ func createFlags() []cli.Flag {
 		&cli.StringFlag{Name: "ttl", Usage: "lifetime, e.g. 30m, 1h (default: the daemon's)"},
 		&cli.StringFlag{Name: "network", Value: "none", Usage: "none (loopback only) or egress (only the --allow destinations)"},
 		&cli.StringSliceFlag{Name: "allow", Usage: "egress destination, repeatable: CIDR[:PORT], NAME[:PORT], *.SUFFIX, '*'"},
+		&cli.StringSliceFlag{Name: "publish", Aliases: []string{"p"}, Usage: "[ADDR:]HOSTPORT:PORT: reach sandbox port PORT at ADDR:HOSTPORT on the host (default ADDR 127.0.0.1; HOSTPORT 0: a free one), repeatable"},
 	}
 }
 
@@ -46,7 +47,12 @@ func createRequest(c *cli.Context) (*boxdv1.CreateSandboxRequest, error) {
 	if err != nil {
 		return nil, err
 	}
+	publish, err := publishList(c.StringSlice("publish"))
+	if err != nil {
+		return nil, err
+	}
 	return &boxdv1.CreateSandboxRequest{
+		Publish: publish,
 		Image:   c.String("image"),
 		Limits:  &boxdv1.Limits{Memory: c.String("memory"), Cpus: c.Float64("cpus"), Pids: c.Int64("pids")},
 		Env:     c.StringSlice("env"),

@@ -68,6 +68,12 @@ const (
 	// SandboxServiceRemoveImageProcedure is the fully-qualified name of the SandboxService's
 	// RemoveImage RPC.
 	SandboxServiceRemoveImageProcedure = "/boxd.v1.SandboxService/RemoveImage"
+	// SandboxServicePublishPortProcedure is the fully-qualified name of the SandboxService's
+	// PublishPort RPC.
+	SandboxServicePublishPortProcedure = "/boxd.v1.SandboxService/PublishPort"
+	// SandboxServiceUnpublishPortProcedure is the fully-qualified name of the SandboxService's
+	// UnpublishPort RPC.
+	SandboxServiceUnpublishPortProcedure = "/boxd.v1.SandboxService/UnpublishPort"
 )
 
 // SandboxServiceClient is a client for the boxd.v1.SandboxService service.
@@ -98,6 +104,18 @@ type SandboxServiceClient interface {
 	ListImages(context.Context, *connect.Request[v1.ListImagesRequest]) (*connect.Response[v1.ListImagesResponse], error)
 	// RemoveImage refuses an image sandboxes use unless force.
 	RemoveImage(context.Context, *connect.Request[v1.RemoveImageRequest]) (*connect.Response[v1.RemoveImageResponse], error)
+	// PublishPort makes a port of a running sandbox reachable from the host:
+	// boxd listens on host_ip:host_port and joins each connection, through
+	// the sandbox's init, to 127.0.0.1:port inside the sandbox (no network
+	// needed in the sandbox). Asking again for a port already published on
+	// that host address with host_port 0 returns the existing mapping.
+	// Errors: invalid_argument naming the field (a port outside 1-65535, a
+	// host address that is not loopback without boxd's
+	// --allow-publish-address), failed_precondition for a host port in use.
+	PublishPort(context.Context, *connect.Request[v1.PublishPortRequest]) (*connect.Response[v1.PublishPortResponse], error)
+	// UnpublishPort stops published ports (and their connections); not_found
+	// if none matches.
+	UnpublishPort(context.Context, *connect.Request[v1.UnpublishPortRequest]) (*connect.Response[v1.UnpublishPortResponse], error)
 }
 
 // NewSandboxServiceClient constructs a client for the boxd.v1.SandboxService service. By default,
@@ -189,6 +207,18 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sandboxServiceMethods.ByName("RemoveImage")),
 			connect.WithClientOptions(opts...),
 		),
+		publishPort: connect.NewClient[v1.PublishPortRequest, v1.PublishPortResponse](
+			httpClient,
+			baseURL+SandboxServicePublishPortProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("PublishPort")),
+			connect.WithClientOptions(opts...),
+		),
+		unpublishPort: connect.NewClient[v1.UnpublishPortRequest, v1.UnpublishPortResponse](
+			httpClient,
+			baseURL+SandboxServiceUnpublishPortProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("UnpublishPort")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -207,6 +237,8 @@ type sandboxServiceClient struct {
 	importImage   *connect.Client[v1.ImportImageRequest, v1.ImportImageResponse]
 	listImages    *connect.Client[v1.ListImagesRequest, v1.ListImagesResponse]
 	removeImage   *connect.Client[v1.RemoveImageRequest, v1.RemoveImageResponse]
+	publishPort   *connect.Client[v1.PublishPortRequest, v1.PublishPortResponse]
+	unpublishPort *connect.Client[v1.UnpublishPortRequest, v1.UnpublishPortResponse]
 }
 
 // CreateSandbox calls boxd.v1.SandboxService.CreateSandbox.
@@ -274,6 +306,16 @@ func (c *sandboxServiceClient) RemoveImage(ctx context.Context, req *connect.Req
 	return c.removeImage.CallUnary(ctx, req)
 }
 
+// PublishPort calls boxd.v1.SandboxService.PublishPort.
+func (c *sandboxServiceClient) PublishPort(ctx context.Context, req *connect.Request[v1.PublishPortRequest]) (*connect.Response[v1.PublishPortResponse], error) {
+	return c.publishPort.CallUnary(ctx, req)
+}
+
+// UnpublishPort calls boxd.v1.SandboxService.UnpublishPort.
+func (c *sandboxServiceClient) UnpublishPort(ctx context.Context, req *connect.Request[v1.UnpublishPortRequest]) (*connect.Response[v1.UnpublishPortResponse], error) {
+	return c.unpublishPort.CallUnary(ctx, req)
+}
+
 // SandboxServiceHandler is an implementation of the boxd.v1.SandboxService service.
 type SandboxServiceHandler interface {
 	CreateSandbox(context.Context, *connect.Request[v1.CreateSandboxRequest]) (*connect.Response[v1.CreateSandboxResponse], error)
@@ -302,6 +344,18 @@ type SandboxServiceHandler interface {
 	ListImages(context.Context, *connect.Request[v1.ListImagesRequest]) (*connect.Response[v1.ListImagesResponse], error)
 	// RemoveImage refuses an image sandboxes use unless force.
 	RemoveImage(context.Context, *connect.Request[v1.RemoveImageRequest]) (*connect.Response[v1.RemoveImageResponse], error)
+	// PublishPort makes a port of a running sandbox reachable from the host:
+	// boxd listens on host_ip:host_port and joins each connection, through
+	// the sandbox's init, to 127.0.0.1:port inside the sandbox (no network
+	// needed in the sandbox). Asking again for a port already published on
+	// that host address with host_port 0 returns the existing mapping.
+	// Errors: invalid_argument naming the field (a port outside 1-65535, a
+	// host address that is not loopback without boxd's
+	// --allow-publish-address), failed_precondition for a host port in use.
+	PublishPort(context.Context, *connect.Request[v1.PublishPortRequest]) (*connect.Response[v1.PublishPortResponse], error)
+	// UnpublishPort stops published ports (and their connections); not_found
+	// if none matches.
+	UnpublishPort(context.Context, *connect.Request[v1.UnpublishPortRequest]) (*connect.Response[v1.UnpublishPortResponse], error)
 }
 
 // NewSandboxServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -389,6 +443,18 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sandboxServiceMethods.ByName("RemoveImage")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sandboxServicePublishPortHandler := connect.NewUnaryHandler(
+		SandboxServicePublishPortProcedure,
+		svc.PublishPort,
+		connect.WithSchema(sandboxServiceMethods.ByName("PublishPort")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sandboxServiceUnpublishPortHandler := connect.NewUnaryHandler(
+		SandboxServiceUnpublishPortProcedure,
+		svc.UnpublishPort,
+		connect.WithSchema(sandboxServiceMethods.ByName("UnpublishPort")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/boxd.v1.SandboxService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case SandboxServiceCreateSandboxProcedure:
@@ -417,6 +483,10 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 			sandboxServiceListImagesHandler.ServeHTTP(w, r)
 		case SandboxServiceRemoveImageProcedure:
 			sandboxServiceRemoveImageHandler.ServeHTTP(w, r)
+		case SandboxServicePublishPortProcedure:
+			sandboxServicePublishPortHandler.ServeHTTP(w, r)
+		case SandboxServiceUnpublishPortProcedure:
+			sandboxServiceUnpublishPortHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -476,4 +546,12 @@ func (UnimplementedSandboxServiceHandler) ListImages(context.Context, *connect.R
 
 func (UnimplementedSandboxServiceHandler) RemoveImage(context.Context, *connect.Request[v1.RemoveImageRequest]) (*connect.Response[v1.RemoveImageResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.RemoveImage is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) PublishPort(context.Context, *connect.Request[v1.PublishPortRequest]) (*connect.Response[v1.PublishPortResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.PublishPort is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) UnpublishPort(context.Context, *connect.Request[v1.UnpublishPortRequest]) (*connect.Response[v1.UnpublishPortResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.UnpublishPort is not implemented"))
 }

@@ -1,0 +1,182 @@
+package ports
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/containerd/errdefs"
+)
+
+func TestNormalize(t *testing.T) {
+	allowed := netip.MustParseAddr("192.0.2.7")
+	p := Policy{Allowed: []netip.Addr{allowed}}
+	for _, tc := range []struct {
+		in    Mapping
+		field string // "" = ok
+		want  Mapping
+	}{
+		{Mapping{Port: 80}, "", Mapping{HostIP: "127.0.0.1", Port: 80, Protocol: "tcp"}},
+		{Mapping{HostIP: "::1", HostPort: 8080, Port: 80}, "", Mapping{HostIP: "::1", HostPort: 8080, Port: 80, Protocol: "tcp"}},
+		{Mapping{HostIP: "127.0.0.5", Port: 65535}, "", Mapping{HostIP: "127.0.0.5", Port: 65535, Protocol: "tcp"}},
+		{Mapping{HostIP: "::ffff:127.0.0.1", Port: 1}, "", Mapping{HostIP: "127.0.0.1", Port: 1, Protocol: "tcp"}},
+		{Mapping{HostIP: "192.0.2.7", Port: 80}, "", Mapping{HostIP: "192.0.2.7", Port: 80, Protocol: "tcp"}},
+		{Mapping{HostIP: "192.0.2.8", Port: 80}, "host_ip", Mapping{}},
+		{Mapping{HostIP: "0.0.0.0", Port: 80}, "host_ip", Mapping{}},
+		{Mapping{HostIP: "::", Port: 80}, "host_ip", Mapping{}},
+		{Mapping{HostIP: "localhost", Port: 80}, "host_ip", Mapping{}},
+		{Mapping{HostIP: "fe80::1%eth0", Port: 80}, "host_ip", Mapping{}},
+		{Mapping{Port: 0}, "port", Mapping{}},
+		{Mapping{Port: 65536}, "port", Mapping{}},
+		{Mapping{Port: -1}, "port", Mapping{}},
+		{Mapping{Port: 80, HostPort: 65536}, "host_port", Mapping{}},
+		{Mapping{Port: 80, HostPort: -1}, "host_port", Mapping{}},
+		{Mapping{Port: 80, Protocol: "udp"}, "protocol", Mapping{}},
+	} {
+		got, err := p.Normalize(tc.in)
+		var fe *FieldError
+		switch {
+		case tc.field == "" && err != nil:
+			t.Errorf("%+v: %v", tc.in, err)
+		case tc.field == "" && got != tc.want:
+			t.Errorf("%+v: got %+v, want %+v", tc.in, got, tc.want)
+		case tc.field != "" && (!errors.As(err, &fe) || fe.Field != tc.field || !errdefs.IsInvalidArgument(err)):
+			t.Errorf("%+v: got %v, want an invalid-argument error about %s", tc.in, err, tc.field)
+		}
+	}
+}
+
+func TestBindInUse(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	_, err = Bind(Mapping{HostIP: "127.0.0.1", HostPort: busy.Addr().(*net.TCPAddr).Port, Port: 80, Protocol: "tcp"})
+	if !errdefs.IsFailedPrecondition(err) || BindField(err) != "host_port" {
+		t.Errorf("bind of a port in use: %v (field %q), want failed-precondition about host_port", err, BindField(err))
+	}
+}
+
+// publish serves a loopback port whose connections dial to target (the
+// "sandbox"), or fail with dialErr.
+func publish(t *testing.T, target string, dialErr error) (*Publisher, string) {
+	t.Helper()
+	l, err := Bind(Mapping{HostIP: "127.0.0.1", Port: 1, Protocol: "tcp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &Publisher{}
+	p.Serve("sb", l, func(ctx context.Context, _ int) (net.Conn, error) {
+		if dialErr != nil {
+			return nil, dialErr
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", target)
+	})
+	t.Cleanup(func() { p.Release("sb", nil) })
+	return p, l.Mapping().HostAddr()
+}
+
+// TestHalfClose: a client that shuts down its sending side still gets the
+// answer the server writes after reading to EOF.
+func TestHalfClose(t *testing.T) {
+	srv, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	go func() {
+		c, err := srv.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		n, _ := io.Copy(io.Discard, c)
+		fmt.Fprintf(c, "got %d bytes", n)
+	}()
+	_, addr := publish(t, srv.Addr().String(), nil)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write(make([]byte, 3<<20)); err != nil {
+		t.Fatal(err)
+	}
+	c.(*net.TCPConn).CloseWrite()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	b, err := io.ReadAll(c)
+	if err != nil || string(b) != fmt.Sprintf("got %d bytes", 3<<20) {
+		t.Errorf("answer after half-close: %q, %v", b, err)
+	}
+}
+
+// TestRefusedIsReset: when the sandbox side cannot be reached, the client
+// is reset at once.
+func TestRefusedIsReset(t *testing.T) {
+	_, addr := publish(t, "", errors.New("connection refused in the sandbox"))
+	c, err := net.Dial("tcp", addr)
+	if errors.Is(err, syscall.ECONNRESET) {
+		return // the reset came before connect returned
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err = c.Read(make([]byte, 1))
+	if !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("read: %v, want a reset", err)
+	}
+}
+
+// TestReleaseEndsEverything: releasing a port closes its listener and the
+// connections it carries.
+func TestReleaseEndsEverything(t *testing.T) {
+	srv, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	go func() {
+		for {
+			c, err := srv.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	p, addr := publish(t, srv.Addr().String(), nil)
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	time.Sleep(50 * time.Millisecond) // accepted and dialled
+	done := make(chan struct{})
+	go func() { p.Release("sb", nil); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Release did not return")
+	}
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Read(make([]byte, 1)); err == nil || errors.Is(err, syscall.ETIMEDOUT) {
+		t.Errorf("read on a released port's connection: %v, want EOF or reset", err)
+	}
+	if c2, err := net.Dial("tcp", addr); err == nil {
+		c2.Close()
+		t.Error("released port still accepts")
+	}
+	if got := p.Published("sb"); len(got) != 0 {
+		t.Errorf("Published after Release = %v", got)
+	}
+}

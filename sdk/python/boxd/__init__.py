@@ -1,0 +1,54 @@
+"""boxd: run untrusted code in sandboxes from Python.
+
+    import boxd
+    with boxd.Sandbox.create(memory="256m", ttl="1h") as sb:
+        r = sb.exec(["sh", "-c", "echo $((6*7))"], timeout=5)
+        print(r.exit_code, r.stdout_text)
+
+The SDK talks gRPC to boxd's Unix socket ($BOXD_SOCKET, else
+/run/boxd/boxd.sock); see sdk/python/README.md.
+"""
+
+from ._client import Client, default_client, default_socket
+from .errors import (
+    AlreadyExists,
+    BoxdError,
+    Cancelled,
+    DeadlineExceeded,
+    FailedPrecondition,
+    Internal,
+    InvalidArgument,
+    NotFound,
+    PermissionDenied,
+    ResourceExhausted,
+    Unavailable,
+    Unimplemented,
+    Unknown,
+)
+from .files import Files, UploadResult, Watch
+from .process import PIPE, Execution, Processes, Session, Sessions
+from .sandbox import Sandbox, list
+from .types import (
+    DownloadedFile,
+    ExecResult,
+    FileInfo,
+    FileResult,
+    Output,
+    ProcessInfo,
+    SandboxInfo,
+    SessionInfo,
+    SessionResult,
+    Usage,
+    WatchEvent,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client", "default_client", "default_socket",
+    "Sandbox", "list", "PIPE", "Execution", "Files", "Processes", "Session", "Sessions", "UploadResult", "Watch", "WatchEvent",
+    "ExecResult", "Output", "SandboxInfo", "Usage", "FileInfo", "FileResult", "DownloadedFile",
+    "ProcessInfo", "SessionInfo", "SessionResult",
+    "BoxdError", "NotFound", "InvalidArgument", "AlreadyExists", "FailedPrecondition", "ResourceExhausted",
+    "DeadlineExceeded", "Unavailable", "PermissionDenied", "Cancelled", "Unimplemented", "Internal", "Unknown",
+]

@@ -1,0 +1,184 @@
+"""The connection to boxd: one gRPC channel on the Unix socket.
+
+boxd serves gRPC (besides Connect and gRPC-Web) from one handler, over
+HTTP/2 without TLS on its socket. grpcio's C core does the HTTP/2, flow
+control, deadlines (sent as grpc-timeout, so boxd cancels the work when a
+call's time is up) and bidirectional streams; protobuf's compiled runtime
+does the encoding. The method tables are read from the generated
+descriptors, so no grpc stub generator is needed.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any, Callable, Dict, Iterator, Optional, TypeVar
+
+import grpc
+
+from . import _wire, errors
+from .v1 import boxd_pb2, files_pb2, process_pb2
+
+DEFAULT_SOCKET = "/run/boxd/boxd.sock"
+
+# boxd refuses messages above 8 MiB (rpc.MaxMessageBytes); file data goes in
+# 1 MiB pieces, the size boxd itself sends.
+CHUNK = 1 << 20
+_MAX_MESSAGE = 16 << 20
+
+T = TypeVar("T")
+
+
+def default_socket() -> str:
+    """``$BOXD_SOCKET``, else /run/boxd/boxd.sock (as boxctl)."""
+    return os.environ.get("BOXD_SOCKET") or DEFAULT_SOCKET
+
+
+class _Service:
+    """The methods of one protobuf service as grpc multi-callables, built
+    from the service's descriptor."""
+
+    def __init__(self, channel: grpc.Channel, service: Any, module: Any) -> None:
+        for m in service.methods:
+            req = _message_class(m.input_type)
+            resp = _message_class(m.output_type)
+            path = f"/{service.full_name}/{m.name}"
+            kind = _kind(m)
+            factory = getattr(channel, kind)
+            setattr(self, m.name, factory(path, request_serializer=_serialize, response_deserializer=resp.FromString))
+        # File data: the data field is read as a view of the received buffer
+        # (see _wire); the methods' other fields parse as usual.
+        for name, field in _DATA_FIELDS.get(service.full_name, {}).items():
+            m = service.methods_by_name[name]
+            factory = getattr(channel, _kind(m))
+            split = _wire.splitter(_message_class(m.output_type), field)
+            setattr(self, name + "Split", factory(f"/{service.full_name}/{name}", request_serializer=_serialize,
+                                                  response_deserializer=split))
+
+
+# Methods whose responses carry file data, and the data field's number.
+_DATA_FIELDS = {"boxd.v1.FileService": {"ReadFile": 2, "DownloadFiles": 2}}
+
+
+def _serialize(m: Any) -> bytes:
+    # Pre-encoded messages (file data, see _wire.data_message) pass as is.
+    if isinstance(m, bytes):
+        return m
+    return m.SerializeToString()
+
+
+def _kind(m: Any) -> str:
+    cs, ss = getattr(m, "client_streaming", None), getattr(m, "server_streaming", None)
+    if cs is None or ss is None:  # older runtimes: read the descriptor proto
+        from google.protobuf import descriptor_pb2
+
+        p = descriptor_pb2.MethodDescriptorProto()
+        m.CopyToProto(p)
+        cs, ss = p.client_streaming, p.server_streaming
+    return {(False, False): "unary_unary", (False, True): "unary_stream",
+            (True, False): "stream_unary", (True, True): "stream_stream"}[(bool(cs), bool(ss))]
+
+
+def _message_class(desc: Any) -> Any:
+    from google.protobuf import symbol_database
+
+    return symbol_database.Default().GetSymbol(desc.full_name)
+
+
+class Client:
+    """A connection to one boxd. Thread-safe; share one per process.
+
+    ``socket``: the daemon's Unix socket (default ``$BOXD_SOCKET``, else
+    /run/boxd/boxd.sock). ``timeout``: the default request_timeout, in
+    seconds, of every call that does not give its own (None: no limit).
+    """
+
+    def __init__(self, socket: Optional[str] = None, *, timeout: Optional[float] = None) -> None:
+        self.socket = socket or default_socket()
+        self.timeout = timeout
+        target = "unix:" + os.path.abspath(self.socket)
+        self._channel = grpc.insecure_channel(
+            target,
+            options=[
+                ("grpc.max_receive_message_length", _MAX_MESSAGE),
+                ("grpc.max_send_message_length", _MAX_MESSAGE),
+                ("grpc.default_authority", "localhost"),
+                # A restarted boxd is found again quickly.
+                ("grpc.min_reconnect_backoff_ms", 100),
+                ("grpc.initial_reconnect_backoff_ms", 100),
+                ("grpc.max_reconnect_backoff_ms", 1000),
+                # Big file transfers: let the window grow past the default.
+                ("grpc.http2.lookahead_bytes", 8 << 20),
+            ],
+        )
+        self.sandbox = _Service(self._channel, boxd_pb2.DESCRIPTOR.services_by_name["SandboxService"], boxd_pb2)
+        self.files = _Service(self._channel, files_pb2.DESCRIPTOR.services_by_name["FileService"], files_pb2)
+        self.process = _Service(self._channel, process_pb2.DESCRIPTOR.services_by_name["ProcessService"], process_pb2)
+
+    # -- calling helpers -------------------------------------------------
+
+    def _timeout(self, request_timeout: Optional[float]) -> Optional[float]:
+        return self.timeout if request_timeout is None else request_timeout
+
+    def unary(self, method: Callable[..., T], request: Any, request_timeout: Optional[float] = None) -> T:
+        """Calls a unary or client-streaming method, mapping errors."""
+        try:
+            return method(request, timeout=self._timeout(request_timeout))
+        except grpc.RpcError as e:
+            raise errors.from_rpc_error(e, self.socket) from None
+
+    def stream(self, method: Callable[..., Any], request: Any, request_timeout: Optional[float] = None) -> "Stream":
+        """Calls a server- or bidi-streaming method; the result iterates the
+        responses with errors mapped, and cancels the call when closed."""
+        try:
+            call = method(request, timeout=self._timeout(request_timeout))
+        except grpc.RpcError as e:
+            raise errors.from_rpc_error(e, self.socket) from None
+        return Stream(call, self.socket)
+
+    def close(self) -> None:
+        self._channel.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Stream:
+    """Responses of a streaming call. Iterating maps errors to typed
+    exceptions; close() (or leaving a with block) cancels the call."""
+
+    def __init__(self, call: Any, socket: str) -> None:
+        self._call = call
+        self._socket = socket
+
+    def __iter__(self) -> Iterator[Any]:
+        try:
+            for msg in self._call:
+                yield msg
+        except grpc.RpcError as e:
+            raise errors.from_rpc_error(e, self._socket) from None
+
+    def close(self) -> None:
+        self._call.cancel()
+
+    def __enter__(self) -> "Stream":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_default: Optional[Client] = None
+_default_lock = threading.Lock()
+
+
+def default_client() -> Client:
+    """The process-wide client on default_socket(), made on first use."""
+    global _default
+    with _default_lock:
+        if _default is None:
+            _default = Client()
+        return _default

@@ -1,0 +1,535 @@
+"""The asyncio variant of the SDK: the same calls, awaited, on grpc.aio.
+
+    import boxd.aio
+    async with boxd.aio.Sandbox.create(memory="256m", ttl="1h") as sb:
+        r = await sb.exec(["sh", "-c", "echo hi"], timeout=5)
+        await sb.files.write("/workspace/a.txt", b"data")
+        async for out in sb.exec_stream(["sh", "-c", "echo 1; sleep 1; echo 2"]):
+            print(out.stream, out.data)
+
+Results, errors and argument meanings are those of the sync API (boxd).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import weakref
+from typing import Any, AsyncIterator, Awaitable, Callable, Generator, List, Mapping, Optional, Sequence, Union
+
+import grpc
+import grpc.aio
+
+from . import _wire, errors
+from ._client import _MAX_MESSAGE, CHUNK, _Service, default_socket
+from .files import Data, UploadItem, UploadResult, _chunks, _UPLOAD_DATA, _WRITE_DATA
+from .process import PIPE, argv, env_list
+from .types import (DownloadedFile, ExecResult, FileInfo, FileResult, Output, ProcessInfo, SandboxInfo,
+                    SessionInfo, SessionResult, duration)
+from .v1 import boxd_pb2, files_pb2, process_pb2
+
+__all__ = ["Client", "Sandbox", "Execution", "list", "PIPE"]
+
+Env = Union[Mapping[str, str], Sequence[str], None]
+OnOutput = Optional[Callable[[bytes], Any]]
+
+
+class Client:
+    """A grpc.aio connection to boxd; make it inside the event loop that
+    uses it. socket and timeout as boxd.Client."""
+
+    def __init__(self, socket: Optional[str] = None, *, timeout: Optional[float] = None) -> None:
+        import os
+
+        self.socket = socket or default_socket()
+        self.timeout = timeout
+        self._channel = grpc.aio.insecure_channel(
+            "unix:" + os.path.abspath(self.socket),
+            options=[("grpc.max_receive_message_length", _MAX_MESSAGE),
+                     ("grpc.max_send_message_length", _MAX_MESSAGE),
+                     ("grpc.default_authority", "localhost"),
+                     ("grpc.min_reconnect_backoff_ms", 100),
+                     ("grpc.initial_reconnect_backoff_ms", 100),
+                     ("grpc.max_reconnect_backoff_ms", 1000)])
+        self.sandbox = _Service(self._channel, boxd_pb2.DESCRIPTOR.services_by_name["SandboxService"], boxd_pb2)
+        self.files = _Service(self._channel, files_pb2.DESCRIPTOR.services_by_name["FileService"], files_pb2)
+        self.process = _Service(self._channel, process_pb2.DESCRIPTOR.services_by_name["ProcessService"],
+                                process_pb2)
+
+    def _t(self, request_timeout: Optional[float]) -> Optional[float]:
+        return self.timeout if request_timeout is None else request_timeout
+
+    async def unary(self, method: Any, request: Any, request_timeout: Optional[float] = None) -> Any:
+        try:
+            return await method(request, timeout=self._t(request_timeout))
+        except grpc.RpcError as e:
+            raise errors.from_rpc_error(e, self.socket) from None
+
+    async def stream(self, method: Any, request: Any, request_timeout: Optional[float] = None) -> AsyncIterator[Any]:
+        call = method(request, timeout=self._t(request_timeout))
+        try:
+            async for msg in call:
+                yield msg
+        except grpc.RpcError as e:
+            raise errors.from_rpc_error(e, self.socket) from None
+        finally:
+            call.cancel()
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def __aenter__(self) -> "Client":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+
+# grpc.aio channels belong to the loop they were made in.
+_defaults: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Client]" = weakref.WeakKeyDictionary()
+
+
+def default_client() -> Client:
+    """One client per running event loop, on default_socket()."""
+    loop = asyncio.get_running_loop()
+    c = _defaults.get(loop)
+    if c is None:
+        c = _defaults[loop] = Client()
+    return c
+
+
+class _Creating:
+    """Sandbox.create(...): await it, or use it with `async with` (the
+    sandbox is deleted on exit)."""
+
+    def __init__(self, coro: Awaitable["Sandbox"]) -> None:
+        self._coro = coro
+        self._sb: Optional[Sandbox] = None
+
+    def __await__(self) -> Generator[Any, None, "Sandbox"]:
+        return self._coro.__await__()  # type: ignore[attr-defined]
+
+    async def __aenter__(self) -> "Sandbox":
+        self._sb = await self._coro
+        return self._sb
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._sb is not None:
+            await self._sb.__aexit__(*exc)
+
+
+class Sandbox:
+    def __init__(self, info: SandboxInfo, client: Client) -> None:
+        self._client = client
+        self._info = info
+        self.id = info.id
+        self.files = Files(self)
+        self.processes = Processes(self)
+        self.sessions = Sessions(self)
+
+    def __repr__(self) -> str:
+        return f"aio.Sandbox(id={self.id!r})"
+
+    @classmethod
+    def create(cls, image: Optional[str] = None, *, memory: Union[str, int, None] = None,
+               cpus: Optional[float] = None, pids: Optional[int] = None, env: Env = None,
+               workdir: Optional[str] = None, labels: Optional[Mapping[str, str]] = None,
+               name: Optional[str] = None, ttl: Union[float, str, None] = None,
+               client: Optional[Client] = None, request_timeout: Optional[float] = None) -> _Creating:
+        async def make() -> "Sandbox":
+            c = client or default_client()
+            limits = boxd_pb2.Limits(memory=str(memory) if memory is not None else "", cpus=cpus or 0,
+                                     pids=pids or 0)
+            req = boxd_pb2.CreateSandboxRequest(image=image or "", limits=limits, env=env_list(env),
+                                                workdir=workdir or "", labels=dict(labels or {}), name=name or "",
+                                                ttl=duration(ttl))
+            r = await c.unary(c.sandbox.CreateSandbox, req, request_timeout)
+            return cls(SandboxInfo._from(r.sandbox), c)
+
+        return _Creating(make())
+
+    @classmethod
+    async def connect(cls, sandbox_id: str, *, client: Optional[Client] = None) -> "Sandbox":
+        c = client or default_client()
+        r = await c.unary(c.sandbox.GetSandbox, boxd_pb2.GetSandboxRequest(id=sandbox_id))
+        return cls(SandboxInfo._from(r.sandbox), c)
+
+    @property
+    def name(self) -> str:
+        return self._info.name
+
+    async def info(self) -> SandboxInfo:
+        r = await self._client.unary(self._client.sandbox.GetSandbox, boxd_pb2.GetSandboxRequest(id=self.id))
+        self._info = SandboxInfo._from(r.sandbox)
+        return self._info
+
+    async def delete(self) -> None:
+        await self._client.unary(self._client.sandbox.DeleteSandbox, boxd_pb2.DeleteSandboxRequest(id=self.id))
+
+    async def __aenter__(self) -> "Sandbox":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        try:
+            await self.delete()
+        except errors.NotFound:
+            pass
+
+    def _spec(self, args: Union[str, Sequence[str]], *, env: Env = None, workdir: Optional[str] = None,
+              user: Optional[str] = None, timeout: Union[float, str, None] = None, stdin: Any = None,
+              tty: bool = False, output_limit: int = 0) -> process_pb2.ProcessSpec:
+        data = stdin.encode() if isinstance(stdin, str) else (
+            bytes(stdin) if isinstance(stdin, (bytes, bytearray, memoryview)) else b"")
+        return process_pb2.ProcessSpec(sandbox_id=self.id, args=argv(args), env=env_list(env), workdir=workdir or "",
+                                       user=user or "", timeout=duration(timeout), tty=tty, stdin=data,
+                                       output_limit=output_limit)
+
+    async def exec(self, args: Union[str, Sequence[str]], *, stdin: Any = None, env: Env = None,
+                   workdir: Optional[str] = None, user: Optional[str] = None,
+                   timeout: Union[float, str, None] = None, output_limit: int = 0,
+                   on_stdout: OnOutput = None, on_stderr: OnOutput = None,
+                   request_timeout: Optional[float] = None) -> ExecResult:
+        simple = (stdin is None or isinstance(stdin, (bytes, bytearray, memoryview, str))) \
+            and on_stdout is None and on_stderr is None and not user
+        if simple:
+            data = stdin.encode() if isinstance(stdin, str) else bytes(stdin or b"")
+            req = boxd_pb2.ExecRequest(sandbox_id=self.id, args=argv(args), env=env_list(env), workdir=workdir or "",
+                                       timeout=duration(timeout), stdin=data, output_limit=output_limit)
+            r = await self._client.unary(self._client.sandbox.Exec, req, request_timeout)
+            return ExecResult._from(r.result, r.stdout, r.stderr)
+        async with self.exec_stream(args, stdin=stdin, env=env, workdir=workdir, user=user, timeout=timeout,
+                                    output_limit=output_limit, request_timeout=request_timeout) as ex:
+            return await ex.wait(on_stdout=on_stdout, on_stderr=on_stderr)
+
+    def exec_stream(self, args: Union[str, Sequence[str]], *, stdin: Any = None, env: Env = None,
+                    workdir: Optional[str] = None, user: Optional[str] = None,
+                    timeout: Union[float, str, None] = None, output_limit: int = 0, tty: bool = False,
+                    request_timeout: Optional[float] = None) -> "Execution":
+        """An Execution: `async for out in ...`, then .result. stdin as in
+        boxd.Sandbox.exec_stream (an iterable may also be async)."""
+        spec = self._spec(args, env=env, workdir=workdir, user=user, timeout=timeout, stdin=stdin, tty=tty,
+                          output_limit=output_limit)
+        return Execution(self._client, process_pb2.ProcessInput(start=spec), stdin, request_timeout)
+
+
+class Execution:
+    """A command on a bidirectional stream; see boxd.Execution."""
+
+    def __init__(self, client: Client, first: process_pb2.ProcessInput, stdin: Any,
+                 request_timeout: Optional[float], attach: bool = False) -> None:
+        self._client = client
+        self._first = first
+        self._stdin = stdin
+        self._attach = attach
+        method = client.process.Attach if attach else client.process.Exec
+        self._call = method(timeout=client._t(request_timeout))
+        self._started = False
+        self._feeder: Optional[asyncio.Task] = None
+        self.result: Optional[ExecResult] = None
+        self.process: Optional[ProcessInfo] = None
+
+    async def _start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        try:
+            await self._call.write(self._first)
+            s = self._stdin
+            if s is PIPE:
+                return
+            if s is None or isinstance(s, (bytes, bytearray, memoryview, str)):
+                if not self._attach:
+                    await self._call.write(process_pb2.ProcessInput(close_stdin=True))
+                return
+        except grpc.RpcError as e:
+            raise errors.from_rpc_error(e, self._client.socket) from None
+        self._feeder = asyncio.ensure_future(self._feed(s))
+
+    async def _feed(self, chunks: Any) -> None:
+        try:
+            if hasattr(chunks, "__aiter__"):
+                async for c in chunks:
+                    await self.write(c)
+            else:
+                for c in chunks:
+                    await self.write(c)
+            await self.close_stdin()
+        except (grpc.RpcError, errors.BoxdError, asyncio.InvalidStateError):
+            pass  # the call ended; the output side reports why
+
+    async def write(self, data: Union[bytes, str]) -> None:
+        if isinstance(data, str):
+            data = data.encode()
+        for i in range(0, len(data), CHUNK):
+            await self._call.write(process_pb2.ProcessInput(stdin=bytes(data[i:i + CHUNK])))
+
+    async def close_stdin(self) -> None:
+        await self._call.write(process_pb2.ProcessInput(close_stdin=True))
+
+    async def signal(self, sig: str = "SIGINT") -> None:
+        await self._call.write(process_pb2.ProcessInput(signal=sig))
+
+    async def resize(self, rows: int, cols: int) -> None:
+        await self._call.write(process_pb2.ProcessInput(resize=process_pb2.WindowSize(rows=rows, cols=cols)))
+
+    async def __aiter__(self) -> AsyncIterator[Output]:
+        await self._start()
+        try:
+            while True:
+                msg = await self._call.read()
+                if msg is grpc.aio.EOF:
+                    break
+                kind = msg.WhichOneof("event")
+                if kind == "stdout":
+                    yield Output("stdout", msg.stdout)
+                elif kind == "stderr":
+                    yield Output("stderr", msg.stderr)
+                elif kind == "process":
+                    self.process = ProcessInfo._from(msg.process)
+                elif kind == "result":
+                    self.result = ExecResult._from(msg.result)
+                    break
+        except grpc.RpcError as e:
+            raise errors.from_rpc_error(e, self._client.socket) from None
+
+    async def wait(self, on_stdout: OnOutput = None, on_stderr: OnOutput = None) -> ExecResult:
+        out: List[bytes] = []
+        err: List[bytes] = []
+        async for o in self:
+            cb = on_stdout if o.stream == "stdout" else on_stderr
+            if cb is not None:
+                r = cb(o.data)
+                if asyncio.iscoroutine(r):
+                    await r
+            else:
+                (out if o.stream == "stdout" else err).append(o.data)
+        if self.result is None:
+            raise errors.FailedPrecondition("the process is still running (attached without follow)")
+        self.result.stdout, self.result.stderr = b"".join(out), b"".join(err)
+        return self.result
+
+    def cancel(self) -> None:
+        self._call.cancel()
+        if self._feeder is not None:
+            self._feeder.cancel()
+
+    async def __aenter__(self) -> "Execution":
+        await self._start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.cancel()
+
+
+class Files:
+    def __init__(self, sandbox: Sandbox) -> None:
+        self._sb = sandbox
+        self._c = sandbox._client
+
+    async def write(self, path: str, data: Data, *, mode: Optional[int] = None, parents: bool = False,
+                    in_place: bool = False, append: bool = False, exclusive: bool = False,
+                    user: Optional[str] = None, request_timeout: Optional[float] = None) -> FileInfo:
+        first = files_pb2.WriteFileRequest(sandbox_id=self._sb.id, path=path, user=user or "", parents=parents,
+                                           in_place=in_place, append=append, exclusive=exclusive)
+        if mode is not None:
+            first.mode = mode
+
+        def requests() -> Any:
+            it = _chunks(data)
+            first.data = bytes(next(it, b""))
+            yield first
+            for c in it:
+                yield _wire.data_message(_WRITE_DATA, c)
+
+        r = await self._c.unary(self._c.files.WriteFile, requests(), request_timeout)
+        return FileInfo._from(r.info)
+
+    async def read_stream(self, path: str, *, offset: int = 0, length: int = 0, user: Optional[str] = None,
+                          no_follow: bool = False, request_timeout: Optional[float] = None) -> AsyncIterator[bytes]:
+        req = files_pb2.ReadFileRequest(sandbox_id=self._sb.id, path=path, user=user or "", offset=offset,
+                                        length=length, no_follow=no_follow)
+        async for msg in self._c.stream(self._c.files.ReadFileSplit, req, request_timeout):
+            if msg.data is not None and len(msg.data):
+                yield msg.data
+
+    async def read(self, path: str, **kw: Any) -> bytes:
+        buf = io.BytesIO()  # see boxd.Files.read
+        async for v in self.read_stream(path, **kw):
+            buf.write(v)
+        return buf.getvalue()
+
+    async def read_text(self, path: str, encoding: str = "utf-8", **kw: Any) -> str:
+        return (await self.read(path, **kw)).decode(encoding)
+
+    async def write_text(self, path: str, text: str, encoding: str = "utf-8", **kw: Any) -> FileInfo:
+        return await self.write(path, text.encode(encoding), **kw)
+
+    async def stat(self, path: str, *, follow: bool = False, user: Optional[str] = None) -> FileInfo:
+        req = files_pb2.StatFileRequest(sandbox_id=self._sb.id, path=path, user=user or "", follow=follow)
+        return FileInfo._from((await self._c.unary(self._c.files.StatFile, req)).info)
+
+    async def exists(self, path: str, *, user: Optional[str] = None) -> bool:
+        try:
+            await self.stat(path, user=user)
+            return True
+        except errors.NotFound:
+            return False
+
+    async def list(self, path: str = ".", *, depth: int = 1, user: Optional[str] = None) -> List[FileInfo]:
+        req = files_pb2.ListDirRequest(sandbox_id=self._sb.id, path=path, user=user or "", depth=depth)
+        return [FileInfo._from(e) async for m in self._c.stream(self._c.files.ListDir, req) for e in m.entries]
+
+    async def mkdir(self, path: str, *, parents: bool = False, mode: Optional[int] = None,
+                    user: Optional[str] = None) -> None:
+        req = files_pb2.MakeDirRequest(sandbox_id=self._sb.id, path=path, user=user or "", parents=parents)
+        if mode is not None:
+            req.mode = mode
+        await self._c.unary(self._c.files.MakeDir, req)
+
+    async def rm(self, path: str, *, recursive: bool = False, user: Optional[str] = None) -> None:
+        await self._c.unary(self._c.files.RemovePath, files_pb2.RemovePathRequest(
+            sandbox_id=self._sb.id, path=path, user=user or "", recursive=recursive))
+
+    async def mv(self, src: str, dst: str, *, no_overwrite: bool = False, user: Optional[str] = None) -> None:
+        await self._c.unary(self._c.files.RenamePath, files_pb2.RenamePathRequest(
+            sandbox_id=self._sb.id, src=src, dst=dst, user=user or "", no_overwrite=no_overwrite))
+
+    async def chmod(self, path: str, mode: int, *, user: Optional[str] = None) -> None:
+        await self._c.unary(self._c.files.ChmodPath, files_pb2.ChmodPathRequest(
+            sandbox_id=self._sb.id, path=path, user=user or "", mode=mode))
+
+    async def upload(self, files: Union[Mapping[str, Data], Sequence[UploadItem]], *, parents: bool = False,
+                     user: Optional[str] = None, request_timeout: Optional[float] = None) -> UploadResult:
+        items = [(p, d, None) for p, d in files.items()] if isinstance(files, Mapping) else \
+            [(it[0], it[1], it[2] if len(it) > 2 else None) for it in files]  # type: ignore[misc]
+
+        def requests() -> Any:
+            first = True
+            for path, data, mode in items:
+                f = files_pb2.UploadFile(path=path)
+                if mode is not None:
+                    f.mode = mode
+                it = _chunks(data)
+                m = files_pb2.UploadFilesRequest(file=f, data=bytes(next(it, b"")))
+                if first:
+                    m.sandbox_id, m.user, m.parents = self._sb.id, user or "", parents
+                    first = False
+                yield m
+                for c in it:
+                    yield _wire.data_message(_UPLOAD_DATA, c)
+            if first:
+                yield files_pb2.UploadFilesRequest(sandbox_id=self._sb.id)
+
+        r = await self._c.unary(self._c.files.UploadFiles, requests(), request_timeout)
+        res = UploadResult(FileResult._from(x) for x in r.results)
+        res.files_written, res.bytes_written = r.files_written, r.bytes_written
+        return res
+
+    async def download(self, paths: Sequence[str], *, user: Optional[str] = None, no_follow: bool = False,
+                       request_timeout: Optional[float] = None) -> List[DownloadedFile]:
+        req = files_pb2.DownloadFilesRequest(sandbox_id=self._sb.id, paths=[*paths], user=user or "",
+                                             no_follow=no_follow)
+        out = [DownloadedFile(index=i, path=p) for i, p in enumerate(paths)]
+        parts = [io.BytesIO() for _ in paths]
+        async for msg in self._c.stream(self._c.files.DownloadFilesSplit, req, request_timeout):
+            rest = msg.rest
+            i = rest.index if rest is not None else 0
+            if not 0 <= i < len(out):
+                continue
+            if msg.data is not None:
+                parts[i].write(msg.data)
+                continue
+            kind = rest.WhichOneof("event") if rest is not None else None
+            if kind == "start":
+                out[i].info = FileInfo._from(rest.start)
+            elif kind == "done" and rest.done.HasField("error"):
+                out[i].error = errors.from_code(rest.done.error.code, rest.done.error.message)
+        for f, p in zip(out, parts):
+            f.data = b"" if f.error else p.getvalue()
+        return out
+
+
+class Processes:
+    def __init__(self, sandbox: Sandbox) -> None:
+        self._sb = sandbox
+        self._c = sandbox._client
+
+    async def start(self, args: Union[str, Sequence[str]], *, env: Env = None, workdir: Optional[str] = None,
+                    user: Optional[str] = None, timeout: Union[float, str, None] = None,
+                    stdin: Union[bytes, str, None] = None, keep_stdin_open: bool = False,
+                    tty: bool = False) -> ProcessInfo:
+        spec = self._sb._spec(args, env=env, workdir=workdir, user=user, timeout=timeout, stdin=stdin, tty=tty)
+        spec.keep_stdin_open = keep_stdin_open
+        r = await self._c.unary(self._c.process.Start, process_pb2.StartProcessRequest(spec=spec))
+        return ProcessInfo._from(r.process)
+
+    async def list(self) -> List[ProcessInfo]:
+        r = await self._c.unary(self._c.process.List, process_pb2.ListProcessesRequest(sandbox_id=self._sb.id))
+        return [ProcessInfo._from(p) for p in r.processes]
+
+    async def wait(self, process_id: str, request_timeout: Optional[float] = None) -> ProcessInfo:
+        req = process_pb2.WaitProcessRequest(sandbox_id=self._sb.id, process_id=process_id)
+        return ProcessInfo._from((await self._c.unary(self._c.process.Wait, req, request_timeout)).process)
+
+    async def kill(self, process_id: str, signal: str = "SIGKILL") -> ProcessInfo:
+        req = process_pb2.SignalProcessRequest(sandbox_id=self._sb.id, process_id=process_id, signal=signal)
+        return ProcessInfo._from((await self._c.unary(self._c.process.Signal, req)).process)
+
+    def attach(self, process_id: str, *, stdin: Any = None, follow: bool = True,
+               request_timeout: Optional[float] = None) -> Execution:
+        first = process_pb2.ProcessInput(attach=process_pb2.AttachRequest(
+            sandbox_id=self._sb.id, process_id=process_id, stdin=stdin is PIPE, no_follow=not follow))
+        return Execution(self._c, first, stdin, request_timeout, attach=True)
+
+
+class Session:
+    def __init__(self, sandbox: Sandbox, info: SessionInfo) -> None:
+        self._sb = sandbox
+        self.name = info.name
+        self.info = info
+
+    async def exec(self, command: str, *, timeout: Union[float, str, None] = None, output_limit: int = 0,
+                   request_timeout: Optional[float] = None) -> SessionResult:
+        c = self._sb._client
+        req = process_pb2.SessionExecRequest(sandbox_id=self._sb.id, name=self.name, command=command,
+                                             timeout=duration(timeout), output_limit=output_limit)
+        out: List[bytes] = []
+        err: List[bytes] = []
+        async for msg in c.stream(c.process.SessionExec, req, request_timeout):
+            kind = msg.WhichOneof("event")
+            if kind == "stdout":
+                out.append(msg.stdout)
+            elif kind == "stderr":
+                err.append(msg.stderr)
+            elif kind == "result":
+                base = ExecResult._from(msg.result.result, b"".join(out), b"".join(err))
+                return SessionResult(**base.__dict__, session_restarted=msg.result.session_restarted,
+                                     session_ended=msg.result.session_ended)
+        raise errors.Unavailable("the session stream ended without a result")
+
+
+class Sessions:
+    def __init__(self, sandbox: Sandbox) -> None:
+        self._sb = sandbox
+        self._c = sandbox._client
+
+    async def create(self, name: str, *, shell: str = "", user: Optional[str] = None, env: Env = None,
+                     workdir: Optional[str] = None) -> Session:
+        req = process_pb2.CreateSessionRequest(sandbox_id=self._sb.id, name=name, shell=shell, user=user or "",
+                                               env=env_list(env), workdir=workdir or "")
+        return Session(self._sb, SessionInfo._from((await self._c.unary(self._c.process.CreateSession, req)).session))
+
+    async def list(self) -> List[SessionInfo]:
+        r = await self._c.unary(self._c.process.ListSessions, process_pb2.ListSessionsRequest(sandbox_id=self._sb.id))
+        return [SessionInfo._from(s) for s in r.sessions]
+
+    async def delete(self, name: str) -> None:
+        await self._c.unary(self._c.process.DeleteSession,
+                            process_pb2.DeleteSessionRequest(sandbox_id=self._sb.id, name=name))
+
+
+async def list(labels: Optional[Mapping[str, str]] = None, *,  # noqa: A001
+               client: Optional[Client] = None) -> List[SandboxInfo]:
+    c = client or default_client()
+    r = await c.unary(c.sandbox.ListSandboxes, boxd_pb2.ListSandboxesRequest(labels=dict(labels or {})))
+    return [SandboxInfo._from(s) for s in r.sandboxes]

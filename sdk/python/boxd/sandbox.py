@@ -1,0 +1,145 @@
+"""Sandboxes: create, connect, list, delete, and run commands in them."""
+
+from __future__ import annotations
+
+from typing import Any, List, Mapping, Optional, Sequence, Union
+
+from . import errors
+from ._client import Client, default_client
+from .files import Files
+from .process import PIPE, Execution, OnOutput, Processes, Sessions, Stdin, argv, env_list
+from .types import ExecResult, SandboxInfo, duration
+from .v1 import boxd_pb2, process_pb2
+
+Env = Union[Mapping[str, str], Sequence[str], None]
+
+
+class Sandbox:
+    """One sandbox. Make one with Sandbox.create() or Sandbox.connect().
+
+    As a context manager it deletes the sandbox on exit. ``files``,
+    ``processes`` and ``sessions`` hold the file, background-process and
+    session calls.
+    """
+
+    def __init__(self, info: SandboxInfo, client: Client) -> None:
+        self._client = client
+        self._info = info
+        self.id = info.id
+        self.files = Files(self)
+        self.processes = Processes(self)
+        self.sessions = Sessions(self)
+
+    def __repr__(self) -> str:
+        return f"Sandbox(id={self.id!r}, name={self._info.name!r}, image={self._info.image!r})"
+
+    # -- lifecycle ---------------------------------------------------------
+
+    @classmethod
+    def create(cls, image: Optional[str] = None, *, memory: Union[str, int, None] = None,
+               cpus: Optional[float] = None, pids: Optional[int] = None, env: Env = None,
+               workdir: Optional[str] = None, labels: Optional[Mapping[str, str]] = None,
+               name: Optional[str] = None, ttl: Union[float, str, None] = None,
+               client: Optional[Client] = None, request_timeout: Optional[float] = None) -> "Sandbox":
+        """Creates and starts a sandbox. memory: "256m", "1g" or bytes; ttl:
+        seconds or a Go duration ("1h"); unset fields take boxd's defaults
+        (image: the daemon's default image)."""
+        c = client or default_client()
+        limits = boxd_pb2.Limits(memory=str(memory) if memory is not None else "", cpus=cpus or 0, pids=pids or 0)
+        req = boxd_pb2.CreateSandboxRequest(image=image or "", limits=limits, env=env_list(env),
+                                            workdir=workdir or "", labels=dict(labels or {}), name=name or "",
+                                            ttl=duration(ttl))
+        r = c.unary(c.sandbox.CreateSandbox, req, request_timeout)
+        return cls(SandboxInfo._from(r.sandbox), c)
+
+    @classmethod
+    def connect(cls, sandbox_id: str, *, client: Optional[Client] = None) -> "Sandbox":
+        """Reattaches to an existing sandbox by id or name; boxd.NotFound if
+        it is gone."""
+        c = client or default_client()
+        r = c.unary(c.sandbox.GetSandbox, boxd_pb2.GetSandboxRequest(id=sandbox_id))
+        return cls(SandboxInfo._from(r.sandbox), c)
+
+    @property
+    def name(self) -> str:
+        return self._info.name
+
+    def info(self) -> SandboxInfo:
+        """Fresh details, with live cgroup usage."""
+        r = self._client.unary(self._client.sandbox.GetSandbox, boxd_pb2.GetSandboxRequest(id=self.id))
+        self._info = SandboxInfo._from(r.sandbox)
+        return self._info
+
+    def delete(self) -> None:
+        """Deletes the sandbox and everything in it."""
+        self._client.unary(self._client.sandbox.DeleteSandbox, boxd_pb2.DeleteSandboxRequest(id=self.id))
+
+    def __enter__(self) -> "Sandbox":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.delete()
+        except errors.NotFound:
+            pass
+
+    # -- commands ------------------------------------------------------------
+
+    def _spec(self, args: Union[str, Sequence[str]], *, env: Env = None, workdir: Optional[str] = None,
+              user: Optional[str] = None, timeout: Union[float, str, None] = None,
+              stdin: Any = None, tty: bool = False, output_limit: int = 0) -> process_pb2.ProcessSpec:
+        data = stdin.encode() if isinstance(stdin, str) else (bytes(stdin) if isinstance(stdin, (bytes, bytearray, memoryview)) else b"")
+        return process_pb2.ProcessSpec(sandbox_id=self.id, args=argv(args), env=env_list(env), workdir=workdir or "",
+                                       user=user or "", timeout=duration(timeout), tty=tty, stdin=data,
+                                       output_limit=output_limit)
+
+    def exec(self, args: Union[str, Sequence[str]], *, stdin: Stdin = None, env: Env = None,
+             workdir: Optional[str] = None, user: Optional[str] = None,
+             timeout: Union[float, str, None] = None, output_limit: int = 0,
+             on_stdout: OnOutput = None, on_stderr: OnOutput = None,
+             request_timeout: Optional[float] = None) -> ExecResult:
+        """Runs a command and waits for it.
+
+        args: a list (argv) or a string (run with ``sh -c``). timeout: seconds
+        (or a Go duration) after which boxd kills the command's whole tree;
+        the result then has timed_out and exit code 124. stdin: bytes, str or
+        an iterable of bytes. Output is collected into the result (bytes,
+        exactly as produced; at most output_limit bytes, default 16 MiB,
+        then truncated), or passed to on_stdout/on_stderr as it arrives.
+        request_timeout bounds the whole call: when it passes, the call is
+        cancelled, boxd kills the command, and DeadlineExceeded is raised.
+        """
+        simple = (stdin is None or isinstance(stdin, (bytes, bytearray, memoryview, str))) \
+            and on_stdout is None and on_stderr is None and not user
+        if simple:
+            data = stdin.encode() if isinstance(stdin, str) else bytes(stdin or b"")
+            req = boxd_pb2.ExecRequest(sandbox_id=self.id, args=argv(args), env=env_list(env), workdir=workdir or "",
+                                       timeout=duration(timeout), stdin=data, output_limit=output_limit)
+            r = self._client.unary(self._client.sandbox.Exec, req, request_timeout)
+            return ExecResult._from(r.result, r.stdout, r.stderr)
+        with self.exec_stream(args, stdin=stdin, env=env, workdir=workdir, user=user, timeout=timeout,
+                              output_limit=output_limit, request_timeout=request_timeout) as ex:
+            return ex.wait(on_stdout=on_stdout, on_stderr=on_stderr)
+
+    def exec_stream(self, args: Union[str, Sequence[str]], *, stdin: Any = None, env: Env = None,
+                    workdir: Optional[str] = None, user: Optional[str] = None,
+                    timeout: Union[float, str, None] = None, output_limit: int = 0, tty: bool = False,
+                    request_timeout: Optional[float] = None) -> Execution:
+        """Starts a command and returns an Execution: iterate it for output as
+        it is produced, then read .result. stdin: bytes/str (then EOF), an
+        iterable of bytes (streamed, then EOF) or boxd.PIPE (write with
+        .write(), end with .close_stdin()). Leaving the with block before the
+        command ends kills it."""
+        spec = self._spec(args, env=env, workdir=workdir, user=user, timeout=timeout, stdin=stdin, tty=tty,
+                          output_limit=output_limit)
+        return Execution(self, process_pb2.ProcessInput(start=spec), stdin, request_timeout)
+
+
+def list(labels: Optional[Mapping[str, str]] = None, *, client: Optional[Client] = None) -> List[SandboxInfo]:  # noqa: A001
+    """The sandboxes boxd knows (only those with all the given labels)."""
+    c = client or default_client()
+    r = c.unary(c.sandbox.ListSandboxes, boxd_pb2.ListSandboxesRequest(labels=dict(labels or {})))
+    return [SandboxInfo._from(s) for s in r.sandboxes]
+
+
+__all__ = ["Sandbox", "list", "PIPE"]

@@ -1,0 +1,315 @@
+"""Plain result types: the SDK's view of boxd's messages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Union
+
+from .errors import BoxdError, from_code
+from .v1 import boxd_pb2, files_pb2, process_pb2
+
+__all__ = [
+    "ExecResult",
+    "Output",
+    "SandboxInfo",
+    "Usage",
+    "FileInfo",
+    "FileResult",
+    "DownloadedFile",
+    "ProcessInfo",
+    "WatchEvent",
+    "SessionInfo",
+    "SessionResult",
+    "duration",
+]
+
+
+def duration(seconds: Union[float, int, str, None]) -> str:
+    """A Go duration for boxd: a number of seconds, or a string passed as is
+    ("1h30m")."""
+    if seconds is None:
+        return ""
+    if isinstance(seconds, str):
+        return seconds
+    if seconds < 0:
+        raise ValueError(f"duration must not be negative, got {seconds}")
+    return f"{int(round(seconds * 1000))}ms"
+
+
+@dataclass
+class Output:
+    """A piece of a command's output: stream is "stdout" or "stderr"."""
+
+    stream: str
+    data: bytes
+
+
+@dataclass
+class ExecResult:
+    """How a command ended, with its output (bytes, exactly as produced)."""
+
+    exit_code: int
+    stdout: bytes = b""
+    stderr: bytes = b""
+    timed_out: bool = False
+    truncated: bool = False
+    signal: str = ""
+    started_at: str = ""
+    ended_at: str = ""
+    user_cpu_usec: int = 0
+    system_cpu_usec: int = 0
+    max_rss_bytes: int = 0
+
+    @property
+    def stdout_text(self) -> str:
+        """stdout as UTF-8; invalid bytes become U+FFFD."""
+        return self.stdout.decode("utf-8", errors="replace")
+
+    @property
+    def stderr_text(self) -> str:
+        return self.stderr.decode("utf-8", errors="replace")
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+    @classmethod
+    def _from(cls, r: boxd_pb2.ExecResult, stdout: bytes = b"", stderr: bytes = b"") -> "ExecResult":
+        return cls(
+            exit_code=r.exit_code,
+            stdout=stdout,
+            stderr=stderr,
+            timed_out=r.timed_out,
+            truncated=r.truncated,
+            signal=r.signal,
+            started_at=r.started_at,
+            ended_at=r.ended_at,
+            user_cpu_usec=r.user_cpu_usec,
+            system_cpu_usec=r.system_cpu_usec,
+            max_rss_bytes=r.max_rss_bytes,
+        )
+
+
+@dataclass
+class Usage:
+    memory_bytes: int = 0
+    memory_peak_bytes: int = 0
+    cpu_usec: int = 0
+    pids: int = 0
+    oom_kills: int = 0
+
+
+@dataclass
+class SandboxInfo:
+    id: str
+    name: str
+    image: str
+    state: str
+    memory_bytes: int
+    cpus: float
+    pids: int
+    env: List[str]
+    workdir: str
+    labels: Dict[str, str]
+    created_at: str
+    expires_at: str
+    init_restarts: int = 0
+    restart_refused: str = ""
+    usage: Optional[Usage] = None
+
+    @classmethod
+    def _from(cls, s: boxd_pb2.Sandbox) -> "SandboxInfo":
+        usage = None
+        if s.HasField("usage"):
+            u = s.usage
+            usage = Usage(u.memory_bytes, u.memory_peak_bytes, u.cpu_usec, u.pids, u.oom_kills)
+        return cls(
+            id=s.id,
+            name=s.name,
+            image=s.image,
+            state=s.state,
+            memory_bytes=s.memory_bytes,
+            cpus=s.cpus,
+            pids=s.pids,
+            env=list(s.env),
+            workdir=s.workdir,
+            labels=dict(s.labels),
+            created_at=s.created_at,
+            expires_at=s.expires_at,
+            init_restarts=s.init_restarts,
+            restart_refused=s.restart_refused,
+            usage=usage,
+        )
+
+
+_TYPES = {
+    files_pb2.FILE_TYPE_REGULAR: "file",
+    files_pb2.FILE_TYPE_DIRECTORY: "dir",
+    files_pb2.FILE_TYPE_SYMLINK: "symlink",
+    files_pb2.FILE_TYPE_FIFO: "fifo",
+    files_pb2.FILE_TYPE_SOCKET: "socket",
+    files_pb2.FILE_TYPE_CHAR_DEVICE: "char_device",
+    files_pb2.FILE_TYPE_BLOCK_DEVICE: "block_device",
+}
+
+
+@dataclass
+class FileInfo:
+    """A file in a sandbox. type is "file", "dir", "symlink", "fifo",
+    "socket", "char_device" or "block_device"; mode the permission bits."""
+
+    path: str
+    name: str
+    type: str
+    size: int
+    mode: int
+    mtime: str
+    link_target: str = ""
+    uid: int = 0
+    gid: int = 0
+    error: str = ""
+
+    @property
+    def is_dir(self) -> bool:
+        return self.type == "dir"
+
+    @property
+    def is_file(self) -> bool:
+        return self.type == "file"
+
+    @classmethod
+    def _from(cls, f: files_pb2.FileInfo) -> "FileInfo":
+        return cls(
+            path=f.path,
+            name=f.name,
+            type=_TYPES.get(f.type, "unknown"),
+            size=f.size,
+            mode=f.mode,
+            mtime=f.mtime,
+            link_target=f.link_target,
+            uid=f.uid,
+            gid=f.gid,
+            error=f.error,
+        )
+
+
+@dataclass
+class FileResult:
+    """The outcome of one file of a bulk call: error is None on success,
+    else the typed exception (not raised) saying why it failed."""
+
+    index: int
+    path: str
+    size: int = 0
+    error: Optional[BoxdError] = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @classmethod
+    def _from(cls, r: files_pb2.FileResult) -> "FileResult":
+        err = from_code(r.error.code, r.error.message) if r.HasField("error") else None
+        return cls(index=r.index, path=r.path, size=r.size, error=err)
+
+
+@dataclass
+class DownloadedFile:
+    """One file of files.download: data is its content (b"" when error)."""
+
+    index: int
+    path: str
+    data: bytes = b""
+    info: Optional[FileInfo] = None
+    error: Optional[BoxdError] = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+_OPS = {
+    files_pb2.WATCH_OP_CREATE: "create",
+    files_pb2.WATCH_OP_WRITE: "write",
+    files_pb2.WATCH_OP_REMOVE: "remove",
+    files_pb2.WATCH_OP_RENAME: "rename",
+    files_pb2.WATCH_OP_CHMOD: "chmod",
+    files_pb2.WATCH_OP_OVERFLOW: "overflow",
+}
+
+
+@dataclass
+class WatchEvent:
+    """A change under a watched path. op is "create", "write", "remove",
+    "rename" (old_path says from where), "chmod" (metadata) or "overflow"
+    (events were lost: rescan if it matters)."""
+
+    path: str
+    op: str
+    old_path: str = ""
+    is_dir: bool = False
+    message: str = ""
+
+    @classmethod
+    def _from(cls, e: files_pb2.WatchEvent) -> "WatchEvent":
+        return cls(e.path, _OPS.get(e.op, "unknown"), e.old_path, e.is_dir, e.message)
+
+
+@dataclass
+class ProcessInfo:
+    """A background process. state is "running" or "exited"; result is set
+    once it has exited (without output: use attach for that)."""
+
+    id: str
+    pid: int
+    args: List[str]
+    user: str
+    tty: bool
+    stdin_open: bool
+    state: str
+    started_at: str
+    result: Optional[ExecResult] = None
+
+    @property
+    def running(self) -> bool:
+        return self.state == "running"
+
+    @classmethod
+    def _from(cls, p: process_pb2.ProcessInfo) -> "ProcessInfo":
+        return cls(
+            id=p.id,
+            pid=p.pid,
+            args=list(p.args),
+            user=p.user,
+            tty=p.tty,
+            stdin_open=p.stdin_open,
+            state=p.state,
+            started_at=p.started_at,
+            result=ExecResult._from(p.result) if p.HasField("result") else None,
+        )
+
+
+@dataclass
+class SessionInfo:
+    name: str
+    shell: str
+    user: str
+    pid: int
+    created_at: str
+    busy: bool
+    commands: int
+    restarts: int
+
+    @classmethod
+    def _from(cls, s: process_pb2.Session) -> "SessionInfo":
+        return cls(s.name, s.shell, s.user, s.pid, s.created_at, s.busy, s.commands, s.restarts)
+
+
+@dataclass
+class SessionResult(ExecResult):
+    """A session command's result. session_restarted: the shell was replaced
+    after a timeout and its state is lost; session_ended: the shell exited."""
+
+    session_restarted: bool = False
+    session_ended: bool = False
+

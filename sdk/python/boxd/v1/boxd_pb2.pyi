@@ -1,0 +1,433 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+IMAGE_FORMAT_ROOTFS: ImageFormat
+IMAGE_FORMAT_TAR: ImageFormat
+IMAGE_FORMAT_UNSPECIFIED: ImageFormat
+
+class CopyInRequest(_message.Message):
+    __slots__ = ["data", "path", "sandbox_id"]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    path: str
+    sandbox_id: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., path: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class CopyInResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class CopyOutRequest(_message.Message):
+    __slots__ = ["path", "sandbox_id"]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    sandbox_id: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., path: _Optional[str] = ...) -> None: ...
+
+class CopyOutResponse(_message.Message):
+    __slots__ = ["data"]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    def __init__(self, data: _Optional[bytes] = ...) -> None: ...
+
+class CreateSandboxRequest(_message.Message):
+    __slots__ = ["env", "image", "labels", "limits", "name", "network", "publish", "ttl", "workdir"]
+    class LabelsEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
+    PUBLISH_FIELD_NUMBER: _ClassVar[int]
+    TTL_FIELD_NUMBER: _ClassVar[int]
+    WORKDIR_FIELD_NUMBER: _ClassVar[int]
+    env: _containers.RepeatedScalarFieldContainer[str]
+    image: str
+    labels: _containers.ScalarMap[str, str]
+    limits: Limits
+    name: str
+    network: NetworkRequest
+    publish: _containers.RepeatedCompositeFieldContainer[PublishedPort]
+    ttl: str
+    workdir: str
+    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., name: _Optional[str] = ..., ttl: _Optional[str] = ..., publish: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkRequest, _Mapping]] = ...) -> None: ...
+
+class CreateSandboxResponse(_message.Message):
+    __slots__ = ["sandbox"]
+    SANDBOX_FIELD_NUMBER: _ClassVar[int]
+    sandbox: Sandbox
+    def __init__(self, sandbox: _Optional[_Union[Sandbox, _Mapping]] = ...) -> None: ...
+
+class DeleteSandboxRequest(_message.Message):
+    __slots__ = ["id"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class DeleteSandboxResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class ExecRequest(_message.Message):
+    __slots__ = ["args", "env", "output_limit", "sandbox_id", "stdin", "timeout", "workdir"]
+    ARGS_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    STDIN_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    WORKDIR_FIELD_NUMBER: _ClassVar[int]
+    args: _containers.RepeatedScalarFieldContainer[str]
+    env: _containers.RepeatedScalarFieldContainer[str]
+    output_limit: int
+    sandbox_id: str
+    stdin: bytes
+    timeout: str
+    workdir: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., timeout: _Optional[str] = ..., stdin: _Optional[bytes] = ..., output_limit: _Optional[int] = ...) -> None: ...
+
+class ExecResponse(_message.Message):
+    __slots__ = ["result", "stderr", "stdout"]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_FIELD_NUMBER: _ClassVar[int]
+    result: ExecResult
+    stderr: bytes
+    stdout: bytes
+    def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., result: _Optional[_Union[ExecResult, _Mapping]] = ...) -> None: ...
+
+class ExecResult(_message.Message):
+    __slots__ = ["ended_at", "exit_code", "max_rss_bytes", "signal", "started_at", "system_cpu_usec", "timed_out", "truncated", "user_cpu_usec"]
+    ENDED_AT_FIELD_NUMBER: _ClassVar[int]
+    EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
+    MAX_RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_CPU_USEC_FIELD_NUMBER: _ClassVar[int]
+    TIMED_OUT_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    USER_CPU_USEC_FIELD_NUMBER: _ClassVar[int]
+    ended_at: str
+    exit_code: int
+    max_rss_bytes: int
+    signal: str
+    started_at: str
+    system_cpu_usec: int
+    timed_out: bool
+    truncated: bool
+    user_cpu_usec: int
+    def __init__(self, exit_code: _Optional[int] = ..., signal: _Optional[str] = ..., timed_out: bool = ..., truncated: bool = ..., started_at: _Optional[str] = ..., ended_at: _Optional[str] = ..., user_cpu_usec: _Optional[int] = ..., system_cpu_usec: _Optional[int] = ..., max_rss_bytes: _Optional[int] = ...) -> None: ...
+
+class ExecStreamResponse(_message.Message):
+    __slots__ = ["result", "stderr", "stdout"]
+    RESULT_FIELD_NUMBER: _ClassVar[int]
+    STDERR_FIELD_NUMBER: _ClassVar[int]
+    STDOUT_FIELD_NUMBER: _ClassVar[int]
+    result: ExecResult
+    stderr: bytes
+    stdout: bytes
+    def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., result: _Optional[_Union[ExecResult, _Mapping]] = ...) -> None: ...
+
+class GetSandboxRequest(_message.Message):
+    __slots__ = ["id"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class GetSandboxResponse(_message.Message):
+    __slots__ = ["sandbox"]
+    SANDBOX_FIELD_NUMBER: _ClassVar[int]
+    sandbox: Sandbox
+    def __init__(self, sandbox: _Optional[_Union[Sandbox, _Mapping]] = ...) -> None: ...
+
+class Image(_message.Message):
+    __slots__ = ["created_at", "digest", "labels", "name", "size"]
+    class LabelsEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    created_at: str
+    digest: str
+    labels: _containers.ScalarMap[str, str]
+    name: str
+    size: int
+    def __init__(self, name: _Optional[str] = ..., digest: _Optional[str] = ..., size: _Optional[int] = ..., created_at: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ImportImageRequest(_message.Message):
+    __slots__ = ["data", "force", "format", "name"]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    force: bool
+    format: ImageFormat
+    name: str
+    def __init__(self, name: _Optional[str] = ..., format: _Optional[_Union[ImageFormat, str]] = ..., data: _Optional[bytes] = ..., force: bool = ...) -> None: ...
+
+class ImportImageResponse(_message.Message):
+    __slots__ = ["images"]
+    IMAGES_FIELD_NUMBER: _ClassVar[int]
+    images: _containers.RepeatedCompositeFieldContainer[Image]
+    def __init__(self, images: _Optional[_Iterable[_Union[Image, _Mapping]]] = ...) -> None: ...
+
+class Limits(_message.Message):
+    __slots__ = ["cpus", "memory", "pids"]
+    CPUS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    PIDS_FIELD_NUMBER: _ClassVar[int]
+    cpus: float
+    memory: str
+    pids: int
+    def __init__(self, memory: _Optional[str] = ..., cpus: _Optional[float] = ..., pids: _Optional[int] = ...) -> None: ...
+
+class ListImagesRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class ListImagesResponse(_message.Message):
+    __slots__ = ["images"]
+    IMAGES_FIELD_NUMBER: _ClassVar[int]
+    images: _containers.RepeatedCompositeFieldContainer[Image]
+    def __init__(self, images: _Optional[_Iterable[_Union[Image, _Mapping]]] = ...) -> None: ...
+
+class ListSandboxesRequest(_message.Message):
+    __slots__ = ["labels"]
+    class LabelsEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ListSandboxesResponse(_message.Message):
+    __slots__ = ["sandboxes"]
+    SANDBOXES_FIELD_NUMBER: _ClassVar[int]
+    sandboxes: _containers.RepeatedCompositeFieldContainer[Sandbox]
+    def __init__(self, sandboxes: _Optional[_Iterable[_Union[Sandbox, _Mapping]]] = ...) -> None: ...
+
+class NetworkRequest(_message.Message):
+    __slots__ = ["allow", "mode"]
+    ALLOW_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    allow: _containers.RepeatedScalarFieldContainer[str]
+    mode: str
+    def __init__(self, mode: _Optional[str] = ..., allow: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class NetworkStatus(_message.Message):
+    __slots__ = ["address", "allow", "dns", "gateway", "mode"]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_FIELD_NUMBER: _ClassVar[int]
+    DNS_FIELD_NUMBER: _ClassVar[int]
+    GATEWAY_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    address: str
+    allow: _containers.RepeatedScalarFieldContainer[str]
+    dns: str
+    gateway: str
+    mode: str
+    def __init__(self, mode: _Optional[str] = ..., allow: _Optional[_Iterable[str]] = ..., address: _Optional[str] = ..., gateway: _Optional[str] = ..., dns: _Optional[str] = ...) -> None: ...
+
+class PublishPortRequest(_message.Message):
+    __slots__ = ["port", "sandbox_id"]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    port: PublishedPort
+    sandbox_id: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., port: _Optional[_Union[PublishedPort, _Mapping]] = ...) -> None: ...
+
+class PublishPortResponse(_message.Message):
+    __slots__ = ["port"]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    port: PublishedPort
+    def __init__(self, port: _Optional[_Union[PublishedPort, _Mapping]] = ...) -> None: ...
+
+class PublishedPort(_message.Message):
+    __slots__ = ["host_ip", "host_port", "port", "protocol"]
+    HOST_IP_FIELD_NUMBER: _ClassVar[int]
+    HOST_PORT_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    host_ip: str
+    host_port: int
+    port: int
+    protocol: str
+    def __init__(self, host_ip: _Optional[str] = ..., host_port: _Optional[int] = ..., port: _Optional[int] = ..., protocol: _Optional[str] = ...) -> None: ...
+
+class RemoveImageRequest(_message.Message):
+    __slots__ = ["force", "name"]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    force: bool
+    name: str
+    def __init__(self, name: _Optional[str] = ..., force: bool = ...) -> None: ...
+
+class RemoveImageResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class Sandbox(_message.Message):
+    __slots__ = ["cpus", "created_at", "env", "expires_at", "id", "image", "init_pid", "init_restarts", "labels", "last_restart_at", "last_restart_reason", "memory_bytes", "name", "network", "pids", "ports", "restart_refused", "security", "state", "usage", "workdir"]
+    class LabelsEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CPUS_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    INIT_PID_FIELD_NUMBER: _ClassVar[int]
+    INIT_RESTARTS_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    LAST_RESTART_AT_FIELD_NUMBER: _ClassVar[int]
+    LAST_RESTART_REASON_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
+    PIDS_FIELD_NUMBER: _ClassVar[int]
+    PORTS_FIELD_NUMBER: _ClassVar[int]
+    RESTART_REFUSED_FIELD_NUMBER: _ClassVar[int]
+    SECURITY_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    WORKDIR_FIELD_NUMBER: _ClassVar[int]
+    cpus: float
+    created_at: str
+    env: _containers.RepeatedScalarFieldContainer[str]
+    expires_at: str
+    id: str
+    image: str
+    init_pid: int
+    init_restarts: int
+    labels: _containers.ScalarMap[str, str]
+    last_restart_at: str
+    last_restart_reason: str
+    memory_bytes: int
+    name: str
+    network: NetworkStatus
+    pids: int
+    ports: _containers.RepeatedCompositeFieldContainer[PublishedPort]
+    restart_refused: str
+    security: Security
+    state: str
+    usage: Usage
+    workdir: str
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., image: _Optional[str] = ..., state: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., cpus: _Optional[float] = ..., pids: _Optional[int] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., created_at: _Optional[str] = ..., expires_at: _Optional[str] = ..., security: _Optional[_Union[Security, _Mapping]] = ..., init_pid: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., init_restarts: _Optional[int] = ..., last_restart_at: _Optional[str] = ..., last_restart_reason: _Optional[str] = ..., restart_refused: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkStatus, _Mapping]] = ...) -> None: ...
+
+class Security(_message.Message):
+    __slots__ = ["capabilities", "network", "read_only_rootfs", "seccomp", "uid_map"]
+    CAPABILITIES_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
+    READ_ONLY_ROOTFS_FIELD_NUMBER: _ClassVar[int]
+    SECCOMP_FIELD_NUMBER: _ClassVar[int]
+    UID_MAP_FIELD_NUMBER: _ClassVar[int]
+    capabilities: _containers.RepeatedScalarFieldContainer[str]
+    network: bool
+    read_only_rootfs: bool
+    seccomp: str
+    uid_map: str
+    def __init__(self, network: bool = ..., read_only_rootfs: bool = ..., capabilities: _Optional[_Iterable[str]] = ..., seccomp: _Optional[str] = ..., uid_map: _Optional[str] = ...) -> None: ...
+
+class StatPathRequest(_message.Message):
+    __slots__ = ["path", "sandbox_id"]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    sandbox_id: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., path: _Optional[str] = ...) -> None: ...
+
+class StatPathResponse(_message.Message):
+    __slots__ = ["is_dir", "link_target", "mode", "mtime", "name", "size"]
+    IS_DIR_FIELD_NUMBER: _ClassVar[int]
+    LINK_TARGET_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    MTIME_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    is_dir: bool
+    link_target: str
+    mode: int
+    mtime: str
+    name: str
+    size: int
+    def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ..., mode: _Optional[int] = ..., is_dir: bool = ..., mtime: _Optional[str] = ..., link_target: _Optional[str] = ...) -> None: ...
+
+class UnpublishPortRequest(_message.Message):
+    __slots__ = ["host_port", "port", "sandbox_id"]
+    HOST_PORT_FIELD_NUMBER: _ClassVar[int]
+    PORT_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    host_port: int
+    port: int
+    sandbox_id: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., port: _Optional[int] = ..., host_port: _Optional[int] = ...) -> None: ...
+
+class UnpublishPortResponse(_message.Message):
+    __slots__ = ["ports"]
+    PORTS_FIELD_NUMBER: _ClassVar[int]
+    ports: _containers.RepeatedCompositeFieldContainer[PublishedPort]
+    def __init__(self, ports: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ...) -> None: ...
+
+class UpdateNetworkRequest(_message.Message):
+    __slots__ = ["allow", "deny", "sandbox_id"]
+    ALLOW_FIELD_NUMBER: _ClassVar[int]
+    DENY_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    allow: _containers.RepeatedScalarFieldContainer[str]
+    deny: _containers.RepeatedScalarFieldContainer[str]
+    sandbox_id: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., allow: _Optional[_Iterable[str]] = ..., deny: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class UpdateNetworkResponse(_message.Message):
+    __slots__ = ["network"]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
+    network: NetworkStatus
+    def __init__(self, network: _Optional[_Union[NetworkStatus, _Mapping]] = ...) -> None: ...
+
+class Usage(_message.Message):
+    __slots__ = ["cpu_usec", "memory_bytes", "memory_peak_bytes", "oom_kills", "pids"]
+    CPU_USEC_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_PEAK_BYTES_FIELD_NUMBER: _ClassVar[int]
+    OOM_KILLS_FIELD_NUMBER: _ClassVar[int]
+    PIDS_FIELD_NUMBER: _ClassVar[int]
+    cpu_usec: int
+    memory_bytes: int
+    memory_peak_bytes: int
+    oom_kills: int
+    pids: int
+    def __init__(self, memory_bytes: _Optional[int] = ..., memory_peak_bytes: _Optional[int] = ..., cpu_usec: _Optional[int] = ..., pids: _Optional[int] = ..., oom_kills: _Optional[int] = ...) -> None: ...
+
+class ImageFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = []
