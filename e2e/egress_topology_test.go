@@ -354,6 +354,13 @@ func (e *egressNet) leftovers(t *testing.T) []string {
 			left = append(left, "ipam lease: "+f.Name())
 		}
 	}
+	// libcni's cache of results, keyed by network (the bridge's name).
+	cache, _ := os.ReadDir("/var/lib/cni/results")
+	for _, f := range cache {
+		if strings.HasPrefix(f.Name(), "boxdt0-") {
+			left = append(left, "cni cache: "+f.Name())
+		}
+	}
 	nsd, _ := os.ReadDir(filepath.Join(e.stateDir, "network", "netns"))
 	for _, f := range nsd {
 		left = append(left, "netns: "+f.Name())
