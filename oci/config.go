@@ -26,6 +26,12 @@ type Config struct {
 	ChannelDir  string // host directory bind-mounted read-only at agent.ChannelDir (the hand-off socket's)
 	CgroupsPath string // e.g. "/boxd/<id>"
 
+	// NetNSPath, if set, is a network namespace the sandbox joins instead
+	// of a new empty one (network egress); ResolvConf is then the host
+	// file bind-mounted read-only at /etc/resolv.conf.
+	NetNSPath  string
+	ResolvConf string
+
 	ReadOnlyRootfs bool
 	TmpSizeBytes   int64 // size cap of the /tmp tmpfs
 	// NoFile, NProc, FSize are rlimits; zero means the package default.

@@ -9,6 +9,7 @@ package oci
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -198,6 +199,9 @@ func Spec(ctx context.Context, c Config) (*specs.Spec, error) {
 		withRlimit("RLIMIT_NPROC", orDefault(c.NProc, DefaultNProc)),
 		withRlimit("RLIMIT_FSIZE", orDefault(c.FSize, DefaultFSize)),
 	}
+	if c.NetNSPath != "" {
+		opts = append(opts, WithNetNS(c.NetNSPath), WithResolvConf(c.ResolvConf))
+	}
 	// Empty keeps containerd's "/<namespace>/<id>".
 	if c.CgroupsPath != "" {
 		opts = append(opts, coci.WithCgroup(c.CgroupsPath))
@@ -252,6 +256,10 @@ func validate(c Config) error {
 		return fieldErr("InitBinary", "must be an absolute host path, got %q", c.InitBinary)
 	case !filepath.IsAbs(c.ChannelDir):
 		return fieldErr("ChannelDir", "must be an absolute host path, got %q", c.ChannelDir)
+	case c.NetNSPath != "" && !filepath.IsAbs(c.NetNSPath):
+		return fieldErr("NetNSPath", "must be an absolute host path, got %q", c.NetNSPath)
+	case c.NetNSPath != "" && !filepath.IsAbs(c.ResolvConf):
+		return fieldErr("ResolvConf", "must be an absolute host path with NetNSPath, got %q", c.ResolvConf)
 	case c.TmpSizeBytes < 0:
 		return fieldErr("TmpSizeBytes", "must be >= 0, got %d", c.TmpSizeBytes)
 	}
@@ -517,4 +525,42 @@ func withRlimit(typ string, v uint64) coci.SpecOpts {
 		s.Process.Rlimits = append(s.Process.Rlimits, l)
 		return nil
 	}
+}
+
+// WithNetNS makes the sandbox join the network namespace pinned at path
+// (made and configured by boxd before the task starts) instead of a new
+// empty one. The namespace belongs to the host's user namespace, so the
+// sandbox's root has no capabilities over it.
+//
+// The kernel lets sysfs be mounted only by someone with CAP_SYS_ADMIN over
+// the network namespace's owner, which the sandbox's user namespace is
+// not; runc's fallback would be a bind of the host's /sys. So /sys is an
+// empty read-only tmpfs instead.
+func WithNetNS(path string) coci.SpecOpts {
+	return func(_ context.Context, _ coci.Client, _ *containers.Container, s *coci.Spec) error {
+		if s.Linux == nil {
+			return errors.New("oci: WithNetNS: spec has no linux section")
+		}
+		for i, m := range s.Mounts {
+			if m.Destination == "/sys" {
+				s.Mounts[i] = specs.Mount{Destination: "/sys", Type: "tmpfs", Source: "tmpfs",
+					Options: []string{"nosuid", "noexec", "nodev", "ro", "size=4k", "mode=555"}}
+			}
+		}
+		for i, ns := range s.Linux.Namespaces {
+			if ns.Type == specs.NetworkNamespace {
+				s.Linux.Namespaces[i].Path = path
+				return nil
+			}
+		}
+		s.Linux.Namespaces = append(s.Linux.Namespaces, specs.LinuxNamespace{Type: specs.NetworkNamespace, Path: path})
+		return nil
+	}
+}
+
+// WithResolvConf bind-mounts the host file src read-only at
+// /etc/resolv.conf.
+func WithResolvConf(src string) coci.SpecOpts {
+	return coci.WithMounts([]specs.Mount{{Destination: "/etc/resolv.conf", Type: "bind", Source: src,
+		Options: []string{"rbind", "ro", "nosuid", "nodev", "noexec"}}})
 }

@@ -841,3 +841,40 @@ func BenchmarkSpec(b *testing.B) {
 		}
 	}
 }
+
+// TestSpecNetNS: an egress sandbox joins boxd's pinned namespace (and no
+// other), gets /sys as an empty read-only tmpfs rather than sysfs (which
+// it could not mount, and runc would replace with the host's), and boxd's
+// resolv.conf read-only.
+func TestSpecNetNS(t *testing.T) {
+	c := baseConfig()
+	c.NetNSPath, c.ResolvConf = "/var/lib/boxd/network/netns/abc", "/var/lib/boxd/sandboxes/abc/resolv.conf"
+	s := mustSpec(t, c)
+	for _, ns := range s.Linux.Namespaces {
+		switch {
+		case ns.Type == specs.NetworkNamespace && ns.Path != c.NetNSPath:
+			t.Errorf("network namespace path = %q, want %q", ns.Path, c.NetNSPath)
+		case ns.Type != specs.NetworkNamespace && ns.Path != "":
+			t.Errorf("namespace %s has path %q", ns.Type, ns.Path)
+		}
+	}
+	var sys, resolv *specs.Mount
+	for i, m := range s.Mounts {
+		switch m.Destination {
+		case "/sys":
+			sys = &s.Mounts[i]
+		case "/etc/resolv.conf":
+			resolv = &s.Mounts[i]
+		}
+	}
+	if sys == nil || sys.Type != "tmpfs" || !slices.Contains(sys.Options, "ro") {
+		t.Errorf("/sys = %+v, want a read-only tmpfs", sys)
+	}
+	if resolv == nil || resolv.Source != c.ResolvConf || !slices.Contains(resolv.Options, "ro") {
+		t.Errorf("/etc/resolv.conf = %+v, want a read-only bind of %s", resolv, c.ResolvConf)
+	}
+	c.NetNSPath = "relative"
+	if _, err := Spec(testCtx(), c); err == nil {
+		t.Error("a relative NetNSPath was accepted")
+	}
+}

@@ -224,9 +224,10 @@ func toProto(sb *runtime.Sandbox) *boxdv1.Sandbox {
 		CreatedAt: ts(sb.CreatedAt), ExpiresAt: ts(sb.ExpiresAt), InitPid: int64(sb.InitPID),
 		InitRestarts: uint32(sb.Restarts.Count), LastRestartAt: ts(sb.Restarts.LastAt),
 		LastRestartReason: sb.Restarts.LastReason, RestartRefused: sb.Restarts.Refused,
-		Ports: portsProto(sb.Ports),
+		Network: netToProto(sb.Network),
+		Ports:   portsProto(sb.Ports),
 		Security: &boxdv1.Security{
-			Network:        false,
+			Network:        sb.Network != nil && sb.Network.Mode == "egress",
 			ReadOnlyRootfs: false,
 			Capabilities:   runtime.Capabilities(),
 			Seccomp:        "containerd default profile",
@@ -238,6 +239,9 @@ func toProto(sb *runtime.Sandbox) *boxdv1.Sandbox {
 func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[boxdv1.CreateSandboxRequest]) (*connect.Response[boxdv1.CreateSandboxResponse], error) {
 	m := req.Msg
 	cr := runtime.CreateRequest{Image: m.Image, Env: m.Env, Workdir: m.Workdir, Labels: m.Labels, Name: m.Name, TTL: m.Ttl, Publish: portSpecs(m.Publish)}
+	if n := m.Network; n != nil {
+		cr.Network, cr.Allow = n.Mode, n.Allow
+	}
 	if l := m.Limits; l != nil {
 		cr.Memory, cr.CPUs, cr.Pids = l.Memory, l.Cpus, l.Pids
 	}
@@ -266,6 +270,21 @@ func (s *Server) GetSandbox(ctx context.Context, req *connect.Request[boxdv1.Get
 		return nil, ToConnect(err)
 	}
 	return connect.NewResponse(&boxdv1.GetSandboxResponse{Sandbox: toProto(sb)}), nil
+}
+
+func netToProto(n *runtime.NetworkInfo) *boxdv1.NetworkStatus {
+	if n == nil {
+		return &boxdv1.NetworkStatus{Mode: "none"}
+	}
+	return &boxdv1.NetworkStatus{Mode: n.Mode, Allow: n.Allow, Address: n.Addr, Gateway: n.Gateway, Dns: n.DNS}
+}
+
+func (s *Server) UpdateNetwork(ctx context.Context, req *connect.Request[boxdv1.UpdateNetworkRequest]) (*connect.Response[boxdv1.UpdateNetworkResponse], error) {
+	n, err := s.Manager.ChangeNetwork(ctx, req.Msg.SandboxId, req.Msg.Allow, req.Msg.Deny)
+	if err != nil {
+		return nil, ToConnect(err)
+	}
+	return connect.NewResponse(&boxdv1.UpdateNetworkResponse{Network: netToProto(n)}), nil
 }
 
 func (s *Server) DeleteSandbox(ctx context.Context, req *connect.Request[boxdv1.DeleteSandboxRequest]) (*connect.Response[boxdv1.DeleteSandboxResponse], error) {

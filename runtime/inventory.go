@@ -154,6 +154,11 @@ func (m *Manager) Load(ctx context.Context) error {
 			m.inv.add(r.ID)
 		}
 	}
+	// nftables keeps boxd's rules across a boxd restart but not a reboot,
+	// and the resolver's view is in memory: re-derive both from the labels.
+	if err := m.restoreNetworks(ctx); err != nil {
+		m.log.Error("network: restore", "err", err)
+	}
 	if n := m.inv.count(); m.cfg.MaxSandboxes > 0 && n > m.cfg.MaxSandboxes {
 		m.log.Warn("more sandboxes exist than max-sandboxes allows; creates are refused until some are deleted", "sandboxes", n, "max_sandboxes", m.cfg.MaxSandboxes)
 	}

@@ -34,6 +34,7 @@ import (
 	"github.com/boxd-dev/boxd/agent/handoff"
 	"github.com/boxd-dev/boxd/agent/host"
 	"github.com/boxd-dev/boxd/agent/wire"
+	"github.com/boxd-dev/boxd/network"
 	"github.com/boxd-dev/boxd/network/ports"
 	"github.com/boxd-dev/boxd/oci"
 	"github.com/boxd-dev/boxd/snapshot"
@@ -88,6 +89,10 @@ type Config struct {
 	// Restarts bounds how often a sandbox's dead init is replaced; the
 	// zero value means DefaultRestartPolicy.
 	Restarts RestartPolicy
+	// Network sets up egress sandboxes; nil means boxd cannot offer egress
+	// and NetworkErr says why.
+	Network    *network.Manager
+	NetworkErr string
 	// Ports says which host addresses ports may be published on (loopback
 	// always; others only as listed).
 	Ports  ports.Policy
@@ -111,6 +116,7 @@ type Sandbox struct {
 	Ports     []PortSpec // published ports, as recorded
 	Usage     *Usage     // set by Get while the sandbox runs
 	Restarts  RestartInfo
+	Network   *NetworkInfo
 }
 
 // record is the part of a sandbox that is stored in its container label.
@@ -354,7 +360,37 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	}
 	undo = append(undo, func(context.Context) { _ = os.RemoveAll(m.sandboxDir(id)) })
 
-	spec, env, err := m.specFor(ctx, id, r, imgSpec)
+	// The network namespace is made before the container, attached (CNI,
+	// firewall) while the container and task are created, and ready before
+	// the task starts; the spec joins it by path.
+	net, waitNet, err := m.startNetwork(ctx, id, r)
+	if net != nil {
+		undo = append(undo, func(c context.Context) {
+			if waitNet != nil {
+				_, _ = waitNet() // let the attach finish before undoing it
+			}
+			if err := m.teardownNetwork(c, id); err != nil {
+				log.Error("cleanup: network", "err", err)
+			}
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
+	}
+	var beforeStart func() error
+	if waitNet != nil {
+		beforeStart = func() error {
+			full, err := waitNet()
+			if err != nil {
+				return err
+			}
+			net = full
+			phase("network")
+			return nil
+		}
+	}
+
+	spec, env, err := m.specFor(ctx, id, r, imgSpec, net)
 	if err != nil {
 		return nil, fmt.Errorf("create sandbox %s: spec: %w", id, err)
 	}
@@ -374,6 +410,9 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	rec.Ports = mappings(lns)
 
 	labels := m.labelsFor(rec, r)
+	if net != nil {
+		labels[LabelNetwork] = net.label()
+	}
 	if member {
 		labels = map[string]string{LabelPool: rec.Image, LabelSandbox: labels[LabelSandbox]}
 	}
@@ -408,9 +447,16 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 		}
 	})
 
-	task, err := m.startInit(ctx, ctr, spec, phase)
+	task, err := m.startInit(ctx, ctr, spec, phase, beforeStart)
 	if err != nil {
 		return nil, m.explainFailure(fmt.Errorf("create sandbox %s: %w", id, err))
+	}
+	if net != nil {
+		// The label now gets the address CNI handed out.
+		labels[LabelNetwork] = net.label()
+		if _, err := ctr.SetLabels(ctx, map[string]string{LabelNetwork: labels[LabelNetwork]}); err != nil {
+			return nil, fmt.Errorf("create sandbox %s: store network: %w", id, err)
+		}
 	}
 	m.servePorts(id, lns)
 	if !member {
@@ -420,6 +466,9 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	log.Info("created", "image", rec.Image, "memory", rec.Memory, "cpus", rec.CPUs, "pids", rec.Pids, "ttl", r.ttl)
 	sb := m.toSandbox(id, labels, rec)
 	sb.Env = env
+	if net != nil {
+		log.Info("network egress", "addr", net.Addr, "allow", net.Allow)
+	}
 	sb.State = "running"
 	sb.InitPID = task.Pid()
 	return sb, nil
@@ -428,7 +477,11 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 // specFor builds a sandbox's runtime-spec; env is the environment commands
 // see (without the HOSTNAME boxd adds). The spec carries it, with the
 // workdir and pids limit, in the annotation the init is handed at start.
-func (m *Manager) specFor(ctx context.Context, id string, r resolved, imgSpec ocispec.Image) (*specs.Spec, []string, error) {
+func (m *Manager) specFor(ctx context.Context, id string, r resolved, imgSpec ocispec.Image, net *netState) (*specs.Spec, []string, error) {
+	var netns, resolvConf string
+	if net != nil {
+		netns, resolvConf = net.NetNS, m.resolvConfPath(id)
+	}
 	env := append(append([]string{}, imgSpec.Config.Env...), r.env...)
 	spec, err := oci.Spec(ctx, oci.Config{
 		ID: id, Hostname: id, Workdir: r.workdir,
@@ -437,6 +490,7 @@ func (m *Manager) specFor(ctx context.Context, id string, r resolved, imgSpec oc
 		HostUID: m.cfg.HostUID, HostGID: m.cfg.HostGID, IDMapSize: m.cfg.IDMapSize,
 		InitBinary: m.cfg.InitBinary, ChannelDir: m.handoffDir(id),
 		CgroupsPath: cgroupsPath(ctx, id),
+		NetNSPath:   netns, ResolvConf: resolvConf,
 	})
 	var fe *oci.FieldError
 	if errors.As(err, &fe) && fe.Field == "Env" {
@@ -499,7 +553,10 @@ func (m *Manager) newTask(ctx context.Context, ctr client.Container) (client.Tas
 // and only a peer with that pid and the sandbox root's host uid gets the
 // init's settings and the listener (agent/handoff). On failure the task is
 // gone again. phase, if not nil, marks progress for timing logs.
-func (m *Manager) startInit(ctx context.Context, ctr client.Container, spec *specs.Spec, phase func(string)) (_ client.Task, retErr error) {
+//
+// beforeStart, if not nil, runs once the task exists and before it starts
+// (the network attach is finished there); an error fails the start.
+func (m *Manager) startInit(ctx context.Context, ctr client.Container, spec *specs.Spec, phase func(string), beforeStart func() error) (_ client.Task, retErr error) {
 	if phase == nil {
 		phase = func(string) {}
 	}
@@ -547,6 +604,11 @@ func (m *Manager) startInit(ctx context.Context, ctr client.Container, spec *spe
 		}
 	}()
 	phase("task")
+	if beforeStart != nil {
+		if err := beforeStart(); err != nil {
+			return nil, err
+		}
+	}
 	if err := task.Start(ctx); err != nil {
 		return nil, fmt.Errorf("start: %w", err)
 	}
@@ -771,6 +833,15 @@ func (m *Manager) toSandbox(id string, labels map[string]string, rec record) *Sa
 		Ports:    parsePorts(labels[LabelPorts]),
 		Restarts: restartInfo(labels),
 	}
+	st, err := parseNetState(labels)
+	if err != nil {
+		m.log.Warn("inspect", "sandbox", id, "err", err)
+	}
+	gw := ""
+	if m.cfg.Network != nil && st != nil {
+		gw = m.cfg.Network.Gateway().String()
+	}
+	sb.Network = st.info(gw)
 	for k, v := range labels {
 		if len(k) > len(UserLabelPrefix) && k[:len(UserLabelPrefix)] == UserLabelPrefix {
 			sb.Labels[k[len(UserLabelPrefix):]] = v
@@ -846,6 +917,11 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 	if err := ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("delete sandbox %s: container: %w", id, err)
 	}
+	// The namespace outlives the task (it is pinned); release it, the
+	// address and the rules now.
+	if err := m.teardownNetwork(ctx, id); err != nil {
+		return fmt.Errorf("delete sandbox %s: network: %w", id, err)
+	}
 	m.inv.forget(id)
 	m.pool.signal() // a slot under max-sandboxes may be free for a member
 	if err := os.RemoveAll(m.sandboxDir(id)); err != nil {
@@ -887,6 +963,7 @@ func deleteTask(ctx context.Context, ctr client.Container, task client.Task) err
 func (m *Manager) ReconcileOnce(ctx context.Context) (expired, restarted int, _ error) {
 	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
 	m.pruneInventory(ctx)
+	m.collectNetworks(ctx)
 	defer m.relistenAll(ctx)
 	ctrs, err := m.cfg.Client.Containers(ctx, fmt.Sprintf(`labels."%s"==true`, LabelManaged))
 	if err != nil {

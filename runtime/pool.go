@@ -14,6 +14,7 @@ import (
 	"github.com/containerd/errdefs"
 
 	"github.com/boxd-dev/boxd/agent/host"
+	"github.com/boxd-dev/boxd/network"
 	"github.com/boxd-dev/boxd/snapshot"
 )
 
@@ -75,7 +76,7 @@ func (p *pool) signal() {
 
 // fits reports whether a pool member can serve r.
 func (m *Manager) fits(r resolved, img client.Image) bool {
-	return m.cfg.PoolSize > 0 && len(r.env) == 0 && r.workdir == "/workspace" && img.Name() == m.defaultImageName()
+	return m.cfg.PoolSize > 0 && r.network == network.ModeNone && len(r.env) == 0 && r.workdir == "/workspace" && img.Name() == m.defaultImageName()
 }
 
 func (m *Manager) defaultImageName() string {
@@ -146,7 +147,7 @@ func (m *Manager) adopt(ctx context.Context, id string, r resolved) (*Sandbox, e
 	if err != nil {
 		return nil, err
 	}
-	spec, env, err := m.specFor(ctx, id, r, imgSpec)
+	spec, env, err := m.specFor(ctx, id, r, imgSpec, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/containerd/errdefs"
+
+	"github.com/boxd-dev/boxd/network"
 )
 
 // CreateRequest is what a client asks for. Zero values take the daemon's
@@ -24,6 +26,10 @@ type CreateRequest struct {
 	Labels  map[string]string
 	Name    string
 	TTL     string // Go duration
+	// Network is the network mode: "" or "none" (loopback only) or
+	// "egress"; Allow is the egress allowlist (network.ParseDest).
+	Network string
+	Allow   []string
 	Publish []PortSpec
 }
 
@@ -158,6 +164,8 @@ type resolved struct {
 	labels  map[string]string
 	name    string
 	ttl     time.Duration
+	network string
+	allow   []network.Dest
 	publish []PortSpec
 }
 
@@ -255,6 +263,9 @@ func (m *Manager) resolve(req CreateRequest) (resolved, error) {
 			return r, fieldErr("ttl", "%q is above the maximum of %s", req.TTL, MaxTTL)
 		}
 		r.ttl = d
+	}
+	if err := m.resolveNetwork(req, &r); err != nil {
+		return r, err
 	}
 	p, err := m.normalizePorts("publish", req.Publish)
 	if err != nil {

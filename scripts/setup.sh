@@ -4,6 +4,7 @@
 # Idempotent and fast (well under 2 s) when everything is present; on a fresh
 # Debian (bookworm) machine, as root, it installs:
 #   - apt packages: runc, busybox-static, debootstrap, protobuf-compiler,
+#     containernetworking-plugins (the CNI plugins of --network egress),
 #     python3-grpcio and python3-protobuf (the Python SDK's tests), and
 #     nodejs and npm (the e2e test of `boxctl mcp` with the TypeScript MCP
 #     SDK's client; a nodejs that ships npm itself needs no npm package)
@@ -34,7 +35,7 @@ missing=()
 need() { missing+=("$1"); }
 
 # ---- apt packages -----------------------------------------------------------
-APT_PACKAGES=(runc busybox-static debootstrap protobuf-compiler python3-grpcio python3-protobuf nodejs)
+APT_PACKAGES=(runc busybox-static debootstrap protobuf-compiler containernetworking-plugins python3-grpcio python3-protobuf nodejs)
 # Files each package must provide (busybox-static: the static binary; the
 # dynamically linked "busybox" package also provides /bin/busybox).
 declare -A APT_FILE=(
@@ -42,6 +43,7 @@ declare -A APT_FILE=(
 	[busybox-static]=/bin/busybox
 	[debootstrap]=/usr/sbin/debootstrap
 	[protobuf-compiler]=/usr/bin/protoc
+	[containernetworking-plugins]=/usr/lib/cni/bridge
 	[python3-grpcio]=/usr/lib/python3/dist-packages/grpc/__init__.py
 	[python3-protobuf]=/usr/lib/python3/dist-packages/google/protobuf/__init__.py
 	[nodejs]=/usr/bin/node

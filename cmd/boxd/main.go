@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/urfave/cli/v2"
 
+	"github.com/boxd-dev/boxd/network"
 	"github.com/boxd-dev/boxd/network/ports"
 	"github.com/boxd-dev/boxd/rpc"
 	"github.com/boxd-dev/boxd/runtime"
@@ -62,6 +64,10 @@ func newApp() *cli.App {
 			&cli.StringFlag{Name: "restart-limit", Value: runtime.DefaultRestartPolicy.String(), Usage: "restarts of a sandbox's dead init allowed per window (N/WINDOW, e.g. 5/10m; 0: never restart)"},
 			&cli.DurationFlag{Name: "restart-backoff", Value: runtime.DefaultRestartPolicy.Backoff, Usage: "pause after a sandbox's first restart in the window, doubling with each further one (up to 1m)"},
 			&cli.IntFlag{Name: "warm-pool", Value: 0, Usage: "idle sandboxes of the default image kept started for fast creates"},
+			&cli.StringFlag{Name: "bridge", Value: network.DefaultBridge, Usage: "bridge of --network egress sandboxes (made on first use)"},
+			&cli.StringFlag{Name: "bridge-subnet", Value: network.DefaultSubnet, Usage: "IPv4 network egress sandboxes get addresses from (the gateway is .1)"},
+			&cli.StringFlag{Name: "dns-upstream", Usage: "resolver (host[:port]) egress sandboxes' allowed names are forwarded to (default: the first nameserver in /etc/resolv.conf)"},
+			&cli.StringFlag{Name: "cni-plugin-dir", Value: strings.Join(network.DefaultPluginDirs, ":"), Usage: "where the CNI plugins bridge, host-local and loopback are (colon-separated)"},
 			&cli.StringSliceFlag{Name: "allow-publish-address", Usage: "host address other than loopback that sandbox ports may be published on (repeatable); such ports are reachable from other machines"},
 			&cli.BoolFlag{Name: "debug"},
 		}, limitFlags(readHost())...),
@@ -115,6 +121,10 @@ func run(cc *cli.Context) error {
 		return fmt.Errorf("--restart-backoff: %v must be positive", restarts.Backoff)
 	}
 
+	netMgr, err := newNetwork(cc, log)
+	if err != nil {
+		return err
+	}
 	var publish ports.Policy
 	for _, a := range cc.StringSlice("allow-publish-address") {
 		ip, err := netip.ParseAddr(a)
@@ -156,6 +166,7 @@ func run(cc *cli.Context) error {
 		PoolSize:     cc.Int("warm-pool"),
 		MaxSandboxes: lim.maxSandboxes, TotalMemory: lim.memoryTotal, TotalPids: lim.pidsTotal,
 		Restarts: restarts,
+		Network:  netMgr,
 		Ports:    publish,
 		Logger:   log,
 	})
@@ -213,4 +224,25 @@ func hostMemory() int64 {
 		return 0
 	}
 	return int64(si.Totalram) * int64(si.Unit)
+}
+
+// newNetwork reads the egress flags. Nothing on the host changes until the
+// first egress sandbox.
+func newNetwork(cc *cli.Context, log *slog.Logger) (*network.Manager, error) {
+	subnet, err := netip.ParsePrefix(cc.String("bridge-subnet"))
+	if err != nil {
+		return nil, fmt.Errorf("--bridge-subnet: %w", err)
+	}
+	m, err := network.New(network.Config{
+		StateDir:    filepath.Join(cc.String("state-dir"), "network"),
+		PluginDirs:  filepath.SplitList(cc.String("cni-plugin-dir")),
+		Bridge:      cc.String("bridge"),
+		Subnet:      subnet,
+		DNSUpstream: cc.String("dns-upstream"),
+		Logger:      log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("network: %w", err)
+	}
+	return m, nil
 }

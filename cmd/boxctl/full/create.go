@@ -21,6 +21,8 @@ func createFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "label", Aliases: []string{"l"}, Usage: "K=V, repeatable"},
 		&cli.StringFlag{Name: "name"},
 		&cli.StringFlag{Name: "ttl", Usage: "lifetime, e.g. 30m, 1h (default: the daemon's)"},
+		&cli.StringFlag{Name: "network", Value: "none", Usage: "none (loopback only) or egress (only the --allow destinations)"},
+		&cli.StringSliceFlag{Name: "allow", Usage: "egress destination, repeatable: CIDR[:PORT], NAME[:PORT], *.SUFFIX, '*'"},
 		&cli.StringSliceFlag{Name: "publish", Aliases: []string{"p"}, Usage: "[ADDR:]HOSTPORT:PORT: reach sandbox port PORT at ADDR:HOSTPORT on the host (default ADDR 127.0.0.1; HOSTPORT 0: a free one), repeatable"},
 	}
 }
@@ -58,6 +60,7 @@ func createRequest(c *cli.Context) (*boxdv1.CreateSandboxRequest, error) {
 		Labels:  labels,
 		Name:    c.String("name"),
 		Ttl:     c.String("ttl"),
+		Network: &boxdv1.NetworkRequest{Mode: c.String("network"), Allow: c.StringSlice("allow")},
 	}, nil
 }
 

@@ -420,6 +420,7 @@ type CreateSandboxRequest struct {
 	// sandbox is made: a port in use fails the create and leaves nothing.
 	// At most 32. A create with publish does not take a warm-pool member.
 	Publish       []*PublishedPort `protobuf:"bytes,20,rep,name=publish,proto3" json:"publish,omitempty"`
+	Network       *NetworkRequest  `protobuf:"bytes,21,opt,name=network,proto3" json:"network,omitempty"` // empty: mode none (loopback only)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -510,6 +511,147 @@ func (x *CreateSandboxRequest) GetPublish() []*PublishedPort {
 	return nil
 }
 
+func (x *CreateSandboxRequest) GetNetwork() *NetworkRequest {
+	if x != nil {
+		return x.Network
+	}
+	return nil
+}
+
+// NetworkRequest asks for a network beyond loopback.
+type NetworkRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Mode  string                 `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"` // "none" (default) or "egress"
+	// egress only: what the sandbox may reach. CIDR or address with an
+	// optional port ("203.0.113.0/24:443"), a DNS name ("pypi.org[:443]"),
+	// a wildcard name ("*.pythonhosted.org"), or "*" (anything outside the
+	// always-blocked set; "*:443" for one port).
+	Allow         []string `protobuf:"bytes,2,rep,name=allow,proto3" json:"allow,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NetworkRequest) Reset() {
+	*x = NetworkRequest{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NetworkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NetworkRequest) ProtoMessage() {}
+
+func (x *NetworkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NetworkRequest.ProtoReflect.Descriptor instead.
+func (*NetworkRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *NetworkRequest) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *NetworkRequest) GetAllow() []string {
+	if x != nil {
+		return x.Allow
+	}
+	return nil
+}
+
+// NetworkStatus is a sandbox's network as boxd set it up.
+type NetworkStatus struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Mode          string                 `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`       // none or egress
+	Allow         []string               `protobuf:"bytes,2,rep,name=allow,proto3" json:"allow,omitempty"`     // canonical entries
+	Address       string                 `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"` // the sandbox's IPv4 address on boxd's bridge
+	Gateway       string                 `protobuf:"bytes,4,opt,name=gateway,proto3" json:"gateway,omitempty"`
+	Dns           string                 `protobuf:"bytes,5,opt,name=dns,proto3" json:"dns,omitempty"` // boxd's resolver for the sandbox
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NetworkStatus) Reset() {
+	*x = NetworkStatus{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NetworkStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NetworkStatus) ProtoMessage() {}
+
+func (x *NetworkStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NetworkStatus.ProtoReflect.Descriptor instead.
+func (*NetworkStatus) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *NetworkStatus) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *NetworkStatus) GetAllow() []string {
+	if x != nil {
+		return x.Allow
+	}
+	return nil
+}
+
+func (x *NetworkStatus) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *NetworkStatus) GetGateway() string {
+	if x != nil {
+		return x.Gateway
+	}
+	return ""
+}
+
+func (x *NetworkStatus) GetDns() string {
+	if x != nil {
+		return x.Dns
+	}
+	return ""
+}
+
 type Sandbox struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Id          string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -541,13 +683,14 @@ type Sandbox struct {
 	// recorded in the sandbox's labels and listened on again when boxd
 	// starts.
 	Ports         []*PublishedPort `protobuf:"bytes,30,rep,name=ports,proto3" json:"ports,omitempty"`
+	Network       *NetworkStatus   `protobuf:"bytes,31,opt,name=network,proto3" json:"network,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Sandbox) Reset() {
 	*x = Sandbox{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[7]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -559,7 +702,7 @@ func (x *Sandbox) String() string {
 func (*Sandbox) ProtoMessage() {}
 
 func (x *Sandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[7]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -572,7 +715,7 @@ func (x *Sandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sandbox.ProtoReflect.Descriptor instead.
 func (*Sandbox) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{7}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Sandbox) GetId() string {
@@ -715,6 +858,13 @@ func (x *Sandbox) GetPorts() []*PublishedPort {
 	return nil
 }
 
+func (x *Sandbox) GetNetwork() *NetworkStatus {
+	if x != nil {
+		return x.Network
+	}
+	return nil
+}
+
 type Usage struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	MemoryBytes     uint64                 `protobuf:"varint,1,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
@@ -728,7 +878,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[8]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -740,7 +890,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[8]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -753,7 +903,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{8}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Usage) GetMemoryBytes() uint64 {
@@ -806,7 +956,7 @@ type Security struct {
 
 func (x *Security) Reset() {
 	*x = Security{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[9]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -818,7 +968,7 @@ func (x *Security) String() string {
 func (*Security) ProtoMessage() {}
 
 func (x *Security) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[9]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -831,7 +981,7 @@ func (x *Security) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Security.ProtoReflect.Descriptor instead.
 func (*Security) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{9}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Security) GetNetwork() bool {
@@ -878,7 +1028,7 @@ type CreateSandboxResponse struct {
 
 func (x *CreateSandboxResponse) Reset() {
 	*x = CreateSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[10]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -890,7 +1040,7 @@ func (x *CreateSandboxResponse) String() string {
 func (*CreateSandboxResponse) ProtoMessage() {}
 
 func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[10]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -903,7 +1053,7 @@ func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*CreateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{10}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateSandboxResponse) GetSandbox() *Sandbox {
@@ -922,7 +1072,7 @@ type ListSandboxesRequest struct {
 
 func (x *ListSandboxesRequest) Reset() {
 	*x = ListSandboxesRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -934,7 +1084,7 @@ func (x *ListSandboxesRequest) String() string {
 func (*ListSandboxesRequest) ProtoMessage() {}
 
 func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -947,7 +1097,7 @@ func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesRequest.ProtoReflect.Descriptor instead.
 func (*ListSandboxesRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{11}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListSandboxesRequest) GetLabels() map[string]string {
@@ -966,7 +1116,7 @@ type ListSandboxesResponse struct {
 
 func (x *ListSandboxesResponse) Reset() {
 	*x = ListSandboxesResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -978,7 +1128,7 @@ func (x *ListSandboxesResponse) String() string {
 func (*ListSandboxesResponse) ProtoMessage() {}
 
 func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -991,7 +1141,7 @@ func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesResponse.ProtoReflect.Descriptor instead.
 func (*ListSandboxesResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{12}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListSandboxesResponse) GetSandboxes() []*Sandbox {
@@ -1010,7 +1160,7 @@ type GetSandboxRequest struct {
 
 func (x *GetSandboxRequest) Reset() {
 	*x = GetSandboxRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1022,7 +1172,7 @@ func (x *GetSandboxRequest) String() string {
 func (*GetSandboxRequest) ProtoMessage() {}
 
 func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1035,7 +1185,7 @@ func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxRequest.ProtoReflect.Descriptor instead.
 func (*GetSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{13}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetSandboxRequest) GetId() string {
@@ -1054,7 +1204,7 @@ type GetSandboxResponse struct {
 
 func (x *GetSandboxResponse) Reset() {
 	*x = GetSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1066,7 +1216,7 @@ func (x *GetSandboxResponse) String() string {
 func (*GetSandboxResponse) ProtoMessage() {}
 
 func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1079,7 +1229,7 @@ func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxResponse.ProtoReflect.Descriptor instead.
 func (*GetSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{14}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetSandboxResponse) GetSandbox() *Sandbox {
@@ -1098,7 +1248,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1260,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1273,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{15}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *DeleteSandboxRequest) GetId() string {
@@ -1141,7 +1291,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1153,7 +1303,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1166,7 +1316,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{16}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{18}
 }
 
 type ExecRequest struct {
@@ -1184,7 +1334,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1196,7 +1346,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1209,7 +1359,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{17}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ExecRequest) GetSandboxId() string {
@@ -1278,7 +1428,7 @@ type ExecResult struct {
 
 func (x *ExecResult) Reset() {
 	*x = ExecResult{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1290,7 +1440,7 @@ func (x *ExecResult) String() string {
 func (*ExecResult) ProtoMessage() {}
 
 func (x *ExecResult) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1303,7 +1453,7 @@ func (x *ExecResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResult.ProtoReflect.Descriptor instead.
 func (*ExecResult) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{18}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ExecResult) GetExitCode() int32 {
@@ -1380,7 +1530,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1392,7 +1542,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1405,7 +1555,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{19}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ExecResponse) GetStdout() []byte {
@@ -1443,7 +1593,7 @@ type ExecStreamResponse struct {
 
 func (x *ExecStreamResponse) Reset() {
 	*x = ExecStreamResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +1605,7 @@ func (x *ExecStreamResponse) String() string {
 func (*ExecStreamResponse) ProtoMessage() {}
 
 func (x *ExecStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +1618,7 @@ func (x *ExecStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStreamResponse.ProtoReflect.Descriptor instead.
 func (*ExecStreamResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{20}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ExecStreamResponse) GetEvent() isExecStreamResponse_Event {
@@ -1538,7 +1688,7 @@ type CopyInRequest struct {
 
 func (x *CopyInRequest) Reset() {
 	*x = CopyInRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1550,7 +1700,7 @@ func (x *CopyInRequest) String() string {
 func (*CopyInRequest) ProtoMessage() {}
 
 func (x *CopyInRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1563,7 +1713,7 @@ func (x *CopyInRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyInRequest.ProtoReflect.Descriptor instead.
 func (*CopyInRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{21}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CopyInRequest) GetSandboxId() string {
@@ -1595,7 +1745,7 @@ type CopyInResponse struct {
 
 func (x *CopyInResponse) Reset() {
 	*x = CopyInResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1607,7 +1757,7 @@ func (x *CopyInResponse) String() string {
 func (*CopyInResponse) ProtoMessage() {}
 
 func (x *CopyInResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1620,7 +1770,7 @@ func (x *CopyInResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyInResponse.ProtoReflect.Descriptor instead.
 func (*CopyInResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{22}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{24}
 }
 
 type CopyOutRequest struct {
@@ -1633,7 +1783,7 @@ type CopyOutRequest struct {
 
 func (x *CopyOutRequest) Reset() {
 	*x = CopyOutRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1645,7 +1795,7 @@ func (x *CopyOutRequest) String() string {
 func (*CopyOutRequest) ProtoMessage() {}
 
 func (x *CopyOutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1658,7 +1808,7 @@ func (x *CopyOutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyOutRequest.ProtoReflect.Descriptor instead.
 func (*CopyOutRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{23}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CopyOutRequest) GetSandboxId() string {
@@ -1684,7 +1834,7 @@ type CopyOutResponse struct {
 
 func (x *CopyOutResponse) Reset() {
 	*x = CopyOutResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1696,7 +1846,7 @@ func (x *CopyOutResponse) String() string {
 func (*CopyOutResponse) ProtoMessage() {}
 
 func (x *CopyOutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1709,7 +1859,7 @@ func (x *CopyOutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyOutResponse.ProtoReflect.Descriptor instead.
 func (*CopyOutResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{24}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CopyOutResponse) GetData() []byte {
@@ -1729,7 +1879,7 @@ type StatPathRequest struct {
 
 func (x *StatPathRequest) Reset() {
 	*x = StatPathRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1741,7 +1891,7 @@ func (x *StatPathRequest) String() string {
 func (*StatPathRequest) ProtoMessage() {}
 
 func (x *StatPathRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1754,7 +1904,7 @@ func (x *StatPathRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatPathRequest.ProtoReflect.Descriptor instead.
 func (*StatPathRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{25}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StatPathRequest) GetSandboxId() string {
@@ -1785,7 +1935,7 @@ type StatPathResponse struct {
 
 func (x *StatPathResponse) Reset() {
 	*x = StatPathResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1797,7 +1947,7 @@ func (x *StatPathResponse) String() string {
 func (*StatPathResponse) ProtoMessage() {}
 
 func (x *StatPathResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1810,7 +1960,7 @@ func (x *StatPathResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatPathResponse.ProtoReflect.Descriptor instead.
 func (*StatPathResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{26}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StatPathResponse) GetName() string {
@@ -1878,7 +2028,7 @@ type ImportImageRequest struct {
 
 func (x *ImportImageRequest) Reset() {
 	*x = ImportImageRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1890,7 +2040,7 @@ func (x *ImportImageRequest) String() string {
 func (*ImportImageRequest) ProtoMessage() {}
 
 func (x *ImportImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1903,7 +2053,7 @@ func (x *ImportImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportImageRequest.ProtoReflect.Descriptor instead.
 func (*ImportImageRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{27}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ImportImageRequest) GetName() string {
@@ -1956,7 +2106,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1968,7 +2118,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1981,7 +2131,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{28}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Image) GetName() string {
@@ -2028,7 +2178,7 @@ type ImportImageResponse struct {
 
 func (x *ImportImageResponse) Reset() {
 	*x = ImportImageResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2040,7 +2190,7 @@ func (x *ImportImageResponse) String() string {
 func (*ImportImageResponse) ProtoMessage() {}
 
 func (x *ImportImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2053,7 +2203,7 @@ func (x *ImportImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportImageResponse.ProtoReflect.Descriptor instead.
 func (*ImportImageResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{29}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ImportImageResponse) GetImages() []*Image {
@@ -2071,7 +2221,7 @@ type ListImagesRequest struct {
 
 func (x *ListImagesRequest) Reset() {
 	*x = ListImagesRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2083,7 +2233,7 @@ func (x *ListImagesRequest) String() string {
 func (*ListImagesRequest) ProtoMessage() {}
 
 func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2096,7 +2246,7 @@ func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesRequest.ProtoReflect.Descriptor instead.
 func (*ListImagesRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{30}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{32}
 }
 
 type ListImagesResponse struct {
@@ -2108,7 +2258,7 @@ type ListImagesResponse struct {
 
 func (x *ListImagesResponse) Reset() {
 	*x = ListImagesResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2120,7 +2270,7 @@ func (x *ListImagesResponse) String() string {
 func (*ListImagesResponse) ProtoMessage() {}
 
 func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2133,7 +2283,7 @@ func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesResponse.ProtoReflect.Descriptor instead.
 func (*ListImagesResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{31}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListImagesResponse) GetImages() []*Image {
@@ -2157,7 +2307,7 @@ type RemoveImageRequest struct {
 
 func (x *RemoveImageRequest) Reset() {
 	*x = RemoveImageRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2169,7 +2319,7 @@ func (x *RemoveImageRequest) String() string {
 func (*RemoveImageRequest) ProtoMessage() {}
 
 func (x *RemoveImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2182,7 +2332,7 @@ func (x *RemoveImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveImageRequest.ProtoReflect.Descriptor instead.
 func (*RemoveImageRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{32}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RemoveImageRequest) GetName() string {
@@ -2207,7 +2357,7 @@ type RemoveImageResponse struct {
 
 func (x *RemoveImageResponse) Reset() {
 	*x = RemoveImageResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2219,7 +2369,7 @@ func (x *RemoveImageResponse) String() string {
 func (*RemoveImageResponse) ProtoMessage() {}
 
 func (x *RemoveImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2232,7 +2382,111 @@ func (x *RemoveImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveImageResponse.ProtoReflect.Descriptor instead.
 func (*RemoveImageResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{33}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{35}
+}
+
+type UpdateNetworkRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId     string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	Allow         []string               `protobuf:"bytes,2,rep,name=allow,proto3" json:"allow,omitempty"` // entries to add
+	Deny          []string               `protobuf:"bytes,3,rep,name=deny,proto3" json:"deny,omitempty"`   // entries to remove (as written, or canonical)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateNetworkRequest) Reset() {
+	*x = UpdateNetworkRequest{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateNetworkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateNetworkRequest) ProtoMessage() {}
+
+func (x *UpdateNetworkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateNetworkRequest.ProtoReflect.Descriptor instead.
+func (*UpdateNetworkRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *UpdateNetworkRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *UpdateNetworkRequest) GetAllow() []string {
+	if x != nil {
+		return x.Allow
+	}
+	return nil
+}
+
+func (x *UpdateNetworkRequest) GetDeny() []string {
+	if x != nil {
+		return x.Deny
+	}
+	return nil
+}
+
+type UpdateNetworkResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Network       *NetworkStatus         `protobuf:"bytes,1,opt,name=network,proto3" json:"network,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateNetworkResponse) Reset() {
+	*x = UpdateNetworkResponse{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateNetworkResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateNetworkResponse) ProtoMessage() {}
+
+func (x *UpdateNetworkResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateNetworkResponse.ProtoReflect.Descriptor instead.
+func (*UpdateNetworkResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *UpdateNetworkResponse) GetNetwork() *NetworkStatus {
+	if x != nil {
+		return x.Network
+	}
+	return nil
 }
 
 var File_boxd_v1_boxd_proto protoreflect.FileDescriptor
@@ -2261,7 +2515,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x06Limits\x12\x16\n" +
 	"\x06memory\x18\x01 \x01(\tR\x06memory\x12\x12\n" +
 	"\x04cpus\x18\x02 \x01(\x01R\x04cpus\x12\x12\n" +
-	"\x04pids\x18\x03 \x01(\x03R\x04pids\"\xd7\x02\n" +
+	"\x04pids\x18\x03 \x01(\x03R\x04pids\"\x8a\x03\n" +
 	"\x14CreateSandboxRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12'\n" +
 	"\x06limits\x18\x02 \x01(\v2\x0f.boxd.v1.LimitsR\x06limits\x12\x10\n" +
@@ -2270,10 +2524,20 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x06labels\x18\x05 \x03(\v2).boxd.v1.CreateSandboxRequest.LabelsEntryR\x06labels\x12\x12\n" +
 	"\x04name\x18\x06 \x01(\tR\x04name\x12\x10\n" +
 	"\x03ttl\x18\a \x01(\tR\x03ttl\x120\n" +
-	"\apublish\x18\x14 \x03(\v2\x16.boxd.v1.PublishedPortR\apublish\x1a9\n" +
+	"\apublish\x18\x14 \x03(\v2\x16.boxd.v1.PublishedPortR\apublish\x121\n" +
+	"\anetwork\x18\x15 \x01(\v2\x17.boxd.v1.NetworkRequestR\anetwork\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc3\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\":\n" +
+	"\x0eNetworkRequest\x12\x12\n" +
+	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x14\n" +
+	"\x05allow\x18\x02 \x03(\tR\x05allow\"\x7f\n" +
+	"\rNetworkStatus\x12\x12\n" +
+	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x14\n" +
+	"\x05allow\x18\x02 \x03(\tR\x05allow\x12\x18\n" +
+	"\aaddress\x18\x03 \x01(\tR\aaddress\x12\x18\n" +
+	"\agateway\x18\x04 \x01(\tR\agateway\x12\x10\n" +
+	"\x03dns\x18\x05 \x01(\tR\x03dns\"\xf5\x05\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -2297,7 +2561,8 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x0flast_restart_at\x18\x11 \x01(\tR\rlastRestartAt\x12.\n" +
 	"\x13last_restart_reason\x18\x12 \x01(\tR\x11lastRestartReason\x12'\n" +
 	"\x0frestart_refused\x18\x13 \x01(\tR\x0erestartRefused\x12,\n" +
-	"\x05ports\x18\x1e \x03(\v2\x16.boxd.v1.PublishedPortR\x05ports\x1a9\n" +
+	"\x05ports\x18\x1e \x03(\v2\x16.boxd.v1.PublishedPortR\x05ports\x120\n" +
+	"\anetwork\x18\x1f \x01(\v2\x16.boxd.v1.NetworkStatusR\anetwork\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa2\x01\n" +
@@ -2406,17 +2671,25 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x12RemoveImageRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05force\x18\x02 \x01(\bR\x05force\"\x15\n" +
-	"\x13RemoveImageResponse*Z\n" +
+	"\x13RemoveImageResponse\"_\n" +
+	"\x14UpdateNetworkRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x14\n" +
+	"\x05allow\x18\x02 \x03(\tR\x05allow\x12\x12\n" +
+	"\x04deny\x18\x03 \x03(\tR\x04deny\"I\n" +
+	"\x15UpdateNetworkResponse\x120\n" +
+	"\anetwork\x18\x01 \x01(\v2\x16.boxd.v1.NetworkStatusR\anetwork*Z\n" +
 	"\vImageFormat\x12\x1c\n" +
 	"\x18IMAGE_FORMAT_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10IMAGE_FORMAT_TAR\x10\x01\x12\x17\n" +
-	"\x13IMAGE_FORMAT_ROOTFS\x10\x022\xf4\a\n" +
+	"\x13IMAGE_FORMAT_ROOTFS\x10\x022\xc4\b\n" +
 	"\x0eSandboxService\x12N\n" +
 	"\rCreateSandbox\x12\x1d.boxd.v1.CreateSandboxRequest\x1a\x1e.boxd.v1.CreateSandboxResponse\x12N\n" +
 	"\rListSandboxes\x12\x1d.boxd.v1.ListSandboxesRequest\x1a\x1e.boxd.v1.ListSandboxesResponse\x12E\n" +
 	"\n" +
 	"GetSandbox\x12\x1a.boxd.v1.GetSandboxRequest\x1a\x1b.boxd.v1.GetSandboxResponse\x12N\n" +
-	"\rDeleteSandbox\x12\x1d.boxd.v1.DeleteSandboxRequest\x1a\x1e.boxd.v1.DeleteSandboxResponse\x123\n" +
+	"\rDeleteSandbox\x12\x1d.boxd.v1.DeleteSandboxRequest\x1a\x1e.boxd.v1.DeleteSandboxResponse\x12N\n" +
+	"\rUpdateNetwork\x12\x1d.boxd.v1.UpdateNetworkRequest\x1a\x1e.boxd.v1.UpdateNetworkResponse\x123\n" +
 	"\x04Exec\x12\x14.boxd.v1.ExecRequest\x1a\x15.boxd.v1.ExecResponse\x12A\n" +
 	"\n" +
 	"ExecStream\x12\x14.boxd.v1.ExecRequest\x1a\x1b.boxd.v1.ExecStreamResponse0\x01\x12;\n" +
@@ -2443,7 +2716,7 @@ func file_boxd_v1_boxd_proto_rawDescGZIP() []byte {
 }
 
 var file_boxd_v1_boxd_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_boxd_v1_boxd_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_boxd_v1_boxd_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_boxd_v1_boxd_proto_goTypes = []any{
 	(ImageFormat)(0),              // 0: boxd.v1.ImageFormat
 	(*PublishedPort)(nil),         // 1: boxd.v1.PublishedPort
@@ -2453,92 +2726,101 @@ var file_boxd_v1_boxd_proto_goTypes = []any{
 	(*UnpublishPortResponse)(nil), // 5: boxd.v1.UnpublishPortResponse
 	(*Limits)(nil),                // 6: boxd.v1.Limits
 	(*CreateSandboxRequest)(nil),  // 7: boxd.v1.CreateSandboxRequest
-	(*Sandbox)(nil),               // 8: boxd.v1.Sandbox
-	(*Usage)(nil),                 // 9: boxd.v1.Usage
-	(*Security)(nil),              // 10: boxd.v1.Security
-	(*CreateSandboxResponse)(nil), // 11: boxd.v1.CreateSandboxResponse
-	(*ListSandboxesRequest)(nil),  // 12: boxd.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil), // 13: boxd.v1.ListSandboxesResponse
-	(*GetSandboxRequest)(nil),     // 14: boxd.v1.GetSandboxRequest
-	(*GetSandboxResponse)(nil),    // 15: boxd.v1.GetSandboxResponse
-	(*DeleteSandboxRequest)(nil),  // 16: boxd.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil), // 17: boxd.v1.DeleteSandboxResponse
-	(*ExecRequest)(nil),           // 18: boxd.v1.ExecRequest
-	(*ExecResult)(nil),            // 19: boxd.v1.ExecResult
-	(*ExecResponse)(nil),          // 20: boxd.v1.ExecResponse
-	(*ExecStreamResponse)(nil),    // 21: boxd.v1.ExecStreamResponse
-	(*CopyInRequest)(nil),         // 22: boxd.v1.CopyInRequest
-	(*CopyInResponse)(nil),        // 23: boxd.v1.CopyInResponse
-	(*CopyOutRequest)(nil),        // 24: boxd.v1.CopyOutRequest
-	(*CopyOutResponse)(nil),       // 25: boxd.v1.CopyOutResponse
-	(*StatPathRequest)(nil),       // 26: boxd.v1.StatPathRequest
-	(*StatPathResponse)(nil),      // 27: boxd.v1.StatPathResponse
-	(*ImportImageRequest)(nil),    // 28: boxd.v1.ImportImageRequest
-	(*Image)(nil),                 // 29: boxd.v1.Image
-	(*ImportImageResponse)(nil),   // 30: boxd.v1.ImportImageResponse
-	(*ListImagesRequest)(nil),     // 31: boxd.v1.ListImagesRequest
-	(*ListImagesResponse)(nil),    // 32: boxd.v1.ListImagesResponse
-	(*RemoveImageRequest)(nil),    // 33: boxd.v1.RemoveImageRequest
-	(*RemoveImageResponse)(nil),   // 34: boxd.v1.RemoveImageResponse
-	nil,                           // 35: boxd.v1.CreateSandboxRequest.LabelsEntry
-	nil,                           // 36: boxd.v1.Sandbox.LabelsEntry
-	nil,                           // 37: boxd.v1.ListSandboxesRequest.LabelsEntry
-	nil,                           // 38: boxd.v1.Image.LabelsEntry
+	(*NetworkRequest)(nil),        // 8: boxd.v1.NetworkRequest
+	(*NetworkStatus)(nil),         // 9: boxd.v1.NetworkStatus
+	(*Sandbox)(nil),               // 10: boxd.v1.Sandbox
+	(*Usage)(nil),                 // 11: boxd.v1.Usage
+	(*Security)(nil),              // 12: boxd.v1.Security
+	(*CreateSandboxResponse)(nil), // 13: boxd.v1.CreateSandboxResponse
+	(*ListSandboxesRequest)(nil),  // 14: boxd.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil), // 15: boxd.v1.ListSandboxesResponse
+	(*GetSandboxRequest)(nil),     // 16: boxd.v1.GetSandboxRequest
+	(*GetSandboxResponse)(nil),    // 17: boxd.v1.GetSandboxResponse
+	(*DeleteSandboxRequest)(nil),  // 18: boxd.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil), // 19: boxd.v1.DeleteSandboxResponse
+	(*ExecRequest)(nil),           // 20: boxd.v1.ExecRequest
+	(*ExecResult)(nil),            // 21: boxd.v1.ExecResult
+	(*ExecResponse)(nil),          // 22: boxd.v1.ExecResponse
+	(*ExecStreamResponse)(nil),    // 23: boxd.v1.ExecStreamResponse
+	(*CopyInRequest)(nil),         // 24: boxd.v1.CopyInRequest
+	(*CopyInResponse)(nil),        // 25: boxd.v1.CopyInResponse
+	(*CopyOutRequest)(nil),        // 26: boxd.v1.CopyOutRequest
+	(*CopyOutResponse)(nil),       // 27: boxd.v1.CopyOutResponse
+	(*StatPathRequest)(nil),       // 28: boxd.v1.StatPathRequest
+	(*StatPathResponse)(nil),      // 29: boxd.v1.StatPathResponse
+	(*ImportImageRequest)(nil),    // 30: boxd.v1.ImportImageRequest
+	(*Image)(nil),                 // 31: boxd.v1.Image
+	(*ImportImageResponse)(nil),   // 32: boxd.v1.ImportImageResponse
+	(*ListImagesRequest)(nil),     // 33: boxd.v1.ListImagesRequest
+	(*ListImagesResponse)(nil),    // 34: boxd.v1.ListImagesResponse
+	(*RemoveImageRequest)(nil),    // 35: boxd.v1.RemoveImageRequest
+	(*RemoveImageResponse)(nil),   // 36: boxd.v1.RemoveImageResponse
+	(*UpdateNetworkRequest)(nil),  // 37: boxd.v1.UpdateNetworkRequest
+	(*UpdateNetworkResponse)(nil), // 38: boxd.v1.UpdateNetworkResponse
+	nil,                           // 39: boxd.v1.CreateSandboxRequest.LabelsEntry
+	nil,                           // 40: boxd.v1.Sandbox.LabelsEntry
+	nil,                           // 41: boxd.v1.ListSandboxesRequest.LabelsEntry
+	nil,                           // 42: boxd.v1.Image.LabelsEntry
 }
 var file_boxd_v1_boxd_proto_depIdxs = []int32{
 	1,  // 0: boxd.v1.PublishPortRequest.port:type_name -> boxd.v1.PublishedPort
 	1,  // 1: boxd.v1.PublishPortResponse.port:type_name -> boxd.v1.PublishedPort
 	1,  // 2: boxd.v1.UnpublishPortResponse.ports:type_name -> boxd.v1.PublishedPort
 	6,  // 3: boxd.v1.CreateSandboxRequest.limits:type_name -> boxd.v1.Limits
-	35, // 4: boxd.v1.CreateSandboxRequest.labels:type_name -> boxd.v1.CreateSandboxRequest.LabelsEntry
+	39, // 4: boxd.v1.CreateSandboxRequest.labels:type_name -> boxd.v1.CreateSandboxRequest.LabelsEntry
 	1,  // 5: boxd.v1.CreateSandboxRequest.publish:type_name -> boxd.v1.PublishedPort
-	36, // 6: boxd.v1.Sandbox.labels:type_name -> boxd.v1.Sandbox.LabelsEntry
-	10, // 7: boxd.v1.Sandbox.security:type_name -> boxd.v1.Security
-	9,  // 8: boxd.v1.Sandbox.usage:type_name -> boxd.v1.Usage
-	1,  // 9: boxd.v1.Sandbox.ports:type_name -> boxd.v1.PublishedPort
-	8,  // 10: boxd.v1.CreateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	37, // 11: boxd.v1.ListSandboxesRequest.labels:type_name -> boxd.v1.ListSandboxesRequest.LabelsEntry
-	8,  // 12: boxd.v1.ListSandboxesResponse.sandboxes:type_name -> boxd.v1.Sandbox
-	8,  // 13: boxd.v1.GetSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	19, // 14: boxd.v1.ExecResponse.result:type_name -> boxd.v1.ExecResult
-	19, // 15: boxd.v1.ExecStreamResponse.result:type_name -> boxd.v1.ExecResult
-	0,  // 16: boxd.v1.ImportImageRequest.format:type_name -> boxd.v1.ImageFormat
-	38, // 17: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
-	29, // 18: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
-	29, // 19: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
-	7,  // 20: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
-	12, // 21: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
-	14, // 22: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
-	16, // 23: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
-	18, // 24: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
-	18, // 25: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
-	22, // 26: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
-	24, // 27: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
-	26, // 28: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
-	28, // 29: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
-	31, // 30: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
-	33, // 31: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
-	2,  // 32: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
-	4,  // 33: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
-	11, // 34: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
-	13, // 35: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
-	15, // 36: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
-	17, // 37: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
-	20, // 38: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
-	21, // 39: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
-	23, // 40: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
-	25, // 41: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
-	27, // 42: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
-	30, // 43: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
-	32, // 44: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
-	34, // 45: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
-	3,  // 46: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
-	5,  // 47: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
-	34, // [34:48] is the sub-list for method output_type
-	20, // [20:34] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	8,  // 6: boxd.v1.CreateSandboxRequest.network:type_name -> boxd.v1.NetworkRequest
+	40, // 7: boxd.v1.Sandbox.labels:type_name -> boxd.v1.Sandbox.LabelsEntry
+	12, // 8: boxd.v1.Sandbox.security:type_name -> boxd.v1.Security
+	11, // 9: boxd.v1.Sandbox.usage:type_name -> boxd.v1.Usage
+	1,  // 10: boxd.v1.Sandbox.ports:type_name -> boxd.v1.PublishedPort
+	9,  // 11: boxd.v1.Sandbox.network:type_name -> boxd.v1.NetworkStatus
+	10, // 12: boxd.v1.CreateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	41, // 13: boxd.v1.ListSandboxesRequest.labels:type_name -> boxd.v1.ListSandboxesRequest.LabelsEntry
+	10, // 14: boxd.v1.ListSandboxesResponse.sandboxes:type_name -> boxd.v1.Sandbox
+	10, // 15: boxd.v1.GetSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	21, // 16: boxd.v1.ExecResponse.result:type_name -> boxd.v1.ExecResult
+	21, // 17: boxd.v1.ExecStreamResponse.result:type_name -> boxd.v1.ExecResult
+	0,  // 18: boxd.v1.ImportImageRequest.format:type_name -> boxd.v1.ImageFormat
+	42, // 19: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
+	31, // 20: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
+	31, // 21: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
+	9,  // 22: boxd.v1.UpdateNetworkResponse.network:type_name -> boxd.v1.NetworkStatus
+	7,  // 23: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
+	14, // 24: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
+	16, // 25: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
+	18, // 26: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
+	37, // 27: boxd.v1.SandboxService.UpdateNetwork:input_type -> boxd.v1.UpdateNetworkRequest
+	20, // 28: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
+	20, // 29: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
+	24, // 30: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
+	26, // 31: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
+	28, // 32: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
+	30, // 33: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
+	33, // 34: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
+	35, // 35: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
+	2,  // 36: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
+	4,  // 37: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
+	13, // 38: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
+	15, // 39: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
+	17, // 40: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
+	19, // 41: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
+	38, // 42: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
+	22, // 43: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
+	23, // 44: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
+	25, // 45: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
+	27, // 46: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
+	29, // 47: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
+	32, // 48: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
+	34, // 49: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
+	36, // 50: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
+	3,  // 51: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
+	5,  // 52: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
+	38, // [38:53] is the sub-list for method output_type
+	23, // [23:38] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_boxd_v1_boxd_proto_init() }
@@ -2546,7 +2828,7 @@ func file_boxd_v1_boxd_proto_init() {
 	if File_boxd_v1_boxd_proto != nil {
 		return
 	}
-	file_boxd_v1_boxd_proto_msgTypes[20].OneofWrappers = []any{
+	file_boxd_v1_boxd_proto_msgTypes[22].OneofWrappers = []any{
 		(*ExecStreamResponse_Stdout)(nil),
 		(*ExecStreamResponse_Stderr)(nil),
 		(*ExecStreamResponse_Result)(nil),
@@ -2557,7 +2839,7 @@ func file_boxd_v1_boxd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_boxd_v1_boxd_proto_rawDesc), len(file_boxd_v1_boxd_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   38,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

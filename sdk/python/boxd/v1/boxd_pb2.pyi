@@ -38,7 +38,7 @@ class CopyOutResponse(_message.Message):
     def __init__(self, data: _Optional[bytes] = ...) -> None: ...
 
 class CreateSandboxRequest(_message.Message):
-    __slots__ = ["env", "image", "labels", "limits", "name", "publish", "ttl", "workdir"]
+    __slots__ = ["env", "image", "labels", "limits", "name", "network", "publish", "ttl", "workdir"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -51,6 +51,7 @@ class CreateSandboxRequest(_message.Message):
     LABELS_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
     PUBLISH_FIELD_NUMBER: _ClassVar[int]
     TTL_FIELD_NUMBER: _ClassVar[int]
     WORKDIR_FIELD_NUMBER: _ClassVar[int]
@@ -59,10 +60,11 @@ class CreateSandboxRequest(_message.Message):
     labels: _containers.ScalarMap[str, str]
     limits: Limits
     name: str
+    network: NetworkRequest
     publish: _containers.RepeatedCompositeFieldContainer[PublishedPort]
     ttl: str
     workdir: str
-    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., name: _Optional[str] = ..., ttl: _Optional[str] = ..., publish: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ...) -> None: ...
+    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., name: _Optional[str] = ..., ttl: _Optional[str] = ..., publish: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkRequest, _Mapping]] = ...) -> None: ...
 
 class CreateSandboxResponse(_message.Message):
     __slots__ = ["sandbox"]
@@ -230,6 +232,28 @@ class ListSandboxesResponse(_message.Message):
     sandboxes: _containers.RepeatedCompositeFieldContainer[Sandbox]
     def __init__(self, sandboxes: _Optional[_Iterable[_Union[Sandbox, _Mapping]]] = ...) -> None: ...
 
+class NetworkRequest(_message.Message):
+    __slots__ = ["allow", "mode"]
+    ALLOW_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    allow: _containers.RepeatedScalarFieldContainer[str]
+    mode: str
+    def __init__(self, mode: _Optional[str] = ..., allow: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class NetworkStatus(_message.Message):
+    __slots__ = ["address", "allow", "dns", "gateway", "mode"]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_FIELD_NUMBER: _ClassVar[int]
+    DNS_FIELD_NUMBER: _ClassVar[int]
+    GATEWAY_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    address: str
+    allow: _containers.RepeatedScalarFieldContainer[str]
+    dns: str
+    gateway: str
+    mode: str
+    def __init__(self, mode: _Optional[str] = ..., allow: _Optional[_Iterable[str]] = ..., address: _Optional[str] = ..., gateway: _Optional[str] = ..., dns: _Optional[str] = ...) -> None: ...
+
 class PublishPortRequest(_message.Message):
     __slots__ = ["port", "sandbox_id"]
     PORT_FIELD_NUMBER: _ClassVar[int]
@@ -269,7 +293,7 @@ class RemoveImageResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class Sandbox(_message.Message):
-    __slots__ = ["cpus", "created_at", "env", "expires_at", "id", "image", "init_pid", "init_restarts", "labels", "last_restart_at", "last_restart_reason", "memory_bytes", "name", "pids", "ports", "restart_refused", "security", "state", "usage", "workdir"]
+    __slots__ = ["cpus", "created_at", "env", "expires_at", "id", "image", "init_pid", "init_restarts", "labels", "last_restart_at", "last_restart_reason", "memory_bytes", "name", "network", "pids", "ports", "restart_refused", "security", "state", "usage", "workdir"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -290,6 +314,7 @@ class Sandbox(_message.Message):
     LAST_RESTART_REASON_FIELD_NUMBER: _ClassVar[int]
     MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
     PIDS_FIELD_NUMBER: _ClassVar[int]
     PORTS_FIELD_NUMBER: _ClassVar[int]
     RESTART_REFUSED_FIELD_NUMBER: _ClassVar[int]
@@ -310,6 +335,7 @@ class Sandbox(_message.Message):
     last_restart_reason: str
     memory_bytes: int
     name: str
+    network: NetworkStatus
     pids: int
     ports: _containers.RepeatedCompositeFieldContainer[PublishedPort]
     restart_refused: str
@@ -317,7 +343,7 @@ class Sandbox(_message.Message):
     state: str
     usage: Usage
     workdir: str
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., image: _Optional[str] = ..., state: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., cpus: _Optional[float] = ..., pids: _Optional[int] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., created_at: _Optional[str] = ..., expires_at: _Optional[str] = ..., security: _Optional[_Union[Security, _Mapping]] = ..., init_pid: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., init_restarts: _Optional[int] = ..., last_restart_at: _Optional[str] = ..., last_restart_reason: _Optional[str] = ..., restart_refused: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., image: _Optional[str] = ..., state: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., cpus: _Optional[float] = ..., pids: _Optional[int] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., created_at: _Optional[str] = ..., expires_at: _Optional[str] = ..., security: _Optional[_Union[Security, _Mapping]] = ..., init_pid: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., init_restarts: _Optional[int] = ..., last_restart_at: _Optional[str] = ..., last_restart_reason: _Optional[str] = ..., restart_refused: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkStatus, _Mapping]] = ...) -> None: ...
 
 class Security(_message.Message):
     __slots__ = ["capabilities", "network", "read_only_rootfs", "seccomp", "uid_map"]
@@ -372,6 +398,22 @@ class UnpublishPortResponse(_message.Message):
     PORTS_FIELD_NUMBER: _ClassVar[int]
     ports: _containers.RepeatedCompositeFieldContainer[PublishedPort]
     def __init__(self, ports: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ...) -> None: ...
+
+class UpdateNetworkRequest(_message.Message):
+    __slots__ = ["allow", "deny", "sandbox_id"]
+    ALLOW_FIELD_NUMBER: _ClassVar[int]
+    DENY_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    allow: _containers.RepeatedScalarFieldContainer[str]
+    deny: _containers.RepeatedScalarFieldContainer[str]
+    sandbox_id: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., allow: _Optional[_Iterable[str]] = ..., deny: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class UpdateNetworkResponse(_message.Message):
+    __slots__ = ["network"]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
+    network: NetworkStatus
+    def __init__(self, network: _Optional[_Union[NetworkStatus, _Mapping]] = ...) -> None: ...
 
 class Usage(_message.Message):
     __slots__ = ["cpu_usec", "memory_bytes", "memory_peak_bytes", "oom_kills", "pids"]

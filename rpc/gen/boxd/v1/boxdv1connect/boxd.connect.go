@@ -45,6 +45,9 @@ const (
 	// SandboxServiceDeleteSandboxProcedure is the fully-qualified name of the SandboxService's
 	// DeleteSandbox RPC.
 	SandboxServiceDeleteSandboxProcedure = "/boxd.v1.SandboxService/DeleteSandbox"
+	// SandboxServiceUpdateNetworkProcedure is the fully-qualified name of the SandboxService's
+	// UpdateNetwork RPC.
+	SandboxServiceUpdateNetworkProcedure = "/boxd.v1.SandboxService/UpdateNetwork"
 	// SandboxServiceExecProcedure is the fully-qualified name of the SandboxService's Exec RPC.
 	SandboxServiceExecProcedure = "/boxd.v1.SandboxService/Exec"
 	// SandboxServiceExecStreamProcedure is the fully-qualified name of the SandboxService's ExecStream
@@ -79,6 +82,8 @@ type SandboxServiceClient interface {
 	ListSandboxes(context.Context, *connect.Request[v1.ListSandboxesRequest]) (*connect.Response[v1.ListSandboxesResponse], error)
 	GetSandbox(context.Context, *connect.Request[v1.GetSandboxRequest]) (*connect.Response[v1.GetSandboxResponse], error)
 	DeleteSandbox(context.Context, *connect.Request[v1.DeleteSandboxRequest]) (*connect.Response[v1.DeleteSandboxResponse], error)
+	// Changes a running egress sandbox's allowlist; takes effect at once.
+	UpdateNetwork(context.Context, *connect.Request[v1.UpdateNetworkRequest]) (*connect.Response[v1.UpdateNetworkResponse], error)
 	// Exec runs a command and returns its whole output (bounded by output_limit).
 	// Meant for simple clients such as curl; ExecStream streams.
 	Exec(context.Context, *connect.Request[v1.ExecRequest]) (*connect.Response[v1.ExecResponse], error)
@@ -146,6 +151,12 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			httpClient,
 			baseURL+SandboxServiceDeleteSandboxProcedure,
 			connect.WithSchema(sandboxServiceMethods.ByName("DeleteSandbox")),
+			connect.WithClientOptions(opts...),
+		),
+		updateNetwork: connect.NewClient[v1.UpdateNetworkRequest, v1.UpdateNetworkResponse](
+			httpClient,
+			baseURL+SandboxServiceUpdateNetworkProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("UpdateNetwork")),
 			connect.WithClientOptions(opts...),
 		),
 		exec: connect.NewClient[v1.ExecRequest, v1.ExecResponse](
@@ -217,6 +228,7 @@ type sandboxServiceClient struct {
 	listSandboxes *connect.Client[v1.ListSandboxesRequest, v1.ListSandboxesResponse]
 	getSandbox    *connect.Client[v1.GetSandboxRequest, v1.GetSandboxResponse]
 	deleteSandbox *connect.Client[v1.DeleteSandboxRequest, v1.DeleteSandboxResponse]
+	updateNetwork *connect.Client[v1.UpdateNetworkRequest, v1.UpdateNetworkResponse]
 	exec          *connect.Client[v1.ExecRequest, v1.ExecResponse]
 	execStream    *connect.Client[v1.ExecRequest, v1.ExecStreamResponse]
 	copyIn        *connect.Client[v1.CopyInRequest, v1.CopyInResponse]
@@ -247,6 +259,11 @@ func (c *sandboxServiceClient) GetSandbox(ctx context.Context, req *connect.Requ
 // DeleteSandbox calls boxd.v1.SandboxService.DeleteSandbox.
 func (c *sandboxServiceClient) DeleteSandbox(ctx context.Context, req *connect.Request[v1.DeleteSandboxRequest]) (*connect.Response[v1.DeleteSandboxResponse], error) {
 	return c.deleteSandbox.CallUnary(ctx, req)
+}
+
+// UpdateNetwork calls boxd.v1.SandboxService.UpdateNetwork.
+func (c *sandboxServiceClient) UpdateNetwork(ctx context.Context, req *connect.Request[v1.UpdateNetworkRequest]) (*connect.Response[v1.UpdateNetworkResponse], error) {
+	return c.updateNetwork.CallUnary(ctx, req)
 }
 
 // Exec calls boxd.v1.SandboxService.Exec.
@@ -305,6 +322,8 @@ type SandboxServiceHandler interface {
 	ListSandboxes(context.Context, *connect.Request[v1.ListSandboxesRequest]) (*connect.Response[v1.ListSandboxesResponse], error)
 	GetSandbox(context.Context, *connect.Request[v1.GetSandboxRequest]) (*connect.Response[v1.GetSandboxResponse], error)
 	DeleteSandbox(context.Context, *connect.Request[v1.DeleteSandboxRequest]) (*connect.Response[v1.DeleteSandboxResponse], error)
+	// Changes a running egress sandbox's allowlist; takes effect at once.
+	UpdateNetwork(context.Context, *connect.Request[v1.UpdateNetworkRequest]) (*connect.Response[v1.UpdateNetworkResponse], error)
 	// Exec runs a command and returns its whole output (bounded by output_limit).
 	// Meant for simple clients such as curl; ExecStream streams.
 	Exec(context.Context, *connect.Request[v1.ExecRequest]) (*connect.Response[v1.ExecResponse], error)
@@ -368,6 +387,12 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 		SandboxServiceDeleteSandboxProcedure,
 		svc.DeleteSandbox,
 		connect.WithSchema(sandboxServiceMethods.ByName("DeleteSandbox")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sandboxServiceUpdateNetworkHandler := connect.NewUnaryHandler(
+		SandboxServiceUpdateNetworkProcedure,
+		svc.UpdateNetwork,
+		connect.WithSchema(sandboxServiceMethods.ByName("UpdateNetwork")),
 		connect.WithHandlerOptions(opts...),
 	)
 	sandboxServiceExecHandler := connect.NewUnaryHandler(
@@ -440,6 +465,8 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 			sandboxServiceGetSandboxHandler.ServeHTTP(w, r)
 		case SandboxServiceDeleteSandboxProcedure:
 			sandboxServiceDeleteSandboxHandler.ServeHTTP(w, r)
+		case SandboxServiceUpdateNetworkProcedure:
+			sandboxServiceUpdateNetworkHandler.ServeHTTP(w, r)
 		case SandboxServiceExecProcedure:
 			sandboxServiceExecHandler.ServeHTTP(w, r)
 		case SandboxServiceExecStreamProcedure:
@@ -483,6 +510,10 @@ func (UnimplementedSandboxServiceHandler) GetSandbox(context.Context, *connect.R
 
 func (UnimplementedSandboxServiceHandler) DeleteSandbox(context.Context, *connect.Request[v1.DeleteSandboxRequest]) (*connect.Response[v1.DeleteSandboxResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.DeleteSandbox is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) UpdateNetwork(context.Context, *connect.Request[v1.UpdateNetworkRequest]) (*connect.Response[v1.UpdateNetworkResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.UpdateNetwork is not implemented"))
 }
 
 func (UnimplementedSandboxServiceHandler) Exec(context.Context, *connect.Request[v1.ExecRequest]) (*connect.Response[v1.ExecResponse], error) {

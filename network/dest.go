@@ -1,0 +1,196 @@
+// Package network gives a sandbox that asks for it (--network egress) a
+// network namespace of its own, a veth on a boxd bridge, NAT to the host's
+// uplink, and a firewall that lets through only the destinations on the
+// sandbox's allowlist. The namespace is made and configured before the
+// sandbox's task starts; the runtime spec joins it by path.
+//
+// The pieces are the real ones: the CNI bridge, host-local and loopback
+// plugins (through github.com/containerd/go-cni), nftables through netlink
+// (github.com/google/nftables), and a DNS resolver (github.com/miekg/dns)
+// that answers only allowed names. Only IPv4 is routed: a sandbox's IPv6 is
+// switched off and the firewall drops any IPv6 from the bridge.
+package network
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// Modes a sandbox's network can have.
+const (
+	ModeNone   = "none"   // loopback only (the default)
+	ModeEgress = "egress" // own namespace, NAT, allowlisted destinations
+)
+
+// Dest is one allowlist entry: a CIDR (a bare address is a /32), a DNS
+// name, a wildcard name "*.suffix" (any name below suffix, not suffix
+// itself), or "*" (any destination outside the always-blocked set). Port 0
+// means every port.
+type Dest struct {
+	Prefix netip.Prefix // valid for a CIDR entry
+	Name   string       // lower case, no trailing dot; "*.x" for a wildcard
+	Any    bool         // "*"
+	Port   uint16
+}
+
+// String is the canonical text of d, which ParseDest reads back.
+func (d Dest) String() string {
+	var s string
+	switch {
+	case d.Any:
+		s = "*"
+	case d.Name != "":
+		s = d.Name
+	default:
+		s = d.Prefix.String()
+	}
+	if d.Port != 0 {
+		s += ":" + strconv.Itoa(int(d.Port))
+	}
+	return s
+}
+
+// IsCIDR reports whether d names addresses (as opposed to names or "*").
+func (d Dest) IsCIDR() bool { return d.Prefix.IsValid() }
+
+// ParseDest reads an allowlist entry: "203.0.113.0/24", "203.0.113.7",
+// "203.0.113.0/24:443", "pypi.org", "pypi.org:443", "*.pythonhosted.org",
+// "*" or "*:443". IPv6 CIDRs are refused: boxd routes only IPv4.
+func ParseDest(s string) (Dest, error) {
+	var d Dest
+	if s == "" {
+		return d, fmt.Errorf("empty destination")
+	}
+	if len(s) > 260 {
+		return d, fmt.Errorf("%.40q...: longer than 260 bytes", s)
+	}
+	host := s
+	if i := strings.LastIndexByte(s, ':'); i >= 0 {
+		if strings.Count(s, ":") > 1 {
+			return d, fmt.Errorf("%q: IPv6 destinations are not supported (boxd routes IPv4 only)", s)
+		}
+		host = s[:i]
+		p, err := strconv.ParseUint(s[i+1:], 10, 32)
+		if err != nil {
+			return d, fmt.Errorf("%q: port %q is not a number", s, s[i+1:])
+		}
+		if p < 1 || p > 65535 {
+			return d, fmt.Errorf("%q: port %d is outside 1-65535", s, p)
+		}
+		d.Port = uint16(p)
+	}
+	switch {
+	case host == "*":
+		d.Any = true
+		return d, nil
+	case host == "":
+		return d, fmt.Errorf("%q: no destination before the port (use '*:PORT' for any destination)", s)
+	}
+	if strings.Contains(host, "/") {
+		p, err := netip.ParsePrefix(host)
+		if err != nil {
+			return d, fmt.Errorf("%q is not a CIDR: %v", host, err)
+		}
+		if !p.Addr().Is4() {
+			return d, fmt.Errorf("%q: IPv6 destinations are not supported (boxd routes IPv4 only)", host)
+		}
+		if p.Masked() != p {
+			return d, fmt.Errorf("%q has host bits set (did you mean %s?)", host, p.Masked())
+		}
+		d.Prefix = p
+		return d, nil
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		if !a.Is4() {
+			return d, fmt.Errorf("%q: IPv6 destinations are not supported (boxd routes IPv4 only)", host)
+		}
+		d.Prefix = netip.PrefixFrom(a, 32)
+		return d, nil
+	}
+	if looksNumeric(host) {
+		return d, fmt.Errorf("%q is not an IPv4 address", host)
+	}
+	name := strings.ToLower(strings.TrimSuffix(host, "."))
+	wild := strings.HasPrefix(name, "*.")
+	if err := checkName(strings.TrimPrefix(name, "*.")); err != nil {
+		return d, fmt.Errorf("%q is not a DNS name: %v", host, err)
+	}
+	if wild && !strings.Contains(name[2:], ".") {
+		return d, fmt.Errorf("%q: a wildcard needs a suffix of at least two labels", host)
+	}
+	d.Name = name
+	return d, nil
+}
+
+// looksNumeric is true for things like "300.1.2.3" that are meant as
+// addresses, so they are not taken for names.
+func looksNumeric(s string) bool {
+	for _, c := range s {
+		if (c < '0' || c > '9') && c != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+// checkName checks a host name by RFC 1123 rules (labels of letters,
+// digits, '-' and '_', 1-63 bytes, 253 in all).
+func checkName(n string) error {
+	if n == "" || len(n) > 253 {
+		return fmt.Errorf("length %d is outside 1-253", len(n))
+	}
+	for _, l := range strings.Split(n, ".") {
+		if l == "" || len(l) > 63 {
+			return fmt.Errorf("label %q is empty or longer than 63 bytes", l)
+		}
+		if l[0] == '-' || l[len(l)-1] == '-' {
+			return fmt.Errorf("label %q starts or ends with '-'", l)
+		}
+		for _, c := range l {
+			ok := c == '-' || c == '_' || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9')
+			if !ok {
+				return fmt.Errorf("label %q has the character %q", l, c)
+			}
+		}
+	}
+	return nil
+}
+
+// ParseAllow parses a list of entries; the error names the index.
+func ParseAllow(field string, in []string) ([]Dest, error) {
+	out := make([]Dest, 0, len(in))
+	for i, s := range in {
+		d, err := ParseDest(s)
+		if err != nil {
+			return nil, fmt.Errorf("%s[%d]: %w", field, i, err)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// MatchName reports whether the DNS name q (lower case, no trailing dot)
+// is allowed by d, and with which port.
+func (d Dest) MatchName(q string) bool {
+	switch {
+	case d.Any:
+		return true
+	case d.Name == "":
+		return false
+	case strings.HasPrefix(d.Name, "*."):
+		return strings.HasSuffix(q, d.Name[1:])
+	default:
+		return q == d.Name
+	}
+}
+
+// Strings is the canonical text of each entry.
+func Strings(ds []Dest) []string {
+	out := make([]string, len(ds))
+	for i, d := range ds {
+		out[i] = d.String()
+	}
+	return out
+}

@@ -1,0 +1,480 @@
+package network
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/containerd/errdefs"
+	gocni "github.com/containerd/go-cni"
+)
+
+// Defaults of the boxd flags.
+const (
+	DefaultBridge = "boxd0"
+	DefaultSubnet = "10.213.0.0/16"
+	DefaultTable  = "boxd"
+)
+
+// DefaultPluginDirs is where Debian's containernetworking-plugins and the
+// upstream release put the CNI plugins.
+var DefaultPluginDirs = []string{"/usr/lib/cni", "/opt/cni/bin"}
+
+// Config is the daemon-wide network configuration.
+type Config struct {
+	// StateDir holds the namespaces' mount points (netns/) and host-local's
+	// address leases (ipam/).
+	StateDir   string
+	PluginDirs []string
+	Bridge     string       // the bridge's name; also the CNI network's
+	Subnet     netip.Prefix // host-local hands out addresses from it; .1 is the gateway
+	Table      string       // name of boxd's nftables tables
+	// DNSUpstream is the resolver boxd's DNS forwards allowed names to
+	// (host:port); empty means the first nameserver of /etc/resolv.conf.
+	DNSUpstream string
+	Logger      *slog.Logger
+}
+
+// Attachment is what a sandbox's network is, as the runtime stores it.
+type Attachment struct {
+	NetNS   string     `json:"netns"`
+	Addr    netip.Addr `json:"addr"`
+	Gateway netip.Addr `json:"gateway"`
+	Veth    string     `json:"veth"` // the host end, a port of the bridge
+}
+
+// Manager sets sandboxes' networks up and tears them down. It is safe for
+// concurrent use.
+type Manager struct {
+	cfg Config
+	log *slog.Logger
+	cni gocni.CNI
+	fw  *firewall
+
+	mu    sync.Mutex // serialises firewall changes and guards the maps
+	ready bool       // tables made in this process
+	bySrc map[netip.Addr]*member
+	byID  map[string]*member
+
+	dns *resolver
+}
+
+// member is a running egress sandbox as the resolver sees it.
+type member struct {
+	id    string
+	addr  netip.Addr
+	allow []Dest
+}
+
+// New checks cfg. It changes nothing on the host until the first egress
+// sandbox.
+func New(cfg Config) (*Manager, error) {
+	if cfg.Bridge == "" {
+		cfg.Bridge = DefaultBridge
+	}
+	if cfg.Table == "" {
+		cfg.Table = DefaultTable
+	}
+	if len(cfg.PluginDirs) == 0 {
+		cfg.PluginDirs = DefaultPluginDirs
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if !cfg.Subnet.IsValid() {
+		cfg.Subnet = netip.MustParsePrefix(DefaultSubnet)
+	}
+	if !cfg.Subnet.Addr().Is4() || cfg.Subnet.Bits() > 28 || cfg.Subnet.Masked() != cfg.Subnet {
+		return nil, fmt.Errorf("bridge-subnet %s: must be an IPv4 network (host bits zero) of /28 or larger", cfg.Subnet)
+	}
+	if len(cfg.Bridge) > 15 || strings.ContainsAny(cfg.Bridge, "/ \x00") {
+		return nil, fmt.Errorf("bridge %q: not a usable interface name", cfg.Bridge)
+	}
+	if !filepath.IsAbs(cfg.StateDir) {
+		return nil, fmt.Errorf("network state dir %q must be absolute", cfg.StateDir)
+	}
+	for _, d := range []string{cfg.StateDir, filepath.Join(cfg.StateDir, "netns"), filepath.Join(cfg.StateDir, "ipam")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("network state dir: %w", err)
+		}
+	}
+	cni, err := gocni.New(gocni.WithPluginDir(cfg.PluginDirs), gocni.WithMinNetworkCount(2),
+		gocni.WithLoNetwork, gocni.WithConfListBytes([]byte(conflist(cfg))))
+	if err != nil {
+		return nil, fmt.Errorf("cni: %w", err)
+	}
+	gw := cfg.Subnet.Addr().Next()
+	upstream, err := upstreamFrom(cfg.DNSUpstream)
+	if err != nil {
+		if cfg.DNSUpstream != "" {
+			return nil, err
+		}
+		// Not fatal: CIDR allowlists work without it; names get SERVFAIL.
+		cfg.Logger.Warn("network: no DNS upstream; egress sandboxes cannot resolve names", "err", err)
+	}
+	m := &Manager{cfg: cfg, log: cfg.Logger, cni: cni,
+		fw:    &firewall{table: cfg.Table, bridge: cfg.Bridge, subnet: cfg.Subnet, gw: gw},
+		bySrc: map[netip.Addr]*member{}, byID: map[string]*member{}}
+	m.dns = &resolver{m: m, upstream: upstream, log: cfg.Logger}
+	return m, nil
+}
+
+// conflist is the CNI network: a bridge with the gateway on it and no
+// masquerade of its own (boxd's nftables does NAT), host-local addresses
+// kept under boxd's state dir.
+func conflist(cfg Config) string {
+	return fmt.Sprintf(`{
+  "cniVersion": "1.0.0",
+  "name": %q,
+  "plugins": [{
+    "type": "bridge",
+    "bridge": %q,
+    "isGateway": true,
+    "ipMasq": false,
+    "hairpinMode": false,
+    "ipam": {
+      "type": "host-local",
+      "ranges": [[{"subnet": %q}]],
+      "routes": [{"dst": "0.0.0.0/0"}],
+      "dataDir": %q
+    }
+  }]
+}`, cfg.Bridge, cfg.Bridge, cfg.Subnet.String(), filepath.Join(cfg.StateDir, "ipam"))
+}
+
+// Gateway is the bridge's address, where the resolver answers.
+func (m *Manager) Gateway() netip.Addr { return m.fw.gw }
+
+func (m *Manager) netnsPath(id string) string { return filepath.Join(m.cfg.StateDir, "netns", id) }
+
+// CheckForwarding fails with failed_precondition if the kernel does not
+// forward IPv4 in boxd's network namespace. boxd never turns it on itself.
+func CheckForwarding() error {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_forward")
+	if err != nil {
+		return fmt.Errorf("network egress: read net.ipv4.ip_forward: %w", err)
+	}
+	if strings.TrimSpace(string(b)) != "1" {
+		return fmt.Errorf("network egress needs IP forwarding, and net.ipv4.ip_forward is %s in boxd's network namespace (boxd does not change it; set it with sysctl): %w",
+			strings.TrimSpace(string(b)), errdefs.ErrFailedPrecondition)
+	}
+	return nil
+}
+
+// CheckPlugins fails with failed_precondition if a CNI plugin is missing.
+func (m *Manager) CheckPlugins() error {
+	for _, p := range []string{"bridge", "host-local", "loopback"} {
+		found := false
+		for _, d := range m.cfg.PluginDirs {
+			if st, err := os.Stat(filepath.Join(d, p)); err == nil && st.Mode().IsRegular() {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return fmt.Errorf("network egress needs the CNI plugin %q in %s (Debian package containernetworking-plugins): %w",
+				p, strings.Join(m.cfg.PluginDirs, ":"), errdefs.ErrFailedPrecondition)
+		}
+	}
+	return nil
+}
+
+// Setup makes sandbox id's namespace, attaches it to the bridge and
+// installs its firewall rules. On failure nothing of it is left.
+func (m *Manager) Setup(ctx context.Context, id string, allow []Dest) (_ *Attachment, retErr error) {
+	if _, err := m.Prepare(id); err != nil {
+		return nil, err
+	}
+	att, err := m.Attach(ctx, id, allow)
+	if err != nil {
+		if terr := m.Teardown(context.WithoutCancel(ctx), id); terr != nil {
+			m.log.Error("network: undo a failed setup", "sandbox", id, "err", terr)
+		}
+		return nil, err
+	}
+	return att, nil
+}
+
+// Prepare checks the host and makes sandbox id's namespace, empty, at the
+// path it returns, so a runtime spec can name it while Attach runs. The
+// caller tears down on a later failure.
+func (m *Manager) Prepare(id string) (string, error) {
+	if err := CheckForwarding(); err != nil {
+		return "", err
+	}
+	if err := m.CheckPlugins(); err != nil {
+		return "", err
+	}
+	if err := m.prepare(); err != nil {
+		return "", err
+	}
+	path := m.netnsPath(id)
+	if err := newNetNS(path); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// Attach connects sandbox id's prepared namespace to the bridge (CNI) and
+// installs its firewall rules. The caller tears down on failure.
+func (m *Manager) Attach(ctx context.Context, id string, allow []Dest) (*Attachment, error) {
+	t0 := time.Now()
+	path := m.netnsPath(id)
+	res, err := m.cni.Setup(ctx, id, path)
+	if err != nil {
+		return nil, fmt.Errorf("network: cni add: %w", err)
+	}
+	tCNI := time.Since(t0)
+	att := &Attachment{NetNS: path}
+	for _, ic := range res.Interfaces {
+		for _, c := range ic.IPConfigs {
+			if a, ok := netip.AddrFromSlice(c.IP.To4()); ok && c.IP.To4() != nil && m.cfg.Subnet.Contains(a) {
+				att.Addr = a
+				att.Gateway, _ = netip.AddrFromSlice(c.Gateway.To4())
+			}
+		}
+	}
+	if !att.Addr.IsValid() {
+		return nil, fmt.Errorf("network: cni gave sandbox %s no address in %s", id, m.cfg.Subnet)
+	}
+	for _, r := range res.Raw() {
+		for _, ifc := range r.Interfaces {
+			if ifc.Sandbox == "" && ifc.Name != m.cfg.Bridge {
+				att.Veth = ifc.Name
+			}
+		}
+	}
+	if att.Veth == "" {
+		return nil, fmt.Errorf("network: cni reported no host veth for sandbox %s", id)
+	}
+	if err := m.attach(id, att, allow); err != nil {
+		return nil, err
+	}
+	m.log.Debug("network attach timing", "sandbox", id, "cni", tCNI.Round(time.Microsecond), "total", time.Since(t0).Round(time.Microsecond))
+	return att, nil
+}
+
+// attach installs id's rules and registers it with the resolver.
+func (m *Manager) attach(id string, att *Attachment, allow []Dest) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.fw.install(id, att.Addr, att.Veth, allow); err != nil {
+		return err
+	}
+	mb := &member{id: id, addr: att.Addr, allow: allow}
+	m.bySrc[att.Addr] = mb
+	m.byID[id] = mb
+	return nil
+}
+
+// prepare makes boxd's tables once per process and refreshes the
+// always-blocked set, and starts the resolver.
+func (m *Manager) prepare() error {
+	blocked, err := m.blocked()
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.fw.ensure(blocked); err != nil {
+		return err
+	}
+	if !m.ready {
+		if err := m.dns.start(m.fw.gw); err != nil {
+			return err
+		}
+		m.log.Info("network: resolver for egress sandboxes", "addr", m.fw.gw, "upstream", m.dns.upstream)
+	}
+	m.ready = true
+	return nil
+}
+
+// member is the egress sandbox with source address a, or nil.
+func (m *Manager) member(a netip.Addr) *member {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mb := m.bySrc[a]
+	if mb == nil {
+		return nil
+	}
+	cp := *mb
+	return &cp
+}
+
+// admit lets sandbox id reach addrs (on ports, or every port if none)
+// for ttl: its resolver's answer.
+func (m *Manager) admit(id string, addrs []netip.Addr, ports []uint16, ttl time.Duration) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.byID[id] == nil {
+		return fmt.Errorf("sandbox %s is gone", id)
+	}
+	if len(ports) == 0 {
+		return m.fw.admit(id, addrs, 0, ttl)
+	}
+	for _, p := range ports {
+		if err := m.fw.admit(id, addrs, p, ttl); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Restore re-installs the rules of a sandbox that existed before boxd
+// restarted (nftables keeps them across a boxd restart, but not across a
+// reboot, and the resolver's map is in memory).
+func (m *Manager) Restore(id string, att Attachment, allow []Dest) error {
+	if err := m.prepare(); err != nil {
+		return err
+	}
+	return m.attach(id, &att, allow)
+}
+
+// SetAllow replaces a running sandbox's allowlist; it takes effect for the
+// next connection (connections already open stay open). If an entry goes,
+// the addresses its resolver handed out go too, so names still allowed
+// must be looked up again.
+func (m *Manager) SetAllow(id string, allow []Dest) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mb := m.byID[id]
+	if mb == nil {
+		return fmt.Errorf("sandbox %s has no egress network in this boxd: %w", id, errdefs.ErrFailedPrecondition)
+	}
+	forget := slices.ContainsFunc(mb.allow, func(d Dest) bool { return !slices.Contains(allow, d) })
+	if err := m.fw.replaceAllow(id, allow, forget); err != nil {
+		return err
+	}
+	mb.allow = allow
+	return nil
+}
+
+// Teardown removes everything of sandbox id's network: firewall rules and
+// sets, the CNI attachment (veth and address lease) and the namespace.
+// Missing pieces are fine, so it can run on a half-made sandbox.
+func (m *Manager) Teardown(ctx context.Context, id string) error {
+	var errs []error
+	m.mu.Lock()
+	if mb := m.byID[id]; mb != nil {
+		delete(m.bySrc, mb.addr)
+		delete(m.byID, id)
+	}
+	errs = append(errs, m.fw.remove(id))
+	m.mu.Unlock()
+
+	path := m.netnsPath(id)
+	nsPath := path
+	if _, err := os.Stat(path); err != nil {
+		nsPath = "" // the plugins then only release the address
+	}
+	if err := m.cni.Remove(ctx, id, nsPath); err != nil {
+		errs = append(errs, fmt.Errorf("network: cni del of %s: %w", id, err))
+	}
+	errs = append(errs, removeNetNS(path))
+	return errors.Join(errs...)
+}
+
+// Owners lists the sandbox ids that hold any network state here:
+// namespaces, address leases, firewall rules.
+func (m *Manager) Owners() ([]string, error) {
+	seen := map[string]bool{}
+	ents, err := os.ReadDir(filepath.Join(m.cfg.StateDir, "netns"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	for _, e := range ents {
+		seen[e.Name()] = true
+	}
+	leases, err := m.leases()
+	if err != nil {
+		return nil, err
+	}
+	for id := range leases {
+		seen[id] = true
+	}
+	ids, err := m.fw.ids()
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range ids {
+		seen[id] = true
+	}
+	out := make([]string, 0, len(seen))
+	for id := range seen {
+		out = append(out, id)
+	}
+	return out, nil
+}
+
+// leases maps sandbox id to the addresses host-local leased to it. Its
+// files are named by address and hold the container id, a line break and
+// the interface name.
+func (m *Manager) leases() (map[string][]string, error) {
+	dir := filepath.Join(m.cfg.StateDir, "ipam", m.cfg.Bridge)
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for _, e := range ents {
+		if _, err := netip.ParseAddr(e.Name()); err != nil {
+			continue // lock, last_reserved_ip.0
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		id, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+		id = strings.TrimSpace(id)
+		out[id] = append(out[id], e.Name())
+	}
+	return out, nil
+}
+
+// blocked is the always-blocked set: "this network", loopback, link-local
+// (cloud metadata), multicast, the bridge's subnet (other sandboxes, the
+// gateway), every address of the host, and the whole connected network of
+// each host address in a private range.
+func (m *Manager) blocked() ([]netip.Prefix, error) {
+	out := []netip.Prefix{
+		netip.MustParsePrefix("0.0.0.0/8"), netip.MustParsePrefix("127.0.0.0/8"),
+		netip.MustParsePrefix("169.254.0.0/16"), netip.MustParsePrefix("224.0.0.0/4"),
+		m.cfg.Subnet,
+	}
+	private := []netip.Prefix{
+		netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("172.16.0.0/12"),
+		netip.MustParsePrefix("192.168.0.0/16"), netip.MustParsePrefix("100.64.0.0/10"),
+	}
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("network: host addresses: %w", err)
+	}
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok || ipn.IP.To4() == nil {
+			continue
+		}
+		ip, _ := netip.AddrFromSlice(ipn.IP.To4())
+		out = append(out, netip.PrefixFrom(ip, 32))
+		ones, _ := ipn.Mask.Size()
+		for _, p := range private {
+			if p.Contains(ip) {
+				out = append(out, netip.PrefixFrom(ip, ones).Masked())
+			}
+		}
+	}
+	return out, nil
+}

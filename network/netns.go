@@ -1,0 +1,65 @@
+package network
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// newNetNS makes a network namespace owned by the host's user namespace
+// and pins it with a bind mount at path. Its IPv6 is switched off: boxd
+// routes and filters IPv4 only.
+func newNetNS(path string) (retErr error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDONLY, 0o444)
+	if err != nil {
+		return fmt.Errorf("netns %s: %w", path, err)
+	}
+	_ = f.Close()
+	defer func() {
+		if retErr != nil {
+			_ = os.Remove(path)
+		}
+	}()
+	errc := make(chan error, 1)
+	go func() {
+		// The thread ends with the goroutine (it stays locked), so its
+		// changed namespace is never reused for other goroutines.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("unshare: %w", err)
+			return
+		}
+		for _, p := range []string{"/proc/sys/net/ipv6/conf/all/disable_ipv6", "/proc/sys/net/ipv6/conf/default/disable_ipv6"} {
+			if err := os.WriteFile(p, []byte("1"), 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errc <- fmt.Errorf("switch IPv6 off: %w", err)
+				return
+			}
+		}
+		src := fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid())
+		if err := unix.Mount(src, path, "none", unix.MS_BIND, ""); err != nil {
+			errc <- fmt.Errorf("bind mount: %w", err)
+			return
+		}
+		errc <- nil
+	}()
+	if err := <-errc; err != nil {
+		return fmt.Errorf("netns %s: %w", path, err)
+	}
+	return nil
+}
+
+// removeNetNS unpins and removes a namespace made by newNetNS; a missing
+// one is fine. The namespace (and the veth in it) goes once nothing holds it.
+func removeNetNS(path string) error {
+	if err := unix.Unmount(path, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("netns %s: unmount: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("netns %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,284 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/errdefs"
+
+	"github.com/boxd-dev/boxd/network"
+)
+
+// LabelNetwork holds an egress sandbox's network (netState as JSON): what
+// a restarted boxd re-derives its firewall rules and resolver from.
+const LabelNetwork = "boxd.io/network"
+
+// MaxAllow bounds a sandbox's allowlist (it lives in a 4 KiB label).
+const MaxAllow = 32
+
+// NetworkInfo is what inspect shows of a sandbox's network.
+type NetworkInfo struct {
+	Mode    string
+	Allow   []string
+	Addr    string
+	Gateway string
+	DNS     string
+}
+
+// netState is the LabelNetwork label.
+type netState struct {
+	Mode  string   `json:"mode"`
+	Allow []string `json:"allow,omitempty"`
+	network.Attachment
+}
+
+// resolveNetwork validates the network part of a request.
+func (m *Manager) resolveNetwork(req CreateRequest, r *resolved) error {
+	switch req.Network {
+	case "", network.ModeNone:
+		r.network = network.ModeNone
+		if len(req.Allow) > 0 {
+			return fieldErr("network.allow", "needs network mode %q (the mode is %q)", network.ModeEgress, network.ModeNone)
+		}
+		return nil
+	case network.ModeEgress:
+		r.network = network.ModeEgress
+	default:
+		return fieldErr("network.mode", "%q is not a network mode (known: %s, %s)", req.Network, network.ModeNone, network.ModeEgress)
+	}
+	if len(req.Allow) > MaxAllow {
+		return fieldErr("network.allow", "%d entries, at most %d allowed", len(req.Allow), MaxAllow)
+	}
+	allow, err := network.ParseAllow("network.allow", req.Allow)
+	if err != nil {
+		var fe *FieldError
+		if errors.As(err, &fe) {
+			return err
+		}
+		return &FieldError{Field: "network.allow", Msg: err.Error()}
+	}
+	r.allow = allow
+	return nil
+}
+
+// startNetwork gives sandbox id its egress namespace and starts attaching
+// it (CNI, firewall) in the background, so that the attach overlaps the
+// container's and task's creation; wait returns the finished state and
+// must be called before the task starts. The caller tears down on failure.
+func (m *Manager) startNetwork(ctx context.Context, id string, r resolved) (st *netState, wait func() (*netState, error), _ error) {
+	if r.network != network.ModeEgress {
+		return nil, nil, nil
+	}
+	if m.cfg.Network == nil {
+		return nil, nil, fmt.Errorf("network egress is not available in this boxd (%s): %w", m.cfg.NetworkErr, errdefs.ErrFailedPrecondition)
+	}
+	path, err := m.cfg.Network.Prepare(id)
+	if err != nil {
+		return nil, nil, err
+	}
+	gw := m.cfg.Network.Gateway()
+	st = &netState{Mode: network.ModeEgress, Allow: network.Strings(r.allow), Attachment: network.Attachment{NetNS: path, Gateway: gw}}
+	if err := os.WriteFile(m.resolvConfPath(id), []byte(fmt.Sprintf("nameserver %s\noptions ndots:0\n", gw)), 0o644); err != nil {
+		return st, nil, fmt.Errorf("resolv.conf: %w", err)
+	}
+	type result struct {
+		att *network.Attachment
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		att, err := m.cfg.Network.Attach(context.WithoutCancel(ctx), id, r.allow)
+		done <- result{att, err}
+	}()
+	var once *result
+	wait = func() (*netState, error) {
+		if once == nil {
+			res := <-done
+			once = &res
+		}
+		if once.err != nil {
+			return nil, once.err
+		}
+		full := *st
+		full.Attachment = *once.att
+		return &full, nil
+	}
+	return st, wait, nil
+}
+
+func (m *Manager) resolvConfPath(id string) string {
+	return filepath.Join(m.sandboxDir(id), "resolv.conf")
+}
+
+func (st *netState) label() string {
+	b, _ := json.Marshal(st)
+	return string(b)
+}
+
+func parseNetState(labels map[string]string) (*netState, error) {
+	v, ok := labels[LabelNetwork]
+	if !ok {
+		return nil, nil
+	}
+	var st netState
+	if err := json.Unmarshal([]byte(v), &st); err != nil {
+		return nil, fmt.Errorf("corrupt %s label: %w", LabelNetwork, err)
+	}
+	return &st, nil
+}
+
+func (st *netState) info(gw string) *NetworkInfo {
+	if st == nil {
+		return &NetworkInfo{Mode: network.ModeNone}
+	}
+	return &NetworkInfo{Mode: st.Mode, Allow: slices.Clone(st.Allow), Addr: st.Addr.String(), Gateway: st.Gateway.String(), DNS: gw}
+}
+
+// teardownNetwork releases sandbox id's network, if it has one.
+func (m *Manager) teardownNetwork(ctx context.Context, id string) error {
+	if m.cfg.Network == nil {
+		return nil
+	}
+	return m.cfg.Network.Teardown(ctx, id)
+}
+
+// ChangeNetwork adds allow and removes deny from a running egress
+// sandbox's allowlist, without a restart, and stores the result.
+func (m *Manager) ChangeNetwork(ctx context.Context, idOrName string, allow, deny []string) (*NetworkInfo, error) {
+	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
+	add, err := network.ParseAllow("allow", allow)
+	if err != nil {
+		return nil, &FieldError{Field: "allow", Msg: err.Error()}
+	}
+	del, err := network.ParseAllow("deny", deny)
+	if err != nil {
+		return nil, &FieldError{Field: "deny", Msg: err.Error()}
+	}
+	ctr, err := m.find(ctx, idOrName)
+	if err != nil {
+		return nil, err
+	}
+	id := ctr.ID()
+	if !m.claimWait(ctx, id, 5*time.Second) {
+		return nil, fmt.Errorf("sandbox %s is being created, restarted or deleted: %w", id, errdefs.ErrConflict)
+	}
+	defer m.release(id)
+	labels, err := ctr.Labels(ctx)
+	if err != nil {
+		return nil, err
+	}
+	st, err := parseNetState(labels)
+	if err != nil {
+		return nil, err
+	}
+	if st == nil || st.Mode != network.ModeEgress {
+		return nil, fmt.Errorf("sandbox %s has network mode none; only an egress sandbox has an allowlist: %w", id, errdefs.ErrFailedPrecondition)
+	}
+	cur, err := network.ParseAllow("allow", st.Allow)
+	if err != nil {
+		return nil, err
+	}
+	next := mergeAllow(cur, add, del)
+	if len(next) > MaxAllow {
+		return nil, fieldErr("allow", "the allowlist would have %d entries, at most %d allowed", len(next), MaxAllow)
+	}
+	if m.cfg.Network == nil {
+		return nil, fmt.Errorf("network egress is not available in this boxd (%s): %w", m.cfg.NetworkErr, errdefs.ErrFailedPrecondition)
+	}
+	if err := m.cfg.Network.SetAllow(id, next); err != nil {
+		return nil, err
+	}
+	st.Allow = network.Strings(next)
+	if _, err := ctr.SetLabels(ctx, map[string]string{LabelNetwork: st.label()}); err != nil {
+		// The firewall is ahead of the label; put it back.
+		_ = m.cfg.Network.SetAllow(id, cur)
+		return nil, fmt.Errorf("store the allowlist of %s: %w", id, err)
+	}
+	m.log.Info("allowlist changed", "sandbox", id, "allow", st.Allow)
+	return st.info(m.cfg.Network.Gateway().String()), nil
+}
+
+// mergeAllow is cur plus add (without duplicates) minus del.
+func mergeAllow(cur, add, del []network.Dest) []network.Dest {
+	out := slices.Clone(cur)
+	for _, d := range add {
+		if !slices.Contains(out, d) {
+			out = append(out, d)
+		}
+	}
+	return slices.DeleteFunc(out, func(d network.Dest) bool { return slices.Contains(del, d) })
+}
+
+// restoreNetworks re-installs every egress sandbox's rules after a boxd
+// restart.
+func (m *Manager) restoreNetworks(ctx context.Context) error {
+	if m.cfg.Network == nil {
+		return nil
+	}
+	ctrs, err := m.cfg.Client.Containers(ctx, fmt.Sprintf(`labels."%s"`, LabelNetwork))
+	if err != nil {
+		return fmt.Errorf("list egress sandboxes: %w", err)
+	}
+	var errs []error
+	for _, ctr := range ctrs {
+		labels, err := ctr.Labels(ctx)
+		if err != nil {
+			continue
+		}
+		st, err := parseNetState(labels)
+		if err != nil || st == nil {
+			errs = append(errs, fmt.Errorf("sandbox %s: %v", ctr.ID(), err))
+			continue
+		}
+		allow, err := network.ParseAllow("allow", st.Allow)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("sandbox %s: %w", ctr.ID(), err))
+			continue
+		}
+		if !st.Addr.IsValid() {
+			// boxd died between the container and the attach's end: with no
+			// rules of its own the sandbox's traffic meets the final reject.
+			errs = append(errs, fmt.Errorf("sandbox %s: its network label has no address (create interrupted); it has no egress", ctr.ID()))
+			continue
+		}
+		if err := m.cfg.Network.Restore(ctr.ID(), st.Attachment, allow); err != nil {
+			errs = append(errs, fmt.Errorf("sandbox %s: %w", ctr.ID(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// collectNetworks removes network state (namespaces, address leases,
+// firewall rules) of ids that are no sandbox: left by a boxd killed in the
+// middle of a create or delete.
+func (m *Manager) collectNetworks(ctx context.Context) {
+	if m.cfg.Network == nil {
+		return
+	}
+	owners, err := m.cfg.Network.Owners()
+	if err != nil {
+		m.log.Warn("network: list state", "err", err)
+		return
+	}
+	for _, id := range owners {
+		if !m.claim(id) {
+			continue // being created or deleted
+		}
+		_, err := m.cfg.Client.LoadContainer(ctx, id)
+		if errdefs.IsNotFound(err) {
+			if err := m.cfg.Network.Teardown(ctx, id); err != nil {
+				m.log.Warn("network: remove orphaned state", "sandbox", id, "err", err)
+			} else {
+				m.log.Info("network: removed orphaned state", "sandbox", id)
+			}
+		}
+		m.release(id)
+	}
+}
