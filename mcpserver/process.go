@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -163,11 +164,18 @@ func (s *Server) processRead(ctx context.Context, _ *mcp.CallToolRequest, in rea
 // and keeps the last limit bytes of each stream.
 func (s *Server) attach(ctx context.Context, sandbox, proc string, wait time.Duration, limit int64) (readProcessOut, error) {
 	var out readProcessOut
+	// The wait ends the stream from this side with a timer, not with a
+	// context deadline: a deadline would go to boxd as the call's timeout,
+	// and boxd's deadline_exceeded could then arrive before this side's
+	// context reports that it is done, turning a normal end of the wait
+	// into an error.
 	actx, cancel := context.WithCancel(ctx)
-	if wait > 0 {
-		actx, cancel = context.WithTimeout(ctx, wait)
-	}
 	defer cancel()
+	var waited atomic.Bool
+	if wait > 0 {
+		t := time.AfterFunc(wait, func() { waited.Store(true); cancel() })
+		defer t.Stop()
+	}
 	stream := s.procs.Attach(actx)
 	defer stream.CloseResponse()
 	if err := stream.Send(&boxdv1.ProcessInput{Event: &boxdv1.ProcessInput_Attach{Attach: &boxdv1.AttachRequest{
@@ -183,7 +191,7 @@ func (s *Server) attach(ctx context.Context, sandbox, proc string, wait time.Dur
 	for {
 		m, err := stream.Receive()
 		if err != nil {
-			if errors.Is(err, io.EOF) || (wait > 0 && actx.Err() != nil && ctx.Err() == nil) {
+			if errors.Is(err, io.EOF) || (waited.Load() && ctx.Err() == nil) {
 				break // no_follow's end, or the wait is over: the process runs on
 			}
 			return out, err
