@@ -24,7 +24,7 @@ fi
 
 WORK=""
 cleanup() {
-	local rc=$?
+	local rc=${1:-$?}
 	if [[ -n $WORK ]]; then
 		[[ -n ${BOXD_PID:-} ]] && kill "$BOXD_PID" 2>/dev/null && wait "$BOXD_PID" 2>/dev/null
 		"$REPO/scripts/containerd.sh" stop "$WORK/ctrd" >/dev/null 2>&1 || true
@@ -58,7 +58,8 @@ fi
 say "create a sandbox: 256 MiB, 1 CPU, 64 processes, 10 minute ttl, no network"
 ID=$(boxctl create --image "$IMAGE" --memory 256m --cpus 1 --pids 64 --ttl 10m --label demo=true)
 echo "sandbox $ID"
-trap 'boxctl rm -f "$ID" >/dev/null 2>&1 || true; cleanup' EXIT
+# The demo's exit status is the failing step's, not the clean-up's.
+trap 'rc=$?; boxctl rm -f "$ID" >/dev/null 2>&1 || true; cleanup $rc' EXIT
 
 say "copy a Python program in and run it"
 PROG=$(mktemp -d)/primes.py
@@ -103,6 +104,25 @@ echo "exit code: $? (the link to /etc/passwd is refused; --safe-links would leav
 set -e
 ls -la "$OUT"
 rm -rf "$OUT"
+
+say "a web server in the sandbox, published on the host's loopback (the sandbox itself still has no network)"
+run boxctl exec -d "$ID" -- python3 -m http.server 8080 --bind 127.0.0.1 --directory /workspace >/dev/null
+ADDR=$(boxctl port "$ID" 8080)
+echo "published at $ADDR"
+# Debian's python3, which has the SDK's python3-grpcio (setup.sh installs it).
+PY=/usr/bin/python3
+for _ in $(seq 50); do $PY -c "import urllib.request,sys; urllib.request.urlopen('http://$ADDR/primes.py', timeout=1)" 2>/dev/null && break; sleep 0.1; done
+run $PY -c "import urllib.request; print(urllib.request.urlopen('http://$ADDR/primes.py', timeout=5).read().decode().splitlines()[0])"
+
+say "the same sandbox from Python, with the SDK in sdk/python"
+run env PYTHONPATH="$REPO/sdk/python" $PY -c "
+import boxd
+sb = boxd.Sandbox.connect('$ID')
+r = sb.exec(['python3', '-c', 'print(6*7)'], timeout=5)
+print('exit', r.exit_code, 'stdout', r.stdout_text.strip())
+sb.files.write('/workspace/from-python.txt', b'written by the SDK')
+print(sb.files.read('/workspace/from-python.txt'))
+"
 
 say "a fork bomb hits the 64-process cap, and the timeout kills its whole tree"
 set +e
