@@ -3,8 +3,6 @@
 package e2e
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -242,20 +240,7 @@ func (e *egressNet) stop(t *testing.T, sig syscall.Signal) {
 	e.daemon = nil
 }
 
-func (e *egressNet) boxctl(args ...string) (string, string, int) {
-	cmd := exec.Command(env.boxctl, append([]string{"--socket", e.socket}, args...)...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		code = ee.ExitCode()
-	} else if err != nil {
-		code = -1
-	}
-	return stdout.String(), stderr.String(), code
-}
+func (e *egressNet) boxctl(args ...string) (string, string, int) { return boxctlAt(e.socket, args...) }
 
 func (e *egressNet) must(t *testing.T, args ...string) string {
 	t.Helper()
