@@ -61,7 +61,7 @@ func scenarioSDK(ctx context.Context, e *env, cfg *config) (*latency, error) {
 		{name: "Python SDK exec", run: func(context.Context, int) error { return py.call() }},
 	})
 	if g, p := quantile(l.samples["boxd API exec"], 0.5), quantile(l.samples["Python SDK exec"], 0.5); g > 0 && p > 0 {
-		logf("%s: the Python SDK's median is %s over the Go client's (target: within 1.50 ms)", l.scenario, ms(p-g))
+		logf("%s: Python SDK median minus Go client median: %s (target: at most 1.50 ms)", l.scenario, ms(p-g))
 	}
 	return l, ctx.Err()
 }
