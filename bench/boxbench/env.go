@@ -46,6 +46,7 @@ type env struct {
 	cc   *client.Client // for the cleanliness checks
 
 	boxctl, sock, stateDir string
+	boxdBin, initBin       string // for the network scenario's second boxd
 	boxdProc               *daemon
 	boxd                   boxdAPI
 
@@ -121,7 +122,7 @@ func setup(ctx context.Context) (e *env, err error) {
 	if err != nil {
 		return e, err
 	}
-	e.boxctl = boxctl
+	e.boxctl, e.boxdBin, e.initBin = boxctl, boxd, initBin
 	if e.rootfs, err = testenv.BusyboxRootfs(); err != nil {
 		return e, err
 	}
@@ -415,11 +416,18 @@ func sweepStale() {
 			continue
 		}
 		logf("cleaning %s, left by a run that died", dir)
-		for file, comm := range map[string]string{"docker/docker.pid": "dockerd", "boxd.pid": "boxd"} {
+		for file, comm := range map[string]string{"docker/docker.pid": "dockerd", "boxd.pid": "boxd", "net/boxd.pid": "boxd"} {
 			if data, err := os.ReadFile(filepath.Join(dir, file)); err == nil {
 				if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil {
 					killPid(pid, comm)
 				}
+			}
+		}
+		// The network scenario's namespaces (boxd's bridge and nftables
+		// tables go with them).
+		if data, err := os.ReadFile(filepath.Join(dir, "net", "netns")); err == nil {
+			for _, ns := range strings.Fields(string(data)) {
+				_ = exec.Command("ip", "netns", "del", ns).Run()
 			}
 		}
 		time.Sleep(200 * time.Millisecond)

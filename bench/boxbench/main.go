@@ -9,7 +9,7 @@
 // writes a Markdown table and PNG charts (bench/results/).
 //
 // Scenarios (-only picks some): exec, tti, oneshot, files, concurrency,
-// density. BENCH_QUICK=1 (or -quick) is a small run for development;
+// density, ports, sdk, network. BENCH_QUICK=1 (or -quick) is a small run for development;
 // BENCH_N, BENCH_BURST, BENCH_LEVELS, BENCH_EXECS, BENCH_DENSITY, BENCH_ONLY
 // and BENCH_OUT set the corresponding flags. It exits non-zero if a
 // scenario failed or anything leaked.
@@ -36,6 +36,7 @@ type config struct {
 	// burst: sandboxes at once, and how many bursts per peer
 	burst, burstRounds int
 	bigMiB, treeFiles  int
+	portMiB, portN     int   // ports: download size and rounds
 	levels             []int // concurrency: sandboxes busy at once
 	execsPer           int   // concurrency: execs per sandbox and level
 	levelExecs         int   // concurrency: at least this many execs per level
@@ -66,7 +67,7 @@ func (c *config) wantsAny(ids string) bool {
 	return false
 }
 
-var scenarioIDs = []string{"exec", "tti", "oneshot", "files", "concurrency", "density"}
+var scenarioIDs = []string{"exec", "tti", "oneshot", "files", "concurrency", "density", "ports", "sdk", "network"}
 
 func main() {
 	cfg, err := parseFlags()
@@ -115,6 +116,7 @@ func parseFlags() (*config, error) {
 	density := flag.String("density", os.Getenv("BENCH_DENSITY"), "density: idle sandboxes to measure at (env BENCH_DENSITY; default 50,100, quick 5,10)")
 	bigMiB := flag.Int("big-mib", 0, "size of the big file in MiB (default 100, quick 20)")
 	files := flag.Int("files", 0, "small files in the tree (default 1000, quick 200)")
+	portMiB := flag.Int("port-mib", 0, "ports: MiB downloaded through the published port (default 256, quick 64)")
 	only := flag.String("only", os.Getenv("BENCH_ONLY"), "comma-separated scenarios to run, of "+strings.Join(scenarioIDs, ",")+" (env BENCH_ONLY; default all)")
 	out := flag.String("out", os.Getenv("BENCH_OUT"), "directory for latest.md and the charts (env BENCH_OUT; default bench/results, quick bench/results/quick)")
 	flag.Parse()
@@ -164,6 +166,8 @@ func parseFlags() (*config, error) {
 	cfg.levelExecs = pick(*levelExecs, 50, 20)
 	cfg.bigMiB = pick(*bigMiB, 100, 20)
 	cfg.treeFiles = pick(*files, 1000, 200)
+	cfg.portMiB = pick(*portMiB, 256, 64)
+	cfg.portN = max(cfg.n/5, 3)
 	if *quick {
 		cfg.warm = 1
 	}
@@ -233,6 +237,27 @@ var scenarios = []scenario{
 	{"files", "4. files", func(ctx context.Context, e *env, cfg *config, r *report) error {
 		ls, err := scenarioFiles(ctx, e, cfg)
 		r.lats = append(r.lats, ls...)
+		return err
+	}},
+	{"ports", "7. published port", func(ctx context.Context, e *env, cfg *config, r *report) error {
+		l, err := scenarioPorts(ctx, e, cfg)
+		if l != nil {
+			r.lats = append(r.lats, l)
+		}
+		return err
+	}},
+	{"sdk", "8. Python SDK exec", func(ctx context.Context, e *env, cfg *config, r *report) error {
+		l, err := scenarioSDK(ctx, e, cfg)
+		if l != nil {
+			r.lats = append(r.lats, l)
+		}
+		return err
+	}},
+	{"network", "9. network modes", func(ctx context.Context, e *env, cfg *config, r *report) error {
+		l, err := scenarioNetwork(ctx, e, cfg)
+		if l != nil {
+			r.lats = append(r.lats, l)
+		}
 		return err
 	}},
 	// Density runs first and hands its sandboxes to the concurrency
