@@ -31,15 +31,8 @@ func TestSurvivesSIGKILL(t *testing.T) {
 	}
 
 	// The expiry pass at start-up removes the doomed one.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, _, code := boxctlRun("inspect", doomed); code != 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sandbox %s expired while boxd was down and still exists", doomed)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if !expired(doomed, 10*time.Second) {
+		t.Fatalf("sandbox %s expired while boxd was down and still exists", doomed)
 	}
 	assertGone(t, doomed)
 
