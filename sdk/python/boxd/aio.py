@@ -22,7 +22,7 @@ import grpc.aio
 
 from . import _wire, errors
 from ._client import _MAX_MESSAGE, CHUNK, _Service, default_socket
-from .files import Data, UploadItem, UploadResult, _chunks, _UPLOAD_DATA, _WRITE_DATA
+from .files import Data, UploadItem, UploadResult, _chunks, _upload_requests, _WRITE_DATA
 from .process import PIPE, argv, env_list
 from .types import (DownloadedFile, ExecResult, FileInfo, FileResult, Output, ProcessInfo, SandboxInfo,
                     SessionInfo, SessionResult, duration)
@@ -400,27 +400,8 @@ class Files:
 
     async def upload(self, files: Union[Mapping[str, Data], Sequence[UploadItem]], *, parents: bool = False,
                      user: Optional[str] = None, request_timeout: Optional[float] = None) -> UploadResult:
-        items = [(p, d, None) for p, d in files.items()] if isinstance(files, Mapping) else \
-            [(it[0], it[1], it[2] if len(it) > 2 else None) for it in files]  # type: ignore[misc]
-
-        def requests() -> Any:
-            first = True
-            for path, data, mode in items:
-                f = files_pb2.UploadFile(path=path)
-                if mode is not None:
-                    f.mode = mode
-                it = _chunks(data)
-                m = files_pb2.UploadFilesRequest(file=f, data=bytes(next(it, b"")))
-                if first:
-                    m.sandbox_id, m.user, m.parents = self._sb.id, user or "", parents
-                    first = False
-                yield m
-                for c in it:
-                    yield _wire.data_message(_UPLOAD_DATA, c)
-            if first:
-                yield files_pb2.UploadFilesRequest(sandbox_id=self._sb.id)
-
-        r = await self._c.unary(self._c.files.UploadFiles, requests(), request_timeout)
+        r = await self._c.unary(self._c.files.UploadFiles, _upload_requests(self._sb.id, files, user, parents),
+                                request_timeout)
         res = UploadResult(FileResult._from(x) for x in r.results)
         res.files_written, res.bytes_written = r.files_written, r.bytes_written
         return res

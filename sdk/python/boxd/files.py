@@ -229,31 +229,8 @@ class Files:
         """Writes many files in one call: a mapping path -> data, or a list of
         (path, data) or (path, data, mode). A file that fails does not stop
         the others: check each FileResult (or .ok / .failed)."""
-        items: List[Tuple[str, Data, Optional[int]]] = []
-        if isinstance(files, Mapping):
-            items = [(p, d, None) for p, d in files.items()]
-        else:
-            for it in files:
-                items.append((it[0], it[1], it[2] if len(it) > 2 else None))  # type: ignore[misc]
-
-        def requests() -> Iterator[files_pb2.UploadFilesRequest]:
-            first = True
-            for path, data, mode in items:
-                f = files_pb2.UploadFile(path=path)
-                if mode is not None:
-                    f.mode = mode
-                it = _chunks(data)
-                m = files_pb2.UploadFilesRequest(file=f, data=bytes(next(it, b"")))
-                if first:
-                    m.sandbox_id, m.user, m.parents = self._sb.id, user or "", parents
-                    first = False
-                yield m
-                for c in it:
-                    yield _wire.data_message(_UPLOAD_DATA, c)  # type: ignore[misc]
-            if first:  # nothing to upload: still name the sandbox
-                yield files_pb2.UploadFilesRequest(sandbox_id=self._sb.id)
-
-        r = self._c.unary(self._c.files.UploadFiles, requests(), request_timeout)
+        r = self._c.unary(self._c.files.UploadFiles, _upload_requests(self._sb.id, files, user, parents),
+                          request_timeout)
         res = UploadResult(FileResult._from(x) for x in r.results)
         res.files_written, res.bytes_written = r.files_written, r.bytes_written
         return res
@@ -283,3 +260,30 @@ class Files:
         for f, p in zip(out, parts):
             f.data = b"" if f.error else p.getvalue()
         return out
+
+
+def _upload_requests(sandbox_id: str, files: Union[Mapping[str, Data], Sequence[UploadItem]],
+                     user: Optional[str], parents: bool) -> Iterator[files_pb2.UploadFilesRequest]:
+    """The request stream of UploadFiles, for the sync and the asyncio
+    client alike: each file's header with its first chunk, then its data
+    messages; the first message names the sandbox."""
+    items: List[Tuple[str, Data, Optional[int]]]
+    if isinstance(files, Mapping):
+        items = [(p, d, None) for p, d in files.items()]
+    else:
+        items = [(it[0], it[1], it[2] if len(it) > 2 else None) for it in files]  # type: ignore[misc]
+    first = True
+    for path, data, mode in items:
+        f = files_pb2.UploadFile(path=path)
+        if mode is not None:
+            f.mode = mode
+        it = _chunks(data)
+        m = files_pb2.UploadFilesRequest(file=f, data=bytes(next(it, b"")))
+        if first:
+            m.sandbox_id, m.user, m.parents = sandbox_id, user or "", parents
+            first = False
+        yield m
+        for c in it:
+            yield _wire.data_message(_UPLOAD_DATA, c)  # type: ignore[misc]
+    if first:  # nothing to upload: still name the sandbox
+        yield files_pb2.UploadFilesRequest(sandbox_id=sandbox_id)
