@@ -57,6 +57,9 @@ type WriteOptions struct {
 	Caller string
 	// Users finds the sandboxes that use an image; nil finds none.
 	Users Users
+	// Labels are added to the image record's labels (e.g. where a pull
+	// came from).
+	Labels map[string]string
 }
 
 func (o WriteOptions) users(ctx context.Context, name string) ([]string, error) {
@@ -95,8 +98,12 @@ func listUsers(ids []string) string {
 	return strings.Join(ids[:maxListedUsers], ", ") + fmt.Sprintf(" and %d more", len(ids)-maxListedUsers)
 }
 
-// checkWritable refuses an existing name unless opts.Force, naming the
+// CheckWritable refuses an existing name unless opts.Force, naming the
 // image and the sandboxes that use it.
+func (s *Store) CheckWritable(ctx context.Context, name string, opts WriteOptions) error {
+	return s.checkWritable(ctx, name, opts)
+}
+
 func (s *Store) checkWritable(ctx context.Context, name string, opts WriteOptions) error {
 	if opts.Force {
 		return nil
@@ -192,6 +199,12 @@ func (s *Store) archiveImages(ctx context.Context, index ocispec.Descriptor, nam
 	return slices.SortedFunc(maps.Values(byName), func(a, b images.Image) int { return strings.Compare(a.Name, b.Name) }), nil
 }
 
+// Commit stores records for content already in the content store (a
+// registry pull fetched it under the lease in ctx), as an import does.
+func (s *Store) Commit(ctx context.Context, recs []images.Image, opts WriteOptions) ([]Image, error) {
+	return s.commit(ctx, recs, opts)
+}
+
 // commit points each rec's name at its target, all or nothing. ctx holds
 // the lease that keeps the new content alive. The images are unpacked
 // first, so a name never points at content that is not ready: a reader
@@ -235,6 +248,7 @@ func (s *Store) commit(ctx context.Context, recs []images.Image, opts WriteOptio
 		)
 		if old == nil {
 			rec.Labels = map[string]string{LabelImportedBy: opts.caller(), LabelImportedAt: now}
+			maps.Copy(rec.Labels, opts.Labels)
 			// Create fails if another import made the name meanwhile.
 			written, err = is.Create(ctx, rec)
 			if errdefs.IsAlreadyExists(err) {
@@ -280,6 +294,7 @@ func replaceLabels(ctx context.Context, old images.Image, opts WriteOptions, now
 		l = map[string]string{}
 	}
 	l[LabelReplacedBy], l[LabelReplacedAt], l[LabelReplacedDigest] = opts.caller(), now, old.Target.Digest.String()
+	maps.Copy(l, opts.Labels)
 	delete(l, LabelReplacedInUse)
 	if len(users) > 0 {
 		l[LabelReplacedInUse] = listUsers(users)
