@@ -28,7 +28,10 @@ func (r *Registry) explain(ref Ref, err error) error {
 		dnsErr  *net.DNSError
 		netErr  net.Error
 	)
+	var le *layerError
 	switch {
+	case errors.As(err, &le):
+		return fmt.Errorf("pull %s: %w", ref.Name, le)
 	case errdefs.IsInvalidArgument(err), errdefs.IsResourceExhausted(err), errdefs.IsAlreadyExists(err):
 		return err // a check of boxd's own, already explained
 	case errors.As(err, &status):

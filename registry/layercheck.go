@@ -41,6 +41,13 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// layerError is a layer refused by checkLayer; explain finds it under
+// the wrapping of containerd's copy.
+type layerError struct{ err error }
+
+func (e *layerError) Error() string { return e.err.Error() }
+func (e *layerError) Unwrap() error { return e.err }
+
 // checkLayer reads a layer blob (gzip, zstd or plain tar) as a hostile
 // tar: containerd's applier keeps every entry inside the snapshot by
 // resolving names within it, but an entry that tries to leave it
@@ -49,6 +56,13 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // The uncompressed bytes count against b, so a decompression bomb ends
 // the pull long before it fills the disk.
 func checkLayer(r io.Reader, d digest.Digest, b *budget) error {
+	if err := readLayer(r, d, b); err != nil {
+		return &layerError{err}
+	}
+	return nil
+}
+
+func readLayer(r io.Reader, d digest.Digest, b *budget) error {
 	dr, err := compression.DecompressStream(r)
 	if err != nil {
 		return fmt.Errorf("layer %s: not a gzip, zstd or tar stream: %v: %w", d, err, errdefs.ErrInvalidArgument)

@@ -149,4 +149,3 @@ func (t *tracker) add(desc ocispec.Descriptor, n int64) {
 	}
 	t.mu.Unlock()
 }
-

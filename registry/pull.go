@@ -174,7 +174,7 @@ func (r *Registry) Pull(ctx context.Context, req PullRequest, report Reporter) (
 		err = checkLayer(content.NewReader(ra), layer.Digest, b)
 		ra.Close()
 		if err != nil {
-			return snapshot.Image{}, fmt.Errorf("pull %s: %w", ref.Name, err)
+			return snapshot.Image{}, r.explain(ref, err)
 		}
 	}
 
