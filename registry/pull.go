@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -66,6 +67,10 @@ func (r *Registry) Pull(ctx context.Context, req PullRequest, report Reporter) (
 	t := newTracker(report)
 	defer t.close()
 	t.setPhase("resolving")
+	t0 := time.Now()
+	var phases []any
+	phase := func(name string) { phases = append(phases, name, time.Since(t0).Round(time.Millisecond)) }
+	defer func() { slog.Debug("pull timing", append([]any{"image", ref.Name}, phases...)...) }()
 
 	c := r.store.Client()
 	ls := c.LeasesService()
@@ -90,6 +95,7 @@ func (r *Registry) Pull(ctx context.Context, req PullRequest, report Reporter) (
 	if err != nil {
 		return snapshot.Image{}, r.explain(ref, err)
 	}
+	phase("resolved")
 	if req.Platform == "" {
 		if im, same, err := r.store.Current(ctx, ref.Name, desc.Digest.String()); err != nil {
 			return snapshot.Image{}, err
@@ -146,6 +152,7 @@ func (r *Registry) Pull(ctx context.Context, req PullRequest, report Reporter) (
 		return snapshot.Image{}, r.explain(ref, err)
 	}
 
+	phase("fetched")
 	target := desc
 	if req.Platform != "" && images.IsIndexType(desc.MediaType) {
 		// The image is the one platform's manifest, so that what is
@@ -178,6 +185,7 @@ func (r *Registry) Pull(ctx context.Context, req PullRequest, report Reporter) (
 		}
 	}
 
+	phase("checked")
 	t.setPhase("unpacking")
 	opts := req.Write
 	opts.Labels = map[string]string{LabelPulledFrom: ref.Name + "@" + desc.Digest.String()}
@@ -185,6 +193,7 @@ func (r *Registry) Pull(ctx context.Context, req PullRequest, report Reporter) (
 	if err != nil {
 		return snapshot.Image{}, err
 	}
+	phase("unpacked")
 	ok = true
 	t.setPhase("done")
 	return ims[0], nil

@@ -9,7 +9,7 @@
 // writes a Markdown table and PNG charts (bench/results/).
 //
 // Scenarios (-only picks some): exec, tti, oneshot, files, concurrency,
-// density, ports, sdk, network. BENCH_QUICK=1 (or -quick) is a small run for development;
+// density, ports, sdk, network, pull. BENCH_QUICK=1 (or -quick) is a small run for development;
 // BENCH_N, BENCH_BURST, BENCH_LEVELS, BENCH_EXECS, BENCH_DENSITY, BENCH_ONLY
 // and BENCH_OUT set the corresponding flags. It exits non-zero if a
 // scenario failed or anything leaked.
@@ -67,7 +67,7 @@ func (c *config) wantsAny(ids string) bool {
 	return false
 }
 
-var scenarioIDs = []string{"exec", "tti", "oneshot", "files", "concurrency", "density", "ports", "sdk", "network"}
+var scenarioIDs = []string{"exec", "tti", "oneshot", "files", "concurrency", "density", "ports", "sdk", "network", "pull"}
 
 func main() {
 	cfg, err := parseFlags()
@@ -255,6 +255,13 @@ var scenarios = []scenario{
 	}},
 	{"network", "9. network modes", func(ctx context.Context, e *env, cfg *config, r *report) error {
 		l, err := scenarioNetwork(ctx, e, cfg)
+		if l != nil {
+			r.lats = append(r.lats, l)
+		}
+		return err
+	}},
+	{"pull", "10. registry pull", func(ctx context.Context, e *env, cfg *config, r *report) error {
+		l, err := scenarioPull(ctx, e, cfg)
 		if l != nil {
 			r.lats = append(r.lats, l)
 		}
