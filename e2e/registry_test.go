@@ -367,6 +367,18 @@ func TestRegistry(t *testing.T) {
 		if im.Labels["boxd.io/pulled-from"] != ref+"@"+digest || !strings.HasPrefix(im.Labels["boxd.io/imported-by"], "uid=0 ") {
 			t.Errorf("pulled image labels %v", im.Labels)
 		}
+		// On a terminal (script gives boxctl one), progress per blob.
+		if _, stderr, code := d.boxctl("image", "rm", ref); code != 0 {
+			t.Fatalf("rm: %s", stderr)
+		}
+		tty := exec.Command("script", "-qec", env.boxctl+" --socket "+d.sock+" image pull "+ref, "/dev/null")
+		tty.Env = append(os.Environ(), dockerEnv...)
+		ttyOut, err := tty.CombinedOutput()
+		for _, want := range []string{"manifest", "config", "layer", "done", "\x1b[", ref + "\t" + digest} {
+			if err != nil || !strings.Contains(string(ttyOut), want) {
+				t.Errorf("pull on a terminal: %v, output %q lacks %q", err, ttyOut, want)
+			}
+		}
 		// The same digest again is a no-op.
 		got, progress, err := pullAPI(c, reg, &boxdv1.PullImageRequest{Reference: ref, Auth: &boxdv1.RegistryAuth{Username: registryUser, Password: registryPassword}})
 		if err != nil || got.Digest != digest || progress[len(progress)-1].Phase != "up to date" {
