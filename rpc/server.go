@@ -23,10 +23,10 @@ import (
 	"github.com/containerd/errdefs"
 
 	"github.com/boxd-dev/boxd/agent/wire"
+	"github.com/boxd-dev/boxd/registry"
 	"github.com/boxd-dev/boxd/rpc/client"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
-	"github.com/boxd-dev/boxd/registry"
 	"github.com/boxd-dev/boxd/runtime"
 	"github.com/boxd-dev/boxd/snapshot"
 )
