@@ -10,6 +10,9 @@ package main
 // downloads, stores and unpacks everything. The registry is Debian's
 // docker-registry on 127.0.0.1 over plain HTTP (boxd --insecure-registry,
 // ctr --plain-http), so the row measures the pull machinery, not TLS.
+// ctr runs twice: as usual (containerd's transfer service downloads and
+// unpacks inside containerd) and with --local (ctr's own process
+// downloads through the content API and unpacks, boxd's architecture).
 // boxd also reads every layer as a hostile tar while it downloads.
 //
 // The image is the busybox root filesystem plus pullMiB of incompressible
@@ -108,6 +111,14 @@ func scenarioPull(ctx context.Context, e *env, cfg *config) (l *latency, err err
 		}},
 		{name: "ctr image pull", run: func(ctx context.Context, _ int) error {
 			return run(ctrPull(ctx, "image", "pull", "--plain-http", ref))
+		}, after: func(ctx context.Context, _ int) error {
+			return run(ctrPull(ctx, "image", "rm", "--sync", ref))
+		}},
+		// --local: ctr downloads in its own process and writes through
+		// containerd's content API, as boxd does, instead of asking
+		// containerd's transfer service to do it all inside containerd.
+		{name: "ctr image pull --local", run: func(ctx context.Context, _ int) error {
+			return run(ctrPull(ctx, "image", "pull", "--local", "--plain-http", ref))
 		}, after: func(ctx context.Context, _ int) error {
 			return run(ctrPull(ctx, "image", "rm", "--sync", ref))
 		}},
