@@ -190,6 +190,15 @@ func (r *Registry) Pull(ctx context.Context, req PullRequest, report Reporter) (
 	opts := req.Write
 	opts.Labels = map[string]string{LabelPulledFrom: ref.Name + "@" + desc.Digest.String()}
 	ims, err := r.store.Commit(lctx, []images.Image{{Name: ref.Name, Target: target}}, opts)
+	if errdefs.IsAlreadyExists(err) {
+		// Another pull of the same image named it meanwhile: that is
+		// this pull's result too.
+		if im, same, cerr := r.store.Current(ctx, ref.Name, target.Digest.String()); cerr == nil && same {
+			ok = true
+			t.setPhase("done")
+			return im, nil
+		}
+	}
 	if err != nil {
 		return snapshot.Image{}, err
 	}
