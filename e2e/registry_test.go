@@ -410,6 +410,14 @@ func TestRegistry(t *testing.T) {
 		if _, stderr, code := d.boxctl("create", "--image", other, "--pull", "sometimes"); code == 0 || !strings.Contains(stderr, "pull") {
 			t.Errorf("--pull sometimes: exit %d %s", code, stderr)
 		}
+
+		// An import over a pulled name drops the pull's origin label.
+		if _, stderr, code := d.boxctl("image", "import", "--force", "--rootfs", rootfsWithMarker(t, "local"), "--name", ref); code != 0 {
+			t.Fatalf("import --force: %s", stderr)
+		}
+		if l := findImage(t, d, ref).Labels; l["boxd.io/pulled-from"] != "" || l["boxd.io/replaced-digest"] != digest {
+			t.Errorf("labels after an import over a pulled image: %v", l)
+		}
 	})
 
 	goodAuth := &boxdv1.RegistryAuth{Username: registryUser, Password: registryPassword}

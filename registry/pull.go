@@ -24,10 +24,6 @@ import (
 	"github.com/boxd-dev/boxd/snapshot"
 )
 
-// LabelPulledFrom records, on a pulled image, the reference and digest it
-// came from ("REF@DIGEST").
-const LabelPulledFrom = "boxd.io/pulled-from"
-
 // PullRequest is one pull.
 type PullRequest struct {
 	// Ref is a full reference; the image is stored under it.
@@ -188,7 +184,7 @@ func (r *Registry) Pull(ctx context.Context, req PullRequest, report Reporter) (
 	phase("checked")
 	t.setPhase("unpacking")
 	opts := req.Write
-	opts.Labels = map[string]string{LabelPulledFrom: ref.Name + "@" + desc.Digest.String()}
+	opts.Labels = map[string]string{snapshot.LabelPulledFrom: ref.Name + "@" + desc.Digest.String()}
 	ims, err := r.store.Commit(lctx, []images.Image{{Name: ref.Name, Target: target}}, opts)
 	if errdefs.IsAlreadyExists(err) {
 		// Another pull of the same image named it meanwhile: that is

@@ -30,6 +30,10 @@ const (
 	LabelReplacedBy     = "boxd.io/replaced-by"
 	LabelReplacedAt     = "boxd.io/replaced-at"
 	LabelReplacedDigest = "boxd.io/replaced-digest"
+	// LabelPulledFrom records, on a pulled image, the reference and
+	// digest it came from ("REF@DIGEST"); a later import over the name
+	// drops it.
+	LabelPulledFrom = "boxd.io/pulled-from"
 	// LabelReplacedInUse lists the sandboxes that used the image when a
 	// forced replace went over them (absent when none did).
 	LabelReplacedInUse = "boxd.io/replaced-in-use"
@@ -294,6 +298,7 @@ func replaceLabels(ctx context.Context, old images.Image, opts WriteOptions, now
 		l = map[string]string{}
 	}
 	l[LabelReplacedBy], l[LabelReplacedAt], l[LabelReplacedDigest] = opts.caller(), now, old.Target.Digest.String()
+	delete(l, LabelPulledFrom) // the new content's origin, if any, is in opts.Labels
 	maps.Copy(l, opts.Labels)
 	delete(l, LabelReplacedInUse)
 	if len(users) > 0 {
