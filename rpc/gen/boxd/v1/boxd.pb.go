@@ -351,7 +351,12 @@ type Limits struct {
 	// CPU quota in cores, e.g. 1.5.
 	Cpus float64 `protobuf:"fixed64,2,opt,name=cpus,proto3" json:"cpus,omitempty"`
 	// Maximum number of processes.
-	Pids          int64 `protobuf:"varint,3,opt,name=pids,proto3" json:"pids,omitempty"`
+	Pids int64 `protobuf:"varint,3,opt,name=pids,proto3" json:"pids,omitempty"`
+	// Disk cap of the writable layer (including /workspace), e.g. "2g": the
+	// layer gets a filesystem of that size of its own, and writes past it
+	// fail with ENOSPC. Empty: the daemon's --default-disk; "0": no cap
+	// (refused when the daemon has a default). At least 16m.
+	Disk          string `protobuf:"bytes,95,opt,name=disk,proto3" json:"disk,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -405,6 +410,13 @@ func (x *Limits) GetPids() int64 {
 		return x.Pids
 	}
 	return 0
+}
+
+func (x *Limits) GetDisk() string {
+	if x != nil {
+		return x.Disk
+	}
+	return ""
 }
 
 type CreateSandboxRequest struct {
@@ -682,8 +694,13 @@ type Sandbox struct {
 	// Published ports, with the host address each is reachable at. They are
 	// recorded in the sandbox's labels and listened on again when boxd
 	// starts.
-	Ports         []*PublishedPort `protobuf:"bytes,30,rep,name=ports,proto3" json:"ports,omitempty"`
-	Network       *NetworkStatus   `protobuf:"bytes,31,opt,name=network,proto3" json:"network,omitempty"`
+	Ports   []*PublishedPort `protobuf:"bytes,30,rep,name=ports,proto3" json:"ports,omitempty"`
+	Network *NetworkStatus   `protobuf:"bytes,31,opt,name=network,proto3" json:"network,omitempty"`
+	// Disk cap of the writable layer in bytes; 0: none.
+	DiskBytes int64 `protobuf:"varint,95,opt,name=disk_bytes,json=diskBytes,proto3" json:"disk_bytes,omitempty"`
+	// Bytes the writable layer uses on its own filesystem (GetSandbox only,
+	// capped sandboxes only).
+	DiskUsedBytes int64 `protobuf:"varint,96,opt,name=disk_used_bytes,json=diskUsedBytes,proto3" json:"disk_used_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -863,6 +880,20 @@ func (x *Sandbox) GetNetwork() *NetworkStatus {
 		return x.Network
 	}
 	return nil
+}
+
+func (x *Sandbox) GetDiskBytes() int64 {
+	if x != nil {
+		return x.DiskBytes
+	}
+	return 0
+}
+
+func (x *Sandbox) GetDiskUsedBytes() int64 {
+	if x != nil {
+		return x.DiskUsedBytes
+	}
+	return 0
 }
 
 type Usage struct {
@@ -2511,11 +2542,12 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12\x1b\n" +
 	"\thost_port\x18\x03 \x01(\rR\bhostPort\"E\n" +
 	"\x15UnpublishPortResponse\x12,\n" +
-	"\x05ports\x18\x01 \x03(\v2\x16.boxd.v1.PublishedPortR\x05ports\"H\n" +
+	"\x05ports\x18\x01 \x03(\v2\x16.boxd.v1.PublishedPortR\x05ports\"\\\n" +
 	"\x06Limits\x12\x16\n" +
 	"\x06memory\x18\x01 \x01(\tR\x06memory\x12\x12\n" +
 	"\x04cpus\x18\x02 \x01(\x01R\x04cpus\x12\x12\n" +
-	"\x04pids\x18\x03 \x01(\x03R\x04pids\"\x8a\x03\n" +
+	"\x04pids\x18\x03 \x01(\x03R\x04pids\x12\x12\n" +
+	"\x04disk\x18_ \x01(\tR\x04disk\"\x8a\x03\n" +
 	"\x14CreateSandboxRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12'\n" +
 	"\x06limits\x18\x02 \x01(\v2\x0f.boxd.v1.LimitsR\x06limits\x12\x10\n" +
@@ -2537,7 +2569,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x05allow\x18\x02 \x03(\tR\x05allow\x12\x18\n" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\x12\x18\n" +
 	"\agateway\x18\x04 \x01(\tR\agateway\x12\x10\n" +
-	"\x03dns\x18\x05 \x01(\tR\x03dns\"\xf5\x05\n" +
+	"\x03dns\x18\x05 \x01(\tR\x03dns\"\xbc\x06\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -2562,7 +2594,10 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x13last_restart_reason\x18\x12 \x01(\tR\x11lastRestartReason\x12'\n" +
 	"\x0frestart_refused\x18\x13 \x01(\tR\x0erestartRefused\x12,\n" +
 	"\x05ports\x18\x1e \x03(\v2\x16.boxd.v1.PublishedPortR\x05ports\x120\n" +
-	"\anetwork\x18\x1f \x01(\v2\x16.boxd.v1.NetworkStatusR\anetwork\x1a9\n" +
+	"\anetwork\x18\x1f \x01(\v2\x16.boxd.v1.NetworkStatusR\anetwork\x12\x1d\n" +
+	"\n" +
+	"disk_bytes\x18_ \x01(\x03R\tdiskBytes\x12&\n" +
+	"\x0fdisk_used_bytes\x18` \x01(\x03R\rdiskUsedBytes\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa2\x01\n" +
