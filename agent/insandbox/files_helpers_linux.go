@@ -234,7 +234,7 @@ func (s *Server) fileEdit(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWri
 		return
 	}
 	var res wire.EditResult
-	err = id.do(func() error { return fsEdit(id, p, &a, &res) })
+	err = id.do(func() error { return fsEdit(p, &a, &res) })
 	if err != nil {
 		s.replyError(fw, "edit", fsFail("edit", p, err))
 		return
@@ -245,7 +245,7 @@ func (s *Server) fileEdit(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWri
 // fsEdit replaces a.Old in the file at p and writes the result atomically:
 // a temporary file in the same directory, given the old file's owner and
 // mode, renamed over it. It runs as the caller's identity (id.do).
-func fsEdit(id *fsIdentity, p string, a *wire.EditArgs, res *wire.EditResult) error {
+func fsEdit(p string, a *wire.EditArgs, res *wire.EditResult) error {
 	dir, base := splitFilePath(p)
 	if base == "" {
 		return unix.EISDIR
