@@ -61,7 +61,8 @@ class IntegrationsTest(unittest.TestCase):
                          [{"path": "/workspace/t/app.py", "line": 2, "text": "    return 2"},
                           {"path": "/workspace/t/app.py", "line": 5, "text": "    return 2"}])
         self.assertEqual([m["path"] for m in sb.grep_raw("return", path="/workspace/t", glob="*.md")], ["/workspace/t/sub/notes.md"])
-        self.assertEqual(sb.grep_raw("(", path="/workspace/t"), [])  # plain text, not a regexp
+        # Plain text, not a regular expression ("g(" would not compile as one).
+        self.assertEqual(sb.grep_raw("g(", path="/workspace/t"), [{"path": "/workspace/t/app.py", "line": 4, "text": "def g():"}])
 
     def test_reattach(self) -> None:
         other = BoxdSandbox(self.sb.id)
