@@ -402,5 +402,3 @@ func TestForkCommitRefused(t *testing.T) {
 		t.Errorf("refused forks and commits changed the store:\nbefore %s\nafter  %s", before, after)
 	}
 }
-
-
