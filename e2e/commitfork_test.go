@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/containerd/containerd/v2/core/content"
@@ -400,5 +401,41 @@ func TestForkCommitRefused(t *testing.T) {
 	}
 	if after := storeState(t); after != before {
 		t.Errorf("refused forks and commits changed the store:\nbefore %s\nafter  %s", before, after)
+	}
+}
+
+// TestFrozenSandboxThawedAfterCrash: a boxd killed while a commit or fork
+// has a sandbox frozen leaves the freeze and its mark; the reconciler
+// thaws it. The state is made as a crash would leave it: the mark, then
+// the pause, straight through containerd.
+func TestFrozenSandboxThawedAfterCrash(t *testing.T) {
+	id := newSandbox(t)
+	c := namespaces.WithNamespace(ctx(t), namespace)
+	ctr, err := env.ctr.LoadContainer(c, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ctr.SetLabels(c, map[string]string{"boxd.io/frozen": "2026-01-01T00:00:00Z"}); err != nil {
+		t.Fatal(err)
+	}
+	task, err := ctr.Task(c, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, task.Pause(c))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, err := task.Status(c)
+		labels, lerr := ctr.Labels(c)
+		if err == nil && lerr == nil && st.Status == "running" && labels["boxd.io/frozen"] == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still %v (labels %v) 30 s after a left-over freeze", st.Status, labels)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := sh(t, id, "echo thawed"); got != "thawed\n" {
+		t.Errorf("exec after thaw: %q", got)
 	}
 }

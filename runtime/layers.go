@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/mount"
@@ -21,6 +22,10 @@ import (
 // writable layers sit on. Its value is the source sandbox's id. It is
 // removed when the last snapshot on it goes (pruneForkLayers).
 const LabelForkLayer = "boxd.io/fork-layer"
+
+// LabelFrozen is on a sandbox while a commit or fork has it frozen (the
+// time it was frozen).
+const LabelFrozen = "boxd.io/frozen"
 
 // layerSrc is one layer of a sandbox's rootfs above its image: the
 // sandbox's own writable layer (active, in shifted ownership) or a fork
@@ -157,14 +162,54 @@ func (m *Manager) freeze(ctx context.Context, ctr client.Container) (thaw func()
 	if st.Status != client.Running {
 		return func() {}, nil
 	}
+	// The label outlives a boxd killed while the sandbox is frozen; the
+	// next reconcile pass thaws it (thawLeftover).
+	if _, err := ctr.SetLabels(ctx, map[string]string{LabelFrozen: time.Now().UTC().Format(time.RFC3339)}); err != nil {
+		return nil, fmt.Errorf("mark frozen: %w", err)
+	}
+	unmark := func(ctx context.Context) {
+		if _, err := ctr.SetLabels(ctx, map[string]string{LabelFrozen: ""}); err != nil {
+			m.log.Warn("clear frozen mark", "sandbox", ctr.ID(), "err", err)
+		}
+	}
 	if err := task.Pause(ctx); err != nil {
+		unmark(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("pause: %w", err)
 	}
 	return func() {
-		if err := task.Resume(context.WithoutCancel(ctx)); err != nil {
+		cctx := context.WithoutCancel(ctx)
+		if err := task.Resume(cctx); err != nil {
 			m.log.Error("resume after freeze", "sandbox", ctr.ID(), "err", err)
+			return // the mark stays: the reconciler tries again
 		}
+		unmark(cctx)
 	}, nil
+}
+
+// thawLeftover resumes a sandbox that boxd froze for a commit or fork
+// and did not thaw (it was killed meanwhile), unless a commit or fork
+// holds it now.
+func (m *Manager) thawLeftover(ctx context.Context, ctr client.Container) {
+	id := ctr.ID()
+	if !m.claim(id) {
+		return
+	}
+	defer m.release(id)
+	task, err := ctr.Task(ctx, nil)
+	if err == nil {
+		if st, serr := task.Status(ctx); serr == nil && st.Status == client.Paused {
+			if err := task.Resume(ctx); err != nil {
+				m.log.Error("thaw a sandbox left frozen by a commit or fork", "sandbox", id, "err", err)
+				return
+			}
+			m.log.Warn("thawed a sandbox left frozen by an interrupted commit or fork", "sandbox", id)
+		}
+	} else if !errdefs.IsNotFound(err) {
+		return
+	}
+	if _, err := ctr.SetLabels(ctx, map[string]string{LabelFrozen: ""}); err != nil {
+		m.log.Warn("clear frozen mark", "sandbox", id, "err", err)
+	}
 }
 
 // pruneForkLayers removes the fork layer parent and the fork layers under

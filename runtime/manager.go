@@ -1003,6 +1003,9 @@ func (m *Manager) ReconcileOnce(ctx context.Context) (expired, restarted int, _ 
 			expired++
 			continue
 		}
+		if labels[LabelFrozen] != "" {
+			m.thawLeftover(ctx, ctr)
+		}
 		if err := trimLog(m.initLogPath(ctr.ID()), initLogMax, initLogKeep); err != nil {
 			m.log.Warn("init log", "sandbox", ctr.ID(), "err", err)
 		}

@@ -1,21 +1,29 @@
+//go:build linux
+
 package snapshot
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/core/snapshots"
 	"github.com/containerd/errdefs"
 	"github.com/opencontainers/go-digest"
+	"github.com/opencontainers/image-spec/identity"
 	ocispecs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/boxd-dev/boxd/layerdiff"
 )
 
 // LabelCommittedFrom is set on an image made by a commit: the sandbox it
@@ -135,12 +143,14 @@ func (s *Store) Commit(ctx context.Context, spec CommitSpec) (Image, error) {
 	}
 
 	var layers []ocispec.Descriptor
+	diffIDs := slices.Clone(cfg.RootFS.DiffIDs)
 	add := func(write func(io.Writer) error) error {
-		d, err := s.writeLayer(ctx, name, write)
+		d, err := s.writeLayer(ctx, name, identity.ChainID(diffIDs).String(), write)
 		if err != nil {
 			return err
 		}
 		layers = append(layers, d)
+		diffIDs = append(diffIDs, d.Digest)
 		return nil
 	}
 	if err := spec.Layers(ctx, add); err != nil {
@@ -158,7 +168,12 @@ func (s *Store) Commit(ctx context.Context, spec CommitSpec) (Image, error) {
 		cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, l.Digest) // uncompressed: digest is the diff ID
 		cfg.History = append(cfg.History, ocispec.History{Created: &now, CreatedBy: spec.CreatedBy, Comment: spec.Message})
 	}
-	cfgDesc, err := writeJSON(ctx, cs, ocispec.MediaTypeImageConfig, cfg, nil)
+	// The layers were unpacked as they were written (writeLayer); the
+	// label keeps the top snapshot, and so the chain, as long as the image
+	// (containerd's unpacker sets the same one).
+	cfgDesc, err := writeJSON(ctx, cs, ocispec.MediaTypeImageConfig, cfg, map[string]string{
+		"containerd.io/gc.ref.snapshot." + s.snapshotter: identity.ChainID(cfg.RootFS.DiffIDs).String(),
+	})
 	if err != nil {
 		return Image{}, fmt.Errorf("commit %s: write config: %w", name, err)
 	}
@@ -190,27 +205,74 @@ func (s *Store) Commit(ctx context.Context, spec CommitSpec) (Image, error) {
 	return imgs[0], nil
 }
 
-// writeLayer streams one uncompressed layer into the content store.
-func (s *Store) writeLayer(ctx context.Context, name string, write func(io.Writer) error) (ocispec.Descriptor, error) {
+// writeLayer streams one uncompressed layer into the content store and,
+// in the same pass, unpacks it into a snapshot on parent (the chain of the
+// layers under it), committed under its own chain ID as containerd's
+// unpacker would, so the image needs no second read of the blob.
+func (s *Store) writeLayer(ctx context.Context, name, parent string, write func(io.Writer) error) (_ ocispec.Descriptor, retErr error) {
 	cs := s.c.ContentStore()
 	ref := fmt.Sprintf("boxd-commit-%s-%d", strings.NewReplacer("/", "_", ":", "_").Replace(name), time.Now().UnixNano())
 	w, err := content.OpenWriter(ctx, cs, content.WithRef(ref))
 	if err != nil {
 		return ocispec.Descriptor{}, fmt.Errorf("open layer writer: %w", err)
 	}
-	cw := &countingWriter{w: w}
-	if err := write(cw); err != nil {
+	defer func() {
 		w.Close()
-		_ = cs.Abort(context.WithoutCancel(ctx), ref)
+		if retErr != nil {
+			_ = cs.Abort(context.WithoutCancel(ctx), ref)
+		}
+	}()
+	sn := s.c.SnapshotService(s.snapshotter)
+	tmp := "boxd-commit-tmp-" + ref
+	ms, err := sn.Prepare(ctx, tmp, parent)
+	if err != nil {
+		return ocispec.Descriptor{}, fmt.Errorf("prepare layer snapshot: %w", err)
+	}
+	defer func() { _ = sn.Remove(context.WithoutCancel(ctx), tmp) }() // gone already once committed
+	upper, lowers, err := layerdiff.OverlayDirs(ms)
+	if err == nil && upper == "" {
+		err = fmt.Errorf("layer snapshot has no overlay upperdir: %w", errdefs.ErrFailedPrecondition)
+	}
+	if err != nil {
+		return ocispec.Descriptor{}, err
+	}
+
+	// The content store's writer answers each write with a round trip:
+	// feed it megabytes, not the tar's small writes.
+	bw := bufio.NewWriterSize(w, 1<<20)
+	cw := &countingWriter{w: bw}
+	pr, pw := io.Pipe()
+	applied := make(chan error, 1)
+	go func() {
+		err := layerdiff.Apply(ctx, upper, lowers, pr)
+		if err == nil {
+			_, err = io.Copy(io.Discard, pr) // the tar's end padding
+		}
+		pr.CloseWithError(err)
+		applied <- err
+	}()
+	err = write(io.MultiWriter(cw, pw))
+	if err == nil {
+		err = bw.Flush()
+	}
+	pw.CloseWithError(err)
+	if aerr := <-applied; err == nil && aerr != nil {
+		err = fmt.Errorf("unpack: %w", aerr)
+	}
+	if err != nil {
 		return ocispec.Descriptor{}, err
 	}
 	d := w.Digest()
 	if err := w.Commit(ctx, cw.n, d); err != nil && !errdefs.IsAlreadyExists(err) {
-		w.Close()
-		_ = cs.Abort(context.WithoutCancel(ctx), ref)
 		return ocispec.Descriptor{}, fmt.Errorf("commit layer: %w", err)
 	}
-	w.Close()
+	chain := identity.ChainID([]digest.Digest{digest.Digest(parent), d}).String()
+	if parent == "" {
+		chain = d.String()
+	}
+	if err := sn.Commit(ctx, chain, tmp, snapshots.WithLabels(map[string]string{"containerd.io/snapshot.ref": chain})); err != nil && !errdefs.IsAlreadyExists(err) {
+		return ocispec.Descriptor{}, fmt.Errorf("commit layer snapshot: %w", err)
+	}
 	return ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayer, Digest: d, Size: cw.n}, nil
 }
 
