@@ -3,7 +3,6 @@
 package snapshot
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -142,19 +141,37 @@ func (s *Store) Commit(ctx context.Context, spec CommitSpec) (Image, error) {
 		return Image{}, fmt.Errorf("commit %s: the base image's config: %w", name, err)
 	}
 
-	var layers []ocispec.Descriptor
+	var (
+		layers  []ocispec.Descriptor
+		pending []*pendingLayer
+	)
+	// Whatever pending layers are left unfinished give their content back.
+	defer func() {
+		for _, p := range pending {
+			p.abort()
+		}
+	}()
 	diffIDs := slices.Clone(cfg.RootFS.DiffIDs)
 	add := func(write func(io.Writer) error) error {
-		d, err := s.writeLayer(ctx, name, identity.ChainID(diffIDs).String(), write)
+		p, err := s.writeLayer(ctx, name, identity.ChainID(diffIDs).String(), write)
 		if err != nil {
 			return err
 		}
-		layers = append(layers, d)
-		diffIDs = append(diffIDs, d.Digest)
+		pending = append(pending, p)
+		layers = append(layers, p.desc)
+		diffIDs = append(diffIDs, p.desc.Digest)
 		return nil
 	}
 	if err := spec.Layers(ctx, add); err != nil {
 		return Image{}, fmt.Errorf("commit %s: %w", name, err)
+	}
+	// The content store syncs each blob to disk as it commits it: done
+	// here, after spec.Layers has let the sandbox run on.
+	for len(pending) > 0 {
+		if err := pending[0].commit(); err != nil {
+			return Image{}, fmt.Errorf("commit %s: %w", name, err)
+		}
+		pending = pending[1:]
 	}
 
 	now := time.Now().UTC()
@@ -205,28 +222,41 @@ func (s *Store) Commit(ctx context.Context, spec CommitSpec) (Image, error) {
 	return imgs[0], nil
 }
 
+// pendingLayer is a layer whose bytes are in the content store's ingest
+// and whose snapshot is committed; commit makes its blob.
+type pendingLayer struct {
+	desc   ocispec.Descriptor
+	commit func() error
+	abort  func()
+}
+
 // writeLayer streams one uncompressed layer into the content store and,
 // in the same pass, unpacks it into a snapshot on parent (the chain of the
 // layers under it), committed under its own chain ID as containerd's
-// unpacker would, so the image needs no second read of the blob.
-func (s *Store) writeLayer(ctx context.Context, name, parent string, write func(io.Writer) error) (_ ocispec.Descriptor, retErr error) {
+// unpacker would, so the image needs no second read of the blob. The
+// upload runs beside the unpack (asyncWriter). The blob itself is
+// committed later, by the returned pendingLayer.
+func (s *Store) writeLayer(ctx context.Context, name, parent string, write func(io.Writer) error) (_ *pendingLayer, retErr error) {
 	cs := s.c.ContentStore()
 	ref := fmt.Sprintf("boxd-commit-%s-%d", strings.NewReplacer("/", "_", ":", "_").Replace(name), time.Now().UnixNano())
 	w, err := content.OpenWriter(ctx, cs, content.WithRef(ref))
 	if err != nil {
-		return ocispec.Descriptor{}, fmt.Errorf("open layer writer: %w", err)
+		return nil, fmt.Errorf("open layer writer: %w", err)
+	}
+	abort := func() {
+		w.Close()
+		_ = cs.Abort(context.WithoutCancel(ctx), ref)
 	}
 	defer func() {
-		w.Close()
 		if retErr != nil {
-			_ = cs.Abort(context.WithoutCancel(ctx), ref)
+			abort()
 		}
 	}()
 	sn := s.c.SnapshotService(s.snapshotter)
 	tmp := "boxd-commit-tmp-" + ref
 	ms, err := sn.Prepare(ctx, tmp, parent)
 	if err != nil {
-		return ocispec.Descriptor{}, fmt.Errorf("prepare layer snapshot: %w", err)
+		return nil, fmt.Errorf("prepare layer snapshot: %w", err)
 	}
 	defer func() { _ = sn.Remove(context.WithoutCancel(ctx), tmp) }() // gone already once committed
 	upper, lowers, err := layerdiff.OverlayDirs(ms)
@@ -234,13 +264,11 @@ func (s *Store) writeLayer(ctx context.Context, name, parent string, write func(
 		err = fmt.Errorf("layer snapshot has no overlay upperdir: %w", errdefs.ErrFailedPrecondition)
 	}
 	if err != nil {
-		return ocispec.Descriptor{}, err
+		return nil, err
 	}
 
-	// The content store's writer answers each write with a round trip:
-	// feed it megabytes, not the tar's small writes.
-	bw := bufio.NewWriterSize(w, 1<<20)
-	cw := &countingWriter{w: bw}
+	up := newAsyncWriter(w)
+	cw := &countingWriter{w: up}
 	pr, pw := io.Pipe()
 	applied := make(chan error, 1)
 	go func() {
@@ -252,28 +280,92 @@ func (s *Store) writeLayer(ctx context.Context, name, parent string, write func(
 		applied <- err
 	}()
 	err = write(io.MultiWriter(cw, pw))
-	if err == nil {
-		err = bw.Flush()
-	}
 	pw.CloseWithError(err)
+	if uerr := up.Close(); err == nil && uerr != nil {
+		err = fmt.Errorf("upload: %w", uerr)
+	}
 	if aerr := <-applied; err == nil && aerr != nil {
 		err = fmt.Errorf("unpack: %w", aerr)
 	}
 	if err != nil {
-		return ocispec.Descriptor{}, err
+		return nil, err
 	}
 	d := w.Digest()
-	if err := w.Commit(ctx, cw.n, d); err != nil && !errdefs.IsAlreadyExists(err) {
-		return ocispec.Descriptor{}, fmt.Errorf("commit layer: %w", err)
-	}
 	chain := identity.ChainID([]digest.Digest{digest.Digest(parent), d}).String()
-	if parent == "" {
-		chain = d.String()
-	}
 	if err := sn.Commit(ctx, chain, tmp, snapshots.WithLabels(map[string]string{"containerd.io/snapshot.ref": chain})); err != nil && !errdefs.IsAlreadyExists(err) {
-		return ocispec.Descriptor{}, fmt.Errorf("commit layer snapshot: %w", err)
+		return nil, fmt.Errorf("commit layer snapshot: %w", err)
 	}
-	return ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayer, Digest: d, Size: cw.n}, nil
+	p := &pendingLayer{desc: ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayer, Digest: d, Size: cw.n}, abort: abort}
+	p.commit = func() error {
+		defer w.Close()
+		if err := w.Commit(ctx, cw.n, d); err != nil && !errdefs.IsAlreadyExists(err) {
+			_ = cs.Abort(context.WithoutCancel(ctx), ref)
+			return fmt.Errorf("commit layer: %w", err)
+		}
+		return nil
+	}
+	return p, nil
+}
+
+// asyncWriter hands what is written to w in 1 MiB pieces from a goroutine
+// of its own, up to 8 pieces ahead (at most 10 pieces exist: 8 queued, one
+// being written, one filling, so the free list never blocks): the content store's writer answers each
+// write with a round trip, which then overlaps with the diff and the
+// unpack instead of stopping them.
+type asyncWriter struct {
+	w    io.Writer
+	cur  []byte
+	ch   chan []byte
+	free chan []byte
+	done chan error
+	err  error
+}
+
+const asyncPiece = 1 << 20
+
+func newAsyncWriter(w io.Writer) *asyncWriter {
+	a := &asyncWriter{w: w, ch: make(chan []byte, 8), free: make(chan []byte, 16), done: make(chan error, 1)}
+	go func() {
+		var err error
+		for b := range a.ch {
+			if err == nil {
+				_, err = a.w.Write(b)
+			}
+			a.free <- b[:0]
+		}
+		a.done <- err
+	}()
+	return a
+}
+
+func (a *asyncWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		if a.cur == nil {
+			select {
+			case a.cur = <-a.free:
+			default:
+				a.cur = make([]byte, 0, asyncPiece)
+			}
+		}
+		k := copy(a.cur[len(a.cur):cap(a.cur)], p)
+		a.cur, p = a.cur[:len(a.cur)+k], p[k:]
+		if len(a.cur) == cap(a.cur) {
+			a.ch <- a.cur
+			a.cur = nil
+		}
+	}
+	return n, nil
+}
+
+// Close writes what is left and returns the first write error.
+func (a *asyncWriter) Close() error {
+	if len(a.cur) > 0 {
+		a.ch <- a.cur
+		a.cur = nil
+	}
+	close(a.ch)
+	return <-a.done
 }
 
 type countingWriter struct {
