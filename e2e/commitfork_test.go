@@ -284,6 +284,11 @@ func TestFork(t *testing.T) {
 			sb.Labels["team"] != "a" || sb.Labels["fork"] != "yes" || sb.Image != srcSB.Image || sb.State != "running" {
 			t.Errorf("fork %d: %+v", i, sb)
 		}
+		// Each fork has a uid block of its own, and still sees the
+		// source's owners: the fork layer holds unshifted ids.
+		if sb.Security.GetUidMap() == srcSB.Security.GetUidMap() {
+			t.Errorf("fork %d shares the source's uid map %s", i, sb.Security.GetUidMap())
+		}
 		got := sh(t, f, "cat /w/base && md5sum -c /w/blob.md5 >/dev/null && echo ok && stat -c %u:%g /w/base && pwd")
 		if got != "base\nok\n1000:1000\n/w\n" {
 			t.Errorf("fork %d sees %q", i, got)
