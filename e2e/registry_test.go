@@ -233,15 +233,15 @@ func pullAPI(c context.Context, api boxdv1connect.RegistryServiceClient, req *bo
 	return nil, progress, fmt.Errorf("stream ended without the image")
 }
 
-// storeState is what a failed pull must leave as it was: blobs, partial
+// pullStoreState is what a failed pull must leave as it was: blobs, partial
 // downloads, snapshots, leases and image names of the daemon's namespace.
-type storeState struct {
+type pullStoreState struct {
 	blobs, ingests, snapshots, leases, images []string
 }
 
-func readStoreState(t *testing.T, c context.Context) storeState {
+func readStoreState(t *testing.T, c context.Context) pullStoreState {
 	t.Helper()
-	var s storeState
+	var s pullStoreState
 	cs := env.ctr.ContentStore()
 	if err := cs.Walk(c, func(i content.Info) error { s.blobs = append(s.blobs, i.Digest.String()); return nil }); err != nil {
 		t.Fatal(err)
@@ -280,7 +280,7 @@ func readStoreState(t *testing.T, c context.Context) storeState {
 }
 
 // wantNothingLeft checks that the store is as it was before a failed call.
-func wantNothingLeft(t *testing.T, what string, c context.Context, before storeState) {
+func wantNothingLeft(t *testing.T, what string, c context.Context, before pullStoreState) {
 	t.Helper()
 	after := readStoreState(t, c)
 	for _, p := range []struct {

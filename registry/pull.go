@@ -101,7 +101,7 @@ func (r *Registry) Pull(ctx context.Context, req PullRequest, report Reporter) (
 			return im, nil
 		}
 	}
-	if err := r.store.CheckWritable(ctx, ref.Name, req.Write); err != nil {
+	if _, err := r.store.CheckWritable(ctx, ref.Name, req.Write); err != nil {
 		return snapshot.Image{}, err
 	}
 	fetcher, err := resolver.Fetcher(lctx, name)
@@ -183,9 +183,8 @@ func (r *Registry) Pull(ctx context.Context, req PullRequest, report Reporter) (
 
 	phase("checked")
 	t.setPhase("unpacking")
-	opts := req.Write
-	opts.Labels = map[string]string{snapshot.LabelPulledFrom: ref.Name + "@" + desc.Digest.String()}
-	ims, err := r.store.Commit(lctx, []images.Image{{Name: ref.Name, Target: target}}, opts)
+	rec := images.Image{Name: ref.Name, Target: target, Labels: map[string]string{snapshot.LabelPulledFrom: ref.Name + "@" + desc.Digest.String()}}
+	ims, err := r.store.Record(lctx, []images.Image{rec}, req.Write)
 	if errdefs.IsAlreadyExists(err) {
 		// Another pull of the same image named it meanwhile: that is
 		// this pull's result too.

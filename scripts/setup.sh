@@ -8,8 +8,9 @@
 #     python3-grpcio and python3-protobuf (the Python SDK's tests), and
 #     nodejs and npm (the e2e test of `boxctl mcp` with the TypeScript MCP
 #     SDK's client; a nodejs that ships npm itself needs no npm package),
-#     docker-registry (the registry e2e TestRegistry and the pull bench run
-#     their own on loopback; the package's own service is stopped and
+#     e2fsprogs (mkfs.ext4 formats the image of a disk-capped sandbox),
+#     and docker-registry (the registry e2e TestRegistry and the pull bench
+#     run their own on loopback; the package's own service is stopped and
 #     disabled right after install, only the binary is used)
 #     (apt-get update runs only if one of them is missing);
 #   - containerd, containerd-shim-runc-v2 and ctr at the version go.mod pins
@@ -38,7 +39,7 @@ missing=()
 need() { missing+=("$1"); }
 
 # ---- apt packages -----------------------------------------------------------
-APT_PACKAGES=(runc busybox-static debootstrap protobuf-compiler containernetworking-plugins python3-grpcio python3-protobuf nodejs docker-registry)
+APT_PACKAGES=(runc busybox-static debootstrap protobuf-compiler containernetworking-plugins python3-grpcio python3-protobuf nodejs e2fsprogs docker-registry)
 # Files each package must provide (busybox-static: the static binary; the
 # dynamically linked "busybox" package also provides /bin/busybox).
 declare -A APT_FILE=(
@@ -50,6 +51,7 @@ declare -A APT_FILE=(
 	[python3-grpcio]=/usr/lib/python3/dist-packages/grpc/__init__.py
 	[python3-protobuf]=/usr/lib/python3/dist-packages/google/protobuf/__init__.py
 	[nodejs]=/usr/bin/node
+	[e2fsprogs]=/sbin/mkfs.ext4
 	[docker-registry]=/usr/bin/docker-registry
 )
 apt_missing() {

@@ -61,9 +61,6 @@ type WriteOptions struct {
 	Caller string
 	// Users finds the sandboxes that use an image; nil finds none.
 	Users Users
-	// Labels are added to the image record's labels (e.g. where a pull
-	// came from).
-	Labels map[string]string
 }
 
 func (o WriteOptions) users(ctx context.Context, name string) ([]string, error) {
@@ -102,12 +99,8 @@ func listUsers(ids []string) string {
 	return strings.Join(ids[:maxListedUsers], ", ") + fmt.Sprintf(" and %d more", len(ids)-maxListedUsers)
 }
 
-// CheckWritable refuses an existing name unless opts.Force, naming the
+// checkWritable refuses an existing name unless opts.Force, naming the
 // image and the sandboxes that use it.
-func (s *Store) CheckWritable(ctx context.Context, name string, opts WriteOptions) error {
-	return s.checkWritable(ctx, name, opts)
-}
-
 func (s *Store) checkWritable(ctx context.Context, name string, opts WriteOptions) error {
 	if opts.Force {
 		return nil
@@ -203,9 +196,10 @@ func (s *Store) archiveImages(ctx context.Context, index ocispec.Descriptor, nam
 	return slices.SortedFunc(maps.Values(byName), func(a, b images.Image) int { return strings.Compare(a.Name, b.Name) }), nil
 }
 
-// Commit stores records for content already in the content store (a
-// registry pull fetched it under the lease in ctx), as an import does.
-func (s *Store) Commit(ctx context.Context, recs []images.Image, opts WriteOptions) ([]Image, error) {
+// Record names content already in the content store (a registry pull
+// fetched it under the lease in ctx) as an import does: unpacked first,
+// then the records, all or nothing; an existing name only with Force.
+func (s *Store) Record(ctx context.Context, recs []images.Image, opts WriteOptions) ([]Image, error) {
 	return s.commit(ctx, recs, opts)
 }
 
@@ -251,8 +245,9 @@ func (s *Store) commit(ctx context.Context, recs []images.Image, opts WriteOptio
 			err     error
 		)
 		if old == nil {
+			extra := rec.Labels
 			rec.Labels = map[string]string{LabelImportedBy: opts.caller(), LabelImportedAt: now}
-			maps.Copy(rec.Labels, opts.Labels)
+			maps.Copy(rec.Labels, extra)
 			// Create fails if another import made the name meanwhile.
 			written, err = is.Create(ctx, rec)
 			if errdefs.IsAlreadyExists(err) {
@@ -262,7 +257,9 @@ func (s *Store) commit(ctx context.Context, recs []images.Image, opts WriteOptio
 				undo = append(undo, func(c context.Context) { _ = is.Delete(c, rec.Name) })
 			}
 		} else {
+			extra := rec.Labels
 			if rec.Labels, err = replaceLabels(ctx, *old, opts, now); err == nil {
+				maps.Copy(rec.Labels, extra)
 				written, err = is.Update(ctx, rec, "target", "labels")
 			}
 			if err == nil {
@@ -298,8 +295,7 @@ func replaceLabels(ctx context.Context, old images.Image, opts WriteOptions, now
 		l = map[string]string{}
 	}
 	l[LabelReplacedBy], l[LabelReplacedAt], l[LabelReplacedDigest] = opts.caller(), now, old.Target.Digest.String()
-	delete(l, LabelPulledFrom) // the new content's origin, if any, is in opts.Labels
-	maps.Copy(l, opts.Labels)
+	delete(l, LabelPulledFrom) // the new content's origin, if any, comes with the record
 	delete(l, LabelReplacedInUse)
 	if len(users) > 0 {
 		l[LabelReplacedInUse] = listUsers(users)

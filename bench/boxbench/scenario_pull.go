@@ -2,7 +2,7 @@
 
 package main
 
-// Scenario 10: pull of an image from a registry on loopback, `boxctl image
+// Scenario 11: pull of an image from a registry on loopback, `boxctl image
 // pull` next to `ctr image pull` of the same image from the same registry
 // into the same containerd (ctr in a containerd namespace of its own, so
 // the two never share content). Each pull is followed, untimed, by
