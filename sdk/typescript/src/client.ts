@@ -69,6 +69,7 @@ export class Client {
   readonly files: RpcClient<typeof FileService>;
   readonly process: RpcClient<typeof ProcessService>;
   private readonly sessions: Http2SessionManager;
+  private readonly open = new Map<http2.ClientHttp2Stream, string>();
 
   constructor(options: ClientOptions | string = {}) {
     const o = typeof options === "string" ? { socket: options } : options;
@@ -88,6 +89,7 @@ export class Client {
       },
     );
     const sessions = this.sessions;
+    const open = this.open;
     const widened = new WeakSet<http2.Http2Session>();
     const transport = createGrpcTransport({
       baseUrl: "http://localhost",
@@ -95,17 +97,21 @@ export class Client {
         authority: sessions.authority,
         async request(method, p, headers, options) {
           const stream = await sessions.request(method, p, headers, options);
+          open.set(stream, p);
+          stream.once("close", () => open.delete(stream));
           // A call cancelled with response data still buffered: Node destroys
           // a closed stream only once its readable side is consumed, and
           // nobody reads it any more, so its 'close' never comes and the
           // connection stays referenced (Node would not exit). Drop the data.
           const close = stream.close.bind(stream);
           stream.close = (code?: number, cb?: () => void) => {
-            close(code, () => {
-              if (!stream.destroyed) stream.destroy();
-              cb?.();
-            });
+            close(code, cb);
             stream.resume();
+            // close() has sent the RST_STREAM (a non-zero code goes at
+            // once); destroying the stream then ends it on our side.
+            setImmediate(() => {
+              if (!stream.destroyed) stream.destroy();
+            });
           };
           // The connection's window can only be raised once it exists.
           const s = stream.session;
@@ -153,6 +159,16 @@ export class Client {
    */
   stream<T>(fn: (opts: CallOptions) => AsyncIterable<T>, o?: CallOpts): Stream<T> {
     return new Stream(this, fn, o);
+  }
+
+  /**
+   * The methods of the HTTP/2 streams still open on this client's
+   * connection, e.g. "/boxd.v1.ProcessService/Exec". An open stream keeps
+   * Node from exiting; every finished or cancelled call must have closed
+   * its own (the tests check this).
+   */
+  openStreams(): string[] {
+    return [...this.open.values()];
   }
 
   /** Closes the connection; calls after it open a new one. */

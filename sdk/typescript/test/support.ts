@@ -2,7 +2,9 @@
 // harness, e2e/sdk_typescript_test.go, starts one on a private containerd)
 // and use the image $BOXD_TEST_IMAGE (default: the daemon's default image).
 
-import { Sandbox } from "../src/index.js";
+import assert from "node:assert/strict";
+import { after } from "node:test";
+import { Sandbox, defaultClient } from "../src/index.js";
 
 export const IMAGE = process.env.BOXD_TEST_IMAGE || undefined;
 export const LABELS = { "sdk-test": "typescript" };
@@ -37,3 +39,14 @@ export async function until(cond: () => Promise<boolean>, ms = 5000): Promise<bo
 export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
+
+// After each test file: every call has closed its HTTP/2 stream (a stream
+// left open would keep a user's program from exiting), then the
+// connection is closed.
+after(async () => {
+  const c = defaultClient();
+  const closed = await until(async () => c.openStreams().length === 0, 3000);
+  const left = c.openStreams();
+  c.close();
+  assert.ok(closed, `streams left open after the tests: ${left.join(", ")}`);
+});
