@@ -9,7 +9,9 @@
 #     nodejs and npm (the e2e test of `boxctl mcp` with the TypeScript MCP
 #     SDK's client, and the TypeScript SDK's build, code generation and
 #     tests, whose npm packages scripts/npm-modules.sh installs from the
-#     committed lockfile; a nodejs that ships npm itself needs no npm package)
+#     committed lockfile; a nodejs that ships npm itself needs no npm
+#     package), and e2fsprogs (mkfs.ext4 formats the image of a disk-capped
+#     sandbox)
 #     (apt-get update runs only if one of them is missing);
 #   - containerd, containerd-shim-runc-v2 and ctr at the version go.mod pins
 #     for github.com/containerd/containerd/v2, built with `go install` into
@@ -37,7 +39,7 @@ missing=()
 need() { missing+=("$1"); }
 
 # ---- apt packages -----------------------------------------------------------
-APT_PACKAGES=(runc busybox-static debootstrap protobuf-compiler containernetworking-plugins python3-grpcio python3-protobuf nodejs)
+APT_PACKAGES=(runc busybox-static debootstrap protobuf-compiler containernetworking-plugins python3-grpcio python3-protobuf nodejs e2fsprogs)
 # Files each package must provide (busybox-static: the static binary; the
 # dynamically linked "busybox" package also provides /bin/busybox).
 declare -A APT_FILE=(
@@ -49,6 +51,7 @@ declare -A APT_FILE=(
 	[python3-grpcio]=/usr/lib/python3/dist-packages/grpc/__init__.py
 	[python3-protobuf]=/usr/lib/python3/dist-packages/google/protobuf/__init__.py
 	[nodejs]=/usr/bin/node
+	[e2fsprogs]=/sbin/mkfs.ext4
 )
 apt_missing() {
 	local status pkg

@@ -10,7 +10,147 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file boxd/v1/boxd.proto.
  */
 export const file_boxd_v1_boxd: GenFile = /*@__PURE__*/
-  fileDesc("ChJib3hkL3YxL2JveGQucHJvdG8SB2JveGQudjEiUwoNUHVibGlzaGVkUG9ydBIPCgdob3N0X2lwGAEgASgJEhEKCWhvc3RfcG9ydBgCIAEoDRIMCgRwb3J0GAMgASgNEhAKCHByb3RvY29sGAQgASgJIk4KElB1Ymxpc2hQb3J0UmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEiQKBHBvcnQYAiABKAsyFi5ib3hkLnYxLlB1Ymxpc2hlZFBvcnQiOwoTUHVibGlzaFBvcnRSZXNwb25zZRIkCgRwb3J0GAEgASgLMhYuYm94ZC52MS5QdWJsaXNoZWRQb3J0IksKFFVucHVibGlzaFBvcnRSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcG9ydBgCIAEoDRIRCglob3N0X3BvcnQYAyABKA0iPgoVVW5wdWJsaXNoUG9ydFJlc3BvbnNlEiUKBXBvcnRzGAEgAygLMhYuYm94ZC52MS5QdWJsaXNoZWRQb3J0IjQKBkxpbWl0cxIOCgZtZW1vcnkYASABKAkSDAoEY3B1cxgCIAEoARIMCgRwaWRzGAMgASgDIrwCChRDcmVhdGVTYW5kYm94UmVxdWVzdBINCgVpbWFnZRgBIAEoCRIfCgZsaW1pdHMYAiABKAsyDy5ib3hkLnYxLkxpbWl0cxILCgNlbnYYAyADKAkSDwoHd29ya2RpchgEIAEoCRI5CgZsYWJlbHMYBSADKAsyKS5ib3hkLnYxLkNyZWF0ZVNhbmRib3hSZXF1ZXN0LkxhYmVsc0VudHJ5EgwKBG5hbWUYBiABKAkSCwoDdHRsGAcgASgJEicKB3B1Ymxpc2gYFCADKAsyFi5ib3hkLnYxLlB1Ymxpc2hlZFBvcnQSKAoHbmV0d29yaxgVIAEoCzIXLmJveGQudjEuTmV0d29ya1JlcXVlc3QaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASItCg5OZXR3b3JrUmVxdWVzdBIMCgRtb2RlGAEgASgJEg0KBWFsbG93GAIgAygJIlsKDU5ldHdvcmtTdGF0dXMSDAoEbW9kZRgBIAEoCRINCgVhbGxvdxgCIAMoCRIPCgdhZGRyZXNzGAMgASgJEg8KB2dhdGV3YXkYBCABKAkSCwoDZG5zGAUgASgJIqIECgdTYW5kYm94EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDQoFaW1hZ2UYAyABKAkSDQoFc3RhdGUYBCABKAkSFAoMbWVtb3J5X2J5dGVzGAUgASgDEgwKBGNwdXMYBiABKAESDAoEcGlkcxgHIAEoAxILCgNlbnYYCCADKAkSDwoHd29ya2RpchgJIAEoCRIsCgZsYWJlbHMYCiADKAsyHC5ib3hkLnYxLlNhbmRib3guTGFiZWxzRW50cnkSEgoKY3JlYXRlZF9hdBgLIAEoCRISCgpleHBpcmVzX2F0GAwgASgJEiMKCHNlY3VyaXR5GA0gASgLMhEuYm94ZC52MS5TZWN1cml0eRIQCghpbml0X3BpZBgOIAEoAxIdCgV1c2FnZRgPIAEoCzIOLmJveGQudjEuVXNhZ2USFQoNaW5pdF9yZXN0YXJ0cxgQIAEoDRIXCg9sYXN0X3Jlc3RhcnRfYXQYESABKAkSGwoTbGFzdF9yZXN0YXJ0X3JlYXNvbhgSIAEoCRIXCg9yZXN0YXJ0X3JlZnVzZWQYEyABKAkSJQoFcG9ydHMYHiADKAsyFi5ib3hkLnYxLlB1Ymxpc2hlZFBvcnQSJwoHbmV0d29yaxgfIAEoCzIWLmJveGQudjEuTmV0d29ya1N0YXR1cxotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBImsKBVVzYWdlEhQKDG1lbW9yeV9ieXRlcxgBIAEoBBIZChFtZW1vcnlfcGVha19ieXRlcxgCIAEoBBIQCghjcHVfdXNlYxgDIAEoBBIMCgRwaWRzGAQgASgEEhEKCW9vbV9raWxscxgFIAEoBCJtCghTZWN1cml0eRIPCgduZXR3b3JrGAEgASgIEhgKEHJlYWRfb25seV9yb290ZnMYAiABKAgSFAoMY2FwYWJpbGl0aWVzGAMgAygJEg8KB3NlY2NvbXAYBCABKAkSDwoHdWlkX21hcBgFIAEoCSI6ChVDcmVhdGVTYW5kYm94UmVzcG9uc2USIQoHc2FuZGJveBgBIAEoCzIQLmJveGQudjEuU2FuZGJveCKAAQoUTGlzdFNhbmRib3hlc1JlcXVlc3QSOQoGbGFiZWxzGAEgAygLMikuYm94ZC52MS5MaXN0U2FuZGJveGVzUmVxdWVzdC5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjwKFUxpc3RTYW5kYm94ZXNSZXNwb25zZRIjCglzYW5kYm94ZXMYASADKAsyEC5ib3hkLnYxLlNhbmRib3giHwoRR2V0U2FuZGJveFJlcXVlc3QSCgoCaWQYASABKAkiNwoSR2V0U2FuZGJveFJlc3BvbnNlEiEKB3NhbmRib3gYASABKAsyEC5ib3hkLnYxLlNhbmRib3giIgoURGVsZXRlU2FuZGJveFJlcXVlc3QSCgoCaWQYASABKAkiFwoVRGVsZXRlU2FuZGJveFJlc3BvbnNlIoMBCgtFeGVjUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEgwKBGFyZ3MYAiADKAkSCwoDZW52GAMgAygJEg8KB3dvcmtkaXIYBCABKAkSDwoHdGltZW91dBgFIAEoCRINCgVzdGRpbhgGIAEoDBIUCgxvdXRwdXRfbGltaXQYByABKAMiwgEKCkV4ZWNSZXN1bHQSEQoJZXhpdF9jb2RlGAEgASgFEg4KBnNpZ25hbBgCIAEoCRIRCgl0aW1lZF9vdXQYAyABKAgSEQoJdHJ1bmNhdGVkGAQgASgIEhIKCnN0YXJ0ZWRfYXQYBSABKAkSEAoIZW5kZWRfYXQYBiABKAkSFQoNdXNlcl9jcHVfdXNlYxgHIAEoAxIXCg9zeXN0ZW1fY3B1X3VzZWMYCCABKAMSFQoNbWF4X3Jzc19ieXRlcxgJIAEoAyJTCgxFeGVjUmVzcG9uc2USDgoGc3Rkb3V0GAEgASgMEg4KBnN0ZGVychgCIAEoDBIjCgZyZXN1bHQYAyABKAsyEy5ib3hkLnYxLkV4ZWNSZXN1bHQiaAoSRXhlY1N0cmVhbVJlc3BvbnNlEhAKBnN0ZG91dBgBIAEoDEgAEhAKBnN0ZGVychgCIAEoDEgAEiUKBnJlc3VsdBgDIAEoCzITLmJveGQudjEuRXhlY1Jlc3VsdEgAQgcKBWV2ZW50Ij8KDUNvcHlJblJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEgwKBGRhdGEYAyABKAwiEAoOQ29weUluUmVzcG9uc2UiMgoOQ29weU91dFJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRwYXRoGAIgASgJIh8KD0NvcHlPdXRSZXNwb25zZRIMCgRkYXRhGAEgASgMIjMKD1N0YXRQYXRoUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEgwKBHBhdGgYAiABKAkicAoQU3RhdFBhdGhSZXNwb25zZRIMCgRuYW1lGAEgASgJEgwKBHNpemUYAiABKAMSDAoEbW9kZRgDIAEoDRIOCgZpc19kaXIYBCABKAgSDQoFbXRpbWUYBSABKAkSEwoLbGlua190YXJnZXQYBiABKAkiZQoSSW1wb3J0SW1hZ2VSZXF1ZXN0EgwKBG5hbWUYASABKAkSJAoGZm9ybWF0GAIgASgOMhQuYm94ZC52MS5JbWFnZUZvcm1hdBIMCgRkYXRhGAMgASgMEg0KBWZvcmNlGAQgASgIIqIBCgVJbWFnZRIMCgRuYW1lGAEgASgJEg4KBmRpZ2VzdBgCIAEoCRIMCgRzaXplGAMgASgDEhIKCmNyZWF0ZWRfYXQYBCABKAkSKgoGbGFiZWxzGAUgAygLMhouYm94ZC52MS5JbWFnZS5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjUKE0ltcG9ydEltYWdlUmVzcG9uc2USHgoGaW1hZ2VzGAEgAygLMg4uYm94ZC52MS5JbWFnZSITChFMaXN0SW1hZ2VzUmVxdWVzdCI0ChJMaXN0SW1hZ2VzUmVzcG9uc2USHgoGaW1hZ2VzGAEgAygLMg4uYm94ZC52MS5JbWFnZSIxChJSZW1vdmVJbWFnZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRINCgVmb3JjZRgCIAEoCCIVChNSZW1vdmVJbWFnZVJlc3BvbnNlIkcKFFVwZGF0ZU5ldHdvcmtSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDQoFYWxsb3cYAiADKAkSDAoEZGVueRgDIAMoCSJAChVVcGRhdGVOZXR3b3JrUmVzcG9uc2USJwoHbmV0d29yaxgBIAEoCzIWLmJveGQudjEuTmV0d29ya1N0YXR1cypaCgtJbWFnZUZvcm1hdBIcChhJTUFHRV9GT1JNQVRfVU5TUEVDSUZJRUQQABIUChBJTUFHRV9GT1JNQVRfVEFSEAESFwoTSU1BR0VfRk9STUFUX1JPT1RGUxACMsQICg5TYW5kYm94U2VydmljZRJOCg1DcmVhdGVTYW5kYm94Eh0uYm94ZC52MS5DcmVhdGVTYW5kYm94UmVxdWVzdBoeLmJveGQudjEuQ3JlYXRlU2FuZGJveFJlc3BvbnNlEk4KDUxpc3RTYW5kYm94ZXMSHS5ib3hkLnYxLkxpc3RTYW5kYm94ZXNSZXF1ZXN0Gh4uYm94ZC52MS5MaXN0U2FuZGJveGVzUmVzcG9uc2USRQoKR2V0U2FuZGJveBIaLmJveGQudjEuR2V0U2FuZGJveFJlcXVlc3QaGy5ib3hkLnYxLkdldFNhbmRib3hSZXNwb25zZRJOCg1EZWxldGVTYW5kYm94Eh0uYm94ZC52MS5EZWxldGVTYW5kYm94UmVxdWVzdBoeLmJveGQudjEuRGVsZXRlU2FuZGJveFJlc3BvbnNlEk4KDVVwZGF0ZU5ldHdvcmsSHS5ib3hkLnYxLlVwZGF0ZU5ldHdvcmtSZXF1ZXN0Gh4uYm94ZC52MS5VcGRhdGVOZXR3b3JrUmVzcG9uc2USMwoERXhlYxIULmJveGQudjEuRXhlY1JlcXVlc3QaFS5ib3hkLnYxLkV4ZWNSZXNwb25zZRJBCgpFeGVjU3RyZWFtEhQuYm94ZC52MS5FeGVjUmVxdWVzdBobLmJveGQudjEuRXhlY1N0cmVhbVJlc3BvbnNlMAESOwoGQ29weUluEhYuYm94ZC52MS5Db3B5SW5SZXF1ZXN0GhcuYm94ZC52MS5Db3B5SW5SZXNwb25zZSgBEj4KB0NvcHlPdXQSFy5ib3hkLnYxLkNvcHlPdXRSZXF1ZXN0GhguYm94ZC52MS5Db3B5T3V0UmVzcG9uc2UwARI/CghTdGF0UGF0aBIYLmJveGQudjEuU3RhdFBhdGhSZXF1ZXN0GhkuYm94ZC52MS5TdGF0UGF0aFJlc3BvbnNlEkoKC0ltcG9ydEltYWdlEhsuYm94ZC52MS5JbXBvcnRJbWFnZVJlcXVlc3QaHC5ib3hkLnYxLkltcG9ydEltYWdlUmVzcG9uc2UoARJFCgpMaXN0SW1hZ2VzEhouYm94ZC52MS5MaXN0SW1hZ2VzUmVxdWVzdBobLmJveGQudjEuTGlzdEltYWdlc1Jlc3BvbnNlEkgKC1JlbW92ZUltYWdlEhsuYm94ZC52MS5SZW1vdmVJbWFnZVJlcXVlc3QaHC5ib3hkLnYxLlJlbW92ZUltYWdlUmVzcG9uc2USSAoLUHVibGlzaFBvcnQSGy5ib3hkLnYxLlB1Ymxpc2hQb3J0UmVxdWVzdBocLmJveGQudjEuUHVibGlzaFBvcnRSZXNwb25zZRJOCg1VbnB1Ymxpc2hQb3J0Eh0uYm94ZC52MS5VbnB1Ymxpc2hQb3J0UmVxdWVzdBoeLmJveGQudjEuVW5wdWJsaXNoUG9ydFJlc3BvbnNlQjFaL2dpdGh1Yi5jb20vYm94ZC1kZXYvYm94ZC9ycGMvZ2VuL2JveGQvdjE7Ym94ZHYxYgZwcm90bzM");
+  fileDesc("ChJib3hkL3YxL2JveGQucHJvdG8SB2JveGQudjEiVwoUQ29tbWl0U2FuZGJveFJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRILCgNyZWYYAiABKAkSDwoHbWVzc2FnZRgDIAEoCRINCgVmb3JjZRgEIAEoCCI2ChVDb21taXRTYW5kYm94UmVzcG9uc2USHQoFaW1hZ2UYASABKAsyDi5ib3hkLnYxLkltYWdlIvoBChJGb3JrU2FuZGJveFJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRINCgVjb3VudBgCIAEoDRINCgVuYW1lcxgDIAMoCRIfCgZsaW1pdHMYBCABKAsyDy5ib3hkLnYxLkxpbWl0cxILCgNlbnYYBSADKAkSDwoHd29ya2RpchgGIAEoCRI3CgZsYWJlbHMYByADKAsyJy5ib3hkLnYxLkZvcmtTYW5kYm94UmVxdWVzdC5MYWJlbHNFbnRyeRILCgN0dGwYCCABKAkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI6ChNGb3JrU2FuZGJveFJlc3BvbnNlEiMKCXNhbmRib3hlcxgBIAMoCzIQLmJveGQudjEuU2FuZGJveCJTCg1QdWJsaXNoZWRQb3J0Eg8KB2hvc3RfaXAYASABKAkSEQoJaG9zdF9wb3J0GAIgASgNEgwKBHBvcnQYAyABKA0SEAoIcHJvdG9jb2wYBCABKAkiTgoSUHVibGlzaFBvcnRSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSJAoEcG9ydBgCIAEoCzIWLmJveGQudjEuUHVibGlzaGVkUG9ydCI7ChNQdWJsaXNoUG9ydFJlc3BvbnNlEiQKBHBvcnQYASABKAsyFi5ib3hkLnYxLlB1Ymxpc2hlZFBvcnQiSwoUVW5wdWJsaXNoUG9ydFJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRwb3J0GAIgASgNEhEKCWhvc3RfcG9ydBgDIAEoDSI+ChVVbnB1Ymxpc2hQb3J0UmVzcG9uc2USJQoFcG9ydHMYASADKAsyFi5ib3hkLnYxLlB1Ymxpc2hlZFBvcnQiQgoGTGltaXRzEg4KBm1lbW9yeRgBIAEoCRIMCgRjcHVzGAIgASgBEgwKBHBpZHMYAyABKAMSDAoEZGlzaxhfIAEoCSK8AgoUQ3JlYXRlU2FuZGJveFJlcXVlc3QSDQoFaW1hZ2UYASABKAkSHwoGbGltaXRzGAIgASgLMg8uYm94ZC52MS5MaW1pdHMSCwoDZW52GAMgAygJEg8KB3dvcmtkaXIYBCABKAkSOQoGbGFiZWxzGAUgAygLMikuYm94ZC52MS5DcmVhdGVTYW5kYm94UmVxdWVzdC5MYWJlbHNFbnRyeRIMCgRuYW1lGAYgASgJEgsKA3R0bBgHIAEoCRInCgdwdWJsaXNoGBQgAygLMhYuYm94ZC52MS5QdWJsaXNoZWRQb3J0EigKB25ldHdvcmsYFSABKAsyFy5ib3hkLnYxLk5ldHdvcmtSZXF1ZXN0Gi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiLQoOTmV0d29ya1JlcXVlc3QSDAoEbW9kZRgBIAEoCRINCgVhbGxvdxgCIAMoCSJbCg1OZXR3b3JrU3RhdHVzEgwKBG1vZGUYASABKAkSDQoFYWxsb3cYAiADKAkSDwoHYWRkcmVzcxgDIAEoCRIPCgdnYXRld2F5GAQgASgJEgsKA2RucxgFIAEoCSLPBAoHU2FuZGJveBIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEg0KBWltYWdlGAMgASgJEg0KBXN0YXRlGAQgASgJEhQKDG1lbW9yeV9ieXRlcxgFIAEoAxIMCgRjcHVzGAYgASgBEgwKBHBpZHMYByABKAMSCwoDZW52GAggAygJEg8KB3dvcmtkaXIYCSABKAkSLAoGbGFiZWxzGAogAygLMhwuYm94ZC52MS5TYW5kYm94LkxhYmVsc0VudHJ5EhIKCmNyZWF0ZWRfYXQYCyABKAkSEgoKZXhwaXJlc19hdBgMIAEoCRIjCghzZWN1cml0eRgNIAEoCzIRLmJveGQudjEuU2VjdXJpdHkSEAoIaW5pdF9waWQYDiABKAMSHQoFdXNhZ2UYDyABKAsyDi5ib3hkLnYxLlVzYWdlEhUKDWluaXRfcmVzdGFydHMYECABKA0SFwoPbGFzdF9yZXN0YXJ0X2F0GBEgASgJEhsKE2xhc3RfcmVzdGFydF9yZWFzb24YEiABKAkSFwoPcmVzdGFydF9yZWZ1c2VkGBMgASgJEiUKBXBvcnRzGB4gAygLMhYuYm94ZC52MS5QdWJsaXNoZWRQb3J0EicKB25ldHdvcmsYHyABKAsyFi5ib3hkLnYxLk5ldHdvcmtTdGF0dXMSEgoKZGlza19ieXRlcxhfIAEoAxIXCg9kaXNrX3VzZWRfYnl0ZXMYYCABKAMaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJrCgVVc2FnZRIUCgxtZW1vcnlfYnl0ZXMYASABKAQSGQoRbWVtb3J5X3BlYWtfYnl0ZXMYAiABKAQSEAoIY3B1X3VzZWMYAyABKAQSDAoEcGlkcxgEIAEoBBIRCglvb21fa2lsbHMYBSABKAQibQoIU2VjdXJpdHkSDwoHbmV0d29yaxgBIAEoCBIYChByZWFkX29ubHlfcm9vdGZzGAIgASgIEhQKDGNhcGFiaWxpdGllcxgDIAMoCRIPCgdzZWNjb21wGAQgASgJEg8KB3VpZF9tYXAYBSABKAkiOgoVQ3JlYXRlU2FuZGJveFJlc3BvbnNlEiEKB3NhbmRib3gYASABKAsyEC5ib3hkLnYxLlNhbmRib3gigAEKFExpc3RTYW5kYm94ZXNSZXF1ZXN0EjkKBmxhYmVscxgBIAMoCzIpLmJveGQudjEuTGlzdFNhbmRib3hlc1JlcXVlc3QuTGFiZWxzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI8ChVMaXN0U2FuZGJveGVzUmVzcG9uc2USIwoJc2FuZGJveGVzGAEgAygLMhAuYm94ZC52MS5TYW5kYm94Ih8KEUdldFNhbmRib3hSZXF1ZXN0EgoKAmlkGAEgASgJIjcKEkdldFNhbmRib3hSZXNwb25zZRIhCgdzYW5kYm94GAEgASgLMhAuYm94ZC52MS5TYW5kYm94IiIKFERlbGV0ZVNhbmRib3hSZXF1ZXN0EgoKAmlkGAEgASgJIhcKFURlbGV0ZVNhbmRib3hSZXNwb25zZSKDAQoLRXhlY1JlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRhcmdzGAIgAygJEgsKA2VudhgDIAMoCRIPCgd3b3JrZGlyGAQgASgJEg8KB3RpbWVvdXQYBSABKAkSDQoFc3RkaW4YBiABKAwSFAoMb3V0cHV0X2xpbWl0GAcgASgDIsIBCgpFeGVjUmVzdWx0EhEKCWV4aXRfY29kZRgBIAEoBRIOCgZzaWduYWwYAiABKAkSEQoJdGltZWRfb3V0GAMgASgIEhEKCXRydW5jYXRlZBgEIAEoCBISCgpzdGFydGVkX2F0GAUgASgJEhAKCGVuZGVkX2F0GAYgASgJEhUKDXVzZXJfY3B1X3VzZWMYByABKAMSFwoPc3lzdGVtX2NwdV91c2VjGAggASgDEhUKDW1heF9yc3NfYnl0ZXMYCSABKAMiUwoMRXhlY1Jlc3BvbnNlEg4KBnN0ZG91dBgBIAEoDBIOCgZzdGRlcnIYAiABKAwSIwoGcmVzdWx0GAMgASgLMhMuYm94ZC52MS5FeGVjUmVzdWx0ImgKEkV4ZWNTdHJlYW1SZXNwb25zZRIQCgZzdGRvdXQYASABKAxIABIQCgZzdGRlcnIYAiABKAxIABIlCgZyZXN1bHQYAyABKAsyEy5ib3hkLnYxLkV4ZWNSZXN1bHRIAEIHCgVldmVudCI/Cg1Db3B5SW5SZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIMCgRkYXRhGAMgASgMIhAKDkNvcHlJblJlc3BvbnNlIjIKDkNvcHlPdXRSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCSIfCg9Db3B5T3V0UmVzcG9uc2USDAoEZGF0YRgBIAEoDCIzCg9TdGF0UGF0aFJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRwYXRoGAIgASgJInAKEFN0YXRQYXRoUmVzcG9uc2USDAoEbmFtZRgBIAEoCRIMCgRzaXplGAIgASgDEgwKBG1vZGUYAyABKA0SDgoGaXNfZGlyGAQgASgIEg0KBW10aW1lGAUgASgJEhMKC2xpbmtfdGFyZ2V0GAYgASgJImUKEkltcG9ydEltYWdlUmVxdWVzdBIMCgRuYW1lGAEgASgJEiQKBmZvcm1hdBgCIAEoDjIULmJveGQudjEuSW1hZ2VGb3JtYXQSDAoEZGF0YRgDIAEoDBINCgVmb3JjZRgEIAEoCCKiAQoFSW1hZ2USDAoEbmFtZRgBIAEoCRIOCgZkaWdlc3QYAiABKAkSDAoEc2l6ZRgDIAEoAxISCgpjcmVhdGVkX2F0GAQgASgJEioKBmxhYmVscxgFIAMoCzIaLmJveGQudjEuSW1hZ2UuTGFiZWxzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI1ChNJbXBvcnRJbWFnZVJlc3BvbnNlEh4KBmltYWdlcxgBIAMoCzIOLmJveGQudjEuSW1hZ2UiEwoRTGlzdEltYWdlc1JlcXVlc3QiNAoSTGlzdEltYWdlc1Jlc3BvbnNlEh4KBmltYWdlcxgBIAMoCzIOLmJveGQudjEuSW1hZ2UiMQoSUmVtb3ZlSW1hZ2VSZXF1ZXN0EgwKBG5hbWUYASABKAkSDQoFZm9yY2UYAiABKAgiFQoTUmVtb3ZlSW1hZ2VSZXNwb25zZSJHChRVcGRhdGVOZXR3b3JrUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEg0KBWFsbG93GAIgAygJEgwKBGRlbnkYAyADKAkiQAoVVXBkYXRlTmV0d29ya1Jlc3BvbnNlEicKB25ldHdvcmsYASABKAsyFi5ib3hkLnYxLk5ldHdvcmtTdGF0dXMqWgoLSW1hZ2VGb3JtYXQSHAoYSU1BR0VfRk9STUFUX1VOU1BFQ0lGSUVEEAASFAoQSU1BR0VfRk9STUFUX1RBUhABEhcKE0lNQUdFX0ZPUk1BVF9ST09URlMQAjLeCQoOU2FuZGJveFNlcnZpY2USTgoNQ3JlYXRlU2FuZGJveBIdLmJveGQudjEuQ3JlYXRlU2FuZGJveFJlcXVlc3QaHi5ib3hkLnYxLkNyZWF0ZVNhbmRib3hSZXNwb25zZRJOCg1MaXN0U2FuZGJveGVzEh0uYm94ZC52MS5MaXN0U2FuZGJveGVzUmVxdWVzdBoeLmJveGQudjEuTGlzdFNhbmRib3hlc1Jlc3BvbnNlEkUKCkdldFNhbmRib3gSGi5ib3hkLnYxLkdldFNhbmRib3hSZXF1ZXN0GhsuYm94ZC52MS5HZXRTYW5kYm94UmVzcG9uc2USTgoNRGVsZXRlU2FuZGJveBIdLmJveGQudjEuRGVsZXRlU2FuZGJveFJlcXVlc3QaHi5ib3hkLnYxLkRlbGV0ZVNhbmRib3hSZXNwb25zZRJOCg1VcGRhdGVOZXR3b3JrEh0uYm94ZC52MS5VcGRhdGVOZXR3b3JrUmVxdWVzdBoeLmJveGQudjEuVXBkYXRlTmV0d29ya1Jlc3BvbnNlEjMKBEV4ZWMSFC5ib3hkLnYxLkV4ZWNSZXF1ZXN0GhUuYm94ZC52MS5FeGVjUmVzcG9uc2USQQoKRXhlY1N0cmVhbRIULmJveGQudjEuRXhlY1JlcXVlc3QaGy5ib3hkLnYxLkV4ZWNTdHJlYW1SZXNwb25zZTABEjsKBkNvcHlJbhIWLmJveGQudjEuQ29weUluUmVxdWVzdBoXLmJveGQudjEuQ29weUluUmVzcG9uc2UoARI+CgdDb3B5T3V0EhcuYm94ZC52MS5Db3B5T3V0UmVxdWVzdBoYLmJveGQudjEuQ29weU91dFJlc3BvbnNlMAESPwoIU3RhdFBhdGgSGC5ib3hkLnYxLlN0YXRQYXRoUmVxdWVzdBoZLmJveGQudjEuU3RhdFBhdGhSZXNwb25zZRJKCgtJbXBvcnRJbWFnZRIbLmJveGQudjEuSW1wb3J0SW1hZ2VSZXF1ZXN0GhwuYm94ZC52MS5JbXBvcnRJbWFnZVJlc3BvbnNlKAESRQoKTGlzdEltYWdlcxIaLmJveGQudjEuTGlzdEltYWdlc1JlcXVlc3QaGy5ib3hkLnYxLkxpc3RJbWFnZXNSZXNwb25zZRJICgtSZW1vdmVJbWFnZRIbLmJveGQudjEuUmVtb3ZlSW1hZ2VSZXF1ZXN0GhwuYm94ZC52MS5SZW1vdmVJbWFnZVJlc3BvbnNlEkgKC1B1Ymxpc2hQb3J0EhsuYm94ZC52MS5QdWJsaXNoUG9ydFJlcXVlc3QaHC5ib3hkLnYxLlB1Ymxpc2hQb3J0UmVzcG9uc2USTgoNVW5wdWJsaXNoUG9ydBIdLmJveGQudjEuVW5wdWJsaXNoUG9ydFJlcXVlc3QaHi5ib3hkLnYxLlVucHVibGlzaFBvcnRSZXNwb25zZRJOCg1Db21taXRTYW5kYm94Eh0uYm94ZC52MS5Db21taXRTYW5kYm94UmVxdWVzdBoeLmJveGQudjEuQ29tbWl0U2FuZGJveFJlc3BvbnNlEkgKC0ZvcmtTYW5kYm94EhsuYm94ZC52MS5Gb3JrU2FuZGJveFJlcXVlc3QaHC5ib3hkLnYxLkZvcmtTYW5kYm94UmVzcG9uc2VCMVovZ2l0aHViLmNvbS9ib3hkLWRldi9ib3hkL3JwYy9nZW4vYm94ZC92MTtib3hkdjFiBnByb3RvMw");
+
+/**
+ * @generated from message boxd.v1.CommitSandboxRequest
+ */
+export type CommitSandboxRequest = Message<"boxd.v1.CommitSandboxRequest"> & {
+  /**
+   * id or name
+   *
+   * @generated from field: string sandbox_id = 1;
+   */
+  sandboxId: string;
+
+  /**
+   * image name to write, e.g. "work/app:v2"
+   *
+   * @generated from field: string ref = 2;
+   */
+  ref: string;
+
+  /**
+   * history comment, at most 4096 bytes
+   *
+   * @generated from field: string message = 3;
+   */
+  message: string;
+
+  /**
+   * replace an image that exists under ref
+   *
+   * @generated from field: bool force = 4;
+   */
+  force: boolean;
+};
+
+/**
+ * Describes the message boxd.v1.CommitSandboxRequest.
+ * Use `create(CommitSandboxRequestSchema)` to create a new message.
+ */
+export const CommitSandboxRequestSchema: GenMessage<CommitSandboxRequest> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_boxd, 0);
+
+/**
+ * @generated from message boxd.v1.CommitSandboxResponse
+ */
+export type CommitSandboxResponse = Message<"boxd.v1.CommitSandboxResponse"> & {
+  /**
+   * @generated from field: boxd.v1.Image image = 1;
+   */
+  image?: Image | undefined;
+};
+
+/**
+ * Describes the message boxd.v1.CommitSandboxResponse.
+ * Use `create(CommitSandboxResponseSchema)` to create a new message.
+ */
+export const CommitSandboxResponseSchema: GenMessage<CommitSandboxResponse> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_boxd, 1);
+
+/**
+ * @generated from message boxd.v1.ForkSandboxRequest
+ */
+export type ForkSandboxRequest = Message<"boxd.v1.ForkSandboxRequest"> & {
+  /**
+   * the source: id or name
+   *
+   * @generated from field: string sandbox_id = 1;
+   */
+  sandboxId: string;
+
+  /**
+   * How many forks; 0: one per name, or 1. At most 64.
+   *
+   * @generated from field: uint32 count = 2;
+   */
+  count: number;
+
+  /**
+   * optional: one unique name per fork
+   *
+   * @generated from field: repeated string names = 3;
+   */
+  names: string[];
+
+  /**
+   * Unset fields keep the source's values.
+   *
+   * @generated from field: boxd.v1.Limits limits = 4;
+   */
+  limits?: Limits | undefined;
+
+  /**
+   * K=V, added to the source's environment
+   *
+   * @generated from field: repeated string env = 5;
+   */
+  env: string[];
+
+  /**
+   * @generated from field: string workdir = 6;
+   */
+  workdir: string;
+
+  /**
+   * added to the source's labels
+   *
+   * @generated from field: map<string, string> labels = 7;
+   */
+  labels: { [key: string]: string };
+
+  /**
+   * empty: the daemon default
+   *
+   * @generated from field: string ttl = 8;
+   */
+  ttl: string;
+};
+
+/**
+ * Describes the message boxd.v1.ForkSandboxRequest.
+ * Use `create(ForkSandboxRequestSchema)` to create a new message.
+ */
+export const ForkSandboxRequestSchema: GenMessage<ForkSandboxRequest> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_boxd, 2);
+
+/**
+ * @generated from message boxd.v1.ForkSandboxResponse
+ */
+export type ForkSandboxResponse = Message<"boxd.v1.ForkSandboxResponse"> & {
+  /**
+   * @generated from field: repeated boxd.v1.Sandbox sandboxes = 1;
+   */
+  sandboxes: Sandbox[];
+};
+
+/**
+ * Describes the message boxd.v1.ForkSandboxResponse.
+ * Use `create(ForkSandboxResponseSchema)` to create a new message.
+ */
+export const ForkSandboxResponseSchema: GenMessage<ForkSandboxResponse> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_boxd, 3);
 
 /**
  * PublishedPort is one sandbox port reachable from the host.
@@ -53,7 +193,7 @@ export type PublishedPort = Message<"boxd.v1.PublishedPort"> & {
  * Use `create(PublishedPortSchema)` to create a new message.
  */
 export const PublishedPortSchema: GenMessage<PublishedPort> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 0);
+  messageDesc(file_boxd_v1_boxd, 4);
 
 /**
  * @generated from message boxd.v1.PublishPortRequest
@@ -77,7 +217,7 @@ export type PublishPortRequest = Message<"boxd.v1.PublishPortRequest"> & {
  * Use `create(PublishPortRequestSchema)` to create a new message.
  */
 export const PublishPortRequestSchema: GenMessage<PublishPortRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 1);
+  messageDesc(file_boxd_v1_boxd, 5);
 
 /**
  * @generated from message boxd.v1.PublishPortResponse
@@ -94,7 +234,7 @@ export type PublishPortResponse = Message<"boxd.v1.PublishPortResponse"> & {
  * Use `create(PublishPortResponseSchema)` to create a new message.
  */
 export const PublishPortResponseSchema: GenMessage<PublishPortResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 2);
+  messageDesc(file_boxd_v1_boxd, 6);
 
 /**
  * @generated from message boxd.v1.UnpublishPortRequest
@@ -125,7 +265,7 @@ export type UnpublishPortRequest = Message<"boxd.v1.UnpublishPortRequest"> & {
  * Use `create(UnpublishPortRequestSchema)` to create a new message.
  */
 export const UnpublishPortRequestSchema: GenMessage<UnpublishPortRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 3);
+  messageDesc(file_boxd_v1_boxd, 7);
 
 /**
  * @generated from message boxd.v1.UnpublishPortResponse
@@ -142,7 +282,7 @@ export type UnpublishPortResponse = Message<"boxd.v1.UnpublishPortResponse"> & {
  * Use `create(UnpublishPortResponseSchema)` to create a new message.
  */
 export const UnpublishPortResponseSchema: GenMessage<UnpublishPortResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 4);
+  messageDesc(file_boxd_v1_boxd, 8);
 
 /**
  * @generated from message boxd.v1.Limits
@@ -168,6 +308,16 @@ export type Limits = Message<"boxd.v1.Limits"> & {
    * @generated from field: int64 pids = 3;
    */
   pids: bigint;
+
+  /**
+   * Disk cap of the writable layer (including /workspace), e.g. "2g": the
+   * layer gets a filesystem of that size of its own, and writes past it
+   * fail with ENOSPC. Empty: the daemon's --default-disk; "0": no cap
+   * (refused when the daemon has a default). At least 16m.
+   *
+   * @generated from field: string disk = 95;
+   */
+  disk: string;
 };
 
 /**
@@ -175,7 +325,7 @@ export type Limits = Message<"boxd.v1.Limits"> & {
  * Use `create(LimitsSchema)` to create a new message.
  */
 export const LimitsSchema: GenMessage<Limits> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 5);
+  messageDesc(file_boxd_v1_boxd, 9);
 
 /**
  * @generated from message boxd.v1.CreateSandboxRequest
@@ -248,7 +398,7 @@ export type CreateSandboxRequest = Message<"boxd.v1.CreateSandboxRequest"> & {
  * Use `create(CreateSandboxRequestSchema)` to create a new message.
  */
 export const CreateSandboxRequestSchema: GenMessage<CreateSandboxRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 6);
+  messageDesc(file_boxd_v1_boxd, 10);
 
 /**
  * NetworkRequest asks for a network beyond loopback.
@@ -279,7 +429,7 @@ export type NetworkRequest = Message<"boxd.v1.NetworkRequest"> & {
  * Use `create(NetworkRequestSchema)` to create a new message.
  */
 export const NetworkRequestSchema: GenMessage<NetworkRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 7);
+  messageDesc(file_boxd_v1_boxd, 11);
 
 /**
  * NetworkStatus is a sandbox's network as boxd set it up.
@@ -326,7 +476,7 @@ export type NetworkStatus = Message<"boxd.v1.NetworkStatus"> & {
  * Use `create(NetworkStatusSchema)` to create a new message.
  */
 export const NetworkStatusSchema: GenMessage<NetworkStatus> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 8);
+  messageDesc(file_boxd_v1_boxd, 12);
 
 /**
  * @generated from message boxd.v1.Sandbox
@@ -462,6 +612,21 @@ export type Sandbox = Message<"boxd.v1.Sandbox"> & {
    * @generated from field: boxd.v1.NetworkStatus network = 31;
    */
   network?: NetworkStatus | undefined;
+
+  /**
+   * Disk cap of the writable layer in bytes; 0: none.
+   *
+   * @generated from field: int64 disk_bytes = 95;
+   */
+  diskBytes: bigint;
+
+  /**
+   * Bytes the writable layer uses on its own filesystem (GetSandbox only,
+   * capped sandboxes only).
+   *
+   * @generated from field: int64 disk_used_bytes = 96;
+   */
+  diskUsedBytes: bigint;
 };
 
 /**
@@ -469,7 +634,7 @@ export type Sandbox = Message<"boxd.v1.Sandbox"> & {
  * Use `create(SandboxSchema)` to create a new message.
  */
 export const SandboxSchema: GenMessage<Sandbox> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 9);
+  messageDesc(file_boxd_v1_boxd, 13);
 
 /**
  * @generated from message boxd.v1.Usage
@@ -506,7 +671,7 @@ export type Usage = Message<"boxd.v1.Usage"> & {
  * Use `create(UsageSchema)` to create a new message.
  */
 export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 10);
+  messageDesc(file_boxd_v1_boxd, 14);
 
 /**
  * Security shows the posture a sandbox was created with, so a client can see
@@ -548,7 +713,7 @@ export type Security = Message<"boxd.v1.Security"> & {
  * Use `create(SecuritySchema)` to create a new message.
  */
 export const SecuritySchema: GenMessage<Security> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 11);
+  messageDesc(file_boxd_v1_boxd, 15);
 
 /**
  * @generated from message boxd.v1.CreateSandboxResponse
@@ -565,7 +730,7 @@ export type CreateSandboxResponse = Message<"boxd.v1.CreateSandboxResponse"> & {
  * Use `create(CreateSandboxResponseSchema)` to create a new message.
  */
 export const CreateSandboxResponseSchema: GenMessage<CreateSandboxResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 12);
+  messageDesc(file_boxd_v1_boxd, 16);
 
 /**
  * @generated from message boxd.v1.ListSandboxesRequest
@@ -584,7 +749,7 @@ export type ListSandboxesRequest = Message<"boxd.v1.ListSandboxesRequest"> & {
  * Use `create(ListSandboxesRequestSchema)` to create a new message.
  */
 export const ListSandboxesRequestSchema: GenMessage<ListSandboxesRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 13);
+  messageDesc(file_boxd_v1_boxd, 17);
 
 /**
  * @generated from message boxd.v1.ListSandboxesResponse
@@ -601,7 +766,7 @@ export type ListSandboxesResponse = Message<"boxd.v1.ListSandboxesResponse"> & {
  * Use `create(ListSandboxesResponseSchema)` to create a new message.
  */
 export const ListSandboxesResponseSchema: GenMessage<ListSandboxesResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 14);
+  messageDesc(file_boxd_v1_boxd, 18);
 
 /**
  * @generated from message boxd.v1.GetSandboxRequest
@@ -618,7 +783,7 @@ export type GetSandboxRequest = Message<"boxd.v1.GetSandboxRequest"> & {
  * Use `create(GetSandboxRequestSchema)` to create a new message.
  */
 export const GetSandboxRequestSchema: GenMessage<GetSandboxRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 15);
+  messageDesc(file_boxd_v1_boxd, 19);
 
 /**
  * @generated from message boxd.v1.GetSandboxResponse
@@ -635,7 +800,7 @@ export type GetSandboxResponse = Message<"boxd.v1.GetSandboxResponse"> & {
  * Use `create(GetSandboxResponseSchema)` to create a new message.
  */
 export const GetSandboxResponseSchema: GenMessage<GetSandboxResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 16);
+  messageDesc(file_boxd_v1_boxd, 20);
 
 /**
  * @generated from message boxd.v1.DeleteSandboxRequest
@@ -652,7 +817,7 @@ export type DeleteSandboxRequest = Message<"boxd.v1.DeleteSandboxRequest"> & {
  * Use `create(DeleteSandboxRequestSchema)` to create a new message.
  */
 export const DeleteSandboxRequestSchema: GenMessage<DeleteSandboxRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 17);
+  messageDesc(file_boxd_v1_boxd, 21);
 
 /**
  * @generated from message boxd.v1.DeleteSandboxResponse
@@ -665,7 +830,7 @@ export type DeleteSandboxResponse = Message<"boxd.v1.DeleteSandboxResponse"> & {
  * Use `create(DeleteSandboxResponseSchema)` to create a new message.
  */
 export const DeleteSandboxResponseSchema: GenMessage<DeleteSandboxResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 18);
+  messageDesc(file_boxd_v1_boxd, 22);
 
 /**
  * @generated from message boxd.v1.ExecRequest
@@ -716,7 +881,7 @@ export type ExecRequest = Message<"boxd.v1.ExecRequest"> & {
  * Use `create(ExecRequestSchema)` to create a new message.
  */
 export const ExecRequestSchema: GenMessage<ExecRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 19);
+  messageDesc(file_boxd_v1_boxd, 23);
 
 /**
  * @generated from message boxd.v1.ExecResult
@@ -773,7 +938,7 @@ export type ExecResult = Message<"boxd.v1.ExecResult"> & {
  * Use `create(ExecResultSchema)` to create a new message.
  */
 export const ExecResultSchema: GenMessage<ExecResult> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 20);
+  messageDesc(file_boxd_v1_boxd, 24);
 
 /**
  * @generated from message boxd.v1.ExecResponse
@@ -800,7 +965,7 @@ export type ExecResponse = Message<"boxd.v1.ExecResponse"> & {
  * Use `create(ExecResponseSchema)` to create a new message.
  */
 export const ExecResponseSchema: GenMessage<ExecResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 21);
+  messageDesc(file_boxd_v1_boxd, 25);
 
 /**
  * @generated from message boxd.v1.ExecStreamResponse
@@ -835,7 +1000,7 @@ export type ExecStreamResponse = Message<"boxd.v1.ExecStreamResponse"> & {
  * Use `create(ExecStreamResponseSchema)` to create a new message.
  */
 export const ExecStreamResponseSchema: GenMessage<ExecStreamResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 22);
+  messageDesc(file_boxd_v1_boxd, 26);
 
 /**
  * @generated from message boxd.v1.CopyInRequest
@@ -868,7 +1033,7 @@ export type CopyInRequest = Message<"boxd.v1.CopyInRequest"> & {
  * Use `create(CopyInRequestSchema)` to create a new message.
  */
 export const CopyInRequestSchema: GenMessage<CopyInRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 23);
+  messageDesc(file_boxd_v1_boxd, 27);
 
 /**
  * @generated from message boxd.v1.CopyInResponse
@@ -881,7 +1046,7 @@ export type CopyInResponse = Message<"boxd.v1.CopyInResponse"> & {
  * Use `create(CopyInResponseSchema)` to create a new message.
  */
 export const CopyInResponseSchema: GenMessage<CopyInResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 24);
+  messageDesc(file_boxd_v1_boxd, 28);
 
 /**
  * @generated from message boxd.v1.CopyOutRequest
@@ -903,7 +1068,7 @@ export type CopyOutRequest = Message<"boxd.v1.CopyOutRequest"> & {
  * Use `create(CopyOutRequestSchema)` to create a new message.
  */
 export const CopyOutRequestSchema: GenMessage<CopyOutRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 25);
+  messageDesc(file_boxd_v1_boxd, 29);
 
 /**
  * @generated from message boxd.v1.CopyOutResponse
@@ -920,7 +1085,7 @@ export type CopyOutResponse = Message<"boxd.v1.CopyOutResponse"> & {
  * Use `create(CopyOutResponseSchema)` to create a new message.
  */
 export const CopyOutResponseSchema: GenMessage<CopyOutResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 26);
+  messageDesc(file_boxd_v1_boxd, 30);
 
 /**
  * @generated from message boxd.v1.StatPathRequest
@@ -942,7 +1107,7 @@ export type StatPathRequest = Message<"boxd.v1.StatPathRequest"> & {
  * Use `create(StatPathRequestSchema)` to create a new message.
  */
 export const StatPathRequestSchema: GenMessage<StatPathRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 27);
+  messageDesc(file_boxd_v1_boxd, 31);
 
 /**
  * @generated from message boxd.v1.StatPathResponse
@@ -984,7 +1149,7 @@ export type StatPathResponse = Message<"boxd.v1.StatPathResponse"> & {
  * Use `create(StatPathResponseSchema)` to create a new message.
  */
 export const StatPathResponseSchema: GenMessage<StatPathResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 28);
+  messageDesc(file_boxd_v1_boxd, 32);
 
 /**
  * @generated from message boxd.v1.ImportImageRequest
@@ -1029,7 +1194,7 @@ export type ImportImageRequest = Message<"boxd.v1.ImportImageRequest"> & {
  * Use `create(ImportImageRequestSchema)` to create a new message.
  */
 export const ImportImageRequestSchema: GenMessage<ImportImageRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 29);
+  messageDesc(file_boxd_v1_boxd, 33);
 
 /**
  * @generated from message boxd.v1.Image
@@ -1075,7 +1240,7 @@ export type Image = Message<"boxd.v1.Image"> & {
  * Use `create(ImageSchema)` to create a new message.
  */
 export const ImageSchema: GenMessage<Image> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 30);
+  messageDesc(file_boxd_v1_boxd, 34);
 
 /**
  * @generated from message boxd.v1.ImportImageResponse
@@ -1092,7 +1257,7 @@ export type ImportImageResponse = Message<"boxd.v1.ImportImageResponse"> & {
  * Use `create(ImportImageResponseSchema)` to create a new message.
  */
 export const ImportImageResponseSchema: GenMessage<ImportImageResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 31);
+  messageDesc(file_boxd_v1_boxd, 35);
 
 /**
  * @generated from message boxd.v1.ListImagesRequest
@@ -1105,7 +1270,7 @@ export type ListImagesRequest = Message<"boxd.v1.ListImagesRequest"> & {
  * Use `create(ListImagesRequestSchema)` to create a new message.
  */
 export const ListImagesRequestSchema: GenMessage<ListImagesRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 32);
+  messageDesc(file_boxd_v1_boxd, 36);
 
 /**
  * @generated from message boxd.v1.ListImagesResponse
@@ -1122,7 +1287,7 @@ export type ListImagesResponse = Message<"boxd.v1.ListImagesResponse"> & {
  * Use `create(ListImagesResponseSchema)` to create a new message.
  */
 export const ListImagesResponseSchema: GenMessage<ListImagesResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 33);
+  messageDesc(file_boxd_v1_boxd, 37);
 
 /**
  * @generated from message boxd.v1.RemoveImageRequest
@@ -1149,7 +1314,7 @@ export type RemoveImageRequest = Message<"boxd.v1.RemoveImageRequest"> & {
  * Use `create(RemoveImageRequestSchema)` to create a new message.
  */
 export const RemoveImageRequestSchema: GenMessage<RemoveImageRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 34);
+  messageDesc(file_boxd_v1_boxd, 38);
 
 /**
  * @generated from message boxd.v1.RemoveImageResponse
@@ -1162,7 +1327,7 @@ export type RemoveImageResponse = Message<"boxd.v1.RemoveImageResponse"> & {
  * Use `create(RemoveImageResponseSchema)` to create a new message.
  */
 export const RemoveImageResponseSchema: GenMessage<RemoveImageResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 35);
+  messageDesc(file_boxd_v1_boxd, 39);
 
 /**
  * @generated from message boxd.v1.UpdateNetworkRequest
@@ -1193,7 +1358,7 @@ export type UpdateNetworkRequest = Message<"boxd.v1.UpdateNetworkRequest"> & {
  * Use `create(UpdateNetworkRequestSchema)` to create a new message.
  */
 export const UpdateNetworkRequestSchema: GenMessage<UpdateNetworkRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 36);
+  messageDesc(file_boxd_v1_boxd, 40);
 
 /**
  * @generated from message boxd.v1.UpdateNetworkResponse
@@ -1210,7 +1375,7 @@ export type UpdateNetworkResponse = Message<"boxd.v1.UpdateNetworkResponse"> & {
  * Use `create(UpdateNetworkResponseSchema)` to create a new message.
  */
 export const UpdateNetworkResponseSchema: GenMessage<UpdateNetworkResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 37);
+  messageDesc(file_boxd_v1_boxd, 41);
 
 /**
  * @generated from enum boxd.v1.ImageFormat
@@ -1402,6 +1567,41 @@ export const SandboxService: GenService<{
     methodKind: "unary";
     input: typeof UnpublishPortRequestSchema;
     output: typeof UnpublishPortResponseSchema;
+  },
+  /**
+   * CommitSandbox makes an image from a sandbox: its image's layers, then
+   * its writable layer as a new uncompressed layer, with ownership mapped
+   * back from the sandbox's user namespace (root inside is root in the
+   * image), and the sandbox's env and workdir in the config with a history
+   * entry carrying the message. The sandbox is frozen while its files are
+   * read, then runs on. Errors: not_found (sandbox), invalid_argument naming
+   * ref or message, already_exists (a name that exists, without force),
+   * failed_precondition (the sandbox's files would redirect runc, e.g. a
+   * symlink where boxd mounts something). A failure leaves no image.
+   *
+   * @generated from rpc boxd.v1.SandboxService.CommitSandbox
+   */
+  commitSandbox: {
+    methodKind: "unary";
+    input: typeof CommitSandboxRequestSchema;
+    output: typeof CommitSandboxResponseSchema;
+  },
+  /**
+   * ForkSandbox makes count new sandboxes whose files start as a copy of a
+   * running sandbox's at one moment (it is frozen while its writable layer
+   * is copied once; the forks share that copy read-only and each writes to
+   * its own layer). Processes are not copied: each fork starts with a fresh
+   * init. The forks take the source's limits, env, workdir, labels and
+   * network unless the request sets them. Errors: failed_precondition for a
+   * stopped source; invalid_argument naming the field. A failure leaves no
+   * fork behind.
+   *
+   * @generated from rpc boxd.v1.SandboxService.ForkSandbox
+   */
+  forkSandbox: {
+    methodKind: "unary";
+    input: typeof ForkSandboxRequestSchema;
+    output: typeof ForkSandboxResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_boxd_v1_boxd, 0);

@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file boxd/v1/files.proto.
  */
 export const file_boxd_v1_files: GenFile = /*@__PURE__*/
-  fileDesc("ChNib3hkL3YxL2ZpbGVzLnByb3RvEgdib3hkLnYxIrABCghGaWxlSW5mbxIMCgRwYXRoGAEgASgJEgwKBG5hbWUYAiABKAkSHwoEdHlwZRgDIAEoDjIRLmJveGQudjEuRmlsZVR5cGUSDAoEc2l6ZRgEIAEoAxIMCgRtb2RlGAUgASgNEg0KBW10aW1lGAYgASgJEhMKC2xpbmtfdGFyZ2V0GAcgASgJEgsKA3VpZBgIIAEoDRILCgNnaWQYCSABKA0SDQoFZXJyb3IYCiABKAkiKgoJRmlsZUVycm9yEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCSKyAQoQV3JpdGVGaWxlUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEgwKBHBhdGgYAiABKAkSDAoEdXNlchgDIAEoCRIRCgRtb2RlGAQgASgNSACIAQESDwoHcGFyZW50cxgFIAEoCBIQCghpbl9wbGFjZRgGIAEoCBIOCgZhcHBlbmQYByABKAgSEQoJZXhjbHVzaXZlGAggASgIEgwKBGRhdGEYCSABKAxCBwoFX21vZGUiSwoRV3JpdGVGaWxlUmVzcG9uc2USFQoNYnl0ZXNfd3JpdHRlbhgBIAEoAxIfCgRpbmZvGAIgASgLMhEuYm94ZC52MS5GaWxlSW5mbyJ0Cg9SZWFkRmlsZVJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEgwKBHVzZXIYAyABKAkSDgoGb2Zmc2V0GAQgASgDEg4KBmxlbmd0aBgFIAEoAxIRCglub19mb2xsb3cYBiABKAgiQQoQUmVhZEZpbGVSZXNwb25zZRIfCgRpbmZvGAEgASgLMhEuYm94ZC52MS5GaWxlSW5mbxIMCgRkYXRhGAIgASgMIlEKD1N0YXRGaWxlUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEgwKBHBhdGgYAiABKAkSDAoEdXNlchgDIAEoCRIOCgZmb2xsb3cYBCABKAgiMwoQU3RhdEZpbGVSZXNwb25zZRIfCgRpbmZvGAEgASgLMhEuYm94ZC52MS5GaWxlSW5mbyJPCg5MaXN0RGlyUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEgwKBHBhdGgYAiABKAkSDAoEdXNlchgDIAEoCRINCgVkZXB0aBgEIAEoBSI1Cg9MaXN0RGlyUmVzcG9uc2USIgoHZW50cmllcxgBIAMoCzIRLmJveGQudjEuRmlsZUluZm8ibQoOTWFrZURpclJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEgwKBHVzZXIYAyABKAkSEQoEbW9kZRgEIAEoDUgAiAEBEg8KB3BhcmVudHMYBSABKAhCBwoFX21vZGUiEQoPTWFrZURpclJlc3BvbnNlIlYKEVJlbW92ZVBhdGhSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIMCgR1c2VyGAMgASgJEhEKCXJlY3Vyc2l2ZRgEIAEoCCIUChJSZW1vdmVQYXRoUmVzcG9uc2UiZQoRUmVuYW1lUGF0aFJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRILCgNzcmMYAiABKAkSCwoDZHN0GAMgASgJEgwKBHVzZXIYBCABKAkSFAoMbm9fb3ZlcndyaXRlGAUgASgIIhQKElJlbmFtZVBhdGhSZXNwb25zZSJQChBDaG1vZFBhdGhSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIMCgR1c2VyGAMgASgJEgwKBG1vZGUYBCABKA0iEwoRQ2htb2RQYXRoUmVzcG9uc2UiNgoKVXBsb2FkRmlsZRIMCgRwYXRoGAEgASgJEhEKBG1vZGUYAiABKA1IAIgBAUIHCgVfbW9kZSJ4ChJVcGxvYWRGaWxlc1JlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgR1c2VyGAIgASgJEg8KB3BhcmVudHMYAyABKAgSIQoEZmlsZRgEIAEoCzITLmJveGQudjEuVXBsb2FkRmlsZRIMCgRkYXRhGAUgASgMIloKCkZpbGVSZXN1bHQSDQoFaW5kZXgYASABKAUSDAoEcGF0aBgCIAEoCRIMCgRzaXplGAMgASgDEiEKBWVycm9yGAQgASgLMhIuYm94ZC52MS5GaWxlRXJyb3IiaQoTVXBsb2FkRmlsZXNSZXNwb25zZRIkCgdyZXN1bHRzGAEgAygLMhMuYm94ZC52MS5GaWxlUmVzdWx0EhUKDWZpbGVzX3dyaXR0ZW4YAiABKAUSFQoNYnl0ZXNfd3JpdHRlbhgDIAEoAyJaChREb3dubG9hZEZpbGVzUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEg0KBXBhdGhzGAIgAygJEgwKBHVzZXIYAyABKAkSEQoJbm9fZm9sbG93GAQgASgIIogBChVEb3dubG9hZEZpbGVzUmVzcG9uc2USIgoFc3RhcnQYASABKAsyES5ib3hkLnYxLkZpbGVJbmZvSAASDgoEZGF0YRgCIAEoDEgAEiMKBGRvbmUYAyABKAsyEy5ib3hkLnYxLkZpbGVSZXN1bHRIABINCgVpbmRleBgEIAEoBUIHCgVldmVudCJVChBXYXRjaFBhdGhSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIMCgR1c2VyGAMgASgJEhEKCXJlY3Vyc2l2ZRgEIAEoCCJrCgpXYXRjaEV2ZW50EgwKBHBhdGgYASABKAkSHAoCb3AYAiABKA4yEC5ib3hkLnYxLldhdGNoT3ASEAoIb2xkX3BhdGgYAyABKAkSDgoGaXNfZGlyGAQgASgIEg8KB21lc3NhZ2UYBSABKAkiRwoRV2F0Y2hQYXRoUmVzcG9uc2USDQoFcmVhZHkYASABKAgSIwoGZXZlbnRzGAIgAygLMhMuYm94ZC52MS5XYXRjaEV2ZW50Ks0BCghGaWxlVHlwZRIZChVGSUxFX1RZUEVfVU5TUEVDSUZJRUQQABIVChFGSUxFX1RZUEVfUkVHVUxBUhABEhcKE0ZJTEVfVFlQRV9ESVJFQ1RPUlkQAhIVChFGSUxFX1RZUEVfU1lNTElOSxADEhIKDkZJTEVfVFlQRV9GSUZPEAQSFAoQRklMRV9UWVBFX1NPQ0tFVBAFEhkKFUZJTEVfVFlQRV9DSEFSX0RFVklDRRAGEhoKFkZJTEVfVFlQRV9CTE9DS19ERVZJQ0UQByqhAQoHV2F0Y2hPcBIYChRXQVRDSF9PUF9VTlNQRUNJRklFRBAAEhMKD1dBVENIX09QX0NSRUFURRABEhIKDldBVENIX09QX1dSSVRFEAISEwoPV0FUQ0hfT1BfUkVNT1ZFEAMSEwoPV0FUQ0hfT1BfUkVOQU1FEAQSEgoOV0FUQ0hfT1BfQ0hNT0QQBRIVChFXQVRDSF9PUF9PVkVSRkxPVxAGMosGCgtGaWxlU2VydmljZRJECglXcml0ZUZpbGUSGS5ib3hkLnYxLldyaXRlRmlsZVJlcXVlc3QaGi5ib3hkLnYxLldyaXRlRmlsZVJlc3BvbnNlKAESQQoIUmVhZEZpbGUSGC5ib3hkLnYxLlJlYWRGaWxlUmVxdWVzdBoZLmJveGQudjEuUmVhZEZpbGVSZXNwb25zZTABEj8KCFN0YXRGaWxlEhguYm94ZC52MS5TdGF0RmlsZVJlcXVlc3QaGS5ib3hkLnYxLlN0YXRGaWxlUmVzcG9uc2USPgoHTGlzdERpchIXLmJveGQudjEuTGlzdERpclJlcXVlc3QaGC5ib3hkLnYxLkxpc3REaXJSZXNwb25zZTABEjwKB01ha2VEaXISFy5ib3hkLnYxLk1ha2VEaXJSZXF1ZXN0GhguYm94ZC52MS5NYWtlRGlyUmVzcG9uc2USRQoKUmVtb3ZlUGF0aBIaLmJveGQudjEuUmVtb3ZlUGF0aFJlcXVlc3QaGy5ib3hkLnYxLlJlbW92ZVBhdGhSZXNwb25zZRJFCgpSZW5hbWVQYXRoEhouYm94ZC52MS5SZW5hbWVQYXRoUmVxdWVzdBobLmJveGQudjEuUmVuYW1lUGF0aFJlc3BvbnNlEkIKCUNobW9kUGF0aBIZLmJveGQudjEuQ2htb2RQYXRoUmVxdWVzdBoaLmJveGQudjEuQ2htb2RQYXRoUmVzcG9uc2USSgoLVXBsb2FkRmlsZXMSGy5ib3hkLnYxLlVwbG9hZEZpbGVzUmVxdWVzdBocLmJveGQudjEuVXBsb2FkRmlsZXNSZXNwb25zZSgBElAKDURvd25sb2FkRmlsZXMSHS5ib3hkLnYxLkRvd25sb2FkRmlsZXNSZXF1ZXN0Gh4uYm94ZC52MS5Eb3dubG9hZEZpbGVzUmVzcG9uc2UwARJECglXYXRjaFBhdGgSGS5ib3hkLnYxLldhdGNoUGF0aFJlcXVlc3QaGi5ib3hkLnYxLldhdGNoUGF0aFJlc3BvbnNlMAFCMVovZ2l0aHViLmNvbS9ib3hkLWRldi9ib3hkL3JwYy9nZW4vYm94ZC92MTtib3hkdjFiBnByb3RvMw");
+  fileDesc("ChNib3hkL3YxL2ZpbGVzLnByb3RvEgdib3hkLnYxIrABCghGaWxlSW5mbxIMCgRwYXRoGAEgASgJEgwKBG5hbWUYAiABKAkSHwoEdHlwZRgDIAEoDjIRLmJveGQudjEuRmlsZVR5cGUSDAoEc2l6ZRgEIAEoAxIMCgRtb2RlGAUgASgNEg0KBW10aW1lGAYgASgJEhMKC2xpbmtfdGFyZ2V0GAcgASgJEgsKA3VpZBgIIAEoDRILCgNnaWQYCSABKA0SDQoFZXJyb3IYCiABKAkiKgoJRmlsZUVycm9yEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCSKyAQoQV3JpdGVGaWxlUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEgwKBHBhdGgYAiABKAkSDAoEdXNlchgDIAEoCRIRCgRtb2RlGAQgASgNSACIAQESDwoHcGFyZW50cxgFIAEoCBIQCghpbl9wbGFjZRgGIAEoCBIOCgZhcHBlbmQYByABKAgSEQoJZXhjbHVzaXZlGAggASgIEgwKBGRhdGEYCSABKAxCBwoFX21vZGUiSwoRV3JpdGVGaWxlUmVzcG9uc2USFQoNYnl0ZXNfd3JpdHRlbhgBIAEoAxIfCgRpbmZvGAIgASgLMhEuYm94ZC52MS5GaWxlSW5mbyJ0Cg9SZWFkRmlsZVJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEgwKBHVzZXIYAyABKAkSDgoGb2Zmc2V0GAQgASgDEg4KBmxlbmd0aBgFIAEoAxIRCglub19mb2xsb3cYBiABKAgiQQoQUmVhZEZpbGVSZXNwb25zZRIfCgRpbmZvGAEgASgLMhEuYm94ZC52MS5GaWxlSW5mbxIMCgRkYXRhGAIgASgMIlEKD1N0YXRGaWxlUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEgwKBHBhdGgYAiABKAkSDAoEdXNlchgDIAEoCRIOCgZmb2xsb3cYBCABKAgiMwoQU3RhdEZpbGVSZXNwb25zZRIfCgRpbmZvGAEgASgLMhEuYm94ZC52MS5GaWxlSW5mbyJPCg5MaXN0RGlyUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEgwKBHBhdGgYAiABKAkSDAoEdXNlchgDIAEoCRINCgVkZXB0aBgEIAEoBSI1Cg9MaXN0RGlyUmVzcG9uc2USIgoHZW50cmllcxgBIAMoCzIRLmJveGQudjEuRmlsZUluZm8ibQoOTWFrZURpclJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEgwKBHVzZXIYAyABKAkSEQoEbW9kZRgEIAEoDUgAiAEBEg8KB3BhcmVudHMYBSABKAhCBwoFX21vZGUiEQoPTWFrZURpclJlc3BvbnNlIlYKEVJlbW92ZVBhdGhSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIMCgR1c2VyGAMgASgJEhEKCXJlY3Vyc2l2ZRgEIAEoCCIUChJSZW1vdmVQYXRoUmVzcG9uc2UiZQoRUmVuYW1lUGF0aFJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRILCgNzcmMYAiABKAkSCwoDZHN0GAMgASgJEgwKBHVzZXIYBCABKAkSFAoMbm9fb3ZlcndyaXRlGAUgASgIIhQKElJlbmFtZVBhdGhSZXNwb25zZSJQChBDaG1vZFBhdGhSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIMCgR1c2VyGAMgASgJEgwKBG1vZGUYBCABKA0iEwoRQ2htb2RQYXRoUmVzcG9uc2UiNgoKVXBsb2FkRmlsZRIMCgRwYXRoGAEgASgJEhEKBG1vZGUYAiABKA1IAIgBAUIHCgVfbW9kZSJ4ChJVcGxvYWRGaWxlc1JlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgR1c2VyGAIgASgJEg8KB3BhcmVudHMYAyABKAgSIQoEZmlsZRgEIAEoCzITLmJveGQudjEuVXBsb2FkRmlsZRIMCgRkYXRhGAUgASgMIloKCkZpbGVSZXN1bHQSDQoFaW5kZXgYASABKAUSDAoEcGF0aBgCIAEoCRIMCgRzaXplGAMgASgDEiEKBWVycm9yGAQgASgLMhIuYm94ZC52MS5GaWxlRXJyb3IiaQoTVXBsb2FkRmlsZXNSZXNwb25zZRIkCgdyZXN1bHRzGAEgAygLMhMuYm94ZC52MS5GaWxlUmVzdWx0EhUKDWZpbGVzX3dyaXR0ZW4YAiABKAUSFQoNYnl0ZXNfd3JpdHRlbhgDIAEoAyJaChREb3dubG9hZEZpbGVzUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEg0KBXBhdGhzGAIgAygJEgwKBHVzZXIYAyABKAkSEQoJbm9fZm9sbG93GAQgASgIIogBChVEb3dubG9hZEZpbGVzUmVzcG9uc2USIgoFc3RhcnQYASABKAsyES5ib3hkLnYxLkZpbGVJbmZvSAASDgoEZGF0YRgCIAEoDEgAEiMKBGRvbmUYAyABKAsyEy5ib3hkLnYxLkZpbGVSZXN1bHRIABINCgVpbmRleBgEIAEoBUIHCgVldmVudCJVChBXYXRjaFBhdGhSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIMCgR1c2VyGAMgASgJEhEKCXJlY3Vyc2l2ZRgEIAEoCCJrCgpXYXRjaEV2ZW50EgwKBHBhdGgYASABKAkSHAoCb3AYAiABKA4yEC5ib3hkLnYxLldhdGNoT3ASEAoIb2xkX3BhdGgYAyABKAkSDgoGaXNfZGlyGAQgASgIEg8KB21lc3NhZ2UYBSABKAkiRwoRV2F0Y2hQYXRoUmVzcG9uc2USDQoFcmVhZHkYASABKAgSIwoGZXZlbnRzGAIgAygLMhMuYm94ZC52MS5XYXRjaEV2ZW50InkKEFJlYWRMaW5lc1JlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEgwKBHVzZXIYAyABKAkSDgoGb2Zmc2V0GAQgASgDEg0KBWxpbWl0GAUgASgFEhYKDm1heF9saW5lX2J5dGVzGAYgASgFIjEKBExpbmUSDgoGbnVtYmVyGAEgASgDEgwKBHRleHQYAiABKAkSCwoDY3V0GAMgASgIIosBChFSZWFkTGluZXNSZXNwb25zZRIfCgRpbmZvGAEgASgLMhEuYm94ZC52MS5GaWxlSW5mbxIcCgVsaW5lcxgCIAMoCzINLmJveGQudjEuTGluZRISCgptb3JlX2xpbmVzGAMgASgIEhMKC25leHRfb2Zmc2V0GAQgASgDEg4KBmJpbmFyeRgFIAEoCCJ+Cg9FZGl0RmlsZVJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEgwKBHVzZXIYAyABKAkSEgoKb2xkX3N0cmluZxgEIAEoCRISCgpuZXdfc3RyaW5nGAUgASgJEhMKC3JlcGxhY2VfYWxsGAYgASgIIlcKEEVkaXRGaWxlUmVzcG9uc2USFAoMcmVwbGFjZW1lbnRzGAEgASgFEgwKBGxpbmUYAiABKAMSHwoEaW5mbxgDIAEoCzIRLmJveGQudjEuRmlsZUluZm8iXQoLR2xvYlJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIPCgdwYXR0ZXJuGAIgASgJEgwKBHBhdGgYAyABKAkSDAoEdXNlchgEIAEoCRINCgVsaW1pdBgFIAEoBSJfCgxHbG9iUmVzcG9uc2USIgoHbWF0Y2hlcxgBIAMoCzIRLmJveGQudjEuRmlsZUluZm8SEQoJdHJ1bmNhdGVkGAIgASgIEhgKEHRydW5jYXRlZF9yZWFzb24YAyABKAkiqQEKC0dyZXBSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDwoHcGF0dGVybhgCIAEoCRIMCgRwYXRoGAMgASgJEgwKBGdsb2IYBCABKAkSDAoEdXNlchgFIAEoCRINCgVsaW1pdBgGIAEoBRITCgtpZ25vcmVfY2FzZRgHIAEoCBIPCgdsaXRlcmFsGAggASgIEhYKDm1heF9saW5lX2J5dGVzGAkgASgFIkYKCUdyZXBNYXRjaBIMCgRwYXRoGAEgASgJEhsKBGxpbmUYAiABKAsyDS5ib3hkLnYxLkxpbmUSDgoGYmluYXJ5GAMgASgIImAKDEdyZXBSZXNwb25zZRIjCgdtYXRjaGVzGAEgAygLMhIuYm94ZC52MS5HcmVwTWF0Y2gSEQoJdHJ1bmNhdGVkGAIgASgIEhgKEHRydW5jYXRlZF9yZWFzb24YAyABKAkiZAoQQ2hvd25QYXRoUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEgwKBHBhdGgYAiABKAkSDAoEdXNlchgDIAEoCRINCgVvd25lchgEIAEoCRIRCglyZWN1cnNpdmUYBSABKAgiEwoRQ2hvd25QYXRoUmVzcG9uc2UqzQEKCEZpbGVUeXBlEhkKFUZJTEVfVFlQRV9VTlNQRUNJRklFRBAAEhUKEUZJTEVfVFlQRV9SRUdVTEFSEAESFwoTRklMRV9UWVBFX0RJUkVDVE9SWRACEhUKEUZJTEVfVFlQRV9TWU1MSU5LEAMSEgoORklMRV9UWVBFX0ZJRk8QBBIUChBGSUxFX1RZUEVfU09DS0VUEAUSGQoVRklMRV9UWVBFX0NIQVJfREVWSUNFEAYSGgoWRklMRV9UWVBFX0JMT0NLX0RFVklDRRAHKqEBCgdXYXRjaE9wEhgKFFdBVENIX09QX1VOU1BFQ0lGSUVEEAASEwoPV0FUQ0hfT1BfQ1JFQVRFEAESEgoOV0FUQ0hfT1BfV1JJVEUQAhITCg9XQVRDSF9PUF9SRU1PVkUQAxITCg9XQVRDSF9PUF9SRU5BTUUQBBISCg5XQVRDSF9PUF9DSE1PRBAFEhUKEVdBVENIX09QX09WRVJGTE9XEAYyvggKC0ZpbGVTZXJ2aWNlEkQKCVdyaXRlRmlsZRIZLmJveGQudjEuV3JpdGVGaWxlUmVxdWVzdBoaLmJveGQudjEuV3JpdGVGaWxlUmVzcG9uc2UoARJBCghSZWFkRmlsZRIYLmJveGQudjEuUmVhZEZpbGVSZXF1ZXN0GhkuYm94ZC52MS5SZWFkRmlsZVJlc3BvbnNlMAESPwoIU3RhdEZpbGUSGC5ib3hkLnYxLlN0YXRGaWxlUmVxdWVzdBoZLmJveGQudjEuU3RhdEZpbGVSZXNwb25zZRI+CgdMaXN0RGlyEhcuYm94ZC52MS5MaXN0RGlyUmVxdWVzdBoYLmJveGQudjEuTGlzdERpclJlc3BvbnNlMAESPAoHTWFrZURpchIXLmJveGQudjEuTWFrZURpclJlcXVlc3QaGC5ib3hkLnYxLk1ha2VEaXJSZXNwb25zZRJFCgpSZW1vdmVQYXRoEhouYm94ZC52MS5SZW1vdmVQYXRoUmVxdWVzdBobLmJveGQudjEuUmVtb3ZlUGF0aFJlc3BvbnNlEkUKClJlbmFtZVBhdGgSGi5ib3hkLnYxLlJlbmFtZVBhdGhSZXF1ZXN0GhsuYm94ZC52MS5SZW5hbWVQYXRoUmVzcG9uc2USQgoJQ2htb2RQYXRoEhkuYm94ZC52MS5DaG1vZFBhdGhSZXF1ZXN0GhouYm94ZC52MS5DaG1vZFBhdGhSZXNwb25zZRJKCgtVcGxvYWRGaWxlcxIbLmJveGQudjEuVXBsb2FkRmlsZXNSZXF1ZXN0GhwuYm94ZC52MS5VcGxvYWRGaWxlc1Jlc3BvbnNlKAESUAoNRG93bmxvYWRGaWxlcxIdLmJveGQudjEuRG93bmxvYWRGaWxlc1JlcXVlc3QaHi5ib3hkLnYxLkRvd25sb2FkRmlsZXNSZXNwb25zZTABEkQKCVdhdGNoUGF0aBIZLmJveGQudjEuV2F0Y2hQYXRoUmVxdWVzdBoaLmJveGQudjEuV2F0Y2hQYXRoUmVzcG9uc2UwARJCCglSZWFkTGluZXMSGS5ib3hkLnYxLlJlYWRMaW5lc1JlcXVlc3QaGi5ib3hkLnYxLlJlYWRMaW5lc1Jlc3BvbnNlEj8KCEVkaXRGaWxlEhguYm94ZC52MS5FZGl0RmlsZVJlcXVlc3QaGS5ib3hkLnYxLkVkaXRGaWxlUmVzcG9uc2USMwoER2xvYhIULmJveGQudjEuR2xvYlJlcXVlc3QaFS5ib3hkLnYxLkdsb2JSZXNwb25zZRIzCgRHcmVwEhQuYm94ZC52MS5HcmVwUmVxdWVzdBoVLmJveGQudjEuR3JlcFJlc3BvbnNlEkIKCUNob3duUGF0aBIZLmJveGQudjEuQ2hvd25QYXRoUmVxdWVzdBoaLmJveGQudjEuQ2hvd25QYXRoUmVzcG9uc2VCMVovZ2l0aHViLmNvbS9ib3hkLWRldi9ib3hkL3JwYy9nZW4vYm94ZC92MTtib3hkdjFiBnByb3RvMw");
 
 /**
  * @generated from message boxd.v1.FileInfo
@@ -890,6 +890,459 @@ export const WatchPathResponseSchema: GenMessage<WatchPathResponse> = /*@__PURE_
   messageDesc(file_boxd_v1_files, 26);
 
 /**
+ * @generated from message boxd.v1.ReadLinesRequest
+ */
+export type ReadLinesRequest = Message<"boxd.v1.ReadLinesRequest"> & {
+  /**
+   * @generated from field: string sandbox_id = 1;
+   */
+  sandboxId: string;
+
+  /**
+   * @generated from field: string path = 2;
+   */
+  path: string;
+
+  /**
+   * @generated from field: string user = 3;
+   */
+  user: string;
+
+  /**
+   * lines to skip: the first line returned is offset+1
+   *
+   * @generated from field: int64 offset = 4;
+   */
+  offset: bigint;
+
+  /**
+   * most lines: 0 means 2000; at most 100000
+   *
+   * @generated from field: int32 limit = 5;
+   */
+  limit: number;
+
+  /**
+   * Longer lines are cut (and marked): 0 means 4096; at most 262144.
+   *
+   * @generated from field: int32 max_line_bytes = 6;
+   */
+  maxLineBytes: number;
+};
+
+/**
+ * Describes the message boxd.v1.ReadLinesRequest.
+ * Use `create(ReadLinesRequestSchema)` to create a new message.
+ */
+export const ReadLinesRequestSchema: GenMessage<ReadLinesRequest> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_files, 27);
+
+/**
+ * Line is one line of a file.
+ *
+ * @generated from message boxd.v1.Line
+ */
+export type Line = Message<"boxd.v1.Line"> & {
+  /**
+   * 1-based
+   *
+   * @generated from field: int64 number = 1;
+   */
+  number: bigint;
+
+  /**
+   * without the newline
+   *
+   * @generated from field: string text = 2;
+   */
+  text: string;
+
+  /**
+   * the line was longer than max_line_bytes
+   *
+   * @generated from field: bool cut = 3;
+   */
+  cut: boolean;
+};
+
+/**
+ * Describes the message boxd.v1.Line.
+ * Use `create(LineSchema)` to create a new message.
+ */
+export const LineSchema: GenMessage<Line> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_files, 28);
+
+/**
+ * @generated from message boxd.v1.ReadLinesResponse
+ */
+export type ReadLinesResponse = Message<"boxd.v1.ReadLinesResponse"> & {
+  /**
+   * @generated from field: boxd.v1.FileInfo info = 1;
+   */
+  info?: FileInfo | undefined;
+
+  /**
+   * @generated from field: repeated boxd.v1.Line lines = 2;
+   */
+  lines: Line[];
+
+  /**
+   * The file goes on after the last line returned (limit or the size
+   * budget stopped the answer); read on with next_offset.
+   *
+   * @generated from field: bool more_lines = 3;
+   */
+  moreLines: boolean;
+
+  /**
+   * @generated from field: int64 next_offset = 4;
+   */
+  nextOffset: bigint;
+
+  /**
+   * a NUL byte in the file's first 8 KiB
+   *
+   * @generated from field: bool binary = 5;
+   */
+  binary: boolean;
+};
+
+/**
+ * Describes the message boxd.v1.ReadLinesResponse.
+ * Use `create(ReadLinesResponseSchema)` to create a new message.
+ */
+export const ReadLinesResponseSchema: GenMessage<ReadLinesResponse> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_files, 29);
+
+/**
+ * @generated from message boxd.v1.EditFileRequest
+ */
+export type EditFileRequest = Message<"boxd.v1.EditFileRequest"> & {
+  /**
+   * @generated from field: string sandbox_id = 1;
+   */
+  sandboxId: string;
+
+  /**
+   * @generated from field: string path = 2;
+   */
+  path: string;
+
+  /**
+   * @generated from field: string user = 3;
+   */
+  user: string;
+
+  /**
+   * exact text to replace; not empty
+   *
+   * @generated from field: string old_string = 4;
+   */
+  oldString: string;
+
+  /**
+   * @generated from field: string new_string = 5;
+   */
+  newString: string;
+
+  /**
+   * replace every occurrence, not exactly one
+   *
+   * @generated from field: bool replace_all = 6;
+   */
+  replaceAll: boolean;
+};
+
+/**
+ * Describes the message boxd.v1.EditFileRequest.
+ * Use `create(EditFileRequestSchema)` to create a new message.
+ */
+export const EditFileRequestSchema: GenMessage<EditFileRequest> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_files, 30);
+
+/**
+ * @generated from message boxd.v1.EditFileResponse
+ */
+export type EditFileResponse = Message<"boxd.v1.EditFileResponse"> & {
+  /**
+   * @generated from field: int32 replacements = 1;
+   */
+  replacements: number;
+
+  /**
+   * the line where the first replacement starts
+   *
+   * @generated from field: int64 line = 2;
+   */
+  line: bigint;
+
+  /**
+   * @generated from field: boxd.v1.FileInfo info = 3;
+   */
+  info?: FileInfo | undefined;
+};
+
+/**
+ * Describes the message boxd.v1.EditFileResponse.
+ * Use `create(EditFileResponseSchema)` to create a new message.
+ */
+export const EditFileResponseSchema: GenMessage<EditFileResponse> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_files, 31);
+
+/**
+ * @generated from message boxd.v1.GlobRequest
+ */
+export type GlobRequest = Message<"boxd.v1.GlobRequest"> & {
+  /**
+   * @generated from field: string sandbox_id = 1;
+   */
+  sandboxId: string;
+
+  /**
+   * @generated from field: string pattern = 2;
+   */
+  pattern: string;
+
+  /**
+   * where a relative pattern starts; default the workdir
+   *
+   * @generated from field: string path = 3;
+   */
+  path: string;
+
+  /**
+   * @generated from field: string user = 4;
+   */
+  user: string;
+
+  /**
+   * most results: 0 means 1000; at most 10000
+   *
+   * @generated from field: int32 limit = 5;
+   */
+  limit: number;
+};
+
+/**
+ * Describes the message boxd.v1.GlobRequest.
+ * Use `create(GlobRequestSchema)` to create a new message.
+ */
+export const GlobRequestSchema: GenMessage<GlobRequest> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_files, 32);
+
+/**
+ * @generated from message boxd.v1.GlobResponse
+ */
+export type GlobResponse = Message<"boxd.v1.GlobResponse"> & {
+  /**
+   * absolute paths, in the order found
+   *
+   * @generated from field: repeated boxd.v1.FileInfo matches = 1;
+   */
+  matches: FileInfo[];
+
+  /**
+   * @generated from field: bool truncated = 2;
+   */
+  truncated: boolean;
+
+  /**
+   * @generated from field: string truncated_reason = 3;
+   */
+  truncatedReason: string;
+};
+
+/**
+ * Describes the message boxd.v1.GlobResponse.
+ * Use `create(GlobResponseSchema)` to create a new message.
+ */
+export const GlobResponseSchema: GenMessage<GlobResponse> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_files, 33);
+
+/**
+ * @generated from message boxd.v1.GrepRequest
+ */
+export type GrepRequest = Message<"boxd.v1.GrepRequest"> & {
+  /**
+   * @generated from field: string sandbox_id = 1;
+   */
+  sandboxId: string;
+
+  /**
+   * RE2 syntax, matched per line
+   *
+   * @generated from field: string pattern = 2;
+   */
+  pattern: string;
+
+  /**
+   * a file or a directory; default the workdir
+   *
+   * @generated from field: string path = 3;
+   */
+  path: string;
+
+  /**
+   * Only files whose name (a pattern without '/') or path relative to
+   * path (with '/', "**" allowed) matches.
+   *
+   * @generated from field: string glob = 4;
+   */
+  glob: string;
+
+  /**
+   * @generated from field: string user = 5;
+   */
+  user: string;
+
+  /**
+   * most matches: 0 means 1000; at most 10000
+   *
+   * @generated from field: int32 limit = 6;
+   */
+  limit: number;
+
+  /**
+   * @generated from field: bool ignore_case = 7;
+   */
+  ignoreCase: boolean;
+
+  /**
+   * pattern is plain text, not a regular expression
+   *
+   * @generated from field: bool literal = 8;
+   */
+  literal: boolean;
+
+  /**
+   * 0 means 4096; at most 262144
+   *
+   * @generated from field: int32 max_line_bytes = 9;
+   */
+  maxLineBytes: number;
+};
+
+/**
+ * Describes the message boxd.v1.GrepRequest.
+ * Use `create(GrepRequestSchema)` to create a new message.
+ */
+export const GrepRequestSchema: GenMessage<GrepRequest> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_files, 34);
+
+/**
+ * @generated from message boxd.v1.GrepMatch
+ */
+export type GrepMatch = Message<"boxd.v1.GrepMatch"> & {
+  /**
+   * absolute
+   *
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * unset for a binary file
+   *
+   * @generated from field: boxd.v1.Line line = 2;
+   */
+  line?: Line | undefined;
+
+  /**
+   * @generated from field: bool binary = 3;
+   */
+  binary: boolean;
+};
+
+/**
+ * Describes the message boxd.v1.GrepMatch.
+ * Use `create(GrepMatchSchema)` to create a new message.
+ */
+export const GrepMatchSchema: GenMessage<GrepMatch> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_files, 35);
+
+/**
+ * @generated from message boxd.v1.GrepResponse
+ */
+export type GrepResponse = Message<"boxd.v1.GrepResponse"> & {
+  /**
+   * @generated from field: repeated boxd.v1.GrepMatch matches = 1;
+   */
+  matches: GrepMatch[];
+
+  /**
+   * @generated from field: bool truncated = 2;
+   */
+  truncated: boolean;
+
+  /**
+   * @generated from field: string truncated_reason = 3;
+   */
+  truncatedReason: string;
+};
+
+/**
+ * Describes the message boxd.v1.GrepResponse.
+ * Use `create(GrepResponseSchema)` to create a new message.
+ */
+export const GrepResponseSchema: GenMessage<GrepResponse> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_files, 36);
+
+/**
+ * @generated from message boxd.v1.ChownPathRequest
+ */
+export type ChownPathRequest = Message<"boxd.v1.ChownPathRequest"> & {
+  /**
+   * @generated from field: string sandbox_id = 1;
+   */
+  sandboxId: string;
+
+  /**
+   * @generated from field: string path = 2;
+   */
+  path: string;
+
+  /**
+   * who acts, as in every call
+   *
+   * @generated from field: string user = 3;
+   */
+  user: string;
+
+  /**
+   * The new owner: USER, USER:GROUP, USER: (the user's login group) or
+   * :GROUP, names or ids from the sandbox's /etc/passwd and /etc/group.
+   *
+   * @generated from field: string owner = 4;
+   */
+  owner: string;
+
+  /**
+   * @generated from field: bool recursive = 5;
+   */
+  recursive: boolean;
+};
+
+/**
+ * Describes the message boxd.v1.ChownPathRequest.
+ * Use `create(ChownPathRequestSchema)` to create a new message.
+ */
+export const ChownPathRequestSchema: GenMessage<ChownPathRequest> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_files, 37);
+
+/**
+ * @generated from message boxd.v1.ChownPathResponse
+ */
+export type ChownPathResponse = Message<"boxd.v1.ChownPathResponse"> & {
+};
+
+/**
+ * Describes the message boxd.v1.ChownPathResponse.
+ * Use `create(ChownPathResponseSchema)` to create a new message.
+ */
+export const ChownPathResponseSchema: GenMessage<ChownPathResponse> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_files, 38);
+
+/**
  * @generated from enum boxd.v1.FileType
  */
 export enum FileType {
@@ -1141,6 +1594,77 @@ export const FileService: GenService<{
     methodKind: "server_streaming";
     input: typeof WatchPathRequestSchema;
     output: typeof WatchPathResponseSchema;
+  },
+  /**
+   * ReadLines returns up to limit lines of a file from line offset+1, each
+   * with its number (like cat -n). Long lines are cut, invalid UTF-8 is
+   * replaced by U+FFFD, and a file whose first 8 KiB hold a NUL byte is
+   * flagged binary. At most about 900 KiB of lines per call: more_lines
+   * and next_offset say where to read on.
+   *
+   * @generated from rpc boxd.v1.FileService.ReadLines
+   */
+  readLines: {
+    methodKind: "unary";
+    input: typeof ReadLinesRequestSchema;
+    output: typeof ReadLinesResponseSchema;
+  },
+  /**
+   * EditFile replaces old_string by new_string: exactly one occurrence,
+   * or every one with replace_all. A missing or (without replace_all)
+   * repeated old_string is failed_precondition and nothing changes. The
+   * file is rewritten atomically (a temporary file renamed over it) with
+   * its owner and mode kept; a final symlink is refused. Files up to
+   * 32 MiB.
+   *
+   * @generated from rpc boxd.v1.FileService.EditFile
+   */
+  editFile: {
+    methodKind: "unary";
+    input: typeof EditFileRequestSchema;
+    output: typeof EditFileResponseSchema;
+  },
+  /**
+   * Glob returns the paths matching a pattern: '*', '?' and '[...]'
+   * within a name (dot files included), "**" for any number of
+   * directories. A relative pattern is taken from path (default: the
+   * workdir). It stops at limit results or 200,000 directory entries
+   * looked at, with truncated set.
+   *
+   * @generated from rpc boxd.v1.FileService.Glob
+   */
+  glob: {
+    methodKind: "unary";
+    input: typeof GlobRequestSchema;
+    output: typeof GlobResponseSchema;
+  },
+  /**
+   * Grep returns the lines matching a regular expression (RE2 syntax) in a
+   * file, or in the files below a directory (optionally only those whose
+   * name matches glob), with path and line number. A binary file (a NUL
+   * byte in its first 8 KiB) that matches gives one match with binary set
+   * and no text. It stops at limit matches, 200,000 directory entries or
+   * 1 GiB read, with truncated set.
+   *
+   * @generated from rpc boxd.v1.FileService.Grep
+   */
+  grep: {
+    methodKind: "unary";
+    input: typeof GrepRequestSchema;
+    output: typeof GrepResponseSchema;
+  },
+  /**
+   * ChownPath changes a path's owner and/or group, or with recursive a
+   * whole tree's (symlinks inside it are changed themselves). A final
+   * symlink is refused. Only the sandbox's root may give files away; a
+   * user may change the group of its own files to one of its groups.
+   *
+   * @generated from rpc boxd.v1.FileService.ChownPath
+   */
+  chownPath: {
+    methodKind: "unary";
+    input: typeof ChownPathRequestSchema;
+    output: typeof ChownPathResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_boxd_v1_files, 0);
