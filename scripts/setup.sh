@@ -7,11 +7,13 @@
 #     containernetworking-plugins (the CNI plugins of --network egress),
 #     python3-grpcio and python3-protobuf (the Python SDK's tests), and
 #     nodejs and npm (the e2e test of `boxctl mcp` with the TypeScript MCP
-#     SDK's client; a nodejs that ships npm itself needs no npm package),
-#     e2fsprogs (mkfs.ext4 formats the image of a disk-capped sandbox),
-#     and docker-registry (the registry e2e TestRegistry and the pull bench
-#     run their own on loopback; the package's own service is stopped and
-#     disabled right after install, only the binary is used)
+#     SDK's client, and the TypeScript SDK's build, code generation and
+#     tests, whose npm packages scripts/npm-modules.sh installs from the
+#     committed lockfile; a nodejs that ships npm itself needs no npm
+#     package), e2fsprogs (mkfs.ext4 formats the image of a disk-capped
+#     sandbox), and docker-registry (the registry e2e TestRegistry and the
+#     pull bench run their own on loopback; the package's own service is
+#     stopped and disabled right after install, only the binary is used)
 #     (apt-get update runs only if one of them is missing);
 #   - containerd, containerd-shim-runc-v2 and ctr at the version go.mod pins
 #     for github.com/containerd/containerd/v2, built with `go install` into

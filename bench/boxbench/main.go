@@ -248,11 +248,9 @@ var scenarios = []scenario{
 		}
 		return err
 	}},
-	{"sdk", "8. Python SDK exec", func(ctx context.Context, e *env, cfg *config, r *report) error {
-		l, err := scenarioSDK(ctx, e, cfg)
-		if l != nil {
-			r.lats = append(r.lats, l)
-		}
+	{"sdk", "8. Python and TypeScript SDKs", func(ctx context.Context, e *env, cfg *config, r *report) error {
+		ls, err := scenarioSDK(ctx, e, cfg)
+		r.lats = append(r.lats, ls...)
 		return err
 	}},
 	{"network", "9. network modes", func(ctx context.Context, e *env, cfg *config, r *report) error {
