@@ -360,10 +360,11 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	}
 	undo = append(undo, func(context.Context) { _ = os.RemoveAll(m.sandboxDir(id)) })
 
-	// The network namespace is made before the container, attached (CNI,
-	// firewall) while the container and task are created, and ready before
-	// the task starts; the spec joins it by path.
-	net, waitNet, err := m.startNetwork(ctx, id, r)
+	// The network namespace is made while the container is created and
+	// attached (CNI, firewall) while the task is created; the namespace
+	// must exist before the task is created (runc joins it then) and the
+	// attach be finished before the task starts. The spec joins it by path.
+	net, waitNetNS, waitNet, err := m.startNetwork(ctx, id, r)
 	if net != nil {
 		undo = append(undo, func(c context.Context) {
 			if waitNet != nil {
@@ -377,8 +378,13 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	if err != nil {
 		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
 	}
-	var beforeStart func() error
+	var beforeTask, beforeStart func() error
 	if waitNet != nil {
+		beforeTask = func() error {
+			err := waitNetNS()
+			phase("netns")
+			return err
+		}
 		beforeStart = func() error {
 			full, err := waitNet()
 			if err != nil {
@@ -447,7 +453,7 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 		}
 	})
 
-	task, err := m.startInit(ctx, ctr, spec, phase, beforeStart)
+	task, err := m.startInit(ctx, ctr, spec, phase, beforeTask, beforeStart)
 	if err != nil {
 		return nil, m.explainFailure(fmt.Errorf("create sandbox %s: %w", id, err))
 	}
@@ -554,9 +560,11 @@ func (m *Manager) newTask(ctx context.Context, ctr client.Container) (client.Tas
 // init's settings and the listener (agent/handoff). On failure the task is
 // gone again. phase, if not nil, marks progress for timing logs.
 //
-// beforeStart, if not nil, runs once the task exists and before it starts
-// (the network attach is finished there); an error fails the start.
-func (m *Manager) startInit(ctx context.Context, ctr client.Container, spec *specs.Spec, phase func(string), beforeStart func() error) (_ client.Task, retErr error) {
+// beforeTask, if not nil, runs before the task is created (the network
+// namespace it joins exists then); beforeStart, if not nil, runs once the
+// task exists and before it starts (the network attach is finished there).
+// An error of either fails the start.
+func (m *Manager) startInit(ctx context.Context, ctr client.Container, spec *specs.Spec, phase func(string), beforeTask, beforeStart func() error) (_ client.Task, retErr error) {
 	if phase == nil {
 		phase = func(string) {}
 	}
@@ -589,6 +597,11 @@ func (m *Manager) startInit(ctx context.Context, ctr client.Container, spec *spe
 	}
 	defer hs.Close()
 
+	if beforeTask != nil {
+		if err := beforeTask(); err != nil {
+			return nil, err
+		}
+	}
 	task, err := m.newTask(ctx, ctr)
 	if err != nil {
 		return nil, fmt.Errorf("task: %w", err)

@@ -68,35 +68,56 @@ func (m *Manager) resolveNetwork(req CreateRequest, r *resolved) error {
 	return nil
 }
 
-// startNetwork gives sandbox id its egress namespace and starts attaching
-// it (CNI, firewall) in the background, so that the attach overlaps the
-// container's and task's creation; wait returns the finished state and
-// must be called before the task starts. The caller tears down on failure.
-func (m *Manager) startNetwork(ctx context.Context, id string, r resolved) (st *netState, wait func() (*netState, error), _ error) {
+// startNetwork starts making sandbox id's egress network in the
+// background: its namespace (Prepare), then the attach (CNI, firewall), so
+// that both overlap the container's and task's creation. The namespace's
+// path and the gateway are known up front, so st can go into the spec at
+// once. waitNS returns once the namespace exists (the task's creation joins
+// it); wait returns the finished state and must be called before the task
+// starts. The caller tears down on failure, after wait.
+func (m *Manager) startNetwork(ctx context.Context, id string, r resolved) (st *netState, waitNS func() error, wait func() (*netState, error), _ error) {
 	if r.network != network.ModeEgress {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	if m.cfg.Network == nil {
-		return nil, nil, fmt.Errorf("network egress is not available in this boxd (%s): %w", m.cfg.NetworkErr, errdefs.ErrFailedPrecondition)
+		return nil, nil, nil, fmt.Errorf("network egress is not available in this boxd (%s): %w", m.cfg.NetworkErr, errdefs.ErrFailedPrecondition)
 	}
-	path, err := m.cfg.Network.Prepare(id)
-	if err != nil {
-		return nil, nil, err
+	// What the host lacks fails the create here, before anything is made.
+	if err := network.CheckForwarding(); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := m.cfg.Network.CheckPlugins(); err != nil {
+		return nil, nil, nil, err
 	}
 	gw := m.cfg.Network.Gateway()
-	st = &netState{Mode: network.ModeEgress, Allow: network.Strings(r.allow), Attachment: network.Attachment{NetNS: path, Gateway: gw}}
+	st = &netState{Mode: network.ModeEgress, Allow: network.Strings(r.allow), Attachment: network.Attachment{NetNS: m.cfg.Network.NetNSPath(id), Gateway: gw}}
 	if err := os.WriteFile(m.resolvConfPath(id), []byte(fmt.Sprintf("nameserver %s\noptions ndots:0\n", gw)), 0o644); err != nil {
-		return st, nil, fmt.Errorf("resolv.conf: %w", err)
+		return st, nil, nil, fmt.Errorf("resolv.conf: %w", err)
 	}
 	type result struct {
 		att *network.Attachment
 		err error
 	}
+	nsDone := make(chan error, 1)
 	done := make(chan result, 1)
 	go func() {
+		if _, err := m.cfg.Network.Prepare(id); err != nil {
+			nsDone <- err
+			done <- result{nil, err}
+			return
+		}
+		nsDone <- nil
 		att, err := m.cfg.Network.Attach(context.WithoutCancel(ctx), id, r.allow)
 		done <- result{att, err}
 	}()
+	var nsErr error
+	var nsOnce bool
+	waitNS = func() error {
+		if !nsOnce {
+			nsErr, nsOnce = <-nsDone, true
+		}
+		return nsErr
+	}
 	var once *result
 	wait = func() (*netState, error) {
 		if once == nil {
@@ -110,7 +131,7 @@ func (m *Manager) startNetwork(ctx context.Context, id string, r resolved) (st *
 		full.Attachment = *once.att
 		return &full, nil
 	}
-	return st, wait, nil
+	return st, waitNS, wait, nil
 }
 
 func (m *Manager) resolvConfPath(id string) string {

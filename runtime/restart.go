@@ -258,7 +258,7 @@ func (m *Manager) startNewInit(ctx context.Context, ctr client.Container, timeou
 		return fmt.Errorf("spec: %w", err)
 	}
 	// startInit deletes the task it made if anything fails.
-	_, err = m.startInit(sctx, ctr, spec, nil, nil)
+	_, err = m.startInit(sctx, ctr, spec, nil, nil, nil)
 	return err
 }
 
