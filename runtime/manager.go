@@ -62,6 +62,11 @@ type Config struct {
 	Namespace string
 	// Runc is the runc binary the shim runs; empty means the shim's PATH.
 	Runc string
+	// RuntimeVersion is Runc's version and RuntimeAdvisories the known
+	// container escapes it has (non-empty only if boxd was told to run on
+	// it anyway); both are recorded in each sandbox made.
+	RuntimeVersion    string
+	RuntimeAdvisories []string
 
 	DefaultImage  string
 	DefaultLimits Limits
@@ -117,6 +122,13 @@ type Sandbox struct {
 	Usage     *Usage     // set by Get while the sandbox runs
 	Restarts  RestartInfo
 	Network   *NetworkInfo
+	Runtime   RuntimeInfo
+}
+
+// RuntimeInfo is the OCI runtime a sandbox was made on.
+type RuntimeInfo struct {
+	Name, Version string
+	Advisories    []string // known container escapes of that version (CVE ids)
 }
 
 // record is the part of a sandbox that is stored in its container label.
@@ -137,6 +149,17 @@ type record struct {
 	// Ports is only used while creating: the published ports live in
 	// LabelPorts, which PublishPort changes.
 	Ports []PortSpec `json:"-"`
+	// The runtime the sandbox was made on (Config.Runc's version); a later
+	// boxd may run on another.
+	Runtime           string   `json:"runtime,omitempty"`
+	RuntimeVersion    string   `json:"runtime_version,omitempty"`
+	RuntimeAdvisories []string `json:"runtime_advisories,omitempty"`
+}
+
+// withRuntime records the runtime this boxd makes sandboxes on.
+func (m *Manager) withRuntime(rec record) record {
+	rec.Runtime, rec.RuntimeVersion, rec.RuntimeAdvisories = "runc", m.cfg.RuntimeVersion, m.cfg.RuntimeAdvisories
+	return rec
 }
 
 // Manager runs sandboxes. It is safe for concurrent use.
@@ -339,6 +362,7 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 		Name: r.name, Image: img.Name(), ImageDigest: img.Target().Digest.String(), Memory: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
 		Workdir: r.workdir, CreatedAt: now, ExpiresAt: now.Add(r.ttl), HostUID: m.cfg.HostUID, IDMapSize: m.cfg.IDMapSize,
 	}
+	rec = m.withRuntime(rec)
 	log := m.log.With("sandbox", id)
 
 	// Undo in reverse order whatever got made, whatever step failed.
@@ -845,6 +869,7 @@ func (m *Manager) toSandbox(id string, labels map[string]string, rec record) *Sa
 		UIDMap:   fmt.Sprintf("0:%d:%d", rec.HostUID, rec.IDMapSize),
 		Ports:    parsePorts(labels[LabelPorts]),
 		Restarts: restartInfo(labels),
+		Runtime:  RuntimeInfo{Name: rec.Runtime, Version: rec.RuntimeVersion, Advisories: rec.RuntimeAdvisories},
 	}
 	st, err := parseNetState(labels)
 	if err != nil {

@@ -682,10 +682,17 @@ type Sandbox struct {
 	// Published ports, with the host address each is reachable at. They are
 	// recorded in the sandbox's labels and listened on again when boxd
 	// starts.
-	Ports         []*PublishedPort `protobuf:"bytes,30,rep,name=ports,proto3" json:"ports,omitempty"`
-	Network       *NetworkStatus   `protobuf:"bytes,31,opt,name=network,proto3" json:"network,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Ports   []*PublishedPort `protobuf:"bytes,30,rep,name=ports,proto3" json:"ports,omitempty"`
+	Network *NetworkStatus   `protobuf:"bytes,31,opt,name=network,proto3" json:"network,omitempty"`
+	// The OCI runtime the sandbox was made on, as boxd found it at start:
+	// name ("runc") and version (e.g. "1.5.2").
+	Runtime        string `protobuf:"bytes,90,opt,name=runtime,proto3" json:"runtime,omitempty"`
+	RuntimeVersion string `protobuf:"bytes,91,opt,name=runtime_version,json=runtimeVersion,proto3" json:"runtime_version,omitempty"`
+	// Known container escapes of that runtime version (CVE ids). Non-empty
+	// only if boxd was started with --allow-vulnerable-runtime.
+	RuntimeAdvisories []string `protobuf:"bytes,92,rep,name=runtime_advisories,json=runtimeAdvisories,proto3" json:"runtime_advisories,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Sandbox) Reset() {
@@ -861,6 +868,27 @@ func (x *Sandbox) GetPorts() []*PublishedPort {
 func (x *Sandbox) GetNetwork() *NetworkStatus {
 	if x != nil {
 		return x.Network
+	}
+	return nil
+}
+
+func (x *Sandbox) GetRuntime() string {
+	if x != nil {
+		return x.Runtime
+	}
+	return ""
+}
+
+func (x *Sandbox) GetRuntimeVersion() string {
+	if x != nil {
+		return x.RuntimeVersion
+	}
+	return ""
+}
+
+func (x *Sandbox) GetRuntimeAdvisories() []string {
+	if x != nil {
+		return x.RuntimeAdvisories
 	}
 	return nil
 }
@@ -2537,7 +2565,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x05allow\x18\x02 \x03(\tR\x05allow\x12\x18\n" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\x12\x18\n" +
 	"\agateway\x18\x04 \x01(\tR\agateway\x12\x10\n" +
-	"\x03dns\x18\x05 \x01(\tR\x03dns\"\xf5\x05\n" +
+	"\x03dns\x18\x05 \x01(\tR\x03dns\"\xe7\x06\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -2562,7 +2590,10 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x13last_restart_reason\x18\x12 \x01(\tR\x11lastRestartReason\x12'\n" +
 	"\x0frestart_refused\x18\x13 \x01(\tR\x0erestartRefused\x12,\n" +
 	"\x05ports\x18\x1e \x03(\v2\x16.boxd.v1.PublishedPortR\x05ports\x120\n" +
-	"\anetwork\x18\x1f \x01(\v2\x16.boxd.v1.NetworkStatusR\anetwork\x1a9\n" +
+	"\anetwork\x18\x1f \x01(\v2\x16.boxd.v1.NetworkStatusR\anetwork\x12\x18\n" +
+	"\aruntime\x18Z \x01(\tR\aruntime\x12'\n" +
+	"\x0fruntime_version\x18[ \x01(\tR\x0eruntimeVersion\x12-\n" +
+	"\x12runtime_advisories\x18\\ \x03(\tR\x11runtimeAdvisories\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa2\x01\n" +
