@@ -402,8 +402,10 @@ func (m *Manager) Teardown(ctx context.Context, id string) error {
 	// cost every other create on the host CPU.
 	if holds, legacy := m.cniHolds(id); pinned || holds {
 		nsPath := path
-		if !pinned {
-			nsPath = "" // the plugins then only release the address
+		if !NetNSAlive(path) {
+			// Never made, or gone with a reboot (the pin is then an empty
+			// file): the plugins then only release the address.
+			nsPath = ""
 		}
 		cni := m.cni
 		if legacy {

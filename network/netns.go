@@ -81,6 +81,13 @@ func loopbackUp() error {
 	return nil
 }
 
+// NetNSAlive reports whether path is a network namespace (a pin that
+// survived; after a reboot it is an empty file or missing).
+func NetNSAlive(path string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(path, &st) == nil && st.Type == unix.NSFS_MAGIC
+}
+
 // removeNetNS unpins and removes a namespace made by newNetNS; a missing
 // one is fine. The namespace (and the veth in it) goes once nothing holds it.
 func removeNetNS(path string) error {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 
@@ -302,4 +303,54 @@ func (m *Manager) collectNetworks(ctx context.Context) {
 		}
 		m.release(id)
 	}
+}
+
+// renewNetwork makes an egress sandbox's network again from its label if
+// its pinned namespace is gone, as after a host reboot (the bind mount,
+// bridge, veth and nftables tables are gone then, while the address lease
+// and libcni's cache are on disk): what is left of the old one is removed,
+// a new namespace is made at the same path (the stored spec names it) and
+// attached, with the allowlist of the label, and the label gets the new
+// address. A namespace that is still there (only the init died) is kept.
+func (m *Manager) renewNetwork(ctx context.Context, ctr client.Container) error {
+	labels, err := ctr.Labels(ctx)
+	if err != nil {
+		return err
+	}
+	st, err := parseNetState(labels)
+	if err != nil || st == nil || st.Mode != network.ModeEgress {
+		return err
+	}
+	id := ctr.ID()
+	if m.cfg.Network == nil {
+		return fmt.Errorf("network egress is not available in this boxd (%s): %w", m.cfg.NetworkErr, errdefs.ErrFailedPrecondition)
+	}
+	if network.NetNSAlive(m.cfg.Network.NetNSPath(id)) {
+		return nil
+	}
+	allow, err := network.ParseAllow("allow", st.Allow)
+	if err != nil {
+		return err
+	}
+	m.log.Warn("network namespace gone (host restarted?); making the sandbox's network again", "sandbox", id, "old_addr", st.Addr)
+	if err := m.cfg.Network.Teardown(ctx, id); err != nil {
+		return fmt.Errorf("network: remove what is left of the old one: %w", err)
+	}
+	gw := m.cfg.Network.Gateway()
+	if err := os.WriteFile(m.resolvConfPath(id), []byte(fmt.Sprintf("nameserver %s\noptions ndots:0\n", gw)), 0o644); err != nil {
+		return fmt.Errorf("resolv.conf: %w", err)
+	}
+	att, err := m.cfg.Network.Setup(ctx, id, allow)
+	if err != nil {
+		return err
+	}
+	st.Attachment = *att
+	if _, err := ctr.SetLabels(ctx, map[string]string{LabelNetwork: st.label()}); err != nil {
+		if terr := m.cfg.Network.Teardown(context.WithoutCancel(ctx), id); terr != nil {
+			m.log.Error("network: undo", "sandbox", id, "err", terr)
+		}
+		return fmt.Errorf("store the network of %s: %w", id, err)
+	}
+	m.log.Info("network made again", "sandbox", id, "addr", att.Addr, "allow", st.Allow)
+	return nil
 }
