@@ -425,6 +425,13 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
 	}
 	var beforeTask, beforeStart func() error
+	// netCtr is the container once made; netLabelErr gets the result of
+	// storing the attached network in its label (beforeStart starts that).
+	var (
+		netCtr      client.Container
+		netLabel    string
+		netLabelErr = make(chan error, 1)
+	)
 	if waitNet != nil {
 		beforeTask = func() error {
 			err := waitNetNS()
@@ -438,6 +445,15 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 			}
 			net = full
 			phase("network")
+			// The label gets the address CNI handed out while the init
+			// starts: a containerd metadata write, which on a busy host
+			// took as long as the rest of an egress create's extra time.
+			// Create waits for it before it returns.
+			netLabel = net.label()
+			go func() {
+				_, err := netCtr.SetLabels(ctx, map[string]string{LabelNetwork: netLabel})
+				netLabelErr <- err
+			}()
 			return nil
 		}
 	}
@@ -499,16 +515,17 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 		}
 	})
 
+	netCtr = ctr
 	task, err := m.startInit(ctx, ctr, spec, phase, beforeTask, beforeStart)
 	if err != nil {
 		return nil, m.explainFailure(fmt.Errorf("create sandbox %s: %w", id, err))
 	}
 	if net != nil {
-		// The label now gets the address CNI handed out.
-		labels[LabelNetwork] = net.label()
-		if _, err := ctr.SetLabels(ctx, map[string]string{LabelNetwork: labels[LabelNetwork]}); err != nil {
+		if err := <-netLabelErr; err != nil {
 			return nil, fmt.Errorf("create sandbox %s: store network: %w", id, err)
 		}
+		labels[LabelNetwork] = netLabel
+		phase("label")
 	}
 	m.servePorts(id, lns)
 	if !member {
