@@ -8,6 +8,7 @@
 #     python3-grpcio and python3-protobuf (the Python SDK's tests),
 #     nodejs and npm (the e2e test of `boxctl mcp` with the TypeScript MCP
 #     SDK's client; a nodejs that ships npm itself needs no npm package),
+#     e2fsprogs (mkfs.ext4 formats the image of a disk-capped sandbox),
 #     and libseccomp-dev (to build runc with seccomp)
 #     (apt-get update runs only if one of them is missing);
 #   - containerd, containerd-shim-runc-v2 and ctr at the version go.mod pins
@@ -39,7 +40,7 @@ missing=()
 need() { missing+=("$1"); }
 
 # ---- apt packages -----------------------------------------------------------
-APT_PACKAGES=(busybox-static debootstrap protobuf-compiler containernetworking-plugins python3-grpcio python3-protobuf nodejs libseccomp-dev)
+APT_PACKAGES=(busybox-static debootstrap protobuf-compiler containernetworking-plugins python3-grpcio python3-protobuf nodejs e2fsprogs libseccomp-dev)
 # Files each package must provide (busybox-static: the static binary; the
 # dynamically linked "busybox" package also provides /bin/busybox).
 declare -A APT_FILE=(
@@ -50,6 +51,7 @@ declare -A APT_FILE=(
 	[python3-grpcio]=/usr/lib/python3/dist-packages/grpc/__init__.py
 	[python3-protobuf]=/usr/lib/python3/dist-packages/google/protobuf/__init__.py
 	[nodejs]=/usr/bin/node
+	[e2fsprogs]=/sbin/mkfs.ext4
 	[libseccomp-dev]=/usr/include/seccomp.h
 )
 apt_missing() {
