@@ -236,6 +236,7 @@ func toProto(sb *runtime.Sandbox) *boxdv1.Sandbox {
 		LastRestartReason: sb.Restarts.LastReason, RestartRefused: sb.Restarts.Refused,
 		Network: netToProto(sb.Network),
 		Ports:   portsProto(sb.Ports),
+		Runtime: sb.Runtime.Name, RuntimeVersion: sb.Runtime.Version, RuntimeAdvisories: sb.Runtime.Advisories,
 		Security: &boxdv1.Security{
 			Network:        sb.Network != nil && sb.Network.Mode == "egress",
 			ReadOnlyRootfs: false,

@@ -228,6 +228,8 @@ func (e *env) startDockerd(ctx context.Context) error {
 		"-H", "unix://"+e.dockerSock,
 		"--bridge=none", "--iptables=false", "--ip6tables=false", "--ip-masq=false", "--userland-proxy=false",
 		"--storage-driver=overlay2",
+		// The runc boxd uses (the pinned one), not Debian's on PATH.
+		"--add-runtime", "boxd-runc="+testenv.Runc, "--default-runtime", "boxd-runc",
 		// Containers still running at shutdown get this long after SIGTERM
 		// (their PID 1 is sleep, which ignores it) before SIGKILL.
 		"--shutdown-timeout=2",

@@ -1042,6 +1042,13 @@ type Sandbox struct {
 	// starts.
 	Ports   []*PublishedPort `protobuf:"bytes,30,rep,name=ports,proto3" json:"ports,omitempty"`
 	Network *NetworkStatus   `protobuf:"bytes,31,opt,name=network,proto3" json:"network,omitempty"`
+	// The OCI runtime the sandbox was made on, as boxd found it at start:
+	// name ("runc") and version (e.g. "1.5.2").
+	Runtime        string `protobuf:"bytes,90,opt,name=runtime,proto3" json:"runtime,omitempty"`
+	RuntimeVersion string `protobuf:"bytes,91,opt,name=runtime_version,json=runtimeVersion,proto3" json:"runtime_version,omitempty"`
+	// Known container escapes of that runtime version (CVE ids). Non-empty
+	// only if boxd was started with --allow-vulnerable-runtime.
+	RuntimeAdvisories []string `protobuf:"bytes,92,rep,name=runtime_advisories,json=runtimeAdvisories,proto3" json:"runtime_advisories,omitempty"`
 	// Disk cap of the writable layer in bytes; 0: none.
 	DiskBytes int64 `protobuf:"varint,95,opt,name=disk_bytes,json=diskBytes,proto3" json:"disk_bytes,omitempty"`
 	// Bytes the writable layer uses on its own filesystem (GetSandbox only,
@@ -1224,6 +1231,27 @@ func (x *Sandbox) GetPorts() []*PublishedPort {
 func (x *Sandbox) GetNetwork() *NetworkStatus {
 	if x != nil {
 		return x.Network
+	}
+	return nil
+}
+
+func (x *Sandbox) GetRuntime() string {
+	if x != nil {
+		return x.Runtime
+	}
+	return ""
+}
+
+func (x *Sandbox) GetRuntimeVersion() string {
+	if x != nil {
+		return x.RuntimeVersion
+	}
+	return ""
+}
+
+func (x *Sandbox) GetRuntimeAdvisories() []string {
+	if x != nil {
+		return x.RuntimeAdvisories
 	}
 	return nil
 }
@@ -2944,7 +2972,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x05allow\x18\x02 \x03(\tR\x05allow\x12\x18\n" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\x12\x18\n" +
 	"\agateway\x18\x04 \x01(\tR\agateway\x12\x10\n" +
-	"\x03dns\x18\x05 \x01(\tR\x03dns\"\xbc\x06\n" +
+	"\x03dns\x18\x05 \x01(\tR\x03dns\"\xae\a\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -2969,7 +2997,10 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x13last_restart_reason\x18\x12 \x01(\tR\x11lastRestartReason\x12'\n" +
 	"\x0frestart_refused\x18\x13 \x01(\tR\x0erestartRefused\x12,\n" +
 	"\x05ports\x18\x1e \x03(\v2\x16.boxd.v1.PublishedPortR\x05ports\x120\n" +
-	"\anetwork\x18\x1f \x01(\v2\x16.boxd.v1.NetworkStatusR\anetwork\x12\x1d\n" +
+	"\anetwork\x18\x1f \x01(\v2\x16.boxd.v1.NetworkStatusR\anetwork\x12\x18\n" +
+	"\aruntime\x18Z \x01(\tR\aruntime\x12'\n" +
+	"\x0fruntime_version\x18[ \x01(\tR\x0eruntimeVersion\x12-\n" +
+	"\x12runtime_advisories\x18\\ \x03(\tR\x11runtimeAdvisories\x12\x1d\n" +
 	"\n" +
 	"disk_bytes\x18_ \x01(\x03R\tdiskBytes\x12&\n" +
 	"\x0fdisk_used_bytes\x18` \x01(\x03R\rdiskUsedBytes\x1a9\n" +

@@ -360,7 +360,7 @@ class RemoveImageResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class Sandbox(_message.Message):
-    __slots__ = ["cpus", "created_at", "disk_bytes", "disk_used_bytes", "env", "expires_at", "id", "image", "init_pid", "init_restarts", "labels", "last_restart_at", "last_restart_reason", "memory_bytes", "name", "network", "pids", "ports", "restart_refused", "security", "state", "usage", "workdir"]
+    __slots__ = ["cpus", "created_at", "disk_bytes", "disk_used_bytes", "env", "expires_at", "id", "image", "init_pid", "init_restarts", "labels", "last_restart_at", "last_restart_reason", "memory_bytes", "name", "network", "pids", "ports", "restart_refused", "runtime", "runtime_advisories", "runtime_version", "security", "state", "usage", "workdir"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -387,6 +387,9 @@ class Sandbox(_message.Message):
     PIDS_FIELD_NUMBER: _ClassVar[int]
     PORTS_FIELD_NUMBER: _ClassVar[int]
     RESTART_REFUSED_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_ADVISORIES_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_VERSION_FIELD_NUMBER: _ClassVar[int]
     SECURITY_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
@@ -410,11 +413,14 @@ class Sandbox(_message.Message):
     pids: int
     ports: _containers.RepeatedCompositeFieldContainer[PublishedPort]
     restart_refused: str
+    runtime: str
+    runtime_advisories: _containers.RepeatedScalarFieldContainer[str]
+    runtime_version: str
     security: Security
     state: str
     usage: Usage
     workdir: str
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., image: _Optional[str] = ..., state: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., cpus: _Optional[float] = ..., pids: _Optional[int] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., created_at: _Optional[str] = ..., expires_at: _Optional[str] = ..., security: _Optional[_Union[Security, _Mapping]] = ..., init_pid: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., init_restarts: _Optional[int] = ..., last_restart_at: _Optional[str] = ..., last_restart_reason: _Optional[str] = ..., restart_refused: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkStatus, _Mapping]] = ..., disk_bytes: _Optional[int] = ..., disk_used_bytes: _Optional[int] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., image: _Optional[str] = ..., state: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., cpus: _Optional[float] = ..., pids: _Optional[int] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., created_at: _Optional[str] = ..., expires_at: _Optional[str] = ..., security: _Optional[_Union[Security, _Mapping]] = ..., init_pid: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., init_restarts: _Optional[int] = ..., last_restart_at: _Optional[str] = ..., last_restart_reason: _Optional[str] = ..., restart_refused: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkStatus, _Mapping]] = ..., runtime: _Optional[str] = ..., runtime_version: _Optional[str] = ..., runtime_advisories: _Optional[_Iterable[str]] = ..., disk_bytes: _Optional[int] = ..., disk_used_bytes: _Optional[int] = ...) -> None: ...
 
 class Security(_message.Message):
     __slots__ = ["capabilities", "network", "read_only_rootfs", "seccomp", "uid_map"]
