@@ -167,6 +167,7 @@ type resolved struct {
 	network string
 	allow   []network.Dest
 	publish []PortSpec
+	owner   uint32 // the caller's uid
 }
 
 // withinTotals refuses a sandbox whose own limits exceed a daemon-wide

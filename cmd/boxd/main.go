@@ -70,7 +70,7 @@ func newApp() *cli.App {
 			&cli.StringFlag{Name: "cni-plugin-dir", Value: strings.Join(network.DefaultPluginDirs, ":"), Usage: "where the CNI plugins bridge, host-local and loopback are (colon-separated)"},
 			&cli.StringSliceFlag{Name: "allow-publish-address", Usage: "host address other than loopback that sandbox ports may be published on (repeatable); such ports are reachable from other machines"},
 			&cli.BoolFlag{Name: "debug"},
-		}, limitFlags(readHost())...),
+		}, append(limitFlags(readHost()), ownerFlags()...)...),
 		Action: run,
 	}
 }
@@ -108,6 +108,19 @@ func run(cc *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	quotas, err := parseQuotas(cc)
+	if err != nil {
+		return err
+	}
+	admins, err := adminGIDs(cc)
+	if err != nil {
+		return err
+	}
+	auditLog, err := openAudit(cc)
+	if err != nil {
+		return err
+	}
+	defer auditLog.Close()
 	initBin, err := findInit(cc.String("init-binary"))
 	if err != nil {
 		return err
@@ -165,6 +178,7 @@ func run(cc *cli.Context) error {
 		HostUID:       uint32(cc.Uint("userns-host-id")), HostGID: uint32(cc.Uint("userns-host-id")), IDMapSize: uint32(cc.Uint("userns-size")),
 		PoolSize:     cc.Int("warm-pool"),
 		MaxSandboxes: lim.maxSandboxes, TotalMemory: lim.memoryTotal, TotalPids: lim.pidsTotal,
+		Quotas:   quotas,
 		Restarts: restarts,
 		Network:  netMgr,
 		Ports:    publish,
@@ -182,6 +196,14 @@ func run(cc *cli.Context) error {
 	go mgr.RunPool(ctx)
 
 	var ln net.Listener
+	gid := -1
+	if g := cc.String("socket-group"); g != "" {
+		grp, err := user.LookupGroup(g)
+		if err != nil {
+			return fmt.Errorf("--socket-group: %w", err)
+		}
+		gid, _ = strconv.Atoi(grp.Gid)
+	}
 	lns, err := systemd.Listeners()
 	if err != nil {
 		return err
@@ -190,21 +212,21 @@ func run(cc *cli.Context) error {
 		ln = lns[0]
 		log.Info("using socket from systemd", "address", ln.Addr())
 	} else {
-		gid := -1
-		if g := cc.String("socket-group"); g != "" {
-			grp, err := user.LookupGroup(g)
-			if err != nil {
-				return fmt.Errorf("--socket-group: %w", err)
-			}
-			gid, _ = strconv.Atoi(grp.Gid)
-		}
 		ln, err = rpc.Listen(cc.String("socket"), gid)
 		if err != nil {
 			return err
 		}
 		defer os.Remove(cc.String("socket"))
 	}
-	srv := &rpc.Server{Manager: mgr, Images: images, Log: log, MaxConns: lim.maxConns, IdleTimeout: lim.idleTimeout}
+	srv := &rpc.Server{Manager: mgr, Images: images, Log: log, MaxConns: lim.maxConns, IdleTimeout: lim.idleTimeout,
+		AdminGIDs: admins, Audit: auditLog, DrainTimeout: cc.Duration("drain-timeout")}
+	if p := cc.String("bench-unchecked-socket"); p != "" {
+		log.Warn("BENCH AID: serving a socket without ownership checks; never use this in production", "socket", p)
+		if srv.Unchecked, err = rpc.Listen(p, gid); err != nil {
+			return err
+		}
+		defer os.Remove(p)
+	}
 	log.Info("serving", "socket", ln.Addr().String(), "init", initBin, "state_dir", cc.String("state-dir"))
 	if _, err := systemd.Notify("READY=1"); err != nil {
 		log.Warn("notify systemd", "err", err)

@@ -682,8 +682,12 @@ type Sandbox struct {
 	// Published ports, with the host address each is reachable at. They are
 	// recorded in the sandbox's labels and listened on again when boxd
 	// starts.
-	Ports         []*PublishedPort `protobuf:"bytes,30,rep,name=ports,proto3" json:"ports,omitempty"`
-	Network       *NetworkStatus   `protobuf:"bytes,31,opt,name=network,proto3" json:"network,omitempty"`
+	Ports   []*PublishedPort `protobuf:"bytes,30,rep,name=ports,proto3" json:"ports,omitempty"`
+	Network *NetworkStatus   `protobuf:"bytes,31,opt,name=network,proto3" json:"network,omitempty"`
+	// The host uid of the caller that created the sandbox (SO_PEERCRED). Only
+	// that uid, root and members of boxd's --admin-group see the sandbox.
+	OwnerUid      uint32 `protobuf:"varint,80,opt,name=owner_uid,json=ownerUid,proto3" json:"owner_uid,omitempty"`
+	Owner         string `protobuf:"bytes,81,opt,name=owner,proto3" json:"owner,omitempty"` // owner_uid's user name, if the host knows it
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -863,6 +867,20 @@ func (x *Sandbox) GetNetwork() *NetworkStatus {
 		return x.Network
 	}
 	return nil
+}
+
+func (x *Sandbox) GetOwnerUid() uint32 {
+	if x != nil {
+		return x.OwnerUid
+	}
+	return 0
+}
+
+func (x *Sandbox) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
 }
 
 type Usage struct {
@@ -1064,8 +1082,16 @@ func (x *CreateSandboxResponse) GetSandbox() *Sandbox {
 }
 
 type ListSandboxesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Labels        map[string]string      `protobuf:"bytes,1,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // only sandboxes carrying all these labels
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Labels map[string]string      `protobuf:"bytes,1,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // only sandboxes carrying all these labels
+	// all: every user's sandboxes (root and --admin-group members only; for
+	// anyone else it is permission_denied). Without it an admin, like
+	// everyone, lists only the sandboxes it created.
+	All bool `protobuf:"varint,10,opt,name=all,proto3" json:"all,omitempty"`
+	// owner: only this user's sandboxes (a user name or a numeric uid);
+	// implies all for an admin. A non-admin may name only itself. An owner
+	// the host does not know is invalid_argument.
+	Owner         string `protobuf:"bytes,11,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1105,6 +1131,20 @@ func (x *ListSandboxesRequest) GetLabels() map[string]string {
 		return x.Labels
 	}
 	return nil
+}
+
+func (x *ListSandboxesRequest) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
+func (x *ListSandboxesRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
 }
 
 type ListSandboxesResponse struct {
@@ -2537,7 +2577,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x05allow\x18\x02 \x03(\tR\x05allow\x12\x18\n" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\x12\x18\n" +
 	"\agateway\x18\x04 \x01(\tR\agateway\x12\x10\n" +
-	"\x03dns\x18\x05 \x01(\tR\x03dns\"\xf5\x05\n" +
+	"\x03dns\x18\x05 \x01(\tR\x03dns\"\xa8\x06\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -2562,7 +2602,9 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x13last_restart_reason\x18\x12 \x01(\tR\x11lastRestartReason\x12'\n" +
 	"\x0frestart_refused\x18\x13 \x01(\tR\x0erestartRefused\x12,\n" +
 	"\x05ports\x18\x1e \x03(\v2\x16.boxd.v1.PublishedPortR\x05ports\x120\n" +
-	"\anetwork\x18\x1f \x01(\v2\x16.boxd.v1.NetworkStatusR\anetwork\x1a9\n" +
+	"\anetwork\x18\x1f \x01(\v2\x16.boxd.v1.NetworkStatusR\anetwork\x12\x1b\n" +
+	"\towner_uid\x18P \x01(\rR\bownerUid\x12\x14\n" +
+	"\x05owner\x18Q \x01(\tR\x05owner\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa2\x01\n" +
@@ -2579,9 +2621,12 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\aseccomp\x18\x04 \x01(\tR\aseccomp\x12\x17\n" +
 	"\auid_map\x18\x05 \x01(\tR\x06uidMap\"C\n" +
 	"\x15CreateSandboxResponse\x12*\n" +
-	"\asandbox\x18\x01 \x01(\v2\x10.boxd.v1.SandboxR\asandbox\"\x94\x01\n" +
+	"\asandbox\x18\x01 \x01(\v2\x10.boxd.v1.SandboxR\asandbox\"\xbc\x01\n" +
 	"\x14ListSandboxesRequest\x12A\n" +
-	"\x06labels\x18\x01 \x03(\v2).boxd.v1.ListSandboxesRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\x01 \x03(\v2).boxd.v1.ListSandboxesRequest.LabelsEntryR\x06labels\x12\x10\n" +
+	"\x03all\x18\n" +
+	" \x01(\bR\x03all\x12\x14\n" +
+	"\x05owner\x18\v \x01(\tR\x05owner\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"G\n" +
