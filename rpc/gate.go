@@ -12,9 +12,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
+	"unsafe"
 
 	"connectrpc.com/connect"
+	"golang.org/x/sys/unix"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -53,27 +56,51 @@ func (s *Server) isAdmin(p Peer) bool {
 	if slices.Contains(s.AdminGIDs, int(p.GID)) {
 		return true
 	}
-	for _, g := range procGroups(p.PID) {
-		if slices.Contains(s.AdminGIDs, g) {
+	groups := p.Groups
+	if groups == nil {
+		groups = procGroups(p.PID)
+	}
+	for _, g := range groups {
+		if slices.Contains(s.AdminGIDs, int(g)) {
 			return true
 		}
 	}
 	return false
 }
 
-// procGroups reads a process's supplementary groups. The process holds
-// the connection open while this runs, so its pid is its own.
-func procGroups(pid int32) []int {
+// peerGroups reads the supplementary groups the peer of a Unix socket had
+// when it connected (SO_PEERGROUPS, Linux 4.13): credentials fixed at
+// connect, like SO_PEERCRED's, so no pid can be reused to fake them.
+func peerGroups(fd uintptr) []uint32 {
+	buf := make([]uint32, 64)
+	for {
+		n := uint32(len(buf) * 4)
+		_, _, e := syscall.Syscall6(syscall.SYS_GETSOCKOPT, fd, syscall.SOL_SOCKET, unix.SO_PEERGROUPS,
+			uintptr(unsafe.Pointer(&buf[0])), uintptr(unsafe.Pointer(&n)), 0)
+		switch {
+		case e == 0:
+			return buf[:n/4]
+		case e == syscall.ERANGE && int(n/4) > len(buf):
+			buf = make([]uint32, n/4)
+		default:
+			return nil
+		}
+	}
+}
+
+// procGroups reads a process's supplementary groups, for a kernel without
+// SO_PEERGROUPS.
+func procGroups(pid int32) []uint32 {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/status")
 	if err != nil {
 		return nil
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if rest, ok := strings.CutPrefix(line, "Groups:"); ok {
-			var out []int
+			var out []uint32
 			for _, f := range strings.Fields(rest) {
-				if g, err := strconv.Atoi(f); err == nil {
-					out = append(out, g)
+				if g, err := strconv.ParseUint(f, 10, 32); err == nil {
+					out = append(out, uint32(g))
 				}
 			}
 			return out
@@ -177,7 +204,7 @@ func (g *gate) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		resp, err := next(ctx, req)
 		if mutating(proc) {
 			sb := sandboxOf(req.Any())
-			if sb == "" && resp != nil {
+			if sb == "" && err == nil {
 				sb = sandboxOf(resp.Any())
 			}
 			g.audit(ctx, proc, sb, err)
@@ -242,29 +269,45 @@ func (g *gate) audit(ctx context.Context, proc, sandbox string, err error) {
 	}
 }
 
-// sandboxOf finds the sandbox a message names: a sandbox_id field, the id
-// of a Get/Delete request, or the id of a Sandbox a response carries.
+// sandboxOf finds the sandbox a message names: a sandbox_id field (also in
+// a nested message such as a process spec or a stream's start message),
+// the id of a Get/Delete request, or the id of the Sandbox a create's
+// response carries.
 func sandboxOf(m any) string {
 	pm, ok := m.(proto.Message)
 	if !ok || pm == nil {
 		return ""
 	}
-	r := pm.ProtoReflect()
+	return sandboxIn(pm.ProtoReflect(), true, 2)
+}
+
+func sandboxIn(r protoreflect.Message, top bool, depth int) string {
 	if !r.IsValid() {
 		return ""
 	}
 	fields := r.Descriptor().Fields()
-	for _, name := range []protoreflect.Name{"sandbox_id", "id"} {
+	names := []protoreflect.Name{"sandbox_id"}
+	if top {
+		names = append(names, "id")
+	}
+	for _, name := range names {
 		if f := fields.ByName(name); f != nil && f.Kind() == protoreflect.StringKind && !f.IsList() {
 			if v := r.Get(f).String(); v != "" {
 				return v
 			}
 		}
 	}
-	if f := fields.ByName("sandbox"); f != nil && f.Kind() == protoreflect.MessageKind && !f.IsList() && r.Has(f) {
-		return sandboxOf(r.Get(f).Message().Interface())
+	if depth == 0 {
+		return ""
 	}
-	return ""
+	found := ""
+	r.Range(func(f protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if f.Kind() == protoreflect.MessageKind && !f.IsList() && !f.IsMap() {
+			found = sandboxIn(v.Message(), f.Name() == "sandbox", depth-1)
+		}
+		return found == ""
+	})
+	return found
 }
 
 // uncheckedListener marks its connections as the benchmark's: calls on

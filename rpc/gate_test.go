@@ -21,6 +21,7 @@ func TestSandboxOf(t *testing.T) {
 		{&boxdv1.DeleteSandboxRequest{Id: "name1"}, "name1"},
 		{&boxdv1.CreateSandboxResponse{Sandbox: &boxdv1.Sandbox{Id: "new"}}, "new"},
 		{&boxdv1.CreateSandboxRequest{Name: "x"}, ""},
+		{&boxdv1.StartProcessRequest{Spec: &boxdv1.ProcessSpec{SandboxId: "nested"}}, "nested"},
 		{nil, ""},
 	} {
 		if got := sandboxOf(tc.m); got != tc.want {

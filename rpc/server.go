@@ -133,6 +133,9 @@ func (s *Server) handlerOptions() []connect.HandlerOption {
 // with SO_PEERCRED when the connection is accepted.
 type Peer struct {
 	PID, UID, GID int32
+	// Groups are the supplementary groups the peer had when it connected
+	// (SO_PEERGROUPS); nil if the kernel could not say.
+	Groups []uint32
 }
 
 type peerKey struct{}
@@ -646,11 +649,13 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 		return ctx
 	}
 	var cred *syscall.Ucred
+	var groups []uint32
 	_ = raw.Control(func(fd uintptr) {
 		cred, _ = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+		groups = peerGroups(fd)
 	})
 	if cred == nil {
 		return ctx
 	}
-	return context.WithValue(ctx, peerKey{}, Peer{PID: cred.Pid, UID: int32(cred.Uid), GID: int32(cred.Gid)})
+	return context.WithValue(ctx, peerKey{}, Peer{PID: cred.Pid, UID: int32(cred.Uid), GID: int32(cred.Gid), Groups: groups})
 }
