@@ -12,23 +12,21 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	goruntime "runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"connectrpc.com/connect"
 
 	"github.com/boxd-dev/boxd/audit"
+	"github.com/boxd-dev/boxd/internal/testenv"
 	rpcclient "github.com/boxd-dev/boxd/rpc/client"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
@@ -83,43 +81,6 @@ func hostUsers(t *testing.T) (sockGroup, adminGroup string, a, b, admin hostUser
 	return sockGroup, adminGroup, mk("a"), mk("b"), mk("c", "-G", adminGroup)
 }
 
-// dialAs connects to a Unix socket with u's credentials: the connect runs
-// on an OS thread whose uid, gid and groups are u's alone (the raw
-// syscalls change one thread, unlike syscall.Setuid), so the kernel's
-// permission checks on the socket path and SO_PEERCRED see u. The thread
-// is never unlocked: it ends with its goroutine and nothing else runs as
-// u.
-func dialAs(u hostUser, sock string) func(ctx context.Context, _, _ string) (net.Conn, error) {
-	return func(ctx context.Context, _, _ string) (net.Conn, error) {
-		type res struct {
-			c   net.Conn
-			err error
-		}
-		ch := make(chan res, 1)
-		go func() {
-			goruntime.LockOSThread()
-			groups := append([]uint32{u.gid}, u.groups...)
-			if _, _, e := syscall.RawSyscall(syscall.SYS_SETGROUPS, uintptr(len(groups)), uintptr(unsafe.Pointer(&groups[0])), 0); e != 0 {
-				ch <- res{err: fmt.Errorf("setgroups: %w", e)}
-				return
-			}
-			if _, _, e := syscall.RawSyscall(syscall.SYS_SETRESGID, uintptr(u.gid), uintptr(u.gid), uintptr(u.gid)); e != 0 {
-				ch <- res{err: fmt.Errorf("setresgid: %w", e)}
-				return
-			}
-			if _, _, e := syscall.RawSyscall(syscall.SYS_SETRESUID, uintptr(u.uid), uintptr(u.uid), uintptr(u.uid)); e != 0 {
-				ch <- res{err: fmt.Errorf("setresuid: %w", e)}
-				return
-			}
-			var d net.Dialer
-			c, err := d.DialContext(ctx, "unix", sock)
-			ch <- res{c, err}
-		}()
-		r := <-ch
-		return r.c, r.err
-	}
-}
-
 // clientsAs are API clients whose connections are u's.
 type clientsAs struct {
 	sb    boxdv1connect.SandboxServiceClient
@@ -129,7 +90,7 @@ type clientsAs struct {
 
 func apiAs(u hostUser, sock string) clientsAs {
 	tr := rpcclient.Transport(sock)
-	tr.DialContext = dialAs(u, sock)
+	tr.DialContext = testenv.DialAs(u.uid, u.gid, u.groups, sock)
 	hc := &http.Client{Transport: tr}
 	const base = "http://boxd"
 	return clientsAs{

@@ -142,7 +142,10 @@ func (e *env) startBoxd(ctx context.Context, boxd, initBin string) error {
 	e.sock = filepath.Join(e.dir, "run", "boxd.sock")
 	e.stateDir = filepath.Join(e.dir, "state")
 	cmd := exec.Command(boxd, "--socket", e.sock, "--containerd", e.ctrd.Address, "--namespace", namespace,
-		"--state-dir", e.stateDir, "--init-binary", initBin, "--runc", testenv.Runc, "--default-image", image)
+		"--state-dir", e.stateDir, "--init-binary", initBin, "--runc", testenv.Runc, "--default-image", image,
+		// The ownership scenario's caller is nobody/nogroup, through both
+		// sockets (scenario_owner.go).
+		"--socket-group", "nogroup", "--bench-unchecked-socket", e.uncheckedSocket())
 	logFile, err := os.Create(filepath.Join(e.dir, "boxd.log"))
 	if err != nil {
 		return err

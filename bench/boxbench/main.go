@@ -67,7 +67,7 @@ func (c *config) wantsAny(ids string) bool {
 	return false
 }
 
-var scenarioIDs = []string{"exec", "tti", "oneshot", "files", "concurrency", "density", "ports", "sdk", "network"}
+var scenarioIDs = []string{"exec", "tti", "oneshot", "files", "concurrency", "density", "ports", "sdk", "network", "owner"}
 
 func main() {
 	cfg, err := parseFlags()
@@ -255,6 +255,13 @@ var scenarios = []scenario{
 	}},
 	{"network", "9. network modes", func(ctx context.Context, e *env, cfg *config, r *report) error {
 		l, err := scenarioNetwork(ctx, e, cfg)
+		if l != nil {
+			r.lats = append(r.lats, l)
+		}
+		return err
+	}},
+	{"owner", "10. ownership check", func(ctx context.Context, e *env, cfg *config, r *report) error {
+		l, err := scenarioOwner(ctx, e, cfg)
 		if l != nil {
 			r.lats = append(r.lats, l)
 		}
