@@ -45,6 +45,7 @@ func newApp() *cli.App {
 		Name:  "boxd",
 		Usage: "run untrusted code in locked-down containerd sandboxes",
 		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "config", EnvVars: []string{"BOXD_CONFIG"}, Usage: "TOML file of settings: keys are these flags' names (socket-group = \"boxd\"); flags given here win"},
 			&cli.StringFlag{Name: "socket", Value: rpc.DefaultSocket, EnvVars: []string{"BOXD_SOCKET"}, Usage: "Unix socket to serve the API on (ignored under socket activation)"},
 			&cli.StringFlag{Name: "socket-group", Usage: "group that may use the socket (default: root only)"},
 			&cli.StringFlag{Name: "containerd", Value: "/run/containerd/containerd.sock", Usage: "containerd's socket"},
@@ -71,6 +72,7 @@ func newApp() *cli.App {
 			&cli.StringSliceFlag{Name: "allow-publish-address", Usage: "host address other than loopback that sandbox ports may be published on (repeatable); such ports are reachable from other machines"},
 			&cli.BoolFlag{Name: "debug"},
 		}, append(limitFlags(readHost()), ownerFlags()...)...),
+		Before: loadConfig,
 		Action: run,
 	}
 }
@@ -231,7 +233,7 @@ func run(cc *cli.Context) error {
 	if _, err := systemd.Notify("READY=1"); err != nil {
 		log.Warn("notify systemd", "err", err)
 	}
-	err = srv.Serve(ctx, ln)
+	err = mainLoop(ctx, log, func() error { return srv.Serve(ctx, ln) })
 	if errors.Is(err, net.ErrClosed) {
 		err = nil
 	}
@@ -267,4 +269,34 @@ func newNetwork(cc *cli.Context, log *slog.Logger) (*network.Manager, error) {
 		return nil, fmt.Errorf("network: %w", err)
 	}
 	return m, nil
+}
+
+// mainLoop serves until serve returns, pinging systemd's watchdog
+// (WatchdogSec= in the unit) at half its interval from this goroutine, so
+// a boxd whose main loop is stuck is restarted, and telling systemd when
+// the drain starts.
+func mainLoop(ctx context.Context, log *slog.Logger, serve func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- serve() }()
+	var tick <-chan time.Time
+	if d, ok := systemd.WatchdogInterval(); ok {
+		t := time.NewTicker(d / 2)
+		defer t.Stop()
+		tick = t.C
+		log.Info("systemd watchdog", "interval", d, "ping_every", d/2)
+	}
+	stopping := ctx.Done()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-stopping:
+			stopping = nil
+			_, _ = systemd.Notify("STOPPING=1")
+		case <-tick:
+			if _, err := systemd.Notify("WATCHDOG=1"); err != nil {
+				log.Warn("systemd watchdog", "err", err)
+			}
+		}
+	}
 }
