@@ -409,6 +409,20 @@ func TestOwnership(t *testing.T) {
 		}
 	})
 
+	t.Run("names", func(t *testing.T) {
+		// An admin's name lookup prefers its own sandbox, and refuses to
+		// guess among other users' ones.
+		sbC := create(uc, "--name", "ci")
+		defer as(uc, "rm", sbC)
+		if r, err := apiC.sb.GetSandbox(c, connect.NewRequest(&boxdv1.GetSandboxRequest{Id: "ci"})); err != nil || r.Msg.Sandbox.Id != sbC {
+			t.Errorf("admin's get of \"ci\" must be its own %s: %v %v", sbC, r, err)
+		}
+		_, stderr, code := d.boxctl("inspect", "ci")
+		if code == 0 || !strings.Contains(stderr, "invalid_argument") || !strings.Contains(stderr, "several users") {
+			t.Errorf("root's inspect of a name three users have: exit %d %s", code, stderr)
+		}
+	})
+
 	t.Run("boxctl", func(t *testing.T) {
 		_, stderr, code, _ := as(ub, "exec", sbA, "--", "true")
 		if code == 0 || !strings.Contains(stderr, "not_found") {

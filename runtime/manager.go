@@ -795,13 +795,14 @@ func (m *Manager) find(ctx context.Context, idOrName string) (client.Container, 
 	// sandboxes of one name. Its own comes first; among others' it must
 	// say which by id.
 	var owners []string
+	caller, hasCaller := CallerFrom(ctx)
 	for _, c := range ctrs {
 		labels, err := c.Labels(ctx)
 		if err != nil {
 			continue
 		}
-		if c, ok := CallerFrom(ctx); ok && ownerOf(labels) == c.UID {
-			return ctrs[0], nil
+		if hasCaller && ownerOf(labels) == caller.UID {
+			return c, nil
 		}
 		owners = append(owners, strconv.FormatUint(uint64(ownerOf(labels)), 10))
 	}
