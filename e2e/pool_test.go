@@ -17,6 +17,7 @@ import (
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 
+	"github.com/boxd-dev/boxd/agent/host"
 	rpcclient "github.com/boxd-dev/boxd/rpc/client"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/runtime"
@@ -148,8 +149,13 @@ func waitPool(t *testing.T, c context.Context, n int, dir string) []string {
 				continue
 			}
 			st, err := task.Status(c)
-			_, serr := os.Stat(filepath.Join(dir, "state", "sandboxes", ct.ID(), "agent.sock"))
-			if err == nil && st.Status == client.Running && serr == nil {
+			// A member counts once its init answers: the socket exists
+			// from before the hand-off, and a boxd killed in between
+			// leaves a member it rightly destroys on restart.
+			pctx, cancel := context.WithTimeout(c, time.Second)
+			perr := host.NewClient(filepath.Join(dir, "state", "sandboxes", ct.ID(), "agent.sock")).Ping(pctx)
+			cancel()
+			if err == nil && st.Status == client.Running && perr == nil {
 				ids = append(ids, ct.ID())
 			}
 		}
