@@ -286,6 +286,15 @@ var sandboxRPCs = []rpcCase{
 		_, err := c.procs.DeleteSession(ctx, connect.NewRequest(&boxdv1.DeleteSessionRequest{SandboxId: id, Name: "s1"}))
 		return err
 	}},
+	{"ForkSandbox", func(ctx context.Context, c clientsAs, id string) error {
+		r, err := c.sb.ForkSandbox(ctx, connect.NewRequest(&boxdv1.ForkSandboxRequest{SandboxId: id, Count: 1, Limits: &boxdv1.Limits{Memory: "64m"}}))
+		if err == nil {
+			for _, sb := range r.Msg.Sandboxes {
+				_, _ = c.sb.DeleteSandbox(ctx, connect.NewRequest(&boxdv1.DeleteSandboxRequest{Id: sb.Id}))
+			}
+		}
+		return err
+	}},
 	// Last: it would end the sandbox for the owner's pass.
 	{"DeleteSandbox", func(ctx context.Context, c clientsAs, id string) error {
 		_, err := c.sb.DeleteSandbox(ctx, connect.NewRequest(&boxdv1.DeleteSandboxRequest{Id: id}))
@@ -423,6 +432,28 @@ func TestOwnership(t *testing.T) {
 		}
 	})
 
+	t.Run("fork", func(t *testing.T) {
+		r, err := apiB.sb.ForkSandbox(c, connect.NewRequest(&boxdv1.ForkSandboxRequest{SandboxId: sbB, Count: 1, Limits: &boxdv1.Limits{Memory: "64m"}}))
+		if err != nil {
+			t.Fatalf("b forks its own: %v", err)
+		}
+		f := r.Msg.Sandboxes[0]
+		if f.OwnerUid != ub.uid {
+			t.Errorf("b's fork is owned by %d, want b (%d)", f.OwnerUid, ub.uid)
+		}
+		if _, err := apiA.sb.GetSandbox(c, connect.NewRequest(&boxdv1.GetSandboxRequest{Id: f.Id})); connect.CodeOf(err) != connect.CodeNotFound {
+			t.Errorf("a sees b's fork: %v", err)
+		}
+		// b now has two: a further fork is over its count quota.
+		_, err = apiB.sb.ForkSandbox(c, connect.NewRequest(&boxdv1.ForkSandboxRequest{SandboxId: sbB, Count: 1, Limits: &boxdv1.Limits{Memory: "64m"}}))
+		if connect.CodeOf(err) != connect.CodeResourceExhausted || !strings.Contains(err.Error(), "max-sandboxes-per-user") {
+			t.Errorf("b's third sandbox by fork: %v", err)
+		}
+		if _, err := apiB.sb.DeleteSandbox(c, connect.NewRequest(&boxdv1.DeleteSandboxRequest{Id: f.Id})); err != nil {
+			t.Errorf("b deletes its fork: %v", err)
+		}
+	})
+
 	t.Run("boxctl", func(t *testing.T) {
 		_, stderr, code, _ := as(ub, "exec", sbA, "--", "true")
 		if code == 0 || !strings.Contains(stderr, "not_found") {
@@ -450,6 +481,10 @@ func TestOwnership(t *testing.T) {
 		}
 		if _, err := apiB.sb.RemoveImage(c, connect.NewRequest(&boxdv1.RemoveImageRequest{Name: testImage})); connect.CodeOf(err) != connect.CodePermissionDenied {
 			t.Errorf("b's RemoveImage: %v", err)
+		}
+		// Committing writes an image too: b may not, even from its own.
+		if _, err := apiB.sb.CommitSandbox(c, connect.NewRequest(&boxdv1.CommitSandboxRequest{SandboxId: sbB, Ref: testImage, Force: true})); connect.CodeOf(err) != connect.CodePermissionDenied {
+			t.Errorf("b's CommitSandbox over the shared image: %v", err)
 		}
 	})
 

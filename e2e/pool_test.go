@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -17,7 +18,6 @@ import (
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 
-	"github.com/boxd-dev/boxd/agent/host"
 	rpcclient "github.com/boxd-dev/boxd/rpc/client"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/runtime"
@@ -149,13 +149,12 @@ func waitPool(t *testing.T, c context.Context, n int, dir string) []string {
 				continue
 			}
 			st, err := task.Status(c)
-			// A member counts once its init answers: the socket exists
-			// from before the hand-off, and a boxd killed in between
-			// leaves a member it rightly destroys on restart.
-			pctx, cancel := context.WithTimeout(c, time.Second)
-			perr := host.NewClient(filepath.Join(dir, "state", "sandboxes", ct.ID(), "agent.sock")).Ping(pctx)
-			cancel()
-			if err == nil && st.Status == client.Running && perr == nil {
+			// The init writes "serving" once it has its listener from the
+			// hand-off: a member still starting has a socket and a running
+			// task already, and one killed with boxd then is not taken
+			// back.
+			initLog, serr := os.ReadFile(filepath.Join(dir, "state", "sandboxes", ct.ID(), "init.log"))
+			if err == nil && st.Status == client.Running && serr == nil && strings.Contains(string(initLog), "boxd-init: serving") {
 				ids = append(ids, ct.ID())
 			}
 		}

@@ -110,10 +110,11 @@ func procGroups(pid int32) []uint32 {
 }
 
 // adminOnly are the calls that change images, which every sandbox of every
-// user may be made from: only admins make them. Everyone may list images
-// and create sandboxes from them.
+// user may be made from: only admins make them (committing a sandbox makes
+// or replaces an image too). Everyone may list images and create
+// sandboxes from them.
 var adminOnly = map[string]bool{
-	"ImportImage": true, "RemoveImage": true, "PullImage": true, "PushImage": true, "TagImage": true,
+	"ImportImage": true, "RemoveImage": true, "PullImage": true, "PushImage": true, "TagImage": true, "CommitSandbox": true,
 }
 
 // readOnlyPrefixes name the calls that change nothing; every other call is

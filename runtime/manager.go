@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/snapshots"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
@@ -127,6 +128,9 @@ type Sandbox struct {
 	Usage     *Usage     // set by Get while the sandbox runs
 	Restarts  RestartInfo
 	Network   *NetworkInfo
+	// DiskUsedBytes is what the writable layer of a capped sandbox uses
+	// (Get only); the cap is Limits.DiskBytes.
+	DiskUsedBytes int64
 }
 
 // record is the part of a sandbox that is stored in its container label.
@@ -144,6 +148,9 @@ type record struct {
 	ExpiresAt   time.Time `json:"expires_at"`
 	HostUID     uint32    `json:"host_uid"`
 	IDMapSize   uint32    `json:"idmap_size"`
+	// Disk is the cap of the writable layer in bytes (its own filesystem
+	// image); 0: none.
+	Disk int64 `json:"disk,omitempty"`
 	// Ports is only used while creating: the published ports live in
 	// LabelPorts, which PublishPort changes.
 	Ports []PortSpec `json:"-"`
@@ -332,11 +339,11 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	}
 	// The owner's quota share is held from here until the sandbox is
 	// counted as visible (or the create failed).
-	token := "quota:" + newID()
-	if err := m.inv.reserveQuota(token, owned{uid: r.owner, memory: r.limits.MemoryBytes}, m.cfg.Quotas); err != nil {
+	releaseQuota, err := m.reserveQuota(r)
+	if err != nil {
 		return nil, err
 	}
-	defer m.inv.releaseQuota(token)
+	defer releaseQuota()
 	// A pool member was started without listeners; a create that
 	// publishes ports is made cold.
 	if len(r.publish) == 0 {
@@ -371,6 +378,7 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	rec := record{
 		Name: r.name, Image: img.Name(), ImageDigest: img.Target().Digest.String(), Memory: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
 		Workdir: r.workdir, CreatedAt: now, ExpiresAt: now.Add(r.ttl), HostUID: hostID, IDMapSize: m.cfg.IDMapSize,
+		Disk: r.limits.DiskBytes,
 	}
 	log := m.log.With("sandbox", id)
 
@@ -462,10 +470,14 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	}
 	defer done(context.WithoutCancel(lctx))
 
+	newSnapshot := client.WithNewSnapshot(id, img, client.WithUserNSRemapperLabels(uidMap, gidMap))
+	if r.forkParent != "" {
+		newSnapshot = withSnapshotOn(id, r.forkParent, client.WithUserNSRemapperLabels(uidMap, gidMap))
+	}
 	ctr, err := m.cfg.Client.NewContainer(lctx, id,
 		client.WithImage(img),
 		client.WithSnapshotter(m.cfg.Images.Snapshotter()),
-		client.WithNewSnapshot(id, img, client.WithUserNSRemapperLabels(uidMap, gidMap)),
+		newSnapshot,
 		client.WithSpec(spec),
 		client.WithRuntime(m.cfg.Runtime, runtimeOptions(m.cfg.Runc)),
 		client.WithContainerLabels(labels),
@@ -481,6 +493,23 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 			log.Error("cleanup: delete container", "err", err)
 		}
 	})
+	if rec.Disk > 0 {
+		// The writable layer moves onto its own filesystem before
+		// anything is written to it.
+		layer, err := m.diskLayer(ctx, id, m.cfg.Images.Snapshotter(), id)
+		if err == nil {
+			err = layer.Create(rec.Disk)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("create sandbox %s: %w", id, err)
+		}
+		undo = append(undo, func(context.Context) {
+			if err := layer.Unmount(); err != nil {
+				log.Error("cleanup: disk", "err", err)
+			}
+		})
+		phase("disk")
+	}
 
 	task, err := m.startInit(ctx, ctr, spec, phase, beforeStart)
 	if err != nil {
@@ -854,6 +883,7 @@ func (m *Manager) describe(ctx context.Context, ctr client.Container, withEnv bo
 			} else {
 				m.log.Debug("usage", "sandbox", sb.ID, "err", err)
 			}
+			m.diskUsage(ctx, ctr, sb)
 		}
 	}
 	return sb, nil
@@ -886,7 +916,7 @@ func commandEnv(s *specs.Spec) []string {
 func (m *Manager) toSandbox(id string, labels map[string]string, rec record) *Sandbox {
 	sb := &Sandbox{
 		ID: id, Name: rec.Name, Image: rec.Image,
-		Limits:  Limits{MemoryBytes: rec.Memory, CPUs: rec.CPUs, Pids: rec.Pids},
+		Limits:  Limits{MemoryBytes: rec.Memory, CPUs: rec.CPUs, Pids: rec.Pids, DiskBytes: rec.Disk},
 		Workdir: rec.Workdir, CreatedAt: rec.CreatedAt, ExpiresAt: rec.ExpiresAt,
 		Labels:   map[string]string{},
 		UIDMap:   fmt.Sprintf("0:%d:%d", rec.HostUID, rec.IDMapSize),
@@ -1004,9 +1034,33 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 	} else if !errdefs.IsNotFound(err) {
 		return fmt.Errorf("delete sandbox %s: load task: %w", id, err)
 	}
+	// A fork's writable layer sits on a fork layer, which goes with the
+	// last sandbox on it.
+	var sn snapshots.Snapshotter
+	var parent string
+	if info, err := ctr.Info(ctx, client.WithoutRefreshedMetadata); err == nil && info.SnapshotKey != "" {
+		sn = m.cfg.Client.SnapshotService(info.Snapshotter)
+		if si, err := sn.Stat(ctx, info.SnapshotKey); err == nil {
+			parent = si.Parent
+		}
+	}
 	hostID, hasID := recordedHostID(ctx, ctr)
+	// A capped writable layer is unmounted first: its snapshot directory
+	// cannot be removed under a mount.
+	if l, ok, err := m.containerDisk(ctx, ctr); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("delete sandbox %s: disk: %w", id, err)
+	} else if ok {
+		if err := l.Unmount(); err != nil {
+			return fmt.Errorf("delete sandbox %s: %w", id, err)
+		}
+	}
 	if err := ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("delete sandbox %s: container: %w", id, err)
+	}
+	// Fork layers hold unshifted ids, like image layers: nothing of the
+	// sandbox's uid block is left in them.
+	if sn != nil {
+		m.pruneForkLayers(ctx, sn, parent)
 	}
 	// The container and its writable layer are gone, so no file of the
 	// sandbox's uid block is left: the block may serve another sandbox.
@@ -1094,6 +1148,9 @@ func (m *Manager) ReconcileOnce(ctx context.Context) (expired, restarted int, _ 
 			}
 			expired++
 			continue
+		}
+		if labels[LabelFrozen] != "" {
+			m.thawLeftover(ctx, ctr)
 		}
 		if err := trimLog(m.initLogPath(ctr.ID()), initLogMax, initLogKeep); err != nil {
 			m.log.Warn("init log", "sandbox", ctr.ID(), "err", err)

@@ -126,3 +126,14 @@ func (q Quotas) check(o owned, count int, memory int64) error {
 	}
 	return nil
 }
+
+// reserveQuota holds r's share of its owner's quotas until the returned
+// release (by then the sandbox is counted as visible, or its create
+// failed), so creates and forks racing each other cannot overshoot.
+func (m *Manager) reserveQuota(r resolved) (release func(), _ error) {
+	token := "quota:" + newID()
+	if err := m.inv.reserveQuota(token, owned{uid: r.owner, memory: r.limits.MemoryBytes}, m.cfg.Quotas); err != nil {
+		return nil, err
+	}
+	return func() { m.inv.releaseQuota(token) }, nil
+}

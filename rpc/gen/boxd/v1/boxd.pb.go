@@ -70,6 +70,264 @@ func (ImageFormat) EnumDescriptor() ([]byte, []int) {
 	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{0}
 }
 
+type CommitSandboxRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId     string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"` // id or name
+	Ref           string                 `protobuf:"bytes,2,opt,name=ref,proto3" json:"ref,omitempty"`                              // image name to write, e.g. "work/app:v2"
+	Message       string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`                      // history comment, at most 4096 bytes
+	Force         bool                   `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`                         // replace an image that exists under ref
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitSandboxRequest) Reset() {
+	*x = CommitSandboxRequest{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitSandboxRequest) ProtoMessage() {}
+
+func (x *CommitSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitSandboxRequest.ProtoReflect.Descriptor instead.
+func (*CommitSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *CommitSandboxRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *CommitSandboxRequest) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
+}
+
+func (x *CommitSandboxRequest) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *CommitSandboxRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+type CommitSandboxResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Image         *Image                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitSandboxResponse) Reset() {
+	*x = CommitSandboxResponse{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitSandboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitSandboxResponse) ProtoMessage() {}
+
+func (x *CommitSandboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitSandboxResponse.ProtoReflect.Descriptor instead.
+func (*CommitSandboxResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CommitSandboxResponse) GetImage() *Image {
+	if x != nil {
+		return x.Image
+	}
+	return nil
+}
+
+type ForkSandboxRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"` // the source: id or name
+	// How many forks; 0: one per name, or 1. At most 64.
+	Count uint32   `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	Names []string `protobuf:"bytes,3,rep,name=names,proto3" json:"names,omitempty"` // optional: one unique name per fork
+	// Unset fields keep the source's values.
+	Limits        *Limits           `protobuf:"bytes,4,opt,name=limits,proto3" json:"limits,omitempty"`
+	Env           []string          `protobuf:"bytes,5,rep,name=env,proto3" json:"env,omitempty"` // K=V, added to the source's environment
+	Workdir       string            `protobuf:"bytes,6,opt,name=workdir,proto3" json:"workdir,omitempty"`
+	Labels        map[string]string `protobuf:"bytes,7,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // added to the source's labels
+	Ttl           string            `protobuf:"bytes,8,opt,name=ttl,proto3" json:"ttl,omitempty"`                                                                                 // empty: the daemon default
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkSandboxRequest) Reset() {
+	*x = ForkSandboxRequest{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkSandboxRequest) ProtoMessage() {}
+
+func (x *ForkSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkSandboxRequest.ProtoReflect.Descriptor instead.
+func (*ForkSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ForkSandboxRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *ForkSandboxRequest) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *ForkSandboxRequest) GetNames() []string {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
+func (x *ForkSandboxRequest) GetLimits() *Limits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *ForkSandboxRequest) GetEnv() []string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *ForkSandboxRequest) GetWorkdir() string {
+	if x != nil {
+		return x.Workdir
+	}
+	return ""
+}
+
+func (x *ForkSandboxRequest) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *ForkSandboxRequest) GetTtl() string {
+	if x != nil {
+		return x.Ttl
+	}
+	return ""
+}
+
+type ForkSandboxResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sandboxes     []*Sandbox             `protobuf:"bytes,1,rep,name=sandboxes,proto3" json:"sandboxes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkSandboxResponse) Reset() {
+	*x = ForkSandboxResponse{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkSandboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkSandboxResponse) ProtoMessage() {}
+
+func (x *ForkSandboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkSandboxResponse.ProtoReflect.Descriptor instead.
+func (*ForkSandboxResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ForkSandboxResponse) GetSandboxes() []*Sandbox {
+	if x != nil {
+		return x.Sandboxes
+	}
+	return nil
+}
+
 // PublishedPort is one sandbox port reachable from the host.
 type PublishedPort struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -88,7 +346,7 @@ type PublishedPort struct {
 
 func (x *PublishedPort) Reset() {
 	*x = PublishedPort{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[0]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -100,7 +358,7 @@ func (x *PublishedPort) String() string {
 func (*PublishedPort) ProtoMessage() {}
 
 func (x *PublishedPort) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[0]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -113,7 +371,7 @@ func (x *PublishedPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishedPort.ProtoReflect.Descriptor instead.
 func (*PublishedPort) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{0}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PublishedPort) GetHostIp() string {
@@ -154,7 +412,7 @@ type PublishPortRequest struct {
 
 func (x *PublishPortRequest) Reset() {
 	*x = PublishPortRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[1]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -166,7 +424,7 @@ func (x *PublishPortRequest) String() string {
 func (*PublishPortRequest) ProtoMessage() {}
 
 func (x *PublishPortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[1]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -179,7 +437,7 @@ func (x *PublishPortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishPortRequest.ProtoReflect.Descriptor instead.
 func (*PublishPortRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{1}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PublishPortRequest) GetSandboxId() string {
@@ -205,7 +463,7 @@ type PublishPortResponse struct {
 
 func (x *PublishPortResponse) Reset() {
 	*x = PublishPortResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[2]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -217,7 +475,7 @@ func (x *PublishPortResponse) String() string {
 func (*PublishPortResponse) ProtoMessage() {}
 
 func (x *PublishPortResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[2]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -230,7 +488,7 @@ func (x *PublishPortResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishPortResponse.ProtoReflect.Descriptor instead.
 func (*PublishPortResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{2}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PublishPortResponse) GetPort() *PublishedPort {
@@ -251,7 +509,7 @@ type UnpublishPortRequest struct {
 
 func (x *UnpublishPortRequest) Reset() {
 	*x = UnpublishPortRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[3]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -263,7 +521,7 @@ func (x *UnpublishPortRequest) String() string {
 func (*UnpublishPortRequest) ProtoMessage() {}
 
 func (x *UnpublishPortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[3]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -276,7 +534,7 @@ func (x *UnpublishPortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnpublishPortRequest.ProtoReflect.Descriptor instead.
 func (*UnpublishPortRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{3}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *UnpublishPortRequest) GetSandboxId() string {
@@ -309,7 +567,7 @@ type UnpublishPortResponse struct {
 
 func (x *UnpublishPortResponse) Reset() {
 	*x = UnpublishPortResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[4]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -321,7 +579,7 @@ func (x *UnpublishPortResponse) String() string {
 func (*UnpublishPortResponse) ProtoMessage() {}
 
 func (x *UnpublishPortResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[4]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -334,7 +592,7 @@ func (x *UnpublishPortResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnpublishPortResponse.ProtoReflect.Descriptor instead.
 func (*UnpublishPortResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{4}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *UnpublishPortResponse) GetPorts() []*PublishedPort {
@@ -351,14 +609,19 @@ type Limits struct {
 	// CPU quota in cores, e.g. 1.5.
 	Cpus float64 `protobuf:"fixed64,2,opt,name=cpus,proto3" json:"cpus,omitempty"`
 	// Maximum number of processes.
-	Pids          int64 `protobuf:"varint,3,opt,name=pids,proto3" json:"pids,omitempty"`
+	Pids int64 `protobuf:"varint,3,opt,name=pids,proto3" json:"pids,omitempty"`
+	// Disk cap of the writable layer (including /workspace), e.g. "2g": the
+	// layer gets a filesystem of that size of its own, and writes past it
+	// fail with ENOSPC. Empty: the daemon's --default-disk; "0": no cap
+	// (refused when the daemon has a default). At least 16m.
+	Disk          string `protobuf:"bytes,95,opt,name=disk,proto3" json:"disk,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Limits) Reset() {
 	*x = Limits{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[5]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -370,7 +633,7 @@ func (x *Limits) String() string {
 func (*Limits) ProtoMessage() {}
 
 func (x *Limits) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[5]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -383,7 +646,7 @@ func (x *Limits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limits.ProtoReflect.Descriptor instead.
 func (*Limits) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{5}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Limits) GetMemory() string {
@@ -407,6 +670,13 @@ func (x *Limits) GetPids() int64 {
 	return 0
 }
 
+func (x *Limits) GetDisk() string {
+	if x != nil {
+		return x.Disk
+	}
+	return ""
+}
+
 type CreateSandboxRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Image   string                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"` // empty: the daemon's default image
@@ -427,7 +697,7 @@ type CreateSandboxRequest struct {
 
 func (x *CreateSandboxRequest) Reset() {
 	*x = CreateSandboxRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[6]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -439,7 +709,7 @@ func (x *CreateSandboxRequest) String() string {
 func (*CreateSandboxRequest) ProtoMessage() {}
 
 func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[6]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -452,7 +722,7 @@ func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxRequest.ProtoReflect.Descriptor instead.
 func (*CreateSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{6}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateSandboxRequest) GetImage() string {
@@ -533,7 +803,7 @@ type NetworkRequest struct {
 
 func (x *NetworkRequest) Reset() {
 	*x = NetworkRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[7]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -545,7 +815,7 @@ func (x *NetworkRequest) String() string {
 func (*NetworkRequest) ProtoMessage() {}
 
 func (x *NetworkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[7]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -558,7 +828,7 @@ func (x *NetworkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkRequest.ProtoReflect.Descriptor instead.
 func (*NetworkRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{7}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *NetworkRequest) GetMode() string {
@@ -589,7 +859,7 @@ type NetworkStatus struct {
 
 func (x *NetworkStatus) Reset() {
 	*x = NetworkStatus{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[8]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -601,7 +871,7 @@ func (x *NetworkStatus) String() string {
 func (*NetworkStatus) ProtoMessage() {}
 
 func (x *NetworkStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[8]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -614,7 +884,7 @@ func (x *NetworkStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkStatus.ProtoReflect.Descriptor instead.
 func (*NetworkStatus) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{8}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *NetworkStatus) GetMode() string {
@@ -686,15 +956,20 @@ type Sandbox struct {
 	Network *NetworkStatus   `protobuf:"bytes,31,opt,name=network,proto3" json:"network,omitempty"`
 	// The host uid of the caller that created the sandbox (SO_PEERCRED). Only
 	// that uid, root and members of boxd's --admin-group see the sandbox.
-	OwnerUid      uint32 `protobuf:"varint,80,opt,name=owner_uid,json=ownerUid,proto3" json:"owner_uid,omitempty"`
-	Owner         string `protobuf:"bytes,81,opt,name=owner,proto3" json:"owner,omitempty"` // owner_uid's user name, if the host knows it
+	OwnerUid uint32 `protobuf:"varint,80,opt,name=owner_uid,json=ownerUid,proto3" json:"owner_uid,omitempty"`
+	Owner    string `protobuf:"bytes,81,opt,name=owner,proto3" json:"owner,omitempty"` // owner_uid's user name, if the host knows it
+	// Disk cap of the writable layer in bytes; 0: none.
+	DiskBytes int64 `protobuf:"varint,95,opt,name=disk_bytes,json=diskBytes,proto3" json:"disk_bytes,omitempty"`
+	// Bytes the writable layer uses on its own filesystem (GetSandbox only,
+	// capped sandboxes only).
+	DiskUsedBytes int64 `protobuf:"varint,96,opt,name=disk_used_bytes,json=diskUsedBytes,proto3" json:"disk_used_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Sandbox) Reset() {
 	*x = Sandbox{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[9]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -706,7 +981,7 @@ func (x *Sandbox) String() string {
 func (*Sandbox) ProtoMessage() {}
 
 func (x *Sandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[9]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -719,7 +994,7 @@ func (x *Sandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sandbox.ProtoReflect.Descriptor instead.
 func (*Sandbox) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{9}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Sandbox) GetId() string {
@@ -883,6 +1158,20 @@ func (x *Sandbox) GetOwner() string {
 	return ""
 }
 
+func (x *Sandbox) GetDiskBytes() int64 {
+	if x != nil {
+		return x.DiskBytes
+	}
+	return 0
+}
+
+func (x *Sandbox) GetDiskUsedBytes() int64 {
+	if x != nil {
+		return x.DiskUsedBytes
+	}
+	return 0
+}
+
 type Usage struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	MemoryBytes     uint64                 `protobuf:"varint,1,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
@@ -896,7 +1185,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[10]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -908,7 +1197,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[10]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -921,7 +1210,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{10}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Usage) GetMemoryBytes() uint64 {
@@ -974,7 +1263,7 @@ type Security struct {
 
 func (x *Security) Reset() {
 	*x = Security{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -986,7 +1275,7 @@ func (x *Security) String() string {
 func (*Security) ProtoMessage() {}
 
 func (x *Security) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -999,7 +1288,7 @@ func (x *Security) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Security.ProtoReflect.Descriptor instead.
 func (*Security) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{11}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Security) GetNetwork() bool {
@@ -1046,7 +1335,7 @@ type CreateSandboxResponse struct {
 
 func (x *CreateSandboxResponse) Reset() {
 	*x = CreateSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1058,7 +1347,7 @@ func (x *CreateSandboxResponse) String() string {
 func (*CreateSandboxResponse) ProtoMessage() {}
 
 func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1071,7 +1360,7 @@ func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*CreateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{12}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CreateSandboxResponse) GetSandbox() *Sandbox {
@@ -1098,7 +1387,7 @@ type ListSandboxesRequest struct {
 
 func (x *ListSandboxesRequest) Reset() {
 	*x = ListSandboxesRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1399,7 @@ func (x *ListSandboxesRequest) String() string {
 func (*ListSandboxesRequest) ProtoMessage() {}
 
 func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1412,7 @@ func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesRequest.ProtoReflect.Descriptor instead.
 func (*ListSandboxesRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{13}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ListSandboxesRequest) GetLabels() map[string]string {
@@ -1156,7 +1445,7 @@ type ListSandboxesResponse struct {
 
 func (x *ListSandboxesResponse) Reset() {
 	*x = ListSandboxesResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1457,7 @@ func (x *ListSandboxesResponse) String() string {
 func (*ListSandboxesResponse) ProtoMessage() {}
 
 func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1470,7 @@ func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesResponse.ProtoReflect.Descriptor instead.
 func (*ListSandboxesResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{14}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListSandboxesResponse) GetSandboxes() []*Sandbox {
@@ -1200,7 +1489,7 @@ type GetSandboxRequest struct {
 
 func (x *GetSandboxRequest) Reset() {
 	*x = GetSandboxRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1212,7 +1501,7 @@ func (x *GetSandboxRequest) String() string {
 func (*GetSandboxRequest) ProtoMessage() {}
 
 func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1225,7 +1514,7 @@ func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxRequest.ProtoReflect.Descriptor instead.
 func (*GetSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{15}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetSandboxRequest) GetId() string {
@@ -1244,7 +1533,7 @@ type GetSandboxResponse struct {
 
 func (x *GetSandboxResponse) Reset() {
 	*x = GetSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1256,7 +1545,7 @@ func (x *GetSandboxResponse) String() string {
 func (*GetSandboxResponse) ProtoMessage() {}
 
 func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1269,7 +1558,7 @@ func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxResponse.ProtoReflect.Descriptor instead.
 func (*GetSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{16}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetSandboxResponse) GetSandbox() *Sandbox {
@@ -1288,7 +1577,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1300,7 +1589,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1313,7 +1602,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{17}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeleteSandboxRequest) GetId() string {
@@ -1331,7 +1620,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1343,7 +1632,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1356,7 +1645,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{18}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{22}
 }
 
 type ExecRequest struct {
@@ -1374,7 +1663,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1675,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1688,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{19}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ExecRequest) GetSandboxId() string {
@@ -1468,7 +1757,7 @@ type ExecResult struct {
 
 func (x *ExecResult) Reset() {
 	*x = ExecResult{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1480,7 +1769,7 @@ func (x *ExecResult) String() string {
 func (*ExecResult) ProtoMessage() {}
 
 func (x *ExecResult) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1493,7 +1782,7 @@ func (x *ExecResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResult.ProtoReflect.Descriptor instead.
 func (*ExecResult) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{20}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ExecResult) GetExitCode() int32 {
@@ -1570,7 +1859,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1582,7 +1871,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1595,7 +1884,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{21}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ExecResponse) GetStdout() []byte {
@@ -1633,7 +1922,7 @@ type ExecStreamResponse struct {
 
 func (x *ExecStreamResponse) Reset() {
 	*x = ExecStreamResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1645,7 +1934,7 @@ func (x *ExecStreamResponse) String() string {
 func (*ExecStreamResponse) ProtoMessage() {}
 
 func (x *ExecStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1658,7 +1947,7 @@ func (x *ExecStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStreamResponse.ProtoReflect.Descriptor instead.
 func (*ExecStreamResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{22}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ExecStreamResponse) GetEvent() isExecStreamResponse_Event {
@@ -1728,7 +2017,7 @@ type CopyInRequest struct {
 
 func (x *CopyInRequest) Reset() {
 	*x = CopyInRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1740,7 +2029,7 @@ func (x *CopyInRequest) String() string {
 func (*CopyInRequest) ProtoMessage() {}
 
 func (x *CopyInRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1753,7 +2042,7 @@ func (x *CopyInRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyInRequest.ProtoReflect.Descriptor instead.
 func (*CopyInRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{23}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CopyInRequest) GetSandboxId() string {
@@ -1785,7 +2074,7 @@ type CopyInResponse struct {
 
 func (x *CopyInResponse) Reset() {
 	*x = CopyInResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1797,7 +2086,7 @@ func (x *CopyInResponse) String() string {
 func (*CopyInResponse) ProtoMessage() {}
 
 func (x *CopyInResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1810,7 +2099,7 @@ func (x *CopyInResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyInResponse.ProtoReflect.Descriptor instead.
 func (*CopyInResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{24}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{28}
 }
 
 type CopyOutRequest struct {
@@ -1823,7 +2112,7 @@ type CopyOutRequest struct {
 
 func (x *CopyOutRequest) Reset() {
 	*x = CopyOutRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1835,7 +2124,7 @@ func (x *CopyOutRequest) String() string {
 func (*CopyOutRequest) ProtoMessage() {}
 
 func (x *CopyOutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1848,7 +2137,7 @@ func (x *CopyOutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyOutRequest.ProtoReflect.Descriptor instead.
 func (*CopyOutRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{25}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CopyOutRequest) GetSandboxId() string {
@@ -1874,7 +2163,7 @@ type CopyOutResponse struct {
 
 func (x *CopyOutResponse) Reset() {
 	*x = CopyOutResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1886,7 +2175,7 @@ func (x *CopyOutResponse) String() string {
 func (*CopyOutResponse) ProtoMessage() {}
 
 func (x *CopyOutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1899,7 +2188,7 @@ func (x *CopyOutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyOutResponse.ProtoReflect.Descriptor instead.
 func (*CopyOutResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{26}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CopyOutResponse) GetData() []byte {
@@ -1919,7 +2208,7 @@ type StatPathRequest struct {
 
 func (x *StatPathRequest) Reset() {
 	*x = StatPathRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1931,7 +2220,7 @@ func (x *StatPathRequest) String() string {
 func (*StatPathRequest) ProtoMessage() {}
 
 func (x *StatPathRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1944,7 +2233,7 @@ func (x *StatPathRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatPathRequest.ProtoReflect.Descriptor instead.
 func (*StatPathRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{27}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *StatPathRequest) GetSandboxId() string {
@@ -1975,7 +2264,7 @@ type StatPathResponse struct {
 
 func (x *StatPathResponse) Reset() {
 	*x = StatPathResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1987,7 +2276,7 @@ func (x *StatPathResponse) String() string {
 func (*StatPathResponse) ProtoMessage() {}
 
 func (x *StatPathResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2000,7 +2289,7 @@ func (x *StatPathResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatPathResponse.ProtoReflect.Descriptor instead.
 func (*StatPathResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{28}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *StatPathResponse) GetName() string {
@@ -2068,7 +2357,7 @@ type ImportImageRequest struct {
 
 func (x *ImportImageRequest) Reset() {
 	*x = ImportImageRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2080,7 +2369,7 @@ func (x *ImportImageRequest) String() string {
 func (*ImportImageRequest) ProtoMessage() {}
 
 func (x *ImportImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2093,7 +2382,7 @@ func (x *ImportImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportImageRequest.ProtoReflect.Descriptor instead.
 func (*ImportImageRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{29}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ImportImageRequest) GetName() string {
@@ -2146,7 +2435,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2158,7 +2447,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2171,7 +2460,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{30}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Image) GetName() string {
@@ -2218,7 +2507,7 @@ type ImportImageResponse struct {
 
 func (x *ImportImageResponse) Reset() {
 	*x = ImportImageResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2230,7 +2519,7 @@ func (x *ImportImageResponse) String() string {
 func (*ImportImageResponse) ProtoMessage() {}
 
 func (x *ImportImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2243,7 +2532,7 @@ func (x *ImportImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportImageResponse.ProtoReflect.Descriptor instead.
 func (*ImportImageResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{31}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ImportImageResponse) GetImages() []*Image {
@@ -2261,7 +2550,7 @@ type ListImagesRequest struct {
 
 func (x *ListImagesRequest) Reset() {
 	*x = ListImagesRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2273,7 +2562,7 @@ func (x *ListImagesRequest) String() string {
 func (*ListImagesRequest) ProtoMessage() {}
 
 func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2286,7 +2575,7 @@ func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesRequest.ProtoReflect.Descriptor instead.
 func (*ListImagesRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{32}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{36}
 }
 
 type ListImagesResponse struct {
@@ -2298,7 +2587,7 @@ type ListImagesResponse struct {
 
 func (x *ListImagesResponse) Reset() {
 	*x = ListImagesResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2310,7 +2599,7 @@ func (x *ListImagesResponse) String() string {
 func (*ListImagesResponse) ProtoMessage() {}
 
 func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2323,7 +2612,7 @@ func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesResponse.ProtoReflect.Descriptor instead.
 func (*ListImagesResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{33}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListImagesResponse) GetImages() []*Image {
@@ -2347,7 +2636,7 @@ type RemoveImageRequest struct {
 
 func (x *RemoveImageRequest) Reset() {
 	*x = RemoveImageRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[34]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2359,7 +2648,7 @@ func (x *RemoveImageRequest) String() string {
 func (*RemoveImageRequest) ProtoMessage() {}
 
 func (x *RemoveImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[34]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2372,7 +2661,7 @@ func (x *RemoveImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveImageRequest.ProtoReflect.Descriptor instead.
 func (*RemoveImageRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{34}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RemoveImageRequest) GetName() string {
@@ -2397,7 +2686,7 @@ type RemoveImageResponse struct {
 
 func (x *RemoveImageResponse) Reset() {
 	*x = RemoveImageResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[35]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2409,7 +2698,7 @@ func (x *RemoveImageResponse) String() string {
 func (*RemoveImageResponse) ProtoMessage() {}
 
 func (x *RemoveImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[35]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2422,7 +2711,7 @@ func (x *RemoveImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveImageResponse.ProtoReflect.Descriptor instead.
 func (*RemoveImageResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{35}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{39}
 }
 
 type UpdateNetworkRequest struct {
@@ -2436,7 +2725,7 @@ type UpdateNetworkRequest struct {
 
 func (x *UpdateNetworkRequest) Reset() {
 	*x = UpdateNetworkRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[36]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2448,7 +2737,7 @@ func (x *UpdateNetworkRequest) String() string {
 func (*UpdateNetworkRequest) ProtoMessage() {}
 
 func (x *UpdateNetworkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[36]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2461,7 +2750,7 @@ func (x *UpdateNetworkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNetworkRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNetworkRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{36}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *UpdateNetworkRequest) GetSandboxId() string {
@@ -2494,7 +2783,7 @@ type UpdateNetworkResponse struct {
 
 func (x *UpdateNetworkResponse) Reset() {
 	*x = UpdateNetworkResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[37]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2506,7 +2795,7 @@ func (x *UpdateNetworkResponse) String() string {
 func (*UpdateNetworkResponse) ProtoMessage() {}
 
 func (x *UpdateNetworkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[37]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2519,7 +2808,7 @@ func (x *UpdateNetworkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNetworkResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNetworkResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{37}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *UpdateNetworkResponse) GetNetwork() *NetworkStatus {
@@ -2533,7 +2822,30 @@ var File_boxd_v1_boxd_proto protoreflect.FileDescriptor
 
 const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\n" +
-	"\x12boxd/v1/boxd.proto\x12\aboxd.v1\"u\n" +
+	"\x12boxd/v1/boxd.proto\x12\aboxd.v1\"w\n" +
+	"\x14CommitSandboxRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x10\n" +
+	"\x03ref\x18\x02 \x01(\tR\x03ref\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12\x14\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\"=\n" +
+	"\x15CommitSandboxResponse\x12$\n" +
+	"\x05image\x18\x01 \x01(\v2\x0e.boxd.v1.ImageR\x05image\"\xc2\x02\n" +
+	"\x12ForkSandboxRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\rR\x05count\x12\x14\n" +
+	"\x05names\x18\x03 \x03(\tR\x05names\x12'\n" +
+	"\x06limits\x18\x04 \x01(\v2\x0f.boxd.v1.LimitsR\x06limits\x12\x10\n" +
+	"\x03env\x18\x05 \x03(\tR\x03env\x12\x18\n" +
+	"\aworkdir\x18\x06 \x01(\tR\aworkdir\x12?\n" +
+	"\x06labels\x18\a \x03(\v2'.boxd.v1.ForkSandboxRequest.LabelsEntryR\x06labels\x12\x10\n" +
+	"\x03ttl\x18\b \x01(\tR\x03ttl\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"E\n" +
+	"\x13ForkSandboxResponse\x12.\n" +
+	"\tsandboxes\x18\x01 \x03(\v2\x10.boxd.v1.SandboxR\tsandboxes\"u\n" +
 	"\rPublishedPort\x12\x17\n" +
 	"\ahost_ip\x18\x01 \x01(\tR\x06hostIp\x12\x1b\n" +
 	"\thost_port\x18\x02 \x01(\rR\bhostPort\x12\x12\n" +
@@ -2551,11 +2863,12 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12\x1b\n" +
 	"\thost_port\x18\x03 \x01(\rR\bhostPort\"E\n" +
 	"\x15UnpublishPortResponse\x12,\n" +
-	"\x05ports\x18\x01 \x03(\v2\x16.boxd.v1.PublishedPortR\x05ports\"H\n" +
+	"\x05ports\x18\x01 \x03(\v2\x16.boxd.v1.PublishedPortR\x05ports\"\\\n" +
 	"\x06Limits\x12\x16\n" +
 	"\x06memory\x18\x01 \x01(\tR\x06memory\x12\x12\n" +
 	"\x04cpus\x18\x02 \x01(\x01R\x04cpus\x12\x12\n" +
-	"\x04pids\x18\x03 \x01(\x03R\x04pids\"\x8a\x03\n" +
+	"\x04pids\x18\x03 \x01(\x03R\x04pids\x12\x12\n" +
+	"\x04disk\x18_ \x01(\tR\x04disk\"\x8a\x03\n" +
 	"\x14CreateSandboxRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12'\n" +
 	"\x06limits\x18\x02 \x01(\v2\x0f.boxd.v1.LimitsR\x06limits\x12\x10\n" +
@@ -2577,7 +2890,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x05allow\x18\x02 \x03(\tR\x05allow\x12\x18\n" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\x12\x18\n" +
 	"\agateway\x18\x04 \x01(\tR\agateway\x12\x10\n" +
-	"\x03dns\x18\x05 \x01(\tR\x03dns\"\xa8\x06\n" +
+	"\x03dns\x18\x05 \x01(\tR\x03dns\"\xef\x06\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -2604,7 +2917,10 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x05ports\x18\x1e \x03(\v2\x16.boxd.v1.PublishedPortR\x05ports\x120\n" +
 	"\anetwork\x18\x1f \x01(\v2\x16.boxd.v1.NetworkStatusR\anetwork\x12\x1b\n" +
 	"\towner_uid\x18P \x01(\rR\bownerUid\x12\x14\n" +
-	"\x05owner\x18Q \x01(\tR\x05owner\x1a9\n" +
+	"\x05owner\x18Q \x01(\tR\x05owner\x12\x1d\n" +
+	"\n" +
+	"disk_bytes\x18_ \x01(\x03R\tdiskBytes\x12&\n" +
+	"\x0fdisk_used_bytes\x18` \x01(\x03R\rdiskUsedBytes\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa2\x01\n" +
@@ -2727,7 +3043,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\vImageFormat\x12\x1c\n" +
 	"\x18IMAGE_FORMAT_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10IMAGE_FORMAT_TAR\x10\x01\x12\x17\n" +
-	"\x13IMAGE_FORMAT_ROOTFS\x10\x022\xc4\b\n" +
+	"\x13IMAGE_FORMAT_ROOTFS\x10\x022\xde\t\n" +
 	"\x0eSandboxService\x12N\n" +
 	"\rCreateSandbox\x12\x1d.boxd.v1.CreateSandboxRequest\x1a\x1e.boxd.v1.CreateSandboxResponse\x12N\n" +
 	"\rListSandboxes\x12\x1d.boxd.v1.ListSandboxesRequest\x1a\x1e.boxd.v1.ListSandboxesResponse\x12E\n" +
@@ -2746,7 +3062,9 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"ListImages\x12\x1a.boxd.v1.ListImagesRequest\x1a\x1b.boxd.v1.ListImagesResponse\x12H\n" +
 	"\vRemoveImage\x12\x1b.boxd.v1.RemoveImageRequest\x1a\x1c.boxd.v1.RemoveImageResponse\x12H\n" +
 	"\vPublishPort\x12\x1b.boxd.v1.PublishPortRequest\x1a\x1c.boxd.v1.PublishPortResponse\x12N\n" +
-	"\rUnpublishPort\x12\x1d.boxd.v1.UnpublishPortRequest\x1a\x1e.boxd.v1.UnpublishPortResponseB1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
+	"\rUnpublishPort\x12\x1d.boxd.v1.UnpublishPortRequest\x1a\x1e.boxd.v1.UnpublishPortResponse\x12N\n" +
+	"\rCommitSandbox\x12\x1d.boxd.v1.CommitSandboxRequest\x1a\x1e.boxd.v1.CommitSandboxResponse\x12H\n" +
+	"\vForkSandbox\x12\x1b.boxd.v1.ForkSandboxRequest\x1a\x1c.boxd.v1.ForkSandboxResponseB1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
 
 var (
 	file_boxd_v1_boxd_proto_rawDescOnce sync.Once
@@ -2761,111 +3079,124 @@ func file_boxd_v1_boxd_proto_rawDescGZIP() []byte {
 }
 
 var file_boxd_v1_boxd_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_boxd_v1_boxd_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_boxd_v1_boxd_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_boxd_v1_boxd_proto_goTypes = []any{
 	(ImageFormat)(0),              // 0: boxd.v1.ImageFormat
-	(*PublishedPort)(nil),         // 1: boxd.v1.PublishedPort
-	(*PublishPortRequest)(nil),    // 2: boxd.v1.PublishPortRequest
-	(*PublishPortResponse)(nil),   // 3: boxd.v1.PublishPortResponse
-	(*UnpublishPortRequest)(nil),  // 4: boxd.v1.UnpublishPortRequest
-	(*UnpublishPortResponse)(nil), // 5: boxd.v1.UnpublishPortResponse
-	(*Limits)(nil),                // 6: boxd.v1.Limits
-	(*CreateSandboxRequest)(nil),  // 7: boxd.v1.CreateSandboxRequest
-	(*NetworkRequest)(nil),        // 8: boxd.v1.NetworkRequest
-	(*NetworkStatus)(nil),         // 9: boxd.v1.NetworkStatus
-	(*Sandbox)(nil),               // 10: boxd.v1.Sandbox
-	(*Usage)(nil),                 // 11: boxd.v1.Usage
-	(*Security)(nil),              // 12: boxd.v1.Security
-	(*CreateSandboxResponse)(nil), // 13: boxd.v1.CreateSandboxResponse
-	(*ListSandboxesRequest)(nil),  // 14: boxd.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil), // 15: boxd.v1.ListSandboxesResponse
-	(*GetSandboxRequest)(nil),     // 16: boxd.v1.GetSandboxRequest
-	(*GetSandboxResponse)(nil),    // 17: boxd.v1.GetSandboxResponse
-	(*DeleteSandboxRequest)(nil),  // 18: boxd.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil), // 19: boxd.v1.DeleteSandboxResponse
-	(*ExecRequest)(nil),           // 20: boxd.v1.ExecRequest
-	(*ExecResult)(nil),            // 21: boxd.v1.ExecResult
-	(*ExecResponse)(nil),          // 22: boxd.v1.ExecResponse
-	(*ExecStreamResponse)(nil),    // 23: boxd.v1.ExecStreamResponse
-	(*CopyInRequest)(nil),         // 24: boxd.v1.CopyInRequest
-	(*CopyInResponse)(nil),        // 25: boxd.v1.CopyInResponse
-	(*CopyOutRequest)(nil),        // 26: boxd.v1.CopyOutRequest
-	(*CopyOutResponse)(nil),       // 27: boxd.v1.CopyOutResponse
-	(*StatPathRequest)(nil),       // 28: boxd.v1.StatPathRequest
-	(*StatPathResponse)(nil),      // 29: boxd.v1.StatPathResponse
-	(*ImportImageRequest)(nil),    // 30: boxd.v1.ImportImageRequest
-	(*Image)(nil),                 // 31: boxd.v1.Image
-	(*ImportImageResponse)(nil),   // 32: boxd.v1.ImportImageResponse
-	(*ListImagesRequest)(nil),     // 33: boxd.v1.ListImagesRequest
-	(*ListImagesResponse)(nil),    // 34: boxd.v1.ListImagesResponse
-	(*RemoveImageRequest)(nil),    // 35: boxd.v1.RemoveImageRequest
-	(*RemoveImageResponse)(nil),   // 36: boxd.v1.RemoveImageResponse
-	(*UpdateNetworkRequest)(nil),  // 37: boxd.v1.UpdateNetworkRequest
-	(*UpdateNetworkResponse)(nil), // 38: boxd.v1.UpdateNetworkResponse
-	nil,                           // 39: boxd.v1.CreateSandboxRequest.LabelsEntry
-	nil,                           // 40: boxd.v1.Sandbox.LabelsEntry
-	nil,                           // 41: boxd.v1.ListSandboxesRequest.LabelsEntry
-	nil,                           // 42: boxd.v1.Image.LabelsEntry
+	(*CommitSandboxRequest)(nil),  // 1: boxd.v1.CommitSandboxRequest
+	(*CommitSandboxResponse)(nil), // 2: boxd.v1.CommitSandboxResponse
+	(*ForkSandboxRequest)(nil),    // 3: boxd.v1.ForkSandboxRequest
+	(*ForkSandboxResponse)(nil),   // 4: boxd.v1.ForkSandboxResponse
+	(*PublishedPort)(nil),         // 5: boxd.v1.PublishedPort
+	(*PublishPortRequest)(nil),    // 6: boxd.v1.PublishPortRequest
+	(*PublishPortResponse)(nil),   // 7: boxd.v1.PublishPortResponse
+	(*UnpublishPortRequest)(nil),  // 8: boxd.v1.UnpublishPortRequest
+	(*UnpublishPortResponse)(nil), // 9: boxd.v1.UnpublishPortResponse
+	(*Limits)(nil),                // 10: boxd.v1.Limits
+	(*CreateSandboxRequest)(nil),  // 11: boxd.v1.CreateSandboxRequest
+	(*NetworkRequest)(nil),        // 12: boxd.v1.NetworkRequest
+	(*NetworkStatus)(nil),         // 13: boxd.v1.NetworkStatus
+	(*Sandbox)(nil),               // 14: boxd.v1.Sandbox
+	(*Usage)(nil),                 // 15: boxd.v1.Usage
+	(*Security)(nil),              // 16: boxd.v1.Security
+	(*CreateSandboxResponse)(nil), // 17: boxd.v1.CreateSandboxResponse
+	(*ListSandboxesRequest)(nil),  // 18: boxd.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil), // 19: boxd.v1.ListSandboxesResponse
+	(*GetSandboxRequest)(nil),     // 20: boxd.v1.GetSandboxRequest
+	(*GetSandboxResponse)(nil),    // 21: boxd.v1.GetSandboxResponse
+	(*DeleteSandboxRequest)(nil),  // 22: boxd.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil), // 23: boxd.v1.DeleteSandboxResponse
+	(*ExecRequest)(nil),           // 24: boxd.v1.ExecRequest
+	(*ExecResult)(nil),            // 25: boxd.v1.ExecResult
+	(*ExecResponse)(nil),          // 26: boxd.v1.ExecResponse
+	(*ExecStreamResponse)(nil),    // 27: boxd.v1.ExecStreamResponse
+	(*CopyInRequest)(nil),         // 28: boxd.v1.CopyInRequest
+	(*CopyInResponse)(nil),        // 29: boxd.v1.CopyInResponse
+	(*CopyOutRequest)(nil),        // 30: boxd.v1.CopyOutRequest
+	(*CopyOutResponse)(nil),       // 31: boxd.v1.CopyOutResponse
+	(*StatPathRequest)(nil),       // 32: boxd.v1.StatPathRequest
+	(*StatPathResponse)(nil),      // 33: boxd.v1.StatPathResponse
+	(*ImportImageRequest)(nil),    // 34: boxd.v1.ImportImageRequest
+	(*Image)(nil),                 // 35: boxd.v1.Image
+	(*ImportImageResponse)(nil),   // 36: boxd.v1.ImportImageResponse
+	(*ListImagesRequest)(nil),     // 37: boxd.v1.ListImagesRequest
+	(*ListImagesResponse)(nil),    // 38: boxd.v1.ListImagesResponse
+	(*RemoveImageRequest)(nil),    // 39: boxd.v1.RemoveImageRequest
+	(*RemoveImageResponse)(nil),   // 40: boxd.v1.RemoveImageResponse
+	(*UpdateNetworkRequest)(nil),  // 41: boxd.v1.UpdateNetworkRequest
+	(*UpdateNetworkResponse)(nil), // 42: boxd.v1.UpdateNetworkResponse
+	nil,                           // 43: boxd.v1.ForkSandboxRequest.LabelsEntry
+	nil,                           // 44: boxd.v1.CreateSandboxRequest.LabelsEntry
+	nil,                           // 45: boxd.v1.Sandbox.LabelsEntry
+	nil,                           // 46: boxd.v1.ListSandboxesRequest.LabelsEntry
+	nil,                           // 47: boxd.v1.Image.LabelsEntry
 }
 var file_boxd_v1_boxd_proto_depIdxs = []int32{
-	1,  // 0: boxd.v1.PublishPortRequest.port:type_name -> boxd.v1.PublishedPort
-	1,  // 1: boxd.v1.PublishPortResponse.port:type_name -> boxd.v1.PublishedPort
-	1,  // 2: boxd.v1.UnpublishPortResponse.ports:type_name -> boxd.v1.PublishedPort
-	6,  // 3: boxd.v1.CreateSandboxRequest.limits:type_name -> boxd.v1.Limits
-	39, // 4: boxd.v1.CreateSandboxRequest.labels:type_name -> boxd.v1.CreateSandboxRequest.LabelsEntry
-	1,  // 5: boxd.v1.CreateSandboxRequest.publish:type_name -> boxd.v1.PublishedPort
-	8,  // 6: boxd.v1.CreateSandboxRequest.network:type_name -> boxd.v1.NetworkRequest
-	40, // 7: boxd.v1.Sandbox.labels:type_name -> boxd.v1.Sandbox.LabelsEntry
-	12, // 8: boxd.v1.Sandbox.security:type_name -> boxd.v1.Security
-	11, // 9: boxd.v1.Sandbox.usage:type_name -> boxd.v1.Usage
-	1,  // 10: boxd.v1.Sandbox.ports:type_name -> boxd.v1.PublishedPort
-	9,  // 11: boxd.v1.Sandbox.network:type_name -> boxd.v1.NetworkStatus
-	10, // 12: boxd.v1.CreateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	41, // 13: boxd.v1.ListSandboxesRequest.labels:type_name -> boxd.v1.ListSandboxesRequest.LabelsEntry
-	10, // 14: boxd.v1.ListSandboxesResponse.sandboxes:type_name -> boxd.v1.Sandbox
-	10, // 15: boxd.v1.GetSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	21, // 16: boxd.v1.ExecResponse.result:type_name -> boxd.v1.ExecResult
-	21, // 17: boxd.v1.ExecStreamResponse.result:type_name -> boxd.v1.ExecResult
-	0,  // 18: boxd.v1.ImportImageRequest.format:type_name -> boxd.v1.ImageFormat
-	42, // 19: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
-	31, // 20: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
-	31, // 21: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
-	9,  // 22: boxd.v1.UpdateNetworkResponse.network:type_name -> boxd.v1.NetworkStatus
-	7,  // 23: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
-	14, // 24: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
-	16, // 25: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
-	18, // 26: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
-	37, // 27: boxd.v1.SandboxService.UpdateNetwork:input_type -> boxd.v1.UpdateNetworkRequest
-	20, // 28: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
-	20, // 29: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
-	24, // 30: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
-	26, // 31: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
-	28, // 32: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
-	30, // 33: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
-	33, // 34: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
-	35, // 35: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
-	2,  // 36: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
-	4,  // 37: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
-	13, // 38: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
-	15, // 39: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
-	17, // 40: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
-	19, // 41: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
-	38, // 42: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
-	22, // 43: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
-	23, // 44: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
-	25, // 45: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
-	27, // 46: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
-	29, // 47: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
-	32, // 48: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
-	34, // 49: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
-	36, // 50: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
-	3,  // 51: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
-	5,  // 52: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
-	38, // [38:53] is the sub-list for method output_type
-	23, // [23:38] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	35, // 0: boxd.v1.CommitSandboxResponse.image:type_name -> boxd.v1.Image
+	10, // 1: boxd.v1.ForkSandboxRequest.limits:type_name -> boxd.v1.Limits
+	43, // 2: boxd.v1.ForkSandboxRequest.labels:type_name -> boxd.v1.ForkSandboxRequest.LabelsEntry
+	14, // 3: boxd.v1.ForkSandboxResponse.sandboxes:type_name -> boxd.v1.Sandbox
+	5,  // 4: boxd.v1.PublishPortRequest.port:type_name -> boxd.v1.PublishedPort
+	5,  // 5: boxd.v1.PublishPortResponse.port:type_name -> boxd.v1.PublishedPort
+	5,  // 6: boxd.v1.UnpublishPortResponse.ports:type_name -> boxd.v1.PublishedPort
+	10, // 7: boxd.v1.CreateSandboxRequest.limits:type_name -> boxd.v1.Limits
+	44, // 8: boxd.v1.CreateSandboxRequest.labels:type_name -> boxd.v1.CreateSandboxRequest.LabelsEntry
+	5,  // 9: boxd.v1.CreateSandboxRequest.publish:type_name -> boxd.v1.PublishedPort
+	12, // 10: boxd.v1.CreateSandboxRequest.network:type_name -> boxd.v1.NetworkRequest
+	45, // 11: boxd.v1.Sandbox.labels:type_name -> boxd.v1.Sandbox.LabelsEntry
+	16, // 12: boxd.v1.Sandbox.security:type_name -> boxd.v1.Security
+	15, // 13: boxd.v1.Sandbox.usage:type_name -> boxd.v1.Usage
+	5,  // 14: boxd.v1.Sandbox.ports:type_name -> boxd.v1.PublishedPort
+	13, // 15: boxd.v1.Sandbox.network:type_name -> boxd.v1.NetworkStatus
+	14, // 16: boxd.v1.CreateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	46, // 17: boxd.v1.ListSandboxesRequest.labels:type_name -> boxd.v1.ListSandboxesRequest.LabelsEntry
+	14, // 18: boxd.v1.ListSandboxesResponse.sandboxes:type_name -> boxd.v1.Sandbox
+	14, // 19: boxd.v1.GetSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	25, // 20: boxd.v1.ExecResponse.result:type_name -> boxd.v1.ExecResult
+	25, // 21: boxd.v1.ExecStreamResponse.result:type_name -> boxd.v1.ExecResult
+	0,  // 22: boxd.v1.ImportImageRequest.format:type_name -> boxd.v1.ImageFormat
+	47, // 23: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
+	35, // 24: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
+	35, // 25: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
+	13, // 26: boxd.v1.UpdateNetworkResponse.network:type_name -> boxd.v1.NetworkStatus
+	11, // 27: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
+	18, // 28: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
+	20, // 29: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
+	22, // 30: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
+	41, // 31: boxd.v1.SandboxService.UpdateNetwork:input_type -> boxd.v1.UpdateNetworkRequest
+	24, // 32: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
+	24, // 33: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
+	28, // 34: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
+	30, // 35: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
+	32, // 36: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
+	34, // 37: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
+	37, // 38: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
+	39, // 39: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
+	6,  // 40: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
+	8,  // 41: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
+	1,  // 42: boxd.v1.SandboxService.CommitSandbox:input_type -> boxd.v1.CommitSandboxRequest
+	3,  // 43: boxd.v1.SandboxService.ForkSandbox:input_type -> boxd.v1.ForkSandboxRequest
+	17, // 44: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
+	19, // 45: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
+	21, // 46: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
+	23, // 47: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
+	42, // 48: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
+	26, // 49: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
+	27, // 50: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
+	29, // 51: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
+	31, // 52: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
+	33, // 53: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
+	36, // 54: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
+	38, // 55: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
+	40, // 56: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
+	7,  // 57: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
+	9,  // 58: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
+	2,  // 59: boxd.v1.SandboxService.CommitSandbox:output_type -> boxd.v1.CommitSandboxResponse
+	4,  // 60: boxd.v1.SandboxService.ForkSandbox:output_type -> boxd.v1.ForkSandboxResponse
+	44, // [44:61] is the sub-list for method output_type
+	27, // [27:44] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_boxd_v1_boxd_proto_init() }
@@ -2873,7 +3204,7 @@ func file_boxd_v1_boxd_proto_init() {
 	if File_boxd_v1_boxd_proto != nil {
 		return
 	}
-	file_boxd_v1_boxd_proto_msgTypes[22].OneofWrappers = []any{
+	file_boxd_v1_boxd_proto_msgTypes[26].OneofWrappers = []any{
 		(*ExecStreamResponse_Stdout)(nil),
 		(*ExecStreamResponse_Stderr)(nil),
 		(*ExecStreamResponse_Result)(nil),
@@ -2884,7 +3215,7 @@ func file_boxd_v1_boxd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_boxd_v1_boxd_proto_rawDesc), len(file_boxd_v1_boxd_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   42,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -9,6 +9,24 @@ IMAGE_FORMAT_ROOTFS: ImageFormat
 IMAGE_FORMAT_TAR: ImageFormat
 IMAGE_FORMAT_UNSPECIFIED: ImageFormat
 
+class CommitSandboxRequest(_message.Message):
+    __slots__ = ["force", "message", "ref", "sandbox_id"]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    REF_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    force: bool
+    message: str
+    ref: str
+    sandbox_id: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., ref: _Optional[str] = ..., message: _Optional[str] = ..., force: bool = ...) -> None: ...
+
+class CommitSandboxResponse(_message.Message):
+    __slots__ = ["image"]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    image: Image
+    def __init__(self, image: _Optional[_Union[Image, _Mapping]] = ...) -> None: ...
+
 class CopyInRequest(_message.Message):
     __slots__ = ["data", "path", "sandbox_id"]
     DATA_FIELD_NUMBER: _ClassVar[int]
@@ -142,6 +160,39 @@ class ExecStreamResponse(_message.Message):
     stdout: bytes
     def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., result: _Optional[_Union[ExecResult, _Mapping]] = ...) -> None: ...
 
+class ForkSandboxRequest(_message.Message):
+    __slots__ = ["count", "env", "labels", "limits", "names", "sandbox_id", "ttl", "workdir"]
+    class LabelsEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    TTL_FIELD_NUMBER: _ClassVar[int]
+    WORKDIR_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    env: _containers.RepeatedScalarFieldContainer[str]
+    labels: _containers.ScalarMap[str, str]
+    limits: Limits
+    names: _containers.RepeatedScalarFieldContainer[str]
+    sandbox_id: str
+    ttl: str
+    workdir: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., count: _Optional[int] = ..., names: _Optional[_Iterable[str]] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., ttl: _Optional[str] = ...) -> None: ...
+
+class ForkSandboxResponse(_message.Message):
+    __slots__ = ["sandboxes"]
+    SANDBOXES_FIELD_NUMBER: _ClassVar[int]
+    sandboxes: _containers.RepeatedCompositeFieldContainer[Sandbox]
+    def __init__(self, sandboxes: _Optional[_Iterable[_Union[Sandbox, _Mapping]]] = ...) -> None: ...
+
 class GetSandboxRequest(_message.Message):
     __slots__ = ["id"]
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -194,14 +245,16 @@ class ImportImageResponse(_message.Message):
     def __init__(self, images: _Optional[_Iterable[_Union[Image, _Mapping]]] = ...) -> None: ...
 
 class Limits(_message.Message):
-    __slots__ = ["cpus", "memory", "pids"]
+    __slots__ = ["cpus", "disk", "memory", "pids"]
     CPUS_FIELD_NUMBER: _ClassVar[int]
+    DISK_FIELD_NUMBER: _ClassVar[int]
     MEMORY_FIELD_NUMBER: _ClassVar[int]
     PIDS_FIELD_NUMBER: _ClassVar[int]
     cpus: float
+    disk: str
     memory: str
     pids: int
-    def __init__(self, memory: _Optional[str] = ..., cpus: _Optional[float] = ..., pids: _Optional[int] = ...) -> None: ...
+    def __init__(self, memory: _Optional[str] = ..., cpus: _Optional[float] = ..., pids: _Optional[int] = ..., disk: _Optional[str] = ...) -> None: ...
 
 class ListImagesRequest(_message.Message):
     __slots__ = []
@@ -297,7 +350,7 @@ class RemoveImageResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class Sandbox(_message.Message):
-    __slots__ = ["cpus", "created_at", "env", "expires_at", "id", "image", "init_pid", "init_restarts", "labels", "last_restart_at", "last_restart_reason", "memory_bytes", "name", "network", "owner", "owner_uid", "pids", "ports", "restart_refused", "security", "state", "usage", "workdir"]
+    __slots__ = ["cpus", "created_at", "disk_bytes", "disk_used_bytes", "env", "expires_at", "id", "image", "init_pid", "init_restarts", "labels", "last_restart_at", "last_restart_reason", "memory_bytes", "name", "network", "owner", "owner_uid", "pids", "ports", "restart_refused", "security", "state", "usage", "workdir"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -307,6 +360,8 @@ class Sandbox(_message.Message):
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     CPUS_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    DISK_BYTES_FIELD_NUMBER: _ClassVar[int]
+    DISK_USED_BYTES_FIELD_NUMBER: _ClassVar[int]
     ENV_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -330,6 +385,8 @@ class Sandbox(_message.Message):
     WORKDIR_FIELD_NUMBER: _ClassVar[int]
     cpus: float
     created_at: str
+    disk_bytes: int
+    disk_used_bytes: int
     env: _containers.RepeatedScalarFieldContainer[str]
     expires_at: str
     id: str
@@ -351,7 +408,7 @@ class Sandbox(_message.Message):
     state: str
     usage: Usage
     workdir: str
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., image: _Optional[str] = ..., state: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., cpus: _Optional[float] = ..., pids: _Optional[int] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., created_at: _Optional[str] = ..., expires_at: _Optional[str] = ..., security: _Optional[_Union[Security, _Mapping]] = ..., init_pid: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., init_restarts: _Optional[int] = ..., last_restart_at: _Optional[str] = ..., last_restart_reason: _Optional[str] = ..., restart_refused: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkStatus, _Mapping]] = ..., owner_uid: _Optional[int] = ..., owner: _Optional[str] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., image: _Optional[str] = ..., state: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., cpus: _Optional[float] = ..., pids: _Optional[int] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., created_at: _Optional[str] = ..., expires_at: _Optional[str] = ..., security: _Optional[_Union[Security, _Mapping]] = ..., init_pid: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., init_restarts: _Optional[int] = ..., last_restart_at: _Optional[str] = ..., last_restart_reason: _Optional[str] = ..., restart_refused: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkStatus, _Mapping]] = ..., owner_uid: _Optional[int] = ..., owner: _Optional[str] = ..., disk_bytes: _Optional[int] = ..., disk_used_bytes: _Optional[int] = ...) -> None: ...
 
 class Security(_message.Message):
     __slots__ = ["capabilities", "network", "read_only_rootfs", "seccomp", "uid_map"]

@@ -74,6 +74,12 @@ const (
 	// SandboxServiceUnpublishPortProcedure is the fully-qualified name of the SandboxService's
 	// UnpublishPort RPC.
 	SandboxServiceUnpublishPortProcedure = "/boxd.v1.SandboxService/UnpublishPort"
+	// SandboxServiceCommitSandboxProcedure is the fully-qualified name of the SandboxService's
+	// CommitSandbox RPC.
+	SandboxServiceCommitSandboxProcedure = "/boxd.v1.SandboxService/CommitSandbox"
+	// SandboxServiceForkSandboxProcedure is the fully-qualified name of the SandboxService's
+	// ForkSandbox RPC.
+	SandboxServiceForkSandboxProcedure = "/boxd.v1.SandboxService/ForkSandbox"
 )
 
 // SandboxServiceClient is a client for the boxd.v1.SandboxService service.
@@ -116,6 +122,25 @@ type SandboxServiceClient interface {
 	// UnpublishPort stops published ports (and their connections); not_found
 	// if none matches.
 	UnpublishPort(context.Context, *connect.Request[v1.UnpublishPortRequest]) (*connect.Response[v1.UnpublishPortResponse], error)
+	// CommitSandbox makes an image from a sandbox: its image's layers, then
+	// its writable layer as a new uncompressed layer, with ownership mapped
+	// back from the sandbox's user namespace (root inside is root in the
+	// image), and the sandbox's env and workdir in the config with a history
+	// entry carrying the message. The sandbox is frozen while its files are
+	// read, then runs on. Errors: not_found (sandbox), invalid_argument naming
+	// ref or message, already_exists (a name that exists, without force),
+	// failed_precondition (the sandbox's files would redirect runc, e.g. a
+	// symlink where boxd mounts something). A failure leaves no image.
+	CommitSandbox(context.Context, *connect.Request[v1.CommitSandboxRequest]) (*connect.Response[v1.CommitSandboxResponse], error)
+	// ForkSandbox makes count new sandboxes whose files start as a copy of a
+	// running sandbox's at one moment (it is frozen while its writable layer
+	// is copied once; the forks share that copy read-only and each writes to
+	// its own layer). Processes are not copied: each fork starts with a fresh
+	// init. The forks take the source's limits, env, workdir, labels and
+	// network unless the request sets them. Errors: failed_precondition for a
+	// stopped source; invalid_argument naming the field. A failure leaves no
+	// fork behind.
+	ForkSandbox(context.Context, *connect.Request[v1.ForkSandboxRequest]) (*connect.Response[v1.ForkSandboxResponse], error)
 }
 
 // NewSandboxServiceClient constructs a client for the boxd.v1.SandboxService service. By default,
@@ -219,6 +244,18 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sandboxServiceMethods.ByName("UnpublishPort")),
 			connect.WithClientOptions(opts...),
 		),
+		commitSandbox: connect.NewClient[v1.CommitSandboxRequest, v1.CommitSandboxResponse](
+			httpClient,
+			baseURL+SandboxServiceCommitSandboxProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("CommitSandbox")),
+			connect.WithClientOptions(opts...),
+		),
+		forkSandbox: connect.NewClient[v1.ForkSandboxRequest, v1.ForkSandboxResponse](
+			httpClient,
+			baseURL+SandboxServiceForkSandboxProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("ForkSandbox")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -239,6 +276,8 @@ type sandboxServiceClient struct {
 	removeImage   *connect.Client[v1.RemoveImageRequest, v1.RemoveImageResponse]
 	publishPort   *connect.Client[v1.PublishPortRequest, v1.PublishPortResponse]
 	unpublishPort *connect.Client[v1.UnpublishPortRequest, v1.UnpublishPortResponse]
+	commitSandbox *connect.Client[v1.CommitSandboxRequest, v1.CommitSandboxResponse]
+	forkSandbox   *connect.Client[v1.ForkSandboxRequest, v1.ForkSandboxResponse]
 }
 
 // CreateSandbox calls boxd.v1.SandboxService.CreateSandbox.
@@ -316,6 +355,16 @@ func (c *sandboxServiceClient) UnpublishPort(ctx context.Context, req *connect.R
 	return c.unpublishPort.CallUnary(ctx, req)
 }
 
+// CommitSandbox calls boxd.v1.SandboxService.CommitSandbox.
+func (c *sandboxServiceClient) CommitSandbox(ctx context.Context, req *connect.Request[v1.CommitSandboxRequest]) (*connect.Response[v1.CommitSandboxResponse], error) {
+	return c.commitSandbox.CallUnary(ctx, req)
+}
+
+// ForkSandbox calls boxd.v1.SandboxService.ForkSandbox.
+func (c *sandboxServiceClient) ForkSandbox(ctx context.Context, req *connect.Request[v1.ForkSandboxRequest]) (*connect.Response[v1.ForkSandboxResponse], error) {
+	return c.forkSandbox.CallUnary(ctx, req)
+}
+
 // SandboxServiceHandler is an implementation of the boxd.v1.SandboxService service.
 type SandboxServiceHandler interface {
 	CreateSandbox(context.Context, *connect.Request[v1.CreateSandboxRequest]) (*connect.Response[v1.CreateSandboxResponse], error)
@@ -356,6 +405,25 @@ type SandboxServiceHandler interface {
 	// UnpublishPort stops published ports (and their connections); not_found
 	// if none matches.
 	UnpublishPort(context.Context, *connect.Request[v1.UnpublishPortRequest]) (*connect.Response[v1.UnpublishPortResponse], error)
+	// CommitSandbox makes an image from a sandbox: its image's layers, then
+	// its writable layer as a new uncompressed layer, with ownership mapped
+	// back from the sandbox's user namespace (root inside is root in the
+	// image), and the sandbox's env and workdir in the config with a history
+	// entry carrying the message. The sandbox is frozen while its files are
+	// read, then runs on. Errors: not_found (sandbox), invalid_argument naming
+	// ref or message, already_exists (a name that exists, without force),
+	// failed_precondition (the sandbox's files would redirect runc, e.g. a
+	// symlink where boxd mounts something). A failure leaves no image.
+	CommitSandbox(context.Context, *connect.Request[v1.CommitSandboxRequest]) (*connect.Response[v1.CommitSandboxResponse], error)
+	// ForkSandbox makes count new sandboxes whose files start as a copy of a
+	// running sandbox's at one moment (it is frozen while its writable layer
+	// is copied once; the forks share that copy read-only and each writes to
+	// its own layer). Processes are not copied: each fork starts with a fresh
+	// init. The forks take the source's limits, env, workdir, labels and
+	// network unless the request sets them. Errors: failed_precondition for a
+	// stopped source; invalid_argument naming the field. A failure leaves no
+	// fork behind.
+	ForkSandbox(context.Context, *connect.Request[v1.ForkSandboxRequest]) (*connect.Response[v1.ForkSandboxResponse], error)
 }
 
 // NewSandboxServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -455,6 +523,18 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sandboxServiceMethods.ByName("UnpublishPort")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sandboxServiceCommitSandboxHandler := connect.NewUnaryHandler(
+		SandboxServiceCommitSandboxProcedure,
+		svc.CommitSandbox,
+		connect.WithSchema(sandboxServiceMethods.ByName("CommitSandbox")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sandboxServiceForkSandboxHandler := connect.NewUnaryHandler(
+		SandboxServiceForkSandboxProcedure,
+		svc.ForkSandbox,
+		connect.WithSchema(sandboxServiceMethods.ByName("ForkSandbox")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/boxd.v1.SandboxService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case SandboxServiceCreateSandboxProcedure:
@@ -487,6 +567,10 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 			sandboxServicePublishPortHandler.ServeHTTP(w, r)
 		case SandboxServiceUnpublishPortProcedure:
 			sandboxServiceUnpublishPortHandler.ServeHTTP(w, r)
+		case SandboxServiceCommitSandboxProcedure:
+			sandboxServiceCommitSandboxHandler.ServeHTTP(w, r)
+		case SandboxServiceForkSandboxProcedure:
+			sandboxServiceForkSandboxHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -554,4 +638,12 @@ func (UnimplementedSandboxServiceHandler) PublishPort(context.Context, *connect.
 
 func (UnimplementedSandboxServiceHandler) UnpublishPort(context.Context, *connect.Request[v1.UnpublishPortRequest]) (*connect.Response[v1.UnpublishPortResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.UnpublishPort is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) CommitSandbox(context.Context, *connect.Request[v1.CommitSandboxRequest]) (*connect.Response[v1.CommitSandboxResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.CommitSandbox is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) ForkSandbox(context.Context, *connect.Request[v1.ForkSandboxRequest]) (*connect.Response[v1.ForkSandboxResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.ForkSandbox is not implemented"))
 }
