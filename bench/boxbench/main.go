@@ -9,7 +9,7 @@
 // writes a Markdown table and PNG charts (bench/results/).
 //
 // Scenarios (-only picks some): exec, tti, oneshot, files, concurrency,
-// density, ports, sdk, network, commitfork. BENCH_QUICK=1 (or -quick) is a small run for development;
+// density, ports, sdk, network, commitfork, pull. BENCH_QUICK=1 (or -quick) is a small run for development;
 // BENCH_N, BENCH_BURST, BENCH_LEVELS, BENCH_EXECS, BENCH_DENSITY, BENCH_ONLY
 // and BENCH_OUT set the corresponding flags. It exits non-zero if a
 // scenario failed or anything leaked.
@@ -68,7 +68,7 @@ func (c *config) wantsAny(ids string) bool {
 	return false
 }
 
-var scenarioIDs = []string{"exec", "tti", "oneshot", "files", "concurrency", "density", "ports", "sdk", "network", "commitfork", "owner"}
+var scenarioIDs = []string{"exec", "tti", "oneshot", "files", "concurrency", "density", "ports", "sdk", "network", "commitfork", "pull", "owner"}
 
 func main() {
 	cfg, err := parseFlags()
@@ -267,7 +267,14 @@ var scenarios = []scenario{
 		r.lats = append(r.lats, ls...)
 		return err
 	}},
-	{"owner", "11. ownership check", func(ctx context.Context, e *env, cfg *config, r *report) error {
+	{"pull", "11. registry pull", func(ctx context.Context, e *env, cfg *config, r *report) error {
+		l, err := scenarioPull(ctx, e, cfg)
+		if l != nil {
+			r.lats = append(r.lats, l)
+		}
+		return err
+	}},
+	{"owner", "12. ownership check", func(ctx context.Context, e *env, cfg *config, r *report) error {
 		l, err := scenarioOwner(ctx, e, cfg)
 		if l != nil {
 			r.lats = append(r.lats, l)

@@ -2,7 +2,7 @@
 
 package main
 
-// Scenario 11: what the ownership check costs an exec. boxd serves a
+// Scenario 12: what the ownership check costs an exec. boxd serves a
 // second socket with the check off (--bench-unchecked-socket, a flag that
 // exists only for this measurement); one non-root caller (uid/gid 65534,
 // "nobody", which is neither root nor in an admin group, so the check
