@@ -68,7 +68,7 @@ func (c *config) wantsAny(ids string) bool {
 	return false
 }
 
-var scenarioIDs = []string{"exec", "tti", "oneshot", "files", "concurrency", "density", "ports", "sdk", "network", "commitfork", "pull"}
+var scenarioIDs = []string{"exec", "tti", "oneshot", "files", "concurrency", "density", "ports", "sdk", "network", "commitfork", "pull", "owner"}
 
 func main() {
 	cfg, err := parseFlags()
@@ -267,6 +267,13 @@ var scenarios = []scenario{
 	}},
 	{"pull", "11. registry pull", func(ctx context.Context, e *env, cfg *config, r *report) error {
 		l, err := scenarioPull(ctx, e, cfg)
+		if l != nil {
+			r.lats = append(r.lats, l)
+		}
+		return err
+	}},
+	{"owner", "12. ownership check", func(ctx context.Context, e *env, cfg *config, r *report) error {
+		l, err := scenarioOwner(ctx, e, cfg)
 		if l != nil {
 			r.lats = append(r.lats, l)
 		}
