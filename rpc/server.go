@@ -23,6 +23,7 @@ import (
 	"github.com/containerd/errdefs"
 
 	"github.com/boxd-dev/boxd/agent/wire"
+	"github.com/boxd-dev/boxd/events"
 	"github.com/boxd-dev/boxd/rpc/client"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
@@ -38,6 +39,8 @@ type Server struct {
 	Manager *runtime.Manager
 	Images  *snapshot.Store
 	Log     *slog.Logger
+	// Events is the daemon's event log (EventService); nil: none.
+	Events *events.Log
 
 	// MaxConns caps the API connections open at once (0: no cap); one
 	// over it gets resource_exhausted naming max-connections.
@@ -57,6 +60,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(boxdv1connect.NewSandboxServiceHandler(s, s.handlerOptions()...))
 	mux.Handle(boxdv1connect.NewFileServiceHandler(&fileServer{s}, s.handlerOptions()...))
 	mux.Handle(boxdv1connect.NewProcessServiceHandler(&processServer{s}, s.handlerOptions()...))
+	mux.Handle(boxdv1connect.NewEventServiceHandler(&eventServer{s}, s.handlerOptions()...))
 	s.describe(mux)
 	return mux
 }
@@ -66,6 +70,7 @@ var APIServices = []string{
 	boxdv1connect.SandboxServiceName,
 	boxdv1connect.FileServiceName,
 	boxdv1connect.ProcessServiceName,
+	boxdv1connect.EventServiceName,
 }
 
 // describe adds what lets a client that has no copy of rpc/proto find its
@@ -212,11 +217,14 @@ func ts(t time.Time) string {
 }
 
 func toProto(sb *runtime.Sandbox) *boxdv1.Sandbox {
-	var u *boxdv1.Usage
-	if sb.Usage != nil {
-		u = &boxdv1.Usage{MemoryBytes: sb.Usage.MemoryBytes, MemoryPeakBytes: sb.Usage.MemoryPeak, CpuUsec: sb.Usage.CPUUsec, Pids: sb.Usage.Pids, OomKills: sb.Usage.OOMKills}
+	u := usageProto(sb.Usage)
+	var idleTimeout, onIdle, lastActivity string
+	if sb.Idle != nil {
+		idleTimeout, onIdle, lastActivity = sb.Idle.Timeout.String(), sb.Idle.Action, ts(sb.Idle.LastActivity)
 	}
 	return &boxdv1.Sandbox{
+		IdleTimeout: idleTimeout, OnIdle: onIdle, LastActivityAt: lastActivity,
+		PausedAt: ts(sb.PausedAt), PauseReason: sb.PauseReason,
 		Usage: u,
 		Id:    sb.ID, Name: sb.Name, Image: sb.Image, State: sb.State,
 		MemoryBytes: sb.Limits.MemoryBytes, Cpus: sb.Limits.CPUs, Pids: sb.Limits.Pids,
@@ -238,7 +246,8 @@ func toProto(sb *runtime.Sandbox) *boxdv1.Sandbox {
 
 func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[boxdv1.CreateSandboxRequest]) (*connect.Response[boxdv1.CreateSandboxResponse], error) {
 	m := req.Msg
-	cr := runtime.CreateRequest{Image: m.Image, Env: m.Env, Workdir: m.Workdir, Labels: m.Labels, Name: m.Name, TTL: m.Ttl, Publish: portSpecs(m.Publish)}
+	cr := runtime.CreateRequest{Image: m.Image, Env: m.Env, Workdir: m.Workdir, Labels: m.Labels, Name: m.Name, TTL: m.Ttl, Publish: portSpecs(m.Publish),
+		IdleTimeout: m.IdleTimeout, OnIdle: m.OnIdle}
 	if n := m.Network; n != nil {
 		cr.Network, cr.Allow = n.Mode, n.Allow
 	}
@@ -322,6 +331,9 @@ func (s *Server) Exec(ctx context.Context, req *connect.Request[boxdv1.ExecReque
 	}
 	var stdout, stderr capped
 	stdout.max, stderr.max = er.OutputLimit, er.OutputLimit
+	if req.Msg.Resume {
+		ctx = runtime.WithResume(ctx)
+	}
 	res, err := s.Manager.Exec(ctx, req.Msg.SandboxId, er, nil, &stdout, &stderr)
 	if err != nil {
 		return nil, ToConnect(err)
@@ -380,6 +392,9 @@ func (s *Server) ExecStream(ctx context.Context, req *connect.Request[boxdv1.Exe
 		return ToConnect(err)
 	}
 	var mu sync.Mutex
+	if req.Msg.Resume {
+		ctx = runtime.WithResume(ctx)
+	}
 	res, err := s.Manager.Exec(ctx, req.Msg.SandboxId, er, nil,
 		&streamWriter{mu: &mu, stream: stream}, &streamWriter{mu: &mu, stream: stream, stderr: true})
 	if err != nil {

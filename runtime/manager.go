@@ -34,6 +34,7 @@ import (
 	"github.com/boxd-dev/boxd/agent/handoff"
 	"github.com/boxd-dev/boxd/agent/host"
 	"github.com/boxd-dev/boxd/agent/wire"
+	"github.com/boxd-dev/boxd/events"
 	"github.com/boxd-dev/boxd/network"
 	"github.com/boxd-dev/boxd/network/ports"
 	"github.com/boxd-dev/boxd/oci"
@@ -95,8 +96,14 @@ type Config struct {
 	NetworkErr string
 	// Ports says which host addresses ports may be published on (loopback
 	// always; others only as listed).
-	Ports  ports.Policy
-	Logger *slog.Logger
+	Ports ports.Policy
+	// Events records what happens to sandboxes; nil records nothing.
+	Events *events.Log
+	// IdleTimeout and OnIdle are the idle policy of a create that names
+	// none: 0 never expires on idleness.
+	IdleTimeout time.Duration
+	OnIdle      string
+	Logger      *slog.Logger
 }
 
 // Sandbox is what boxd reports about a sandbox.
@@ -117,6 +124,10 @@ type Sandbox struct {
 	Usage     *Usage     // set by Get while the sandbox runs
 	Restarts  RestartInfo
 	Network   *NetworkInfo
+	// PausedAt and PauseReason are set while the sandbox is paused.
+	PausedAt    time.Time
+	PauseReason string
+	Idle        *IdleInfo // nil: no idle timeout
 }
 
 // record is the part of a sandbox that is stored in its container label.
@@ -154,6 +165,13 @@ type Manager struct {
 	// then, not a dead sandbox).
 	busyMu sync.Mutex
 	busy   map[string]bool
+
+	// freezer pauses sandboxes; paused mirrors the kernel's freezer state
+	// of each sandbox for the exec hot path (refreshed on every reconcile).
+	freezer  freezer
+	pausedMu sync.Mutex
+	paused   map[string]bool
+	act      activity
 }
 
 // claim marks id busy; it reports false if something else holds it.
@@ -313,10 +331,28 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	// publishes ports is made cold.
 	if len(r.publish) == 0 {
 		if sb, ok := m.fromPool(ctx, r, img); ok {
+			m.created(sb.ID)
 			return sb, nil
 		}
 	}
-	return m.createResolved(ctx, t0, r, img, imgSpec, false)
+	sb, err := m.createResolved(ctx, t0, r, img, imgSpec, false)
+	if err == nil {
+		m.created(sb.ID)
+	}
+	return sb, err
+}
+
+// created records a new client-visible sandbox: events, and its idle
+// clock starts now.
+func (m *Manager) created(id string) {
+	m.touch(id)
+	m.emit(events.Created, id, nil)
+	m.emit(events.Started, id, nil)
+}
+
+// emit records an event about a sandbox.
+func (m *Manager) emit(typ, id string, attrs map[string]string) {
+	m.cfg.Events.Emit(typ, id, attrs)
 }
 
 // createResolved makes a sandbox from a validated request; a pool member
@@ -489,7 +525,7 @@ func (m *Manager) specFor(ctx context.Context, id string, r resolved, imgSpec oc
 		MemoryBytes: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
 		HostUID: m.cfg.HostUID, HostGID: m.cfg.HostGID, IDMapSize: m.cfg.IDMapSize,
 		InitBinary: m.cfg.InitBinary, ChannelDir: m.handoffDir(id),
-		CgroupsPath: cgroupsPath(ctx, id),
+		CgroupsPath: m.cgPath(id),
 		NetNSPath:   netns, ResolvConf: resolvConf,
 	})
 	var fe *oci.FieldError
@@ -510,6 +546,9 @@ func (m *Manager) labelsFor(rec record, r resolved) map[string]string {
 	}
 	if v := portsLabel(rec.Ports); v != "" {
 		labels[LabelPorts] = v
+	}
+	if v := idleLabel(r.idle); v != "" {
+		labels[LabelIdle] = v
 	}
 	for k, v := range r.labels {
 		labels[UserLabelPrefix+k] = v
@@ -788,8 +827,17 @@ func (m *Manager) describe(ctx context.Context, ctr client.Container, withEnv bo
 		if st, err := task.Status(ctx); err == nil {
 			sb.State = string(st.Status)
 		}
-		if withEnv && sb.State == string(client.Running) {
-			if u, err := usage(ctx, task); err == nil {
+		// containerd does not see boxd's freezer writes: the kernel's
+		// state is the truth.
+		if sb.State == string(client.Running) {
+			if f, err := m.freezer.frozen(m.cgPath(sb.ID)); err == nil && f {
+				sb.State = string(client.Paused)
+				p := pausedAt(info.Labels)
+				sb.PausedAt, sb.PauseReason = p.At, p.Reason
+			}
+		}
+		if withEnv && (sb.State == string(client.Running) || sb.State == string(client.Paused)) {
+			if u, err := usage(ctx, task, m.cgPath(sb.ID)); err == nil {
 				sb.Usage = u
 			} else {
 				m.log.Debug("usage", "sandbox", sb.ID, "err", err)
@@ -832,6 +880,7 @@ func (m *Manager) toSandbox(id string, labels map[string]string, rec record) *Sa
 		UIDMap:   fmt.Sprintf("0:%d:%d", rec.HostUID, rec.IDMapSize),
 		Ports:    parsePorts(labels[LabelPorts]),
 		Restarts: restartInfo(labels),
+		Idle:     m.idleInfo(id, labels),
 	}
 	st, err := parseNetState(labels)
 	if err != nil {
@@ -906,6 +955,7 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 	m.ports.Release(id, nil)
 	task, err := ctr.Task(ctx, nil)
 	if err == nil {
+		m.thawForDelete(ctx, id)
 		// WithProcessKill waits for the exit before it kills, so none is
 		// missed, then deletes.
 		if err := deleteTask(ctx, ctr, task); err != nil {
@@ -924,10 +974,12 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 	}
 	m.inv.forget(id)
 	m.pool.signal() // a slot under max-sandboxes may be free for a member
+	m.forgetActivity(id)
 	if err := os.RemoveAll(m.sandboxDir(id)); err != nil {
 		return fmt.Errorf("delete sandbox %s: state dir: %w", id, err)
 	}
 	m.log.Info("deleted", "sandbox", id)
+	m.emit(events.Deleted, id, nil)
 	return nil
 }
 
@@ -970,6 +1022,11 @@ func (m *Manager) ReconcileOnce(ctx context.Context) (expired, restarted int, _ 
 		return 0, 0, fmt.Errorf("reconcile: list: %w", err)
 	}
 	now := time.Now()
+	ids := make([]string, 0, len(ctrs))
+	for _, ctr := range ctrs {
+		ids = append(ids, ctr.ID())
+	}
+	m.refreshPaused(ctx, ids)
 	var errs []error
 	for _, ctr := range ctrs {
 		labels, err := ctr.Labels(ctx)
@@ -978,11 +1035,17 @@ func (m *Manager) ReconcileOnce(ctx context.Context) (expired, restarted int, _ 
 		}
 		if exp, err := time.Parse(time.RFC3339, labels[LabelExpiresAt]); err == nil && !now.Before(exp) {
 			m.log.Info("ttl expired", "sandbox", ctr.ID(), "expired_at", exp)
+			m.emit(events.Expired, ctr.ID(), map[string]string{"expires_at": exp.UTC().Format(time.RFC3339)})
 			if err := m.destroy(ctx, ctr); err != nil {
 				errs = append(errs, err)
 				continue
 			}
 			expired++
+			continue
+		}
+		if gone, err := m.checkIdle(ctx, ctr, labels, now); err != nil {
+			errs = append(errs, err)
+		} else if gone {
 			continue
 		}
 		if err := trimLog(m.initLogPath(ctr.ID()), initLogMax, initLogKeep); err != nil {

@@ -31,6 +31,10 @@ type CreateRequest struct {
 	Network string
 	Allow   []string
 	Publish []PortSpec
+	// IdleTimeout (Go duration; "" the daemon's, "0" never) and OnIdle
+	// (pause or delete; "" the daemon's) are the idle policy.
+	IdleTimeout string
+	OnIdle      string
 }
 
 // Limits are the resource limits every sandbox carries.
@@ -167,6 +171,7 @@ type resolved struct {
 	network string
 	allow   []network.Dest
 	publish []PortSpec
+	idle    idlePolicy
 }
 
 // withinTotals refuses a sandbox whose own limits exceed a daemon-wide
@@ -263,6 +268,9 @@ func (m *Manager) resolve(req CreateRequest) (resolved, error) {
 			return r, fieldErr("ttl", "%q is above the maximum of %s", req.TTL, MaxTTL)
 		}
 		r.ttl = d
+	}
+	if err := m.resolveIdle(req, &r); err != nil {
+		return r, err
 	}
 	if err := m.resolveNetwork(req, &r); err != nil {
 		return r, err

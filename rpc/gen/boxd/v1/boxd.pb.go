@@ -70,6 +70,364 @@ func (ImageFormat) EnumDescriptor() ([]byte, []int) {
 	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{0}
 }
 
+type PauseSandboxRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseSandboxRequest) Reset() {
+	*x = PauseSandboxRequest{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseSandboxRequest) ProtoMessage() {}
+
+func (x *PauseSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseSandboxRequest.ProtoReflect.Descriptor instead.
+func (*PauseSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *PauseSandboxRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type PauseSandboxResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseSandboxResponse) Reset() {
+	*x = PauseSandboxResponse{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseSandboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseSandboxResponse) ProtoMessage() {}
+
+func (x *PauseSandboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseSandboxResponse.ProtoReflect.Descriptor instead.
+func (*PauseSandboxResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{1}
+}
+
+type UnpauseSandboxRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnpauseSandboxRequest) Reset() {
+	*x = UnpauseSandboxRequest{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnpauseSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnpauseSandboxRequest) ProtoMessage() {}
+
+func (x *UnpauseSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnpauseSandboxRequest.ProtoReflect.Descriptor instead.
+func (*UnpauseSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *UnpauseSandboxRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type UnpauseSandboxResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UnpauseSandboxResponse) Reset() {
+	*x = UnpauseSandboxResponse{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UnpauseSandboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UnpauseSandboxResponse) ProtoMessage() {}
+
+func (x *UnpauseSandboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UnpauseSandboxResponse.ProtoReflect.Descriptor instead.
+func (*UnpauseSandboxResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{3}
+}
+
+type StatsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ids           []string               `protobuf:"bytes,1,rep,name=ids,proto3" json:"ids,omitempty"`           // ids or names; empty: every sandbox
+	Stream        bool                   `protobuf:"varint,2,opt,name=stream,proto3" json:"stream,omitempty"`    // keep sending, one message per interval
+	Interval      string                 `protobuf:"bytes,3,opt,name=interval,proto3" json:"interval,omitempty"` // Go duration, 100ms to 1m; empty: 1s
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatsRequest) Reset() {
+	*x = StatsRequest{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatsRequest) ProtoMessage() {}
+
+func (x *StatsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
+func (*StatsRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *StatsRequest) GetIds() []string {
+	if x != nil {
+		return x.Ids
+	}
+	return nil
+}
+
+func (x *StatsRequest) GetStream() bool {
+	if x != nil {
+		return x.Stream
+	}
+	return false
+}
+
+func (x *StatsRequest) GetInterval() string {
+	if x != nil {
+		return x.Interval
+	}
+	return ""
+}
+
+type StatsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	At            string                 `protobuf:"bytes,1,opt,name=at,proto3" json:"at,omitempty"` // RFC 3339, when the figures were read
+	Sandboxes     []*SandboxStats        `protobuf:"bytes,2,rep,name=sandboxes,proto3" json:"sandboxes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatsResponse) Reset() {
+	*x = StatsResponse{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatsResponse) ProtoMessage() {}
+
+func (x *StatsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
+func (*StatsResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *StatsResponse) GetAt() string {
+	if x != nil {
+		return x.At
+	}
+	return ""
+}
+
+func (x *StatsResponse) GetSandboxes() []*SandboxStats {
+	if x != nil {
+		return x.Sandboxes
+	}
+	return nil
+}
+
+type SandboxStats struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Id               string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name             string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	State            string                 `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	MemoryLimitBytes int64                  `protobuf:"varint,4,opt,name=memory_limit_bytes,json=memoryLimitBytes,proto3" json:"memory_limit_bytes,omitempty"` // the limit boxd set
+	Usage            *Usage                 `protobuf:"bytes,5,opt,name=usage,proto3" json:"usage,omitempty"`
+	// CPU used over the interval before this sample, in percent of one core
+	// (a sandbox with --cpus 2 can show up to 200).
+	CpuPercent    float64 `protobuf:"fixed64,6,opt,name=cpu_percent,json=cpuPercent,proto3" json:"cpu_percent,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxStats) Reset() {
+	*x = SandboxStats{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxStats) ProtoMessage() {}
+
+func (x *SandboxStats) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxStats.ProtoReflect.Descriptor instead.
+func (*SandboxStats) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SandboxStats) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SandboxStats) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SandboxStats) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *SandboxStats) GetMemoryLimitBytes() int64 {
+	if x != nil {
+		return x.MemoryLimitBytes
+	}
+	return 0
+}
+
+func (x *SandboxStats) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *SandboxStats) GetCpuPercent() float64 {
+	if x != nil {
+		return x.CpuPercent
+	}
+	return 0
+}
+
 // PublishedPort is one sandbox port reachable from the host.
 type PublishedPort struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -88,7 +446,7 @@ type PublishedPort struct {
 
 func (x *PublishedPort) Reset() {
 	*x = PublishedPort{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[0]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -100,7 +458,7 @@ func (x *PublishedPort) String() string {
 func (*PublishedPort) ProtoMessage() {}
 
 func (x *PublishedPort) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[0]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -113,7 +471,7 @@ func (x *PublishedPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishedPort.ProtoReflect.Descriptor instead.
 func (*PublishedPort) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{0}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PublishedPort) GetHostIp() string {
@@ -154,7 +512,7 @@ type PublishPortRequest struct {
 
 func (x *PublishPortRequest) Reset() {
 	*x = PublishPortRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[1]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -166,7 +524,7 @@ func (x *PublishPortRequest) String() string {
 func (*PublishPortRequest) ProtoMessage() {}
 
 func (x *PublishPortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[1]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -179,7 +537,7 @@ func (x *PublishPortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishPortRequest.ProtoReflect.Descriptor instead.
 func (*PublishPortRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{1}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *PublishPortRequest) GetSandboxId() string {
@@ -205,7 +563,7 @@ type PublishPortResponse struct {
 
 func (x *PublishPortResponse) Reset() {
 	*x = PublishPortResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[2]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -217,7 +575,7 @@ func (x *PublishPortResponse) String() string {
 func (*PublishPortResponse) ProtoMessage() {}
 
 func (x *PublishPortResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[2]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -230,7 +588,7 @@ func (x *PublishPortResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishPortResponse.ProtoReflect.Descriptor instead.
 func (*PublishPortResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{2}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *PublishPortResponse) GetPort() *PublishedPort {
@@ -251,7 +609,7 @@ type UnpublishPortRequest struct {
 
 func (x *UnpublishPortRequest) Reset() {
 	*x = UnpublishPortRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[3]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -263,7 +621,7 @@ func (x *UnpublishPortRequest) String() string {
 func (*UnpublishPortRequest) ProtoMessage() {}
 
 func (x *UnpublishPortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[3]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -276,7 +634,7 @@ func (x *UnpublishPortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnpublishPortRequest.ProtoReflect.Descriptor instead.
 func (*UnpublishPortRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{3}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *UnpublishPortRequest) GetSandboxId() string {
@@ -309,7 +667,7 @@ type UnpublishPortResponse struct {
 
 func (x *UnpublishPortResponse) Reset() {
 	*x = UnpublishPortResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[4]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -321,7 +679,7 @@ func (x *UnpublishPortResponse) String() string {
 func (*UnpublishPortResponse) ProtoMessage() {}
 
 func (x *UnpublishPortResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[4]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -334,7 +692,7 @@ func (x *UnpublishPortResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnpublishPortResponse.ProtoReflect.Descriptor instead.
 func (*UnpublishPortResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{4}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UnpublishPortResponse) GetPorts() []*PublishedPort {
@@ -358,7 +716,7 @@ type Limits struct {
 
 func (x *Limits) Reset() {
 	*x = Limits{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[5]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -370,7 +728,7 @@ func (x *Limits) String() string {
 func (*Limits) ProtoMessage() {}
 
 func (x *Limits) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[5]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -383,7 +741,7 @@ func (x *Limits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limits.ProtoReflect.Descriptor instead.
 func (*Limits) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{5}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Limits) GetMemory() string {
@@ -419,15 +777,21 @@ type CreateSandboxRequest struct {
 	// Ports to publish on the host (see PublishPort), listened on before the
 	// sandbox is made: a port in use fails the create and leaves nothing.
 	// At most 32. A create with publish does not take a warm-pool member.
-	Publish       []*PublishedPort `protobuf:"bytes,20,rep,name=publish,proto3" json:"publish,omitempty"`
-	Network       *NetworkRequest  `protobuf:"bytes,21,opt,name=network,proto3" json:"network,omitempty"` // empty: mode none (loopback only)
+	Publish []*PublishedPort `protobuf:"bytes,20,rep,name=publish,proto3" json:"publish,omitempty"`
+	Network *NetworkRequest  `protobuf:"bytes,21,opt,name=network,proto3" json:"network,omitempty"` // empty: mode none (loopback only)
+	// No exec, file call or attached stream for this long (Go duration)
+	// pauses or deletes the sandbox (on_idle); "0": never; empty: the
+	// daemon's --idle-timeout. A running command or an open stream keeps it
+	// in use.
+	IdleTimeout   string `protobuf:"bytes,45,opt,name=idle_timeout,json=idleTimeout,proto3" json:"idle_timeout,omitempty"`
+	OnIdle        string `protobuf:"bytes,46,opt,name=on_idle,json=onIdle,proto3" json:"on_idle,omitempty"` // "pause" (default) or "delete"; empty: the daemon's --on-idle
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateSandboxRequest) Reset() {
 	*x = CreateSandboxRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[6]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -439,7 +803,7 @@ func (x *CreateSandboxRequest) String() string {
 func (*CreateSandboxRequest) ProtoMessage() {}
 
 func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[6]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -452,7 +816,7 @@ func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxRequest.ProtoReflect.Descriptor instead.
 func (*CreateSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{6}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *CreateSandboxRequest) GetImage() string {
@@ -518,6 +882,20 @@ func (x *CreateSandboxRequest) GetNetwork() *NetworkRequest {
 	return nil
 }
 
+func (x *CreateSandboxRequest) GetIdleTimeout() string {
+	if x != nil {
+		return x.IdleTimeout
+	}
+	return ""
+}
+
+func (x *CreateSandboxRequest) GetOnIdle() string {
+	if x != nil {
+		return x.OnIdle
+	}
+	return ""
+}
+
 // NetworkRequest asks for a network beyond loopback.
 type NetworkRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -533,7 +911,7 @@ type NetworkRequest struct {
 
 func (x *NetworkRequest) Reset() {
 	*x = NetworkRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[7]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -545,7 +923,7 @@ func (x *NetworkRequest) String() string {
 func (*NetworkRequest) ProtoMessage() {}
 
 func (x *NetworkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[7]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -558,7 +936,7 @@ func (x *NetworkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkRequest.ProtoReflect.Descriptor instead.
 func (*NetworkRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{7}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *NetworkRequest) GetMode() string {
@@ -589,7 +967,7 @@ type NetworkStatus struct {
 
 func (x *NetworkStatus) Reset() {
 	*x = NetworkStatus{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[8]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -601,7 +979,7 @@ func (x *NetworkStatus) String() string {
 func (*NetworkStatus) ProtoMessage() {}
 
 func (x *NetworkStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[8]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -614,7 +992,7 @@ func (x *NetworkStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkStatus.ProtoReflect.Descriptor instead.
 func (*NetworkStatus) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{8}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *NetworkStatus) GetMode() string {
@@ -682,15 +1060,23 @@ type Sandbox struct {
 	// Published ports, with the host address each is reachable at. They are
 	// recorded in the sandbox's labels and listened on again when boxd
 	// starts.
-	Ports         []*PublishedPort `protobuf:"bytes,30,rep,name=ports,proto3" json:"ports,omitempty"`
-	Network       *NetworkStatus   `protobuf:"bytes,31,opt,name=network,proto3" json:"network,omitempty"`
+	Ports   []*PublishedPort `protobuf:"bytes,30,rep,name=ports,proto3" json:"ports,omitempty"`
+	Network *NetworkStatus   `protobuf:"bytes,31,opt,name=network,proto3" json:"network,omitempty"`
+	// Idle policy (empty: none) and the last time a call into the sandbox
+	// ended (RFC 3339; empty while one is open).
+	IdleTimeout    string `protobuf:"bytes,45,opt,name=idle_timeout,json=idleTimeout,proto3" json:"idle_timeout,omitempty"`
+	OnIdle         string `protobuf:"bytes,46,opt,name=on_idle,json=onIdle,proto3" json:"on_idle,omitempty"`
+	LastActivityAt string `protobuf:"bytes,47,opt,name=last_activity_at,json=lastActivityAt,proto3" json:"last_activity_at,omitempty"`
+	// Set while state is "paused": when and why ("user" or "idle").
+	PausedAt      string `protobuf:"bytes,48,opt,name=paused_at,json=pausedAt,proto3" json:"paused_at,omitempty"`
+	PauseReason   string `protobuf:"bytes,49,opt,name=pause_reason,json=pauseReason,proto3" json:"pause_reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Sandbox) Reset() {
 	*x = Sandbox{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[9]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -702,7 +1088,7 @@ func (x *Sandbox) String() string {
 func (*Sandbox) ProtoMessage() {}
 
 func (x *Sandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[9]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -715,7 +1101,7 @@ func (x *Sandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sandbox.ProtoReflect.Descriptor instead.
 func (*Sandbox) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{9}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Sandbox) GetId() string {
@@ -865,20 +1251,65 @@ func (x *Sandbox) GetNetwork() *NetworkStatus {
 	return nil
 }
 
+func (x *Sandbox) GetIdleTimeout() string {
+	if x != nil {
+		return x.IdleTimeout
+	}
+	return ""
+}
+
+func (x *Sandbox) GetOnIdle() string {
+	if x != nil {
+		return x.OnIdle
+	}
+	return ""
+}
+
+func (x *Sandbox) GetLastActivityAt() string {
+	if x != nil {
+		return x.LastActivityAt
+	}
+	return ""
+}
+
+func (x *Sandbox) GetPausedAt() string {
+	if x != nil {
+		return x.PausedAt
+	}
+	return ""
+}
+
+func (x *Sandbox) GetPauseReason() string {
+	if x != nil {
+		return x.PauseReason
+	}
+	return ""
+}
+
 type Usage struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	MemoryBytes     uint64                 `protobuf:"varint,1,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
-	MemoryPeakBytes uint64                 `protobuf:"varint,2,opt,name=memory_peak_bytes,json=memoryPeakBytes,proto3" json:"memory_peak_bytes,omitempty"`
-	CpuUsec         uint64                 `protobuf:"varint,3,opt,name=cpu_usec,json=cpuUsec,proto3" json:"cpu_usec,omitempty"`
-	Pids            uint64                 `protobuf:"varint,4,opt,name=pids,proto3" json:"pids,omitempty"`
-	OomKills        uint64                 `protobuf:"varint,5,opt,name=oom_kills,json=oomKills,proto3" json:"oom_kills,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	MemoryBytes      uint64                 `protobuf:"varint,1,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
+	MemoryPeakBytes  uint64                 `protobuf:"varint,2,opt,name=memory_peak_bytes,json=memoryPeakBytes,proto3" json:"memory_peak_bytes,omitempty"`
+	CpuUsec          uint64                 `protobuf:"varint,3,opt,name=cpu_usec,json=cpuUsec,proto3" json:"cpu_usec,omitempty"`
+	Pids             uint64                 `protobuf:"varint,4,opt,name=pids,proto3" json:"pids,omitempty"`
+	OomKills         uint64                 `protobuf:"varint,5,opt,name=oom_kills,json=oomKills,proto3" json:"oom_kills,omitempty"`
+	MemoryLimitBytes uint64                 `protobuf:"varint,10,opt,name=memory_limit_bytes,json=memoryLimitBytes,proto3" json:"memory_limit_bytes,omitempty"` // as the kernel has it
+	// Bytes the sandbox read and wrote on the host's block devices (cgroup
+	// blkio / io.stat), summed over devices.
+	BlockReadBytes  uint64 `protobuf:"varint,11,opt,name=block_read_bytes,json=blockReadBytes,proto3" json:"block_read_bytes,omitempty"`
+	BlockWriteBytes uint64 `protobuf:"varint,12,opt,name=block_write_bytes,json=blockWriteBytes,proto3" json:"block_write_bytes,omitempty"`
+	// Whether the sandbox has a network (egress), and the bytes its
+	// interfaces other than loopback received and sent.
+	Network       bool   `protobuf:"varint,13,opt,name=network,proto3" json:"network,omitempty"`
+	NetRxBytes    uint64 `protobuf:"varint,14,opt,name=net_rx_bytes,json=netRxBytes,proto3" json:"net_rx_bytes,omitempty"`
+	NetTxBytes    uint64 `protobuf:"varint,15,opt,name=net_tx_bytes,json=netTxBytes,proto3" json:"net_tx_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[10]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -890,7 +1321,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[10]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -903,7 +1334,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{10}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Usage) GetMemoryBytes() uint64 {
@@ -941,6 +1372,48 @@ func (x *Usage) GetOomKills() uint64 {
 	return 0
 }
 
+func (x *Usage) GetMemoryLimitBytes() uint64 {
+	if x != nil {
+		return x.MemoryLimitBytes
+	}
+	return 0
+}
+
+func (x *Usage) GetBlockReadBytes() uint64 {
+	if x != nil {
+		return x.BlockReadBytes
+	}
+	return 0
+}
+
+func (x *Usage) GetBlockWriteBytes() uint64 {
+	if x != nil {
+		return x.BlockWriteBytes
+	}
+	return 0
+}
+
+func (x *Usage) GetNetwork() bool {
+	if x != nil {
+		return x.Network
+	}
+	return false
+}
+
+func (x *Usage) GetNetRxBytes() uint64 {
+	if x != nil {
+		return x.NetRxBytes
+	}
+	return 0
+}
+
+func (x *Usage) GetNetTxBytes() uint64 {
+	if x != nil {
+		return x.NetTxBytes
+	}
+	return 0
+}
+
 // Security shows the posture a sandbox was created with, so a client can see
 // every loosening.
 type Security struct {
@@ -956,7 +1429,7 @@ type Security struct {
 
 func (x *Security) Reset() {
 	*x = Security{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -968,7 +1441,7 @@ func (x *Security) String() string {
 func (*Security) ProtoMessage() {}
 
 func (x *Security) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -981,7 +1454,7 @@ func (x *Security) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Security.ProtoReflect.Descriptor instead.
 func (*Security) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{11}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Security) GetNetwork() bool {
@@ -1028,7 +1501,7 @@ type CreateSandboxResponse struct {
 
 func (x *CreateSandboxResponse) Reset() {
 	*x = CreateSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1513,7 @@ func (x *CreateSandboxResponse) String() string {
 func (*CreateSandboxResponse) ProtoMessage() {}
 
 func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1526,7 @@ func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*CreateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{12}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreateSandboxResponse) GetSandbox() *Sandbox {
@@ -1072,7 +1545,7 @@ type ListSandboxesRequest struct {
 
 func (x *ListSandboxesRequest) Reset() {
 	*x = ListSandboxesRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1084,7 +1557,7 @@ func (x *ListSandboxesRequest) String() string {
 func (*ListSandboxesRequest) ProtoMessage() {}
 
 func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1097,7 +1570,7 @@ func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesRequest.ProtoReflect.Descriptor instead.
 func (*ListSandboxesRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{13}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListSandboxesRequest) GetLabels() map[string]string {
@@ -1116,7 +1589,7 @@ type ListSandboxesResponse struct {
 
 func (x *ListSandboxesResponse) Reset() {
 	*x = ListSandboxesResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1128,7 +1601,7 @@ func (x *ListSandboxesResponse) String() string {
 func (*ListSandboxesResponse) ProtoMessage() {}
 
 func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1141,7 +1614,7 @@ func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesResponse.ProtoReflect.Descriptor instead.
 func (*ListSandboxesResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{14}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListSandboxesResponse) GetSandboxes() []*Sandbox {
@@ -1160,7 +1633,7 @@ type GetSandboxRequest struct {
 
 func (x *GetSandboxRequest) Reset() {
 	*x = GetSandboxRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1645,7 @@ func (x *GetSandboxRequest) String() string {
 func (*GetSandboxRequest) ProtoMessage() {}
 
 func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1658,7 @@ func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxRequest.ProtoReflect.Descriptor instead.
 func (*GetSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{15}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetSandboxRequest) GetId() string {
@@ -1204,7 +1677,7 @@ type GetSandboxResponse struct {
 
 func (x *GetSandboxResponse) Reset() {
 	*x = GetSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1689,7 @@ func (x *GetSandboxResponse) String() string {
 func (*GetSandboxResponse) ProtoMessage() {}
 
 func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1702,7 @@ func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxResponse.ProtoReflect.Descriptor instead.
 func (*GetSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{16}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetSandboxResponse) GetSandbox() *Sandbox {
@@ -1248,7 +1721,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1260,7 +1733,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1273,7 +1746,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{17}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeleteSandboxRequest) GetId() string {
@@ -1291,7 +1764,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1303,7 +1776,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1316,25 +1789,28 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{18}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{25}
 }
 
 type ExecRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SandboxId     string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	Args          []string               `protobuf:"bytes,2,rep,name=args,proto3" json:"args,omitempty"`
-	Env           []string               `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty"`
-	Workdir       string                 `protobuf:"bytes,4,opt,name=workdir,proto3" json:"workdir,omitempty"`
-	Timeout       string                 `protobuf:"bytes,5,opt,name=timeout,proto3" json:"timeout,omitempty"` // Go duration; empty: no timeout
-	Stdin         []byte                 `protobuf:"bytes,6,opt,name=stdin,proto3" json:"stdin,omitempty"`
-	OutputLimit   int64                  `protobuf:"varint,7,opt,name=output_limit,json=outputLimit,proto3" json:"output_limit,omitempty"` // bytes of stdout+stderr kept; 0: daemon default
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId   string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	Args        []string               `protobuf:"bytes,2,rep,name=args,proto3" json:"args,omitempty"`
+	Env         []string               `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty"`
+	Workdir     string                 `protobuf:"bytes,4,opt,name=workdir,proto3" json:"workdir,omitempty"`
+	Timeout     string                 `protobuf:"bytes,5,opt,name=timeout,proto3" json:"timeout,omitempty"` // Go duration; empty: no timeout
+	Stdin       []byte                 `protobuf:"bytes,6,opt,name=stdin,proto3" json:"stdin,omitempty"`
+	OutputLimit int64                  `protobuf:"varint,7,opt,name=output_limit,json=outputLimit,proto3" json:"output_limit,omitempty"` // bytes of stdout+stderr kept; 0: daemon default
+	// Resume the sandbox first if it is paused (else a paused sandbox fails
+	// the call with failed_precondition).
+	Resume        bool `protobuf:"varint,25,opt,name=resume,proto3" json:"resume,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1346,7 +1822,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1359,7 +1835,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{19}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ExecRequest) GetSandboxId() string {
@@ -1411,6 +1887,13 @@ func (x *ExecRequest) GetOutputLimit() int64 {
 	return 0
 }
 
+func (x *ExecRequest) GetResume() bool {
+	if x != nil {
+		return x.Resume
+	}
+	return false
+}
+
 type ExecResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ExitCode      int32                  `protobuf:"varint,1,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
@@ -1428,7 +1911,7 @@ type ExecResult struct {
 
 func (x *ExecResult) Reset() {
 	*x = ExecResult{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1440,7 +1923,7 @@ func (x *ExecResult) String() string {
 func (*ExecResult) ProtoMessage() {}
 
 func (x *ExecResult) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1453,7 +1936,7 @@ func (x *ExecResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResult.ProtoReflect.Descriptor instead.
 func (*ExecResult) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{20}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ExecResult) GetExitCode() int32 {
@@ -1530,7 +2013,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +2025,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +2038,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{21}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ExecResponse) GetStdout() []byte {
@@ -1593,7 +2076,7 @@ type ExecStreamResponse struct {
 
 func (x *ExecStreamResponse) Reset() {
 	*x = ExecStreamResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1605,7 +2088,7 @@ func (x *ExecStreamResponse) String() string {
 func (*ExecStreamResponse) ProtoMessage() {}
 
 func (x *ExecStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1618,7 +2101,7 @@ func (x *ExecStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStreamResponse.ProtoReflect.Descriptor instead.
 func (*ExecStreamResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{22}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ExecStreamResponse) GetEvent() isExecStreamResponse_Event {
@@ -1688,7 +2171,7 @@ type CopyInRequest struct {
 
 func (x *CopyInRequest) Reset() {
 	*x = CopyInRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1700,7 +2183,7 @@ func (x *CopyInRequest) String() string {
 func (*CopyInRequest) ProtoMessage() {}
 
 func (x *CopyInRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1713,7 +2196,7 @@ func (x *CopyInRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyInRequest.ProtoReflect.Descriptor instead.
 func (*CopyInRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{23}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CopyInRequest) GetSandboxId() string {
@@ -1745,7 +2228,7 @@ type CopyInResponse struct {
 
 func (x *CopyInResponse) Reset() {
 	*x = CopyInResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1757,7 +2240,7 @@ func (x *CopyInResponse) String() string {
 func (*CopyInResponse) ProtoMessage() {}
 
 func (x *CopyInResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1770,7 +2253,7 @@ func (x *CopyInResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyInResponse.ProtoReflect.Descriptor instead.
 func (*CopyInResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{24}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{31}
 }
 
 type CopyOutRequest struct {
@@ -1783,7 +2266,7 @@ type CopyOutRequest struct {
 
 func (x *CopyOutRequest) Reset() {
 	*x = CopyOutRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1795,7 +2278,7 @@ func (x *CopyOutRequest) String() string {
 func (*CopyOutRequest) ProtoMessage() {}
 
 func (x *CopyOutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1808,7 +2291,7 @@ func (x *CopyOutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyOutRequest.ProtoReflect.Descriptor instead.
 func (*CopyOutRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{25}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CopyOutRequest) GetSandboxId() string {
@@ -1834,7 +2317,7 @@ type CopyOutResponse struct {
 
 func (x *CopyOutResponse) Reset() {
 	*x = CopyOutResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1846,7 +2329,7 @@ func (x *CopyOutResponse) String() string {
 func (*CopyOutResponse) ProtoMessage() {}
 
 func (x *CopyOutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1859,7 +2342,7 @@ func (x *CopyOutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyOutResponse.ProtoReflect.Descriptor instead.
 func (*CopyOutResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{26}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CopyOutResponse) GetData() []byte {
@@ -1879,7 +2362,7 @@ type StatPathRequest struct {
 
 func (x *StatPathRequest) Reset() {
 	*x = StatPathRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1891,7 +2374,7 @@ func (x *StatPathRequest) String() string {
 func (*StatPathRequest) ProtoMessage() {}
 
 func (x *StatPathRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1904,7 +2387,7 @@ func (x *StatPathRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatPathRequest.ProtoReflect.Descriptor instead.
 func (*StatPathRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{27}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StatPathRequest) GetSandboxId() string {
@@ -1935,7 +2418,7 @@ type StatPathResponse struct {
 
 func (x *StatPathResponse) Reset() {
 	*x = StatPathResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1947,7 +2430,7 @@ func (x *StatPathResponse) String() string {
 func (*StatPathResponse) ProtoMessage() {}
 
 func (x *StatPathResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1960,7 +2443,7 @@ func (x *StatPathResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatPathResponse.ProtoReflect.Descriptor instead.
 func (*StatPathResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{28}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StatPathResponse) GetName() string {
@@ -2028,7 +2511,7 @@ type ImportImageRequest struct {
 
 func (x *ImportImageRequest) Reset() {
 	*x = ImportImageRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2040,7 +2523,7 @@ func (x *ImportImageRequest) String() string {
 func (*ImportImageRequest) ProtoMessage() {}
 
 func (x *ImportImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2053,7 +2536,7 @@ func (x *ImportImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportImageRequest.ProtoReflect.Descriptor instead.
 func (*ImportImageRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{29}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ImportImageRequest) GetName() string {
@@ -2106,7 +2589,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2118,7 +2601,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2131,7 +2614,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{30}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Image) GetName() string {
@@ -2178,7 +2661,7 @@ type ImportImageResponse struct {
 
 func (x *ImportImageResponse) Reset() {
 	*x = ImportImageResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2190,7 +2673,7 @@ func (x *ImportImageResponse) String() string {
 func (*ImportImageResponse) ProtoMessage() {}
 
 func (x *ImportImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2203,7 +2686,7 @@ func (x *ImportImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportImageResponse.ProtoReflect.Descriptor instead.
 func (*ImportImageResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{31}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ImportImageResponse) GetImages() []*Image {
@@ -2221,7 +2704,7 @@ type ListImagesRequest struct {
 
 func (x *ListImagesRequest) Reset() {
 	*x = ListImagesRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2233,7 +2716,7 @@ func (x *ListImagesRequest) String() string {
 func (*ListImagesRequest) ProtoMessage() {}
 
 func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2246,7 +2729,7 @@ func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesRequest.ProtoReflect.Descriptor instead.
 func (*ListImagesRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{32}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{39}
 }
 
 type ListImagesResponse struct {
@@ -2258,7 +2741,7 @@ type ListImagesResponse struct {
 
 func (x *ListImagesResponse) Reset() {
 	*x = ListImagesResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2270,7 +2753,7 @@ func (x *ListImagesResponse) String() string {
 func (*ListImagesResponse) ProtoMessage() {}
 
 func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2283,7 +2766,7 @@ func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesResponse.ProtoReflect.Descriptor instead.
 func (*ListImagesResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{33}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListImagesResponse) GetImages() []*Image {
@@ -2307,7 +2790,7 @@ type RemoveImageRequest struct {
 
 func (x *RemoveImageRequest) Reset() {
 	*x = RemoveImageRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[34]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2319,7 +2802,7 @@ func (x *RemoveImageRequest) String() string {
 func (*RemoveImageRequest) ProtoMessage() {}
 
 func (x *RemoveImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[34]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2332,7 +2815,7 @@ func (x *RemoveImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveImageRequest.ProtoReflect.Descriptor instead.
 func (*RemoveImageRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{34}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RemoveImageRequest) GetName() string {
@@ -2357,7 +2840,7 @@ type RemoveImageResponse struct {
 
 func (x *RemoveImageResponse) Reset() {
 	*x = RemoveImageResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[35]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2369,7 +2852,7 @@ func (x *RemoveImageResponse) String() string {
 func (*RemoveImageResponse) ProtoMessage() {}
 
 func (x *RemoveImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[35]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2382,7 +2865,7 @@ func (x *RemoveImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveImageResponse.ProtoReflect.Descriptor instead.
 func (*RemoveImageResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{35}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{42}
 }
 
 type UpdateNetworkRequest struct {
@@ -2396,7 +2879,7 @@ type UpdateNetworkRequest struct {
 
 func (x *UpdateNetworkRequest) Reset() {
 	*x = UpdateNetworkRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[36]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2408,7 +2891,7 @@ func (x *UpdateNetworkRequest) String() string {
 func (*UpdateNetworkRequest) ProtoMessage() {}
 
 func (x *UpdateNetworkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[36]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2421,7 +2904,7 @@ func (x *UpdateNetworkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNetworkRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNetworkRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{36}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *UpdateNetworkRequest) GetSandboxId() string {
@@ -2454,7 +2937,7 @@ type UpdateNetworkResponse struct {
 
 func (x *UpdateNetworkResponse) Reset() {
 	*x = UpdateNetworkResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[37]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2466,7 +2949,7 @@ func (x *UpdateNetworkResponse) String() string {
 func (*UpdateNetworkResponse) ProtoMessage() {}
 
 func (x *UpdateNetworkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[37]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2479,7 +2962,7 @@ func (x *UpdateNetworkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNetworkResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNetworkResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{37}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *UpdateNetworkResponse) GetNetwork() *NetworkStatus {
@@ -2493,7 +2976,28 @@ var File_boxd_v1_boxd_proto protoreflect.FileDescriptor
 
 const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\n" +
-	"\x12boxd/v1/boxd.proto\x12\aboxd.v1\"u\n" +
+	"\x12boxd/v1/boxd.proto\x12\aboxd.v1\"%\n" +
+	"\x13PauseSandboxRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
+	"\x14PauseSandboxResponse\"'\n" +
+	"\x15UnpauseSandboxRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x18\n" +
+	"\x16UnpauseSandboxResponse\"T\n" +
+	"\fStatsRequest\x12\x10\n" +
+	"\x03ids\x18\x01 \x03(\tR\x03ids\x12\x16\n" +
+	"\x06stream\x18\x02 \x01(\bR\x06stream\x12\x1a\n" +
+	"\binterval\x18\x03 \x01(\tR\binterval\"T\n" +
+	"\rStatsResponse\x12\x0e\n" +
+	"\x02at\x18\x01 \x01(\tR\x02at\x123\n" +
+	"\tsandboxes\x18\x02 \x03(\v2\x15.boxd.v1.SandboxStatsR\tsandboxes\"\xbd\x01\n" +
+	"\fSandboxStats\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12,\n" +
+	"\x12memory_limit_bytes\x18\x04 \x01(\x03R\x10memoryLimitBytes\x12$\n" +
+	"\x05usage\x18\x05 \x01(\v2\x0e.boxd.v1.UsageR\x05usage\x12\x1f\n" +
+	"\vcpu_percent\x18\x06 \x01(\x01R\n" +
+	"cpuPercent\"u\n" +
 	"\rPublishedPort\x12\x17\n" +
 	"\ahost_ip\x18\x01 \x01(\tR\x06hostIp\x12\x1b\n" +
 	"\thost_port\x18\x02 \x01(\rR\bhostPort\x12\x12\n" +
@@ -2515,7 +3019,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x06Limits\x12\x16\n" +
 	"\x06memory\x18\x01 \x01(\tR\x06memory\x12\x12\n" +
 	"\x04cpus\x18\x02 \x01(\x01R\x04cpus\x12\x12\n" +
-	"\x04pids\x18\x03 \x01(\x03R\x04pids\"\x8a\x03\n" +
+	"\x04pids\x18\x03 \x01(\x03R\x04pids\"\xc6\x03\n" +
 	"\x14CreateSandboxRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12'\n" +
 	"\x06limits\x18\x02 \x01(\v2\x0f.boxd.v1.LimitsR\x06limits\x12\x10\n" +
@@ -2525,7 +3029,9 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x04name\x18\x06 \x01(\tR\x04name\x12\x10\n" +
 	"\x03ttl\x18\a \x01(\tR\x03ttl\x120\n" +
 	"\apublish\x18\x14 \x03(\v2\x16.boxd.v1.PublishedPortR\apublish\x121\n" +
-	"\anetwork\x18\x15 \x01(\v2\x17.boxd.v1.NetworkRequestR\anetwork\x1a9\n" +
+	"\anetwork\x18\x15 \x01(\v2\x17.boxd.v1.NetworkRequestR\anetwork\x12!\n" +
+	"\fidle_timeout\x18- \x01(\tR\vidleTimeout\x12\x17\n" +
+	"\aon_idle\x18. \x01(\tR\x06onIdle\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\":\n" +
@@ -2537,7 +3043,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x05allow\x18\x02 \x03(\tR\x05allow\x12\x18\n" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\x12\x18\n" +
 	"\agateway\x18\x04 \x01(\tR\agateway\x12\x10\n" +
-	"\x03dns\x18\x05 \x01(\tR\x03dns\"\xf5\x05\n" +
+	"\x03dns\x18\x05 \x01(\tR\x03dns\"\x9b\a\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -2562,16 +3068,30 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x13last_restart_reason\x18\x12 \x01(\tR\x11lastRestartReason\x12'\n" +
 	"\x0frestart_refused\x18\x13 \x01(\tR\x0erestartRefused\x12,\n" +
 	"\x05ports\x18\x1e \x03(\v2\x16.boxd.v1.PublishedPortR\x05ports\x120\n" +
-	"\anetwork\x18\x1f \x01(\v2\x16.boxd.v1.NetworkStatusR\anetwork\x1a9\n" +
+	"\anetwork\x18\x1f \x01(\v2\x16.boxd.v1.NetworkStatusR\anetwork\x12!\n" +
+	"\fidle_timeout\x18- \x01(\tR\vidleTimeout\x12\x17\n" +
+	"\aon_idle\x18. \x01(\tR\x06onIdle\x12(\n" +
+	"\x10last_activity_at\x18/ \x01(\tR\x0elastActivityAt\x12\x1b\n" +
+	"\tpaused_at\x180 \x01(\tR\bpausedAt\x12!\n" +
+	"\fpause_reason\x181 \x01(\tR\vpauseReason\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa2\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x84\x03\n" +
 	"\x05Usage\x12!\n" +
 	"\fmemory_bytes\x18\x01 \x01(\x04R\vmemoryBytes\x12*\n" +
 	"\x11memory_peak_bytes\x18\x02 \x01(\x04R\x0fmemoryPeakBytes\x12\x19\n" +
 	"\bcpu_usec\x18\x03 \x01(\x04R\acpuUsec\x12\x12\n" +
 	"\x04pids\x18\x04 \x01(\x04R\x04pids\x12\x1b\n" +
-	"\toom_kills\x18\x05 \x01(\x04R\boomKills\"\xa5\x01\n" +
+	"\toom_kills\x18\x05 \x01(\x04R\boomKills\x12,\n" +
+	"\x12memory_limit_bytes\x18\n" +
+	" \x01(\x04R\x10memoryLimitBytes\x12(\n" +
+	"\x10block_read_bytes\x18\v \x01(\x04R\x0eblockReadBytes\x12*\n" +
+	"\x11block_write_bytes\x18\f \x01(\x04R\x0fblockWriteBytes\x12\x18\n" +
+	"\anetwork\x18\r \x01(\bR\anetwork\x12 \n" +
+	"\fnet_rx_bytes\x18\x0e \x01(\x04R\n" +
+	"netRxBytes\x12 \n" +
+	"\fnet_tx_bytes\x18\x0f \x01(\x04R\n" +
+	"netTxBytes\"\xa5\x01\n" +
 	"\bSecurity\x12\x18\n" +
 	"\anetwork\x18\x01 \x01(\bR\anetwork\x12(\n" +
 	"\x10read_only_rootfs\x18\x02 \x01(\bR\x0ereadOnlyRootfs\x12\"\n" +
@@ -2593,7 +3113,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\asandbox\x18\x01 \x01(\v2\x10.boxd.v1.SandboxR\asandbox\"&\n" +
 	"\x14DeleteSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x17\n" +
-	"\x15DeleteSandboxResponse\"\xbf\x01\n" +
+	"\x15DeleteSandboxResponse\"\xd7\x01\n" +
 	"\vExecRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
@@ -2602,7 +3122,8 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\aworkdir\x18\x04 \x01(\tR\aworkdir\x12\x18\n" +
 	"\atimeout\x18\x05 \x01(\tR\atimeout\x12\x14\n" +
 	"\x05stdin\x18\x06 \x01(\fR\x05stdin\x12!\n" +
-	"\foutput_limit\x18\a \x01(\x03R\voutputLimit\"\xa6\x02\n" +
+	"\foutput_limit\x18\a \x01(\x03R\voutputLimit\x12\x16\n" +
+	"\x06resume\x18\x19 \x01(\bR\x06resume\"\xa6\x02\n" +
 	"\n" +
 	"ExecResult\x12\x1b\n" +
 	"\texit_code\x18\x01 \x01(\x05R\bexitCode\x12\x16\n" +
@@ -2682,7 +3203,8 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\vImageFormat\x12\x1c\n" +
 	"\x18IMAGE_FORMAT_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10IMAGE_FORMAT_TAR\x10\x01\x12\x17\n" +
-	"\x13IMAGE_FORMAT_ROOTFS\x10\x022\xc4\b\n" +
+	"\x13IMAGE_FORMAT_ROOTFS\x10\x022\x9e\n" +
+	"\n" +
 	"\x0eSandboxService\x12N\n" +
 	"\rCreateSandbox\x12\x1d.boxd.v1.CreateSandboxRequest\x1a\x1e.boxd.v1.CreateSandboxResponse\x12N\n" +
 	"\rListSandboxes\x12\x1d.boxd.v1.ListSandboxesRequest\x1a\x1e.boxd.v1.ListSandboxesResponse\x12E\n" +
@@ -2701,7 +3223,10 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"ListImages\x12\x1a.boxd.v1.ListImagesRequest\x1a\x1b.boxd.v1.ListImagesResponse\x12H\n" +
 	"\vRemoveImage\x12\x1b.boxd.v1.RemoveImageRequest\x1a\x1c.boxd.v1.RemoveImageResponse\x12H\n" +
 	"\vPublishPort\x12\x1b.boxd.v1.PublishPortRequest\x1a\x1c.boxd.v1.PublishPortResponse\x12N\n" +
-	"\rUnpublishPort\x12\x1d.boxd.v1.UnpublishPortRequest\x1a\x1e.boxd.v1.UnpublishPortResponseB1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
+	"\rUnpublishPort\x12\x1d.boxd.v1.UnpublishPortRequest\x1a\x1e.boxd.v1.UnpublishPortResponse\x12K\n" +
+	"\fPauseSandbox\x12\x1c.boxd.v1.PauseSandboxRequest\x1a\x1d.boxd.v1.PauseSandboxResponse\x12Q\n" +
+	"\x0eUnpauseSandbox\x12\x1e.boxd.v1.UnpauseSandboxRequest\x1a\x1f.boxd.v1.UnpauseSandboxResponse\x128\n" +
+	"\x05Stats\x12\x15.boxd.v1.StatsRequest\x1a\x16.boxd.v1.StatsResponse0\x01B1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
 
 var (
 	file_boxd_v1_boxd_proto_rawDescOnce sync.Once
@@ -2716,111 +3241,126 @@ func file_boxd_v1_boxd_proto_rawDescGZIP() []byte {
 }
 
 var file_boxd_v1_boxd_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_boxd_v1_boxd_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_boxd_v1_boxd_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_boxd_v1_boxd_proto_goTypes = []any{
-	(ImageFormat)(0),              // 0: boxd.v1.ImageFormat
-	(*PublishedPort)(nil),         // 1: boxd.v1.PublishedPort
-	(*PublishPortRequest)(nil),    // 2: boxd.v1.PublishPortRequest
-	(*PublishPortResponse)(nil),   // 3: boxd.v1.PublishPortResponse
-	(*UnpublishPortRequest)(nil),  // 4: boxd.v1.UnpublishPortRequest
-	(*UnpublishPortResponse)(nil), // 5: boxd.v1.UnpublishPortResponse
-	(*Limits)(nil),                // 6: boxd.v1.Limits
-	(*CreateSandboxRequest)(nil),  // 7: boxd.v1.CreateSandboxRequest
-	(*NetworkRequest)(nil),        // 8: boxd.v1.NetworkRequest
-	(*NetworkStatus)(nil),         // 9: boxd.v1.NetworkStatus
-	(*Sandbox)(nil),               // 10: boxd.v1.Sandbox
-	(*Usage)(nil),                 // 11: boxd.v1.Usage
-	(*Security)(nil),              // 12: boxd.v1.Security
-	(*CreateSandboxResponse)(nil), // 13: boxd.v1.CreateSandboxResponse
-	(*ListSandboxesRequest)(nil),  // 14: boxd.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil), // 15: boxd.v1.ListSandboxesResponse
-	(*GetSandboxRequest)(nil),     // 16: boxd.v1.GetSandboxRequest
-	(*GetSandboxResponse)(nil),    // 17: boxd.v1.GetSandboxResponse
-	(*DeleteSandboxRequest)(nil),  // 18: boxd.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil), // 19: boxd.v1.DeleteSandboxResponse
-	(*ExecRequest)(nil),           // 20: boxd.v1.ExecRequest
-	(*ExecResult)(nil),            // 21: boxd.v1.ExecResult
-	(*ExecResponse)(nil),          // 22: boxd.v1.ExecResponse
-	(*ExecStreamResponse)(nil),    // 23: boxd.v1.ExecStreamResponse
-	(*CopyInRequest)(nil),         // 24: boxd.v1.CopyInRequest
-	(*CopyInResponse)(nil),        // 25: boxd.v1.CopyInResponse
-	(*CopyOutRequest)(nil),        // 26: boxd.v1.CopyOutRequest
-	(*CopyOutResponse)(nil),       // 27: boxd.v1.CopyOutResponse
-	(*StatPathRequest)(nil),       // 28: boxd.v1.StatPathRequest
-	(*StatPathResponse)(nil),      // 29: boxd.v1.StatPathResponse
-	(*ImportImageRequest)(nil),    // 30: boxd.v1.ImportImageRequest
-	(*Image)(nil),                 // 31: boxd.v1.Image
-	(*ImportImageResponse)(nil),   // 32: boxd.v1.ImportImageResponse
-	(*ListImagesRequest)(nil),     // 33: boxd.v1.ListImagesRequest
-	(*ListImagesResponse)(nil),    // 34: boxd.v1.ListImagesResponse
-	(*RemoveImageRequest)(nil),    // 35: boxd.v1.RemoveImageRequest
-	(*RemoveImageResponse)(nil),   // 36: boxd.v1.RemoveImageResponse
-	(*UpdateNetworkRequest)(nil),  // 37: boxd.v1.UpdateNetworkRequest
-	(*UpdateNetworkResponse)(nil), // 38: boxd.v1.UpdateNetworkResponse
-	nil,                           // 39: boxd.v1.CreateSandboxRequest.LabelsEntry
-	nil,                           // 40: boxd.v1.Sandbox.LabelsEntry
-	nil,                           // 41: boxd.v1.ListSandboxesRequest.LabelsEntry
-	nil,                           // 42: boxd.v1.Image.LabelsEntry
+	(ImageFormat)(0),               // 0: boxd.v1.ImageFormat
+	(*PauseSandboxRequest)(nil),    // 1: boxd.v1.PauseSandboxRequest
+	(*PauseSandboxResponse)(nil),   // 2: boxd.v1.PauseSandboxResponse
+	(*UnpauseSandboxRequest)(nil),  // 3: boxd.v1.UnpauseSandboxRequest
+	(*UnpauseSandboxResponse)(nil), // 4: boxd.v1.UnpauseSandboxResponse
+	(*StatsRequest)(nil),           // 5: boxd.v1.StatsRequest
+	(*StatsResponse)(nil),          // 6: boxd.v1.StatsResponse
+	(*SandboxStats)(nil),           // 7: boxd.v1.SandboxStats
+	(*PublishedPort)(nil),          // 8: boxd.v1.PublishedPort
+	(*PublishPortRequest)(nil),     // 9: boxd.v1.PublishPortRequest
+	(*PublishPortResponse)(nil),    // 10: boxd.v1.PublishPortResponse
+	(*UnpublishPortRequest)(nil),   // 11: boxd.v1.UnpublishPortRequest
+	(*UnpublishPortResponse)(nil),  // 12: boxd.v1.UnpublishPortResponse
+	(*Limits)(nil),                 // 13: boxd.v1.Limits
+	(*CreateSandboxRequest)(nil),   // 14: boxd.v1.CreateSandboxRequest
+	(*NetworkRequest)(nil),         // 15: boxd.v1.NetworkRequest
+	(*NetworkStatus)(nil),          // 16: boxd.v1.NetworkStatus
+	(*Sandbox)(nil),                // 17: boxd.v1.Sandbox
+	(*Usage)(nil),                  // 18: boxd.v1.Usage
+	(*Security)(nil),               // 19: boxd.v1.Security
+	(*CreateSandboxResponse)(nil),  // 20: boxd.v1.CreateSandboxResponse
+	(*ListSandboxesRequest)(nil),   // 21: boxd.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil),  // 22: boxd.v1.ListSandboxesResponse
+	(*GetSandboxRequest)(nil),      // 23: boxd.v1.GetSandboxRequest
+	(*GetSandboxResponse)(nil),     // 24: boxd.v1.GetSandboxResponse
+	(*DeleteSandboxRequest)(nil),   // 25: boxd.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil),  // 26: boxd.v1.DeleteSandboxResponse
+	(*ExecRequest)(nil),            // 27: boxd.v1.ExecRequest
+	(*ExecResult)(nil),             // 28: boxd.v1.ExecResult
+	(*ExecResponse)(nil),           // 29: boxd.v1.ExecResponse
+	(*ExecStreamResponse)(nil),     // 30: boxd.v1.ExecStreamResponse
+	(*CopyInRequest)(nil),          // 31: boxd.v1.CopyInRequest
+	(*CopyInResponse)(nil),         // 32: boxd.v1.CopyInResponse
+	(*CopyOutRequest)(nil),         // 33: boxd.v1.CopyOutRequest
+	(*CopyOutResponse)(nil),        // 34: boxd.v1.CopyOutResponse
+	(*StatPathRequest)(nil),        // 35: boxd.v1.StatPathRequest
+	(*StatPathResponse)(nil),       // 36: boxd.v1.StatPathResponse
+	(*ImportImageRequest)(nil),     // 37: boxd.v1.ImportImageRequest
+	(*Image)(nil),                  // 38: boxd.v1.Image
+	(*ImportImageResponse)(nil),    // 39: boxd.v1.ImportImageResponse
+	(*ListImagesRequest)(nil),      // 40: boxd.v1.ListImagesRequest
+	(*ListImagesResponse)(nil),     // 41: boxd.v1.ListImagesResponse
+	(*RemoveImageRequest)(nil),     // 42: boxd.v1.RemoveImageRequest
+	(*RemoveImageResponse)(nil),    // 43: boxd.v1.RemoveImageResponse
+	(*UpdateNetworkRequest)(nil),   // 44: boxd.v1.UpdateNetworkRequest
+	(*UpdateNetworkResponse)(nil),  // 45: boxd.v1.UpdateNetworkResponse
+	nil,                            // 46: boxd.v1.CreateSandboxRequest.LabelsEntry
+	nil,                            // 47: boxd.v1.Sandbox.LabelsEntry
+	nil,                            // 48: boxd.v1.ListSandboxesRequest.LabelsEntry
+	nil,                            // 49: boxd.v1.Image.LabelsEntry
 }
 var file_boxd_v1_boxd_proto_depIdxs = []int32{
-	1,  // 0: boxd.v1.PublishPortRequest.port:type_name -> boxd.v1.PublishedPort
-	1,  // 1: boxd.v1.PublishPortResponse.port:type_name -> boxd.v1.PublishedPort
-	1,  // 2: boxd.v1.UnpublishPortResponse.ports:type_name -> boxd.v1.PublishedPort
-	6,  // 3: boxd.v1.CreateSandboxRequest.limits:type_name -> boxd.v1.Limits
-	39, // 4: boxd.v1.CreateSandboxRequest.labels:type_name -> boxd.v1.CreateSandboxRequest.LabelsEntry
-	1,  // 5: boxd.v1.CreateSandboxRequest.publish:type_name -> boxd.v1.PublishedPort
-	8,  // 6: boxd.v1.CreateSandboxRequest.network:type_name -> boxd.v1.NetworkRequest
-	40, // 7: boxd.v1.Sandbox.labels:type_name -> boxd.v1.Sandbox.LabelsEntry
-	12, // 8: boxd.v1.Sandbox.security:type_name -> boxd.v1.Security
-	11, // 9: boxd.v1.Sandbox.usage:type_name -> boxd.v1.Usage
-	1,  // 10: boxd.v1.Sandbox.ports:type_name -> boxd.v1.PublishedPort
-	9,  // 11: boxd.v1.Sandbox.network:type_name -> boxd.v1.NetworkStatus
-	10, // 12: boxd.v1.CreateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	41, // 13: boxd.v1.ListSandboxesRequest.labels:type_name -> boxd.v1.ListSandboxesRequest.LabelsEntry
-	10, // 14: boxd.v1.ListSandboxesResponse.sandboxes:type_name -> boxd.v1.Sandbox
-	10, // 15: boxd.v1.GetSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	21, // 16: boxd.v1.ExecResponse.result:type_name -> boxd.v1.ExecResult
-	21, // 17: boxd.v1.ExecStreamResponse.result:type_name -> boxd.v1.ExecResult
-	0,  // 18: boxd.v1.ImportImageRequest.format:type_name -> boxd.v1.ImageFormat
-	42, // 19: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
-	31, // 20: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
-	31, // 21: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
-	9,  // 22: boxd.v1.UpdateNetworkResponse.network:type_name -> boxd.v1.NetworkStatus
-	7,  // 23: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
-	14, // 24: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
-	16, // 25: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
-	18, // 26: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
-	37, // 27: boxd.v1.SandboxService.UpdateNetwork:input_type -> boxd.v1.UpdateNetworkRequest
-	20, // 28: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
-	20, // 29: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
-	24, // 30: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
-	26, // 31: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
-	28, // 32: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
-	30, // 33: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
-	33, // 34: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
-	35, // 35: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
-	2,  // 36: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
-	4,  // 37: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
-	13, // 38: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
-	15, // 39: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
-	17, // 40: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
-	19, // 41: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
-	38, // 42: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
-	22, // 43: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
-	23, // 44: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
-	25, // 45: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
-	27, // 46: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
-	29, // 47: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
-	32, // 48: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
-	34, // 49: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
-	36, // 50: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
-	3,  // 51: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
-	5,  // 52: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
-	38, // [38:53] is the sub-list for method output_type
-	23, // [23:38] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	7,  // 0: boxd.v1.StatsResponse.sandboxes:type_name -> boxd.v1.SandboxStats
+	18, // 1: boxd.v1.SandboxStats.usage:type_name -> boxd.v1.Usage
+	8,  // 2: boxd.v1.PublishPortRequest.port:type_name -> boxd.v1.PublishedPort
+	8,  // 3: boxd.v1.PublishPortResponse.port:type_name -> boxd.v1.PublishedPort
+	8,  // 4: boxd.v1.UnpublishPortResponse.ports:type_name -> boxd.v1.PublishedPort
+	13, // 5: boxd.v1.CreateSandboxRequest.limits:type_name -> boxd.v1.Limits
+	46, // 6: boxd.v1.CreateSandboxRequest.labels:type_name -> boxd.v1.CreateSandboxRequest.LabelsEntry
+	8,  // 7: boxd.v1.CreateSandboxRequest.publish:type_name -> boxd.v1.PublishedPort
+	15, // 8: boxd.v1.CreateSandboxRequest.network:type_name -> boxd.v1.NetworkRequest
+	47, // 9: boxd.v1.Sandbox.labels:type_name -> boxd.v1.Sandbox.LabelsEntry
+	19, // 10: boxd.v1.Sandbox.security:type_name -> boxd.v1.Security
+	18, // 11: boxd.v1.Sandbox.usage:type_name -> boxd.v1.Usage
+	8,  // 12: boxd.v1.Sandbox.ports:type_name -> boxd.v1.PublishedPort
+	16, // 13: boxd.v1.Sandbox.network:type_name -> boxd.v1.NetworkStatus
+	17, // 14: boxd.v1.CreateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	48, // 15: boxd.v1.ListSandboxesRequest.labels:type_name -> boxd.v1.ListSandboxesRequest.LabelsEntry
+	17, // 16: boxd.v1.ListSandboxesResponse.sandboxes:type_name -> boxd.v1.Sandbox
+	17, // 17: boxd.v1.GetSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	28, // 18: boxd.v1.ExecResponse.result:type_name -> boxd.v1.ExecResult
+	28, // 19: boxd.v1.ExecStreamResponse.result:type_name -> boxd.v1.ExecResult
+	0,  // 20: boxd.v1.ImportImageRequest.format:type_name -> boxd.v1.ImageFormat
+	49, // 21: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
+	38, // 22: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
+	38, // 23: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
+	16, // 24: boxd.v1.UpdateNetworkResponse.network:type_name -> boxd.v1.NetworkStatus
+	14, // 25: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
+	21, // 26: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
+	23, // 27: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
+	25, // 28: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
+	44, // 29: boxd.v1.SandboxService.UpdateNetwork:input_type -> boxd.v1.UpdateNetworkRequest
+	27, // 30: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
+	27, // 31: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
+	31, // 32: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
+	33, // 33: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
+	35, // 34: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
+	37, // 35: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
+	40, // 36: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
+	42, // 37: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
+	9,  // 38: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
+	11, // 39: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
+	1,  // 40: boxd.v1.SandboxService.PauseSandbox:input_type -> boxd.v1.PauseSandboxRequest
+	3,  // 41: boxd.v1.SandboxService.UnpauseSandbox:input_type -> boxd.v1.UnpauseSandboxRequest
+	5,  // 42: boxd.v1.SandboxService.Stats:input_type -> boxd.v1.StatsRequest
+	20, // 43: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
+	22, // 44: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
+	24, // 45: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
+	26, // 46: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
+	45, // 47: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
+	29, // 48: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
+	30, // 49: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
+	32, // 50: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
+	34, // 51: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
+	36, // 52: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
+	39, // 53: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
+	41, // 54: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
+	43, // 55: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
+	10, // 56: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
+	12, // 57: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
+	2,  // 58: boxd.v1.SandboxService.PauseSandbox:output_type -> boxd.v1.PauseSandboxResponse
+	4,  // 59: boxd.v1.SandboxService.UnpauseSandbox:output_type -> boxd.v1.UnpauseSandboxResponse
+	6,  // 60: boxd.v1.SandboxService.Stats:output_type -> boxd.v1.StatsResponse
+	43, // [43:61] is the sub-list for method output_type
+	25, // [25:43] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_boxd_v1_boxd_proto_init() }
@@ -2828,7 +3368,7 @@ func file_boxd_v1_boxd_proto_init() {
 	if File_boxd_v1_boxd_proto != nil {
 		return
 	}
-	file_boxd_v1_boxd_proto_msgTypes[22].OneofWrappers = []any{
+	file_boxd_v1_boxd_proto_msgTypes[29].OneofWrappers = []any{
 		(*ExecStreamResponse_Stdout)(nil),
 		(*ExecStreamResponse_Stderr)(nil),
 		(*ExecStreamResponse_Result)(nil),
@@ -2839,7 +3379,7 @@ func file_boxd_v1_boxd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_boxd_v1_boxd_proto_rawDesc), len(file_boxd_v1_boxd_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   42,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

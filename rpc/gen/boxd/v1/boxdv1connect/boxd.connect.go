@@ -74,6 +74,14 @@ const (
 	// SandboxServiceUnpublishPortProcedure is the fully-qualified name of the SandboxService's
 	// UnpublishPort RPC.
 	SandboxServiceUnpublishPortProcedure = "/boxd.v1.SandboxService/UnpublishPort"
+	// SandboxServicePauseSandboxProcedure is the fully-qualified name of the SandboxService's
+	// PauseSandbox RPC.
+	SandboxServicePauseSandboxProcedure = "/boxd.v1.SandboxService/PauseSandbox"
+	// SandboxServiceUnpauseSandboxProcedure is the fully-qualified name of the SandboxService's
+	// UnpauseSandbox RPC.
+	SandboxServiceUnpauseSandboxProcedure = "/boxd.v1.SandboxService/UnpauseSandbox"
+	// SandboxServiceStatsProcedure is the fully-qualified name of the SandboxService's Stats RPC.
+	SandboxServiceStatsProcedure = "/boxd.v1.SandboxService/Stats"
 )
 
 // SandboxServiceClient is a client for the boxd.v1.SandboxService service.
@@ -116,6 +124,19 @@ type SandboxServiceClient interface {
 	// UnpublishPort stops published ports (and their connections); not_found
 	// if none matches.
 	UnpublishPort(context.Context, *connect.Request[v1.UnpublishPortRequest]) (*connect.Response[v1.UnpublishPortResponse], error)
+	// PauseSandbox freezes every process of a running sandbox (the cgroup
+	// freezer): they keep their memory and files and use no CPU. While it is
+	// paused, exec and file calls fail with failed_precondition "sandbox X is
+	// paused" unless they ask to resume (ExecRequest.resume). The pause
+	// survives a boxd restart; the TTL still runs. Pausing a paused sandbox is
+	// failed_precondition.
+	PauseSandbox(context.Context, *connect.Request[v1.PauseSandboxRequest]) (*connect.Response[v1.PauseSandboxResponse], error)
+	// UnpauseSandbox thaws a paused sandbox; failed_precondition if it is not
+	// paused.
+	UnpauseSandbox(context.Context, *connect.Request[v1.UnpauseSandboxRequest]) (*connect.Response[v1.UnpauseSandboxResponse], error)
+	// Stats samples resource use: one message per interval while stream is
+	// set, else one. CPU percent is over the interval (one core = 100).
+	Stats(context.Context, *connect.Request[v1.StatsRequest]) (*connect.ServerStreamForClient[v1.StatsResponse], error)
 }
 
 // NewSandboxServiceClient constructs a client for the boxd.v1.SandboxService service. By default,
@@ -219,26 +240,47 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sandboxServiceMethods.ByName("UnpublishPort")),
 			connect.WithClientOptions(opts...),
 		),
+		pauseSandbox: connect.NewClient[v1.PauseSandboxRequest, v1.PauseSandboxResponse](
+			httpClient,
+			baseURL+SandboxServicePauseSandboxProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("PauseSandbox")),
+			connect.WithClientOptions(opts...),
+		),
+		unpauseSandbox: connect.NewClient[v1.UnpauseSandboxRequest, v1.UnpauseSandboxResponse](
+			httpClient,
+			baseURL+SandboxServiceUnpauseSandboxProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("UnpauseSandbox")),
+			connect.WithClientOptions(opts...),
+		),
+		stats: connect.NewClient[v1.StatsRequest, v1.StatsResponse](
+			httpClient,
+			baseURL+SandboxServiceStatsProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("Stats")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // sandboxServiceClient implements SandboxServiceClient.
 type sandboxServiceClient struct {
-	createSandbox *connect.Client[v1.CreateSandboxRequest, v1.CreateSandboxResponse]
-	listSandboxes *connect.Client[v1.ListSandboxesRequest, v1.ListSandboxesResponse]
-	getSandbox    *connect.Client[v1.GetSandboxRequest, v1.GetSandboxResponse]
-	deleteSandbox *connect.Client[v1.DeleteSandboxRequest, v1.DeleteSandboxResponse]
-	updateNetwork *connect.Client[v1.UpdateNetworkRequest, v1.UpdateNetworkResponse]
-	exec          *connect.Client[v1.ExecRequest, v1.ExecResponse]
-	execStream    *connect.Client[v1.ExecRequest, v1.ExecStreamResponse]
-	copyIn        *connect.Client[v1.CopyInRequest, v1.CopyInResponse]
-	copyOut       *connect.Client[v1.CopyOutRequest, v1.CopyOutResponse]
-	statPath      *connect.Client[v1.StatPathRequest, v1.StatPathResponse]
-	importImage   *connect.Client[v1.ImportImageRequest, v1.ImportImageResponse]
-	listImages    *connect.Client[v1.ListImagesRequest, v1.ListImagesResponse]
-	removeImage   *connect.Client[v1.RemoveImageRequest, v1.RemoveImageResponse]
-	publishPort   *connect.Client[v1.PublishPortRequest, v1.PublishPortResponse]
-	unpublishPort *connect.Client[v1.UnpublishPortRequest, v1.UnpublishPortResponse]
+	createSandbox  *connect.Client[v1.CreateSandboxRequest, v1.CreateSandboxResponse]
+	listSandboxes  *connect.Client[v1.ListSandboxesRequest, v1.ListSandboxesResponse]
+	getSandbox     *connect.Client[v1.GetSandboxRequest, v1.GetSandboxResponse]
+	deleteSandbox  *connect.Client[v1.DeleteSandboxRequest, v1.DeleteSandboxResponse]
+	updateNetwork  *connect.Client[v1.UpdateNetworkRequest, v1.UpdateNetworkResponse]
+	exec           *connect.Client[v1.ExecRequest, v1.ExecResponse]
+	execStream     *connect.Client[v1.ExecRequest, v1.ExecStreamResponse]
+	copyIn         *connect.Client[v1.CopyInRequest, v1.CopyInResponse]
+	copyOut        *connect.Client[v1.CopyOutRequest, v1.CopyOutResponse]
+	statPath       *connect.Client[v1.StatPathRequest, v1.StatPathResponse]
+	importImage    *connect.Client[v1.ImportImageRequest, v1.ImportImageResponse]
+	listImages     *connect.Client[v1.ListImagesRequest, v1.ListImagesResponse]
+	removeImage    *connect.Client[v1.RemoveImageRequest, v1.RemoveImageResponse]
+	publishPort    *connect.Client[v1.PublishPortRequest, v1.PublishPortResponse]
+	unpublishPort  *connect.Client[v1.UnpublishPortRequest, v1.UnpublishPortResponse]
+	pauseSandbox   *connect.Client[v1.PauseSandboxRequest, v1.PauseSandboxResponse]
+	unpauseSandbox *connect.Client[v1.UnpauseSandboxRequest, v1.UnpauseSandboxResponse]
+	stats          *connect.Client[v1.StatsRequest, v1.StatsResponse]
 }
 
 // CreateSandbox calls boxd.v1.SandboxService.CreateSandbox.
@@ -316,6 +358,21 @@ func (c *sandboxServiceClient) UnpublishPort(ctx context.Context, req *connect.R
 	return c.unpublishPort.CallUnary(ctx, req)
 }
 
+// PauseSandbox calls boxd.v1.SandboxService.PauseSandbox.
+func (c *sandboxServiceClient) PauseSandbox(ctx context.Context, req *connect.Request[v1.PauseSandboxRequest]) (*connect.Response[v1.PauseSandboxResponse], error) {
+	return c.pauseSandbox.CallUnary(ctx, req)
+}
+
+// UnpauseSandbox calls boxd.v1.SandboxService.UnpauseSandbox.
+func (c *sandboxServiceClient) UnpauseSandbox(ctx context.Context, req *connect.Request[v1.UnpauseSandboxRequest]) (*connect.Response[v1.UnpauseSandboxResponse], error) {
+	return c.unpauseSandbox.CallUnary(ctx, req)
+}
+
+// Stats calls boxd.v1.SandboxService.Stats.
+func (c *sandboxServiceClient) Stats(ctx context.Context, req *connect.Request[v1.StatsRequest]) (*connect.ServerStreamForClient[v1.StatsResponse], error) {
+	return c.stats.CallServerStream(ctx, req)
+}
+
 // SandboxServiceHandler is an implementation of the boxd.v1.SandboxService service.
 type SandboxServiceHandler interface {
 	CreateSandbox(context.Context, *connect.Request[v1.CreateSandboxRequest]) (*connect.Response[v1.CreateSandboxResponse], error)
@@ -356,6 +413,19 @@ type SandboxServiceHandler interface {
 	// UnpublishPort stops published ports (and their connections); not_found
 	// if none matches.
 	UnpublishPort(context.Context, *connect.Request[v1.UnpublishPortRequest]) (*connect.Response[v1.UnpublishPortResponse], error)
+	// PauseSandbox freezes every process of a running sandbox (the cgroup
+	// freezer): they keep their memory and files and use no CPU. While it is
+	// paused, exec and file calls fail with failed_precondition "sandbox X is
+	// paused" unless they ask to resume (ExecRequest.resume). The pause
+	// survives a boxd restart; the TTL still runs. Pausing a paused sandbox is
+	// failed_precondition.
+	PauseSandbox(context.Context, *connect.Request[v1.PauseSandboxRequest]) (*connect.Response[v1.PauseSandboxResponse], error)
+	// UnpauseSandbox thaws a paused sandbox; failed_precondition if it is not
+	// paused.
+	UnpauseSandbox(context.Context, *connect.Request[v1.UnpauseSandboxRequest]) (*connect.Response[v1.UnpauseSandboxResponse], error)
+	// Stats samples resource use: one message per interval while stream is
+	// set, else one. CPU percent is over the interval (one core = 100).
+	Stats(context.Context, *connect.Request[v1.StatsRequest], *connect.ServerStream[v1.StatsResponse]) error
 }
 
 // NewSandboxServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -455,6 +525,24 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sandboxServiceMethods.ByName("UnpublishPort")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sandboxServicePauseSandboxHandler := connect.NewUnaryHandler(
+		SandboxServicePauseSandboxProcedure,
+		svc.PauseSandbox,
+		connect.WithSchema(sandboxServiceMethods.ByName("PauseSandbox")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sandboxServiceUnpauseSandboxHandler := connect.NewUnaryHandler(
+		SandboxServiceUnpauseSandboxProcedure,
+		svc.UnpauseSandbox,
+		connect.WithSchema(sandboxServiceMethods.ByName("UnpauseSandbox")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sandboxServiceStatsHandler := connect.NewServerStreamHandler(
+		SandboxServiceStatsProcedure,
+		svc.Stats,
+		connect.WithSchema(sandboxServiceMethods.ByName("Stats")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/boxd.v1.SandboxService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case SandboxServiceCreateSandboxProcedure:
@@ -487,6 +575,12 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 			sandboxServicePublishPortHandler.ServeHTTP(w, r)
 		case SandboxServiceUnpublishPortProcedure:
 			sandboxServiceUnpublishPortHandler.ServeHTTP(w, r)
+		case SandboxServicePauseSandboxProcedure:
+			sandboxServicePauseSandboxHandler.ServeHTTP(w, r)
+		case SandboxServiceUnpauseSandboxProcedure:
+			sandboxServiceUnpauseSandboxHandler.ServeHTTP(w, r)
+		case SandboxServiceStatsProcedure:
+			sandboxServiceStatsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -554,4 +648,16 @@ func (UnimplementedSandboxServiceHandler) PublishPort(context.Context, *connect.
 
 func (UnimplementedSandboxServiceHandler) UnpublishPort(context.Context, *connect.Request[v1.UnpublishPortRequest]) (*connect.Response[v1.UnpublishPortResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.UnpublishPort is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) PauseSandbox(context.Context, *connect.Request[v1.PauseSandboxRequest]) (*connect.Response[v1.PauseSandboxResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.PauseSandbox is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) UnpauseSandbox(context.Context, *connect.Request[v1.UnpauseSandboxRequest]) (*connect.Response[v1.UnpauseSandboxResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.UnpauseSandbox is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) Stats(context.Context, *connect.Request[v1.StatsRequest], *connect.ServerStream[v1.StatsResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.Stats is not implemented"))
 }
