@@ -144,7 +144,7 @@ func eventProto(ev events.Event) *boxdv1.Event {
 	return &boxdv1.Event{Seq: ev.Seq, Time: ev.Time.UTC().Format(time.RFC3339Nano), Type: ev.Type, Sandbox: ev.Sandbox, Attrs: ev.Attrs}
 }
 
-func (e *eventServer) Events(ctx context.Context, req *connect.Request[boxdv1.EventsRequest], stream *connect.ServerStream[boxdv1.Event]) error {
+func (e *eventServer) Events(ctx context.Context, req *connect.Request[boxdv1.EventsRequest], stream *connect.ServerStream[boxdv1.EventsResponse]) error {
 	since, err := parseSince(req.Msg.Since, time.Now())
 	if err != nil {
 		return ToConnect(err)
@@ -161,12 +161,17 @@ func (e *eventServer) Events(ctx context.Context, req *connect.Request[boxdv1.Ev
 		defer sub.Close()
 	}
 	for _, ev := range replay {
-		if err := stream.Send(eventProto(ev)); err != nil {
+		if err := stream.Send(&boxdv1.EventsResponse{Event: eventProto(ev)}); err != nil {
 			return err
 		}
 	}
 	if sub == nil {
 		return nil
+	}
+	// A client's call returns once the first message arrives: without
+	// this a follower with nothing to replay would wait for an event.
+	if err := stream.Send(&boxdv1.EventsResponse{Live: true}); err != nil {
+		return err
 	}
 	for {
 		select {
@@ -178,7 +183,7 @@ func (e *eventServer) Events(ctx context.Context, req *connect.Request[boxdv1.Ev
 			}
 			return connect.NewError(connect.CodeUnavailable, fmt.Errorf("events: %v", sub.Err()))
 		case ev := <-sub.C():
-			if err := stream.Send(eventProto(ev)); err != nil {
+			if err := stream.Send(&boxdv1.EventsResponse{Event: eventProto(ev)}); err != nil {
 				return err
 			}
 		}

@@ -172,6 +172,7 @@ type Manager struct {
 	pausedMu sync.Mutex
 	paused   map[string]bool
 	act      activity
+	blkio    blkio
 }
 
 // claim marks id busy; it reports false if something else holds it.
@@ -643,6 +644,9 @@ func (m *Manager) startInit(ctx context.Context, ctr client.Container, spec *spe
 		}
 	}()
 	phase("task")
+	if err := m.blkio.account(m.cgPath(id)); err != nil {
+		m.log.Debug("block I/O figures may stay 0", "sandbox", id, "err", err)
+	}
 	if beforeStart != nil {
 		if err := beforeStart(); err != nil {
 			return nil, err

@@ -38,7 +38,10 @@ func eventsCommand() *cli.Command {
 			}
 			defer stream.Close()
 			for stream.Receive() {
-				ev := stream.Msg()
+				ev := stream.Msg().Event
+				if ev == nil {
+					continue // the end of the replay
+				}
 				if c.Bool("json") {
 					b, err := protoJSON.Marshal(ev)
 					if err != nil {

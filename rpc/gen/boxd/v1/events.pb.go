@@ -21,6 +21,60 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type EventsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Event *Event                 `protobuf:"bytes,1,opt,name=event,proto3" json:"event,omitempty"` // unset in the message that carries live
+	// With follow: sent once, right after the replayed events, so a client
+	// knows the replay is over and the stream is open (what follows is live).
+	Live          bool `protobuf:"varint,2,opt,name=live,proto3" json:"live,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventsResponse) Reset() {
+	*x = EventsResponse{}
+	mi := &file_boxd_v1_events_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventsResponse) ProtoMessage() {}
+
+func (x *EventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_events_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventsResponse.ProtoReflect.Descriptor instead.
+func (*EventsResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_events_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *EventsResponse) GetEvent() *Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *EventsResponse) GetLive() bool {
+	if x != nil {
+		return x.Live
+	}
+	return false
+}
+
 type EventsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// RFC 3339 time, or a Go duration meaning that long ago ("10m"). Empty:
@@ -39,7 +93,7 @@ type EventsRequest struct {
 
 func (x *EventsRequest) Reset() {
 	*x = EventsRequest{}
-	mi := &file_boxd_v1_events_proto_msgTypes[0]
+	mi := &file_boxd_v1_events_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -51,7 +105,7 @@ func (x *EventsRequest) String() string {
 func (*EventsRequest) ProtoMessage() {}
 
 func (x *EventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_events_proto_msgTypes[0]
+	mi := &file_boxd_v1_events_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -64,7 +118,7 @@ func (x *EventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventsRequest.ProtoReflect.Descriptor instead.
 func (*EventsRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_events_proto_rawDescGZIP(), []int{0}
+	return file_boxd_v1_events_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *EventsRequest) GetSince() string {
@@ -107,7 +161,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_boxd_v1_events_proto_msgTypes[1]
+	mi := &file_boxd_v1_events_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -119,7 +173,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_events_proto_msgTypes[1]
+	mi := &file_boxd_v1_events_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -132,7 +186,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_events_proto_rawDescGZIP(), []int{1}
+	return file_boxd_v1_events_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Event) GetSeq() uint64 {
@@ -174,7 +228,10 @@ var File_boxd_v1_events_proto protoreflect.FileDescriptor
 
 const file_boxd_v1_events_proto_rawDesc = "" +
 	"\n" +
-	"\x14boxd/v1/events.proto\x12\aboxd.v1\"W\n" +
+	"\x14boxd/v1/events.proto\x12\aboxd.v1\"J\n" +
+	"\x0eEventsResponse\x12$\n" +
+	"\x05event\x18\x01 \x01(\v2\x0e.boxd.v1.EventR\x05event\x12\x12\n" +
+	"\x04live\x18\x02 \x01(\bR\x04live\"W\n" +
 	"\rEventsRequest\x12\x14\n" +
 	"\x05since\x18\x01 \x01(\tR\x05since\x12\x18\n" +
 	"\afilters\x18\x02 \x03(\tR\afilters\x12\x16\n" +
@@ -188,9 +245,9 @@ const file_boxd_v1_events_proto_rawDesc = "" +
 	"\n" +
 	"AttrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012B\n" +
-	"\fEventService\x122\n" +
-	"\x06Events\x12\x16.boxd.v1.EventsRequest\x1a\x0e.boxd.v1.Event0\x01B1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012K\n" +
+	"\fEventService\x12;\n" +
+	"\x06Events\x12\x16.boxd.v1.EventsRequest\x1a\x17.boxd.v1.EventsResponse0\x01B1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
 
 var (
 	file_boxd_v1_events_proto_rawDescOnce sync.Once
@@ -204,21 +261,23 @@ func file_boxd_v1_events_proto_rawDescGZIP() []byte {
 	return file_boxd_v1_events_proto_rawDescData
 }
 
-var file_boxd_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_boxd_v1_events_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_boxd_v1_events_proto_goTypes = []any{
-	(*EventsRequest)(nil), // 0: boxd.v1.EventsRequest
-	(*Event)(nil),         // 1: boxd.v1.Event
-	nil,                   // 2: boxd.v1.Event.AttrsEntry
+	(*EventsResponse)(nil), // 0: boxd.v1.EventsResponse
+	(*EventsRequest)(nil),  // 1: boxd.v1.EventsRequest
+	(*Event)(nil),          // 2: boxd.v1.Event
+	nil,                    // 3: boxd.v1.Event.AttrsEntry
 }
 var file_boxd_v1_events_proto_depIdxs = []int32{
-	2, // 0: boxd.v1.Event.attrs:type_name -> boxd.v1.Event.AttrsEntry
-	0, // 1: boxd.v1.EventService.Events:input_type -> boxd.v1.EventsRequest
-	1, // 2: boxd.v1.EventService.Events:output_type -> boxd.v1.Event
-	2, // [2:3] is the sub-list for method output_type
-	1, // [1:2] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	2, // 0: boxd.v1.EventsResponse.event:type_name -> boxd.v1.Event
+	3, // 1: boxd.v1.Event.attrs:type_name -> boxd.v1.Event.AttrsEntry
+	1, // 2: boxd.v1.EventService.Events:input_type -> boxd.v1.EventsRequest
+	0, // 3: boxd.v1.EventService.Events:output_type -> boxd.v1.EventsResponse
+	3, // [3:4] is the sub-list for method output_type
+	2, // [2:3] is the sub-list for method input_type
+	2, // [2:2] is the sub-list for extension type_name
+	2, // [2:2] is the sub-list for extension extendee
+	0, // [0:2] is the sub-list for field type_name
 }
 
 func init() { file_boxd_v1_events_proto_init() }
@@ -232,7 +291,7 @@ func file_boxd_v1_events_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_boxd_v1_events_proto_rawDesc), len(file_boxd_v1_events_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

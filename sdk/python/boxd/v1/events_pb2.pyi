@@ -1,7 +1,7 @@
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
@@ -35,3 +35,11 @@ class EventsRequest(_message.Message):
     follow: bool
     since: str
     def __init__(self, since: _Optional[str] = ..., filters: _Optional[_Iterable[str]] = ..., follow: bool = ...) -> None: ...
+
+class EventsResponse(_message.Message):
+    __slots__ = ["event", "live"]
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    LIVE_FIELD_NUMBER: _ClassVar[int]
+    event: Event
+    live: bool
+    def __init__(self, event: _Optional[_Union[Event, _Mapping]] = ..., live: bool = ...) -> None: ...

@@ -43,7 +43,7 @@ type EventServiceClient interface {
 	// then, with follow, streams new ones as they happen. A consumer that
 	// falls thousands of events behind is disconnected (resource_exhausted)
 	// and reconnects with since.
-	Events(context.Context, *connect.Request[v1.EventsRequest]) (*connect.ServerStreamForClient[v1.Event], error)
+	Events(context.Context, *connect.Request[v1.EventsRequest]) (*connect.ServerStreamForClient[v1.EventsResponse], error)
 }
 
 // NewEventServiceClient constructs a client for the boxd.v1.EventService service. By default, it
@@ -57,7 +57,7 @@ func NewEventServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 	baseURL = strings.TrimRight(baseURL, "/")
 	eventServiceMethods := v1.File_boxd_v1_events_proto.Services().ByName("EventService").Methods()
 	return &eventServiceClient{
-		events: connect.NewClient[v1.EventsRequest, v1.Event](
+		events: connect.NewClient[v1.EventsRequest, v1.EventsResponse](
 			httpClient,
 			baseURL+EventServiceEventsProcedure,
 			connect.WithSchema(eventServiceMethods.ByName("Events")),
@@ -68,11 +68,11 @@ func NewEventServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 
 // eventServiceClient implements EventServiceClient.
 type eventServiceClient struct {
-	events *connect.Client[v1.EventsRequest, v1.Event]
+	events *connect.Client[v1.EventsRequest, v1.EventsResponse]
 }
 
 // Events calls boxd.v1.EventService.Events.
-func (c *eventServiceClient) Events(ctx context.Context, req *connect.Request[v1.EventsRequest]) (*connect.ServerStreamForClient[v1.Event], error) {
+func (c *eventServiceClient) Events(ctx context.Context, req *connect.Request[v1.EventsRequest]) (*connect.ServerStreamForClient[v1.EventsResponse], error) {
 	return c.events.CallServerStream(ctx, req)
 }
 
@@ -82,7 +82,7 @@ type EventServiceHandler interface {
 	// then, with follow, streams new ones as they happen. A consumer that
 	// falls thousands of events behind is disconnected (resource_exhausted)
 	// and reconnects with since.
-	Events(context.Context, *connect.Request[v1.EventsRequest], *connect.ServerStream[v1.Event]) error
+	Events(context.Context, *connect.Request[v1.EventsRequest], *connect.ServerStream[v1.EventsResponse]) error
 }
 
 // NewEventServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -111,6 +111,6 @@ func NewEventServiceHandler(svc EventServiceHandler, opts ...connect.HandlerOpti
 // UnimplementedEventServiceHandler returns CodeUnimplemented from all methods.
 type UnimplementedEventServiceHandler struct{}
 
-func (UnimplementedEventServiceHandler) Events(context.Context, *connect.Request[v1.EventsRequest], *connect.ServerStream[v1.Event]) error {
+func (UnimplementedEventServiceHandler) Events(context.Context, *connect.Request[v1.EventsRequest], *connect.ServerStream[v1.EventsResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.EventService.Events is not implemented"))
 }
