@@ -147,7 +147,16 @@ func (m *Manager) adopt(ctx context.Context, id string, r resolved) (*Sandbox, e
 	if err != nil {
 		return nil, err
 	}
-	spec, env, err := m.specFor(ctx, id, r, imgSpec, nil)
+	// The member keeps the uid block it was started with.
+	cur, err := ctr.Spec(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("spec: %w", err)
+	}
+	hostID, _, err := rootHostIDs(cur)
+	if err != nil {
+		return nil, err
+	}
+	spec, env, err := m.specFor(ctx, id, r, imgSpec, nil, hostID)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +171,7 @@ func (m *Manager) adopt(ctx context.Context, id string, r resolved) (*Sandbox, e
 	now := time.Now().UTC().Truncate(time.Second)
 	rec := record{
 		Name: r.name, Image: img.Name(), ImageDigest: img.Target().Digest.String(), Memory: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
-		Workdir: r.workdir, CreatedAt: now, ExpiresAt: now.Add(r.ttl), HostUID: m.cfg.HostUID, IDMapSize: m.cfg.IDMapSize,
+		Workdir: r.workdir, CreatedAt: now, ExpiresAt: now.Add(r.ttl), HostUID: hostID, IDMapSize: m.cfg.IDMapSize,
 	}
 	labels := m.labelsFor(rec, r)
 	err = ctr.Update(ctx, client.UpdateContainerOpts(client.WithSpec(spec)), func(_ context.Context, _ *client.Client, c *containers.Container) error {
