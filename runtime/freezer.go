@@ -128,10 +128,38 @@ func (f *freezer) frozen(path string) (bool, error) {
 	return strings.TrimSpace(string(b)) == "FROZEN", nil
 }
 
+// populated reports whether the cgroup at path exists and holds a
+// process (v1: the freezer group's cgroup.procs is not empty; v2:
+// cgroup.events says populated 1).
+func (f *freezer) populated(path string) (bool, error) {
+	if err := f.init(); err != nil {
+		return false, err
+	}
+	dir := filepath.Join(f.root, path)
+	name := "cgroup.procs"
+	if f.v2 {
+		name = "cgroup.events"
+	}
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("cgroup %s: %w", path, err)
+	}
+	if f.v2 {
+		return parseKeyV2(string(b), "populated"), nil
+	}
+	return len(strings.TrimSpace(string(b))) > 0, nil
+}
+
 // parseFrozenV2 reads the "frozen" key of a v2 cgroup.events file.
-func parseFrozenV2(events string) bool {
+func parseFrozenV2(events string) bool { return parseKeyV2(events, "frozen") }
+
+// parseKeyV2 reports whether key is 1 in a v2 cgroup.events file.
+func parseKeyV2(events, key string) bool {
 	for _, line := range strings.Split(events, "\n") {
-		if k, v, ok := strings.Cut(line, " "); ok && k == "frozen" {
+		if k, v, ok := strings.Cut(line, " "); ok && k == key {
 			return strings.TrimSpace(v) == "1"
 		}
 	}

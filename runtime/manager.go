@@ -858,7 +858,7 @@ func (m *Manager) describe(ctx context.Context, ctr client.Container, withEnv bo
 		if sb.State == string(client.Running) {
 			if f, err := m.freezer.frozen(m.cgPath(sb.ID)); err == nil && f {
 				sb.State = string(client.Paused)
-				p := pausedAt(info.Labels)
+				p := m.pausedAt(sb.ID)
 				sb.PausedAt, sb.PauseReason = p.At, p.Reason
 			}
 		}

@@ -5,20 +5,25 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"time"
 
-	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 
 	"github.com/boxd-dev/boxd/events"
 )
 
-// LabelPaused records when and why a sandbox was paused (JSON of
-// pauseInfo), for inspect. Whether it is paused is the kernel's freezer
-// state, never this label.
-const LabelPaused = "boxd.io/paused"
+// pausedFile, in the sandbox's state directory, records when and why it
+// was paused (JSON of pauseInfo), for inspect. Whether it is paused is the
+// kernel's freezer state, never this file. A file, not a label: a label
+// write is a containerd metadata commit with an fsync, which would be most
+// of a pause's cost.
+const pausedFile = "paused.json"
 
 type pauseInfo struct {
 	At     time.Time `json:"at"`
@@ -81,20 +86,18 @@ func (m *Manager) checkPaused(ctx context.Context, id string) error {
 // and files and use no CPU until Resume. reason is PauseByUser or
 // PauseByIdle.
 func (m *Manager) Pause(ctx context.Context, idOrName, reason string) error {
-	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
-	ctr, err := m.find(ctx, idOrName)
+	id, err := m.resolveID(ctx, idOrName)
 	if err != nil {
 		return err
 	}
-	id := ctr.ID()
 	if !m.claimWait(ctx, id, 5*time.Second) {
 		return fmt.Errorf("sandbox %s is being created, restarted or deleted: %w", id, errdefs.ErrConflict)
 	}
 	defer m.release(id)
-	if err := m.runningTask(ctx, ctr); err != nil {
+	path := m.cgPath(id)
+	if err := m.running(id, path); err != nil {
 		return err
 	}
-	path := m.cgPath(id)
 	if f, err := m.freezer.frozen(path); err != nil {
 		return fmt.Errorf("pause sandbox %s: %w", id, err)
 	} else if f {
@@ -109,7 +112,7 @@ func (m *Manager) Pause(ctx context.Context, idOrName, reason string) error {
 		return fmt.Errorf("pause sandbox %s: %w", id, err)
 	}
 	b, _ := json.Marshal(pauseInfo{At: time.Now().UTC(), Reason: reason})
-	if _, err := ctr.SetLabels(ctx, map[string]string{LabelPaused: string(b)}); err != nil {
+	if err := os.WriteFile(filepath.Join(m.sandboxDir(id), pausedFile), b, 0o600); err != nil {
 		m.log.Warn("pause: record", "sandbox", id, "err", err)
 	}
 	m.emit(events.Paused, id, map[string]string{"reason": reason})
@@ -119,20 +122,18 @@ func (m *Manager) Pause(ctx context.Context, idOrName, reason string) error {
 
 // Resume thaws a paused sandbox. reason says who asked (user, exec).
 func (m *Manager) Resume(ctx context.Context, idOrName, reason string) error {
-	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
-	ctr, err := m.find(ctx, idOrName)
+	id, err := m.resolveID(ctx, idOrName)
 	if err != nil {
 		return err
 	}
-	id := ctr.ID()
 	if !m.claimWait(ctx, id, 5*time.Second) {
 		return fmt.Errorf("sandbox %s is being created, restarted or deleted: %w", id, errdefs.ErrConflict)
 	}
 	defer m.release(id)
-	if err := m.runningTask(ctx, ctr); err != nil {
+	path := m.cgPath(id)
+	if err := m.running(id, path); err != nil {
 		return err
 	}
-	path := m.cgPath(id)
 	if f, err := m.freezer.frozen(path); err != nil {
 		return fmt.Errorf("resume sandbox %s: %w", id, err)
 	} else if !f {
@@ -144,7 +145,7 @@ func (m *Manager) Resume(ctx context.Context, idOrName, reason string) error {
 	}
 	m.setPaused(id, false)
 	m.touch(id) // the idle clock starts again
-	if _, err := ctr.SetLabels(ctx, map[string]string{LabelPaused: ""}); err != nil {
+	if err := os.Remove(filepath.Join(m.sandboxDir(id), pausedFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		m.log.Warn("resume: record", "sandbox", id, "err", err)
 	}
 	m.emit(events.Resumed, id, map[string]string{"reason": reason})
@@ -152,22 +153,30 @@ func (m *Manager) Resume(ctx context.Context, idOrName, reason string) error {
 	return nil
 }
 
-// runningTask fails with failed_precondition unless the sandbox has a live
-// init.
-func (m *Manager) runningTask(ctx context.Context, ctr client.Container) error {
-	task, err := ctr.Task(ctx, nil)
-	if errdefs.IsNotFound(err) {
-		return fmt.Errorf("sandbox %s is stopped: %w", ctr.ID(), errdefs.ErrFailedPrecondition)
+// resolveID turns an id or name into a client-visible sandbox's id; an
+// id the inventory knows needs no containerd round trip.
+func (m *Manager) resolveID(ctx context.Context, idOrName string) (string, error) {
+	if idRe.MatchString(idOrName) && m.inv.isVisible(idOrName) {
+		return idOrName, nil
 	}
+	ctr, err := m.find(namespaces.WithNamespace(ctx, m.cfg.Namespace), idOrName)
 	if err != nil {
-		return fmt.Errorf("sandbox %s: load task: %w", ctr.ID(), err)
+		return "", err
 	}
-	st, err := task.Status(ctx)
+	return ctr.ID(), nil
+}
+
+// running fails with failed_precondition unless the sandbox's cgroup holds
+// processes: no cgroup means no task, an empty one a dead init (which the
+// reconciler restarts). One file read, where asking containerd is several
+// round trips.
+func (m *Manager) running(id, path string) error {
+	ok, err := m.freezer.populated(path)
 	if err != nil {
-		return fmt.Errorf("sandbox %s: task status: %w", ctr.ID(), err)
+		return fmt.Errorf("sandbox %s: %w", id, err)
 	}
-	if st.Status != client.Running && st.Status != client.Paused {
-		return fmt.Errorf("sandbox %s is %s: %w", ctr.ID(), st.Status, errdefs.ErrFailedPrecondition)
+	if !ok {
+		return fmt.Errorf("sandbox %s is not running: %w", id, errdefs.ErrFailedPrecondition)
 	}
 	return nil
 }
@@ -199,9 +208,11 @@ func (m *Manager) refreshPaused(ctx context.Context, ids []string) {
 }
 
 // pausedAt reads when and why a sandbox was paused.
-func pausedAt(labels map[string]string) pauseInfo {
+func (m *Manager) pausedAt(id string) pauseInfo {
 	var p pauseInfo
-	_ = json.Unmarshal([]byte(labels[LabelPaused]), &p)
+	if b, err := os.ReadFile(filepath.Join(m.sandboxDir(id), pausedFile)); err == nil {
+		_ = json.Unmarshal(b, &p)
+	}
 	return p
 }
 

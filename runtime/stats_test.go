@@ -78,6 +78,9 @@ func TestParseFrozenV2(t *testing.T) {
 	if !parseFrozenV2("populated 1\nfrozen 1\n") {
 		t.Error("frozen 1 not read as frozen")
 	}
+	if !parseKeyV2(string(b), "populated") || parseKeyV2("populated 0\nfrozen 0\n", "populated") {
+		t.Error("populated misread")
+	}
 }
 
 func TestResolveIdle(t *testing.T) {
