@@ -6,7 +6,18 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 )
+
+func eventTime(t *testing.T, ev *boxdv1.Event) time.Time {
+	t.Helper()
+	at, err := time.Parse(time.RFC3339Nano, ev.Time)
+	if err != nil {
+		t.Fatalf("event time %q: %v", ev.Time, err)
+	}
+	return at
+}
 
 // waitState waits until a sandbox reaches state.
 func waitState(t *testing.T, id, state string, timeout time.Duration) {
@@ -35,17 +46,17 @@ func TestIdleTimeout(t *testing.T) {
 	}
 	// A command twice as long as the timeout: the sandbox stays in use (a
 	// pause mid-command would freeze it and this exec would not return).
+	execStart := time.Now()
 	out, stderr, code := boxctlRun("exec", id, "--", "sh", "-c", "sleep 4; echo done")
 	if code != 0 || out != "done\n" {
 		t.Fatalf("4 s command: exit %d %q %q", code, out, stderr)
 	}
-	if st := inspect(t, id).State; st != "running" {
-		t.Fatalf("right after a 4 s command, state %q", st)
-	}
-	if ev := find(replay(t, start, "sandbox="+id), "idle"); ev != nil {
-		t.Fatalf("idle fired while a command ran: %v", ev)
-	}
 	waitState(t, id, "paused", 15*time.Second)
+	// The command ran at least 4 s from execStart, and the timeout counts
+	// 2 s from its end.
+	if ev := find(replay(t, start, "sandbox="+id), "idle"); ev == nil || eventTime(t, ev).Before(execStart.Add(6*time.Second)) {
+		t.Fatalf("idle fired while a command ran or too early (the command started at %s): %v", execStart.UTC().Format(time.RFC3339Nano), ev)
+	}
 	if sb := inspect(t, id); sb.PauseReason != "idle" {
 		t.Errorf("pause reason %q", sb.PauseReason)
 	}
@@ -69,19 +80,21 @@ func TestIdleTimeout(t *testing.T) {
 	}
 	gone := strings.TrimSpace(out)
 	t.Cleanup(func() { boxctl(nil, "rm", "-f", gone) })
+	bgStart := time.Now()
 	if _, err := boxctl(nil, "exec", "-d", gone, "--", "sleep", "5"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(4 * time.Second)
-	if st := inspect(t, gone).State; st != "running" {
-		t.Fatalf("idle delete fired while a background command ran: state %q", st)
-	}
-	if !expired(gone, 20*time.Second) {
+	if !expired(gone, 30*time.Second) {
 		t.Fatalf("idle sandbox %s with on-idle delete still exists", gone)
 	}
 	assertGone(t, gone)
-	if ev := find(waitEvents(t, start, gone, "idle", "deleted"), "idle"); ev.Attrs["action"] != "delete" {
+	ev := find(waitEvents(t, start, gone, "idle", "deleted"), "idle")
+	if ev.Attrs["action"] != "delete" {
 		t.Errorf("idle event: %v", ev)
+	}
+	// sleep 5 ran from after bgStart: the idle delete came after it ended.
+	if at := eventTime(t, ev); at.Before(bgStart.Add(5 * time.Second)) {
+		t.Errorf("idle delete at %s while the background command (started after %s) still ran", at.Format(time.RFC3339Nano), bgStart.UTC().Format(time.RFC3339Nano))
 	}
 
 	// Bad input.

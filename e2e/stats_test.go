@@ -77,9 +77,20 @@ func TestStatsMoveWithLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitCPUProgress(t, id, cgroupCPU(t, id), 100*time.Millisecond, 20*time.Second)
-	cpu := statsOnce(t, id)
-	if cpu.CpuPercent < 5 || cpu.CpuPercent > 65 || cpu.Usage.CpuUsec <= base.Usage.CpuUsec {
-		t.Errorf("burner under --cpus 0.5: %.1f%% (cpu_usec %d -> %d)", cpu.CpuPercent, base.Usage.CpuUsec, cpu.Usage.CpuUsec)
+	// On a loaded machine the burner may get less than its quota for a
+	// while: wait for a sample that shows it working; none may show more
+	// than the quota allows.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		cpu := statsOnce(t, id)
+		if cpu.CpuPercent > 65 {
+			t.Fatalf("burner under --cpus 0.5: %.1f%%, above the quota", cpu.CpuPercent)
+		}
+		if cpu.CpuPercent >= 20 && cpu.Usage.CpuUsec > base.Usage.CpuUsec {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("burner under --cpus 0.5: last sample %.1f%% (cpu_usec %d -> %d)", cpu.CpuPercent, base.Usage.CpuUsec, cpu.Usage.CpuUsec)
+		}
 	}
 
 	// The table.
