@@ -76,7 +76,8 @@ func (p *pool) signal() {
 
 // fits reports whether a pool member can serve r.
 func (m *Manager) fits(r resolved, img client.Image) bool {
-	return m.cfg.PoolSize > 0 && r.network == network.ModeNone && len(r.env) == 0 && r.workdir == "/workspace" && img.Name() == m.defaultImageName()
+	return m.cfg.PoolSize > 0 && r.network == network.ModeNone && len(r.env) == 0 && r.workdir == "/workspace" && img.Name() == m.defaultImageName() &&
+		r.limits.DiskBytes == m.cfg.DefaultLimits.DiskBytes
 }
 
 func (m *Manager) defaultImageName() string {

@@ -709,7 +709,12 @@ type Limits struct {
 	// CPU quota in cores, e.g. 1.5.
 	Cpus float64 `protobuf:"fixed64,2,opt,name=cpus,proto3" json:"cpus,omitempty"`
 	// Maximum number of processes.
-	Pids          int64 `protobuf:"varint,3,opt,name=pids,proto3" json:"pids,omitempty"`
+	Pids int64 `protobuf:"varint,3,opt,name=pids,proto3" json:"pids,omitempty"`
+	// Disk cap of the writable layer (including /workspace), e.g. "2g": the
+	// layer gets a filesystem of that size of its own, and writes past it
+	// fail with ENOSPC. Empty: the daemon's --default-disk; "0": no cap
+	// (refused when the daemon has a default). At least 16m.
+	Disk          string `protobuf:"bytes,95,opt,name=disk,proto3" json:"disk,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -763,6 +768,13 @@ func (x *Limits) GetPids() int64 {
 		return x.Pids
 	}
 	return 0
+}
+
+func (x *Limits) GetDisk() string {
+	if x != nil {
+		return x.Disk
+	}
+	return ""
 }
 
 type CreateSandboxRequest struct {
@@ -1068,8 +1080,13 @@ type Sandbox struct {
 	OnIdle         string `protobuf:"bytes,46,opt,name=on_idle,json=onIdle,proto3" json:"on_idle,omitempty"`
 	LastActivityAt string `protobuf:"bytes,47,opt,name=last_activity_at,json=lastActivityAt,proto3" json:"last_activity_at,omitempty"`
 	// Set while state is "paused": when and why ("user" or "idle").
-	PausedAt      string `protobuf:"bytes,48,opt,name=paused_at,json=pausedAt,proto3" json:"paused_at,omitempty"`
-	PauseReason   string `protobuf:"bytes,49,opt,name=pause_reason,json=pauseReason,proto3" json:"pause_reason,omitempty"`
+	PausedAt    string `protobuf:"bytes,48,opt,name=paused_at,json=pausedAt,proto3" json:"paused_at,omitempty"`
+	PauseReason string `protobuf:"bytes,49,opt,name=pause_reason,json=pauseReason,proto3" json:"pause_reason,omitempty"`
+	// Disk cap of the writable layer in bytes; 0: none.
+	DiskBytes int64 `protobuf:"varint,95,opt,name=disk_bytes,json=diskBytes,proto3" json:"disk_bytes,omitempty"`
+	// Bytes the writable layer uses on its own filesystem (GetSandbox only,
+	// capped sandboxes only).
+	DiskUsedBytes int64 `protobuf:"varint,96,opt,name=disk_used_bytes,json=diskUsedBytes,proto3" json:"disk_used_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1284,6 +1301,20 @@ func (x *Sandbox) GetPauseReason() string {
 		return x.PauseReason
 	}
 	return ""
+}
+
+func (x *Sandbox) GetDiskBytes() int64 {
+	if x != nil {
+		return x.DiskBytes
+	}
+	return 0
+}
+
+func (x *Sandbox) GetDiskUsedBytes() int64 {
+	if x != nil {
+		return x.DiskUsedBytes
+	}
+	return 0
 }
 
 type Usage struct {
@@ -3015,11 +3046,12 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12\x1b\n" +
 	"\thost_port\x18\x03 \x01(\rR\bhostPort\"E\n" +
 	"\x15UnpublishPortResponse\x12,\n" +
-	"\x05ports\x18\x01 \x03(\v2\x16.boxd.v1.PublishedPortR\x05ports\"H\n" +
+	"\x05ports\x18\x01 \x03(\v2\x16.boxd.v1.PublishedPortR\x05ports\"\\\n" +
 	"\x06Limits\x12\x16\n" +
 	"\x06memory\x18\x01 \x01(\tR\x06memory\x12\x12\n" +
 	"\x04cpus\x18\x02 \x01(\x01R\x04cpus\x12\x12\n" +
-	"\x04pids\x18\x03 \x01(\x03R\x04pids\"\xc6\x03\n" +
+	"\x04pids\x18\x03 \x01(\x03R\x04pids\x12\x12\n" +
+	"\x04disk\x18_ \x01(\tR\x04disk\"\xc6\x03\n" +
 	"\x14CreateSandboxRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12'\n" +
 	"\x06limits\x18\x02 \x01(\v2\x0f.boxd.v1.LimitsR\x06limits\x12\x10\n" +
@@ -3043,7 +3075,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x05allow\x18\x02 \x03(\tR\x05allow\x12\x18\n" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\x12\x18\n" +
 	"\agateway\x18\x04 \x01(\tR\agateway\x12\x10\n" +
-	"\x03dns\x18\x05 \x01(\tR\x03dns\"\x9b\a\n" +
+	"\x03dns\x18\x05 \x01(\tR\x03dns\"\xe2\a\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -3073,7 +3105,10 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\aon_idle\x18. \x01(\tR\x06onIdle\x12(\n" +
 	"\x10last_activity_at\x18/ \x01(\tR\x0elastActivityAt\x12\x1b\n" +
 	"\tpaused_at\x180 \x01(\tR\bpausedAt\x12!\n" +
-	"\fpause_reason\x181 \x01(\tR\vpauseReason\x1a9\n" +
+	"\fpause_reason\x181 \x01(\tR\vpauseReason\x12\x1d\n" +
+	"\n" +
+	"disk_bytes\x18_ \x01(\x03R\tdiskBytes\x12&\n" +
+	"\x0fdisk_used_bytes\x18` \x01(\x03R\rdiskUsedBytes\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x84\x03\n" +
