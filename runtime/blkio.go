@@ -20,9 +20,8 @@ import (
 // (2^62 bytes/s) for every block device, which limits nothing and turns
 // the counting on. v2's io.stat counts always and needs nothing.
 type blkio struct {
-	once    sync.Once
-	dir     string   // the blkio hierarchy's mountpoint; "" on v2 or without one
-	devices []string // "MAJ:MIN" of every block device
+	once sync.Once
+	dir  string // the blkio hierarchy's mountpoint; "" on v2 or without one
 }
 
 // noLimit is the rule's rate: no device comes near it.
@@ -42,13 +41,20 @@ func (b *blkio) init() {
 				b.dir = s.(interface{ Path(string) string }).Path("/")
 			}
 		}
-		devs, _ := filepath.Glob("/sys/block/*/dev")
-		for _, d := range devs {
-			if v, err := os.ReadFile(d); err == nil {
-				b.devices = append(b.devices, strings.TrimSpace(string(v)))
-			}
-		}
 	})
+}
+
+// devices lists "MAJ:MIN" of every block device now: read at each create,
+// so a device added since (a loop device for a --disk cap) is covered.
+func devices() []string {
+	var out []string
+	paths, _ := filepath.Glob("/sys/block/*/dev")
+	for _, p := range paths {
+		if v, err := os.ReadFile(p); err == nil {
+			out = append(out, strings.TrimSpace(string(v)))
+		}
+	}
+	return out
 }
 
 // account turns on byte counting for the sandbox cgroup at path.
@@ -59,7 +65,7 @@ func (b *blkio) account(path string) error {
 	}
 	dir := filepath.Join(b.dir, path)
 	var failed []string
-	for _, dev := range b.devices {
+	for _, dev := range devices() {
 		for _, f := range []string{"blkio.throttle.read_bps_device", "blkio.throttle.write_bps_device"} {
 			if err := os.WriteFile(filepath.Join(dir, f), []byte(dev+" "+noLimit), 0o644); err != nil {
 				failed = append(failed, dev)
