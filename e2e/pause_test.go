@@ -194,3 +194,34 @@ func TestDeletePaused(t *testing.T) {
 	}
 	assertGone(t, id)
 }
+
+// TestCommitKeepsPause: a commit of a paused sandbox (which freezes and
+// thaws what it commits) leaves it paused; right after a commit of a
+// running one, exec works (the commit's own freeze is not a pause).
+func TestCommitKeepsPause(t *testing.T) {
+	const ref = "committed/paused:v1"
+	id := newSandbox(t)
+	sh(t, id, "echo kept > /workspace/f")
+	t.Cleanup(func() { boxctl(nil, "image", "rm", "--force", ref) })
+	if _, err := boxctl(nil, "pause", id); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := boxctl(nil, "commit", id, ref); err != nil || !strings.HasPrefix(out, ref+"\t") {
+		t.Fatalf("commit of a paused sandbox: %q %v", out, err)
+	}
+	if sb := inspect(t, id); sb.State != "paused" || sb.PauseReason != "user" {
+		t.Fatalf("after a commit: state %q reason %q", sb.State, sb.PauseReason)
+	}
+	if _, err := boxctl(nil, "unpause", id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := boxctl(nil, "commit", "--force", id, ref); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 10; i++ {
+		if got := sh(t, id, "cat /workspace/f"); got != "kept\n" {
+			t.Fatalf("exec after a commit: %q", got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

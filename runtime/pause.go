@@ -196,8 +196,18 @@ func (m *Manager) thawForDelete(ctx context.Context, id string) {
 // refreshPaused re-reads the freezer state of every listed sandbox: at
 // start (a paused sandbox stays paused across a boxd restart) and on every
 // reconcile pass.
+//
+// A sandbox a commit or fork holds (claimed) is skipped: it freezes the
+// sandbox for a moment, which is not a pause, and thaws it before it lets
+// go.
 func (m *Manager) refreshPaused(ctx context.Context, ids []string) {
 	for _, id := range ids {
+		m.busyMu.Lock()
+		busy := m.busy[id]
+		m.busyMu.Unlock()
+		if busy {
+			continue
+		}
 		f, err := m.freezer.frozen(m.cgPath(id))
 		if err != nil {
 			m.log.Debug("freezer state", "sandbox", id, "err", err)

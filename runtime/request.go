@@ -175,6 +175,9 @@ type resolved struct {
 	allow   []network.Dest
 	publish []PortSpec
 	idle    idlePolicy
+	// forkParent, set for a fork, is the committed snapshot the new
+	// sandbox's writable layer sits on instead of its image's top layer.
+	forkParent string
 }
 
 // withinTotals refuses a sandbox whose own limits exceed a daemon-wide

@@ -2,7 +2,7 @@
 
 package main
 
-// Scenario 10: pause and resume latency of an idle running sandbox, from a
+// Scenario 11: pause and resume latency of an idle running sandbox, from a
 // Go client (boxd's PauseSandbox/UnpauseSandbox next to the Docker Engine
 // API's /pause and /unpause) and as whole CLI processes (boxctl
 // pause/unpause next to docker pause/unpause). Each sample is one call;

@@ -428,6 +428,264 @@ func (x *SandboxStats) GetCpuPercent() float64 {
 	return 0
 }
 
+type CommitSandboxRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId     string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"` // id or name
+	Ref           string                 `protobuf:"bytes,2,opt,name=ref,proto3" json:"ref,omitempty"`                              // image name to write, e.g. "work/app:v2"
+	Message       string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`                      // history comment, at most 4096 bytes
+	Force         bool                   `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`                         // replace an image that exists under ref
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitSandboxRequest) Reset() {
+	*x = CommitSandboxRequest{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitSandboxRequest) ProtoMessage() {}
+
+func (x *CommitSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitSandboxRequest.ProtoReflect.Descriptor instead.
+func (*CommitSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *CommitSandboxRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *CommitSandboxRequest) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
+}
+
+func (x *CommitSandboxRequest) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *CommitSandboxRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+type CommitSandboxResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Image         *Image                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommitSandboxResponse) Reset() {
+	*x = CommitSandboxResponse{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommitSandboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommitSandboxResponse) ProtoMessage() {}
+
+func (x *CommitSandboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommitSandboxResponse.ProtoReflect.Descriptor instead.
+func (*CommitSandboxResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *CommitSandboxResponse) GetImage() *Image {
+	if x != nil {
+		return x.Image
+	}
+	return nil
+}
+
+type ForkSandboxRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"` // the source: id or name
+	// How many forks; 0: one per name, or 1. At most 64.
+	Count uint32   `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	Names []string `protobuf:"bytes,3,rep,name=names,proto3" json:"names,omitempty"` // optional: one unique name per fork
+	// Unset fields keep the source's values.
+	Limits        *Limits           `protobuf:"bytes,4,opt,name=limits,proto3" json:"limits,omitempty"`
+	Env           []string          `protobuf:"bytes,5,rep,name=env,proto3" json:"env,omitempty"` // K=V, added to the source's environment
+	Workdir       string            `protobuf:"bytes,6,opt,name=workdir,proto3" json:"workdir,omitempty"`
+	Labels        map[string]string `protobuf:"bytes,7,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // added to the source's labels
+	Ttl           string            `protobuf:"bytes,8,opt,name=ttl,proto3" json:"ttl,omitempty"`                                                                                 // empty: the daemon default
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkSandboxRequest) Reset() {
+	*x = ForkSandboxRequest{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkSandboxRequest) ProtoMessage() {}
+
+func (x *ForkSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkSandboxRequest.ProtoReflect.Descriptor instead.
+func (*ForkSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ForkSandboxRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *ForkSandboxRequest) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *ForkSandboxRequest) GetNames() []string {
+	if x != nil {
+		return x.Names
+	}
+	return nil
+}
+
+func (x *ForkSandboxRequest) GetLimits() *Limits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *ForkSandboxRequest) GetEnv() []string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *ForkSandboxRequest) GetWorkdir() string {
+	if x != nil {
+		return x.Workdir
+	}
+	return ""
+}
+
+func (x *ForkSandboxRequest) GetLabels() map[string]string {
+	if x != nil {
+		return x.Labels
+	}
+	return nil
+}
+
+func (x *ForkSandboxRequest) GetTtl() string {
+	if x != nil {
+		return x.Ttl
+	}
+	return ""
+}
+
+type ForkSandboxResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sandboxes     []*Sandbox             `protobuf:"bytes,1,rep,name=sandboxes,proto3" json:"sandboxes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForkSandboxResponse) Reset() {
+	*x = ForkSandboxResponse{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForkSandboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForkSandboxResponse) ProtoMessage() {}
+
+func (x *ForkSandboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForkSandboxResponse.ProtoReflect.Descriptor instead.
+func (*ForkSandboxResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ForkSandboxResponse) GetSandboxes() []*Sandbox {
+	if x != nil {
+		return x.Sandboxes
+	}
+	return nil
+}
+
 // PublishedPort is one sandbox port reachable from the host.
 type PublishedPort struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -446,7 +704,7 @@ type PublishedPort struct {
 
 func (x *PublishedPort) Reset() {
 	*x = PublishedPort{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[7]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -458,7 +716,7 @@ func (x *PublishedPort) String() string {
 func (*PublishedPort) ProtoMessage() {}
 
 func (x *PublishedPort) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[7]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -471,7 +729,7 @@ func (x *PublishedPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishedPort.ProtoReflect.Descriptor instead.
 func (*PublishedPort) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{7}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PublishedPort) GetHostIp() string {
@@ -512,7 +770,7 @@ type PublishPortRequest struct {
 
 func (x *PublishPortRequest) Reset() {
 	*x = PublishPortRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[8]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -524,7 +782,7 @@ func (x *PublishPortRequest) String() string {
 func (*PublishPortRequest) ProtoMessage() {}
 
 func (x *PublishPortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[8]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -537,7 +795,7 @@ func (x *PublishPortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishPortRequest.ProtoReflect.Descriptor instead.
 func (*PublishPortRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{8}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PublishPortRequest) GetSandboxId() string {
@@ -563,7 +821,7 @@ type PublishPortResponse struct {
 
 func (x *PublishPortResponse) Reset() {
 	*x = PublishPortResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[9]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -575,7 +833,7 @@ func (x *PublishPortResponse) String() string {
 func (*PublishPortResponse) ProtoMessage() {}
 
 func (x *PublishPortResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[9]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -588,7 +846,7 @@ func (x *PublishPortResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishPortResponse.ProtoReflect.Descriptor instead.
 func (*PublishPortResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{9}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PublishPortResponse) GetPort() *PublishedPort {
@@ -609,7 +867,7 @@ type UnpublishPortRequest struct {
 
 func (x *UnpublishPortRequest) Reset() {
 	*x = UnpublishPortRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[10]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -621,7 +879,7 @@ func (x *UnpublishPortRequest) String() string {
 func (*UnpublishPortRequest) ProtoMessage() {}
 
 func (x *UnpublishPortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[10]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -634,7 +892,7 @@ func (x *UnpublishPortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnpublishPortRequest.ProtoReflect.Descriptor instead.
 func (*UnpublishPortRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{10}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *UnpublishPortRequest) GetSandboxId() string {
@@ -667,7 +925,7 @@ type UnpublishPortResponse struct {
 
 func (x *UnpublishPortResponse) Reset() {
 	*x = UnpublishPortResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -679,7 +937,7 @@ func (x *UnpublishPortResponse) String() string {
 func (*UnpublishPortResponse) ProtoMessage() {}
 
 func (x *UnpublishPortResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -692,7 +950,7 @@ func (x *UnpublishPortResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnpublishPortResponse.ProtoReflect.Descriptor instead.
 func (*UnpublishPortResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{11}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *UnpublishPortResponse) GetPorts() []*PublishedPort {
@@ -721,7 +979,7 @@ type Limits struct {
 
 func (x *Limits) Reset() {
 	*x = Limits{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -733,7 +991,7 @@ func (x *Limits) String() string {
 func (*Limits) ProtoMessage() {}
 
 func (x *Limits) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -746,7 +1004,7 @@ func (x *Limits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limits.ProtoReflect.Descriptor instead.
 func (*Limits) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{12}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Limits) GetMemory() string {
@@ -803,7 +1061,7 @@ type CreateSandboxRequest struct {
 
 func (x *CreateSandboxRequest) Reset() {
 	*x = CreateSandboxRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -815,7 +1073,7 @@ func (x *CreateSandboxRequest) String() string {
 func (*CreateSandboxRequest) ProtoMessage() {}
 
 func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -828,7 +1086,7 @@ func (x *CreateSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxRequest.ProtoReflect.Descriptor instead.
 func (*CreateSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{13}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CreateSandboxRequest) GetImage() string {
@@ -923,7 +1181,7 @@ type NetworkRequest struct {
 
 func (x *NetworkRequest) Reset() {
 	*x = NetworkRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -935,7 +1193,7 @@ func (x *NetworkRequest) String() string {
 func (*NetworkRequest) ProtoMessage() {}
 
 func (x *NetworkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -948,7 +1206,7 @@ func (x *NetworkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkRequest.ProtoReflect.Descriptor instead.
 func (*NetworkRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{14}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *NetworkRequest) GetMode() string {
@@ -979,7 +1237,7 @@ type NetworkStatus struct {
 
 func (x *NetworkStatus) Reset() {
 	*x = NetworkStatus{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -991,7 +1249,7 @@ func (x *NetworkStatus) String() string {
 func (*NetworkStatus) ProtoMessage() {}
 
 func (x *NetworkStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1004,7 +1262,7 @@ func (x *NetworkStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkStatus.ProtoReflect.Descriptor instead.
 func (*NetworkStatus) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{15}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *NetworkStatus) GetMode() string {
@@ -1093,7 +1351,7 @@ type Sandbox struct {
 
 func (x *Sandbox) Reset() {
 	*x = Sandbox{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1105,7 +1363,7 @@ func (x *Sandbox) String() string {
 func (*Sandbox) ProtoMessage() {}
 
 func (x *Sandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1118,7 +1376,7 @@ func (x *Sandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sandbox.ProtoReflect.Descriptor instead.
 func (*Sandbox) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{16}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Sandbox) GetId() string {
@@ -1340,7 +1598,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1352,7 +1610,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1365,7 +1623,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{17}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Usage) GetMemoryBytes() uint64 {
@@ -1460,7 +1718,7 @@ type Security struct {
 
 func (x *Security) Reset() {
 	*x = Security{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1472,7 +1730,7 @@ func (x *Security) String() string {
 func (*Security) ProtoMessage() {}
 
 func (x *Security) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1485,7 +1743,7 @@ func (x *Security) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Security.ProtoReflect.Descriptor instead.
 func (*Security) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{18}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Security) GetNetwork() bool {
@@ -1532,7 +1790,7 @@ type CreateSandboxResponse struct {
 
 func (x *CreateSandboxResponse) Reset() {
 	*x = CreateSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1544,7 +1802,7 @@ func (x *CreateSandboxResponse) String() string {
 func (*CreateSandboxResponse) ProtoMessage() {}
 
 func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1557,7 +1815,7 @@ func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*CreateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{19}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CreateSandboxResponse) GetSandbox() *Sandbox {
@@ -1576,7 +1834,7 @@ type ListSandboxesRequest struct {
 
 func (x *ListSandboxesRequest) Reset() {
 	*x = ListSandboxesRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1846,7 @@ func (x *ListSandboxesRequest) String() string {
 func (*ListSandboxesRequest) ProtoMessage() {}
 
 func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1859,7 @@ func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesRequest.ProtoReflect.Descriptor instead.
 func (*ListSandboxesRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{20}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListSandboxesRequest) GetLabels() map[string]string {
@@ -1620,7 +1878,7 @@ type ListSandboxesResponse struct {
 
 func (x *ListSandboxesResponse) Reset() {
 	*x = ListSandboxesResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1632,7 +1890,7 @@ func (x *ListSandboxesResponse) String() string {
 func (*ListSandboxesResponse) ProtoMessage() {}
 
 func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1645,7 +1903,7 @@ func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesResponse.ProtoReflect.Descriptor instead.
 func (*ListSandboxesResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{21}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListSandboxesResponse) GetSandboxes() []*Sandbox {
@@ -1664,7 +1922,7 @@ type GetSandboxRequest struct {
 
 func (x *GetSandboxRequest) Reset() {
 	*x = GetSandboxRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1676,7 +1934,7 @@ func (x *GetSandboxRequest) String() string {
 func (*GetSandboxRequest) ProtoMessage() {}
 
 func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1689,7 +1947,7 @@ func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxRequest.ProtoReflect.Descriptor instead.
 func (*GetSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{22}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetSandboxRequest) GetId() string {
@@ -1708,7 +1966,7 @@ type GetSandboxResponse struct {
 
 func (x *GetSandboxResponse) Reset() {
 	*x = GetSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1720,7 +1978,7 @@ func (x *GetSandboxResponse) String() string {
 func (*GetSandboxResponse) ProtoMessage() {}
 
 func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +1991,7 @@ func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxResponse.ProtoReflect.Descriptor instead.
 func (*GetSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{23}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetSandboxResponse) GetSandbox() *Sandbox {
@@ -1752,7 +2010,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1764,7 +2022,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1777,7 +2035,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{24}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DeleteSandboxRequest) GetId() string {
@@ -1795,7 +2053,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1807,7 +2065,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1820,7 +2078,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{25}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{29}
 }
 
 type ExecRequest struct {
@@ -1841,7 +2099,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1853,7 +2111,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1866,7 +2124,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{26}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ExecRequest) GetSandboxId() string {
@@ -1942,7 +2200,7 @@ type ExecResult struct {
 
 func (x *ExecResult) Reset() {
 	*x = ExecResult{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1954,7 +2212,7 @@ func (x *ExecResult) String() string {
 func (*ExecResult) ProtoMessage() {}
 
 func (x *ExecResult) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1967,7 +2225,7 @@ func (x *ExecResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResult.ProtoReflect.Descriptor instead.
 func (*ExecResult) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{27}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ExecResult) GetExitCode() int32 {
@@ -2044,7 +2302,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2056,7 +2314,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2069,7 +2327,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{28}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ExecResponse) GetStdout() []byte {
@@ -2107,7 +2365,7 @@ type ExecStreamResponse struct {
 
 func (x *ExecStreamResponse) Reset() {
 	*x = ExecStreamResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2119,7 +2377,7 @@ func (x *ExecStreamResponse) String() string {
 func (*ExecStreamResponse) ProtoMessage() {}
 
 func (x *ExecStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2132,7 +2390,7 @@ func (x *ExecStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStreamResponse.ProtoReflect.Descriptor instead.
 func (*ExecStreamResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{29}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ExecStreamResponse) GetEvent() isExecStreamResponse_Event {
@@ -2202,7 +2460,7 @@ type CopyInRequest struct {
 
 func (x *CopyInRequest) Reset() {
 	*x = CopyInRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2214,7 +2472,7 @@ func (x *CopyInRequest) String() string {
 func (*CopyInRequest) ProtoMessage() {}
 
 func (x *CopyInRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2227,7 +2485,7 @@ func (x *CopyInRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyInRequest.ProtoReflect.Descriptor instead.
 func (*CopyInRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{30}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CopyInRequest) GetSandboxId() string {
@@ -2259,7 +2517,7 @@ type CopyInResponse struct {
 
 func (x *CopyInResponse) Reset() {
 	*x = CopyInResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2271,7 +2529,7 @@ func (x *CopyInResponse) String() string {
 func (*CopyInResponse) ProtoMessage() {}
 
 func (x *CopyInResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2284,7 +2542,7 @@ func (x *CopyInResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyInResponse.ProtoReflect.Descriptor instead.
 func (*CopyInResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{31}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{35}
 }
 
 type CopyOutRequest struct {
@@ -2297,7 +2555,7 @@ type CopyOutRequest struct {
 
 func (x *CopyOutRequest) Reset() {
 	*x = CopyOutRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2309,7 +2567,7 @@ func (x *CopyOutRequest) String() string {
 func (*CopyOutRequest) ProtoMessage() {}
 
 func (x *CopyOutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2322,7 +2580,7 @@ func (x *CopyOutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyOutRequest.ProtoReflect.Descriptor instead.
 func (*CopyOutRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{32}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CopyOutRequest) GetSandboxId() string {
@@ -2348,7 +2606,7 @@ type CopyOutResponse struct {
 
 func (x *CopyOutResponse) Reset() {
 	*x = CopyOutResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2360,7 +2618,7 @@ func (x *CopyOutResponse) String() string {
 func (*CopyOutResponse) ProtoMessage() {}
 
 func (x *CopyOutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2373,7 +2631,7 @@ func (x *CopyOutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyOutResponse.ProtoReflect.Descriptor instead.
 func (*CopyOutResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{33}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CopyOutResponse) GetData() []byte {
@@ -2393,7 +2651,7 @@ type StatPathRequest struct {
 
 func (x *StatPathRequest) Reset() {
 	*x = StatPathRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[34]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2405,7 +2663,7 @@ func (x *StatPathRequest) String() string {
 func (*StatPathRequest) ProtoMessage() {}
 
 func (x *StatPathRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[34]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2418,7 +2676,7 @@ func (x *StatPathRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatPathRequest.ProtoReflect.Descriptor instead.
 func (*StatPathRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{34}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *StatPathRequest) GetSandboxId() string {
@@ -2449,7 +2707,7 @@ type StatPathResponse struct {
 
 func (x *StatPathResponse) Reset() {
 	*x = StatPathResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[35]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2461,7 +2719,7 @@ func (x *StatPathResponse) String() string {
 func (*StatPathResponse) ProtoMessage() {}
 
 func (x *StatPathResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[35]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2474,7 +2732,7 @@ func (x *StatPathResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatPathResponse.ProtoReflect.Descriptor instead.
 func (*StatPathResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{35}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *StatPathResponse) GetName() string {
@@ -2542,7 +2800,7 @@ type ImportImageRequest struct {
 
 func (x *ImportImageRequest) Reset() {
 	*x = ImportImageRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[36]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2554,7 +2812,7 @@ func (x *ImportImageRequest) String() string {
 func (*ImportImageRequest) ProtoMessage() {}
 
 func (x *ImportImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[36]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2567,7 +2825,7 @@ func (x *ImportImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportImageRequest.ProtoReflect.Descriptor instead.
 func (*ImportImageRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{36}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ImportImageRequest) GetName() string {
@@ -2620,7 +2878,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[37]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2632,7 +2890,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[37]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2645,7 +2903,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{37}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Image) GetName() string {
@@ -2692,7 +2950,7 @@ type ImportImageResponse struct {
 
 func (x *ImportImageResponse) Reset() {
 	*x = ImportImageResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[38]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2704,7 +2962,7 @@ func (x *ImportImageResponse) String() string {
 func (*ImportImageResponse) ProtoMessage() {}
 
 func (x *ImportImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[38]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2717,7 +2975,7 @@ func (x *ImportImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportImageResponse.ProtoReflect.Descriptor instead.
 func (*ImportImageResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{38}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ImportImageResponse) GetImages() []*Image {
@@ -2735,7 +2993,7 @@ type ListImagesRequest struct {
 
 func (x *ListImagesRequest) Reset() {
 	*x = ListImagesRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[39]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2747,7 +3005,7 @@ func (x *ListImagesRequest) String() string {
 func (*ListImagesRequest) ProtoMessage() {}
 
 func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[39]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2760,7 +3018,7 @@ func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesRequest.ProtoReflect.Descriptor instead.
 func (*ListImagesRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{39}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{43}
 }
 
 type ListImagesResponse struct {
@@ -2772,7 +3030,7 @@ type ListImagesResponse struct {
 
 func (x *ListImagesResponse) Reset() {
 	*x = ListImagesResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[40]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2784,7 +3042,7 @@ func (x *ListImagesResponse) String() string {
 func (*ListImagesResponse) ProtoMessage() {}
 
 func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[40]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2797,7 +3055,7 @@ func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesResponse.ProtoReflect.Descriptor instead.
 func (*ListImagesResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{40}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListImagesResponse) GetImages() []*Image {
@@ -2821,7 +3079,7 @@ type RemoveImageRequest struct {
 
 func (x *RemoveImageRequest) Reset() {
 	*x = RemoveImageRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[41]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2833,7 +3091,7 @@ func (x *RemoveImageRequest) String() string {
 func (*RemoveImageRequest) ProtoMessage() {}
 
 func (x *RemoveImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[41]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2846,7 +3104,7 @@ func (x *RemoveImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveImageRequest.ProtoReflect.Descriptor instead.
 func (*RemoveImageRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{41}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RemoveImageRequest) GetName() string {
@@ -2871,7 +3129,7 @@ type RemoveImageResponse struct {
 
 func (x *RemoveImageResponse) Reset() {
 	*x = RemoveImageResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[42]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2883,7 +3141,7 @@ func (x *RemoveImageResponse) String() string {
 func (*RemoveImageResponse) ProtoMessage() {}
 
 func (x *RemoveImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[42]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2896,7 +3154,7 @@ func (x *RemoveImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveImageResponse.ProtoReflect.Descriptor instead.
 func (*RemoveImageResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{42}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{46}
 }
 
 type UpdateNetworkRequest struct {
@@ -2910,7 +3168,7 @@ type UpdateNetworkRequest struct {
 
 func (x *UpdateNetworkRequest) Reset() {
 	*x = UpdateNetworkRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[43]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2922,7 +3180,7 @@ func (x *UpdateNetworkRequest) String() string {
 func (*UpdateNetworkRequest) ProtoMessage() {}
 
 func (x *UpdateNetworkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[43]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2935,7 +3193,7 @@ func (x *UpdateNetworkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNetworkRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNetworkRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{43}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *UpdateNetworkRequest) GetSandboxId() string {
@@ -2968,7 +3226,7 @@ type UpdateNetworkResponse struct {
 
 func (x *UpdateNetworkResponse) Reset() {
 	*x = UpdateNetworkResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[44]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2980,7 +3238,7 @@ func (x *UpdateNetworkResponse) String() string {
 func (*UpdateNetworkResponse) ProtoMessage() {}
 
 func (x *UpdateNetworkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[44]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2993,7 +3251,7 @@ func (x *UpdateNetworkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNetworkResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNetworkResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{44}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *UpdateNetworkResponse) GetNetwork() *NetworkStatus {
@@ -3028,7 +3286,30 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x12memory_limit_bytes\x18\x04 \x01(\x03R\x10memoryLimitBytes\x12$\n" +
 	"\x05usage\x18\x05 \x01(\v2\x0e.boxd.v1.UsageR\x05usage\x12\x1f\n" +
 	"\vcpu_percent\x18\x06 \x01(\x01R\n" +
-	"cpuPercent\"u\n" +
+	"cpuPercent\"w\n" +
+	"\x14CommitSandboxRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x10\n" +
+	"\x03ref\x18\x02 \x01(\tR\x03ref\x12\x18\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12\x14\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\"=\n" +
+	"\x15CommitSandboxResponse\x12$\n" +
+	"\x05image\x18\x01 \x01(\v2\x0e.boxd.v1.ImageR\x05image\"\xc2\x02\n" +
+	"\x12ForkSandboxRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\rR\x05count\x12\x14\n" +
+	"\x05names\x18\x03 \x03(\tR\x05names\x12'\n" +
+	"\x06limits\x18\x04 \x01(\v2\x0f.boxd.v1.LimitsR\x06limits\x12\x10\n" +
+	"\x03env\x18\x05 \x03(\tR\x03env\x12\x18\n" +
+	"\aworkdir\x18\x06 \x01(\tR\aworkdir\x12?\n" +
+	"\x06labels\x18\a \x03(\v2'.boxd.v1.ForkSandboxRequest.LabelsEntryR\x06labels\x12\x10\n" +
+	"\x03ttl\x18\b \x01(\tR\x03ttl\x1a9\n" +
+	"\vLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"E\n" +
+	"\x13ForkSandboxResponse\x12.\n" +
+	"\tsandboxes\x18\x01 \x03(\v2\x10.boxd.v1.SandboxR\tsandboxes\"u\n" +
 	"\rPublishedPort\x12\x17\n" +
 	"\ahost_ip\x18\x01 \x01(\tR\x06hostIp\x12\x1b\n" +
 	"\thost_port\x18\x02 \x01(\rR\bhostPort\x12\x12\n" +
@@ -3238,8 +3519,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\vImageFormat\x12\x1c\n" +
 	"\x18IMAGE_FORMAT_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10IMAGE_FORMAT_TAR\x10\x01\x12\x17\n" +
-	"\x13IMAGE_FORMAT_ROOTFS\x10\x022\x9e\n" +
-	"\n" +
+	"\x13IMAGE_FORMAT_ROOTFS\x10\x022\xb8\v\n" +
 	"\x0eSandboxService\x12N\n" +
 	"\rCreateSandbox\x12\x1d.boxd.v1.CreateSandboxRequest\x1a\x1e.boxd.v1.CreateSandboxResponse\x12N\n" +
 	"\rListSandboxes\x12\x1d.boxd.v1.ListSandboxesRequest\x1a\x1e.boxd.v1.ListSandboxesResponse\x12E\n" +
@@ -3258,7 +3538,9 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"ListImages\x12\x1a.boxd.v1.ListImagesRequest\x1a\x1b.boxd.v1.ListImagesResponse\x12H\n" +
 	"\vRemoveImage\x12\x1b.boxd.v1.RemoveImageRequest\x1a\x1c.boxd.v1.RemoveImageResponse\x12H\n" +
 	"\vPublishPort\x12\x1b.boxd.v1.PublishPortRequest\x1a\x1c.boxd.v1.PublishPortResponse\x12N\n" +
-	"\rUnpublishPort\x12\x1d.boxd.v1.UnpublishPortRequest\x1a\x1e.boxd.v1.UnpublishPortResponse\x12K\n" +
+	"\rUnpublishPort\x12\x1d.boxd.v1.UnpublishPortRequest\x1a\x1e.boxd.v1.UnpublishPortResponse\x12N\n" +
+	"\rCommitSandbox\x12\x1d.boxd.v1.CommitSandboxRequest\x1a\x1e.boxd.v1.CommitSandboxResponse\x12H\n" +
+	"\vForkSandbox\x12\x1b.boxd.v1.ForkSandboxRequest\x1a\x1c.boxd.v1.ForkSandboxResponse\x12K\n" +
 	"\fPauseSandbox\x12\x1c.boxd.v1.PauseSandboxRequest\x1a\x1d.boxd.v1.PauseSandboxResponse\x12Q\n" +
 	"\x0eUnpauseSandbox\x12\x1e.boxd.v1.UnpauseSandboxRequest\x1a\x1f.boxd.v1.UnpauseSandboxResponse\x128\n" +
 	"\x05Stats\x12\x15.boxd.v1.StatsRequest\x1a\x16.boxd.v1.StatsResponse0\x01B1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
@@ -3276,7 +3558,7 @@ func file_boxd_v1_boxd_proto_rawDescGZIP() []byte {
 }
 
 var file_boxd_v1_boxd_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_boxd_v1_boxd_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_boxd_v1_boxd_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_boxd_v1_boxd_proto_goTypes = []any{
 	(ImageFormat)(0),               // 0: boxd.v1.ImageFormat
 	(*PauseSandboxRequest)(nil),    // 1: boxd.v1.PauseSandboxRequest
@@ -3286,116 +3568,129 @@ var file_boxd_v1_boxd_proto_goTypes = []any{
 	(*StatsRequest)(nil),           // 5: boxd.v1.StatsRequest
 	(*StatsResponse)(nil),          // 6: boxd.v1.StatsResponse
 	(*SandboxStats)(nil),           // 7: boxd.v1.SandboxStats
-	(*PublishedPort)(nil),          // 8: boxd.v1.PublishedPort
-	(*PublishPortRequest)(nil),     // 9: boxd.v1.PublishPortRequest
-	(*PublishPortResponse)(nil),    // 10: boxd.v1.PublishPortResponse
-	(*UnpublishPortRequest)(nil),   // 11: boxd.v1.UnpublishPortRequest
-	(*UnpublishPortResponse)(nil),  // 12: boxd.v1.UnpublishPortResponse
-	(*Limits)(nil),                 // 13: boxd.v1.Limits
-	(*CreateSandboxRequest)(nil),   // 14: boxd.v1.CreateSandboxRequest
-	(*NetworkRequest)(nil),         // 15: boxd.v1.NetworkRequest
-	(*NetworkStatus)(nil),          // 16: boxd.v1.NetworkStatus
-	(*Sandbox)(nil),                // 17: boxd.v1.Sandbox
-	(*Usage)(nil),                  // 18: boxd.v1.Usage
-	(*Security)(nil),               // 19: boxd.v1.Security
-	(*CreateSandboxResponse)(nil),  // 20: boxd.v1.CreateSandboxResponse
-	(*ListSandboxesRequest)(nil),   // 21: boxd.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil),  // 22: boxd.v1.ListSandboxesResponse
-	(*GetSandboxRequest)(nil),      // 23: boxd.v1.GetSandboxRequest
-	(*GetSandboxResponse)(nil),     // 24: boxd.v1.GetSandboxResponse
-	(*DeleteSandboxRequest)(nil),   // 25: boxd.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil),  // 26: boxd.v1.DeleteSandboxResponse
-	(*ExecRequest)(nil),            // 27: boxd.v1.ExecRequest
-	(*ExecResult)(nil),             // 28: boxd.v1.ExecResult
-	(*ExecResponse)(nil),           // 29: boxd.v1.ExecResponse
-	(*ExecStreamResponse)(nil),     // 30: boxd.v1.ExecStreamResponse
-	(*CopyInRequest)(nil),          // 31: boxd.v1.CopyInRequest
-	(*CopyInResponse)(nil),         // 32: boxd.v1.CopyInResponse
-	(*CopyOutRequest)(nil),         // 33: boxd.v1.CopyOutRequest
-	(*CopyOutResponse)(nil),        // 34: boxd.v1.CopyOutResponse
-	(*StatPathRequest)(nil),        // 35: boxd.v1.StatPathRequest
-	(*StatPathResponse)(nil),       // 36: boxd.v1.StatPathResponse
-	(*ImportImageRequest)(nil),     // 37: boxd.v1.ImportImageRequest
-	(*Image)(nil),                  // 38: boxd.v1.Image
-	(*ImportImageResponse)(nil),    // 39: boxd.v1.ImportImageResponse
-	(*ListImagesRequest)(nil),      // 40: boxd.v1.ListImagesRequest
-	(*ListImagesResponse)(nil),     // 41: boxd.v1.ListImagesResponse
-	(*RemoveImageRequest)(nil),     // 42: boxd.v1.RemoveImageRequest
-	(*RemoveImageResponse)(nil),    // 43: boxd.v1.RemoveImageResponse
-	(*UpdateNetworkRequest)(nil),   // 44: boxd.v1.UpdateNetworkRequest
-	(*UpdateNetworkResponse)(nil),  // 45: boxd.v1.UpdateNetworkResponse
-	nil,                            // 46: boxd.v1.CreateSandboxRequest.LabelsEntry
-	nil,                            // 47: boxd.v1.Sandbox.LabelsEntry
-	nil,                            // 48: boxd.v1.ListSandboxesRequest.LabelsEntry
-	nil,                            // 49: boxd.v1.Image.LabelsEntry
+	(*CommitSandboxRequest)(nil),   // 8: boxd.v1.CommitSandboxRequest
+	(*CommitSandboxResponse)(nil),  // 9: boxd.v1.CommitSandboxResponse
+	(*ForkSandboxRequest)(nil),     // 10: boxd.v1.ForkSandboxRequest
+	(*ForkSandboxResponse)(nil),    // 11: boxd.v1.ForkSandboxResponse
+	(*PublishedPort)(nil),          // 12: boxd.v1.PublishedPort
+	(*PublishPortRequest)(nil),     // 13: boxd.v1.PublishPortRequest
+	(*PublishPortResponse)(nil),    // 14: boxd.v1.PublishPortResponse
+	(*UnpublishPortRequest)(nil),   // 15: boxd.v1.UnpublishPortRequest
+	(*UnpublishPortResponse)(nil),  // 16: boxd.v1.UnpublishPortResponse
+	(*Limits)(nil),                 // 17: boxd.v1.Limits
+	(*CreateSandboxRequest)(nil),   // 18: boxd.v1.CreateSandboxRequest
+	(*NetworkRequest)(nil),         // 19: boxd.v1.NetworkRequest
+	(*NetworkStatus)(nil),          // 20: boxd.v1.NetworkStatus
+	(*Sandbox)(nil),                // 21: boxd.v1.Sandbox
+	(*Usage)(nil),                  // 22: boxd.v1.Usage
+	(*Security)(nil),               // 23: boxd.v1.Security
+	(*CreateSandboxResponse)(nil),  // 24: boxd.v1.CreateSandboxResponse
+	(*ListSandboxesRequest)(nil),   // 25: boxd.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil),  // 26: boxd.v1.ListSandboxesResponse
+	(*GetSandboxRequest)(nil),      // 27: boxd.v1.GetSandboxRequest
+	(*GetSandboxResponse)(nil),     // 28: boxd.v1.GetSandboxResponse
+	(*DeleteSandboxRequest)(nil),   // 29: boxd.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil),  // 30: boxd.v1.DeleteSandboxResponse
+	(*ExecRequest)(nil),            // 31: boxd.v1.ExecRequest
+	(*ExecResult)(nil),             // 32: boxd.v1.ExecResult
+	(*ExecResponse)(nil),           // 33: boxd.v1.ExecResponse
+	(*ExecStreamResponse)(nil),     // 34: boxd.v1.ExecStreamResponse
+	(*CopyInRequest)(nil),          // 35: boxd.v1.CopyInRequest
+	(*CopyInResponse)(nil),         // 36: boxd.v1.CopyInResponse
+	(*CopyOutRequest)(nil),         // 37: boxd.v1.CopyOutRequest
+	(*CopyOutResponse)(nil),        // 38: boxd.v1.CopyOutResponse
+	(*StatPathRequest)(nil),        // 39: boxd.v1.StatPathRequest
+	(*StatPathResponse)(nil),       // 40: boxd.v1.StatPathResponse
+	(*ImportImageRequest)(nil),     // 41: boxd.v1.ImportImageRequest
+	(*Image)(nil),                  // 42: boxd.v1.Image
+	(*ImportImageResponse)(nil),    // 43: boxd.v1.ImportImageResponse
+	(*ListImagesRequest)(nil),      // 44: boxd.v1.ListImagesRequest
+	(*ListImagesResponse)(nil),     // 45: boxd.v1.ListImagesResponse
+	(*RemoveImageRequest)(nil),     // 46: boxd.v1.RemoveImageRequest
+	(*RemoveImageResponse)(nil),    // 47: boxd.v1.RemoveImageResponse
+	(*UpdateNetworkRequest)(nil),   // 48: boxd.v1.UpdateNetworkRequest
+	(*UpdateNetworkResponse)(nil),  // 49: boxd.v1.UpdateNetworkResponse
+	nil,                            // 50: boxd.v1.ForkSandboxRequest.LabelsEntry
+	nil,                            // 51: boxd.v1.CreateSandboxRequest.LabelsEntry
+	nil,                            // 52: boxd.v1.Sandbox.LabelsEntry
+	nil,                            // 53: boxd.v1.ListSandboxesRequest.LabelsEntry
+	nil,                            // 54: boxd.v1.Image.LabelsEntry
 }
 var file_boxd_v1_boxd_proto_depIdxs = []int32{
 	7,  // 0: boxd.v1.StatsResponse.sandboxes:type_name -> boxd.v1.SandboxStats
-	18, // 1: boxd.v1.SandboxStats.usage:type_name -> boxd.v1.Usage
-	8,  // 2: boxd.v1.PublishPortRequest.port:type_name -> boxd.v1.PublishedPort
-	8,  // 3: boxd.v1.PublishPortResponse.port:type_name -> boxd.v1.PublishedPort
-	8,  // 4: boxd.v1.UnpublishPortResponse.ports:type_name -> boxd.v1.PublishedPort
-	13, // 5: boxd.v1.CreateSandboxRequest.limits:type_name -> boxd.v1.Limits
-	46, // 6: boxd.v1.CreateSandboxRequest.labels:type_name -> boxd.v1.CreateSandboxRequest.LabelsEntry
-	8,  // 7: boxd.v1.CreateSandboxRequest.publish:type_name -> boxd.v1.PublishedPort
-	15, // 8: boxd.v1.CreateSandboxRequest.network:type_name -> boxd.v1.NetworkRequest
-	47, // 9: boxd.v1.Sandbox.labels:type_name -> boxd.v1.Sandbox.LabelsEntry
-	19, // 10: boxd.v1.Sandbox.security:type_name -> boxd.v1.Security
-	18, // 11: boxd.v1.Sandbox.usage:type_name -> boxd.v1.Usage
-	8,  // 12: boxd.v1.Sandbox.ports:type_name -> boxd.v1.PublishedPort
-	16, // 13: boxd.v1.Sandbox.network:type_name -> boxd.v1.NetworkStatus
-	17, // 14: boxd.v1.CreateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	48, // 15: boxd.v1.ListSandboxesRequest.labels:type_name -> boxd.v1.ListSandboxesRequest.LabelsEntry
-	17, // 16: boxd.v1.ListSandboxesResponse.sandboxes:type_name -> boxd.v1.Sandbox
-	17, // 17: boxd.v1.GetSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	28, // 18: boxd.v1.ExecResponse.result:type_name -> boxd.v1.ExecResult
-	28, // 19: boxd.v1.ExecStreamResponse.result:type_name -> boxd.v1.ExecResult
-	0,  // 20: boxd.v1.ImportImageRequest.format:type_name -> boxd.v1.ImageFormat
-	49, // 21: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
-	38, // 22: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
-	38, // 23: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
-	16, // 24: boxd.v1.UpdateNetworkResponse.network:type_name -> boxd.v1.NetworkStatus
-	14, // 25: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
-	21, // 26: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
-	23, // 27: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
-	25, // 28: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
-	44, // 29: boxd.v1.SandboxService.UpdateNetwork:input_type -> boxd.v1.UpdateNetworkRequest
-	27, // 30: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
-	27, // 31: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
-	31, // 32: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
-	33, // 33: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
-	35, // 34: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
-	37, // 35: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
-	40, // 36: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
-	42, // 37: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
-	9,  // 38: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
-	11, // 39: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
-	1,  // 40: boxd.v1.SandboxService.PauseSandbox:input_type -> boxd.v1.PauseSandboxRequest
-	3,  // 41: boxd.v1.SandboxService.UnpauseSandbox:input_type -> boxd.v1.UnpauseSandboxRequest
-	5,  // 42: boxd.v1.SandboxService.Stats:input_type -> boxd.v1.StatsRequest
-	20, // 43: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
-	22, // 44: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
-	24, // 45: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
-	26, // 46: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
-	45, // 47: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
-	29, // 48: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
-	30, // 49: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
-	32, // 50: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
-	34, // 51: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
-	36, // 52: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
-	39, // 53: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
-	41, // 54: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
-	43, // 55: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
-	10, // 56: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
-	12, // 57: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
-	2,  // 58: boxd.v1.SandboxService.PauseSandbox:output_type -> boxd.v1.PauseSandboxResponse
-	4,  // 59: boxd.v1.SandboxService.UnpauseSandbox:output_type -> boxd.v1.UnpauseSandboxResponse
-	6,  // 60: boxd.v1.SandboxService.Stats:output_type -> boxd.v1.StatsResponse
-	43, // [43:61] is the sub-list for method output_type
-	25, // [25:43] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	22, // 1: boxd.v1.SandboxStats.usage:type_name -> boxd.v1.Usage
+	42, // 2: boxd.v1.CommitSandboxResponse.image:type_name -> boxd.v1.Image
+	17, // 3: boxd.v1.ForkSandboxRequest.limits:type_name -> boxd.v1.Limits
+	50, // 4: boxd.v1.ForkSandboxRequest.labels:type_name -> boxd.v1.ForkSandboxRequest.LabelsEntry
+	21, // 5: boxd.v1.ForkSandboxResponse.sandboxes:type_name -> boxd.v1.Sandbox
+	12, // 6: boxd.v1.PublishPortRequest.port:type_name -> boxd.v1.PublishedPort
+	12, // 7: boxd.v1.PublishPortResponse.port:type_name -> boxd.v1.PublishedPort
+	12, // 8: boxd.v1.UnpublishPortResponse.ports:type_name -> boxd.v1.PublishedPort
+	17, // 9: boxd.v1.CreateSandboxRequest.limits:type_name -> boxd.v1.Limits
+	51, // 10: boxd.v1.CreateSandboxRequest.labels:type_name -> boxd.v1.CreateSandboxRequest.LabelsEntry
+	12, // 11: boxd.v1.CreateSandboxRequest.publish:type_name -> boxd.v1.PublishedPort
+	19, // 12: boxd.v1.CreateSandboxRequest.network:type_name -> boxd.v1.NetworkRequest
+	52, // 13: boxd.v1.Sandbox.labels:type_name -> boxd.v1.Sandbox.LabelsEntry
+	23, // 14: boxd.v1.Sandbox.security:type_name -> boxd.v1.Security
+	22, // 15: boxd.v1.Sandbox.usage:type_name -> boxd.v1.Usage
+	12, // 16: boxd.v1.Sandbox.ports:type_name -> boxd.v1.PublishedPort
+	20, // 17: boxd.v1.Sandbox.network:type_name -> boxd.v1.NetworkStatus
+	21, // 18: boxd.v1.CreateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	53, // 19: boxd.v1.ListSandboxesRequest.labels:type_name -> boxd.v1.ListSandboxesRequest.LabelsEntry
+	21, // 20: boxd.v1.ListSandboxesResponse.sandboxes:type_name -> boxd.v1.Sandbox
+	21, // 21: boxd.v1.GetSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	32, // 22: boxd.v1.ExecResponse.result:type_name -> boxd.v1.ExecResult
+	32, // 23: boxd.v1.ExecStreamResponse.result:type_name -> boxd.v1.ExecResult
+	0,  // 24: boxd.v1.ImportImageRequest.format:type_name -> boxd.v1.ImageFormat
+	54, // 25: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
+	42, // 26: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
+	42, // 27: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
+	20, // 28: boxd.v1.UpdateNetworkResponse.network:type_name -> boxd.v1.NetworkStatus
+	18, // 29: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
+	25, // 30: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
+	27, // 31: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
+	29, // 32: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
+	48, // 33: boxd.v1.SandboxService.UpdateNetwork:input_type -> boxd.v1.UpdateNetworkRequest
+	31, // 34: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
+	31, // 35: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
+	35, // 36: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
+	37, // 37: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
+	39, // 38: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
+	41, // 39: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
+	44, // 40: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
+	46, // 41: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
+	13, // 42: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
+	15, // 43: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
+	8,  // 44: boxd.v1.SandboxService.CommitSandbox:input_type -> boxd.v1.CommitSandboxRequest
+	10, // 45: boxd.v1.SandboxService.ForkSandbox:input_type -> boxd.v1.ForkSandboxRequest
+	1,  // 46: boxd.v1.SandboxService.PauseSandbox:input_type -> boxd.v1.PauseSandboxRequest
+	3,  // 47: boxd.v1.SandboxService.UnpauseSandbox:input_type -> boxd.v1.UnpauseSandboxRequest
+	5,  // 48: boxd.v1.SandboxService.Stats:input_type -> boxd.v1.StatsRequest
+	24, // 49: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
+	26, // 50: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
+	28, // 51: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
+	30, // 52: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
+	49, // 53: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
+	33, // 54: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
+	34, // 55: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
+	36, // 56: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
+	38, // 57: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
+	40, // 58: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
+	43, // 59: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
+	45, // 60: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
+	47, // 61: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
+	14, // 62: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
+	16, // 63: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
+	9,  // 64: boxd.v1.SandboxService.CommitSandbox:output_type -> boxd.v1.CommitSandboxResponse
+	11, // 65: boxd.v1.SandboxService.ForkSandbox:output_type -> boxd.v1.ForkSandboxResponse
+	2,  // 66: boxd.v1.SandboxService.PauseSandbox:output_type -> boxd.v1.PauseSandboxResponse
+	4,  // 67: boxd.v1.SandboxService.UnpauseSandbox:output_type -> boxd.v1.UnpauseSandboxResponse
+	6,  // 68: boxd.v1.SandboxService.Stats:output_type -> boxd.v1.StatsResponse
+	49, // [49:69] is the sub-list for method output_type
+	29, // [29:49] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_boxd_v1_boxd_proto_init() }
@@ -3403,7 +3698,7 @@ func file_boxd_v1_boxd_proto_init() {
 	if File_boxd_v1_boxd_proto != nil {
 		return
 	}
-	file_boxd_v1_boxd_proto_msgTypes[29].OneofWrappers = []any{
+	file_boxd_v1_boxd_proto_msgTypes[33].OneofWrappers = []any{
 		(*ExecStreamResponse_Stdout)(nil),
 		(*ExecStreamResponse_Stderr)(nil),
 		(*ExecStreamResponse_Result)(nil),
@@ -3414,7 +3709,7 @@ func file_boxd_v1_boxd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_boxd_v1_boxd_proto_rawDesc), len(file_boxd_v1_boxd_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   49,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
