@@ -24,6 +24,7 @@ import (
 
 	"github.com/boxd-dev/boxd/agent/wire"
 	"github.com/boxd-dev/boxd/events"
+	"github.com/boxd-dev/boxd/registry"
 	"github.com/boxd-dev/boxd/rpc/client"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
@@ -41,6 +42,12 @@ type Server struct {
 	Log     *slog.Logger
 	// Events is the daemon's event log (EventService); nil: none.
 	Events *events.Log
+	// Registry pulls and pushes (RegistryService, create's pull); nil
+	// answers those calls unimplemented.
+	Registry *registry.Registry
+	// DefaultImage is the image a create that names none uses (for its
+	// pull field).
+	DefaultImage string
 
 	// MaxConns caps the API connections open at once (0: no cap); one
 	// over it gets resource_exhausted naming max-connections.
@@ -61,6 +68,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(boxdv1connect.NewFileServiceHandler(&fileServer{s}, s.handlerOptions()...))
 	mux.Handle(boxdv1connect.NewProcessServiceHandler(&processServer{s}, s.handlerOptions()...))
 	mux.Handle(boxdv1connect.NewEventServiceHandler(&eventServer{s}, s.handlerOptions()...))
+	mux.Handle(boxdv1connect.NewRegistryServiceHandler(&registryServer{s}, s.handlerOptions()...))
 	s.describe(mux)
 	return mux
 }
@@ -71,6 +79,7 @@ var APIServices = []string{
 	boxdv1connect.FileServiceName,
 	boxdv1connect.ProcessServiceName,
 	boxdv1connect.EventServiceName,
+	boxdv1connect.RegistryServiceName,
 }
 
 // describe adds what lets a client that has no copy of rpc/proto find its
@@ -247,6 +256,9 @@ func toProto(sb *runtime.Sandbox) *boxdv1.Sandbox {
 
 func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[boxdv1.CreateSandboxRequest]) (*connect.Response[boxdv1.CreateSandboxResponse], error) {
 	m := req.Msg
+	if err := s.pullForCreate(ctx, m); err != nil {
+		return nil, ToConnect(err)
+	}
 	cr := runtime.CreateRequest{Image: m.Image, Env: m.Env, Workdir: m.Workdir, Labels: m.Labels, Name: m.Name, TTL: m.Ttl, Publish: portSpecs(m.Publish),
 		IdleTimeout: m.IdleTimeout, OnIdle: m.OnIdle}
 	if n := m.Network; n != nil {

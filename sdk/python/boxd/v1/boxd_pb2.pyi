@@ -56,7 +56,7 @@ class CopyOutResponse(_message.Message):
     def __init__(self, data: _Optional[bytes] = ...) -> None: ...
 
 class CreateSandboxRequest(_message.Message):
-    __slots__ = ["env", "idle_timeout", "image", "labels", "limits", "name", "network", "on_idle", "publish", "ttl", "workdir"]
+    __slots__ = ["env", "idle_timeout", "image", "labels", "limits", "name", "network", "on_idle", "publish", "pull", "registry_auth", "ttl", "workdir"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -73,6 +73,8 @@ class CreateSandboxRequest(_message.Message):
     NETWORK_FIELD_NUMBER: _ClassVar[int]
     ON_IDLE_FIELD_NUMBER: _ClassVar[int]
     PUBLISH_FIELD_NUMBER: _ClassVar[int]
+    PULL_FIELD_NUMBER: _ClassVar[int]
+    REGISTRY_AUTH_FIELD_NUMBER: _ClassVar[int]
     TTL_FIELD_NUMBER: _ClassVar[int]
     WORKDIR_FIELD_NUMBER: _ClassVar[int]
     env: _containers.RepeatedScalarFieldContainer[str]
@@ -84,9 +86,11 @@ class CreateSandboxRequest(_message.Message):
     network: NetworkRequest
     on_idle: str
     publish: _containers.RepeatedCompositeFieldContainer[PublishedPort]
+    pull: str
+    registry_auth: RegistryAuth
     ttl: str
     workdir: str
-    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., name: _Optional[str] = ..., ttl: _Optional[str] = ..., publish: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkRequest, _Mapping]] = ..., idle_timeout: _Optional[str] = ..., on_idle: _Optional[str] = ...) -> None: ...
+    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., name: _Optional[str] = ..., ttl: _Optional[str] = ..., publish: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkRequest, _Mapping]] = ..., idle_timeout: _Optional[str] = ..., on_idle: _Optional[str] = ..., pull: _Optional[str] = ..., registry_auth: _Optional[_Union[RegistryAuth, _Mapping]] = ...) -> None: ...
 
 class CreateSandboxResponse(_message.Message):
     __slots__ = ["sandbox"]
@@ -348,6 +352,16 @@ class PublishedPort(_message.Message):
     port: int
     protocol: str
     def __init__(self, host_ip: _Optional[str] = ..., host_port: _Optional[int] = ..., port: _Optional[int] = ..., protocol: _Optional[str] = ...) -> None: ...
+
+class RegistryAuth(_message.Message):
+    __slots__ = ["identity_token", "password", "username"]
+    IDENTITY_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PASSWORD_FIELD_NUMBER: _ClassVar[int]
+    USERNAME_FIELD_NUMBER: _ClassVar[int]
+    identity_token: str
+    password: str
+    username: str
+    def __init__(self, username: _Optional[str] = ..., password: _Optional[str] = ..., identity_token: _Optional[str] = ...) -> None: ...
 
 class RemoveImageRequest(_message.Message):
     __slots__ = ["force", "name"]
