@@ -117,6 +117,9 @@ type Sandbox struct {
 	Usage     *Usage     // set by Get while the sandbox runs
 	Restarts  RestartInfo
 	Network   *NetworkInfo
+	User      string // default user of commands; empty: root
+	Tunables  Tunables
+	StoppedAt time.Time // set while stopped by Stop
 }
 
 // record is the part of a sandbox that is stored in its container label.
@@ -137,6 +140,10 @@ type record struct {
 	// Ports is only used while creating: the published ports live in
 	// LabelPorts, which PublishPort changes.
 	Ports []PortSpec `json:"-"`
+	// User is the default user of commands (create --user or the image's
+	// USER); empty is root.
+	User string `json:"user,omitempty"`
+	Tunables
 }
 
 // Manager runs sandboxes. It is safe for concurrent use.
@@ -154,6 +161,10 @@ type Manager struct {
 	// then, not a dead sandbox).
 	busyMu sync.Mutex
 	busy   map[string]bool
+
+	// execDefs caches each sandbox's default exec timeout and output cap
+	// (Tunables with only those set), keyed by id.
+	execDefs sync.Map
 }
 
 // claim marks id busy; it reports false if something else holds it.
@@ -296,6 +307,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	if err != nil {
 		return nil, fmt.Errorf("image %s: read config: %w", r.image, err)
 	}
+	if r, err = withImage(r, imgSpec.Config); err != nil {
+		return nil, err
+	}
 
 	if r.name != "" {
 		// Creates run in parallel; only two with the same name must not.
@@ -304,7 +318,12 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 		}
 		defer m.release("name:" + r.name)
 		if _, err := m.find(ctx, r.name); err == nil {
-			return nil, fmt.Errorf("a sandbox named %q already exists: %w", r.name, errdefs.ErrAlreadyExists)
+			if !req.Replace {
+				return nil, fmt.Errorf("a sandbox named %q already exists: %w", r.name, errdefs.ErrAlreadyExists)
+			}
+			if err := m.DeleteGraceful(ctx, r.name, DefaultStopGrace); err != nil && !errdefs.IsNotFound(err) {
+				return nil, fmt.Errorf("replace the sandbox named %q: %w", r.name, err)
+			}
 		} else if !errdefs.IsNotFound(err) {
 			return nil, err
 		}
@@ -338,6 +357,7 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	rec := record{
 		Name: r.name, Image: img.Name(), ImageDigest: img.Target().Digest.String(), Memory: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
 		Workdir: r.workdir, CreatedAt: now, ExpiresAt: now.Add(r.ttl), HostUID: m.cfg.HostUID, IDMapSize: m.cfg.IDMapSize,
+		User: r.user, Tunables: r.tun,
 	}
 	log := m.log.With("sandbox", id)
 
@@ -483,9 +503,28 @@ func (m *Manager) specFor(ctx context.Context, id string, r resolved, imgSpec oc
 		netns, resolvConf = net.NetNS, m.resolvConfPath(id)
 	}
 	env := append(append([]string{}, imgSpec.Config.Env...), r.env...)
+	hostname := id
+	if r.tun.Hostname != "" {
+		hostname = r.tun.Hostname
+	}
+	var tmpfs []oci.Tmpfs
+	var tmpSize, shmSize int64
+	for _, t := range r.tun.Tmpfs {
+		switch t.Path {
+		case "/tmp":
+			tmpSize = t.SizeBytes
+		case devShm:
+			shmSize = t.SizeBytes
+		default:
+			tmpfs = append(tmpfs, oci.Tmpfs{Path: t.Path, SizeBytes: t.SizeBytes})
+		}
+	}
 	spec, err := oci.Spec(ctx, oci.Config{
-		ID: id, Hostname: id, Workdir: r.workdir,
-		Env:         append(slices.Clip(env), "HOSTNAME="+id),
+		ID: id, Hostname: hostname, Workdir: r.workdir, User: r.user,
+		ReadOnlyRootfs: r.tun.ReadOnly, TmpSizeBytes: tmpSize, ShmSizeBytes: shmSize, Tmpfs: tmpfs,
+		NoFile: r.tun.Ulimits.NoFile, NProc: r.tun.Ulimits.NProc, FSize: r.tun.Ulimits.FSize, CPUTime: r.tun.Ulimits.CPU,
+		CPUShares: cpuShares(r.tun.CPUWeight), MemoryLow: r.tun.MemoryLow,
+		Env:         append(slices.Clip(env), "HOSTNAME="+hostname),
 		MemoryBytes: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
 		HostUID: m.cfg.HostUID, HostGID: m.cfg.HostGID, IDMapSize: m.cfg.IDMapSize,
 		InitBinary: m.cfg.InitBinary, ChannelDir: m.handoffDir(id),
@@ -832,6 +871,10 @@ func (m *Manager) toSandbox(id string, labels map[string]string, rec record) *Sa
 		UIDMap:   fmt.Sprintf("0:%d:%d", rec.HostUID, rec.IDMapSize),
 		Ports:    parsePorts(labels[LabelPorts]),
 		Restarts: restartInfo(labels),
+		User:     rec.User, Tunables: rec.Tunables,
+	}
+	if t, err := time.Parse(time.RFC3339, labels[LabelStopped]); err == nil {
+		sb.StoppedAt = t
 	}
 	st, err := parseNetState(labels)
 	if err != nil {
@@ -923,6 +966,7 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 		return fmt.Errorf("delete sandbox %s: network: %w", id, err)
 	}
 	m.inv.forget(id)
+	m.execDefs.Delete(id)
 	m.pool.signal() // a slot under max-sandboxes may be free for a member
 	if err := os.RemoveAll(m.sandboxDir(id)); err != nil {
 		return fmt.Errorf("delete sandbox %s: state dir: %w", id, err)

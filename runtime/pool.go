@@ -76,7 +76,8 @@ func (p *pool) signal() {
 
 // fits reports whether a pool member can serve r.
 func (m *Manager) fits(r resolved, img client.Image) bool {
-	return m.cfg.PoolSize > 0 && r.network == network.ModeNone && len(r.env) == 0 && r.workdir == "/workspace" && img.Name() == m.defaultImageName()
+	return m.cfg.PoolSize > 0 && r.network == network.ModeNone && len(r.env) == 0 && r.workdir == r.imgWorkdir &&
+		!r.userSet && r.tun.defaultSpec() && img.Name() == m.defaultImageName()
 }
 
 func (m *Manager) defaultImageName() string {
@@ -163,6 +164,7 @@ func (m *Manager) adopt(ctx context.Context, id string, r resolved) (*Sandbox, e
 	rec := record{
 		Name: r.name, Image: img.Name(), ImageDigest: img.Target().Digest.String(), Memory: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
 		Workdir: r.workdir, CreatedAt: now, ExpiresAt: now.Add(r.ttl), HostUID: m.cfg.HostUID, IDMapSize: m.cfg.IDMapSize,
+		User: r.user, Tunables: r.tun,
 	}
 	labels := m.labelsFor(rec, r)
 	err = ctr.Update(ctx, client.UpdateContainerOpts(client.WithSpec(spec)), func(_ context.Context, _ *client.Client, c *containers.Container) error {
@@ -241,6 +243,9 @@ func (m *Manager) addMember(ctx context.Context) error {
 	}
 	imgSpec, err := img.Spec(ctx)
 	if err != nil {
+		return err
+	}
+	if r, err = withImage(r, imgSpec.Config); err != nil {
 		return err
 	}
 	// A client's create at max-sandboxes waits for a starting member and

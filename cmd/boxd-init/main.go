@@ -63,6 +63,7 @@ func main() {
 		Workdir:  hc.Workdir,
 		Listener: ln,
 		BaseEnv:  insandbox.WithRootHome(hc.Env),
+		User:     hc.User,
 		Logf:     logf,
 	}
 	if cfg.Workdir == "" {

@@ -419,8 +419,29 @@ type CreateSandboxRequest struct {
 	// Ports to publish on the host (see PublishPort), listened on before the
 	// sandbox is made: a port in use fails the create and leaves nothing.
 	// At most 32. A create with publish does not take a warm-pool member.
-	Publish       []*PublishedPort `protobuf:"bytes,20,rep,name=publish,proto3" json:"publish,omitempty"`
-	Network       *NetworkRequest  `protobuf:"bytes,21,opt,name=network,proto3" json:"network,omitempty"` // empty: mode none (loopback only)
+	Publish []*PublishedPort `protobuf:"bytes,20,rep,name=publish,proto3" json:"publish,omitempty"`
+	Network *NetworkRequest  `protobuf:"bytes,21,opt,name=network,proto3" json:"network,omitempty"` // empty: mode none (loopback only)
+	// Settings (see the README's "Sandbox settings").
+	// Default user of exec, processes, sessions and file operations: NAME,
+	// UID, NAME:GROUP or UID:GID, resolved in the sandbox's /etc/passwd by
+	// its init. Empty: the image's USER, else root.
+	User string `protobuf:"bytes,50,opt,name=user,proto3" json:"user,omitempty"`
+	// Mount the root filesystem read-only (/workspace becomes a tmpfs).
+	ReadOnlyRootfs bool `protobuf:"varint,51,opt,name=read_only_rootfs,json=readOnlyRootfs,proto3" json:"read_only_rootfs,omitempty"`
+	// PATH[:SIZE] tmpfs mounts (size default 64m, at most the memory limit,
+	// at most 8). /tmp and /dev/shm resize boxd's own; /proc, /sys, /dev,
+	// /.boxd are refused.
+	Tmpfs []string `protobuf:"bytes,52,rep,name=tmpfs,proto3" json:"tmpfs,omitempty"`
+	// NAME=VALUE rlimits: nofile, nproc, cpu (seconds), fsize (size); within
+	// boxd's maxima.
+	Ulimits     []string `protobuf:"bytes,53,rep,name=ulimits,proto3" json:"ulimits,omitempty"`
+	Hostname    string   `protobuf:"bytes,54,opt,name=hostname,proto3" json:"hostname,omitempty"`                           // RFC 1123; default the sandbox id
+	CpuWeight   uint64   `protobuf:"varint,55,opt,name=cpu_weight,json=cpuWeight,proto3" json:"cpu_weight,omitempty"`       // 1-10000 (cgroup v2 cpu.weight); 0: kernel default (100)
+	MemoryLow   string   `protobuf:"bytes,56,opt,name=memory_low,json=memoryLow,proto3" json:"memory_low,omitempty"`        // memory protected from reclaim, at most the limit
+	ExecTimeout string   `protobuf:"bytes,57,opt,name=exec_timeout,json=execTimeout,proto3" json:"exec_timeout,omitempty"`  // default timeout of exec when the request has none
+	OutputLimit int64    `protobuf:"varint,58,opt,name=output_limit,json=outputLimit,proto3" json:"output_limit,omitempty"` // default output cap of exec when the request has none
+	// Delete a sandbox of the same name first (gracefully), then create.
+	Replace       bool `protobuf:"varint,59,opt,name=replace,proto3" json:"replace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -518,6 +539,198 @@ func (x *CreateSandboxRequest) GetNetwork() *NetworkRequest {
 	return nil
 }
 
+func (x *CreateSandboxRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *CreateSandboxRequest) GetReadOnlyRootfs() bool {
+	if x != nil {
+		return x.ReadOnlyRootfs
+	}
+	return false
+}
+
+func (x *CreateSandboxRequest) GetTmpfs() []string {
+	if x != nil {
+		return x.Tmpfs
+	}
+	return nil
+}
+
+func (x *CreateSandboxRequest) GetUlimits() []string {
+	if x != nil {
+		return x.Ulimits
+	}
+	return nil
+}
+
+func (x *CreateSandboxRequest) GetHostname() string {
+	if x != nil {
+		return x.Hostname
+	}
+	return ""
+}
+
+func (x *CreateSandboxRequest) GetCpuWeight() uint64 {
+	if x != nil {
+		return x.CpuWeight
+	}
+	return 0
+}
+
+func (x *CreateSandboxRequest) GetMemoryLow() string {
+	if x != nil {
+		return x.MemoryLow
+	}
+	return ""
+}
+
+func (x *CreateSandboxRequest) GetExecTimeout() string {
+	if x != nil {
+		return x.ExecTimeout
+	}
+	return ""
+}
+
+func (x *CreateSandboxRequest) GetOutputLimit() int64 {
+	if x != nil {
+		return x.OutputLimit
+	}
+	return 0
+}
+
+func (x *CreateSandboxRequest) GetReplace() bool {
+	if x != nil {
+		return x.Replace
+	}
+	return false
+}
+
+// TmpfsMount is one tmpfs mount of a sandbox.
+type TmpfsMount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	SizeBytes     int64                  `protobuf:"varint,2,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TmpfsMount) Reset() {
+	*x = TmpfsMount{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TmpfsMount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TmpfsMount) ProtoMessage() {}
+
+func (x *TmpfsMount) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TmpfsMount.ProtoReflect.Descriptor instead.
+func (*TmpfsMount) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *TmpfsMount) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *TmpfsMount) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+// Ulimits are a sandbox's rlimits; 0 is boxd's default.
+type Ulimits struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Nofile        uint64                 `protobuf:"varint,1,opt,name=nofile,proto3" json:"nofile,omitempty"`
+	Nproc         uint64                 `protobuf:"varint,2,opt,name=nproc,proto3" json:"nproc,omitempty"`
+	CpuSeconds    uint64                 `protobuf:"varint,3,opt,name=cpu_seconds,json=cpuSeconds,proto3" json:"cpu_seconds,omitempty"`
+	FsizeBytes    uint64                 `protobuf:"varint,4,opt,name=fsize_bytes,json=fsizeBytes,proto3" json:"fsize_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Ulimits) Reset() {
+	*x = Ulimits{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Ulimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Ulimits) ProtoMessage() {}
+
+func (x *Ulimits) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Ulimits.ProtoReflect.Descriptor instead.
+func (*Ulimits) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Ulimits) GetNofile() uint64 {
+	if x != nil {
+		return x.Nofile
+	}
+	return 0
+}
+
+func (x *Ulimits) GetNproc() uint64 {
+	if x != nil {
+		return x.Nproc
+	}
+	return 0
+}
+
+func (x *Ulimits) GetCpuSeconds() uint64 {
+	if x != nil {
+		return x.CpuSeconds
+	}
+	return 0
+}
+
+func (x *Ulimits) GetFsizeBytes() uint64 {
+	if x != nil {
+		return x.FsizeBytes
+	}
+	return 0
+}
+
 // NetworkRequest asks for a network beyond loopback.
 type NetworkRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -533,7 +746,7 @@ type NetworkRequest struct {
 
 func (x *NetworkRequest) Reset() {
 	*x = NetworkRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[7]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -545,7 +758,7 @@ func (x *NetworkRequest) String() string {
 func (*NetworkRequest) ProtoMessage() {}
 
 func (x *NetworkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[7]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -558,7 +771,7 @@ func (x *NetworkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkRequest.ProtoReflect.Descriptor instead.
 func (*NetworkRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{7}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *NetworkRequest) GetMode() string {
@@ -589,7 +802,7 @@ type NetworkStatus struct {
 
 func (x *NetworkStatus) Reset() {
 	*x = NetworkStatus{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[8]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -601,7 +814,7 @@ func (x *NetworkStatus) String() string {
 func (*NetworkStatus) ProtoMessage() {}
 
 func (x *NetworkStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[8]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -614,7 +827,7 @@ func (x *NetworkStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkStatus.ProtoReflect.Descriptor instead.
 func (*NetworkStatus) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{8}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *NetworkStatus) GetMode() string {
@@ -682,15 +895,27 @@ type Sandbox struct {
 	// Published ports, with the host address each is reachable at. They are
 	// recorded in the sandbox's labels and listened on again when boxd
 	// starts.
-	Ports         []*PublishedPort `protobuf:"bytes,30,rep,name=ports,proto3" json:"ports,omitempty"`
-	Network       *NetworkStatus   `protobuf:"bytes,31,opt,name=network,proto3" json:"network,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Ports   []*PublishedPort `protobuf:"bytes,30,rep,name=ports,proto3" json:"ports,omitempty"`
+	Network *NetworkStatus   `protobuf:"bytes,31,opt,name=network,proto3" json:"network,omitempty"`
+	// Settings (see CreateSandboxRequest). user is the effective default
+	// user (create's, else the image's USER; empty: root); workdir above is
+	// the effective default working directory.
+	User           string        `protobuf:"bytes,50,opt,name=user,proto3" json:"user,omitempty"`
+	Tmpfs          []*TmpfsMount `protobuf:"bytes,51,rep,name=tmpfs,proto3" json:"tmpfs,omitempty"`
+	Ulimits        *Ulimits      `protobuf:"bytes,52,opt,name=ulimits,proto3" json:"ulimits,omitempty"`
+	Hostname       string        `protobuf:"bytes,53,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	CpuWeight      uint64        `protobuf:"varint,54,opt,name=cpu_weight,json=cpuWeight,proto3" json:"cpu_weight,omitempty"`
+	MemoryLowBytes int64         `protobuf:"varint,55,opt,name=memory_low_bytes,json=memoryLowBytes,proto3" json:"memory_low_bytes,omitempty"`
+	ExecTimeout    string        `protobuf:"bytes,56,opt,name=exec_timeout,json=execTimeout,proto3" json:"exec_timeout,omitempty"`
+	OutputLimit    int64         `protobuf:"varint,57,opt,name=output_limit,json=outputLimit,proto3" json:"output_limit,omitempty"`
+	StoppedAt      string        `protobuf:"bytes,58,opt,name=stopped_at,json=stoppedAt,proto3" json:"stopped_at,omitempty"` // RFC 3339; set while stopped by StopSandbox
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Sandbox) Reset() {
 	*x = Sandbox{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[9]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -702,7 +927,7 @@ func (x *Sandbox) String() string {
 func (*Sandbox) ProtoMessage() {}
 
 func (x *Sandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[9]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -715,7 +940,7 @@ func (x *Sandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sandbox.ProtoReflect.Descriptor instead.
 func (*Sandbox) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{9}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Sandbox) GetId() string {
@@ -865,6 +1090,69 @@ func (x *Sandbox) GetNetwork() *NetworkStatus {
 	return nil
 }
 
+func (x *Sandbox) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *Sandbox) GetTmpfs() []*TmpfsMount {
+	if x != nil {
+		return x.Tmpfs
+	}
+	return nil
+}
+
+func (x *Sandbox) GetUlimits() *Ulimits {
+	if x != nil {
+		return x.Ulimits
+	}
+	return nil
+}
+
+func (x *Sandbox) GetHostname() string {
+	if x != nil {
+		return x.Hostname
+	}
+	return ""
+}
+
+func (x *Sandbox) GetCpuWeight() uint64 {
+	if x != nil {
+		return x.CpuWeight
+	}
+	return 0
+}
+
+func (x *Sandbox) GetMemoryLowBytes() int64 {
+	if x != nil {
+		return x.MemoryLowBytes
+	}
+	return 0
+}
+
+func (x *Sandbox) GetExecTimeout() string {
+	if x != nil {
+		return x.ExecTimeout
+	}
+	return ""
+}
+
+func (x *Sandbox) GetOutputLimit() int64 {
+	if x != nil {
+		return x.OutputLimit
+	}
+	return 0
+}
+
+func (x *Sandbox) GetStoppedAt() string {
+	if x != nil {
+		return x.StoppedAt
+	}
+	return ""
+}
+
 type Usage struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	MemoryBytes     uint64                 `protobuf:"varint,1,opt,name=memory_bytes,json=memoryBytes,proto3" json:"memory_bytes,omitempty"`
@@ -878,7 +1166,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[10]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -890,7 +1178,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[10]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -903,7 +1191,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{10}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Usage) GetMemoryBytes() uint64 {
@@ -956,7 +1244,7 @@ type Security struct {
 
 func (x *Security) Reset() {
 	*x = Security{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -968,7 +1256,7 @@ func (x *Security) String() string {
 func (*Security) ProtoMessage() {}
 
 func (x *Security) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -981,7 +1269,7 @@ func (x *Security) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Security.ProtoReflect.Descriptor instead.
 func (*Security) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{11}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Security) GetNetwork() bool {
@@ -1028,7 +1316,7 @@ type CreateSandboxResponse struct {
 
 func (x *CreateSandboxResponse) Reset() {
 	*x = CreateSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1040,7 +1328,7 @@ func (x *CreateSandboxResponse) String() string {
 func (*CreateSandboxResponse) ProtoMessage() {}
 
 func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1053,7 +1341,7 @@ func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*CreateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{12}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CreateSandboxResponse) GetSandbox() *Sandbox {
@@ -1072,7 +1360,7 @@ type ListSandboxesRequest struct {
 
 func (x *ListSandboxesRequest) Reset() {
 	*x = ListSandboxesRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1084,7 +1372,7 @@ func (x *ListSandboxesRequest) String() string {
 func (*ListSandboxesRequest) ProtoMessage() {}
 
 func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1097,7 +1385,7 @@ func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesRequest.ProtoReflect.Descriptor instead.
 func (*ListSandboxesRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{13}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListSandboxesRequest) GetLabels() map[string]string {
@@ -1116,7 +1404,7 @@ type ListSandboxesResponse struct {
 
 func (x *ListSandboxesResponse) Reset() {
 	*x = ListSandboxesResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1128,7 +1416,7 @@ func (x *ListSandboxesResponse) String() string {
 func (*ListSandboxesResponse) ProtoMessage() {}
 
 func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1141,7 +1429,7 @@ func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesResponse.ProtoReflect.Descriptor instead.
 func (*ListSandboxesResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{14}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ListSandboxesResponse) GetSandboxes() []*Sandbox {
@@ -1160,7 +1448,7 @@ type GetSandboxRequest struct {
 
 func (x *GetSandboxRequest) Reset() {
 	*x = GetSandboxRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1460,7 @@ func (x *GetSandboxRequest) String() string {
 func (*GetSandboxRequest) ProtoMessage() {}
 
 func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1473,7 @@ func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxRequest.ProtoReflect.Descriptor instead.
 func (*GetSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{15}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetSandboxRequest) GetId() string {
@@ -1204,7 +1492,7 @@ type GetSandboxResponse struct {
 
 func (x *GetSandboxResponse) Reset() {
 	*x = GetSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1504,7 @@ func (x *GetSandboxResponse) String() string {
 func (*GetSandboxResponse) ProtoMessage() {}
 
 func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1517,7 @@ func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxResponse.ProtoReflect.Descriptor instead.
 func (*GetSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{16}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetSandboxResponse) GetSandbox() *Sandbox {
@@ -1240,15 +1528,18 @@ func (x *GetSandboxResponse) GetSandbox() *Sandbox {
 }
 
 type DeleteSandboxRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Grace period: SIGTERM to every process, SIGKILL after it. Empty: 10s.
+	Timeout       string `protobuf:"bytes,50,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	Force         bool   `protobuf:"varint,51,opt,name=force,proto3" json:"force,omitempty"` // SIGKILL at once
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1260,7 +1551,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1273,7 +1564,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{17}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeleteSandboxRequest) GetId() string {
@@ -1281,6 +1572,20 @@ func (x *DeleteSandboxRequest) GetId() string {
 		return x.Id
 	}
 	return ""
+}
+
+func (x *DeleteSandboxRequest) GetTimeout() string {
+	if x != nil {
+		return x.Timeout
+	}
+	return ""
+}
+
+func (x *DeleteSandboxRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
 }
 
 type DeleteSandboxResponse struct {
@@ -1291,7 +1596,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1303,7 +1608,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1316,25 +1621,30 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{18}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{20}
 }
 
 type ExecRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SandboxId     string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	Args          []string               `protobuf:"bytes,2,rep,name=args,proto3" json:"args,omitempty"`
-	Env           []string               `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty"`
-	Workdir       string                 `protobuf:"bytes,4,opt,name=workdir,proto3" json:"workdir,omitempty"`
-	Timeout       string                 `protobuf:"bytes,5,opt,name=timeout,proto3" json:"timeout,omitempty"` // Go duration; empty: no timeout
-	Stdin         []byte                 `protobuf:"bytes,6,opt,name=stdin,proto3" json:"stdin,omitempty"`
-	OutputLimit   int64                  `protobuf:"varint,7,opt,name=output_limit,json=outputLimit,proto3" json:"output_limit,omitempty"` // bytes of stdout+stderr kept; 0: daemon default
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId   string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	Args        []string               `protobuf:"bytes,2,rep,name=args,proto3" json:"args,omitempty"`
+	Env         []string               `protobuf:"bytes,3,rep,name=env,proto3" json:"env,omitempty"`
+	Workdir     string                 `protobuf:"bytes,4,opt,name=workdir,proto3" json:"workdir,omitempty"`
+	Timeout     string                 `protobuf:"bytes,5,opt,name=timeout,proto3" json:"timeout,omitempty"` // Go duration; empty: no timeout
+	Stdin       []byte                 `protobuf:"bytes,6,opt,name=stdin,proto3" json:"stdin,omitempty"`
+	OutputLimit int64                  `protobuf:"varint,7,opt,name=output_limit,json=outputLimit,proto3" json:"output_limit,omitempty"` // bytes of stdout+stderr kept; 0: the sandbox's default
+	// NAME, UID, NAME:GROUP or UID:GID; empty: the sandbox's default user.
+	User string `protobuf:"bytes,10,opt,name=user,proto3" json:"user,omitempty"`
+	// Give the command one pipe for stdout and stderr (2>&1): Exec returns
+	// it in result.output, ExecStream as stdout events, in the order written.
+	CombinedOutput bool `protobuf:"varint,11,opt,name=combined_output,json=combinedOutput,proto3" json:"combined_output,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1346,7 +1656,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1359,7 +1669,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{19}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ExecRequest) GetSandboxId() string {
@@ -1411,6 +1721,20 @@ func (x *ExecRequest) GetOutputLimit() int64 {
 	return 0
 }
 
+func (x *ExecRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *ExecRequest) GetCombinedOutput() bool {
+	if x != nil {
+		return x.CombinedOutput
+	}
+	return false
+}
+
 type ExecResult struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ExitCode      int32                  `protobuf:"varint,1,opt,name=exit_code,json=exitCode,proto3" json:"exit_code,omitempty"`
@@ -1422,13 +1746,18 @@ type ExecResult struct {
 	UserCpuUsec   int64                  `protobuf:"varint,7,opt,name=user_cpu_usec,json=userCpuUsec,proto3" json:"user_cpu_usec,omitempty"`
 	SystemCpuUsec int64                  `protobuf:"varint,8,opt,name=system_cpu_usec,json=systemCpuUsec,proto3" json:"system_cpu_usec,omitempty"`
 	MaxRssBytes   int64                  `protobuf:"varint,9,opt,name=max_rss_bytes,json=maxRssBytes,proto3" json:"max_rss_bytes,omitempty"`
+	Pid           int64                  `protobuf:"varint,10,opt,name=pid,proto3" json:"pid,omitempty"` // the command's process id in the sandbox
+	// The command died of SIGKILL and the kernel's OOM killer killed a
+	// process of the sandbox while it ran (its cgroup's oom_kill counter).
+	OomKilled     bool   `protobuf:"varint,11,opt,name=oom_killed,json=oomKilled,proto3" json:"oom_killed,omitempty"`
+	Output        []byte `protobuf:"bytes,12,opt,name=output,proto3" json:"output,omitempty"` // Exec with combined_output: stdout and stderr as written
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecResult) Reset() {
 	*x = ExecResult{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1440,7 +1769,7 @@ func (x *ExecResult) String() string {
 func (*ExecResult) ProtoMessage() {}
 
 func (x *ExecResult) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1453,7 +1782,7 @@ func (x *ExecResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResult.ProtoReflect.Descriptor instead.
 func (*ExecResult) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{20}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ExecResult) GetExitCode() int32 {
@@ -1519,6 +1848,27 @@ func (x *ExecResult) GetMaxRssBytes() int64 {
 	return 0
 }
 
+func (x *ExecResult) GetPid() int64 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *ExecResult) GetOomKilled() bool {
+	if x != nil {
+		return x.OomKilled
+	}
+	return false
+}
+
+func (x *ExecResult) GetOutput() []byte {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
 type ExecResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Stdout        []byte                 `protobuf:"bytes,1,opt,name=stdout,proto3" json:"stdout,omitempty"`
@@ -1530,7 +1880,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1542,7 +1892,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1555,7 +1905,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{21}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ExecResponse) GetStdout() []byte {
@@ -1593,7 +1943,7 @@ type ExecStreamResponse struct {
 
 func (x *ExecStreamResponse) Reset() {
 	*x = ExecStreamResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1605,7 +1955,7 @@ func (x *ExecStreamResponse) String() string {
 func (*ExecStreamResponse) ProtoMessage() {}
 
 func (x *ExecStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1618,7 +1968,7 @@ func (x *ExecStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStreamResponse.ProtoReflect.Descriptor instead.
 func (*ExecStreamResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{22}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ExecStreamResponse) GetEvent() isExecStreamResponse_Event {
@@ -1688,7 +2038,7 @@ type CopyInRequest struct {
 
 func (x *CopyInRequest) Reset() {
 	*x = CopyInRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1700,7 +2050,7 @@ func (x *CopyInRequest) String() string {
 func (*CopyInRequest) ProtoMessage() {}
 
 func (x *CopyInRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1713,7 +2063,7 @@ func (x *CopyInRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyInRequest.ProtoReflect.Descriptor instead.
 func (*CopyInRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{23}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CopyInRequest) GetSandboxId() string {
@@ -1745,7 +2095,7 @@ type CopyInResponse struct {
 
 func (x *CopyInResponse) Reset() {
 	*x = CopyInResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1757,7 +2107,7 @@ func (x *CopyInResponse) String() string {
 func (*CopyInResponse) ProtoMessage() {}
 
 func (x *CopyInResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1770,7 +2120,7 @@ func (x *CopyInResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyInResponse.ProtoReflect.Descriptor instead.
 func (*CopyInResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{24}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{26}
 }
 
 type CopyOutRequest struct {
@@ -1783,7 +2133,7 @@ type CopyOutRequest struct {
 
 func (x *CopyOutRequest) Reset() {
 	*x = CopyOutRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1795,7 +2145,7 @@ func (x *CopyOutRequest) String() string {
 func (*CopyOutRequest) ProtoMessage() {}
 
 func (x *CopyOutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1808,7 +2158,7 @@ func (x *CopyOutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyOutRequest.ProtoReflect.Descriptor instead.
 func (*CopyOutRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{25}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CopyOutRequest) GetSandboxId() string {
@@ -1834,7 +2184,7 @@ type CopyOutResponse struct {
 
 func (x *CopyOutResponse) Reset() {
 	*x = CopyOutResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1846,7 +2196,7 @@ func (x *CopyOutResponse) String() string {
 func (*CopyOutResponse) ProtoMessage() {}
 
 func (x *CopyOutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1859,7 +2209,7 @@ func (x *CopyOutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyOutResponse.ProtoReflect.Descriptor instead.
 func (*CopyOutResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{26}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CopyOutResponse) GetData() []byte {
@@ -1879,7 +2229,7 @@ type StatPathRequest struct {
 
 func (x *StatPathRequest) Reset() {
 	*x = StatPathRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1891,7 +2241,7 @@ func (x *StatPathRequest) String() string {
 func (*StatPathRequest) ProtoMessage() {}
 
 func (x *StatPathRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1904,7 +2254,7 @@ func (x *StatPathRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatPathRequest.ProtoReflect.Descriptor instead.
 func (*StatPathRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{27}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *StatPathRequest) GetSandboxId() string {
@@ -1935,7 +2285,7 @@ type StatPathResponse struct {
 
 func (x *StatPathResponse) Reset() {
 	*x = StatPathResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1947,7 +2297,7 @@ func (x *StatPathResponse) String() string {
 func (*StatPathResponse) ProtoMessage() {}
 
 func (x *StatPathResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1960,7 +2310,7 @@ func (x *StatPathResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatPathResponse.ProtoReflect.Descriptor instead.
 func (*StatPathResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{28}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *StatPathResponse) GetName() string {
@@ -2028,7 +2378,7 @@ type ImportImageRequest struct {
 
 func (x *ImportImageRequest) Reset() {
 	*x = ImportImageRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2040,7 +2390,7 @@ func (x *ImportImageRequest) String() string {
 func (*ImportImageRequest) ProtoMessage() {}
 
 func (x *ImportImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2053,7 +2403,7 @@ func (x *ImportImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportImageRequest.ProtoReflect.Descriptor instead.
 func (*ImportImageRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{29}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ImportImageRequest) GetName() string {
@@ -2106,7 +2456,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2118,7 +2468,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2131,7 +2481,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{30}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Image) GetName() string {
@@ -2178,7 +2528,7 @@ type ImportImageResponse struct {
 
 func (x *ImportImageResponse) Reset() {
 	*x = ImportImageResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2190,7 +2540,7 @@ func (x *ImportImageResponse) String() string {
 func (*ImportImageResponse) ProtoMessage() {}
 
 func (x *ImportImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2203,7 +2553,7 @@ func (x *ImportImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportImageResponse.ProtoReflect.Descriptor instead.
 func (*ImportImageResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{31}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ImportImageResponse) GetImages() []*Image {
@@ -2221,7 +2571,7 @@ type ListImagesRequest struct {
 
 func (x *ListImagesRequest) Reset() {
 	*x = ListImagesRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2233,7 +2583,7 @@ func (x *ListImagesRequest) String() string {
 func (*ListImagesRequest) ProtoMessage() {}
 
 func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2246,7 +2596,7 @@ func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesRequest.ProtoReflect.Descriptor instead.
 func (*ListImagesRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{32}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{34}
 }
 
 type ListImagesResponse struct {
@@ -2258,7 +2608,7 @@ type ListImagesResponse struct {
 
 func (x *ListImagesResponse) Reset() {
 	*x = ListImagesResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2270,7 +2620,7 @@ func (x *ListImagesResponse) String() string {
 func (*ListImagesResponse) ProtoMessage() {}
 
 func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2283,7 +2633,7 @@ func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesResponse.ProtoReflect.Descriptor instead.
 func (*ListImagesResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{33}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListImagesResponse) GetImages() []*Image {
@@ -2307,7 +2657,7 @@ type RemoveImageRequest struct {
 
 func (x *RemoveImageRequest) Reset() {
 	*x = RemoveImageRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[34]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2319,7 +2669,7 @@ func (x *RemoveImageRequest) String() string {
 func (*RemoveImageRequest) ProtoMessage() {}
 
 func (x *RemoveImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[34]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2332,7 +2682,7 @@ func (x *RemoveImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveImageRequest.ProtoReflect.Descriptor instead.
 func (*RemoveImageRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{34}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RemoveImageRequest) GetName() string {
@@ -2357,7 +2707,7 @@ type RemoveImageResponse struct {
 
 func (x *RemoveImageResponse) Reset() {
 	*x = RemoveImageResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[35]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2369,7 +2719,7 @@ func (x *RemoveImageResponse) String() string {
 func (*RemoveImageResponse) ProtoMessage() {}
 
 func (x *RemoveImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[35]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2382,7 +2732,7 @@ func (x *RemoveImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveImageResponse.ProtoReflect.Descriptor instead.
 func (*RemoveImageResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{35}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{37}
 }
 
 type UpdateNetworkRequest struct {
@@ -2396,7 +2746,7 @@ type UpdateNetworkRequest struct {
 
 func (x *UpdateNetworkRequest) Reset() {
 	*x = UpdateNetworkRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[36]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2408,7 +2758,7 @@ func (x *UpdateNetworkRequest) String() string {
 func (*UpdateNetworkRequest) ProtoMessage() {}
 
 func (x *UpdateNetworkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[36]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2421,7 +2771,7 @@ func (x *UpdateNetworkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNetworkRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNetworkRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{36}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *UpdateNetworkRequest) GetSandboxId() string {
@@ -2454,7 +2804,7 @@ type UpdateNetworkResponse struct {
 
 func (x *UpdateNetworkResponse) Reset() {
 	*x = UpdateNetworkResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[37]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2466,7 +2816,7 @@ func (x *UpdateNetworkResponse) String() string {
 func (*UpdateNetworkResponse) ProtoMessage() {}
 
 func (x *UpdateNetworkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[37]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2479,12 +2829,324 @@ func (x *UpdateNetworkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNetworkResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNetworkResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{37}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *UpdateNetworkResponse) GetNetwork() *NetworkStatus {
 	if x != nil {
 		return x.Network
+	}
+	return nil
+}
+
+type UpdateSandboxRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId     string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	Ttl           string                 `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"`         // new lifetime from now, e.g. "2h"
+	Extend        string                 `protobuf:"bytes,3,opt,name=extend,proto3" json:"extend,omitempty"`   // added to the current expiry, e.g. "30m" (not with ttl)
+	Limits        *Limits                `protobuf:"bytes,4,opt,name=limits,proto3" json:"limits,omitempty"`   // fields left empty/0 keep their value
+	Env           []string               `protobuf:"bytes,5,rep,name=env,proto3" json:"env,omitempty"`         // K=V merged over the environment of later commands
+	Workdir       string                 `protobuf:"bytes,6,opt,name=workdir,proto3" json:"workdir,omitempty"` // working directory of later commands
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateSandboxRequest) Reset() {
+	*x = UpdateSandboxRequest{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateSandboxRequest) ProtoMessage() {}
+
+func (x *UpdateSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateSandboxRequest.ProtoReflect.Descriptor instead.
+func (*UpdateSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *UpdateSandboxRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *UpdateSandboxRequest) GetTtl() string {
+	if x != nil {
+		return x.Ttl
+	}
+	return ""
+}
+
+func (x *UpdateSandboxRequest) GetExtend() string {
+	if x != nil {
+		return x.Extend
+	}
+	return ""
+}
+
+func (x *UpdateSandboxRequest) GetLimits() *Limits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *UpdateSandboxRequest) GetEnv() []string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *UpdateSandboxRequest) GetWorkdir() string {
+	if x != nil {
+		return x.Workdir
+	}
+	return ""
+}
+
+type UpdateSandboxResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sandbox       *Sandbox               `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateSandboxResponse) Reset() {
+	*x = UpdateSandboxResponse{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateSandboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateSandboxResponse) ProtoMessage() {}
+
+func (x *UpdateSandboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateSandboxResponse.ProtoReflect.Descriptor instead.
+func (*UpdateSandboxResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *UpdateSandboxResponse) GetSandbox() *Sandbox {
+	if x != nil {
+		return x.Sandbox
+	}
+	return nil
+}
+
+type StopSandboxRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId     string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	Timeout       string                 `protobuf:"bytes,2,opt,name=timeout,proto3" json:"timeout,omitempty"` // grace period before SIGKILL; empty: 10s
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StopSandboxRequest) Reset() {
+	*x = StopSandboxRequest{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StopSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StopSandboxRequest) ProtoMessage() {}
+
+func (x *StopSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StopSandboxRequest.ProtoReflect.Descriptor instead.
+func (*StopSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *StopSandboxRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *StopSandboxRequest) GetTimeout() string {
+	if x != nil {
+		return x.Timeout
+	}
+	return ""
+}
+
+type StopSandboxResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sandbox       *Sandbox               `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StopSandboxResponse) Reset() {
+	*x = StopSandboxResponse{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StopSandboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StopSandboxResponse) ProtoMessage() {}
+
+func (x *StopSandboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StopSandboxResponse.ProtoReflect.Descriptor instead.
+func (*StopSandboxResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *StopSandboxResponse) GetSandbox() *Sandbox {
+	if x != nil {
+		return x.Sandbox
+	}
+	return nil
+}
+
+type StartSandboxRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId     string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartSandboxRequest) Reset() {
+	*x = StartSandboxRequest{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartSandboxRequest) ProtoMessage() {}
+
+func (x *StartSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartSandboxRequest.ProtoReflect.Descriptor instead.
+func (*StartSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *StartSandboxRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+type StartSandboxResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sandbox       *Sandbox               `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartSandboxResponse) Reset() {
+	*x = StartSandboxResponse{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartSandboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartSandboxResponse) ProtoMessage() {}
+
+func (x *StartSandboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartSandboxResponse.ProtoReflect.Descriptor instead.
+func (*StartSandboxResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *StartSandboxResponse) GetSandbox() *Sandbox {
+	if x != nil {
+		return x.Sandbox
 	}
 	return nil
 }
@@ -2515,7 +3177,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x06Limits\x12\x16\n" +
 	"\x06memory\x18\x01 \x01(\tR\x06memory\x12\x12\n" +
 	"\x04cpus\x18\x02 \x01(\x01R\x04cpus\x12\x12\n" +
-	"\x04pids\x18\x03 \x01(\x03R\x04pids\"\x8a\x03\n" +
+	"\x04pids\x18\x03 \x01(\x03R\x04pids\"\xb2\x05\n" +
 	"\x14CreateSandboxRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12'\n" +
 	"\x06limits\x18\x02 \x01(\v2\x0f.boxd.v1.LimitsR\x06limits\x12\x10\n" +
@@ -2525,10 +3187,34 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x04name\x18\x06 \x01(\tR\x04name\x12\x10\n" +
 	"\x03ttl\x18\a \x01(\tR\x03ttl\x120\n" +
 	"\apublish\x18\x14 \x03(\v2\x16.boxd.v1.PublishedPortR\apublish\x121\n" +
-	"\anetwork\x18\x15 \x01(\v2\x17.boxd.v1.NetworkRequestR\anetwork\x1a9\n" +
+	"\anetwork\x18\x15 \x01(\v2\x17.boxd.v1.NetworkRequestR\anetwork\x12\x12\n" +
+	"\x04user\x182 \x01(\tR\x04user\x12(\n" +
+	"\x10read_only_rootfs\x183 \x01(\bR\x0ereadOnlyRootfs\x12\x14\n" +
+	"\x05tmpfs\x184 \x03(\tR\x05tmpfs\x12\x18\n" +
+	"\aulimits\x185 \x03(\tR\aulimits\x12\x1a\n" +
+	"\bhostname\x186 \x01(\tR\bhostname\x12\x1d\n" +
+	"\n" +
+	"cpu_weight\x187 \x01(\x04R\tcpuWeight\x12\x1d\n" +
+	"\n" +
+	"memory_low\x188 \x01(\tR\tmemoryLow\x12!\n" +
+	"\fexec_timeout\x189 \x01(\tR\vexecTimeout\x12!\n" +
+	"\foutput_limit\x18: \x01(\x03R\voutputLimit\x12\x18\n" +
+	"\areplace\x18; \x01(\bR\areplace\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\":\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"?\n" +
+	"\n" +
+	"TmpfsMount\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\"y\n" +
+	"\aUlimits\x12\x16\n" +
+	"\x06nofile\x18\x01 \x01(\x04R\x06nofile\x12\x14\n" +
+	"\x05nproc\x18\x02 \x01(\x04R\x05nproc\x12\x1f\n" +
+	"\vcpu_seconds\x18\x03 \x01(\x04R\n" +
+	"cpuSeconds\x12\x1f\n" +
+	"\vfsize_bytes\x18\x04 \x01(\x04R\n" +
+	"fsizeBytes\":\n" +
 	"\x0eNetworkRequest\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x14\n" +
 	"\x05allow\x18\x02 \x03(\tR\x05allow\"\x7f\n" +
@@ -2537,7 +3223,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x05allow\x18\x02 \x03(\tR\x05allow\x12\x18\n" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\x12\x18\n" +
 	"\agateway\x18\x04 \x01(\tR\agateway\x12\x10\n" +
-	"\x03dns\x18\x05 \x01(\tR\x03dns\"\xf5\x05\n" +
+	"\x03dns\x18\x05 \x01(\tR\x03dns\"\xaa\b\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -2562,7 +3248,18 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x13last_restart_reason\x18\x12 \x01(\tR\x11lastRestartReason\x12'\n" +
 	"\x0frestart_refused\x18\x13 \x01(\tR\x0erestartRefused\x12,\n" +
 	"\x05ports\x18\x1e \x03(\v2\x16.boxd.v1.PublishedPortR\x05ports\x120\n" +
-	"\anetwork\x18\x1f \x01(\v2\x16.boxd.v1.NetworkStatusR\anetwork\x1a9\n" +
+	"\anetwork\x18\x1f \x01(\v2\x16.boxd.v1.NetworkStatusR\anetwork\x12\x12\n" +
+	"\x04user\x182 \x01(\tR\x04user\x12)\n" +
+	"\x05tmpfs\x183 \x03(\v2\x13.boxd.v1.TmpfsMountR\x05tmpfs\x12*\n" +
+	"\aulimits\x184 \x01(\v2\x10.boxd.v1.UlimitsR\aulimits\x12\x1a\n" +
+	"\bhostname\x185 \x01(\tR\bhostname\x12\x1d\n" +
+	"\n" +
+	"cpu_weight\x186 \x01(\x04R\tcpuWeight\x12(\n" +
+	"\x10memory_low_bytes\x187 \x01(\x03R\x0ememoryLowBytes\x12!\n" +
+	"\fexec_timeout\x188 \x01(\tR\vexecTimeout\x12!\n" +
+	"\foutput_limit\x189 \x01(\x03R\voutputLimit\x12\x1d\n" +
+	"\n" +
+	"stopped_at\x18: \x01(\tR\tstoppedAt\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa2\x01\n" +
@@ -2590,10 +3287,12 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x11GetSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"@\n" +
 	"\x12GetSandboxResponse\x12*\n" +
-	"\asandbox\x18\x01 \x01(\v2\x10.boxd.v1.SandboxR\asandbox\"&\n" +
+	"\asandbox\x18\x01 \x01(\v2\x10.boxd.v1.SandboxR\asandbox\"V\n" +
 	"\x14DeleteSandboxRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x17\n" +
-	"\x15DeleteSandboxResponse\"\xbf\x01\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
+	"\atimeout\x182 \x01(\tR\atimeout\x12\x14\n" +
+	"\x05force\x183 \x01(\bR\x05force\"\x17\n" +
+	"\x15DeleteSandboxResponse\"\xfc\x01\n" +
 	"\vExecRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
@@ -2602,7 +3301,10 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\aworkdir\x18\x04 \x01(\tR\aworkdir\x12\x18\n" +
 	"\atimeout\x18\x05 \x01(\tR\atimeout\x12\x14\n" +
 	"\x05stdin\x18\x06 \x01(\fR\x05stdin\x12!\n" +
-	"\foutput_limit\x18\a \x01(\x03R\voutputLimit\"\xa6\x02\n" +
+	"\foutput_limit\x18\a \x01(\x03R\voutputLimit\x12\x12\n" +
+	"\x04user\x18\n" +
+	" \x01(\tR\x04user\x12'\n" +
+	"\x0fcombined_output\x18\v \x01(\bR\x0ecombinedOutput\"\xef\x02\n" +
 	"\n" +
 	"ExecResult\x12\x1b\n" +
 	"\texit_code\x18\x01 \x01(\x05R\bexitCode\x12\x16\n" +
@@ -2614,7 +3316,12 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\bended_at\x18\x06 \x01(\tR\aendedAt\x12\"\n" +
 	"\ruser_cpu_usec\x18\a \x01(\x03R\vuserCpuUsec\x12&\n" +
 	"\x0fsystem_cpu_usec\x18\b \x01(\x03R\rsystemCpuUsec\x12\"\n" +
-	"\rmax_rss_bytes\x18\t \x01(\x03R\vmaxRssBytes\"k\n" +
+	"\rmax_rss_bytes\x18\t \x01(\x03R\vmaxRssBytes\x12\x10\n" +
+	"\x03pid\x18\n" +
+	" \x01(\x03R\x03pid\x12\x1d\n" +
+	"\n" +
+	"oom_killed\x18\v \x01(\bR\toomKilled\x12\x16\n" +
+	"\x06output\x18\f \x01(\fR\x06output\"k\n" +
 	"\fExecResponse\x12\x16\n" +
 	"\x06stdout\x18\x01 \x01(\fR\x06stdout\x12\x16\n" +
 	"\x06stderr\x18\x02 \x01(\fR\x06stderr\x12+\n" +
@@ -2678,11 +3385,33 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x05allow\x18\x02 \x03(\tR\x05allow\x12\x12\n" +
 	"\x04deny\x18\x03 \x03(\tR\x04deny\"I\n" +
 	"\x15UpdateNetworkResponse\x120\n" +
-	"\anetwork\x18\x01 \x01(\v2\x16.boxd.v1.NetworkStatusR\anetwork*Z\n" +
+	"\anetwork\x18\x01 \x01(\v2\x16.boxd.v1.NetworkStatusR\anetwork\"\xb4\x01\n" +
+	"\x14UpdateSandboxRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x10\n" +
+	"\x03ttl\x18\x02 \x01(\tR\x03ttl\x12\x16\n" +
+	"\x06extend\x18\x03 \x01(\tR\x06extend\x12'\n" +
+	"\x06limits\x18\x04 \x01(\v2\x0f.boxd.v1.LimitsR\x06limits\x12\x10\n" +
+	"\x03env\x18\x05 \x03(\tR\x03env\x12\x18\n" +
+	"\aworkdir\x18\x06 \x01(\tR\aworkdir\"C\n" +
+	"\x15UpdateSandboxResponse\x12*\n" +
+	"\asandbox\x18\x01 \x01(\v2\x10.boxd.v1.SandboxR\asandbox\"M\n" +
+	"\x12StopSandboxRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x18\n" +
+	"\atimeout\x18\x02 \x01(\tR\atimeout\"A\n" +
+	"\x13StopSandboxResponse\x12*\n" +
+	"\asandbox\x18\x01 \x01(\v2\x10.boxd.v1.SandboxR\asandbox\"4\n" +
+	"\x13StartSandboxRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\"B\n" +
+	"\x14StartSandboxResponse\x12*\n" +
+	"\asandbox\x18\x01 \x01(\v2\x10.boxd.v1.SandboxR\asandbox*Z\n" +
 	"\vImageFormat\x12\x1c\n" +
 	"\x18IMAGE_FORMAT_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10IMAGE_FORMAT_TAR\x10\x01\x12\x17\n" +
-	"\x13IMAGE_FORMAT_ROOTFS\x10\x022\xc4\b\n" +
+	"\x13IMAGE_FORMAT_ROOTFS\x10\x022\xab\n" +
+	"\n" +
 	"\x0eSandboxService\x12N\n" +
 	"\rCreateSandbox\x12\x1d.boxd.v1.CreateSandboxRequest\x1a\x1e.boxd.v1.CreateSandboxResponse\x12N\n" +
 	"\rListSandboxes\x12\x1d.boxd.v1.ListSandboxesRequest\x1a\x1e.boxd.v1.ListSandboxesResponse\x12E\n" +
@@ -2701,7 +3430,10 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"ListImages\x12\x1a.boxd.v1.ListImagesRequest\x1a\x1b.boxd.v1.ListImagesResponse\x12H\n" +
 	"\vRemoveImage\x12\x1b.boxd.v1.RemoveImageRequest\x1a\x1c.boxd.v1.RemoveImageResponse\x12H\n" +
 	"\vPublishPort\x12\x1b.boxd.v1.PublishPortRequest\x1a\x1c.boxd.v1.PublishPortResponse\x12N\n" +
-	"\rUnpublishPort\x12\x1d.boxd.v1.UnpublishPortRequest\x1a\x1e.boxd.v1.UnpublishPortResponseB1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
+	"\rUnpublishPort\x12\x1d.boxd.v1.UnpublishPortRequest\x1a\x1e.boxd.v1.UnpublishPortResponse\x12N\n" +
+	"\rUpdateSandbox\x12\x1d.boxd.v1.UpdateSandboxRequest\x1a\x1e.boxd.v1.UpdateSandboxResponse\x12H\n" +
+	"\vStopSandbox\x12\x1b.boxd.v1.StopSandboxRequest\x1a\x1c.boxd.v1.StopSandboxResponse\x12K\n" +
+	"\fStartSandbox\x12\x1c.boxd.v1.StartSandboxRequest\x1a\x1d.boxd.v1.StartSandboxResponseB1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
 
 var (
 	file_boxd_v1_boxd_proto_rawDescOnce sync.Once
@@ -2716,7 +3448,7 @@ func file_boxd_v1_boxd_proto_rawDescGZIP() []byte {
 }
 
 var file_boxd_v1_boxd_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_boxd_v1_boxd_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_boxd_v1_boxd_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_boxd_v1_boxd_proto_goTypes = []any{
 	(ImageFormat)(0),              // 0: boxd.v1.ImageFormat
 	(*PublishedPort)(nil),         // 1: boxd.v1.PublishedPort
@@ -2726,101 +3458,121 @@ var file_boxd_v1_boxd_proto_goTypes = []any{
 	(*UnpublishPortResponse)(nil), // 5: boxd.v1.UnpublishPortResponse
 	(*Limits)(nil),                // 6: boxd.v1.Limits
 	(*CreateSandboxRequest)(nil),  // 7: boxd.v1.CreateSandboxRequest
-	(*NetworkRequest)(nil),        // 8: boxd.v1.NetworkRequest
-	(*NetworkStatus)(nil),         // 9: boxd.v1.NetworkStatus
-	(*Sandbox)(nil),               // 10: boxd.v1.Sandbox
-	(*Usage)(nil),                 // 11: boxd.v1.Usage
-	(*Security)(nil),              // 12: boxd.v1.Security
-	(*CreateSandboxResponse)(nil), // 13: boxd.v1.CreateSandboxResponse
-	(*ListSandboxesRequest)(nil),  // 14: boxd.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil), // 15: boxd.v1.ListSandboxesResponse
-	(*GetSandboxRequest)(nil),     // 16: boxd.v1.GetSandboxRequest
-	(*GetSandboxResponse)(nil),    // 17: boxd.v1.GetSandboxResponse
-	(*DeleteSandboxRequest)(nil),  // 18: boxd.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil), // 19: boxd.v1.DeleteSandboxResponse
-	(*ExecRequest)(nil),           // 20: boxd.v1.ExecRequest
-	(*ExecResult)(nil),            // 21: boxd.v1.ExecResult
-	(*ExecResponse)(nil),          // 22: boxd.v1.ExecResponse
-	(*ExecStreamResponse)(nil),    // 23: boxd.v1.ExecStreamResponse
-	(*CopyInRequest)(nil),         // 24: boxd.v1.CopyInRequest
-	(*CopyInResponse)(nil),        // 25: boxd.v1.CopyInResponse
-	(*CopyOutRequest)(nil),        // 26: boxd.v1.CopyOutRequest
-	(*CopyOutResponse)(nil),       // 27: boxd.v1.CopyOutResponse
-	(*StatPathRequest)(nil),       // 28: boxd.v1.StatPathRequest
-	(*StatPathResponse)(nil),      // 29: boxd.v1.StatPathResponse
-	(*ImportImageRequest)(nil),    // 30: boxd.v1.ImportImageRequest
-	(*Image)(nil),                 // 31: boxd.v1.Image
-	(*ImportImageResponse)(nil),   // 32: boxd.v1.ImportImageResponse
-	(*ListImagesRequest)(nil),     // 33: boxd.v1.ListImagesRequest
-	(*ListImagesResponse)(nil),    // 34: boxd.v1.ListImagesResponse
-	(*RemoveImageRequest)(nil),    // 35: boxd.v1.RemoveImageRequest
-	(*RemoveImageResponse)(nil),   // 36: boxd.v1.RemoveImageResponse
-	(*UpdateNetworkRequest)(nil),  // 37: boxd.v1.UpdateNetworkRequest
-	(*UpdateNetworkResponse)(nil), // 38: boxd.v1.UpdateNetworkResponse
-	nil,                           // 39: boxd.v1.CreateSandboxRequest.LabelsEntry
-	nil,                           // 40: boxd.v1.Sandbox.LabelsEntry
-	nil,                           // 41: boxd.v1.ListSandboxesRequest.LabelsEntry
-	nil,                           // 42: boxd.v1.Image.LabelsEntry
+	(*TmpfsMount)(nil),            // 8: boxd.v1.TmpfsMount
+	(*Ulimits)(nil),               // 9: boxd.v1.Ulimits
+	(*NetworkRequest)(nil),        // 10: boxd.v1.NetworkRequest
+	(*NetworkStatus)(nil),         // 11: boxd.v1.NetworkStatus
+	(*Sandbox)(nil),               // 12: boxd.v1.Sandbox
+	(*Usage)(nil),                 // 13: boxd.v1.Usage
+	(*Security)(nil),              // 14: boxd.v1.Security
+	(*CreateSandboxResponse)(nil), // 15: boxd.v1.CreateSandboxResponse
+	(*ListSandboxesRequest)(nil),  // 16: boxd.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil), // 17: boxd.v1.ListSandboxesResponse
+	(*GetSandboxRequest)(nil),     // 18: boxd.v1.GetSandboxRequest
+	(*GetSandboxResponse)(nil),    // 19: boxd.v1.GetSandboxResponse
+	(*DeleteSandboxRequest)(nil),  // 20: boxd.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil), // 21: boxd.v1.DeleteSandboxResponse
+	(*ExecRequest)(nil),           // 22: boxd.v1.ExecRequest
+	(*ExecResult)(nil),            // 23: boxd.v1.ExecResult
+	(*ExecResponse)(nil),          // 24: boxd.v1.ExecResponse
+	(*ExecStreamResponse)(nil),    // 25: boxd.v1.ExecStreamResponse
+	(*CopyInRequest)(nil),         // 26: boxd.v1.CopyInRequest
+	(*CopyInResponse)(nil),        // 27: boxd.v1.CopyInResponse
+	(*CopyOutRequest)(nil),        // 28: boxd.v1.CopyOutRequest
+	(*CopyOutResponse)(nil),       // 29: boxd.v1.CopyOutResponse
+	(*StatPathRequest)(nil),       // 30: boxd.v1.StatPathRequest
+	(*StatPathResponse)(nil),      // 31: boxd.v1.StatPathResponse
+	(*ImportImageRequest)(nil),    // 32: boxd.v1.ImportImageRequest
+	(*Image)(nil),                 // 33: boxd.v1.Image
+	(*ImportImageResponse)(nil),   // 34: boxd.v1.ImportImageResponse
+	(*ListImagesRequest)(nil),     // 35: boxd.v1.ListImagesRequest
+	(*ListImagesResponse)(nil),    // 36: boxd.v1.ListImagesResponse
+	(*RemoveImageRequest)(nil),    // 37: boxd.v1.RemoveImageRequest
+	(*RemoveImageResponse)(nil),   // 38: boxd.v1.RemoveImageResponse
+	(*UpdateNetworkRequest)(nil),  // 39: boxd.v1.UpdateNetworkRequest
+	(*UpdateNetworkResponse)(nil), // 40: boxd.v1.UpdateNetworkResponse
+	(*UpdateSandboxRequest)(nil),  // 41: boxd.v1.UpdateSandboxRequest
+	(*UpdateSandboxResponse)(nil), // 42: boxd.v1.UpdateSandboxResponse
+	(*StopSandboxRequest)(nil),    // 43: boxd.v1.StopSandboxRequest
+	(*StopSandboxResponse)(nil),   // 44: boxd.v1.StopSandboxResponse
+	(*StartSandboxRequest)(nil),   // 45: boxd.v1.StartSandboxRequest
+	(*StartSandboxResponse)(nil),  // 46: boxd.v1.StartSandboxResponse
+	nil,                           // 47: boxd.v1.CreateSandboxRequest.LabelsEntry
+	nil,                           // 48: boxd.v1.Sandbox.LabelsEntry
+	nil,                           // 49: boxd.v1.ListSandboxesRequest.LabelsEntry
+	nil,                           // 50: boxd.v1.Image.LabelsEntry
 }
 var file_boxd_v1_boxd_proto_depIdxs = []int32{
 	1,  // 0: boxd.v1.PublishPortRequest.port:type_name -> boxd.v1.PublishedPort
 	1,  // 1: boxd.v1.PublishPortResponse.port:type_name -> boxd.v1.PublishedPort
 	1,  // 2: boxd.v1.UnpublishPortResponse.ports:type_name -> boxd.v1.PublishedPort
 	6,  // 3: boxd.v1.CreateSandboxRequest.limits:type_name -> boxd.v1.Limits
-	39, // 4: boxd.v1.CreateSandboxRequest.labels:type_name -> boxd.v1.CreateSandboxRequest.LabelsEntry
+	47, // 4: boxd.v1.CreateSandboxRequest.labels:type_name -> boxd.v1.CreateSandboxRequest.LabelsEntry
 	1,  // 5: boxd.v1.CreateSandboxRequest.publish:type_name -> boxd.v1.PublishedPort
-	8,  // 6: boxd.v1.CreateSandboxRequest.network:type_name -> boxd.v1.NetworkRequest
-	40, // 7: boxd.v1.Sandbox.labels:type_name -> boxd.v1.Sandbox.LabelsEntry
-	12, // 8: boxd.v1.Sandbox.security:type_name -> boxd.v1.Security
-	11, // 9: boxd.v1.Sandbox.usage:type_name -> boxd.v1.Usage
+	10, // 6: boxd.v1.CreateSandboxRequest.network:type_name -> boxd.v1.NetworkRequest
+	48, // 7: boxd.v1.Sandbox.labels:type_name -> boxd.v1.Sandbox.LabelsEntry
+	14, // 8: boxd.v1.Sandbox.security:type_name -> boxd.v1.Security
+	13, // 9: boxd.v1.Sandbox.usage:type_name -> boxd.v1.Usage
 	1,  // 10: boxd.v1.Sandbox.ports:type_name -> boxd.v1.PublishedPort
-	9,  // 11: boxd.v1.Sandbox.network:type_name -> boxd.v1.NetworkStatus
-	10, // 12: boxd.v1.CreateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	41, // 13: boxd.v1.ListSandboxesRequest.labels:type_name -> boxd.v1.ListSandboxesRequest.LabelsEntry
-	10, // 14: boxd.v1.ListSandboxesResponse.sandboxes:type_name -> boxd.v1.Sandbox
-	10, // 15: boxd.v1.GetSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	21, // 16: boxd.v1.ExecResponse.result:type_name -> boxd.v1.ExecResult
-	21, // 17: boxd.v1.ExecStreamResponse.result:type_name -> boxd.v1.ExecResult
-	0,  // 18: boxd.v1.ImportImageRequest.format:type_name -> boxd.v1.ImageFormat
-	42, // 19: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
-	31, // 20: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
-	31, // 21: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
-	9,  // 22: boxd.v1.UpdateNetworkResponse.network:type_name -> boxd.v1.NetworkStatus
-	7,  // 23: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
-	14, // 24: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
-	16, // 25: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
-	18, // 26: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
-	37, // 27: boxd.v1.SandboxService.UpdateNetwork:input_type -> boxd.v1.UpdateNetworkRequest
-	20, // 28: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
-	20, // 29: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
-	24, // 30: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
-	26, // 31: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
-	28, // 32: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
-	30, // 33: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
-	33, // 34: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
-	35, // 35: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
-	2,  // 36: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
-	4,  // 37: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
-	13, // 38: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
-	15, // 39: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
-	17, // 40: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
-	19, // 41: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
-	38, // 42: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
-	22, // 43: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
-	23, // 44: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
-	25, // 45: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
-	27, // 46: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
-	29, // 47: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
-	32, // 48: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
-	34, // 49: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
-	36, // 50: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
-	3,  // 51: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
-	5,  // 52: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
-	38, // [38:53] is the sub-list for method output_type
-	23, // [23:38] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	11, // 11: boxd.v1.Sandbox.network:type_name -> boxd.v1.NetworkStatus
+	8,  // 12: boxd.v1.Sandbox.tmpfs:type_name -> boxd.v1.TmpfsMount
+	9,  // 13: boxd.v1.Sandbox.ulimits:type_name -> boxd.v1.Ulimits
+	12, // 14: boxd.v1.CreateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	49, // 15: boxd.v1.ListSandboxesRequest.labels:type_name -> boxd.v1.ListSandboxesRequest.LabelsEntry
+	12, // 16: boxd.v1.ListSandboxesResponse.sandboxes:type_name -> boxd.v1.Sandbox
+	12, // 17: boxd.v1.GetSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	23, // 18: boxd.v1.ExecResponse.result:type_name -> boxd.v1.ExecResult
+	23, // 19: boxd.v1.ExecStreamResponse.result:type_name -> boxd.v1.ExecResult
+	0,  // 20: boxd.v1.ImportImageRequest.format:type_name -> boxd.v1.ImageFormat
+	50, // 21: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
+	33, // 22: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
+	33, // 23: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
+	11, // 24: boxd.v1.UpdateNetworkResponse.network:type_name -> boxd.v1.NetworkStatus
+	6,  // 25: boxd.v1.UpdateSandboxRequest.limits:type_name -> boxd.v1.Limits
+	12, // 26: boxd.v1.UpdateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	12, // 27: boxd.v1.StopSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	12, // 28: boxd.v1.StartSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	7,  // 29: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
+	16, // 30: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
+	18, // 31: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
+	20, // 32: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
+	39, // 33: boxd.v1.SandboxService.UpdateNetwork:input_type -> boxd.v1.UpdateNetworkRequest
+	22, // 34: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
+	22, // 35: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
+	26, // 36: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
+	28, // 37: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
+	30, // 38: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
+	32, // 39: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
+	35, // 40: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
+	37, // 41: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
+	2,  // 42: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
+	4,  // 43: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
+	41, // 44: boxd.v1.SandboxService.UpdateSandbox:input_type -> boxd.v1.UpdateSandboxRequest
+	43, // 45: boxd.v1.SandboxService.StopSandbox:input_type -> boxd.v1.StopSandboxRequest
+	45, // 46: boxd.v1.SandboxService.StartSandbox:input_type -> boxd.v1.StartSandboxRequest
+	15, // 47: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
+	17, // 48: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
+	19, // 49: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
+	21, // 50: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
+	40, // 51: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
+	24, // 52: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
+	25, // 53: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
+	27, // 54: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
+	29, // 55: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
+	31, // 56: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
+	34, // 57: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
+	36, // 58: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
+	38, // 59: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
+	3,  // 60: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
+	5,  // 61: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
+	42, // 62: boxd.v1.SandboxService.UpdateSandbox:output_type -> boxd.v1.UpdateSandboxResponse
+	44, // 63: boxd.v1.SandboxService.StopSandbox:output_type -> boxd.v1.StopSandboxResponse
+	46, // 64: boxd.v1.SandboxService.StartSandbox:output_type -> boxd.v1.StartSandboxResponse
+	47, // [47:65] is the sub-list for method output_type
+	29, // [29:47] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_boxd_v1_boxd_proto_init() }
@@ -2828,7 +3580,7 @@ func file_boxd_v1_boxd_proto_init() {
 	if File_boxd_v1_boxd_proto != nil {
 		return
 	}
-	file_boxd_v1_boxd_proto_msgTypes[22].OneofWrappers = []any{
+	file_boxd_v1_boxd_proto_msgTypes[24].OneofWrappers = []any{
 		(*ExecStreamResponse_Stdout)(nil),
 		(*ExecStreamResponse_Stderr)(nil),
 		(*ExecStreamResponse_Result)(nil),
@@ -2839,7 +3591,7 @@ func file_boxd_v1_boxd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_boxd_v1_boxd_proto_rawDesc), len(file_boxd_v1_boxd_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   42,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -74,6 +74,15 @@ const (
 	// SandboxServiceUnpublishPortProcedure is the fully-qualified name of the SandboxService's
 	// UnpublishPort RPC.
 	SandboxServiceUnpublishPortProcedure = "/boxd.v1.SandboxService/UnpublishPort"
+	// SandboxServiceUpdateSandboxProcedure is the fully-qualified name of the SandboxService's
+	// UpdateSandbox RPC.
+	SandboxServiceUpdateSandboxProcedure = "/boxd.v1.SandboxService/UpdateSandbox"
+	// SandboxServiceStopSandboxProcedure is the fully-qualified name of the SandboxService's
+	// StopSandbox RPC.
+	SandboxServiceStopSandboxProcedure = "/boxd.v1.SandboxService/StopSandbox"
+	// SandboxServiceStartSandboxProcedure is the fully-qualified name of the SandboxService's
+	// StartSandbox RPC.
+	SandboxServiceStartSandboxProcedure = "/boxd.v1.SandboxService/StartSandbox"
 )
 
 // SandboxServiceClient is a client for the boxd.v1.SandboxService service.
@@ -116,6 +125,22 @@ type SandboxServiceClient interface {
 	// UnpublishPort stops published ports (and their connections); not_found
 	// if none matches.
 	UnpublishPort(context.Context, *connect.Request[v1.UnpublishPortRequest]) (*connect.Response[v1.UnpublishPortResponse], error)
+	// UpdateSandbox changes a running sandbox: its limits (applied to the
+	// live cgroup), its TTL (ttl from now, or extend from the current
+	// expiry; at most the daemon's maximum), and the environment and working
+	// directory later commands start with. Everything is recorded in the
+	// sandbox's labels and kept across boxd and init restarts. Errors:
+	// invalid_argument naming the field (nothing is changed then),
+	// failed_precondition if the sandbox is stopped (limits, env, workdir).
+	UpdateSandbox(context.Context, *connect.Request[v1.UpdateSandboxRequest]) (*connect.Response[v1.UpdateSandboxResponse], error)
+	// StopSandbox sends SIGTERM to every process of the sandbox, SIGKILL
+	// after the grace period, and leaves it stopped with its files kept;
+	// boxd never restarts a stopped sandbox by itself. Stopping a stopped
+	// sandbox is failed_precondition.
+	StopSandbox(context.Context, *connect.Request[v1.StopSandboxRequest]) (*connect.Response[v1.StopSandboxResponse], error)
+	// StartSandbox starts a new init on a stopped sandbox's writable layer;
+	// failed_precondition if it runs.
+	StartSandbox(context.Context, *connect.Request[v1.StartSandboxRequest]) (*connect.Response[v1.StartSandboxResponse], error)
 }
 
 // NewSandboxServiceClient constructs a client for the boxd.v1.SandboxService service. By default,
@@ -219,6 +244,24 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sandboxServiceMethods.ByName("UnpublishPort")),
 			connect.WithClientOptions(opts...),
 		),
+		updateSandbox: connect.NewClient[v1.UpdateSandboxRequest, v1.UpdateSandboxResponse](
+			httpClient,
+			baseURL+SandboxServiceUpdateSandboxProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("UpdateSandbox")),
+			connect.WithClientOptions(opts...),
+		),
+		stopSandbox: connect.NewClient[v1.StopSandboxRequest, v1.StopSandboxResponse](
+			httpClient,
+			baseURL+SandboxServiceStopSandboxProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("StopSandbox")),
+			connect.WithClientOptions(opts...),
+		),
+		startSandbox: connect.NewClient[v1.StartSandboxRequest, v1.StartSandboxResponse](
+			httpClient,
+			baseURL+SandboxServiceStartSandboxProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("StartSandbox")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -239,6 +282,9 @@ type sandboxServiceClient struct {
 	removeImage   *connect.Client[v1.RemoveImageRequest, v1.RemoveImageResponse]
 	publishPort   *connect.Client[v1.PublishPortRequest, v1.PublishPortResponse]
 	unpublishPort *connect.Client[v1.UnpublishPortRequest, v1.UnpublishPortResponse]
+	updateSandbox *connect.Client[v1.UpdateSandboxRequest, v1.UpdateSandboxResponse]
+	stopSandbox   *connect.Client[v1.StopSandboxRequest, v1.StopSandboxResponse]
+	startSandbox  *connect.Client[v1.StartSandboxRequest, v1.StartSandboxResponse]
 }
 
 // CreateSandbox calls boxd.v1.SandboxService.CreateSandbox.
@@ -316,6 +362,21 @@ func (c *sandboxServiceClient) UnpublishPort(ctx context.Context, req *connect.R
 	return c.unpublishPort.CallUnary(ctx, req)
 }
 
+// UpdateSandbox calls boxd.v1.SandboxService.UpdateSandbox.
+func (c *sandboxServiceClient) UpdateSandbox(ctx context.Context, req *connect.Request[v1.UpdateSandboxRequest]) (*connect.Response[v1.UpdateSandboxResponse], error) {
+	return c.updateSandbox.CallUnary(ctx, req)
+}
+
+// StopSandbox calls boxd.v1.SandboxService.StopSandbox.
+func (c *sandboxServiceClient) StopSandbox(ctx context.Context, req *connect.Request[v1.StopSandboxRequest]) (*connect.Response[v1.StopSandboxResponse], error) {
+	return c.stopSandbox.CallUnary(ctx, req)
+}
+
+// StartSandbox calls boxd.v1.SandboxService.StartSandbox.
+func (c *sandboxServiceClient) StartSandbox(ctx context.Context, req *connect.Request[v1.StartSandboxRequest]) (*connect.Response[v1.StartSandboxResponse], error) {
+	return c.startSandbox.CallUnary(ctx, req)
+}
+
 // SandboxServiceHandler is an implementation of the boxd.v1.SandboxService service.
 type SandboxServiceHandler interface {
 	CreateSandbox(context.Context, *connect.Request[v1.CreateSandboxRequest]) (*connect.Response[v1.CreateSandboxResponse], error)
@@ -356,6 +417,22 @@ type SandboxServiceHandler interface {
 	// UnpublishPort stops published ports (and their connections); not_found
 	// if none matches.
 	UnpublishPort(context.Context, *connect.Request[v1.UnpublishPortRequest]) (*connect.Response[v1.UnpublishPortResponse], error)
+	// UpdateSandbox changes a running sandbox: its limits (applied to the
+	// live cgroup), its TTL (ttl from now, or extend from the current
+	// expiry; at most the daemon's maximum), and the environment and working
+	// directory later commands start with. Everything is recorded in the
+	// sandbox's labels and kept across boxd and init restarts. Errors:
+	// invalid_argument naming the field (nothing is changed then),
+	// failed_precondition if the sandbox is stopped (limits, env, workdir).
+	UpdateSandbox(context.Context, *connect.Request[v1.UpdateSandboxRequest]) (*connect.Response[v1.UpdateSandboxResponse], error)
+	// StopSandbox sends SIGTERM to every process of the sandbox, SIGKILL
+	// after the grace period, and leaves it stopped with its files kept;
+	// boxd never restarts a stopped sandbox by itself. Stopping a stopped
+	// sandbox is failed_precondition.
+	StopSandbox(context.Context, *connect.Request[v1.StopSandboxRequest]) (*connect.Response[v1.StopSandboxResponse], error)
+	// StartSandbox starts a new init on a stopped sandbox's writable layer;
+	// failed_precondition if it runs.
+	StartSandbox(context.Context, *connect.Request[v1.StartSandboxRequest]) (*connect.Response[v1.StartSandboxResponse], error)
 }
 
 // NewSandboxServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -455,6 +532,24 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sandboxServiceMethods.ByName("UnpublishPort")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sandboxServiceUpdateSandboxHandler := connect.NewUnaryHandler(
+		SandboxServiceUpdateSandboxProcedure,
+		svc.UpdateSandbox,
+		connect.WithSchema(sandboxServiceMethods.ByName("UpdateSandbox")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sandboxServiceStopSandboxHandler := connect.NewUnaryHandler(
+		SandboxServiceStopSandboxProcedure,
+		svc.StopSandbox,
+		connect.WithSchema(sandboxServiceMethods.ByName("StopSandbox")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sandboxServiceStartSandboxHandler := connect.NewUnaryHandler(
+		SandboxServiceStartSandboxProcedure,
+		svc.StartSandbox,
+		connect.WithSchema(sandboxServiceMethods.ByName("StartSandbox")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/boxd.v1.SandboxService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case SandboxServiceCreateSandboxProcedure:
@@ -487,6 +582,12 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 			sandboxServicePublishPortHandler.ServeHTTP(w, r)
 		case SandboxServiceUnpublishPortProcedure:
 			sandboxServiceUnpublishPortHandler.ServeHTTP(w, r)
+		case SandboxServiceUpdateSandboxProcedure:
+			sandboxServiceUpdateSandboxHandler.ServeHTTP(w, r)
+		case SandboxServiceStopSandboxProcedure:
+			sandboxServiceStopSandboxHandler.ServeHTTP(w, r)
+		case SandboxServiceStartSandboxProcedure:
+			sandboxServiceStartSandboxHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -554,4 +655,16 @@ func (UnimplementedSandboxServiceHandler) PublishPort(context.Context, *connect.
 
 func (UnimplementedSandboxServiceHandler) UnpublishPort(context.Context, *connect.Request[v1.UnpublishPortRequest]) (*connect.Response[v1.UnpublishPortResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.UnpublishPort is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) UpdateSandbox(context.Context, *connect.Request[v1.UpdateSandboxRequest]) (*connect.Response[v1.UpdateSandboxResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.UpdateSandbox is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) StopSandbox(context.Context, *connect.Request[v1.StopSandboxRequest]) (*connect.Response[v1.StopSandboxResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.StopSandbox is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) StartSandbox(context.Context, *connect.Request[v1.StartSandboxRequest]) (*connect.Response[v1.StartSandboxResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.StartSandbox is not implemented"))
 }
