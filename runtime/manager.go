@@ -751,6 +751,9 @@ func (m *Manager) initExited(ctx context.Context, id string, task client.Task) e
 			time.Sleep(25 * time.Millisecond)
 		}
 	}
+	if st.ExitStatus == wire.ExitBadUser {
+		return fieldErr("user", "the init could not resolve the sandbox's default user: %q", logTail)
+	}
 	return fmt.Errorf("init exited with status %d before it was ready: %q", st.ExitStatus, logTail)
 }
 

@@ -117,6 +117,15 @@ func (m *Manager) ExecProcess(ctx context.Context, idOrName string, spec wire.Pr
 	if err != nil {
 		return nil, err
 	}
+	if spec.Timeout == 0 || spec.OutputLimit == 0 {
+		d := m.execDefaults(ctx, id)
+		if spec.Timeout == 0 {
+			spec.Timeout = d.ExecTimeout
+		}
+		if spec.OutputLimit == 0 {
+			spec.OutputLimit = d.OutputLimit
+		}
+	}
 	ps, err := c.ExecProcess(ctx, spec)
 	if err != nil {
 		return nil, m.procErr(ctx, id, "exec", err)

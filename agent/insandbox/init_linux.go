@@ -16,6 +16,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// ErrBadUser is returned by RunInit when the default user cannot be
+// resolved in the sandbox.
+var ErrBadUser = errors.New("the sandbox's default user is unknown")
+
 // InitConfig configures RunInit.
 type InitConfig struct {
 	Workdir string // created if missing; default working directory of execs
@@ -53,7 +57,7 @@ func RunInit(cfg InitConfig) error {
 		// message.
 		if _, err := lookupExecUser(cfg.User); err != nil {
 			cfg.Listener.Close()
-			return fmt.Errorf("boxd-init: default %v", err)
+			return fmt.Errorf("boxd-init: default %v: %w", err, ErrBadUser)
 		}
 	}
 	srv := &Server{BaseEnv: cfg.BaseEnv, Workdir: cfg.Workdir, User: cfg.User, Logf: cfg.Logf}

@@ -22,3 +22,7 @@ type Defaults struct {
 //
 //	terminate: -> request   <- ok | error
 const OpTerminate = "terminate"
+
+// ExitBadUser is the init's exit status when the sandbox's default user
+// is not in its /etc/passwd: boxd reports it as a bad user field.
+const ExitBadUser = 3
