@@ -88,8 +88,8 @@ func TestExecResults(t *testing.T) {
 func TestUpdateSandbox(t *testing.T) {
 	id := newSandbox(t, "--memory", "64m", "--cpus", "1", "--pids", "64", "--ttl", "1h")
 	before := inspect(t, id)
-	out, err := boxctl(nil, "update", id, "--memory", "96m", "--cpus", "0.5", "--pids", "100", "--extend", "30m",
-		"--env", "FOO=bar", "--workdir", "/srv/app")
+	out, err := boxctl(nil, "update", "--memory", "96m", "--cpus", "0.5", "--pids", "100", "--extend", "30m",
+		"--env", "FOO=bar", "--workdir", "/srv/app", id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,8 +365,13 @@ func TestTunables(t *testing.T) {
 	}
 }
 
-// procMounts is the sandbox's /proc/mounts.
+// procMounts is the sandbox's /proc/mounts (with an output cap of its
+// own: the sandbox's default may be small).
 func procMounts(t *testing.T, id string) string {
 	t.Helper()
-	return sh(t, id, "cat /proc/mounts")
+	resp, err := env.api.Exec(ctx(t), connect.NewRequest(&boxdv1.ExecRequest{SandboxId: id, Args: []string{"cat", "/proc/mounts"}, OutputLimit: 1 << 20}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(resp.Msg.Stdout)
 }

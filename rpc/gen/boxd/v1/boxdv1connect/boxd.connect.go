@@ -129,9 +129,10 @@ type SandboxServiceClient interface {
 	// live cgroup), its TTL (ttl from now, or extend from the current
 	// expiry; at most the daemon's maximum), and the environment and working
 	// directory later commands start with. Everything is recorded in the
-	// sandbox's labels and kept across boxd and init restarts. Errors:
-	// invalid_argument naming the field (nothing is changed then),
-	// failed_precondition if the sandbox is stopped (limits, env, workdir).
+	// sandbox's labels and kept across boxd and init restarts; a stopped
+	// sandbox takes them at StartSandbox. Errors: invalid_argument naming the
+	// field (nothing is changed then), failed_precondition for a memory
+	// limit below what the sandbox uses.
 	UpdateSandbox(context.Context, *connect.Request[v1.UpdateSandboxRequest]) (*connect.Response[v1.UpdateSandboxResponse], error)
 	// StopSandbox sends SIGTERM to every process of the sandbox, SIGKILL
 	// after the grace period, and leaves it stopped with its files kept;
@@ -421,9 +422,10 @@ type SandboxServiceHandler interface {
 	// live cgroup), its TTL (ttl from now, or extend from the current
 	// expiry; at most the daemon's maximum), and the environment and working
 	// directory later commands start with. Everything is recorded in the
-	// sandbox's labels and kept across boxd and init restarts. Errors:
-	// invalid_argument naming the field (nothing is changed then),
-	// failed_precondition if the sandbox is stopped (limits, env, workdir).
+	// sandbox's labels and kept across boxd and init restarts; a stopped
+	// sandbox takes them at StartSandbox. Errors: invalid_argument naming the
+	// field (nothing is changed then), failed_precondition for a memory
+	// limit below what the sandbox uses.
 	UpdateSandbox(context.Context, *connect.Request[v1.UpdateSandboxRequest]) (*connect.Response[v1.UpdateSandboxResponse], error)
 	// StopSandbox sends SIGTERM to every process of the sandbox, SIGKILL
 	// after the grace period, and leaves it stopped with its files kept;
