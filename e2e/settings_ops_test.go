@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -78,6 +79,15 @@ func TestExecResults(t *testing.T) {
 	if r := resp.Msg.Result; !r.OomKilled || r.Signal != "SIGKILL" {
 		t.Errorf("memory hog: exit %d signal %q oom_killed %v, want oom_killed", r.ExitCode, r.Signal, r.OomKilled)
 	}
+	// The process service's exec (boxctl exec) says so too, with the pid.
+	pc := startExec(t, ctx(t), &boxdv1.ProcessSpec{SandboxId: id, Args: []string{"sh", "-c", `x=$(head -c 200000000 /dev/zero | tr '\0' a)`}})
+	if r := pc.result(); !r.OomKilled || r.Pid <= 1 {
+		t.Errorf("process exec of the memory hog: %+v, want oom_killed and a pid", r)
+	}
+	pc = startExec(t, ctx(t), &boxdv1.ProcessSpec{SandboxId: id, Args: []string{"sh", "-c", "kill -9 $$"}})
+	if r := pc.result(); r.OomKilled || r.Signal != "SIGKILL" {
+		t.Errorf("process exec of kill -9: %+v, want SIGKILL without oom_killed", r)
+	}
 	if sb := inspect(t, id); sb.Usage.GetOomKills() == 0 {
 		t.Errorf("inspect counts no OOM kill")
 	}
@@ -93,7 +103,7 @@ func TestUpdateSandbox(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, `"memory_bytes": "100663296"`) {
+	if !strings.Contains(out, `"100663296"`) {
 		t.Errorf("update printed %s", out)
 	}
 	check := func(when string) {
@@ -126,7 +136,9 @@ func TestUpdateSandbox(t *testing.T) {
 	check("after boxd restart")
 
 	// A restarted init gets them from the stored spec.
-	sh(t, id, "kill -TERM 1 || true")
+	if err := syscall.Kill(int(inspect(t, id).InitPid), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(20 * time.Second)
 	for inspect(t, id).InitRestarts == 0 && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)

@@ -184,7 +184,7 @@ func (m *Manager) Update(ctx context.Context, idOrName string, req UpdateRequest
 		return nil, fmt.Errorf("update sandbox %s: record: %w", id, err)
 	}
 	m.log.Info("updated", "sandbox", id, "memory", rec.Memory, "cpus", rec.CPUs, "pids", rec.Pids, "expires_at", expires, "env", len(req.Env), "workdir", req.Workdir, "running", running)
-	return m.describe(ctx, ctr, true)
+	return m.describeFresh(ctx, id)
 }
 
 // applyLimits writes spec's limits to a running sandbox's cgroup, through
@@ -252,7 +252,7 @@ func (m *Manager) Stop(ctx context.Context, idOrName string, grace time.Duration
 		}
 	}
 	m.log.Info("stopped", "sandbox", id, "grace", grace)
-	return m.describe(ctx, ctr, true)
+	return m.describeFresh(ctx, id)
 }
 
 // terminate gives a sandbox's processes SIGTERM and up to grace to exit;
@@ -325,7 +325,7 @@ func (m *Manager) Start(ctx context.Context, idOrName string) (*Sandbox, error) 
 		return nil, fmt.Errorf("start sandbox %s: %w", id, err)
 	}
 	m.log.Info("started", "sandbox", id)
-	return m.describe(ctx, ctr, true)
+	return m.describeFresh(ctx, id)
 }
 
 // DeleteGraceful destroys a sandbox after giving its processes SIGTERM and
@@ -348,3 +348,13 @@ func (m *Manager) DeleteGraceful(ctx context.Context, idOrName string, grace tim
 
 // stopped reports whether labels mark a sandbox stopped by Stop.
 func stopped(labels map[string]string) bool { return labels[LabelStopped] != "" }
+
+// describeFresh describes a sandbox from freshly loaded metadata (a loaded
+// container caches its labels and spec).
+func (m *Manager) describeFresh(ctx context.Context, id string) (*Sandbox, error) {
+	ctr, err := m.cfg.Client.LoadContainer(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return m.describe(ctx, ctr, true)
+}

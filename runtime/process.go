@@ -126,10 +126,12 @@ func (m *Manager) ExecProcess(ctx context.Context, idOrName string, spec wire.Pr
 			spec.OutputLimit = d.OutputLimit
 		}
 	}
+	before, beforeOK := m.oomKills(id)
 	ps, err := c.ExecProcess(ctx, spec)
 	if err != nil {
 		return nil, m.procErr(ctx, id, "exec", err)
 	}
+	ps.OnResult = func(r *wire.ExecResult) { m.markOOM(id, before, beforeOK, r) }
 	return ps, nil
 }
 

@@ -122,7 +122,5 @@ func (e *execution) drain(pumps *sync.WaitGroup) {
 }
 
 func (e *execution) result(started, ended time.Time, timedOut bool) wire.ExecResult {
-	res := procResult(e.cmd.child, started, ended, timedOut, e.truncated)
-	res.PID = e.cmd.child.pid
-	return res
+	return procResult(e.cmd.child, started, ended, timedOut, e.truncated)
 }
