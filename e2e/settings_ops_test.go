@@ -146,6 +146,7 @@ func TestUpdateSandbox(t *testing.T) {
 	if inspect(t, id).InitRestarts == 0 {
 		t.Fatal("the init was not restarted")
 	}
+	sh(t, id, "true") // waits for the restart to finish
 	check("after init restart")
 
 	// Bad input changes nothing.

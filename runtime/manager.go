@@ -479,6 +479,7 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 		}
 	}
 	m.servePorts(id, lns)
+	m.execDefs.Store(id, Tunables{ExecTimeout: r.tun.ExecTimeout, OutputLimit: r.tun.OutputLimit})
 	if !member {
 		m.inv.show(id)
 	}
