@@ -37,6 +37,7 @@ type daemon struct {
 		CreateSandbox(context.Context, *connect.Request[boxdv1.CreateSandboxRequest]) (*connect.Response[boxdv1.CreateSandboxResponse], error)
 		DeleteSandbox(context.Context, *connect.Request[boxdv1.DeleteSandboxRequest]) (*connect.Response[boxdv1.DeleteSandboxResponse], error)
 		ListSandboxes(context.Context, *connect.Request[boxdv1.ListSandboxesRequest]) (*connect.Response[boxdv1.ListSandboxesResponse], error)
+		GetSandbox(context.Context, *connect.Request[boxdv1.GetSandboxRequest]) (*connect.Response[boxdv1.GetSandboxResponse], error)
 		Exec(context.Context, *connect.Request[boxdv1.ExecRequest]) (*connect.Response[boxdv1.ExecResponse], error)
 	}
 }

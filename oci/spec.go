@@ -166,6 +166,7 @@ func Spec(ctx context.Context, c Config) (*specs.Spec, error) {
 		coci.WithCapabilities(slices.Clone(capabilities)),
 		coci.WithAmbientCapabilities(nil), // also clears Inheritable
 		seccomp.WithDefaultProfile(),
+		withDeniedSyscalls,
 
 		coci.WithUserNamespace(
 			[]specs.LinuxIDMapping{{ContainerID: 0, HostID: c.HostUID, Size: c.IDMapSize}},

@@ -642,8 +642,10 @@ func TestSpecSeccomp(t *testing.T) {
 // CAP_SYS_PTRACE must open ptrace's siblings) rather than the current order.
 func TestSpecSeccompMatchesFinalCaps(t *testing.T) {
 	s := mustSpec(t, baseConfig())
-	if want := seccomp.DefaultProfile(s); !reflect.DeepEqual(s.Linux.Seccomp, want) {
-		t.Error("seccomp profile differs from the default profile for the spec's final capabilities")
+	want := seccomp.DefaultProfile(s)
+	DenySyscalls(want, DeniedSyscalls)
+	if !reflect.DeepEqual(s.Linux.Seccomp, want) {
+		t.Error("seccomp profile differs from the default profile for the spec's final capabilities plus boxd's denials")
 	}
 }
 
@@ -876,5 +878,39 @@ func TestSpecNetNS(t *testing.T) {
 	c.NetNSPath = "relative"
 	if _, err := Spec(testCtx(), c); err == nil {
 		t.Error("a relative NetNSPath was accepted")
+	}
+}
+
+// TestSpecDeniedSyscalls: every name boxd denies is in no allow rule and is
+// refused with EPERM by an explicit rule, even when the capability set
+// would open it (CAP_SYS_ADMIN opens mount, unshare, setns, bpf and more in
+// containerd's profile).
+func TestSpecDeniedSyscalls(t *testing.T) {
+	s := mustSpec(t, baseConfig())
+	wide := seccomp.DefaultProfile(&specs.Spec{Process: &specs.Process{Capabilities: &specs.LinuxCapabilities{
+		Bounding: []string{"CAP_SYS_ADMIN", "CAP_SYS_MODULE", "CAP_SYS_BOOT", "CAP_SYSLOG", "CAP_SYS_TIME", "CAP_BPF", "CAP_PERFMON", "CAP_SYS_PTRACE", "CAP_SYS_RAWIO", "CAP_DAC_READ_SEARCH", "CAP_SYS_PACCT"},
+	}}})
+	DenySyscalls(wide, DeniedSyscalls)
+	for name, sc := range map[string]*specs.LinuxSeccomp{"sandbox": s.Linux.Seccomp, "all capabilities": wide} {
+		for _, sys := range DeniedSyscalls {
+			if allowed, _ := seccompAllows(sc, sys); allowed {
+				t.Errorf("%s profile: %s is allowed", name, sys)
+			}
+			var eperm bool
+			for _, r := range sc.Syscalls {
+				if slices.Contains(r.Names, sys) && r.Action == specs.ActErrno && r.ErrnoRet != nil && *r.ErrnoRet == uint(unix.EPERM) {
+					eperm = true
+				}
+			}
+			if !eperm {
+				t.Errorf("%s profile: %s has no explicit EPERM rule", name, sys)
+			}
+		}
+	}
+	// Sanity: the wide profile did open some of them before the denial, so
+	// the test above can fail.
+	before := seccomp.DefaultProfile(&specs.Spec{Process: &specs.Process{Capabilities: &specs.LinuxCapabilities{Bounding: []string{"CAP_SYS_ADMIN"}}}})
+	if allowed, _ := seccompAllows(before, "mount"); !allowed {
+		t.Fatal("containerd's profile with CAP_SYS_ADMIN does not open mount: the denial test proves nothing")
 	}
 }

@@ -41,6 +41,10 @@ import (
 )
 
 // Label keys boxd writes on its containers.
+// DefaultIDRanges is how many uid blocks boxd hands out by default: 1024
+// blocks of 65536 from 200000 end below uid 67,308,864.
+const DefaultIDRanges = 1024
+
 const (
 	LabelManaged    = "boxd.io/managed"
 	LabelSandbox    = "boxd.io/sandbox" // JSON of record
@@ -69,9 +73,12 @@ type Config struct {
 	MaxMemory     int64
 	MaxCPUs       int
 
-	// Root inside every sandbox maps to HostUID/HostGID and IDMapSize ids
-	// follow it (a user namespace; unprivileged on the host).
-	HostUID, HostGID, IDMapSize uint32
+	// Each sandbox gets its own block of IDMapSize host uids and gids (a
+	// user namespace; unprivileged on the host): root in it maps to the
+	// block's first id. Blocks are taken from IDRanges consecutive blocks
+	// starting at IDBase.
+	IDBase, IDMapSize uint32
+	IDRanges          int
 
 	// PoolSize is how many idle sandboxes of the default image are kept
 	// started for fast creates (RunPool); 0 disables the pool.
@@ -153,6 +160,7 @@ type Manager struct {
 
 	pool   pool
 	inv    *inventory
+	ids    *idRanges
 	ports  *ports.Publisher
 	totals totals // set by Load
 
@@ -248,7 +256,13 @@ func NewManager(cfg Config) (*Manager, error) {
 		cfg.MaxCPUs = 1024
 	}
 	if cfg.IDMapSize == 0 {
-		cfg.HostUID, cfg.HostGID, cfg.IDMapSize = 200000, 200000, 65536
+		cfg.IDBase, cfg.IDMapSize = 200000, 65536
+	}
+	if cfg.IDRanges == 0 {
+		cfg.IDRanges = DefaultIDRanges
+	}
+	if cfg.IDBase == 0 || uint64(cfg.IDBase)+uint64(cfg.IDRanges)*uint64(cfg.IDMapSize) > 1<<32-1 {
+		return nil, fmt.Errorf("runtime: %d uid ranges of %d from %d do not fit in the uid space above 0", cfg.IDRanges, cfg.IDMapSize, cfg.IDBase)
 	}
 	if cfg.ReadyTimeout == 0 {
 		cfg.ReadyTimeout = 15 * time.Second
@@ -266,6 +280,7 @@ func NewManager(cfg Config) (*Manager, error) {
 		return nil, fmt.Errorf("runtime: state dir: %w", err)
 	}
 	return &Manager{cfg: cfg, log: cfg.Logger, pool: pool{wake: make(chan struct{}, 1)}, inv: newInventory(cfg.MaxSandboxes),
+		ids:   newIDRanges(cfg.IDBase, cfg.IDMapSize, cfg.IDRanges),
 		ports: &ports.Publisher{Log: cfg.Logger}}, nil
 }
 
@@ -353,16 +368,23 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 		phases = append(phases, name, time.Since(t0).Round(time.Microsecond))
 	}
 	phase("image")
+	hostID, err := m.ids.take(ctx, m)
+	if err != nil {
+		m.inv.forget(id)
+		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
+	}
 	now := time.Now().UTC().Truncate(time.Second)
 	rec := record{
 		Name: r.name, Image: img.Name(), ImageDigest: img.Target().Digest.String(), Memory: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
-		Workdir: r.workdir, CreatedAt: now, ExpiresAt: now.Add(r.ttl), HostUID: m.cfg.HostUID, IDMapSize: m.cfg.IDMapSize,
+		Workdir: r.workdir, CreatedAt: now, ExpiresAt: now.Add(r.ttl), HostUID: hostID, IDMapSize: m.cfg.IDMapSize,
 		User: r.user, Tunables: r.tun,
 	}
 	log := m.log.With("sandbox", id)
 
-	// Undo in reverse order whatever got made, whatever step failed.
-	undo := []func(context.Context){func(context.Context) { m.inv.forget(id) }}
+	// Undo in reverse order whatever got made, whatever step failed. The
+	// uid block goes back first in this list, so last: after the
+	// container and its writable layer are gone.
+	undo := []func(context.Context){func(context.Context) { m.inv.forget(id) }, func(context.Context) { m.ids.give(hostID) }}
 	defer func() {
 		if retErr == nil {
 			return
@@ -410,7 +432,7 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 		}
 	}
 
-	spec, env, err := m.specFor(ctx, id, r, imgSpec, net)
+	spec, env, err := m.specFor(ctx, id, r, imgSpec, net, hostID)
 	if err != nil {
 		return nil, fmt.Errorf("create sandbox %s: spec: %w", id, err)
 	}
@@ -436,8 +458,8 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	if member {
 		labels = map[string]string{LabelPool: rec.Image, LabelSandbox: labels[LabelSandbox]}
 	}
-	uidMap := []specs.LinuxIDMapping{{ContainerID: 0, HostID: m.cfg.HostUID, Size: m.cfg.IDMapSize}}
-	gidMap := []specs.LinuxIDMapping{{ContainerID: 0, HostID: m.cfg.HostGID, Size: m.cfg.IDMapSize}}
+	uidMap := []specs.LinuxIDMapping{{ContainerID: 0, HostID: hostID, Size: m.cfg.IDMapSize}}
+	gidMap := []specs.LinuxIDMapping{{ContainerID: 0, HostID: hostID, Size: m.cfg.IDMapSize}}
 
 	// A lease keeps the new snapshot from garbage collection until the
 	// container references it.
@@ -495,10 +517,10 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	return sb, nil
 }
 
-// specFor builds a sandbox's runtime-spec; env is the environment commands
+// specFor builds a sandbox's runtime-spec for the uid block at hostID; env is the environment commands
 // see (without the HOSTNAME boxd adds). The spec carries it, with the
 // workdir and pids limit, in the annotation the init is handed at start.
-func (m *Manager) specFor(ctx context.Context, id string, r resolved, imgSpec ocispec.Image, net *netState) (*specs.Spec, []string, error) {
+func (m *Manager) specFor(ctx context.Context, id string, r resolved, imgSpec ocispec.Image, net *netState, hostID uint32) (*specs.Spec, []string, error) {
 	var netns, resolvConf string
 	if net != nil {
 		netns, resolvConf = net.NetNS, m.resolvConfPath(id)
@@ -527,7 +549,7 @@ func (m *Manager) specFor(ctx context.Context, id string, r resolved, imgSpec oc
 		CPUShares: cpuShares(r.tun.CPUWeight), MemoryLow: r.tun.MemoryLow,
 		Env:         append(slices.Clip(env), "HOSTNAME="+hostname),
 		MemoryBytes: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
-		HostUID: m.cfg.HostUID, HostGID: m.cfg.HostGID, IDMapSize: m.cfg.IDMapSize,
+		HostUID: hostID, HostGID: hostID, IDMapSize: m.cfg.IDMapSize,
 		InitBinary: m.cfg.InitBinary, ChannelDir: m.handoffDir(id),
 		CgroupsPath: cgroupsPath(ctx, id),
 		NetNSPath:   netns, ResolvConf: resolvConf,
@@ -961,8 +983,14 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 	} else if !errdefs.IsNotFound(err) {
 		return fmt.Errorf("delete sandbox %s: load task: %w", id, err)
 	}
+	hostID, hasID := recordedHostID(ctx, ctr)
 	if err := ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("delete sandbox %s: container: %w", id, err)
+	}
+	// The container and its writable layer are gone, so no file of the
+	// sandbox's uid block is left: the block may serve another sandbox.
+	if hasID {
+		m.ids.give(hostID)
 	}
 	// The namespace outlives the task (it is pinned); release it, the
 	// address and the rules now.
@@ -977,6 +1005,20 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 	}
 	m.log.Info("deleted", "sandbox", id)
 	return nil
+}
+
+// recordedHostID is the first host id of the sandbox's uid block, from its
+// record label.
+func recordedHostID(ctx context.Context, ctr client.Container) (uint32, bool) {
+	labels, err := ctr.Labels(ctx)
+	if err != nil {
+		return 0, false
+	}
+	var rec record
+	if json.Unmarshal([]byte(labels[LabelSandbox]), &rec) != nil || rec.HostUID == 0 {
+		return 0, false
+	}
+	return rec.HostUID, true
 }
 
 // deleteTask kills and deletes a sandbox's task. Under load the shim can

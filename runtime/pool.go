@@ -148,7 +148,16 @@ func (m *Manager) adopt(ctx context.Context, id string, r resolved) (*Sandbox, e
 	if err != nil {
 		return nil, err
 	}
-	spec, env, err := m.specFor(ctx, id, r, imgSpec, nil)
+	// The member keeps the uid block it was started with.
+	cur, err := ctr.Spec(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("spec: %w", err)
+	}
+	hostID, _, err := rootHostIDs(cur)
+	if err != nil {
+		return nil, err
+	}
+	spec, env, err := m.specFor(ctx, id, r, imgSpec, nil, hostID)
 	if err != nil {
 		return nil, err
 	}
@@ -163,7 +172,7 @@ func (m *Manager) adopt(ctx context.Context, id string, r resolved) (*Sandbox, e
 	now := time.Now().UTC().Truncate(time.Second)
 	rec := record{
 		Name: r.name, Image: img.Name(), ImageDigest: img.Target().Digest.String(), Memory: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
-		Workdir: r.workdir, CreatedAt: now, ExpiresAt: now.Add(r.ttl), HostUID: m.cfg.HostUID, IDMapSize: m.cfg.IDMapSize,
+		Workdir: r.workdir, CreatedAt: now, ExpiresAt: now.Add(r.ttl), HostUID: hostID, IDMapSize: m.cfg.IDMapSize,
 		User: r.user, Tunables: r.tun,
 	}
 	labels := m.labelsFor(rec, r)
