@@ -145,7 +145,7 @@ class Sandbox:
             req = boxd_pb2.CreateSandboxRequest(image=image or "", limits=limits, env=env_list(env),
                                                 workdir=workdir or "", labels=dict(labels or {}), name=name or "",
                                                 ttl=duration(ttl), user=user or "", read_only_rootfs=read_only,
-                                            tmpfs=list(tmpfs), ulimits=list(ulimits), hostname=hostname or "",
+                                            tmpfs=[*tmpfs], ulimits=[*ulimits], hostname=hostname or "",
                                             replace=replace)
             r = await c.unary(c.sandbox.CreateSandbox, req, request_timeout)
             return cls(SandboxInfo._from(r.sandbox), c)
