@@ -132,8 +132,14 @@ func TestMCPConversation(t *testing.T) {
 	if !strings.Contains(text, "dir") || !strings.Contains(text, "src/main.py") {
 		t.Errorf("list_files: %s", text)
 	}
-	call(t, cs, "edit_file", map[string]any{"sandbox_id": id, "path": "src/main.py", "old_text": "print(", "new_text": "echo("}, true) // twice: refused
-	call(t, cs, "edit_file", map[string]any{"sandbox_id": id, "path": "src/main.py", "old_text": "'world'", "new_text": "'mcp'"}, false)
+	text, _ = call(t, cs, "edit_file", map[string]any{"sandbox_id": id, "path": "src/main.py", "old_text": "print(", "new_text": "echo("}, true) // twice: refused
+	if !strings.Contains(text, "occurs 2 times") || !strings.Contains(text, "nothing changed") {
+		t.Errorf("ambiguous edit: %s", text)
+	}
+	text, out = call(t, cs, "edit_file", map[string]any{"sandbox_id": id, "path": "src/main.py", "old_text": "'world'", "new_text": "'mcp'"}, false)
+	if out["replacements"] != float64(1) || out["line"] != float64(2) || !strings.Contains(text, "line 2") {
+		t.Errorf("edit: %s %v", text, out)
+	}
 	text, _ = call(t, cs, "exec", map[string]any{"sandbox_id": id, "args": []string{"cat", "src/main.py"}}, false)
 	if !strings.Contains(text, "print('hello')\nprint('mcp')\n") {
 		t.Errorf("after edit: %s", text)

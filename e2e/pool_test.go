@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -148,8 +149,12 @@ func waitPool(t *testing.T, c context.Context, n int, dir string) []string {
 				continue
 			}
 			st, err := task.Status(c)
-			_, serr := os.Stat(filepath.Join(dir, "state", "sandboxes", ct.ID(), "agent.sock"))
-			if err == nil && st.Status == client.Running && serr == nil {
+			// The init writes "serving" once it has its listener from the
+			// hand-off: a member still starting has a socket and a running
+			// task already, and one killed with boxd then is not taken
+			// back.
+			initLog, serr := os.ReadFile(filepath.Join(dir, "state", "sandboxes", ct.ID(), "init.log"))
+			if err == nil && st.Status == client.Running && serr == nil && strings.Contains(string(initLog), "boxd-init: serving") {
 				ids = append(ids, ct.ID())
 			}
 		}

@@ -46,8 +46,15 @@ func runPython(t *testing.T, timeout time.Duration, args ...string) string {
 // TestSDKPython runs the Python SDK's unittest suite (sdk/python/tests)
 // against the real boxd: every SDK call, and bad input (a dead socket, an
 // unknown id, non-UTF-8 output, timeouts that must kill the command).
+//
+// BOXD_SDK_PYTHON_PATTERN (default test*.py) picks test files by name, for
+// a developer's targeted run.
 func TestSDKPython(t *testing.T) {
-	out := runPython(t, 8*time.Minute, "-m", "unittest", "discover", "-v", "-s", "tests")
+	pattern := os.Getenv("BOXD_SDK_PYTHON_PATTERN")
+	if pattern == "" {
+		pattern = "test*.py"
+	}
+	out := runPython(t, 8*time.Minute, "-m", "unittest", "discover", "-v", "-s", "tests", "-p", pattern)
 	t.Logf("python tests:\n%s", out)
 	if !strings.Contains(out, "\nOK") {
 		t.Fatalf("unittest did not report OK:\n%s", out)

@@ -19,9 +19,6 @@ import (
 const (
 	defaultReadBytes = 256 << 10
 	maxReadBytes     = 4 << 20
-	// maxEditBytes bounds the files edit_file rewrites: it holds them in
-	// memory twice.
-	maxEditBytes = 16 << 20
 	// maxListEntries bounds list_files' answer; a model reads every line.
 	maxListEntries = 1000
 	// writeChunk is the data per WriteFile message, below the API's
@@ -89,6 +86,7 @@ type editIn struct {
 type editOut struct {
 	Path         string `json:"path"`
 	Replacements int    `json:"replacements"`
+	Line         int64  `json:"line" jsonschema:"the line where the first replacement starts"`
 }
 
 func (s *Server) addFiles(srv *mcp.Server) {
@@ -108,7 +106,7 @@ func (s *Server) addFiles(srv *mcp.Server) {
 	}, s.listFiles)
 	mcp.AddTool(srv, &mcp.Tool{
 		Name:        "edit_file",
-		Description: "Edit a text file in a sandbox by exact replacement: old_text must occur exactly once (or use replace_all).",
+		Description: "Edit a file in a sandbox by exact replacement: old_text must occur exactly once (or use replace_all); otherwise nothing changes. The file is replaced atomically, keeping its owner and mode.",
 	}, s.editFile)
 }
 
@@ -269,30 +267,20 @@ func (s *Server) listFiles(ctx context.Context, _ *mcp.CallToolRequest, in listF
 	return text(b.String()), out, nil
 }
 
+// editFile is the server-side EditFile: boxd's init replaces the text
+// inside the sandbox and renames the result into place, so the file never
+// travels to this process and back, and a concurrent change in between is
+// not overwritten.
 func (s *Server) editFile(ctx context.Context, _ *mcp.CallToolRequest, in editIn) (*mcp.CallToolResult, editOut, error) {
 	if in.SandboxID == "" || in.Path == "" || in.OldText == "" {
 		return nil, editOut{}, fmt.Errorf("sandbox_id, path and old_text are required")
 	}
-	data, size, err := s.read(ctx, in.SandboxID, in.Path, 0, maxEditBytes+1)
+	res, err := s.files.EditFile(ctx, connect.NewRequest(&boxdv1.EditFileRequest{
+		SandboxId: in.SandboxID, Path: in.Path, OldString: in.OldText, NewString: in.NewText, ReplaceAll: in.ReplaceAll,
+	}))
 	if err != nil {
-		return nil, editOut{}, describe("read "+in.Path, err)
+		return nil, editOut{}, describe("edit "+in.Path, err)
 	}
-	if size > maxEditBytes || int64(len(data)) > maxEditBytes {
-		return nil, editOut{}, fmt.Errorf("%s has %d bytes; edit_file edits files up to %d bytes", in.Path, size, maxEditBytes)
-	}
-	if !utf8.Valid(data) {
-		return nil, editOut{}, fmt.Errorf("%s is not UTF-8 text; use write_file", in.Path)
-	}
-	content := string(data)
-	n := strings.Count(content, in.OldText)
-	switch {
-	case n == 0:
-		return nil, editOut{}, fmt.Errorf("old_text does not occur in %s; nothing changed", in.Path)
-	case n > 1 && !in.ReplaceAll:
-		return nil, editOut{}, fmt.Errorf("old_text occurs %d times in %s; give more context to make it unique, or set replace_all; nothing changed", n, in.Path)
-	}
-	if err := s.write(ctx, in.SandboxID, in.Path, []byte(strings.ReplaceAll(content, in.OldText, in.NewText)), nil); err != nil {
-		return nil, editOut{}, describe("write "+in.Path, err)
-	}
-	return text(fmt.Sprintf("replaced %d occurrence(s) in %s", n, in.Path)), editOut{Path: in.Path, Replacements: n}, nil
+	n := int(res.Msg.Replacements)
+	return text(fmt.Sprintf("replaced %d occurrence(s) in %s, the first at line %d", n, in.Path, res.Msg.Line)), editOut{Path: in.Path, Replacements: n, Line: res.Msg.Line}, nil
 }

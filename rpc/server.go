@@ -236,6 +236,7 @@ func toProto(sb *runtime.Sandbox) *boxdv1.Sandbox {
 		Usage:   u,
 		Id:      sb.ID, Name: sb.Name, Image: sb.Image, State: sb.State,
 		MemoryBytes: sb.Limits.MemoryBytes, Cpus: sb.Limits.CPUs, Pids: sb.Limits.Pids,
+		DiskBytes: sb.Limits.DiskBytes, DiskUsedBytes: sb.DiskUsedBytes,
 		Env: sb.Env, Workdir: sb.Workdir, Labels: sb.Labels,
 		CreatedAt: ts(sb.CreatedAt), ExpiresAt: ts(sb.ExpiresAt), InitPid: int64(sb.InitPID),
 		InitRestarts: uint32(sb.Restarts.Count), LastRestartAt: ts(sb.Restarts.LastAt),
@@ -265,7 +266,7 @@ func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[boxdv1.
 		cr.Network, cr.Allow = n.Mode, n.Allow
 	}
 	if l := m.Limits; l != nil {
-		cr.Memory, cr.CPUs, cr.Pids = l.Memory, l.Cpus, l.Pids
+		cr.Memory, cr.CPUs, cr.Pids, cr.Disk = l.Memory, l.Cpus, l.Pids, l.Disk
 	}
 	sb, err := s.Manager.Create(ctx, cr)
 	if err != nil {

@@ -127,6 +127,9 @@ type Sandbox struct {
 	User      string // default user of commands; empty: root
 	Tunables  Tunables
 	StoppedAt time.Time // set while stopped by Stop
+	// DiskUsedBytes is what the writable layer of a capped sandbox uses
+	// (Get only); the cap is Limits.DiskBytes.
+	DiskUsedBytes int64
 }
 
 // record is the part of a sandbox that is stored in its container label.
@@ -144,6 +147,9 @@ type record struct {
 	ExpiresAt   time.Time `json:"expires_at"`
 	HostUID     uint32    `json:"host_uid"`
 	IDMapSize   uint32    `json:"idmap_size"`
+	// Disk is the cap of the writable layer in bytes (its own filesystem
+	// image); 0: none.
+	Disk int64 `json:"disk,omitempty"`
 	// Ports is only used while creating: the published ports live in
 	// LabelPorts, which PublishPort changes.
 	Ports []PortSpec `json:"-"`
@@ -377,6 +383,7 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	rec := record{
 		Name: r.name, Image: img.Name(), ImageDigest: img.Target().Digest.String(), Memory: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
 		Workdir: r.workdir, CreatedAt: now, ExpiresAt: now.Add(r.ttl), HostUID: hostID, IDMapSize: m.cfg.IDMapSize,
+		Disk: r.limits.DiskBytes,
 		User: r.user, Tunables: r.tun,
 	}
 	log := m.log.With("sandbox", id)
@@ -488,6 +495,23 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 			log.Error("cleanup: delete container", "err", err)
 		}
 	})
+	if rec.Disk > 0 {
+		// The writable layer moves onto its own filesystem before
+		// anything is written to it.
+		layer, err := m.diskLayer(ctx, id, m.cfg.Images.Snapshotter(), id)
+		if err == nil {
+			err = layer.Create(rec.Disk)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("create sandbox %s: %w", id, err)
+		}
+		undo = append(undo, func(context.Context) {
+			if err := layer.Unmount(); err != nil {
+				log.Error("cleanup: disk", "err", err)
+			}
+		})
+		phase("disk")
+	}
 
 	task, err := m.startInit(ctx, ctr, spec, phase, beforeStart)
 	if err != nil {
@@ -859,6 +883,7 @@ func (m *Manager) describe(ctx context.Context, ctr client.Container, withEnv bo
 			} else {
 				m.log.Debug("usage", "sandbox", sb.ID, "err", err)
 			}
+			m.diskUsage(ctx, ctr, sb)
 		}
 	}
 	return sb, nil
@@ -891,7 +916,7 @@ func commandEnv(s *specs.Spec) []string {
 func (m *Manager) toSandbox(id string, labels map[string]string, rec record) *Sandbox {
 	sb := &Sandbox{
 		ID: id, Name: rec.Name, Image: rec.Image,
-		Limits:  Limits{MemoryBytes: rec.Memory, CPUs: rec.CPUs, Pids: rec.Pids},
+		Limits:  Limits{MemoryBytes: rec.Memory, CPUs: rec.CPUs, Pids: rec.Pids, DiskBytes: rec.Disk},
 		Workdir: rec.Workdir, CreatedAt: rec.CreatedAt, ExpiresAt: rec.ExpiresAt,
 		Labels:   map[string]string{},
 		UIDMap:   fmt.Sprintf("0:%d:%d", rec.HostUID, rec.IDMapSize),
@@ -984,6 +1009,15 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 		return fmt.Errorf("delete sandbox %s: load task: %w", id, err)
 	}
 	hostID, hasID := recordedHostID(ctx, ctr)
+	// A capped writable layer is unmounted first: its snapshot directory
+	// cannot be removed under a mount.
+	if l, ok, err := m.containerDisk(ctx, ctr); err != nil && !errdefs.IsNotFound(err) {
+		return fmt.Errorf("delete sandbox %s: disk: %w", id, err)
+	} else if ok {
+		if err := l.Unmount(); err != nil {
+			return fmt.Errorf("delete sandbox %s: %w", id, err)
+		}
+	}
 	if err := ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("delete sandbox %s: container: %w", id, err)
 	}

@@ -77,7 +77,8 @@ func (p *pool) signal() {
 // fits reports whether a pool member can serve r.
 func (m *Manager) fits(r resolved, img client.Image) bool {
 	return m.cfg.PoolSize > 0 && r.network == network.ModeNone && len(r.env) == 0 && r.workdir == r.imgWorkdir &&
-		!r.userSet && r.tun.defaultSpec() && img.Name() == m.defaultImageName()
+		!r.userSet && r.tun.defaultSpec() && img.Name() == m.defaultImageName() &&
+		r.limits.DiskBytes == m.cfg.DefaultLimits.DiskBytes
 }
 
 func (m *Manager) defaultImageName() string {

@@ -12,6 +12,7 @@ import (
 	"github.com/containerd/errdefs"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/boxd-dev/boxd/disk"
 	"github.com/boxd-dev/boxd/network"
 )
 
@@ -22,6 +23,7 @@ type CreateRequest struct {
 	Memory  string // "256m", "1g", bytes
 	CPUs    float64
 	Pids    int64
+	Disk    string // "2g": cap of the writable layer; "": the daemon default
 	Env     []string
 	Workdir string
 	Labels  map[string]string
@@ -45,6 +47,7 @@ type Limits struct {
 	MemoryBytes int64
 	CPUs        float64
 	Pids        int64
+	DiskBytes   int64 // 0: no cap
 }
 
 // FieldError names the request field that was wrong. It wraps
@@ -210,6 +213,22 @@ func (m *Manager) resolve(req CreateRequest) (resolved, error) {
 		return r, err
 	}
 	r.limits = lim
+	if req.Disk != "" {
+		b, err := ParseSize(req.Disk)
+		if err != nil {
+			return r, fieldErr("limits.disk", "%v", err)
+		}
+		if b == 0 && m.cfg.DefaultLimits.DiskBytes > 0 {
+			return r, fieldErr("limits.disk", "0 (no cap) is not allowed: the daemon caps every sandbox (--default-disk)")
+		}
+		if b != 0 && b < disk.MinBytes {
+			return r, fieldErr("limits.disk", "%s is below the minimum of 16m (0: no cap)", req.Disk)
+		}
+		if max := m.maxDisk(); max > 0 && b > max {
+			return r, fieldErr("limits.disk", "%s is more than the %d bytes of the filesystem boxd keeps sandboxes on", req.Disk, max)
+		}
+		r.limits.DiskBytes = b
+	}
 	if err := m.withinTotals(r.limits); err != nil {
 		return r, err
 	}

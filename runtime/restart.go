@@ -212,6 +212,10 @@ func (m *Manager) restartIfDead(ctx context.Context, ctr client.Container) (bool
 	st.Recent = append(st.Recent, now)
 	st.LastAt, st.LastReason, st.Refused, st.Failed = now.UTC(), why, "", ""
 	t0 := time.Now()
+	if err := m.ensureDisk(ctx, ctr); err != nil {
+		_ = m.saveRestartState(ctx, ctr, st)
+		return false, fmt.Errorf("restart sandbox %s: %w", id, err)
+	}
 	problem, err := m.checkRootfs(ctx, ctr)
 	log.Debug("rootfs checked", "took", time.Since(t0), "problem", problem, "err", err)
 	if err != nil {

@@ -7,7 +7,8 @@
 #     containernetworking-plugins (the CNI plugins of --network egress),
 #     python3-grpcio and python3-protobuf (the Python SDK's tests), and
 #     nodejs and npm (the e2e test of `boxctl mcp` with the TypeScript MCP
-#     SDK's client; a nodejs that ships npm itself needs no npm package)
+#     SDK's client; a nodejs that ships npm itself needs no npm package),
+#     and e2fsprogs (mkfs.ext4 formats the image of a disk-capped sandbox)
 #     (apt-get update runs only if one of them is missing);
 #   - containerd, containerd-shim-runc-v2 and ctr at the version go.mod pins
 #     for github.com/containerd/containerd/v2, built with `go install` into
@@ -35,7 +36,7 @@ missing=()
 need() { missing+=("$1"); }
 
 # ---- apt packages -----------------------------------------------------------
-APT_PACKAGES=(runc busybox-static debootstrap protobuf-compiler containernetworking-plugins python3-grpcio python3-protobuf nodejs)
+APT_PACKAGES=(runc busybox-static debootstrap protobuf-compiler containernetworking-plugins python3-grpcio python3-protobuf nodejs e2fsprogs)
 # Files each package must provide (busybox-static: the static binary; the
 # dynamically linked "busybox" package also provides /bin/busybox).
 declare -A APT_FILE=(
@@ -47,6 +48,7 @@ declare -A APT_FILE=(
 	[python3-grpcio]=/usr/lib/python3/dist-packages/grpc/__init__.py
 	[python3-protobuf]=/usr/lib/python3/dist-packages/google/protobuf/__init__.py
 	[nodejs]=/usr/bin/node
+	[e2fsprogs]=/sbin/mkfs.ext4
 )
 apt_missing() {
 	local status pkg

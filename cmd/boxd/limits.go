@@ -12,6 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/boxd-dev/boxd/disk"
 	"github.com/boxd-dev/boxd/runtime"
 )
 
@@ -98,6 +99,7 @@ type daemonLimits struct {
 	idleTimeout   time.Duration
 	defaultMemory int64
 	defaultPids   int64
+	defaultDisk   int64
 }
 
 // parseLimits reads and checks the limit flags against each other, so a
@@ -107,6 +109,14 @@ func parseLimits(cc *cli.Context) (daemonLimits, error) {
 	var err error
 	if l.defaultMemory, err = runtime.ParseSize(cc.String("default-memory")); err != nil {
 		return l, fmt.Errorf("--default-memory: %w", err)
+	}
+	if v := cc.String("default-disk"); v != "" {
+		if l.defaultDisk, err = runtime.ParseSize(v); err != nil {
+			return l, fmt.Errorf("--default-disk: %w", err)
+		}
+		if l.defaultDisk != 0 && l.defaultDisk < disk.MinBytes {
+			return l, fmt.Errorf("--default-disk: %s is below the minimum of 16m (0: no cap)", v)
+		}
 	}
 	l.defaultPids = cc.Int64("default-pids")
 	if l.defaultPids <= 0 {

@@ -57,6 +57,7 @@ func newApp() *cli.App {
 			&cli.DurationFlag{Name: "default-ttl", Value: time.Hour, Usage: "lifetime of a sandbox whose create names no ttl"},
 			&cli.DurationFlag{Name: "expiry-interval", Value: 5 * time.Second, Usage: "how often boxd looks for expired sandboxes and dead inits"},
 			&cli.StringFlag{Name: "default-memory", Value: "512m"},
+			&cli.StringFlag{Name: "default-disk", Value: "0", Usage: "disk cap of every sandbox's writable layer (its own ext4 image), e.g. 2g; 0: no cap unless a create asks for one"},
 			&cli.Float64Flag{Name: "default-cpus", Value: 1},
 			&cli.Int64Flag{Name: "default-pids", Value: 256},
 			&cli.UintFlag{Name: "userns-host-id", Value: 200000, Usage: "first host uid/gid of the blocks sandboxes get: root in each sandbox maps to the first id of its own block"},
@@ -159,7 +160,7 @@ func run(cc *cli.Context) error {
 	mgr, err := runtime.NewManager(runtime.Config{
 		Client: c, Images: images, StateDir: cc.String("state-dir"), InitBinary: initBin, Runc: cc.String("runc"), Namespace: cc.String("namespace"),
 		DefaultImage:  cc.String("default-image"),
-		DefaultLimits: runtime.Limits{MemoryBytes: lim.defaultMemory, CPUs: cc.Float64("default-cpus"), Pids: lim.defaultPids},
+		DefaultLimits: runtime.Limits{MemoryBytes: lim.defaultMemory, CPUs: cc.Float64("default-cpus"), Pids: lim.defaultPids, DiskBytes: lim.defaultDisk},
 		DefaultTTL:    cc.Duration("default-ttl"),
 		MaxMemory:     hostMemory(),
 		MaxCPUs:       goruntime.NumCPU(),

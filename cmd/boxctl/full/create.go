@@ -16,6 +16,7 @@ func createFlags() []cli.Flag {
 		&cli.StringFlag{Name: "memory", Usage: "memory limit, e.g. 256m, 1g"},
 		&cli.Float64Flag{Name: "cpus", Usage: "CPU quota in cores, e.g. 1.5"},
 		&cli.Int64Flag{Name: "pids", Usage: "maximum number of processes"},
+		&cli.StringFlag{Name: "disk", Usage: "disk cap of the writable layer and /workspace, e.g. 2g (writes past it fail with ENOSPC)"},
 		&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "K=V, repeatable"},
 		&cli.StringFlag{Name: "workdir", Aliases: []string{"w"}, Usage: "working directory (default /workspace)"},
 		&cli.StringSliceFlag{Name: "label", Aliases: []string{"l"}, Usage: "K=V, repeatable"},
@@ -64,7 +65,7 @@ func createRequest(c *cli.Context) (*boxdv1.CreateSandboxRequest, error) {
 	return &boxdv1.CreateSandboxRequest{
 		Publish: publish,
 		Image:   c.String("image"),
-		Limits:  &boxdv1.Limits{Memory: c.String("memory"), Cpus: c.Float64("cpus"), Pids: c.Int64("pids")},
+		Limits:  &boxdv1.Limits{Memory: c.String("memory"), Cpus: c.Float64("cpus"), Pids: c.Int64("pids"), Disk: c.String("disk")},
 		Env:     c.StringSlice("env"),
 		Workdir: c.String("workdir"),
 		Labels:  labels,

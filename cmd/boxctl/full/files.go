@@ -65,6 +65,7 @@ permissions then apply. Directories in and out as trees: boxctl cp.`,
 			filesCatCommand(), filesWriteCommand(), filesLsCommand(), filesStatCommand(),
 			filesMkdirCommand(), filesRmCommand(), filesMvCommand(), filesChmodCommand(),
 			filesWatchCommand(), filesUploadCommand(), filesDownloadCommand(),
+			filesReadCommand(), filesEditCommand(), filesGlobCommand(), filesGrepCommand(), filesChownCommand(),
 		},
 	}
 }

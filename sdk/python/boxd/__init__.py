@@ -25,14 +25,18 @@ from .errors import (
     Unimplemented,
     Unknown,
 )
-from .files import Files, UploadResult, Watch
+from .files import Files, SearchResult, UploadResult, Watch
 from .process import PIPE, Execution, Processes, Session, Sessions
 from .sandbox import Sandbox, list
 from .types import (
     DownloadedFile,
+    EditResult,
     ExecResult,
     FileInfo,
     FileResult,
+    GrepMatch,
+    Line,
+    Lines,
     Output,
     ProcessInfo,
     SandboxInfo,
@@ -47,6 +51,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Client", "default_client", "default_socket",
     "Sandbox", "list", "PIPE", "Execution", "Files", "Processes", "Session", "Sessions", "UploadResult", "Watch", "WatchEvent",
+    "SearchResult", "Line", "Lines", "EditResult", "GrepMatch",
     "ExecResult", "Output", "SandboxInfo", "Usage", "FileInfo", "FileResult", "DownloadedFile",
     "ProcessInfo", "SessionInfo", "SessionResult",
     "BoxdError", "NotFound", "InvalidArgument", "AlreadyExists", "FailedPrecondition", "ResourceExhausted",

@@ -22,10 +22,11 @@ import grpc.aio
 
 from . import _wire, errors
 from ._client import _MAX_MESSAGE, CHUNK, _Service, default_socket
-from .files import Data, UploadItem, UploadResult, _chunks, _upload_requests, _WRITE_DATA
+from .files import (Data, SearchResult, UploadItem, UploadResult, _chunks, _grep_request, _read_lines_request,
+                    _search_result, _upload_requests, _WRITE_DATA)
 from .process import PIPE, argv, env_list
-from .types import (DownloadedFile, ExecResult, FileInfo, FileResult, Output, ProcessInfo, SandboxInfo,
-                    SessionInfo, SessionResult, duration)
+from .types import (DownloadedFile, EditResult, ExecResult, FileInfo, FileResult, GrepMatch, Lines, Output,
+                    ProcessInfo, SandboxInfo, SessionInfo, SessionResult, duration)
 from .v1 import boxd_pb2, files_pb2, process_pb2
 
 __all__ = ["Client", "Sandbox", "Execution", "list", "PIPE"]
@@ -401,6 +402,34 @@ class Files:
     async def chmod(self, path: str, mode: int, *, user: Optional[str] = None) -> None:
         await self._c.unary(self._c.files.ChmodPath, files_pb2.ChmodPathRequest(
             sandbox_id=self._sb.id, path=path, user=user or "", mode=mode))
+
+    async def read_lines(self, path: str, *, offset: int = 0, limit: int = 0, max_line_bytes: int = 0,
+                         user: Optional[str] = None) -> Lines:
+        return Lines._from(await self._c.unary(self._c.files.ReadLines, _read_lines_request(
+            self._sb.id, path, offset, limit, max_line_bytes, user)))
+
+    async def edit(self, path: str, old: str, new: str, *, replace_all: bool = False,
+                   user: Optional[str] = None) -> EditResult:
+        return EditResult._from(await self._c.unary(self._c.files.EditFile, files_pb2.EditFileRequest(
+            sandbox_id=self._sb.id, path=path, user=user or "", old_string=old, new_string=new,
+            replace_all=replace_all)))
+
+    async def glob(self, pattern: str, *, path: Optional[str] = None, limit: int = 0,
+                   user: Optional[str] = None) -> SearchResult:
+        r = await self._c.unary(self._c.files.Glob, files_pb2.GlobRequest(
+            sandbox_id=self._sb.id, pattern=pattern, path=path or "", user=user or "", limit=limit))
+        return _search_result((FileInfo._from(m) for m in r.matches), r)
+
+    async def grep(self, pattern: str, path: Optional[str] = None, *, glob: Optional[str] = None,
+                   ignore_case: bool = False, literal: bool = False, limit: int = 0, max_line_bytes: int = 0,
+                   user: Optional[str] = None) -> SearchResult:
+        r = await self._c.unary(self._c.files.Grep, _grep_request(self._sb.id, pattern, path, glob, ignore_case,
+                                                                   literal, limit, max_line_bytes, user))
+        return _search_result((GrepMatch._from(m) for m in r.matches), r)
+
+    async def chown(self, path: str, owner: str, *, recursive: bool = False, user: Optional[str] = None) -> None:
+        await self._c.unary(self._c.files.ChownPath, files_pb2.ChownPathRequest(
+            sandbox_id=self._sb.id, path=path, owner=owner, user=user or "", recursive=recursive))
 
     async def upload(self, files: Union[Mapping[str, Data], Sequence[UploadItem]], *, parents: bool = False,
                      user: Optional[str] = None, request_timeout: Optional[float] = None) -> UploadResult:

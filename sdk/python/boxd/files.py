@@ -7,11 +7,11 @@ base64. Paths are the sandbox's: relative ones start at its workdir.
 from __future__ import annotations
 
 import io
-from typing import IO, TYPE_CHECKING, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import IO, TYPE_CHECKING, Any, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _wire
 from ._client import CHUNK
-from .types import DownloadedFile, FileInfo, FileResult, WatchEvent
+from .types import DownloadedFile, EditResult, FileInfo, FileResult, GrepMatch, Lines, WatchEvent
 from .errors import from_code
 from .v1 import files_pb2
 
@@ -62,6 +62,21 @@ class UploadResult(List[FileResult]):
     @property
     def failed(self) -> List[FileResult]:
         return [r for r in self if not r.ok]
+
+
+class SearchResult(List[Any]):
+    """The matches of files.glob (FileInfo) or files.grep (GrepMatch), in
+    the order found; truncated says the search stopped early (a limit or
+    boxd's budget for one call) and truncated_reason why."""
+
+    truncated: bool = False
+    truncated_reason: str = ""
+
+
+def _search_result(items: Iterable[Any], r: Any) -> SearchResult:
+    out = SearchResult(items)
+    out.truncated, out.truncated_reason = r.truncated, r.truncated_reason
+    return out
 
 
 class Watch:
@@ -214,6 +229,53 @@ class Files:
         req = files_pb2.ChmodPathRequest(sandbox_id=self._sb.id, path=path, user=user or "", mode=mode)
         self._c.unary(self._c.files.ChmodPath, req)
 
+    # -- agent helpers: done inside the sandbox, only the answer comes back ----
+
+    def read_lines(self, path: str, *, offset: int = 0, limit: int = 0, max_line_bytes: int = 0,
+                   user: Optional[str] = None) -> Lines:
+        """Lines of a text file from line offset+1 (at most limit, default
+        2000), numbered: .numbered() prints them like ``cat -n``. Long lines
+        are cut at max_line_bytes (default 4096); .more and .next_offset
+        say where to read on."""
+        return Lines._from(self._c.unary(self._c.files.ReadLines, _read_lines_request(
+            self._sb.id, path, offset, limit, max_line_bytes, user)))
+
+    def edit(self, path: str, old: str, new: str, *, replace_all: bool = False,
+             user: Optional[str] = None) -> EditResult:
+        """Replaces the exact text old by new: old must occur exactly once
+        (FailedPrecondition if it is missing or repeated: nothing changes)
+        unless replace_all. The file is rewritten atomically, keeping its
+        owner and mode."""
+        return EditResult._from(self._c.unary(self._c.files.EditFile, files_pb2.EditFileRequest(
+            sandbox_id=self._sb.id, path=path, user=user or "", old_string=old, new_string=new,
+            replace_all=replace_all)))
+
+    def glob(self, pattern: str, *, path: Optional[str] = None, limit: int = 0,
+             user: Optional[str] = None) -> SearchResult:
+        """FileInfos of the paths matching pattern ("*", "?", "[...]" in a
+        name, "**" for any directories), relative to path (default: the
+        workdir) unless absolute. Symlinks below are listed, never entered."""
+        r = self._c.unary(self._c.files.Glob, files_pb2.GlobRequest(
+            sandbox_id=self._sb.id, pattern=pattern, path=path or "", user=user or "", limit=limit))
+        return _search_result((FileInfo._from(m) for m in r.matches), r)
+
+    def grep(self, pattern: str, path: Optional[str] = None, *, glob: Optional[str] = None,
+             ignore_case: bool = False, literal: bool = False, limit: int = 0, max_line_bytes: int = 0,
+             user: Optional[str] = None) -> SearchResult:
+        """GrepMatches of the lines matching pattern (RE2 syntax; literal for
+        plain text) in a file or below a directory (default: the workdir),
+        only in files whose name (or relative path, with "/") matches glob."""
+        r = self._c.unary(self._c.files.Grep, _grep_request(self._sb.id, pattern, path, glob, ignore_case, literal,
+                                                             limit, max_line_bytes, user))
+        return _search_result((GrepMatch._from(m) for m in r.matches), r)
+
+    def chown(self, path: str, owner: str, *, recursive: bool = False, user: Optional[str] = None) -> None:
+        """Sets the owner: "USER", "USER:GROUP", "USER:" (the user's login
+        group) or ":GROUP", names or ids of the sandbox. A final symlink is
+        refused; recursive never follows symlinks in the tree."""
+        self._c.unary(self._c.files.ChownPath, files_pb2.ChownPathRequest(
+            sandbox_id=self._sb.id, path=path, owner=owner, user=user or "", recursive=recursive))
+
     def watch(self, path: str, *, recursive: bool = False, user: Optional[str] = None,
               request_timeout: Optional[float] = None) -> Watch:
         """Watches a directory (or one file) for changes until closed or the
@@ -287,3 +349,16 @@ def _upload_requests(sandbox_id: str, files: Union[Mapping[str, Data], Sequence[
             yield _wire.data_message(_UPLOAD_DATA, c)  # type: ignore[misc]
     if first:  # nothing to upload: still name the sandbox
         yield files_pb2.UploadFilesRequest(sandbox_id=sandbox_id)
+
+
+def _read_lines_request(sandbox_id: str, path: str, offset: int, limit: int, max_line_bytes: int,
+                        user: Optional[str]) -> files_pb2.ReadLinesRequest:
+    return files_pb2.ReadLinesRequest(sandbox_id=sandbox_id, path=path, user=user or "", offset=offset,
+                                      limit=limit, max_line_bytes=max_line_bytes)
+
+
+def _grep_request(sandbox_id: str, pattern: str, path: Optional[str], glob: Optional[str], ignore_case: bool,
+                  literal: bool, limit: int, max_line_bytes: int, user: Optional[str]) -> files_pb2.GrepRequest:
+    return files_pb2.GrepRequest(sandbox_id=sandbox_id, pattern=pattern, path=path or "", glob=glob or "",
+                                 user=user or "", limit=limit, ignore_case=ignore_case, literal=literal,
+                                 max_line_bytes=max_line_bytes)

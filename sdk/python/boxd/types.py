@@ -20,6 +20,10 @@ __all__ = [
     "WatchEvent",
     "SessionInfo",
     "SessionResult",
+    "Line",
+    "Lines",
+    "EditResult",
+    "GrepMatch",
     "duration",
 ]
 
@@ -313,3 +317,81 @@ class SessionResult(ExecResult):
     session_restarted: bool = False
     session_ended: bool = False
 
+
+
+@dataclass
+class Line:
+    """One line of a file: number is 1-based, text has no newline (invalid
+    UTF-8 shown as U+FFFD), cut says it was longer than the line limit."""
+
+    number: int
+    text: str
+    cut: bool = False
+
+    @classmethod
+    def _from(cls, l: files_pb2.Line) -> "Line":
+        return cls(l.number, l.text, l.cut)
+
+
+@dataclass
+class Lines:
+    """Lines of a file from files.read_lines. more: the file goes on (read on
+    from next_offset); binary: a NUL byte in its first 8 KiB."""
+
+    lines: List[Line]
+    info: Optional[FileInfo] = None
+    more: bool = False
+    next_offset: int = 0
+    binary: bool = False
+
+    def numbered(self) -> str:
+        """The lines as ``cat -n`` prints them."""
+        return "".join(f"{l.number:6d}\t{l.text}\n" for l in self.lines)
+
+    @property
+    def text(self) -> str:
+        """The lines joined with newlines (cut lines as they were cut)."""
+        return "".join(l.text + "\n" for l in self.lines)
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(self.lines)
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    @classmethod
+    def _from(cls, r: files_pb2.ReadLinesResponse) -> "Lines":
+        return cls([Line._from(l) for l in r.lines], FileInfo._from(r.info) if r.HasField("info") else None,
+                   r.more_lines, r.next_offset, r.binary)
+
+
+@dataclass
+class EditResult:
+    """What files.edit did: how many replacements, the line where the first
+    one starts, and the file as it is now."""
+
+    replacements: int
+    line: int
+    info: Optional[FileInfo] = None
+
+    @classmethod
+    def _from(cls, r: files_pb2.EditFileResponse) -> "EditResult":
+        return cls(r.replacements, r.line, FileInfo._from(r.info) if r.HasField("info") else None)
+
+
+@dataclass
+class GrepMatch:
+    """A matching line: path (absolute), line number and text; for a binary
+    file one match with binary set stands for the file (line 0, no text)."""
+
+    path: str
+    line: int = 0
+    text: str = ""
+    cut: bool = False
+    binary: bool = False
+
+    @classmethod
+    def _from(cls, m: files_pb2.GrepMatch) -> "GrepMatch":
+        if m.binary or not m.HasField("line"):
+            return cls(m.path, binary=m.binary)
+        return cls(m.path, m.line.number, m.line.text, m.line.cut)

@@ -351,7 +351,12 @@ type Limits struct {
 	// CPU quota in cores, e.g. 1.5.
 	Cpus float64 `protobuf:"fixed64,2,opt,name=cpus,proto3" json:"cpus,omitempty"`
 	// Maximum number of processes.
-	Pids          int64 `protobuf:"varint,3,opt,name=pids,proto3" json:"pids,omitempty"`
+	Pids int64 `protobuf:"varint,3,opt,name=pids,proto3" json:"pids,omitempty"`
+	// Disk cap of the writable layer (including /workspace), e.g. "2g": the
+	// layer gets a filesystem of that size of its own, and writes past it
+	// fail with ENOSPC. Empty: the daemon's --default-disk; "0": no cap
+	// (refused when the daemon has a default). At least 16m.
+	Disk          string `protobuf:"bytes,95,opt,name=disk,proto3" json:"disk,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -405,6 +410,13 @@ func (x *Limits) GetPids() int64 {
 		return x.Pids
 	}
 	return 0
+}
+
+func (x *Limits) GetDisk() string {
+	if x != nil {
+		return x.Disk
+	}
+	return ""
 }
 
 type CreateSandboxRequest struct {
@@ -909,8 +921,13 @@ type Sandbox struct {
 	ExecTimeout    string        `protobuf:"bytes,56,opt,name=exec_timeout,json=execTimeout,proto3" json:"exec_timeout,omitempty"`
 	OutputLimit    int64         `protobuf:"varint,57,opt,name=output_limit,json=outputLimit,proto3" json:"output_limit,omitempty"`
 	StoppedAt      string        `protobuf:"bytes,58,opt,name=stopped_at,json=stoppedAt,proto3" json:"stopped_at,omitempty"` // RFC 3339; set while stopped by StopSandbox
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Disk cap of the writable layer in bytes; 0: none.
+	DiskBytes int64 `protobuf:"varint,95,opt,name=disk_bytes,json=diskBytes,proto3" json:"disk_bytes,omitempty"`
+	// Bytes the writable layer uses on its own filesystem (GetSandbox only,
+	// capped sandboxes only).
+	DiskUsedBytes int64 `protobuf:"varint,96,opt,name=disk_used_bytes,json=diskUsedBytes,proto3" json:"disk_used_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Sandbox) Reset() {
@@ -1151,6 +1168,20 @@ func (x *Sandbox) GetStoppedAt() string {
 		return x.StoppedAt
 	}
 	return ""
+}
+
+func (x *Sandbox) GetDiskBytes() int64 {
+	if x != nil {
+		return x.DiskBytes
+	}
+	return 0
+}
+
+func (x *Sandbox) GetDiskUsedBytes() int64 {
+	if x != nil {
+		return x.DiskUsedBytes
+	}
+	return 0
 }
 
 type Usage struct {
@@ -3173,11 +3204,12 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12\x1b\n" +
 	"\thost_port\x18\x03 \x01(\rR\bhostPort\"E\n" +
 	"\x15UnpublishPortResponse\x12,\n" +
-	"\x05ports\x18\x01 \x03(\v2\x16.boxd.v1.PublishedPortR\x05ports\"H\n" +
+	"\x05ports\x18\x01 \x03(\v2\x16.boxd.v1.PublishedPortR\x05ports\"\\\n" +
 	"\x06Limits\x12\x16\n" +
 	"\x06memory\x18\x01 \x01(\tR\x06memory\x12\x12\n" +
 	"\x04cpus\x18\x02 \x01(\x01R\x04cpus\x12\x12\n" +
-	"\x04pids\x18\x03 \x01(\x03R\x04pids\"\xb2\x05\n" +
+	"\x04pids\x18\x03 \x01(\x03R\x04pids\x12\x12\n" +
+	"\x04disk\x18_ \x01(\tR\x04disk\"\xb2\x05\n" +
 	"\x14CreateSandboxRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12'\n" +
 	"\x06limits\x18\x02 \x01(\v2\x0f.boxd.v1.LimitsR\x06limits\x12\x10\n" +
@@ -3223,7 +3255,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x05allow\x18\x02 \x03(\tR\x05allow\x12\x18\n" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\x12\x18\n" +
 	"\agateway\x18\x04 \x01(\tR\agateway\x12\x10\n" +
-	"\x03dns\x18\x05 \x01(\tR\x03dns\"\xaa\b\n" +
+	"\x03dns\x18\x05 \x01(\tR\x03dns\"\xf1\b\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -3259,7 +3291,10 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\fexec_timeout\x188 \x01(\tR\vexecTimeout\x12!\n" +
 	"\foutput_limit\x189 \x01(\x03R\voutputLimit\x12\x1d\n" +
 	"\n" +
-	"stopped_at\x18: \x01(\tR\tstoppedAt\x1a9\n" +
+	"stopped_at\x18: \x01(\tR\tstoppedAt\x12\x1d\n" +
+	"\n" +
+	"disk_bytes\x18_ \x01(\x03R\tdiskBytes\x12&\n" +
+	"\x0fdisk_used_bytes\x18` \x01(\x03R\rdiskUsedBytes\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa2\x01\n" +

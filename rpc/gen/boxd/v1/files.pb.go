@@ -1908,6 +1908,854 @@ func (x *WatchPathResponse) GetEvents() []*WatchEvent {
 	return nil
 }
 
+type ReadLinesRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	Path      string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	User      string                 `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`
+	Offset    int64                  `protobuf:"varint,4,opt,name=offset,proto3" json:"offset,omitempty"` // lines to skip: the first line returned is offset+1
+	Limit     int32                  `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"`   // most lines: 0 means 2000; at most 100000
+	// Longer lines are cut (and marked): 0 means 4096; at most 262144.
+	MaxLineBytes  int32 `protobuf:"varint,6,opt,name=max_line_bytes,json=maxLineBytes,proto3" json:"max_line_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadLinesRequest) Reset() {
+	*x = ReadLinesRequest{}
+	mi := &file_boxd_v1_files_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadLinesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadLinesRequest) ProtoMessage() {}
+
+func (x *ReadLinesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_files_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadLinesRequest.ProtoReflect.Descriptor instead.
+func (*ReadLinesRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_files_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ReadLinesRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *ReadLinesRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *ReadLinesRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *ReadLinesRequest) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *ReadLinesRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ReadLinesRequest) GetMaxLineBytes() int32 {
+	if x != nil {
+		return x.MaxLineBytes
+	}
+	return 0
+}
+
+// Line is one line of a file.
+type Line struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Number        int64                  `protobuf:"varint,1,opt,name=number,proto3" json:"number,omitempty"` // 1-based
+	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`      // without the newline
+	Cut           bool                   `protobuf:"varint,3,opt,name=cut,proto3" json:"cut,omitempty"`       // the line was longer than max_line_bytes
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Line) Reset() {
+	*x = Line{}
+	mi := &file_boxd_v1_files_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Line) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Line) ProtoMessage() {}
+
+func (x *Line) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_files_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Line.ProtoReflect.Descriptor instead.
+func (*Line) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_files_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *Line) GetNumber() int64 {
+	if x != nil {
+		return x.Number
+	}
+	return 0
+}
+
+func (x *Line) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *Line) GetCut() bool {
+	if x != nil {
+		return x.Cut
+	}
+	return false
+}
+
+type ReadLinesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Info  *FileInfo              `protobuf:"bytes,1,opt,name=info,proto3" json:"info,omitempty"`
+	Lines []*Line                `protobuf:"bytes,2,rep,name=lines,proto3" json:"lines,omitempty"`
+	// The file goes on after the last line returned (limit or the size
+	// budget stopped the answer); read on with next_offset.
+	MoreLines     bool  `protobuf:"varint,3,opt,name=more_lines,json=moreLines,proto3" json:"more_lines,omitempty"`
+	NextOffset    int64 `protobuf:"varint,4,opt,name=next_offset,json=nextOffset,proto3" json:"next_offset,omitempty"`
+	Binary        bool  `protobuf:"varint,5,opt,name=binary,proto3" json:"binary,omitempty"` // a NUL byte in the file's first 8 KiB
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadLinesResponse) Reset() {
+	*x = ReadLinesResponse{}
+	mi := &file_boxd_v1_files_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadLinesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadLinesResponse) ProtoMessage() {}
+
+func (x *ReadLinesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_files_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadLinesResponse.ProtoReflect.Descriptor instead.
+func (*ReadLinesResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_files_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ReadLinesResponse) GetInfo() *FileInfo {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
+func (x *ReadLinesResponse) GetLines() []*Line {
+	if x != nil {
+		return x.Lines
+	}
+	return nil
+}
+
+func (x *ReadLinesResponse) GetMoreLines() bool {
+	if x != nil {
+		return x.MoreLines
+	}
+	return false
+}
+
+func (x *ReadLinesResponse) GetNextOffset() int64 {
+	if x != nil {
+		return x.NextOffset
+	}
+	return 0
+}
+
+func (x *ReadLinesResponse) GetBinary() bool {
+	if x != nil {
+		return x.Binary
+	}
+	return false
+}
+
+type EditFileRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId     string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	User          string                 `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"`
+	OldString     string                 `protobuf:"bytes,4,opt,name=old_string,json=oldString,proto3" json:"old_string,omitempty"` // exact text to replace; not empty
+	NewString     string                 `protobuf:"bytes,5,opt,name=new_string,json=newString,proto3" json:"new_string,omitempty"`
+	ReplaceAll    bool                   `protobuf:"varint,6,opt,name=replace_all,json=replaceAll,proto3" json:"replace_all,omitempty"` // replace every occurrence, not exactly one
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EditFileRequest) Reset() {
+	*x = EditFileRequest{}
+	mi := &file_boxd_v1_files_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EditFileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EditFileRequest) ProtoMessage() {}
+
+func (x *EditFileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_files_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EditFileRequest.ProtoReflect.Descriptor instead.
+func (*EditFileRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_files_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *EditFileRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *EditFileRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *EditFileRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *EditFileRequest) GetOldString() string {
+	if x != nil {
+		return x.OldString
+	}
+	return ""
+}
+
+func (x *EditFileRequest) GetNewString() string {
+	if x != nil {
+		return x.NewString
+	}
+	return ""
+}
+
+func (x *EditFileRequest) GetReplaceAll() bool {
+	if x != nil {
+		return x.ReplaceAll
+	}
+	return false
+}
+
+type EditFileResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Replacements  int32                  `protobuf:"varint,1,opt,name=replacements,proto3" json:"replacements,omitempty"`
+	Line          int64                  `protobuf:"varint,2,opt,name=line,proto3" json:"line,omitempty"` // the line where the first replacement starts
+	Info          *FileInfo              `protobuf:"bytes,3,opt,name=info,proto3" json:"info,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EditFileResponse) Reset() {
+	*x = EditFileResponse{}
+	mi := &file_boxd_v1_files_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EditFileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EditFileResponse) ProtoMessage() {}
+
+func (x *EditFileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_files_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EditFileResponse.ProtoReflect.Descriptor instead.
+func (*EditFileResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_files_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *EditFileResponse) GetReplacements() int32 {
+	if x != nil {
+		return x.Replacements
+	}
+	return 0
+}
+
+func (x *EditFileResponse) GetLine() int64 {
+	if x != nil {
+		return x.Line
+	}
+	return 0
+}
+
+func (x *EditFileResponse) GetInfo() *FileInfo {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
+type GlobRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId     string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	Pattern       string                 `protobuf:"bytes,2,opt,name=pattern,proto3" json:"pattern,omitempty"`
+	Path          string                 `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"` // where a relative pattern starts; default the workdir
+	User          string                 `protobuf:"bytes,4,opt,name=user,proto3" json:"user,omitempty"`
+	Limit         int32                  `protobuf:"varint,5,opt,name=limit,proto3" json:"limit,omitempty"` // most results: 0 means 1000; at most 10000
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GlobRequest) Reset() {
+	*x = GlobRequest{}
+	mi := &file_boxd_v1_files_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GlobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GlobRequest) ProtoMessage() {}
+
+func (x *GlobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_files_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GlobRequest.ProtoReflect.Descriptor instead.
+func (*GlobRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_files_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *GlobRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *GlobRequest) GetPattern() string {
+	if x != nil {
+		return x.Pattern
+	}
+	return ""
+}
+
+func (x *GlobRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *GlobRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *GlobRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type GlobResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Matches         []*FileInfo            `protobuf:"bytes,1,rep,name=matches,proto3" json:"matches,omitempty"` // absolute paths, in the order found
+	Truncated       bool                   `protobuf:"varint,2,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	TruncatedReason string                 `protobuf:"bytes,3,opt,name=truncated_reason,json=truncatedReason,proto3" json:"truncated_reason,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *GlobResponse) Reset() {
+	*x = GlobResponse{}
+	mi := &file_boxd_v1_files_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GlobResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GlobResponse) ProtoMessage() {}
+
+func (x *GlobResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_files_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GlobResponse.ProtoReflect.Descriptor instead.
+func (*GlobResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_files_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *GlobResponse) GetMatches() []*FileInfo {
+	if x != nil {
+		return x.Matches
+	}
+	return nil
+}
+
+func (x *GlobResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+func (x *GlobResponse) GetTruncatedReason() string {
+	if x != nil {
+		return x.TruncatedReason
+	}
+	return ""
+}
+
+type GrepRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	Pattern   string                 `protobuf:"bytes,2,opt,name=pattern,proto3" json:"pattern,omitempty"` // RE2 syntax, matched per line
+	Path      string                 `protobuf:"bytes,3,opt,name=path,proto3" json:"path,omitempty"`       // a file or a directory; default the workdir
+	// Only files whose name (a pattern without '/') or path relative to
+	// path (with '/', "**" allowed) matches.
+	Glob          string `protobuf:"bytes,4,opt,name=glob,proto3" json:"glob,omitempty"`
+	User          string `protobuf:"bytes,5,opt,name=user,proto3" json:"user,omitempty"`
+	Limit         int32  `protobuf:"varint,6,opt,name=limit,proto3" json:"limit,omitempty"` // most matches: 0 means 1000; at most 10000
+	IgnoreCase    bool   `protobuf:"varint,7,opt,name=ignore_case,json=ignoreCase,proto3" json:"ignore_case,omitempty"`
+	Literal       bool   `protobuf:"varint,8,opt,name=literal,proto3" json:"literal,omitempty"`                                 // pattern is plain text, not a regular expression
+	MaxLineBytes  int32  `protobuf:"varint,9,opt,name=max_line_bytes,json=maxLineBytes,proto3" json:"max_line_bytes,omitempty"` // 0 means 4096; at most 262144
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrepRequest) Reset() {
+	*x = GrepRequest{}
+	mi := &file_boxd_v1_files_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrepRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrepRequest) ProtoMessage() {}
+
+func (x *GrepRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_files_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrepRequest.ProtoReflect.Descriptor instead.
+func (*GrepRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_files_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *GrepRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *GrepRequest) GetPattern() string {
+	if x != nil {
+		return x.Pattern
+	}
+	return ""
+}
+
+func (x *GrepRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *GrepRequest) GetGlob() string {
+	if x != nil {
+		return x.Glob
+	}
+	return ""
+}
+
+func (x *GrepRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *GrepRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *GrepRequest) GetIgnoreCase() bool {
+	if x != nil {
+		return x.IgnoreCase
+	}
+	return false
+}
+
+func (x *GrepRequest) GetLiteral() bool {
+	if x != nil {
+		return x.Literal
+	}
+	return false
+}
+
+func (x *GrepRequest) GetMaxLineBytes() int32 {
+	if x != nil {
+		return x.MaxLineBytes
+	}
+	return 0
+}
+
+type GrepMatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"` // absolute
+	Line          *Line                  `protobuf:"bytes,2,opt,name=line,proto3" json:"line,omitempty"` // unset for a binary file
+	Binary        bool                   `protobuf:"varint,3,opt,name=binary,proto3" json:"binary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GrepMatch) Reset() {
+	*x = GrepMatch{}
+	mi := &file_boxd_v1_files_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrepMatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrepMatch) ProtoMessage() {}
+
+func (x *GrepMatch) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_files_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrepMatch.ProtoReflect.Descriptor instead.
+func (*GrepMatch) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_files_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *GrepMatch) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *GrepMatch) GetLine() *Line {
+	if x != nil {
+		return x.Line
+	}
+	return nil
+}
+
+func (x *GrepMatch) GetBinary() bool {
+	if x != nil {
+		return x.Binary
+	}
+	return false
+}
+
+type GrepResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Matches         []*GrepMatch           `protobuf:"bytes,1,rep,name=matches,proto3" json:"matches,omitempty"`
+	Truncated       bool                   `protobuf:"varint,2,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	TruncatedReason string                 `protobuf:"bytes,3,opt,name=truncated_reason,json=truncatedReason,proto3" json:"truncated_reason,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *GrepResponse) Reset() {
+	*x = GrepResponse{}
+	mi := &file_boxd_v1_files_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GrepResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GrepResponse) ProtoMessage() {}
+
+func (x *GrepResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_files_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GrepResponse.ProtoReflect.Descriptor instead.
+func (*GrepResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_files_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *GrepResponse) GetMatches() []*GrepMatch {
+	if x != nil {
+		return x.Matches
+	}
+	return nil
+}
+
+func (x *GrepResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+func (x *GrepResponse) GetTruncatedReason() string {
+	if x != nil {
+		return x.TruncatedReason
+	}
+	return ""
+}
+
+type ChownPathRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	Path      string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	User      string                 `protobuf:"bytes,3,opt,name=user,proto3" json:"user,omitempty"` // who acts, as in every call
+	// The new owner: USER, USER:GROUP, USER: (the user's login group) or
+	// :GROUP, names or ids from the sandbox's /etc/passwd and /etc/group.
+	Owner         string `protobuf:"bytes,4,opt,name=owner,proto3" json:"owner,omitempty"`
+	Recursive     bool   `protobuf:"varint,5,opt,name=recursive,proto3" json:"recursive,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChownPathRequest) Reset() {
+	*x = ChownPathRequest{}
+	mi := &file_boxd_v1_files_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChownPathRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChownPathRequest) ProtoMessage() {}
+
+func (x *ChownPathRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_files_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChownPathRequest.ProtoReflect.Descriptor instead.
+func (*ChownPathRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_files_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ChownPathRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *ChownPathRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *ChownPathRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *ChownPathRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *ChownPathRequest) GetRecursive() bool {
+	if x != nil {
+		return x.Recursive
+	}
+	return false
+}
+
+type ChownPathResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChownPathResponse) Reset() {
+	*x = ChownPathResponse{}
+	mi := &file_boxd_v1_files_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChownPathResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChownPathResponse) ProtoMessage() {}
+
+func (x *ChownPathResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_files_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChownPathResponse.ProtoReflect.Descriptor instead.
+func (*ChownPathResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_files_proto_rawDescGZIP(), []int{38}
+}
+
 var File_boxd_v1_files_proto protoreflect.FileDescriptor
 
 const file_boxd_v1_files_proto_rawDesc = "" +
@@ -2051,7 +2899,81 @@ const file_boxd_v1_files_proto_rawDesc = "" +
 	"\amessage\x18\x05 \x01(\tR\amessage\"V\n" +
 	"\x11WatchPathResponse\x12\x14\n" +
 	"\x05ready\x18\x01 \x01(\bR\x05ready\x12+\n" +
-	"\x06events\x18\x02 \x03(\v2\x13.boxd.v1.WatchEventR\x06events*\xcd\x01\n" +
+	"\x06events\x18\x02 \x03(\v2\x13.boxd.v1.WatchEventR\x06events\"\xad\x01\n" +
+	"\x10ReadLinesRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
+	"\x04user\x18\x03 \x01(\tR\x04user\x12\x16\n" +
+	"\x06offset\x18\x04 \x01(\x03R\x06offset\x12\x14\n" +
+	"\x05limit\x18\x05 \x01(\x05R\x05limit\x12$\n" +
+	"\x0emax_line_bytes\x18\x06 \x01(\x05R\fmaxLineBytes\"D\n" +
+	"\x04Line\x12\x16\n" +
+	"\x06number\x18\x01 \x01(\x03R\x06number\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12\x10\n" +
+	"\x03cut\x18\x03 \x01(\bR\x03cut\"\xb7\x01\n" +
+	"\x11ReadLinesResponse\x12%\n" +
+	"\x04info\x18\x01 \x01(\v2\x11.boxd.v1.FileInfoR\x04info\x12#\n" +
+	"\x05lines\x18\x02 \x03(\v2\r.boxd.v1.LineR\x05lines\x12\x1d\n" +
+	"\n" +
+	"more_lines\x18\x03 \x01(\bR\tmoreLines\x12\x1f\n" +
+	"\vnext_offset\x18\x04 \x01(\x03R\n" +
+	"nextOffset\x12\x16\n" +
+	"\x06binary\x18\x05 \x01(\bR\x06binary\"\xb7\x01\n" +
+	"\x0fEditFileRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
+	"\x04user\x18\x03 \x01(\tR\x04user\x12\x1d\n" +
+	"\n" +
+	"old_string\x18\x04 \x01(\tR\toldString\x12\x1d\n" +
+	"\n" +
+	"new_string\x18\x05 \x01(\tR\tnewString\x12\x1f\n" +
+	"\vreplace_all\x18\x06 \x01(\bR\n" +
+	"replaceAll\"q\n" +
+	"\x10EditFileResponse\x12\"\n" +
+	"\freplacements\x18\x01 \x01(\x05R\freplacements\x12\x12\n" +
+	"\x04line\x18\x02 \x01(\x03R\x04line\x12%\n" +
+	"\x04info\x18\x03 \x01(\v2\x11.boxd.v1.FileInfoR\x04info\"\x84\x01\n" +
+	"\vGlobRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x18\n" +
+	"\apattern\x18\x02 \x01(\tR\apattern\x12\x12\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\x12\x12\n" +
+	"\x04user\x18\x04 \x01(\tR\x04user\x12\x14\n" +
+	"\x05limit\x18\x05 \x01(\x05R\x05limit\"\x84\x01\n" +
+	"\fGlobResponse\x12+\n" +
+	"\amatches\x18\x01 \x03(\v2\x11.boxd.v1.FileInfoR\amatches\x12\x1c\n" +
+	"\ttruncated\x18\x02 \x01(\bR\ttruncated\x12)\n" +
+	"\x10truncated_reason\x18\x03 \x01(\tR\x0ftruncatedReason\"\xf9\x01\n" +
+	"\vGrepRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x18\n" +
+	"\apattern\x18\x02 \x01(\tR\apattern\x12\x12\n" +
+	"\x04path\x18\x03 \x01(\tR\x04path\x12\x12\n" +
+	"\x04glob\x18\x04 \x01(\tR\x04glob\x12\x12\n" +
+	"\x04user\x18\x05 \x01(\tR\x04user\x12\x14\n" +
+	"\x05limit\x18\x06 \x01(\x05R\x05limit\x12\x1f\n" +
+	"\vignore_case\x18\a \x01(\bR\n" +
+	"ignoreCase\x12\x18\n" +
+	"\aliteral\x18\b \x01(\bR\aliteral\x12$\n" +
+	"\x0emax_line_bytes\x18\t \x01(\x05R\fmaxLineBytes\"Z\n" +
+	"\tGrepMatch\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12!\n" +
+	"\x04line\x18\x02 \x01(\v2\r.boxd.v1.LineR\x04line\x12\x16\n" +
+	"\x06binary\x18\x03 \x01(\bR\x06binary\"\x85\x01\n" +
+	"\fGrepResponse\x12,\n" +
+	"\amatches\x18\x01 \x03(\v2\x12.boxd.v1.GrepMatchR\amatches\x12\x1c\n" +
+	"\ttruncated\x18\x02 \x01(\bR\ttruncated\x12)\n" +
+	"\x10truncated_reason\x18\x03 \x01(\tR\x0ftruncatedReason\"\x8d\x01\n" +
+	"\x10ChownPathRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
+	"\x04user\x18\x03 \x01(\tR\x04user\x12\x14\n" +
+	"\x05owner\x18\x04 \x01(\tR\x05owner\x12\x1c\n" +
+	"\trecursive\x18\x05 \x01(\bR\trecursive\"\x13\n" +
+	"\x11ChownPathResponse*\xcd\x01\n" +
 	"\bFileType\x12\x19\n" +
 	"\x15FILE_TYPE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11FILE_TYPE_REGULAR\x10\x01\x12\x17\n" +
@@ -2068,7 +2990,7 @@ const file_boxd_v1_files_proto_rawDesc = "" +
 	"\x0fWATCH_OP_REMOVE\x10\x03\x12\x13\n" +
 	"\x0fWATCH_OP_RENAME\x10\x04\x12\x12\n" +
 	"\x0eWATCH_OP_CHMOD\x10\x05\x12\x15\n" +
-	"\x11WATCH_OP_OVERFLOW\x10\x062\x8b\x06\n" +
+	"\x11WATCH_OP_OVERFLOW\x10\x062\xbe\b\n" +
 	"\vFileService\x12D\n" +
 	"\tWriteFile\x12\x19.boxd.v1.WriteFileRequest\x1a\x1a.boxd.v1.WriteFileResponse(\x01\x12A\n" +
 	"\bReadFile\x12\x18.boxd.v1.ReadFileRequest\x1a\x19.boxd.v1.ReadFileResponse0\x01\x12?\n" +
@@ -2082,7 +3004,12 @@ const file_boxd_v1_files_proto_rawDesc = "" +
 	"\tChmodPath\x12\x19.boxd.v1.ChmodPathRequest\x1a\x1a.boxd.v1.ChmodPathResponse\x12J\n" +
 	"\vUploadFiles\x12\x1b.boxd.v1.UploadFilesRequest\x1a\x1c.boxd.v1.UploadFilesResponse(\x01\x12P\n" +
 	"\rDownloadFiles\x12\x1d.boxd.v1.DownloadFilesRequest\x1a\x1e.boxd.v1.DownloadFilesResponse0\x01\x12D\n" +
-	"\tWatchPath\x12\x19.boxd.v1.WatchPathRequest\x1a\x1a.boxd.v1.WatchPathResponse0\x01B1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
+	"\tWatchPath\x12\x19.boxd.v1.WatchPathRequest\x1a\x1a.boxd.v1.WatchPathResponse0\x01\x12B\n" +
+	"\tReadLines\x12\x19.boxd.v1.ReadLinesRequest\x1a\x1a.boxd.v1.ReadLinesResponse\x12?\n" +
+	"\bEditFile\x12\x18.boxd.v1.EditFileRequest\x1a\x19.boxd.v1.EditFileResponse\x123\n" +
+	"\x04Glob\x12\x14.boxd.v1.GlobRequest\x1a\x15.boxd.v1.GlobResponse\x123\n" +
+	"\x04Grep\x12\x14.boxd.v1.GrepRequest\x1a\x15.boxd.v1.GrepResponse\x12B\n" +
+	"\tChownPath\x12\x19.boxd.v1.ChownPathRequest\x1a\x1a.boxd.v1.ChownPathResponseB1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
 
 var (
 	file_boxd_v1_files_proto_rawDescOnce sync.Once
@@ -2097,7 +3024,7 @@ func file_boxd_v1_files_proto_rawDescGZIP() []byte {
 }
 
 var file_boxd_v1_files_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_boxd_v1_files_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_boxd_v1_files_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_boxd_v1_files_proto_goTypes = []any{
 	(FileType)(0),                 // 0: boxd.v1.FileType
 	(WatchOp)(0),                  // 1: boxd.v1.WatchOp
@@ -2128,6 +3055,18 @@ var file_boxd_v1_files_proto_goTypes = []any{
 	(*WatchPathRequest)(nil),      // 26: boxd.v1.WatchPathRequest
 	(*WatchEvent)(nil),            // 27: boxd.v1.WatchEvent
 	(*WatchPathResponse)(nil),     // 28: boxd.v1.WatchPathResponse
+	(*ReadLinesRequest)(nil),      // 29: boxd.v1.ReadLinesRequest
+	(*Line)(nil),                  // 30: boxd.v1.Line
+	(*ReadLinesResponse)(nil),     // 31: boxd.v1.ReadLinesResponse
+	(*EditFileRequest)(nil),       // 32: boxd.v1.EditFileRequest
+	(*EditFileResponse)(nil),      // 33: boxd.v1.EditFileResponse
+	(*GlobRequest)(nil),           // 34: boxd.v1.GlobRequest
+	(*GlobResponse)(nil),          // 35: boxd.v1.GlobResponse
+	(*GrepRequest)(nil),           // 36: boxd.v1.GrepRequest
+	(*GrepMatch)(nil),             // 37: boxd.v1.GrepMatch
+	(*GrepResponse)(nil),          // 38: boxd.v1.GrepResponse
+	(*ChownPathRequest)(nil),      // 39: boxd.v1.ChownPathRequest
+	(*ChownPathResponse)(nil),     // 40: boxd.v1.ChownPathResponse
 }
 var file_boxd_v1_files_proto_depIdxs = []int32{
 	0,  // 0: boxd.v1.FileInfo.type:type_name -> boxd.v1.FileType
@@ -2142,33 +3081,49 @@ var file_boxd_v1_files_proto_depIdxs = []int32{
 	22, // 9: boxd.v1.DownloadFilesResponse.done:type_name -> boxd.v1.FileResult
 	1,  // 10: boxd.v1.WatchEvent.op:type_name -> boxd.v1.WatchOp
 	27, // 11: boxd.v1.WatchPathResponse.events:type_name -> boxd.v1.WatchEvent
-	4,  // 12: boxd.v1.FileService.WriteFile:input_type -> boxd.v1.WriteFileRequest
-	6,  // 13: boxd.v1.FileService.ReadFile:input_type -> boxd.v1.ReadFileRequest
-	8,  // 14: boxd.v1.FileService.StatFile:input_type -> boxd.v1.StatFileRequest
-	10, // 15: boxd.v1.FileService.ListDir:input_type -> boxd.v1.ListDirRequest
-	12, // 16: boxd.v1.FileService.MakeDir:input_type -> boxd.v1.MakeDirRequest
-	14, // 17: boxd.v1.FileService.RemovePath:input_type -> boxd.v1.RemovePathRequest
-	16, // 18: boxd.v1.FileService.RenamePath:input_type -> boxd.v1.RenamePathRequest
-	18, // 19: boxd.v1.FileService.ChmodPath:input_type -> boxd.v1.ChmodPathRequest
-	21, // 20: boxd.v1.FileService.UploadFiles:input_type -> boxd.v1.UploadFilesRequest
-	24, // 21: boxd.v1.FileService.DownloadFiles:input_type -> boxd.v1.DownloadFilesRequest
-	26, // 22: boxd.v1.FileService.WatchPath:input_type -> boxd.v1.WatchPathRequest
-	5,  // 23: boxd.v1.FileService.WriteFile:output_type -> boxd.v1.WriteFileResponse
-	7,  // 24: boxd.v1.FileService.ReadFile:output_type -> boxd.v1.ReadFileResponse
-	9,  // 25: boxd.v1.FileService.StatFile:output_type -> boxd.v1.StatFileResponse
-	11, // 26: boxd.v1.FileService.ListDir:output_type -> boxd.v1.ListDirResponse
-	13, // 27: boxd.v1.FileService.MakeDir:output_type -> boxd.v1.MakeDirResponse
-	15, // 28: boxd.v1.FileService.RemovePath:output_type -> boxd.v1.RemovePathResponse
-	17, // 29: boxd.v1.FileService.RenamePath:output_type -> boxd.v1.RenamePathResponse
-	19, // 30: boxd.v1.FileService.ChmodPath:output_type -> boxd.v1.ChmodPathResponse
-	23, // 31: boxd.v1.FileService.UploadFiles:output_type -> boxd.v1.UploadFilesResponse
-	25, // 32: boxd.v1.FileService.DownloadFiles:output_type -> boxd.v1.DownloadFilesResponse
-	28, // 33: boxd.v1.FileService.WatchPath:output_type -> boxd.v1.WatchPathResponse
-	23, // [23:34] is the sub-list for method output_type
-	12, // [12:23] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	2,  // 12: boxd.v1.ReadLinesResponse.info:type_name -> boxd.v1.FileInfo
+	30, // 13: boxd.v1.ReadLinesResponse.lines:type_name -> boxd.v1.Line
+	2,  // 14: boxd.v1.EditFileResponse.info:type_name -> boxd.v1.FileInfo
+	2,  // 15: boxd.v1.GlobResponse.matches:type_name -> boxd.v1.FileInfo
+	30, // 16: boxd.v1.GrepMatch.line:type_name -> boxd.v1.Line
+	37, // 17: boxd.v1.GrepResponse.matches:type_name -> boxd.v1.GrepMatch
+	4,  // 18: boxd.v1.FileService.WriteFile:input_type -> boxd.v1.WriteFileRequest
+	6,  // 19: boxd.v1.FileService.ReadFile:input_type -> boxd.v1.ReadFileRequest
+	8,  // 20: boxd.v1.FileService.StatFile:input_type -> boxd.v1.StatFileRequest
+	10, // 21: boxd.v1.FileService.ListDir:input_type -> boxd.v1.ListDirRequest
+	12, // 22: boxd.v1.FileService.MakeDir:input_type -> boxd.v1.MakeDirRequest
+	14, // 23: boxd.v1.FileService.RemovePath:input_type -> boxd.v1.RemovePathRequest
+	16, // 24: boxd.v1.FileService.RenamePath:input_type -> boxd.v1.RenamePathRequest
+	18, // 25: boxd.v1.FileService.ChmodPath:input_type -> boxd.v1.ChmodPathRequest
+	21, // 26: boxd.v1.FileService.UploadFiles:input_type -> boxd.v1.UploadFilesRequest
+	24, // 27: boxd.v1.FileService.DownloadFiles:input_type -> boxd.v1.DownloadFilesRequest
+	26, // 28: boxd.v1.FileService.WatchPath:input_type -> boxd.v1.WatchPathRequest
+	29, // 29: boxd.v1.FileService.ReadLines:input_type -> boxd.v1.ReadLinesRequest
+	32, // 30: boxd.v1.FileService.EditFile:input_type -> boxd.v1.EditFileRequest
+	34, // 31: boxd.v1.FileService.Glob:input_type -> boxd.v1.GlobRequest
+	36, // 32: boxd.v1.FileService.Grep:input_type -> boxd.v1.GrepRequest
+	39, // 33: boxd.v1.FileService.ChownPath:input_type -> boxd.v1.ChownPathRequest
+	5,  // 34: boxd.v1.FileService.WriteFile:output_type -> boxd.v1.WriteFileResponse
+	7,  // 35: boxd.v1.FileService.ReadFile:output_type -> boxd.v1.ReadFileResponse
+	9,  // 36: boxd.v1.FileService.StatFile:output_type -> boxd.v1.StatFileResponse
+	11, // 37: boxd.v1.FileService.ListDir:output_type -> boxd.v1.ListDirResponse
+	13, // 38: boxd.v1.FileService.MakeDir:output_type -> boxd.v1.MakeDirResponse
+	15, // 39: boxd.v1.FileService.RemovePath:output_type -> boxd.v1.RemovePathResponse
+	17, // 40: boxd.v1.FileService.RenamePath:output_type -> boxd.v1.RenamePathResponse
+	19, // 41: boxd.v1.FileService.ChmodPath:output_type -> boxd.v1.ChmodPathResponse
+	23, // 42: boxd.v1.FileService.UploadFiles:output_type -> boxd.v1.UploadFilesResponse
+	25, // 43: boxd.v1.FileService.DownloadFiles:output_type -> boxd.v1.DownloadFilesResponse
+	28, // 44: boxd.v1.FileService.WatchPath:output_type -> boxd.v1.WatchPathResponse
+	31, // 45: boxd.v1.FileService.ReadLines:output_type -> boxd.v1.ReadLinesResponse
+	33, // 46: boxd.v1.FileService.EditFile:output_type -> boxd.v1.EditFileResponse
+	35, // 47: boxd.v1.FileService.Glob:output_type -> boxd.v1.GlobResponse
+	38, // 48: boxd.v1.FileService.Grep:output_type -> boxd.v1.GrepResponse
+	40, // 49: boxd.v1.FileService.ChownPath:output_type -> boxd.v1.ChownPathResponse
+	34, // [34:50] is the sub-list for method output_type
+	18, // [18:34] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_boxd_v1_files_proto_init() }
@@ -2190,7 +3145,7 @@ func file_boxd_v1_files_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_boxd_v1_files_proto_rawDesc), len(file_boxd_v1_files_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   27,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -37,6 +37,24 @@ class ChmodPathResponse(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
 
+class ChownPathRequest(_message.Message):
+    __slots__ = ["owner", "path", "recursive", "sandbox_id", "user"]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    RECURSIVE_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    owner: str
+    path: str
+    recursive: bool
+    sandbox_id: str
+    user: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., path: _Optional[str] = ..., user: _Optional[str] = ..., owner: _Optional[str] = ..., recursive: bool = ...) -> None: ...
+
+class ChownPathResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
 class DownloadFilesRequest(_message.Message):
     __slots__ = ["no_follow", "paths", "sandbox_id", "user"]
     NO_FOLLOW_FIELD_NUMBER: _ClassVar[int]
@@ -60,6 +78,32 @@ class DownloadFilesResponse(_message.Message):
     index: int
     start: FileInfo
     def __init__(self, start: _Optional[_Union[FileInfo, _Mapping]] = ..., data: _Optional[bytes] = ..., done: _Optional[_Union[FileResult, _Mapping]] = ..., index: _Optional[int] = ...) -> None: ...
+
+class EditFileRequest(_message.Message):
+    __slots__ = ["new_string", "old_string", "path", "replace_all", "sandbox_id", "user"]
+    NEW_STRING_FIELD_NUMBER: _ClassVar[int]
+    OLD_STRING_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_ALL_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    new_string: str
+    old_string: str
+    path: str
+    replace_all: bool
+    sandbox_id: str
+    user: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., path: _Optional[str] = ..., user: _Optional[str] = ..., old_string: _Optional[str] = ..., new_string: _Optional[str] = ..., replace_all: bool = ...) -> None: ...
+
+class EditFileResponse(_message.Message):
+    __slots__ = ["info", "line", "replacements"]
+    INFO_FIELD_NUMBER: _ClassVar[int]
+    LINE_FIELD_NUMBER: _ClassVar[int]
+    REPLACEMENTS_FIELD_NUMBER: _ClassVar[int]
+    info: FileInfo
+    line: int
+    replacements: int
+    def __init__(self, replacements: _Optional[int] = ..., line: _Optional[int] = ..., info: _Optional[_Union[FileInfo, _Mapping]] = ...) -> None: ...
 
 class FileError(_message.Message):
     __slots__ = ["code", "message"]
@@ -104,6 +148,82 @@ class FileResult(_message.Message):
     path: str
     size: int
     def __init__(self, index: _Optional[int] = ..., path: _Optional[str] = ..., size: _Optional[int] = ..., error: _Optional[_Union[FileError, _Mapping]] = ...) -> None: ...
+
+class GlobRequest(_message.Message):
+    __slots__ = ["limit", "path", "pattern", "sandbox_id", "user"]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    PATTERN_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    path: str
+    pattern: str
+    sandbox_id: str
+    user: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., pattern: _Optional[str] = ..., path: _Optional[str] = ..., user: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class GlobResponse(_message.Message):
+    __slots__ = ["matches", "truncated", "truncated_reason"]
+    MATCHES_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_REASON_FIELD_NUMBER: _ClassVar[int]
+    matches: _containers.RepeatedCompositeFieldContainer[FileInfo]
+    truncated: bool
+    truncated_reason: str
+    def __init__(self, matches: _Optional[_Iterable[_Union[FileInfo, _Mapping]]] = ..., truncated: bool = ..., truncated_reason: _Optional[str] = ...) -> None: ...
+
+class GrepMatch(_message.Message):
+    __slots__ = ["binary", "line", "path"]
+    BINARY_FIELD_NUMBER: _ClassVar[int]
+    LINE_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    binary: bool
+    line: Line
+    path: str
+    def __init__(self, path: _Optional[str] = ..., line: _Optional[_Union[Line, _Mapping]] = ..., binary: bool = ...) -> None: ...
+
+class GrepRequest(_message.Message):
+    __slots__ = ["glob", "ignore_case", "limit", "literal", "max_line_bytes", "path", "pattern", "sandbox_id", "user"]
+    GLOB_FIELD_NUMBER: _ClassVar[int]
+    IGNORE_CASE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    LITERAL_FIELD_NUMBER: _ClassVar[int]
+    MAX_LINE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    PATTERN_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    glob: str
+    ignore_case: bool
+    limit: int
+    literal: bool
+    max_line_bytes: int
+    path: str
+    pattern: str
+    sandbox_id: str
+    user: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., pattern: _Optional[str] = ..., path: _Optional[str] = ..., glob: _Optional[str] = ..., user: _Optional[str] = ..., limit: _Optional[int] = ..., ignore_case: bool = ..., literal: bool = ..., max_line_bytes: _Optional[int] = ...) -> None: ...
+
+class GrepResponse(_message.Message):
+    __slots__ = ["matches", "truncated", "truncated_reason"]
+    MATCHES_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_REASON_FIELD_NUMBER: _ClassVar[int]
+    matches: _containers.RepeatedCompositeFieldContainer[GrepMatch]
+    truncated: bool
+    truncated_reason: str
+    def __init__(self, matches: _Optional[_Iterable[_Union[GrepMatch, _Mapping]]] = ..., truncated: bool = ..., truncated_reason: _Optional[str] = ...) -> None: ...
+
+class Line(_message.Message):
+    __slots__ = ["cut", "number", "text"]
+    CUT_FIELD_NUMBER: _ClassVar[int]
+    NUMBER_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    cut: bool
+    number: int
+    text: str
+    def __init__(self, number: _Optional[int] = ..., text: _Optional[str] = ..., cut: bool = ...) -> None: ...
 
 class ListDirRequest(_message.Message):
     __slots__ = ["depth", "path", "sandbox_id", "user"]
@@ -164,6 +284,36 @@ class ReadFileResponse(_message.Message):
     data: bytes
     info: FileInfo
     def __init__(self, info: _Optional[_Union[FileInfo, _Mapping]] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class ReadLinesRequest(_message.Message):
+    __slots__ = ["limit", "max_line_bytes", "offset", "path", "sandbox_id", "user"]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    MAX_LINE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    max_line_bytes: int
+    offset: int
+    path: str
+    sandbox_id: str
+    user: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., path: _Optional[str] = ..., user: _Optional[str] = ..., offset: _Optional[int] = ..., limit: _Optional[int] = ..., max_line_bytes: _Optional[int] = ...) -> None: ...
+
+class ReadLinesResponse(_message.Message):
+    __slots__ = ["binary", "info", "lines", "more_lines", "next_offset"]
+    BINARY_FIELD_NUMBER: _ClassVar[int]
+    INFO_FIELD_NUMBER: _ClassVar[int]
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    MORE_LINES_FIELD_NUMBER: _ClassVar[int]
+    NEXT_OFFSET_FIELD_NUMBER: _ClassVar[int]
+    binary: bool
+    info: FileInfo
+    lines: _containers.RepeatedCompositeFieldContainer[Line]
+    more_lines: bool
+    next_offset: int
+    def __init__(self, info: _Optional[_Union[FileInfo, _Mapping]] = ..., lines: _Optional[_Iterable[_Union[Line, _Mapping]]] = ..., more_lines: bool = ..., next_offset: _Optional[int] = ..., binary: bool = ...) -> None: ...
 
 class RemovePathRequest(_message.Message):
     __slots__ = ["path", "recursive", "sandbox_id", "user"]

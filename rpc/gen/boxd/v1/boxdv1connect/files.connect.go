@@ -56,6 +56,16 @@ const (
 	FileServiceDownloadFilesProcedure = "/boxd.v1.FileService/DownloadFiles"
 	// FileServiceWatchPathProcedure is the fully-qualified name of the FileService's WatchPath RPC.
 	FileServiceWatchPathProcedure = "/boxd.v1.FileService/WatchPath"
+	// FileServiceReadLinesProcedure is the fully-qualified name of the FileService's ReadLines RPC.
+	FileServiceReadLinesProcedure = "/boxd.v1.FileService/ReadLines"
+	// FileServiceEditFileProcedure is the fully-qualified name of the FileService's EditFile RPC.
+	FileServiceEditFileProcedure = "/boxd.v1.FileService/EditFile"
+	// FileServiceGlobProcedure is the fully-qualified name of the FileService's Glob RPC.
+	FileServiceGlobProcedure = "/boxd.v1.FileService/Glob"
+	// FileServiceGrepProcedure is the fully-qualified name of the FileService's Grep RPC.
+	FileServiceGrepProcedure = "/boxd.v1.FileService/Grep"
+	// FileServiceChownPathProcedure is the fully-qualified name of the FileService's ChownPath RPC.
+	FileServiceChownPathProcedure = "/boxd.v1.FileService/ChownPath"
 )
 
 // FileServiceClient is a client for the boxd.v1.FileService service.
@@ -96,6 +106,37 @@ type FileServiceClient interface {
 	// client cancels or the path goes away. The first message has ready set:
 	// changes made after it are reported.
 	WatchPath(context.Context, *connect.Request[v1.WatchPathRequest]) (*connect.ServerStreamForClient[v1.WatchPathResponse], error)
+	// ReadLines returns up to limit lines of a file from line offset+1, each
+	// with its number (like cat -n). Long lines are cut, invalid UTF-8 is
+	// replaced by U+FFFD, and a file whose first 8 KiB hold a NUL byte is
+	// flagged binary. At most about 900 KiB of lines per call: more_lines
+	// and next_offset say where to read on.
+	ReadLines(context.Context, *connect.Request[v1.ReadLinesRequest]) (*connect.Response[v1.ReadLinesResponse], error)
+	// EditFile replaces old_string by new_string: exactly one occurrence,
+	// or every one with replace_all. A missing or (without replace_all)
+	// repeated old_string is failed_precondition and nothing changes. The
+	// file is rewritten atomically (a temporary file renamed over it) with
+	// its owner and mode kept; a final symlink is refused. Files up to
+	// 32 MiB.
+	EditFile(context.Context, *connect.Request[v1.EditFileRequest]) (*connect.Response[v1.EditFileResponse], error)
+	// Glob returns the paths matching a pattern: '*', '?' and '[...]'
+	// within a name (dot files included), "**" for any number of
+	// directories. A relative pattern is taken from path (default: the
+	// workdir). It stops at limit results or 200,000 directory entries
+	// looked at, with truncated set.
+	Glob(context.Context, *connect.Request[v1.GlobRequest]) (*connect.Response[v1.GlobResponse], error)
+	// Grep returns the lines matching a regular expression (RE2 syntax) in a
+	// file, or in the files below a directory (optionally only those whose
+	// name matches glob), with path and line number. A binary file (a NUL
+	// byte in its first 8 KiB) that matches gives one match with binary set
+	// and no text. It stops at limit matches, 200,000 directory entries or
+	// 1 GiB read, with truncated set.
+	Grep(context.Context, *connect.Request[v1.GrepRequest]) (*connect.Response[v1.GrepResponse], error)
+	// ChownPath changes a path's owner and/or group, or with recursive a
+	// whole tree's (symlinks inside it are changed themselves). A final
+	// symlink is refused. Only the sandbox's root may give files away; a
+	// user may change the group of its own files to one of its groups.
+	ChownPath(context.Context, *connect.Request[v1.ChownPathRequest]) (*connect.Response[v1.ChownPathResponse], error)
 }
 
 // NewFileServiceClient constructs a client for the boxd.v1.FileService service. By default, it uses
@@ -175,6 +216,36 @@ func NewFileServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(fileServiceMethods.ByName("WatchPath")),
 			connect.WithClientOptions(opts...),
 		),
+		readLines: connect.NewClient[v1.ReadLinesRequest, v1.ReadLinesResponse](
+			httpClient,
+			baseURL+FileServiceReadLinesProcedure,
+			connect.WithSchema(fileServiceMethods.ByName("ReadLines")),
+			connect.WithClientOptions(opts...),
+		),
+		editFile: connect.NewClient[v1.EditFileRequest, v1.EditFileResponse](
+			httpClient,
+			baseURL+FileServiceEditFileProcedure,
+			connect.WithSchema(fileServiceMethods.ByName("EditFile")),
+			connect.WithClientOptions(opts...),
+		),
+		glob: connect.NewClient[v1.GlobRequest, v1.GlobResponse](
+			httpClient,
+			baseURL+FileServiceGlobProcedure,
+			connect.WithSchema(fileServiceMethods.ByName("Glob")),
+			connect.WithClientOptions(opts...),
+		),
+		grep: connect.NewClient[v1.GrepRequest, v1.GrepResponse](
+			httpClient,
+			baseURL+FileServiceGrepProcedure,
+			connect.WithSchema(fileServiceMethods.ByName("Grep")),
+			connect.WithClientOptions(opts...),
+		),
+		chownPath: connect.NewClient[v1.ChownPathRequest, v1.ChownPathResponse](
+			httpClient,
+			baseURL+FileServiceChownPathProcedure,
+			connect.WithSchema(fileServiceMethods.ByName("ChownPath")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -191,6 +262,11 @@ type fileServiceClient struct {
 	uploadFiles   *connect.Client[v1.UploadFilesRequest, v1.UploadFilesResponse]
 	downloadFiles *connect.Client[v1.DownloadFilesRequest, v1.DownloadFilesResponse]
 	watchPath     *connect.Client[v1.WatchPathRequest, v1.WatchPathResponse]
+	readLines     *connect.Client[v1.ReadLinesRequest, v1.ReadLinesResponse]
+	editFile      *connect.Client[v1.EditFileRequest, v1.EditFileResponse]
+	glob          *connect.Client[v1.GlobRequest, v1.GlobResponse]
+	grep          *connect.Client[v1.GrepRequest, v1.GrepResponse]
+	chownPath     *connect.Client[v1.ChownPathRequest, v1.ChownPathResponse]
 }
 
 // WriteFile calls boxd.v1.FileService.WriteFile.
@@ -248,6 +324,31 @@ func (c *fileServiceClient) WatchPath(ctx context.Context, req *connect.Request[
 	return c.watchPath.CallServerStream(ctx, req)
 }
 
+// ReadLines calls boxd.v1.FileService.ReadLines.
+func (c *fileServiceClient) ReadLines(ctx context.Context, req *connect.Request[v1.ReadLinesRequest]) (*connect.Response[v1.ReadLinesResponse], error) {
+	return c.readLines.CallUnary(ctx, req)
+}
+
+// EditFile calls boxd.v1.FileService.EditFile.
+func (c *fileServiceClient) EditFile(ctx context.Context, req *connect.Request[v1.EditFileRequest]) (*connect.Response[v1.EditFileResponse], error) {
+	return c.editFile.CallUnary(ctx, req)
+}
+
+// Glob calls boxd.v1.FileService.Glob.
+func (c *fileServiceClient) Glob(ctx context.Context, req *connect.Request[v1.GlobRequest]) (*connect.Response[v1.GlobResponse], error) {
+	return c.glob.CallUnary(ctx, req)
+}
+
+// Grep calls boxd.v1.FileService.Grep.
+func (c *fileServiceClient) Grep(ctx context.Context, req *connect.Request[v1.GrepRequest]) (*connect.Response[v1.GrepResponse], error) {
+	return c.grep.CallUnary(ctx, req)
+}
+
+// ChownPath calls boxd.v1.FileService.ChownPath.
+func (c *fileServiceClient) ChownPath(ctx context.Context, req *connect.Request[v1.ChownPathRequest]) (*connect.Response[v1.ChownPathResponse], error) {
+	return c.chownPath.CallUnary(ctx, req)
+}
+
 // FileServiceHandler is an implementation of the boxd.v1.FileService service.
 type FileServiceHandler interface {
 	// WriteFile streams a file in: the first message names the file and may
@@ -286,6 +387,37 @@ type FileServiceHandler interface {
 	// client cancels or the path goes away. The first message has ready set:
 	// changes made after it are reported.
 	WatchPath(context.Context, *connect.Request[v1.WatchPathRequest], *connect.ServerStream[v1.WatchPathResponse]) error
+	// ReadLines returns up to limit lines of a file from line offset+1, each
+	// with its number (like cat -n). Long lines are cut, invalid UTF-8 is
+	// replaced by U+FFFD, and a file whose first 8 KiB hold a NUL byte is
+	// flagged binary. At most about 900 KiB of lines per call: more_lines
+	// and next_offset say where to read on.
+	ReadLines(context.Context, *connect.Request[v1.ReadLinesRequest]) (*connect.Response[v1.ReadLinesResponse], error)
+	// EditFile replaces old_string by new_string: exactly one occurrence,
+	// or every one with replace_all. A missing or (without replace_all)
+	// repeated old_string is failed_precondition and nothing changes. The
+	// file is rewritten atomically (a temporary file renamed over it) with
+	// its owner and mode kept; a final symlink is refused. Files up to
+	// 32 MiB.
+	EditFile(context.Context, *connect.Request[v1.EditFileRequest]) (*connect.Response[v1.EditFileResponse], error)
+	// Glob returns the paths matching a pattern: '*', '?' and '[...]'
+	// within a name (dot files included), "**" for any number of
+	// directories. A relative pattern is taken from path (default: the
+	// workdir). It stops at limit results or 200,000 directory entries
+	// looked at, with truncated set.
+	Glob(context.Context, *connect.Request[v1.GlobRequest]) (*connect.Response[v1.GlobResponse], error)
+	// Grep returns the lines matching a regular expression (RE2 syntax) in a
+	// file, or in the files below a directory (optionally only those whose
+	// name matches glob), with path and line number. A binary file (a NUL
+	// byte in its first 8 KiB) that matches gives one match with binary set
+	// and no text. It stops at limit matches, 200,000 directory entries or
+	// 1 GiB read, with truncated set.
+	Grep(context.Context, *connect.Request[v1.GrepRequest]) (*connect.Response[v1.GrepResponse], error)
+	// ChownPath changes a path's owner and/or group, or with recursive a
+	// whole tree's (symlinks inside it are changed themselves). A final
+	// symlink is refused. Only the sandbox's root may give files away; a
+	// user may change the group of its own files to one of its groups.
+	ChownPath(context.Context, *connect.Request[v1.ChownPathRequest]) (*connect.Response[v1.ChownPathResponse], error)
 }
 
 // NewFileServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -361,6 +493,36 @@ func NewFileServiceHandler(svc FileServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(fileServiceMethods.ByName("WatchPath")),
 		connect.WithHandlerOptions(opts...),
 	)
+	fileServiceReadLinesHandler := connect.NewUnaryHandler(
+		FileServiceReadLinesProcedure,
+		svc.ReadLines,
+		connect.WithSchema(fileServiceMethods.ByName("ReadLines")),
+		connect.WithHandlerOptions(opts...),
+	)
+	fileServiceEditFileHandler := connect.NewUnaryHandler(
+		FileServiceEditFileProcedure,
+		svc.EditFile,
+		connect.WithSchema(fileServiceMethods.ByName("EditFile")),
+		connect.WithHandlerOptions(opts...),
+	)
+	fileServiceGlobHandler := connect.NewUnaryHandler(
+		FileServiceGlobProcedure,
+		svc.Glob,
+		connect.WithSchema(fileServiceMethods.ByName("Glob")),
+		connect.WithHandlerOptions(opts...),
+	)
+	fileServiceGrepHandler := connect.NewUnaryHandler(
+		FileServiceGrepProcedure,
+		svc.Grep,
+		connect.WithSchema(fileServiceMethods.ByName("Grep")),
+		connect.WithHandlerOptions(opts...),
+	)
+	fileServiceChownPathHandler := connect.NewUnaryHandler(
+		FileServiceChownPathProcedure,
+		svc.ChownPath,
+		connect.WithSchema(fileServiceMethods.ByName("ChownPath")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/boxd.v1.FileService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case FileServiceWriteFileProcedure:
@@ -385,6 +547,16 @@ func NewFileServiceHandler(svc FileServiceHandler, opts ...connect.HandlerOption
 			fileServiceDownloadFilesHandler.ServeHTTP(w, r)
 		case FileServiceWatchPathProcedure:
 			fileServiceWatchPathHandler.ServeHTTP(w, r)
+		case FileServiceReadLinesProcedure:
+			fileServiceReadLinesHandler.ServeHTTP(w, r)
+		case FileServiceEditFileProcedure:
+			fileServiceEditFileHandler.ServeHTTP(w, r)
+		case FileServiceGlobProcedure:
+			fileServiceGlobHandler.ServeHTTP(w, r)
+		case FileServiceGrepProcedure:
+			fileServiceGrepHandler.ServeHTTP(w, r)
+		case FileServiceChownPathProcedure:
+			fileServiceChownPathHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -436,4 +608,24 @@ func (UnimplementedFileServiceHandler) DownloadFiles(context.Context, *connect.R
 
 func (UnimplementedFileServiceHandler) WatchPath(context.Context, *connect.Request[v1.WatchPathRequest], *connect.ServerStream[v1.WatchPathResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.FileService.WatchPath is not implemented"))
+}
+
+func (UnimplementedFileServiceHandler) ReadLines(context.Context, *connect.Request[v1.ReadLinesRequest]) (*connect.Response[v1.ReadLinesResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.FileService.ReadLines is not implemented"))
+}
+
+func (UnimplementedFileServiceHandler) EditFile(context.Context, *connect.Request[v1.EditFileRequest]) (*connect.Response[v1.EditFileResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.FileService.EditFile is not implemented"))
+}
+
+func (UnimplementedFileServiceHandler) Glob(context.Context, *connect.Request[v1.GlobRequest]) (*connect.Response[v1.GlobResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.FileService.Glob is not implemented"))
+}
+
+func (UnimplementedFileServiceHandler) Grep(context.Context, *connect.Request[v1.GrepRequest]) (*connect.Response[v1.GrepResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.FileService.Grep is not implemented"))
+}
+
+func (UnimplementedFileServiceHandler) ChownPath(context.Context, *connect.Request[v1.ChownPathRequest]) (*connect.Response[v1.ChownPathResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.FileService.ChownPath is not implemented"))
 }
