@@ -147,6 +147,17 @@ func TestImageUserAndWorkdir(t *testing.T) {
 		t.Errorf("session: %q %v", out, err)
 	}
 
+	// A fork keeps the source's default user and workdir.
+	fr, err := env.api.ForkSandbox(ctx(t), connect.NewRequest(&boxdv1.ForkSandboxRequest{SandboxId: id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fork := fr.Msg.Sandboxes[0].Id
+	t.Cleanup(func() { _, _ = boxctl(nil, "rm", "-f", fork) })
+	if got := sh(t, fork, "id -u; pwd"); got != "1100\n/home/agent/work\n" || fr.Msg.Sandboxes[0].User != "agent" {
+		t.Errorf("fork: %q, user %q; want agent's", got, fr.Msg.Sandboxes[0].User)
+	}
+
 	// create --user overrides the image's USER.
 	root := newSandbox(t, "--image", img, "--user", "0:0")
 	if got := sh(t, root, "id -u; pwd"); got != "0\n/home/agent/work\n" {

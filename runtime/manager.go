@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/snapshots"
 	"github.com/containerd/containerd/v2/pkg/cio"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
@@ -476,10 +477,14 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	}
 	defer done(context.WithoutCancel(lctx))
 
+	newSnapshot := client.WithNewSnapshot(id, img, client.WithUserNSRemapperLabels(uidMap, gidMap))
+	if r.forkParent != "" {
+		newSnapshot = withSnapshotOn(id, r.forkParent, client.WithUserNSRemapperLabels(uidMap, gidMap))
+	}
 	ctr, err := m.cfg.Client.NewContainer(lctx, id,
 		client.WithImage(img),
 		client.WithSnapshotter(m.cfg.Images.Snapshotter()),
-		client.WithNewSnapshot(id, img, client.WithUserNSRemapperLabels(uidMap, gidMap)),
+		newSnapshot,
 		client.WithSpec(spec),
 		client.WithRuntime(m.cfg.Runtime, runtimeOptions(m.cfg.Runc)),
 		client.WithContainerLabels(labels),
@@ -1008,6 +1013,16 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 	} else if !errdefs.IsNotFound(err) {
 		return fmt.Errorf("delete sandbox %s: load task: %w", id, err)
 	}
+	// A fork's writable layer sits on a fork layer, which goes with the
+	// last sandbox on it.
+	var sn snapshots.Snapshotter
+	var parent string
+	if info, err := ctr.Info(ctx, client.WithoutRefreshedMetadata); err == nil && info.SnapshotKey != "" {
+		sn = m.cfg.Client.SnapshotService(info.Snapshotter)
+		if si, err := sn.Stat(ctx, info.SnapshotKey); err == nil {
+			parent = si.Parent
+		}
+	}
 	hostID, hasID := recordedHostID(ctx, ctr)
 	// A capped writable layer is unmounted first: its snapshot directory
 	// cannot be removed under a mount.
@@ -1020,6 +1035,11 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 	}
 	if err := ctr.Delete(ctx, client.WithSnapshotCleanup); err != nil && !errdefs.IsNotFound(err) {
 		return fmt.Errorf("delete sandbox %s: container: %w", id, err)
+	}
+	// Fork layers hold unshifted ids, like image layers: nothing of the
+	// sandbox's uid block is left in them.
+	if sn != nil {
+		m.pruneForkLayers(ctx, sn, parent)
 	}
 	// The container and its writable layer are gone, so no file of the
 	// sandbox's uid block is left: the block may serve another sandbox.
@@ -1108,6 +1128,9 @@ func (m *Manager) ReconcileOnce(ctx context.Context) (expired, restarted int, _ 
 			}
 			expired++
 			continue
+		}
+		if labels[LabelFrozen] != "" {
+			m.thawLeftover(ctx, ctr)
 		}
 		if err := trimLog(m.initLogPath(ctr.ID()), initLogMax, initLogKeep); err != nil {
 			m.log.Warn("init log", "sandbox", ctr.ID(), "err", err)

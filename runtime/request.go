@@ -185,6 +185,9 @@ type resolved struct {
 	// imgWorkdir is the workdir the image alone gives (a warm-pool
 	// member's).
 	imgWorkdir string
+	// forkParent, set for a fork, is the committed snapshot the new
+	// sandbox's writable layer sits on instead of its image's top layer.
+	forkParent string
 }
 
 // withinTotals refuses a sandbox whose own limits exceed a daemon-wide

@@ -234,7 +234,9 @@ func (s *Store) commit(ctx context.Context, recs []images.Image, opts WriteOptio
 			err     error
 		)
 		if old == nil {
+			extra := rec.Labels
 			rec.Labels = map[string]string{LabelImportedBy: opts.caller(), LabelImportedAt: now}
+			maps.Copy(rec.Labels, extra)
 			// Create fails if another import made the name meanwhile.
 			written, err = is.Create(ctx, rec)
 			if errdefs.IsAlreadyExists(err) {
@@ -244,7 +246,9 @@ func (s *Store) commit(ctx context.Context, recs []images.Image, opts WriteOptio
 				undo = append(undo, func(c context.Context) { _ = is.Delete(c, rec.Name) })
 			}
 		} else {
+			extra := rec.Labels
 			if rec.Labels, err = replaceLabels(ctx, *old, opts, now); err == nil {
+				maps.Copy(rec.Labels, extra)
 				written, err = is.Update(ctx, rec, "target", "labels")
 			}
 			if err == nil {

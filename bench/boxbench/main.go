@@ -9,7 +9,7 @@
 // writes a Markdown table and PNG charts (bench/results/).
 //
 // Scenarios (-only picks some): exec, tti, oneshot, files, concurrency,
-// density, ports, sdk, network. BENCH_QUICK=1 (or -quick) is a small run for development;
+// density, ports, sdk, network, commitfork. BENCH_QUICK=1 (or -quick) is a small run for development;
 // BENCH_N, BENCH_BURST, BENCH_LEVELS, BENCH_EXECS, BENCH_DENSITY, BENCH_ONLY
 // and BENCH_OUT set the corresponding flags. It exits non-zero if a
 // scenario failed or anything leaked.
@@ -33,6 +33,7 @@ type config struct {
 	warm  int // untimed rounds before each latency scenario
 	// rounds per peer
 	n, apiN, ttiN, oneshotN, bigN, treeN int
+	commitN                              int // fork and commit rounds
 	// burst: sandboxes at once, and how many bursts per peer
 	burst, burstRounds int
 	bigMiB, treeFiles  int
@@ -67,7 +68,7 @@ func (c *config) wantsAny(ids string) bool {
 	return false
 }
 
-var scenarioIDs = []string{"exec", "tti", "oneshot", "files", "concurrency", "density", "ports", "sdk", "network"}
+var scenarioIDs = []string{"exec", "tti", "oneshot", "files", "concurrency", "density", "ports", "sdk", "network", "commitfork"}
 
 func main() {
 	cfg, err := parseFlags()
@@ -160,6 +161,7 @@ func parseFlags() (*config, error) {
 	cfg.oneshotN = max(cfg.n/2, 3)
 	cfg.bigN = max(cfg.n/8, 2)
 	cfg.treeN = max(cfg.n/4, 2)
+	cfg.commitN = max(cfg.n/3, 3)
 	cfg.burst = pick(*burst, 100, 10)
 	cfg.burstRounds = pick(*burstRounds, 1, 1)
 	cfg.execsPer = pick(*execs, 2, 2)
@@ -258,6 +260,11 @@ var scenarios = []scenario{
 		if l != nil {
 			r.lats = append(r.lats, l)
 		}
+		return err
+	}},
+	{"commitfork", "10. fork and commit", func(ctx context.Context, e *env, cfg *config, r *report) error {
+		ls, err := scenarioCommitFork(ctx, e, cfg)
+		r.lats = append(r.lats, ls...)
 		return err
 	}},
 	// Density runs first and hands its sandboxes to the concurrency

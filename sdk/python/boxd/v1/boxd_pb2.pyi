@@ -9,6 +9,24 @@ IMAGE_FORMAT_ROOTFS: ImageFormat
 IMAGE_FORMAT_TAR: ImageFormat
 IMAGE_FORMAT_UNSPECIFIED: ImageFormat
 
+class CommitSandboxRequest(_message.Message):
+    __slots__ = ["force", "message", "ref", "sandbox_id"]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    REF_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    force: bool
+    message: str
+    ref: str
+    sandbox_id: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., ref: _Optional[str] = ..., message: _Optional[str] = ..., force: bool = ...) -> None: ...
+
+class CommitSandboxResponse(_message.Message):
+    __slots__ = ["image"]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    image: Image
+    def __init__(self, image: _Optional[_Union[Image, _Mapping]] = ...) -> None: ...
+
 class CopyInRequest(_message.Message):
     __slots__ = ["data", "path", "sandbox_id"]
     DATA_FIELD_NUMBER: _ClassVar[int]
@@ -175,6 +193,39 @@ class ExecStreamResponse(_message.Message):
     stderr: bytes
     stdout: bytes
     def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., result: _Optional[_Union[ExecResult, _Mapping]] = ...) -> None: ...
+
+class ForkSandboxRequest(_message.Message):
+    __slots__ = ["count", "env", "labels", "limits", "names", "sandbox_id", "ttl", "workdir"]
+    class LabelsEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    TTL_FIELD_NUMBER: _ClassVar[int]
+    WORKDIR_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    env: _containers.RepeatedScalarFieldContainer[str]
+    labels: _containers.ScalarMap[str, str]
+    limits: Limits
+    names: _containers.RepeatedScalarFieldContainer[str]
+    sandbox_id: str
+    ttl: str
+    workdir: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., count: _Optional[int] = ..., names: _Optional[_Iterable[str]] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., ttl: _Optional[str] = ...) -> None: ...
+
+class ForkSandboxResponse(_message.Message):
+    __slots__ = ["sandboxes"]
+    SANDBOXES_FIELD_NUMBER: _ClassVar[int]
+    sandboxes: _containers.RepeatedCompositeFieldContainer[Sandbox]
+    def __init__(self, sandboxes: _Optional[_Iterable[_Union[Sandbox, _Mapping]]] = ...) -> None: ...
 
 class GetSandboxRequest(_message.Message):
     __slots__ = ["id"]

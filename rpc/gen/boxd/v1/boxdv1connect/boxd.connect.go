@@ -74,6 +74,12 @@ const (
 	// SandboxServiceUnpublishPortProcedure is the fully-qualified name of the SandboxService's
 	// UnpublishPort RPC.
 	SandboxServiceUnpublishPortProcedure = "/boxd.v1.SandboxService/UnpublishPort"
+	// SandboxServiceCommitSandboxProcedure is the fully-qualified name of the SandboxService's
+	// CommitSandbox RPC.
+	SandboxServiceCommitSandboxProcedure = "/boxd.v1.SandboxService/CommitSandbox"
+	// SandboxServiceForkSandboxProcedure is the fully-qualified name of the SandboxService's
+	// ForkSandbox RPC.
+	SandboxServiceForkSandboxProcedure = "/boxd.v1.SandboxService/ForkSandbox"
 	// SandboxServiceUpdateSandboxProcedure is the fully-qualified name of the SandboxService's
 	// UpdateSandbox RPC.
 	SandboxServiceUpdateSandboxProcedure = "/boxd.v1.SandboxService/UpdateSandbox"
@@ -125,6 +131,25 @@ type SandboxServiceClient interface {
 	// UnpublishPort stops published ports (and their connections); not_found
 	// if none matches.
 	UnpublishPort(context.Context, *connect.Request[v1.UnpublishPortRequest]) (*connect.Response[v1.UnpublishPortResponse], error)
+	// CommitSandbox makes an image from a sandbox: its image's layers, then
+	// its writable layer as a new uncompressed layer, with ownership mapped
+	// back from the sandbox's user namespace (root inside is root in the
+	// image), and the sandbox's env and workdir in the config with a history
+	// entry carrying the message. The sandbox is frozen while its files are
+	// read, then runs on. Errors: not_found (sandbox), invalid_argument naming
+	// ref or message, already_exists (a name that exists, without force),
+	// failed_precondition (the sandbox's files would redirect runc, e.g. a
+	// symlink where boxd mounts something). A failure leaves no image.
+	CommitSandbox(context.Context, *connect.Request[v1.CommitSandboxRequest]) (*connect.Response[v1.CommitSandboxResponse], error)
+	// ForkSandbox makes count new sandboxes whose files start as a copy of a
+	// running sandbox's at one moment (it is frozen while its writable layer
+	// is copied once; the forks share that copy read-only and each writes to
+	// its own layer). Processes are not copied: each fork starts with a fresh
+	// init. The forks take the source's limits, env, workdir, labels and
+	// network unless the request sets them. Errors: failed_precondition for a
+	// stopped source; invalid_argument naming the field. A failure leaves no
+	// fork behind.
+	ForkSandbox(context.Context, *connect.Request[v1.ForkSandboxRequest]) (*connect.Response[v1.ForkSandboxResponse], error)
 	// UpdateSandbox changes a running sandbox: its limits (applied to the
 	// live cgroup), its TTL (ttl from now, or extend from the current
 	// expiry; at most the daemon's maximum), and the environment and working
@@ -245,6 +270,18 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sandboxServiceMethods.ByName("UnpublishPort")),
 			connect.WithClientOptions(opts...),
 		),
+		commitSandbox: connect.NewClient[v1.CommitSandboxRequest, v1.CommitSandboxResponse](
+			httpClient,
+			baseURL+SandboxServiceCommitSandboxProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("CommitSandbox")),
+			connect.WithClientOptions(opts...),
+		),
+		forkSandbox: connect.NewClient[v1.ForkSandboxRequest, v1.ForkSandboxResponse](
+			httpClient,
+			baseURL+SandboxServiceForkSandboxProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("ForkSandbox")),
+			connect.WithClientOptions(opts...),
+		),
 		updateSandbox: connect.NewClient[v1.UpdateSandboxRequest, v1.UpdateSandboxResponse](
 			httpClient,
 			baseURL+SandboxServiceUpdateSandboxProcedure,
@@ -283,6 +320,8 @@ type sandboxServiceClient struct {
 	removeImage   *connect.Client[v1.RemoveImageRequest, v1.RemoveImageResponse]
 	publishPort   *connect.Client[v1.PublishPortRequest, v1.PublishPortResponse]
 	unpublishPort *connect.Client[v1.UnpublishPortRequest, v1.UnpublishPortResponse]
+	commitSandbox *connect.Client[v1.CommitSandboxRequest, v1.CommitSandboxResponse]
+	forkSandbox   *connect.Client[v1.ForkSandboxRequest, v1.ForkSandboxResponse]
 	updateSandbox *connect.Client[v1.UpdateSandboxRequest, v1.UpdateSandboxResponse]
 	stopSandbox   *connect.Client[v1.StopSandboxRequest, v1.StopSandboxResponse]
 	startSandbox  *connect.Client[v1.StartSandboxRequest, v1.StartSandboxResponse]
@@ -363,6 +402,16 @@ func (c *sandboxServiceClient) UnpublishPort(ctx context.Context, req *connect.R
 	return c.unpublishPort.CallUnary(ctx, req)
 }
 
+// CommitSandbox calls boxd.v1.SandboxService.CommitSandbox.
+func (c *sandboxServiceClient) CommitSandbox(ctx context.Context, req *connect.Request[v1.CommitSandboxRequest]) (*connect.Response[v1.CommitSandboxResponse], error) {
+	return c.commitSandbox.CallUnary(ctx, req)
+}
+
+// ForkSandbox calls boxd.v1.SandboxService.ForkSandbox.
+func (c *sandboxServiceClient) ForkSandbox(ctx context.Context, req *connect.Request[v1.ForkSandboxRequest]) (*connect.Response[v1.ForkSandboxResponse], error) {
+	return c.forkSandbox.CallUnary(ctx, req)
+}
+
 // UpdateSandbox calls boxd.v1.SandboxService.UpdateSandbox.
 func (c *sandboxServiceClient) UpdateSandbox(ctx context.Context, req *connect.Request[v1.UpdateSandboxRequest]) (*connect.Response[v1.UpdateSandboxResponse], error) {
 	return c.updateSandbox.CallUnary(ctx, req)
@@ -418,6 +467,25 @@ type SandboxServiceHandler interface {
 	// UnpublishPort stops published ports (and their connections); not_found
 	// if none matches.
 	UnpublishPort(context.Context, *connect.Request[v1.UnpublishPortRequest]) (*connect.Response[v1.UnpublishPortResponse], error)
+	// CommitSandbox makes an image from a sandbox: its image's layers, then
+	// its writable layer as a new uncompressed layer, with ownership mapped
+	// back from the sandbox's user namespace (root inside is root in the
+	// image), and the sandbox's env and workdir in the config with a history
+	// entry carrying the message. The sandbox is frozen while its files are
+	// read, then runs on. Errors: not_found (sandbox), invalid_argument naming
+	// ref or message, already_exists (a name that exists, without force),
+	// failed_precondition (the sandbox's files would redirect runc, e.g. a
+	// symlink where boxd mounts something). A failure leaves no image.
+	CommitSandbox(context.Context, *connect.Request[v1.CommitSandboxRequest]) (*connect.Response[v1.CommitSandboxResponse], error)
+	// ForkSandbox makes count new sandboxes whose files start as a copy of a
+	// running sandbox's at one moment (it is frozen while its writable layer
+	// is copied once; the forks share that copy read-only and each writes to
+	// its own layer). Processes are not copied: each fork starts with a fresh
+	// init. The forks take the source's limits, env, workdir, labels and
+	// network unless the request sets them. Errors: failed_precondition for a
+	// stopped source; invalid_argument naming the field. A failure leaves no
+	// fork behind.
+	ForkSandbox(context.Context, *connect.Request[v1.ForkSandboxRequest]) (*connect.Response[v1.ForkSandboxResponse], error)
 	// UpdateSandbox changes a running sandbox: its limits (applied to the
 	// live cgroup), its TTL (ttl from now, or extend from the current
 	// expiry; at most the daemon's maximum), and the environment and working
@@ -534,6 +602,18 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sandboxServiceMethods.ByName("UnpublishPort")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sandboxServiceCommitSandboxHandler := connect.NewUnaryHandler(
+		SandboxServiceCommitSandboxProcedure,
+		svc.CommitSandbox,
+		connect.WithSchema(sandboxServiceMethods.ByName("CommitSandbox")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sandboxServiceForkSandboxHandler := connect.NewUnaryHandler(
+		SandboxServiceForkSandboxProcedure,
+		svc.ForkSandbox,
+		connect.WithSchema(sandboxServiceMethods.ByName("ForkSandbox")),
+		connect.WithHandlerOptions(opts...),
+	)
 	sandboxServiceUpdateSandboxHandler := connect.NewUnaryHandler(
 		SandboxServiceUpdateSandboxProcedure,
 		svc.UpdateSandbox,
@@ -584,6 +664,10 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 			sandboxServicePublishPortHandler.ServeHTTP(w, r)
 		case SandboxServiceUnpublishPortProcedure:
 			sandboxServiceUnpublishPortHandler.ServeHTTP(w, r)
+		case SandboxServiceCommitSandboxProcedure:
+			sandboxServiceCommitSandboxHandler.ServeHTTP(w, r)
+		case SandboxServiceForkSandboxProcedure:
+			sandboxServiceForkSandboxHandler.ServeHTTP(w, r)
 		case SandboxServiceUpdateSandboxProcedure:
 			sandboxServiceUpdateSandboxHandler.ServeHTTP(w, r)
 		case SandboxServiceStopSandboxProcedure:
@@ -657,6 +741,14 @@ func (UnimplementedSandboxServiceHandler) PublishPort(context.Context, *connect.
 
 func (UnimplementedSandboxServiceHandler) UnpublishPort(context.Context, *connect.Request[v1.UnpublishPortRequest]) (*connect.Response[v1.UnpublishPortResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.UnpublishPort is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) CommitSandbox(context.Context, *connect.Request[v1.CommitSandboxRequest]) (*connect.Response[v1.CommitSandboxResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.CommitSandbox is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) ForkSandbox(context.Context, *connect.Request[v1.ForkSandboxRequest]) (*connect.Response[v1.ForkSandboxResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.ForkSandbox is not implemented"))
 }
 
 func (UnimplementedSandboxServiceHandler) UpdateSandbox(context.Context, *connect.Request[v1.UpdateSandboxRequest]) (*connect.Response[v1.UpdateSandboxResponse], error) {

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"fmt"
+
+	"connectrpc.com/connect"
+	"github.com/urfave/cli/v2"
+
+	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
+)
+
+func forkCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "fork",
+		Usage:     "make N new sandboxes whose files start as a copy of a running sandbox's; prints their ids, one a line",
+		ArgsUsage: "ID",
+		Description: "The source is frozen for a moment while its files are copied, then runs on. Only files are\n" +
+			"copied: processes are not, and each fork starts with a fresh init. Forks take the source's\n" +
+			"limits, env, workdir, labels and network unless the flags set them (--env and --label add).",
+		Flags: []cli.Flag{
+			&cli.IntFlag{Name: "n", Usage: "how many forks (default: one per --name, or 1)"},
+			&cli.StringSliceFlag{Name: "name", Usage: "a fork's name, repeatable (one per fork)"},
+			&cli.StringFlag{Name: "memory", Usage: "memory limit, e.g. 256m (default: the source's)"},
+			&cli.Float64Flag{Name: "cpus", Usage: "CPU quota in cores (default: the source's)"},
+			&cli.Int64Flag{Name: "pids", Usage: "maximum number of processes (default: the source's)"},
+			&cli.StringSliceFlag{Name: "env", Aliases: []string{"e"}, Usage: "K=V added to the source's env, repeatable"},
+			&cli.StringFlag{Name: "workdir", Aliases: []string{"w"}, Usage: "working directory (default: the source's)"},
+			&cli.StringSliceFlag{Name: "label", Aliases: []string{"l"}, Usage: "K=V added to the source's labels, repeatable"},
+			&cli.StringFlag{Name: "ttl", Usage: "lifetime, e.g. 30m (default: the daemon's)"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 1 {
+				return fmt.Errorf("usage: boxctl fork [-n N] [--name NAME]... ID")
+			}
+			n := c.Int("n")
+			if n < 0 {
+				return fmt.Errorf("-n %d: must be positive", n)
+			}
+			labels, err := parseKV("label", c.StringSlice("label"))
+			if err != nil {
+				return err
+			}
+			resp, err := apiClient(c).ForkSandbox(c.Context, connect.NewRequest(&boxdv1.ForkSandboxRequest{
+				SandboxId: c.Args().First(), Count: uint32(n), Names: c.StringSlice("name"),
+				Limits: &boxdv1.Limits{Memory: c.String("memory"), Cpus: c.Float64("cpus"), Pids: c.Int64("pids")},
+				Env:    c.StringSlice("env"), Workdir: c.String("workdir"), Labels: labels, Ttl: c.String("ttl"),
+			}))
+			if err != nil {
+				return err
+			}
+			for _, sb := range resp.Msg.Sandboxes {
+				fmt.Println(sb.Id)
+			}
+			return nil
+		},
+	}
+}

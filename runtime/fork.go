@@ -1,0 +1,322 @@
+//go:build linux
+
+package runtime
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/core/snapshots"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/errdefs"
+	"github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/boxd-dev/boxd/layerdiff"
+)
+
+// MaxForks bounds how many sandboxes one fork call makes.
+const MaxForks = 64
+
+// ForkRequest asks for copies of a running sandbox. Unset fields take the
+// source's values (TTL: the daemon's default); Env entries are added to
+// the source's environment, Labels to its labels.
+type ForkRequest struct {
+	Source  string // id or name
+	Count   int    // 0: len(Names), or 1
+	Names   []string
+	Memory  string
+	CPUs    float64
+	Pids    int64
+	Env     []string
+	Workdir string
+	Labels  map[string]string
+	TTL     string
+}
+
+// Fork makes N sandboxes whose files start as a copy of a running
+// sandbox's at one moment: the source is frozen while its writable layer
+// is copied, once, into a new committed snapshot (a fork layer, ownership
+// unshifted), and each fork gets its own writable layer on it. Processes
+// are not copied: each fork starts with a fresh init. A failure leaves no
+// fork and no fork layer.
+func (m *Manager) Fork(ctx context.Context, req ForkRequest) (_ []*Sandbox, retErr error) {
+	t0 := time.Now()
+	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
+	count := req.Count
+	switch {
+	case count < 0:
+		return nil, fieldErr("count", "%d must be positive", count)
+	case count == 0 && len(req.Names) > 0:
+		count = len(req.Names)
+	case count == 0:
+		count = 1
+	}
+	if count > MaxForks {
+		return nil, fieldErr("count", "%d is above the maximum of %d", count, MaxForks)
+	}
+	if len(req.Names) > 0 && len(req.Names) != count {
+		return nil, fieldErr("names", "%d names for %d forks; give one name per fork or none", len(req.Names), count)
+	}
+	if err := layerdiff.CheckOverlay(); err != nil {
+		return nil, err
+	}
+	ctr, err := m.find(ctx, req.Source)
+	if err != nil {
+		return nil, err
+	}
+	srcID := ctr.ID()
+	sb, err := m.describe(ctx, ctr, true)
+	if err != nil {
+		return nil, err
+	}
+	if sb.State != string(client.Running) && sb.State != string(client.Paused) {
+		return nil, fmt.Errorf("sandbox %s is %s: fork copies a running sandbox (start a new one, or commit it and create from the image): %w", srcID, sb.State, errdefs.ErrFailedPrecondition)
+	}
+	rs, err := m.forkRequests(req, sb, count)
+	if err != nil {
+		return nil, err
+	}
+	// Names are claimed as a create claims them.
+	for _, r := range rs {
+		if r.name == "" {
+			continue
+		}
+		if !m.claim("name:" + r.name) {
+			return nil, fmt.Errorf("a sandbox named %q is being created: %w", r.name, errdefs.ErrAlreadyExists)
+		}
+		defer m.release("name:" + r.name)
+		if _, err := m.find(ctx, r.name); err == nil {
+			return nil, fmt.Errorf("names: a sandbox named %q already exists: %w", r.name, errdefs.ErrAlreadyExists)
+		} else if !errdefs.IsNotFound(err) {
+			return nil, err
+		}
+	}
+	snName := m.cfg.Images.Snapshotter()
+	caps, err := m.cfg.Client.GetSnapshotterCapabilities(ctx, snName)
+	if err != nil {
+		return nil, fmt.Errorf("fork: snapshotter %s: %w", snName, err)
+	}
+	if !slices.Contains(caps, "remap-ids") {
+		return nil, fmt.Errorf("fork needs ID-mapped overlay layers (snapshotter %s without remap-ids: containerd 2 and a kernel with ID-mapped overlayfs): %w", snName, errdefs.ErrFailedPrecondition)
+	}
+
+	if !m.claimWait(ctx, srcID, 5*time.Second) {
+		return nil, fmt.Errorf("sandbox %s is being created, restarted or deleted: %w", srcID, errdefs.ErrConflict)
+	}
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			m.release(srcID)
+		}
+	}
+	defer release()
+	src, err := m.loadSource(ctx, ctr)
+	if err != nil {
+		return nil, err
+	}
+	// The lease keeps the fork layer until the forks' snapshots sit on it.
+	lctx, done, err := m.cfg.Client.WithLease(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("fork %s: lease: %w", srcID, err)
+	}
+	defer done(context.WithoutCancel(lctx))
+	cctx := context.WithoutCancel(lctx)
+
+	active := src.layers[len(src.layers)-1]
+	base, frozen, err := m.forkLayer(lctx, ctr, src, active)
+	if err != nil {
+		return nil, fmt.Errorf("fork %s: %w", srcID, err)
+	}
+	release() // the source runs on; the forks need only the fork layer
+	defer func() {
+		if retErr != nil {
+			m.pruneForkLayers(cctx, src.sn, base)
+		}
+	}()
+
+	img := client.NewImageWithPlatform(m.cfg.Client, images.Image{
+		Name:   src.rec.Image,
+		Target: ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, Digest: digest.Digest(src.rec.ImageDigest)},
+	}, nil)
+	// The source's whole environment stands in for the image's; the
+	// request's entries come after it.
+	var imgSpec ocispec.Image
+	imgSpec.Config.Env = src.env
+
+	out := make([]*Sandbox, count)
+	errs := make([]error, count)
+	var wg sync.WaitGroup
+	for i := range rs {
+		rs[i].forkParent = base
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i], errs[i] = m.createResolved(lctx, t0, rs[i], img, imgSpec, false)
+		}()
+	}
+	wg.Wait()
+	var firstErr error
+	for i, err := range errs {
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("fork %s: sandbox %d of %d: %w", srcID, i+1, count, err)
+		}
+	}
+	if firstErr != nil {
+		for _, sb := range out {
+			if sb == nil {
+				continue
+			}
+			if c, err := m.cfg.Client.LoadContainer(cctx, sb.ID); err == nil {
+				if err := m.destroy(cctx, c); err != nil {
+					m.log.Error("fork failed; clean up a fork", "sandbox", sb.ID, "err", err)
+				}
+			}
+		}
+		return nil, firstErr
+	}
+	ids := make([]string, len(out))
+	for i, sb := range out {
+		ids[i] = sb.ID
+	}
+	m.log.Info("forked", "sandbox", srcID, "forks", ids, "frozen", frozen.Round(time.Millisecond), "took", time.Since(t0).Round(time.Millisecond))
+	return out, nil
+}
+
+// forkRequests are the validated create requests of the forks: the
+// source's settings with the request's over them.
+func (m *Manager) forkRequests(req ForkRequest, sb *Sandbox, count int) ([]resolved, error) {
+	cr := CreateRequest{
+		Image:   sb.Image,
+		Memory:  req.Memory,
+		CPUs:    req.CPUs,
+		Pids:    req.Pids,
+		Env:     req.Env,
+		Workdir: req.Workdir,
+		Labels:  maps.Clone(sb.Labels),
+		TTL:     req.TTL,
+	}
+	if cr.Memory == "" {
+		cr.Memory = strconv.FormatInt(sb.Limits.MemoryBytes, 10)
+	}
+	if cr.CPUs == 0 {
+		cr.CPUs = sb.Limits.CPUs
+	}
+	if cr.Pids == 0 {
+		cr.Pids = sb.Limits.Pids
+	}
+	if cr.Workdir == "" {
+		cr.Workdir = sb.Workdir
+	}
+	if cr.Labels == nil {
+		cr.Labels = map[string]string{}
+	}
+	maps.Copy(cr.Labels, req.Labels)
+	if n := sb.Network; n != nil && n.Mode != "" && n.Mode != "none" {
+		cr.Network, cr.Allow = n.Mode, n.Allow
+	}
+	seen := map[string]bool{}
+	rs := make([]resolved, count)
+	for i := range rs {
+		cr.Name = ""
+		if len(req.Names) > 0 {
+			cr.Name = req.Names[i]
+			if seen[cr.Name] {
+				return nil, fieldErr("names", "%q is given twice", cr.Name)
+			}
+			seen[cr.Name] = true
+		}
+		r, err := m.resolve(cr)
+		if err != nil {
+			if fe, ok := err.(*FieldError); ok && fe.Field == "name" {
+				fe.Field = fmt.Sprintf("names[%d]", i)
+			}
+			return nil, err
+		}
+		// The source's default user and tunables (validated when it was
+		// made) carry over as its workdir does.
+		r.user, r.userSet, r.tun = sb.User, sb.User != "", sb.Tunables
+		rs[i] = r
+	}
+	return rs, nil
+}
+
+// forkLayer copies the source's writable layer, with the source frozen,
+// into a new snapshot on the same parent, unshifted as an image layer is,
+// and commits it as a fork layer. It returns the fork layer's key and how
+// long the source was frozen.
+func (m *Manager) forkLayer(ctx context.Context, ctr client.Container, src *source, active layerSrc) (string, time.Duration, error) {
+	sn := src.sn
+	tmp := "boxd-fork-tmp-" + newID()
+	tm, err := sn.Prepare(ctx, tmp, active.parent)
+	if err != nil {
+		return "", 0, fmt.Errorf("prepare fork layer: %w", err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_ = sn.Remove(context.WithoutCancel(ctx), tmp)
+		}
+	}()
+	upper, lowers, err := layerdiff.OverlayDirs(tm)
+	if err != nil {
+		return "", 0, err
+	}
+	if upper == "" {
+		return "", 0, fmt.Errorf("fork layer %s has no overlay upperdir: %w", tmp, errdefs.ErrFailedPrecondition)
+	}
+	t := time.Now()
+	thaw, err := m.freezeChecked(ctx, ctr)
+	if err != nil {
+		return "", 0, err
+	}
+	pr, pw := io.Pipe()
+	wrote := make(chan error, 1)
+	go func() {
+		err := writeLayerDiff(ctx, sn, active, src.shift, pw)
+		pw.CloseWithError(err)
+		wrote <- err
+	}()
+	err = layerdiff.Apply(ctx, upper, lowers, pr)
+	if err == nil {
+		// The tar's end-of-archive padding is left unread by Apply.
+		_, err = io.Copy(io.Discard, pr)
+	}
+	pr.CloseWithError(err)
+	if werr := <-wrote; err == nil {
+		err = werr
+	}
+	thaw()
+	frozen := time.Since(t)
+	if err != nil {
+		return "", frozen, err
+	}
+	key := "boxd-fork-" + newID()
+	if err := sn.Commit(ctx, key, tmp, snapshots.WithLabels(map[string]string{LabelForkLayer: ctr.ID()})); err != nil {
+		return "", frozen, fmt.Errorf("commit fork layer: %w", err)
+	}
+	committed = true
+	return key, frozen, nil
+}
+
+// withSnapshotOn gives a new container a new writable snapshot named key
+// on parent (a fork layer) instead of on its image.
+func withSnapshotOn(key, parent string, opts ...snapshots.Opt) client.NewContainerOpts {
+	return func(ctx context.Context, c *client.Client, ctr *containers.Container) error {
+		if _, err := c.SnapshotService(ctr.Snapshotter).Prepare(ctx, key, parent, opts...); err != nil {
+			return fmt.Errorf("prepare snapshot on %s: %w", parent, err)
+		}
+		ctr.SnapshotKey = key
+		return nil
+	}
+}
