@@ -7,8 +7,13 @@
 #     containernetworking-plugins (the CNI plugins of --network egress),
 #     python3-grpcio and python3-protobuf (the Python SDK's tests), and
 #     nodejs and npm (the e2e test of `boxctl mcp` with the TypeScript MCP
-#     SDK's client; a nodejs that ships npm itself needs no npm package),
-#     and e2fsprogs (mkfs.ext4 formats the image of a disk-capped sandbox)
+#     SDK's client, and the TypeScript SDK's build, code generation and
+#     tests, whose npm packages scripts/npm-modules.sh installs from the
+#     committed lockfile; a nodejs that ships npm itself needs no npm
+#     package), e2fsprogs (mkfs.ext4 formats the image of a disk-capped
+#     sandbox), and docker-registry (the registry e2e TestRegistry and the
+#     pull bench run their own on loopback; the package's own service is
+#     stopped and disabled right after install, only the binary is used)
 #     (apt-get update runs only if one of them is missing);
 #   - containerd, containerd-shim-runc-v2 and ctr at the version go.mod pins
 #     for github.com/containerd/containerd/v2, built with `go install` into
@@ -36,7 +41,7 @@ missing=()
 need() { missing+=("$1"); }
 
 # ---- apt packages -----------------------------------------------------------
-APT_PACKAGES=(runc busybox-static debootstrap protobuf-compiler containernetworking-plugins python3-grpcio python3-protobuf nodejs e2fsprogs)
+APT_PACKAGES=(runc busybox-static debootstrap protobuf-compiler containernetworking-plugins python3-grpcio python3-protobuf nodejs e2fsprogs docker-registry)
 # Files each package must provide (busybox-static: the static binary; the
 # dynamically linked "busybox" package also provides /bin/busybox).
 declare -A APT_FILE=(
@@ -49,6 +54,7 @@ declare -A APT_FILE=(
 	[python3-protobuf]=/usr/lib/python3/dist-packages/google/protobuf/__init__.py
 	[nodejs]=/usr/bin/node
 	[e2fsprogs]=/sbin/mkfs.ext4
+	[docker-registry]=/usr/bin/docker-registry
 )
 apt_missing() {
 	local status pkg
@@ -71,6 +77,11 @@ if ((${#apt_todo[@]})); then
 		apt-get update -qq >&2 || die "apt-get update failed"
 		apt-get install -y -qq --no-install-recommends "${apt_todo[@]}" >&2 ||
 			die "apt-get install ${apt_todo[*]} failed"
+		# The package starts a registry on :5000 for the whole host where
+		# systemd runs; the tests run their own, so it goes again.
+		if [[ " ${apt_todo[*]} " == *" docker-registry "* ]] && command -v systemctl >/dev/null && [[ -d /run/systemd/system ]]; then
+			systemctl disable --now docker-registry.service >&2 || true
+		fi
 		mapfile -t apt_todo < <(apt_missing)
 		((${#apt_todo[@]} == 0)) || die "still missing after apt-get install: ${apt_todo[*]}"
 	fi

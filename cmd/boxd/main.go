@@ -27,6 +27,7 @@ import (
 
 	"github.com/boxd-dev/boxd/network"
 	"github.com/boxd-dev/boxd/network/ports"
+	"github.com/boxd-dev/boxd/registry"
 	"github.com/boxd-dev/boxd/rpc"
 	"github.com/boxd-dev/boxd/runtime"
 	"github.com/boxd-dev/boxd/snapshot"
@@ -71,6 +72,10 @@ func newApp() *cli.App {
 			&cli.StringFlag{Name: "dns-upstream", Usage: "resolver (host[:port]) egress sandboxes' allowed names are forwarded to (default: the first nameserver in /etc/resolv.conf)"},
 			&cli.StringFlag{Name: "cni-plugin-dir", Value: strings.Join(network.DefaultPluginDirs, ":"), Usage: "where the CNI plugins bridge, host-local and loopback are (colon-separated)"},
 			&cli.StringSliceFlag{Name: "allow-publish-address", Usage: "host address other than loopback that sandbox ports may be published on (repeatable); such ports are reachable from other machines"},
+			&cli.StringSliceFlag{Name: "insecure-registry", Usage: "registry HOST:PORT reached over plain HTTP instead of HTTPS (repeatable); every other registry is HTTPS only"},
+			&cli.StringSliceFlag{Name: "registry-ca", Usage: "PEM file, or directory of *.pem/*.crt files, with CA certificates trusted for registries besides the system's (repeatable)"},
+			&cli.DurationFlag{Name: "registry-timeout", Value: registry.DefaultTimeout, Usage: "how long a registry may stay silent (connect, answer, or mid-download) before a pull or push fails"},
+			&cli.StringFlag{Name: "max-image-size", Value: formatSize(registry.DefaultMaxImageSize), Usage: "most a pulled image's layers may expand to, uncompressed (0: no limit)"},
 			&cli.BoolFlag{Name: "debug"},
 		}, limitFlags(readHost())...),
 		Action: run,
@@ -157,6 +162,10 @@ func run(cc *cli.Context) error {
 	}
 
 	images := snapshot.New(c, cc.String("snapshotter"))
+	reg, err := newRegistry(cc, images)
+	if err != nil {
+		return err
+	}
 	mgr, err := runtime.NewManager(runtime.Config{
 		Client: c, Images: images, StateDir: cc.String("state-dir"), InitBinary: initBin, Runc: cc.String("runc"), Namespace: cc.String("namespace"),
 		DefaultImage:  cc.String("default-image"),
@@ -206,7 +215,7 @@ func run(cc *cli.Context) error {
 		}
 		defer os.Remove(cc.String("socket"))
 	}
-	srv := &rpc.Server{Manager: mgr, Images: images, Log: log, MaxConns: lim.maxConns, IdleTimeout: lim.idleTimeout}
+	srv := &rpc.Server{Manager: mgr, Images: images, Registry: reg, DefaultImage: cc.String("default-image"), Log: log, MaxConns: lim.maxConns, IdleTimeout: lim.idleTimeout}
 	log.Info("serving", "socket", ln.Addr().String(), "init", initBin, "state_dir", cc.String("state-dir"))
 	if _, err := systemd.Notify("READY=1"); err != nil {
 		log.Warn("notify systemd", "err", err)
@@ -247,4 +256,22 @@ func newNetwork(cc *cli.Context, log *slog.Logger) (*network.Manager, error) {
 		return nil, fmt.Errorf("network: %w", err)
 	}
 	return m, nil
+}
+
+// newRegistry reads the registry flags; a CA that cannot be read stops
+// boxd at start-up.
+func newRegistry(cc *cli.Context, images *snapshot.Store) (*registry.Registry, error) {
+	maxSize, err := runtime.ParseSize(cc.String("max-image-size"))
+	if err != nil {
+		return nil, fmt.Errorf("--max-image-size: %w", err)
+	}
+	if cc.Duration("registry-timeout") <= 0 {
+		return nil, fmt.Errorf("--registry-timeout: %v must be positive", cc.Duration("registry-timeout"))
+	}
+	return registry.New(images, registry.Config{
+		Insecure:     cc.StringSlice("insecure-registry"),
+		CAs:          cc.StringSlice("registry-ca"),
+		Timeout:      cc.Duration("registry-timeout"),
+		MaxImageSize: maxSize,
+	})
 }

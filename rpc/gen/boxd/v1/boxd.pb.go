@@ -691,6 +691,15 @@ type CreateSandboxRequest struct {
 	// At most 32. A create with publish does not take a warm-pool member.
 	Publish []*PublishedPort `protobuf:"bytes,20,rep,name=publish,proto3" json:"publish,omitempty"`
 	Network *NetworkRequest  `protobuf:"bytes,21,opt,name=network,proto3" json:"network,omitempty"` // empty: mode none (loopback only)
+	// When to pull the image from its registry (RegistryService.PullImage)
+	// before the create: "never" (the default; a missing image is
+	// not_found), "missing" (pull only if no image has the name), "always"
+	// (pull, and replace the local image if the registry's differs, as
+	// PullImage with force). Pulling needs a full reference
+	// (HOST[:PORT]/PATH[:TAG]); the pull's errors fail the create and leave
+	// nothing.
+	Pull         string        `protobuf:"bytes,40,opt,name=pull,proto3" json:"pull,omitempty"`
+	RegistryAuth *RegistryAuth `protobuf:"bytes,41,opt,name=registry_auth,json=registryAuth,proto3" json:"registry_auth,omitempty"` // credentials for that pull
 	// Settings (see the README's "Sandbox settings").
 	// Default user of exec, processes, sessions and file operations: NAME,
 	// UID, NAME:GROUP or UID:GID, resolved in the sandbox's /etc/passwd by
@@ -809,6 +818,20 @@ func (x *CreateSandboxRequest) GetNetwork() *NetworkRequest {
 	return nil
 }
 
+func (x *CreateSandboxRequest) GetPull() string {
+	if x != nil {
+		return x.Pull
+	}
+	return ""
+}
+
+func (x *CreateSandboxRequest) GetRegistryAuth() *RegistryAuth {
+	if x != nil {
+		return x.RegistryAuth
+	}
+	return nil
+}
+
 func (x *CreateSandboxRequest) GetUser() string {
 	if x != nil {
 		return x.User
@@ -879,6 +902,71 @@ func (x *CreateSandboxRequest) GetReplace() bool {
 	return false
 }
 
+// RegistryAuth is a caller's login to the registry a reference names. It
+// is sent with each call, used for that registry only and never stored:
+// boxd never reads a caller's files (boxctl reads ~/.docker/config.json).
+type RegistryAuth struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Username string                 `protobuf:"bytes,1,opt,name=username,proto3" json:"username,omitempty"`
+	Password string                 `protobuf:"bytes,2,opt,name=password,proto3" json:"password,omitempty"`
+	// An OAuth2 refresh token (docker config's "identitytoken"), used
+	// instead of username and password.
+	IdentityToken string `protobuf:"bytes,3,opt,name=identity_token,json=identityToken,proto3" json:"identity_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegistryAuth) Reset() {
+	*x = RegistryAuth{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegistryAuth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegistryAuth) ProtoMessage() {}
+
+func (x *RegistryAuth) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegistryAuth.ProtoReflect.Descriptor instead.
+func (*RegistryAuth) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RegistryAuth) GetUsername() string {
+	if x != nil {
+		return x.Username
+	}
+	return ""
+}
+
+func (x *RegistryAuth) GetPassword() string {
+	if x != nil {
+		return x.Password
+	}
+	return ""
+}
+
+func (x *RegistryAuth) GetIdentityToken() string {
+	if x != nil {
+		return x.IdentityToken
+	}
+	return ""
+}
+
 // TmpfsMount is one tmpfs mount of a sandbox.
 type TmpfsMount struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -890,7 +978,7 @@ type TmpfsMount struct {
 
 func (x *TmpfsMount) Reset() {
 	*x = TmpfsMount{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +990,7 @@ func (x *TmpfsMount) String() string {
 func (*TmpfsMount) ProtoMessage() {}
 
 func (x *TmpfsMount) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +1003,7 @@ func (x *TmpfsMount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TmpfsMount.ProtoReflect.Descriptor instead.
 func (*TmpfsMount) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{11}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TmpfsMount) GetPath() string {
@@ -945,7 +1033,7 @@ type Ulimits struct {
 
 func (x *Ulimits) Reset() {
 	*x = Ulimits{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -957,7 +1045,7 @@ func (x *Ulimits) String() string {
 func (*Ulimits) ProtoMessage() {}
 
 func (x *Ulimits) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -970,7 +1058,7 @@ func (x *Ulimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ulimits.ProtoReflect.Descriptor instead.
 func (*Ulimits) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{12}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Ulimits) GetNofile() uint64 {
@@ -1016,7 +1104,7 @@ type NetworkRequest struct {
 
 func (x *NetworkRequest) Reset() {
 	*x = NetworkRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1116,7 @@ func (x *NetworkRequest) String() string {
 func (*NetworkRequest) ProtoMessage() {}
 
 func (x *NetworkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1129,7 @@ func (x *NetworkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkRequest.ProtoReflect.Descriptor instead.
 func (*NetworkRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{13}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *NetworkRequest) GetMode() string {
@@ -1072,7 +1160,7 @@ type NetworkStatus struct {
 
 func (x *NetworkStatus) Reset() {
 	*x = NetworkStatus{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1084,7 +1172,7 @@ func (x *NetworkStatus) String() string {
 func (*NetworkStatus) ProtoMessage() {}
 
 func (x *NetworkStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1097,7 +1185,7 @@ func (x *NetworkStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkStatus.ProtoReflect.Descriptor instead.
 func (*NetworkStatus) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{14}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *NetworkStatus) GetMode() string {
@@ -1190,7 +1278,7 @@ type Sandbox struct {
 
 func (x *Sandbox) Reset() {
 	*x = Sandbox{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1290,7 @@ func (x *Sandbox) String() string {
 func (*Sandbox) ProtoMessage() {}
 
 func (x *Sandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1303,7 @@ func (x *Sandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sandbox.ProtoReflect.Descriptor instead.
 func (*Sandbox) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{15}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Sandbox) GetId() string {
@@ -1455,7 +1543,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1467,7 +1555,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1480,7 +1568,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{16}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Usage) GetMemoryBytes() uint64 {
@@ -1533,7 +1621,7 @@ type Security struct {
 
 func (x *Security) Reset() {
 	*x = Security{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1545,7 +1633,7 @@ func (x *Security) String() string {
 func (*Security) ProtoMessage() {}
 
 func (x *Security) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1558,7 +1646,7 @@ func (x *Security) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Security.ProtoReflect.Descriptor instead.
 func (*Security) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{17}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Security) GetNetwork() bool {
@@ -1605,7 +1693,7 @@ type CreateSandboxResponse struct {
 
 func (x *CreateSandboxResponse) Reset() {
 	*x = CreateSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1617,7 +1705,7 @@ func (x *CreateSandboxResponse) String() string {
 func (*CreateSandboxResponse) ProtoMessage() {}
 
 func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1630,7 +1718,7 @@ func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*CreateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{18}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreateSandboxResponse) GetSandbox() *Sandbox {
@@ -1649,7 +1737,7 @@ type ListSandboxesRequest struct {
 
 func (x *ListSandboxesRequest) Reset() {
 	*x = ListSandboxesRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1661,7 +1749,7 @@ func (x *ListSandboxesRequest) String() string {
 func (*ListSandboxesRequest) ProtoMessage() {}
 
 func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1674,7 +1762,7 @@ func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesRequest.ProtoReflect.Descriptor instead.
 func (*ListSandboxesRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{19}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListSandboxesRequest) GetLabels() map[string]string {
@@ -1693,7 +1781,7 @@ type ListSandboxesResponse struct {
 
 func (x *ListSandboxesResponse) Reset() {
 	*x = ListSandboxesResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1705,7 +1793,7 @@ func (x *ListSandboxesResponse) String() string {
 func (*ListSandboxesResponse) ProtoMessage() {}
 
 func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1718,7 +1806,7 @@ func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesResponse.ProtoReflect.Descriptor instead.
 func (*ListSandboxesResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{20}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListSandboxesResponse) GetSandboxes() []*Sandbox {
@@ -1737,7 +1825,7 @@ type GetSandboxRequest struct {
 
 func (x *GetSandboxRequest) Reset() {
 	*x = GetSandboxRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1749,7 +1837,7 @@ func (x *GetSandboxRequest) String() string {
 func (*GetSandboxRequest) ProtoMessage() {}
 
 func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1762,7 +1850,7 @@ func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxRequest.ProtoReflect.Descriptor instead.
 func (*GetSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{21}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetSandboxRequest) GetId() string {
@@ -1781,7 +1869,7 @@ type GetSandboxResponse struct {
 
 func (x *GetSandboxResponse) Reset() {
 	*x = GetSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1793,7 +1881,7 @@ func (x *GetSandboxResponse) String() string {
 func (*GetSandboxResponse) ProtoMessage() {}
 
 func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1806,7 +1894,7 @@ func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxResponse.ProtoReflect.Descriptor instead.
 func (*GetSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{22}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetSandboxResponse) GetSandbox() *Sandbox {
@@ -1828,7 +1916,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1840,7 +1928,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1853,7 +1941,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{23}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeleteSandboxRequest) GetId() string {
@@ -1885,7 +1973,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1897,7 +1985,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1910,7 +1998,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{24}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{25}
 }
 
 type ExecRequest struct {
@@ -1933,7 +2021,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1945,7 +2033,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1958,7 +2046,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{25}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ExecRequest) GetSandboxId() string {
@@ -2046,7 +2134,7 @@ type ExecResult struct {
 
 func (x *ExecResult) Reset() {
 	*x = ExecResult{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2058,7 +2146,7 @@ func (x *ExecResult) String() string {
 func (*ExecResult) ProtoMessage() {}
 
 func (x *ExecResult) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2071,7 +2159,7 @@ func (x *ExecResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResult.ProtoReflect.Descriptor instead.
 func (*ExecResult) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{26}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ExecResult) GetExitCode() int32 {
@@ -2169,7 +2257,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2181,7 +2269,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2194,7 +2282,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{27}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ExecResponse) GetStdout() []byte {
@@ -2232,7 +2320,7 @@ type ExecStreamResponse struct {
 
 func (x *ExecStreamResponse) Reset() {
 	*x = ExecStreamResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2244,7 +2332,7 @@ func (x *ExecStreamResponse) String() string {
 func (*ExecStreamResponse) ProtoMessage() {}
 
 func (x *ExecStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2257,7 +2345,7 @@ func (x *ExecStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStreamResponse.ProtoReflect.Descriptor instead.
 func (*ExecStreamResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{28}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ExecStreamResponse) GetEvent() isExecStreamResponse_Event {
@@ -2327,7 +2415,7 @@ type CopyInRequest struct {
 
 func (x *CopyInRequest) Reset() {
 	*x = CopyInRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2339,7 +2427,7 @@ func (x *CopyInRequest) String() string {
 func (*CopyInRequest) ProtoMessage() {}
 
 func (x *CopyInRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2352,7 +2440,7 @@ func (x *CopyInRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyInRequest.ProtoReflect.Descriptor instead.
 func (*CopyInRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{29}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CopyInRequest) GetSandboxId() string {
@@ -2384,7 +2472,7 @@ type CopyInResponse struct {
 
 func (x *CopyInResponse) Reset() {
 	*x = CopyInResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2396,7 +2484,7 @@ func (x *CopyInResponse) String() string {
 func (*CopyInResponse) ProtoMessage() {}
 
 func (x *CopyInResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2409,7 +2497,7 @@ func (x *CopyInResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyInResponse.ProtoReflect.Descriptor instead.
 func (*CopyInResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{30}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{31}
 }
 
 type CopyOutRequest struct {
@@ -2422,7 +2510,7 @@ type CopyOutRequest struct {
 
 func (x *CopyOutRequest) Reset() {
 	*x = CopyOutRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2434,7 +2522,7 @@ func (x *CopyOutRequest) String() string {
 func (*CopyOutRequest) ProtoMessage() {}
 
 func (x *CopyOutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2447,7 +2535,7 @@ func (x *CopyOutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyOutRequest.ProtoReflect.Descriptor instead.
 func (*CopyOutRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{31}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CopyOutRequest) GetSandboxId() string {
@@ -2473,7 +2561,7 @@ type CopyOutResponse struct {
 
 func (x *CopyOutResponse) Reset() {
 	*x = CopyOutResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2485,7 +2573,7 @@ func (x *CopyOutResponse) String() string {
 func (*CopyOutResponse) ProtoMessage() {}
 
 func (x *CopyOutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2498,7 +2586,7 @@ func (x *CopyOutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyOutResponse.ProtoReflect.Descriptor instead.
 func (*CopyOutResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{32}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CopyOutResponse) GetData() []byte {
@@ -2518,7 +2606,7 @@ type StatPathRequest struct {
 
 func (x *StatPathRequest) Reset() {
 	*x = StatPathRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2530,7 +2618,7 @@ func (x *StatPathRequest) String() string {
 func (*StatPathRequest) ProtoMessage() {}
 
 func (x *StatPathRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2543,7 +2631,7 @@ func (x *StatPathRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatPathRequest.ProtoReflect.Descriptor instead.
 func (*StatPathRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{33}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *StatPathRequest) GetSandboxId() string {
@@ -2574,7 +2662,7 @@ type StatPathResponse struct {
 
 func (x *StatPathResponse) Reset() {
 	*x = StatPathResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[34]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2586,7 +2674,7 @@ func (x *StatPathResponse) String() string {
 func (*StatPathResponse) ProtoMessage() {}
 
 func (x *StatPathResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[34]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2599,7 +2687,7 @@ func (x *StatPathResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatPathResponse.ProtoReflect.Descriptor instead.
 func (*StatPathResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{34}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StatPathResponse) GetName() string {
@@ -2667,7 +2755,7 @@ type ImportImageRequest struct {
 
 func (x *ImportImageRequest) Reset() {
 	*x = ImportImageRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[35]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2679,7 +2767,7 @@ func (x *ImportImageRequest) String() string {
 func (*ImportImageRequest) ProtoMessage() {}
 
 func (x *ImportImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[35]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2692,7 +2780,7 @@ func (x *ImportImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportImageRequest.ProtoReflect.Descriptor instead.
 func (*ImportImageRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{35}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ImportImageRequest) GetName() string {
@@ -2745,7 +2833,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[36]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2757,7 +2845,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[36]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2770,7 +2858,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{36}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Image) GetName() string {
@@ -2817,7 +2905,7 @@ type ImportImageResponse struct {
 
 func (x *ImportImageResponse) Reset() {
 	*x = ImportImageResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[37]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2829,7 +2917,7 @@ func (x *ImportImageResponse) String() string {
 func (*ImportImageResponse) ProtoMessage() {}
 
 func (x *ImportImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[37]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2842,7 +2930,7 @@ func (x *ImportImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportImageResponse.ProtoReflect.Descriptor instead.
 func (*ImportImageResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{37}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ImportImageResponse) GetImages() []*Image {
@@ -2860,7 +2948,7 @@ type ListImagesRequest struct {
 
 func (x *ListImagesRequest) Reset() {
 	*x = ListImagesRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[38]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2872,7 +2960,7 @@ func (x *ListImagesRequest) String() string {
 func (*ListImagesRequest) ProtoMessage() {}
 
 func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[38]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2885,7 +2973,7 @@ func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesRequest.ProtoReflect.Descriptor instead.
 func (*ListImagesRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{38}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{39}
 }
 
 type ListImagesResponse struct {
@@ -2897,7 +2985,7 @@ type ListImagesResponse struct {
 
 func (x *ListImagesResponse) Reset() {
 	*x = ListImagesResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[39]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2909,7 +2997,7 @@ func (x *ListImagesResponse) String() string {
 func (*ListImagesResponse) ProtoMessage() {}
 
 func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[39]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2922,7 +3010,7 @@ func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesResponse.ProtoReflect.Descriptor instead.
 func (*ListImagesResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{39}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListImagesResponse) GetImages() []*Image {
@@ -2946,7 +3034,7 @@ type RemoveImageRequest struct {
 
 func (x *RemoveImageRequest) Reset() {
 	*x = RemoveImageRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[40]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2958,7 +3046,7 @@ func (x *RemoveImageRequest) String() string {
 func (*RemoveImageRequest) ProtoMessage() {}
 
 func (x *RemoveImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[40]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2971,7 +3059,7 @@ func (x *RemoveImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveImageRequest.ProtoReflect.Descriptor instead.
 func (*RemoveImageRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{40}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RemoveImageRequest) GetName() string {
@@ -2996,7 +3084,7 @@ type RemoveImageResponse struct {
 
 func (x *RemoveImageResponse) Reset() {
 	*x = RemoveImageResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[41]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3008,7 +3096,7 @@ func (x *RemoveImageResponse) String() string {
 func (*RemoveImageResponse) ProtoMessage() {}
 
 func (x *RemoveImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[41]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3021,7 +3109,7 @@ func (x *RemoveImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveImageResponse.ProtoReflect.Descriptor instead.
 func (*RemoveImageResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{41}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{42}
 }
 
 type UpdateNetworkRequest struct {
@@ -3035,7 +3123,7 @@ type UpdateNetworkRequest struct {
 
 func (x *UpdateNetworkRequest) Reset() {
 	*x = UpdateNetworkRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[42]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3047,7 +3135,7 @@ func (x *UpdateNetworkRequest) String() string {
 func (*UpdateNetworkRequest) ProtoMessage() {}
 
 func (x *UpdateNetworkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[42]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3060,7 +3148,7 @@ func (x *UpdateNetworkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNetworkRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNetworkRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{42}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *UpdateNetworkRequest) GetSandboxId() string {
@@ -3093,7 +3181,7 @@ type UpdateNetworkResponse struct {
 
 func (x *UpdateNetworkResponse) Reset() {
 	*x = UpdateNetworkResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[43]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3105,7 +3193,7 @@ func (x *UpdateNetworkResponse) String() string {
 func (*UpdateNetworkResponse) ProtoMessage() {}
 
 func (x *UpdateNetworkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[43]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3118,7 +3206,7 @@ func (x *UpdateNetworkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNetworkResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNetworkResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{43}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *UpdateNetworkResponse) GetNetwork() *NetworkStatus {
@@ -3142,7 +3230,7 @@ type UpdateSandboxRequest struct {
 
 func (x *UpdateSandboxRequest) Reset() {
 	*x = UpdateSandboxRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[44]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3154,7 +3242,7 @@ func (x *UpdateSandboxRequest) String() string {
 func (*UpdateSandboxRequest) ProtoMessage() {}
 
 func (x *UpdateSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[44]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3167,7 +3255,7 @@ func (x *UpdateSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSandboxRequest.ProtoReflect.Descriptor instead.
 func (*UpdateSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{44}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *UpdateSandboxRequest) GetSandboxId() string {
@@ -3221,7 +3309,7 @@ type UpdateSandboxResponse struct {
 
 func (x *UpdateSandboxResponse) Reset() {
 	*x = UpdateSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[45]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3233,7 +3321,7 @@ func (x *UpdateSandboxResponse) String() string {
 func (*UpdateSandboxResponse) ProtoMessage() {}
 
 func (x *UpdateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[45]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3246,7 +3334,7 @@ func (x *UpdateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*UpdateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{45}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *UpdateSandboxResponse) GetSandbox() *Sandbox {
@@ -3266,7 +3354,7 @@ type StopSandboxRequest struct {
 
 func (x *StopSandboxRequest) Reset() {
 	*x = StopSandboxRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[46]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3278,7 +3366,7 @@ func (x *StopSandboxRequest) String() string {
 func (*StopSandboxRequest) ProtoMessage() {}
 
 func (x *StopSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[46]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3291,7 +3379,7 @@ func (x *StopSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSandboxRequest.ProtoReflect.Descriptor instead.
 func (*StopSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{46}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *StopSandboxRequest) GetSandboxId() string {
@@ -3317,7 +3405,7 @@ type StopSandboxResponse struct {
 
 func (x *StopSandboxResponse) Reset() {
 	*x = StopSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[47]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3329,7 +3417,7 @@ func (x *StopSandboxResponse) String() string {
 func (*StopSandboxResponse) ProtoMessage() {}
 
 func (x *StopSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[47]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3342,7 +3430,7 @@ func (x *StopSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSandboxResponse.ProtoReflect.Descriptor instead.
 func (*StopSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{47}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *StopSandboxResponse) GetSandbox() *Sandbox {
@@ -3361,7 +3449,7 @@ type StartSandboxRequest struct {
 
 func (x *StartSandboxRequest) Reset() {
 	*x = StartSandboxRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[48]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3373,7 +3461,7 @@ func (x *StartSandboxRequest) String() string {
 func (*StartSandboxRequest) ProtoMessage() {}
 
 func (x *StartSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[48]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3386,7 +3474,7 @@ func (x *StartSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartSandboxRequest.ProtoReflect.Descriptor instead.
 func (*StartSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{48}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *StartSandboxRequest) GetSandboxId() string {
@@ -3405,7 +3493,7 @@ type StartSandboxResponse struct {
 
 func (x *StartSandboxResponse) Reset() {
 	*x = StartSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[49]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3417,7 +3505,7 @@ func (x *StartSandboxResponse) String() string {
 func (*StartSandboxResponse) ProtoMessage() {}
 
 func (x *StartSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[49]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3430,7 +3518,7 @@ func (x *StartSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartSandboxResponse.ProtoReflect.Descriptor instead.
 func (*StartSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{49}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *StartSandboxResponse) GetSandbox() *Sandbox {
@@ -3490,7 +3578,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x06memory\x18\x01 \x01(\tR\x06memory\x12\x12\n" +
 	"\x04cpus\x18\x02 \x01(\x01R\x04cpus\x12\x12\n" +
 	"\x04pids\x18\x03 \x01(\x03R\x04pids\x12\x12\n" +
-	"\x04disk\x18_ \x01(\tR\x04disk\"\xb2\x05\n" +
+	"\x04disk\x18_ \x01(\tR\x04disk\"\x82\x06\n" +
 	"\x14CreateSandboxRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12'\n" +
 	"\x06limits\x18\x02 \x01(\v2\x0f.boxd.v1.LimitsR\x06limits\x12\x10\n" +
@@ -3501,6 +3589,8 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x03ttl\x18\a \x01(\tR\x03ttl\x120\n" +
 	"\apublish\x18\x14 \x03(\v2\x16.boxd.v1.PublishedPortR\apublish\x121\n" +
 	"\anetwork\x18\x15 \x01(\v2\x17.boxd.v1.NetworkRequestR\anetwork\x12\x12\n" +
+	"\x04pull\x18( \x01(\tR\x04pull\x12:\n" +
+	"\rregistry_auth\x18) \x01(\v2\x15.boxd.v1.RegistryAuthR\fregistryAuth\x12\x12\n" +
 	"\x04user\x182 \x01(\tR\x04user\x12(\n" +
 	"\x10read_only_rootfs\x183 \x01(\bR\x0ereadOnlyRootfs\x12\x14\n" +
 	"\x05tmpfs\x184 \x03(\tR\x05tmpfs\x12\x18\n" +
@@ -3515,7 +3605,11 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\areplace\x18; \x01(\bR\areplace\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"?\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"m\n" +
+	"\fRegistryAuth\x12\x1a\n" +
+	"\busername\x18\x01 \x01(\tR\busername\x12\x1a\n" +
+	"\bpassword\x18\x02 \x01(\tR\bpassword\x12%\n" +
+	"\x0eidentity_token\x18\x03 \x01(\tR\ridentityToken\"?\n" +
 	"\n" +
 	"TmpfsMount\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1d\n" +
@@ -3765,7 +3859,7 @@ func file_boxd_v1_boxd_proto_rawDescGZIP() []byte {
 }
 
 var file_boxd_v1_boxd_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_boxd_v1_boxd_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_boxd_v1_boxd_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_boxd_v1_boxd_proto_goTypes = []any{
 	(ImageFormat)(0),              // 0: boxd.v1.ImageFormat
 	(*CommitSandboxRequest)(nil),  // 1: boxd.v1.CommitSandboxRequest
@@ -3779,130 +3873,132 @@ var file_boxd_v1_boxd_proto_goTypes = []any{
 	(*UnpublishPortResponse)(nil), // 9: boxd.v1.UnpublishPortResponse
 	(*Limits)(nil),                // 10: boxd.v1.Limits
 	(*CreateSandboxRequest)(nil),  // 11: boxd.v1.CreateSandboxRequest
-	(*TmpfsMount)(nil),            // 12: boxd.v1.TmpfsMount
-	(*Ulimits)(nil),               // 13: boxd.v1.Ulimits
-	(*NetworkRequest)(nil),        // 14: boxd.v1.NetworkRequest
-	(*NetworkStatus)(nil),         // 15: boxd.v1.NetworkStatus
-	(*Sandbox)(nil),               // 16: boxd.v1.Sandbox
-	(*Usage)(nil),                 // 17: boxd.v1.Usage
-	(*Security)(nil),              // 18: boxd.v1.Security
-	(*CreateSandboxResponse)(nil), // 19: boxd.v1.CreateSandboxResponse
-	(*ListSandboxesRequest)(nil),  // 20: boxd.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil), // 21: boxd.v1.ListSandboxesResponse
-	(*GetSandboxRequest)(nil),     // 22: boxd.v1.GetSandboxRequest
-	(*GetSandboxResponse)(nil),    // 23: boxd.v1.GetSandboxResponse
-	(*DeleteSandboxRequest)(nil),  // 24: boxd.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil), // 25: boxd.v1.DeleteSandboxResponse
-	(*ExecRequest)(nil),           // 26: boxd.v1.ExecRequest
-	(*ExecResult)(nil),            // 27: boxd.v1.ExecResult
-	(*ExecResponse)(nil),          // 28: boxd.v1.ExecResponse
-	(*ExecStreamResponse)(nil),    // 29: boxd.v1.ExecStreamResponse
-	(*CopyInRequest)(nil),         // 30: boxd.v1.CopyInRequest
-	(*CopyInResponse)(nil),        // 31: boxd.v1.CopyInResponse
-	(*CopyOutRequest)(nil),        // 32: boxd.v1.CopyOutRequest
-	(*CopyOutResponse)(nil),       // 33: boxd.v1.CopyOutResponse
-	(*StatPathRequest)(nil),       // 34: boxd.v1.StatPathRequest
-	(*StatPathResponse)(nil),      // 35: boxd.v1.StatPathResponse
-	(*ImportImageRequest)(nil),    // 36: boxd.v1.ImportImageRequest
-	(*Image)(nil),                 // 37: boxd.v1.Image
-	(*ImportImageResponse)(nil),   // 38: boxd.v1.ImportImageResponse
-	(*ListImagesRequest)(nil),     // 39: boxd.v1.ListImagesRequest
-	(*ListImagesResponse)(nil),    // 40: boxd.v1.ListImagesResponse
-	(*RemoveImageRequest)(nil),    // 41: boxd.v1.RemoveImageRequest
-	(*RemoveImageResponse)(nil),   // 42: boxd.v1.RemoveImageResponse
-	(*UpdateNetworkRequest)(nil),  // 43: boxd.v1.UpdateNetworkRequest
-	(*UpdateNetworkResponse)(nil), // 44: boxd.v1.UpdateNetworkResponse
-	(*UpdateSandboxRequest)(nil),  // 45: boxd.v1.UpdateSandboxRequest
-	(*UpdateSandboxResponse)(nil), // 46: boxd.v1.UpdateSandboxResponse
-	(*StopSandboxRequest)(nil),    // 47: boxd.v1.StopSandboxRequest
-	(*StopSandboxResponse)(nil),   // 48: boxd.v1.StopSandboxResponse
-	(*StartSandboxRequest)(nil),   // 49: boxd.v1.StartSandboxRequest
-	(*StartSandboxResponse)(nil),  // 50: boxd.v1.StartSandboxResponse
-	nil,                           // 51: boxd.v1.ForkSandboxRequest.LabelsEntry
-	nil,                           // 52: boxd.v1.CreateSandboxRequest.LabelsEntry
-	nil,                           // 53: boxd.v1.Sandbox.LabelsEntry
-	nil,                           // 54: boxd.v1.ListSandboxesRequest.LabelsEntry
-	nil,                           // 55: boxd.v1.Image.LabelsEntry
+	(*RegistryAuth)(nil),          // 12: boxd.v1.RegistryAuth
+	(*TmpfsMount)(nil),            // 13: boxd.v1.TmpfsMount
+	(*Ulimits)(nil),               // 14: boxd.v1.Ulimits
+	(*NetworkRequest)(nil),        // 15: boxd.v1.NetworkRequest
+	(*NetworkStatus)(nil),         // 16: boxd.v1.NetworkStatus
+	(*Sandbox)(nil),               // 17: boxd.v1.Sandbox
+	(*Usage)(nil),                 // 18: boxd.v1.Usage
+	(*Security)(nil),              // 19: boxd.v1.Security
+	(*CreateSandboxResponse)(nil), // 20: boxd.v1.CreateSandboxResponse
+	(*ListSandboxesRequest)(nil),  // 21: boxd.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil), // 22: boxd.v1.ListSandboxesResponse
+	(*GetSandboxRequest)(nil),     // 23: boxd.v1.GetSandboxRequest
+	(*GetSandboxResponse)(nil),    // 24: boxd.v1.GetSandboxResponse
+	(*DeleteSandboxRequest)(nil),  // 25: boxd.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil), // 26: boxd.v1.DeleteSandboxResponse
+	(*ExecRequest)(nil),           // 27: boxd.v1.ExecRequest
+	(*ExecResult)(nil),            // 28: boxd.v1.ExecResult
+	(*ExecResponse)(nil),          // 29: boxd.v1.ExecResponse
+	(*ExecStreamResponse)(nil),    // 30: boxd.v1.ExecStreamResponse
+	(*CopyInRequest)(nil),         // 31: boxd.v1.CopyInRequest
+	(*CopyInResponse)(nil),        // 32: boxd.v1.CopyInResponse
+	(*CopyOutRequest)(nil),        // 33: boxd.v1.CopyOutRequest
+	(*CopyOutResponse)(nil),       // 34: boxd.v1.CopyOutResponse
+	(*StatPathRequest)(nil),       // 35: boxd.v1.StatPathRequest
+	(*StatPathResponse)(nil),      // 36: boxd.v1.StatPathResponse
+	(*ImportImageRequest)(nil),    // 37: boxd.v1.ImportImageRequest
+	(*Image)(nil),                 // 38: boxd.v1.Image
+	(*ImportImageResponse)(nil),   // 39: boxd.v1.ImportImageResponse
+	(*ListImagesRequest)(nil),     // 40: boxd.v1.ListImagesRequest
+	(*ListImagesResponse)(nil),    // 41: boxd.v1.ListImagesResponse
+	(*RemoveImageRequest)(nil),    // 42: boxd.v1.RemoveImageRequest
+	(*RemoveImageResponse)(nil),   // 43: boxd.v1.RemoveImageResponse
+	(*UpdateNetworkRequest)(nil),  // 44: boxd.v1.UpdateNetworkRequest
+	(*UpdateNetworkResponse)(nil), // 45: boxd.v1.UpdateNetworkResponse
+	(*UpdateSandboxRequest)(nil),  // 46: boxd.v1.UpdateSandboxRequest
+	(*UpdateSandboxResponse)(nil), // 47: boxd.v1.UpdateSandboxResponse
+	(*StopSandboxRequest)(nil),    // 48: boxd.v1.StopSandboxRequest
+	(*StopSandboxResponse)(nil),   // 49: boxd.v1.StopSandboxResponse
+	(*StartSandboxRequest)(nil),   // 50: boxd.v1.StartSandboxRequest
+	(*StartSandboxResponse)(nil),  // 51: boxd.v1.StartSandboxResponse
+	nil,                           // 52: boxd.v1.ForkSandboxRequest.LabelsEntry
+	nil,                           // 53: boxd.v1.CreateSandboxRequest.LabelsEntry
+	nil,                           // 54: boxd.v1.Sandbox.LabelsEntry
+	nil,                           // 55: boxd.v1.ListSandboxesRequest.LabelsEntry
+	nil,                           // 56: boxd.v1.Image.LabelsEntry
 }
 var file_boxd_v1_boxd_proto_depIdxs = []int32{
-	37, // 0: boxd.v1.CommitSandboxResponse.image:type_name -> boxd.v1.Image
+	38, // 0: boxd.v1.CommitSandboxResponse.image:type_name -> boxd.v1.Image
 	10, // 1: boxd.v1.ForkSandboxRequest.limits:type_name -> boxd.v1.Limits
-	51, // 2: boxd.v1.ForkSandboxRequest.labels:type_name -> boxd.v1.ForkSandboxRequest.LabelsEntry
-	16, // 3: boxd.v1.ForkSandboxResponse.sandboxes:type_name -> boxd.v1.Sandbox
+	52, // 2: boxd.v1.ForkSandboxRequest.labels:type_name -> boxd.v1.ForkSandboxRequest.LabelsEntry
+	17, // 3: boxd.v1.ForkSandboxResponse.sandboxes:type_name -> boxd.v1.Sandbox
 	5,  // 4: boxd.v1.PublishPortRequest.port:type_name -> boxd.v1.PublishedPort
 	5,  // 5: boxd.v1.PublishPortResponse.port:type_name -> boxd.v1.PublishedPort
 	5,  // 6: boxd.v1.UnpublishPortResponse.ports:type_name -> boxd.v1.PublishedPort
 	10, // 7: boxd.v1.CreateSandboxRequest.limits:type_name -> boxd.v1.Limits
-	52, // 8: boxd.v1.CreateSandboxRequest.labels:type_name -> boxd.v1.CreateSandboxRequest.LabelsEntry
+	53, // 8: boxd.v1.CreateSandboxRequest.labels:type_name -> boxd.v1.CreateSandboxRequest.LabelsEntry
 	5,  // 9: boxd.v1.CreateSandboxRequest.publish:type_name -> boxd.v1.PublishedPort
-	14, // 10: boxd.v1.CreateSandboxRequest.network:type_name -> boxd.v1.NetworkRequest
-	53, // 11: boxd.v1.Sandbox.labels:type_name -> boxd.v1.Sandbox.LabelsEntry
-	18, // 12: boxd.v1.Sandbox.security:type_name -> boxd.v1.Security
-	17, // 13: boxd.v1.Sandbox.usage:type_name -> boxd.v1.Usage
-	5,  // 14: boxd.v1.Sandbox.ports:type_name -> boxd.v1.PublishedPort
-	15, // 15: boxd.v1.Sandbox.network:type_name -> boxd.v1.NetworkStatus
-	12, // 16: boxd.v1.Sandbox.tmpfs:type_name -> boxd.v1.TmpfsMount
-	13, // 17: boxd.v1.Sandbox.ulimits:type_name -> boxd.v1.Ulimits
-	16, // 18: boxd.v1.CreateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	54, // 19: boxd.v1.ListSandboxesRequest.labels:type_name -> boxd.v1.ListSandboxesRequest.LabelsEntry
-	16, // 20: boxd.v1.ListSandboxesResponse.sandboxes:type_name -> boxd.v1.Sandbox
-	16, // 21: boxd.v1.GetSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	27, // 22: boxd.v1.ExecResponse.result:type_name -> boxd.v1.ExecResult
-	27, // 23: boxd.v1.ExecStreamResponse.result:type_name -> boxd.v1.ExecResult
-	0,  // 24: boxd.v1.ImportImageRequest.format:type_name -> boxd.v1.ImageFormat
-	55, // 25: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
-	37, // 26: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
-	37, // 27: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
-	15, // 28: boxd.v1.UpdateNetworkResponse.network:type_name -> boxd.v1.NetworkStatus
-	10, // 29: boxd.v1.UpdateSandboxRequest.limits:type_name -> boxd.v1.Limits
-	16, // 30: boxd.v1.UpdateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	16, // 31: boxd.v1.StopSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	16, // 32: boxd.v1.StartSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	11, // 33: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
-	20, // 34: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
-	22, // 35: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
-	24, // 36: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
-	43, // 37: boxd.v1.SandboxService.UpdateNetwork:input_type -> boxd.v1.UpdateNetworkRequest
-	26, // 38: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
-	26, // 39: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
-	30, // 40: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
-	32, // 41: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
-	34, // 42: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
-	36, // 43: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
-	39, // 44: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
-	41, // 45: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
-	6,  // 46: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
-	8,  // 47: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
-	1,  // 48: boxd.v1.SandboxService.CommitSandbox:input_type -> boxd.v1.CommitSandboxRequest
-	3,  // 49: boxd.v1.SandboxService.ForkSandbox:input_type -> boxd.v1.ForkSandboxRequest
-	45, // 50: boxd.v1.SandboxService.UpdateSandbox:input_type -> boxd.v1.UpdateSandboxRequest
-	47, // 51: boxd.v1.SandboxService.StopSandbox:input_type -> boxd.v1.StopSandboxRequest
-	49, // 52: boxd.v1.SandboxService.StartSandbox:input_type -> boxd.v1.StartSandboxRequest
-	19, // 53: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
-	21, // 54: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
-	23, // 55: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
-	25, // 56: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
-	44, // 57: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
-	28, // 58: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
-	29, // 59: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
-	31, // 60: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
-	33, // 61: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
-	35, // 62: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
-	38, // 63: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
-	40, // 64: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
-	42, // 65: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
-	7,  // 66: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
-	9,  // 67: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
-	2,  // 68: boxd.v1.SandboxService.CommitSandbox:output_type -> boxd.v1.CommitSandboxResponse
-	4,  // 69: boxd.v1.SandboxService.ForkSandbox:output_type -> boxd.v1.ForkSandboxResponse
-	46, // 70: boxd.v1.SandboxService.UpdateSandbox:output_type -> boxd.v1.UpdateSandboxResponse
-	48, // 71: boxd.v1.SandboxService.StopSandbox:output_type -> boxd.v1.StopSandboxResponse
-	50, // 72: boxd.v1.SandboxService.StartSandbox:output_type -> boxd.v1.StartSandboxResponse
-	53, // [53:73] is the sub-list for method output_type
-	33, // [33:53] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	15, // 10: boxd.v1.CreateSandboxRequest.network:type_name -> boxd.v1.NetworkRequest
+	12, // 11: boxd.v1.CreateSandboxRequest.registry_auth:type_name -> boxd.v1.RegistryAuth
+	54, // 12: boxd.v1.Sandbox.labels:type_name -> boxd.v1.Sandbox.LabelsEntry
+	19, // 13: boxd.v1.Sandbox.security:type_name -> boxd.v1.Security
+	18, // 14: boxd.v1.Sandbox.usage:type_name -> boxd.v1.Usage
+	5,  // 15: boxd.v1.Sandbox.ports:type_name -> boxd.v1.PublishedPort
+	16, // 16: boxd.v1.Sandbox.network:type_name -> boxd.v1.NetworkStatus
+	13, // 17: boxd.v1.Sandbox.tmpfs:type_name -> boxd.v1.TmpfsMount
+	14, // 18: boxd.v1.Sandbox.ulimits:type_name -> boxd.v1.Ulimits
+	17, // 19: boxd.v1.CreateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	55, // 20: boxd.v1.ListSandboxesRequest.labels:type_name -> boxd.v1.ListSandboxesRequest.LabelsEntry
+	17, // 21: boxd.v1.ListSandboxesResponse.sandboxes:type_name -> boxd.v1.Sandbox
+	17, // 22: boxd.v1.GetSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	28, // 23: boxd.v1.ExecResponse.result:type_name -> boxd.v1.ExecResult
+	28, // 24: boxd.v1.ExecStreamResponse.result:type_name -> boxd.v1.ExecResult
+	0,  // 25: boxd.v1.ImportImageRequest.format:type_name -> boxd.v1.ImageFormat
+	56, // 26: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
+	38, // 27: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
+	38, // 28: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
+	16, // 29: boxd.v1.UpdateNetworkResponse.network:type_name -> boxd.v1.NetworkStatus
+	10, // 30: boxd.v1.UpdateSandboxRequest.limits:type_name -> boxd.v1.Limits
+	17, // 31: boxd.v1.UpdateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	17, // 32: boxd.v1.StopSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	17, // 33: boxd.v1.StartSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	11, // 34: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
+	21, // 35: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
+	23, // 36: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
+	25, // 37: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
+	44, // 38: boxd.v1.SandboxService.UpdateNetwork:input_type -> boxd.v1.UpdateNetworkRequest
+	27, // 39: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
+	27, // 40: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
+	31, // 41: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
+	33, // 42: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
+	35, // 43: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
+	37, // 44: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
+	40, // 45: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
+	42, // 46: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
+	6,  // 47: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
+	8,  // 48: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
+	1,  // 49: boxd.v1.SandboxService.CommitSandbox:input_type -> boxd.v1.CommitSandboxRequest
+	3,  // 50: boxd.v1.SandboxService.ForkSandbox:input_type -> boxd.v1.ForkSandboxRequest
+	46, // 51: boxd.v1.SandboxService.UpdateSandbox:input_type -> boxd.v1.UpdateSandboxRequest
+	48, // 52: boxd.v1.SandboxService.StopSandbox:input_type -> boxd.v1.StopSandboxRequest
+	50, // 53: boxd.v1.SandboxService.StartSandbox:input_type -> boxd.v1.StartSandboxRequest
+	20, // 54: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
+	22, // 55: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
+	24, // 56: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
+	26, // 57: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
+	45, // 58: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
+	29, // 59: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
+	30, // 60: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
+	32, // 61: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
+	34, // 62: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
+	36, // 63: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
+	39, // 64: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
+	41, // 65: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
+	43, // 66: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
+	7,  // 67: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
+	9,  // 68: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
+	2,  // 69: boxd.v1.SandboxService.CommitSandbox:output_type -> boxd.v1.CommitSandboxResponse
+	4,  // 70: boxd.v1.SandboxService.ForkSandbox:output_type -> boxd.v1.ForkSandboxResponse
+	47, // 71: boxd.v1.SandboxService.UpdateSandbox:output_type -> boxd.v1.UpdateSandboxResponse
+	49, // 72: boxd.v1.SandboxService.StopSandbox:output_type -> boxd.v1.StopSandboxResponse
+	51, // 73: boxd.v1.SandboxService.StartSandbox:output_type -> boxd.v1.StartSandboxResponse
+	54, // [54:74] is the sub-list for method output_type
+	34, // [34:54] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_boxd_v1_boxd_proto_init() }
@@ -3910,7 +4006,7 @@ func file_boxd_v1_boxd_proto_init() {
 	if File_boxd_v1_boxd_proto != nil {
 		return
 	}
-	file_boxd_v1_boxd_proto_msgTypes[28].OneofWrappers = []any{
+	file_boxd_v1_boxd_proto_msgTypes[29].OneofWrappers = []any{
 		(*ExecStreamResponse_Stdout)(nil),
 		(*ExecStreamResponse_Stderr)(nil),
 		(*ExecStreamResponse_Result)(nil),
@@ -3921,7 +4017,7 @@ func file_boxd_v1_boxd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_boxd_v1_boxd_proto_rawDesc), len(file_boxd_v1_boxd_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   55,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

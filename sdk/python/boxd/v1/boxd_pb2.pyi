@@ -56,7 +56,7 @@ class CopyOutResponse(_message.Message):
     def __init__(self, data: _Optional[bytes] = ...) -> None: ...
 
 class CreateSandboxRequest(_message.Message):
-    __slots__ = ["cpu_weight", "env", "exec_timeout", "hostname", "image", "labels", "limits", "memory_low", "name", "network", "output_limit", "publish", "read_only_rootfs", "replace", "tmpfs", "ttl", "ulimits", "user", "workdir"]
+    __slots__ = ["cpu_weight", "env", "exec_timeout", "hostname", "image", "labels", "limits", "memory_low", "name", "network", "output_limit", "publish", "pull", "read_only_rootfs", "registry_auth", "replace", "tmpfs", "ttl", "ulimits", "user", "workdir"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -76,7 +76,9 @@ class CreateSandboxRequest(_message.Message):
     NETWORK_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_LIMIT_FIELD_NUMBER: _ClassVar[int]
     PUBLISH_FIELD_NUMBER: _ClassVar[int]
+    PULL_FIELD_NUMBER: _ClassVar[int]
     READ_ONLY_ROOTFS_FIELD_NUMBER: _ClassVar[int]
+    REGISTRY_AUTH_FIELD_NUMBER: _ClassVar[int]
     REPLACE_FIELD_NUMBER: _ClassVar[int]
     TMPFS_FIELD_NUMBER: _ClassVar[int]
     TTL_FIELD_NUMBER: _ClassVar[int]
@@ -95,14 +97,16 @@ class CreateSandboxRequest(_message.Message):
     network: NetworkRequest
     output_limit: int
     publish: _containers.RepeatedCompositeFieldContainer[PublishedPort]
+    pull: str
     read_only_rootfs: bool
+    registry_auth: RegistryAuth
     replace: bool
     tmpfs: _containers.RepeatedScalarFieldContainer[str]
     ttl: str
     ulimits: _containers.RepeatedScalarFieldContainer[str]
     user: str
     workdir: str
-    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., name: _Optional[str] = ..., ttl: _Optional[str] = ..., publish: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkRequest, _Mapping]] = ..., user: _Optional[str] = ..., read_only_rootfs: bool = ..., tmpfs: _Optional[_Iterable[str]] = ..., ulimits: _Optional[_Iterable[str]] = ..., hostname: _Optional[str] = ..., cpu_weight: _Optional[int] = ..., memory_low: _Optional[str] = ..., exec_timeout: _Optional[str] = ..., output_limit: _Optional[int] = ..., replace: bool = ...) -> None: ...
+    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., name: _Optional[str] = ..., ttl: _Optional[str] = ..., publish: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkRequest, _Mapping]] = ..., pull: _Optional[str] = ..., registry_auth: _Optional[_Union[RegistryAuth, _Mapping]] = ..., user: _Optional[str] = ..., read_only_rootfs: bool = ..., tmpfs: _Optional[_Iterable[str]] = ..., ulimits: _Optional[_Iterable[str]] = ..., hostname: _Optional[str] = ..., cpu_weight: _Optional[int] = ..., memory_low: _Optional[str] = ..., exec_timeout: _Optional[str] = ..., output_limit: _Optional[int] = ..., replace: bool = ...) -> None: ...
 
 class CreateSandboxResponse(_message.Message):
     __slots__ = ["sandbox"]
@@ -366,6 +370,16 @@ class PublishedPort(_message.Message):
     port: int
     protocol: str
     def __init__(self, host_ip: _Optional[str] = ..., host_port: _Optional[int] = ..., port: _Optional[int] = ..., protocol: _Optional[str] = ...) -> None: ...
+
+class RegistryAuth(_message.Message):
+    __slots__ = ["identity_token", "password", "username"]
+    IDENTITY_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    PASSWORD_FIELD_NUMBER: _ClassVar[int]
+    USERNAME_FIELD_NUMBER: _ClassVar[int]
+    identity_token: str
+    password: str
+    username: str
+    def __init__(self, username: _Optional[str] = ..., password: _Optional[str] = ..., identity_token: _Optional[str] = ...) -> None: ...
 
 class RemoveImageRequest(_message.Message):
     __slots__ = ["force", "name"]
