@@ -34,8 +34,31 @@ type Config struct {
 
 	ReadOnlyRootfs bool
 	TmpSizeBytes   int64 // size cap of the /tmp tmpfs
+	ShmSizeBytes   int64 // size cap of /dev/shm; zero means ShmSizeBytes
+	// Tmpfs are further tmpfs mounts (nosuid, nodev), each with its size
+	// cap; the caller has checked their paths.
+	Tmpfs []Tmpfs
 	// NoFile, NProc, FSize are rlimits; zero means the package default.
-	NoFile uint64
-	NProc  uint64
-	FSize  uint64
+	// CPUTime is RLIMIT_CPU in seconds; zero means none.
+	NoFile  uint64
+	NProc   uint64
+	FSize   uint64
+	CPUTime uint64
+
+	// CPUShares is the CPU weight as cgroup v1 shares (runc converts it to
+	// cpu.weight on v2); zero keeps the kernel's default. MemoryLow is
+	// memory the kernel protects from reclaim (memory.low on v2, the soft
+	// limit on v1); zero means none.
+	CPUShares uint64
+	MemoryLow int64
+
+	// User is who commands run as when a request names nobody; handed to
+	// the init, which resolves it in the sandbox's /etc/passwd.
+	User string
+}
+
+// Tmpfs is one tmpfs mount of a sandbox.
+type Tmpfs struct {
+	Path      string
+	SizeBytes int64
 }

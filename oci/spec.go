@@ -139,7 +139,7 @@ func Spec(ctx context.Context, c Config) (*specs.Spec, error) {
 	if err != nil {
 		return nil, err
 	}
-	initCfg, err := handoff.Config{Workdir: c.Workdir, Env: env, Pids: c.Pids}.Encode()
+	initCfg, err := handoff.Config{Workdir: c.Workdir, Env: env, Pids: c.Pids, User: c.User}.Encode()
 	if err != nil {
 		return nil, fieldErr("Env", "%v", err)
 	}
@@ -181,7 +181,7 @@ func Spec(ctx context.Context, c Config) (*specs.Spec, error) {
 		withRootfsPropagation("rprivate"),
 		withMaskedPaths(requiredMaskedPaths),
 		withReadonlyPaths(requiredReadonlyPaths),
-		coci.WithDevShmSize(ShmSizeBytes >> 10),
+		coci.WithDevShmSize(orDefaultInt(c.ShmSizeBytes, ShmSizeBytes) >> 10),
 		withMountOption("/run", "nodev"),
 		coci.WithMounts(mounts(c)),
 
@@ -199,6 +199,15 @@ func Spec(ctx context.Context, c Config) (*specs.Spec, error) {
 		withRlimit("RLIMIT_NOFILE", orDefault(c.NoFile, DefaultNoFile)),
 		withRlimit("RLIMIT_NPROC", orDefault(c.NProc, DefaultNProc)),
 		withRlimit("RLIMIT_FSIZE", orDefault(c.FSize, DefaultFSize)),
+	}
+	if c.CPUTime > 0 {
+		opts = append(opts, withRlimit("RLIMIT_CPU", c.CPUTime))
+	}
+	if c.CPUShares > 0 {
+		opts = append(opts, coci.WithCPUShares(c.CPUShares))
+	}
+	if c.MemoryLow > 0 {
+		opts = append(opts, withMemoryReservation(c.MemoryLow))
 	}
 	if c.NetNSPath != "" {
 		opts = append(opts, WithNetNS(c.NetNSPath), WithResolvConf(c.ResolvConf))
@@ -263,6 +272,18 @@ func validate(c Config) error {
 		return fieldErr("ResolvConf", "must be an absolute host path with NetNSPath, got %q", c.ResolvConf)
 	case c.TmpSizeBytes < 0:
 		return fieldErr("TmpSizeBytes", "must be >= 0, got %d", c.TmpSizeBytes)
+	case c.ShmSizeBytes < 0:
+		return fieldErr("ShmSizeBytes", "must be >= 0, got %d", c.ShmSizeBytes)
+	case c.MemoryLow < 0 || c.MemoryLow > c.MemoryBytes:
+		return fieldErr("MemoryLow", "must be between 0 and MemoryBytes, got %d", c.MemoryLow)
+	}
+	for i, t := range c.Tmpfs {
+		if !filepath.IsAbs(t.Path) || filepath.Clean(t.Path) != t.Path || t.Path == "/" {
+			return fieldErr(fmt.Sprintf("Tmpfs[%d]", i), "path must be a clean absolute path other than /, got %q", t.Path)
+		}
+		if t.SizeBytes <= 0 {
+			return fieldErr(fmt.Sprintf("Tmpfs[%d]", i), "size must be > 0, got %d", t.SizeBytes)
+		}
 	}
 	return nil
 }
@@ -315,6 +336,28 @@ func cpuQuota(cpus float64) int64 {
 	return int64(math.Round(cpus * CPUPeriod))
 }
 
+func orDefaultInt(v, def int64) int64 {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// withMemoryReservation sets the memory the kernel protects from reclaim
+// (memory.low on cgroup v2, memory.soft_limit_in_bytes on v1).
+func withMemoryReservation(b int64) coci.SpecOpts {
+	return func(_ context.Context, _ coci.Client, _ *containers.Container, s *specs.Spec) error {
+		if s.Linux.Resources == nil {
+			s.Linux.Resources = &specs.LinuxResources{}
+		}
+		if s.Linux.Resources.Memory == nil {
+			s.Linux.Resources.Memory = &specs.LinuxMemory{}
+		}
+		s.Linux.Resources.Memory.Reservation = &b
+		return nil
+	}
+}
+
 func orDefault(v, def uint64) uint64 {
 	if v == 0 {
 		return def
@@ -351,6 +394,14 @@ func mounts(c Config) []specs.Mount {
 			Type:        "tmpfs",
 			Source:      "tmpfs",
 			Options:     []string{"nosuid", "nodev", "mode=755", size},
+		})
+	}
+	for _, t := range c.Tmpfs {
+		m = append(m, specs.Mount{
+			Destination: t.Path,
+			Type:        "tmpfs",
+			Source:      "tmpfs",
+			Options:     []string{"nosuid", "nodev", "mode=1777", "size=" + strconv.FormatInt(t.SizeBytes, 10)},
 		})
 	}
 	return append(m,

@@ -265,11 +265,27 @@ func toProto(sb *runtime.Sandbox) *boxdv1.Sandbox {
 	if sb.Idle != nil {
 		idleTimeout, onIdle, lastActivity = sb.Idle.Timeout.String(), sb.Idle.Action, ts(sb.Idle.LastActivity)
 	}
+	t := sb.Tunables
+	var tmpfs []*boxdv1.TmpfsMount
+	for _, m := range t.Tmpfs {
+		tmpfs = append(tmpfs, &boxdv1.TmpfsMount{Path: m.Path, SizeBytes: m.SizeBytes})
+	}
+	execTimeout := ""
+	if t.ExecTimeout > 0 {
+		execTimeout = t.ExecTimeout.String()
+	}
+	hostname := t.Hostname
+	if hostname == "" {
+		hostname = sb.ID
+	}
 	return &boxdv1.Sandbox{
 		IdleTimeout: idleTimeout, OnIdle: onIdle, LastActivityAt: lastActivity,
 		PausedAt: ts(sb.PausedAt), PauseReason: sb.PauseReason,
-		Usage: u,
-		Id:    sb.ID, Name: sb.Name, Image: sb.Image, State: sb.State,
+		User: sb.User, Tmpfs: tmpfs, Hostname: hostname, CpuWeight: t.CPUWeight, MemoryLowBytes: t.MemoryLow,
+		ExecTimeout: execTimeout, OutputLimit: t.OutputLimit, StoppedAt: ts(sb.StoppedAt),
+		Ulimits: &boxdv1.Ulimits{Nofile: t.Ulimits.NoFile, Nproc: t.Ulimits.NProc, CpuSeconds: t.Ulimits.CPU, FsizeBytes: t.Ulimits.FSize},
+		Usage:   u,
+		Id:      sb.ID, Name: sb.Name, Image: sb.Image, State: sb.State,
 		MemoryBytes: sb.Limits.MemoryBytes, Cpus: sb.Limits.CPUs, Pids: sb.Limits.Pids,
 		DiskBytes: sb.Limits.DiskBytes, DiskUsedBytes: sb.DiskUsedBytes,
 		Env: sb.Env, Workdir: sb.Workdir, Labels: sb.Labels,
@@ -282,7 +298,7 @@ func toProto(sb *runtime.Sandbox) *boxdv1.Sandbox {
 		OwnerUid: sb.OwnerUID, Owner: userName(sb.OwnerUID),
 		Security: &boxdv1.Security{
 			Network:        sb.Network != nil && sb.Network.Mode == "egress",
-			ReadOnlyRootfs: false,
+			ReadOnlyRootfs: t.ReadOnly,
 			Capabilities:   runtime.Capabilities(),
 			Seccomp:        "containerd default profile plus boxd's denials (oci.DeniedSyscalls)",
 			UidMap:         sb.UIDMap,
@@ -296,7 +312,13 @@ func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[boxdv1.
 		return nil, ToConnect(err)
 	}
 	cr := runtime.CreateRequest{Image: m.Image, Env: m.Env, Workdir: m.Workdir, Labels: m.Labels, Name: m.Name, TTL: m.Ttl, Publish: portSpecs(m.Publish),
-		IdleTimeout: m.IdleTimeout, OnIdle: m.OnIdle}
+		IdleTimeout: m.IdleTimeout, OnIdle: m.OnIdle,
+		User: m.User, Replace: m.Replace,
+		Tunables: runtime.TunablesRequest{
+			ReadOnly: m.ReadOnlyRootfs, Tmpfs: m.Tmpfs, Ulimits: m.Ulimits, Hostname: m.Hostname, CPUWeight: m.CpuWeight,
+			MemoryLow: m.MemoryLow, ExecTimeout: m.ExecTimeout, OutputLimit: m.OutputLimit,
+		},
+	}
 	if n := m.Network; n != nil {
 		cr.Network, cr.Allow = n.Mode, n.Allow
 	}
@@ -354,10 +376,50 @@ func (s *Server) UpdateNetwork(ctx context.Context, req *connect.Request[boxdv1.
 }
 
 func (s *Server) DeleteSandbox(ctx context.Context, req *connect.Request[boxdv1.DeleteSandboxRequest]) (*connect.Response[boxdv1.DeleteSandboxResponse], error) {
-	if err := s.Manager.Delete(ctx, req.Msg.Id); err != nil {
+	grace, err := runtime.ParseGrace("timeout", req.Msg.Timeout)
+	if err != nil {
+		return nil, ToConnect(err)
+	}
+	if req.Msg.Force {
+		grace = 0
+	}
+	if err := s.Manager.DeleteGraceful(ctx, req.Msg.Id, grace); err != nil {
 		return nil, ToConnect(err)
 	}
 	return connect.NewResponse(&boxdv1.DeleteSandboxResponse{}), nil
+}
+
+func (s *Server) UpdateSandbox(ctx context.Context, req *connect.Request[boxdv1.UpdateSandboxRequest]) (*connect.Response[boxdv1.UpdateSandboxResponse], error) {
+	m := req.Msg
+	ur := runtime.UpdateRequest{TTL: m.Ttl, Extend: m.Extend, Env: m.Env, Workdir: m.Workdir}
+	if l := m.Limits; l != nil {
+		ur.Memory, ur.CPUs, ur.Pids = l.Memory, l.Cpus, l.Pids
+	}
+	sb, err := s.Manager.Update(ctx, m.SandboxId, ur)
+	if err != nil {
+		return nil, ToConnect(err)
+	}
+	return connect.NewResponse(&boxdv1.UpdateSandboxResponse{Sandbox: toProto(sb)}), nil
+}
+
+func (s *Server) StopSandbox(ctx context.Context, req *connect.Request[boxdv1.StopSandboxRequest]) (*connect.Response[boxdv1.StopSandboxResponse], error) {
+	grace, err := runtime.ParseGrace("timeout", req.Msg.Timeout)
+	if err != nil {
+		return nil, ToConnect(err)
+	}
+	sb, err := s.Manager.Stop(ctx, req.Msg.SandboxId, grace)
+	if err != nil {
+		return nil, ToConnect(err)
+	}
+	return connect.NewResponse(&boxdv1.StopSandboxResponse{Sandbox: toProto(sb)}), nil
+}
+
+func (s *Server) StartSandbox(ctx context.Context, req *connect.Request[boxdv1.StartSandboxRequest]) (*connect.Response[boxdv1.StartSandboxResponse], error) {
+	sb, err := s.Manager.Start(ctx, req.Msg.SandboxId)
+	if err != nil {
+		return nil, ToConnect(err)
+	}
+	return connect.NewResponse(&boxdv1.StartSandboxResponse{Sandbox: toProto(sb)}), nil
 }
 
 func execRequest(m *boxdv1.ExecRequest) (runtime.ExecRequest, error) {
@@ -365,7 +427,8 @@ func execRequest(m *boxdv1.ExecRequest) (runtime.ExecRequest, error) {
 	if err != nil {
 		return runtime.ExecRequest{}, err
 	}
-	return runtime.ExecRequest{Args: m.Args, Env: m.Env, Dir: m.Workdir, Timeout: timeout, Stdin: m.Stdin, OutputLimit: m.OutputLimit}, nil
+	return runtime.ExecRequest{Args: m.Args, Env: m.Env, Dir: m.Workdir, Timeout: timeout, Stdin: m.Stdin, OutputLimit: m.OutputLimit,
+		User: m.User, Combined: m.CombinedOutput}, nil
 }
 
 func execResult(r runtime.ExecResult) *boxdv1.ExecResult {
@@ -373,6 +436,7 @@ func execResult(r runtime.ExecResult) *boxdv1.ExecResult {
 		ExitCode: int32(r.ExitCode), Signal: r.Signal, TimedOut: r.TimedOut, Truncated: r.Truncated,
 		StartedAt: ts(r.Started), EndedAt: ts(r.Ended),
 		UserCpuUsec: r.UserCPU.Microseconds(), SystemCpuUsec: r.SystemCPU.Microseconds(), MaxRssBytes: r.MaxRSS,
+		Pid: int64(r.PID), OomKilled: r.OOMKilled,
 	}
 }
 
@@ -382,20 +446,23 @@ func (s *Server) Exec(ctx context.Context, req *connect.Request[boxdv1.ExecReque
 	if err != nil {
 		return nil, ToConnect(err)
 	}
-	if er.OutputLimit == 0 || er.OutputLimit > MaxMessageBytes/2 {
-		// A unary answer must fit in one message.
-		er.OutputLimit = MaxMessageBytes / 2
-	}
+	// A unary answer must fit in one message: the output cap (the
+	// request's, else the sandbox's default) is held below it.
 	var stdout, stderr capped
-	stdout.max, stderr.max = er.OutputLimit, er.OutputLimit
+	stdout.max, stderr.max = MaxMessageBytes/2, MaxMessageBytes/2
 	if req.Msg.Resume {
 		ctx = runtime.WithResume(ctx)
 	}
-	res, err := s.Manager.Exec(ctx, req.Msg.SandboxId, er, nil, &stdout, &stderr)
+	res, err := s.Manager.ExecWithin(ctx, req.Msg.SandboxId, er, MaxMessageBytes/2, nil, &stdout, &stderr)
 	if err != nil {
 		return nil, ToConnect(err)
 	}
-	return connect.NewResponse(&boxdv1.ExecResponse{Stdout: stdout.b, Stderr: stderr.b, Result: execResult(res)}), nil
+	out := &boxdv1.ExecResponse{Stdout: stdout.b, Stderr: stderr.b, Result: execResult(res)}
+	if er.Combined {
+		// The init sent everything as stdout, in the order written.
+		out.Result.Output, out.Stdout, out.Stderr = stdout.b, nil, nil
+	}
+	return connect.NewResponse(out), nil
 }
 
 // capped is a buffer that keeps at most max bytes, as a guard in depth

@@ -61,8 +61,9 @@ func processSpec(m *boxdv1.ProcessSpec) (wire.ProcessSpec, error) {
 	return wire.ProcessSpec{
 		ExecRequest: wire.ExecRequest{
 			Args: m.Args, Env: m.Env, Dir: m.Workdir, Timeout: timeout, Stdin: m.Stdin, OutputLimit: limit,
+			User: m.User,
 		},
-		User: m.User, Tty: m.Tty, Window: win,
+		Tty: m.Tty, Window: win,
 	}, nil
 }
 

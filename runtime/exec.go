@@ -4,6 +4,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -136,6 +137,13 @@ type ExecResult = wire.ExecResult
 // Exec runs a command in a sandbox, streaming its output to stdout and
 // stderr. stdin may be nil.
 func (m *Manager) Exec(ctx context.Context, idOrName string, req ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (ExecResult, error) {
+	return m.ExecWithin(ctx, idOrName, req, 0, stdin, stdout, stderr)
+}
+
+// ExecWithin is Exec with the output cap, after the sandbox's default is
+// applied, held to at most maxOutput bytes (0: no such bound), for callers
+// that buffer the output.
+func (m *Manager) ExecWithin(ctx context.Context, idOrName string, req ExecRequest, maxOutput int64, stdin io.Reader, stdout, stderr io.Writer) (ExecResult, error) {
 	if len(req.Args) == 0 {
 		return ExecResult{}, fieldErr("args", "no command given")
 	}
@@ -156,17 +164,59 @@ func (m *Manager) Exec(ctx context.Context, idOrName string, req ExecRequest, st
 	if req.OutputLimit < 0 {
 		return ExecResult{}, fieldErr("output_limit", "%d must not be negative", req.OutputLimit)
 	}
+	if err := ValidateUser("user", req.User); err != nil {
+		return ExecResult{}, err
+	}
 	c, id, err := m.agentFor(ctx, idOrName)
 	if err != nil {
 		return ExecResult{}, err
 	}
 	m.emit(events.ExecStarted, id, map[string]string{"args": truncate(strings.Join(req.Args, " "), 256)})
+	if req.Timeout == 0 || req.OutputLimit == 0 {
+		d := m.execDefaults(ctx, id)
+		if req.Timeout == 0 {
+			req.Timeout = d.ExecTimeout
+		}
+		if req.OutputLimit == 0 {
+			req.OutputLimit = d.OutputLimit
+		}
+	}
+	if maxOutput > 0 && (req.OutputLimit == 0 || req.OutputLimit > maxOutput) {
+		req.OutputLimit = maxOutput
+	}
+	before, beforeOK := m.oomKills(id)
 	res, err := c.Exec(ctx, req, stdin, stdout, stderr)
 	m.execExited(id, res, err)
 	if err != nil {
 		return res, m.notRunning(ctx, id, fmt.Errorf("exec in sandbox %s: %w", id, err))
 	}
+	m.markOOM(id, before, beforeOK, &res)
 	return res, nil
+}
+
+// execDefaults is a sandbox's default exec timeout and output cap, cached
+// after the first look at its label (they change only by update, which
+// refreshes the cache).
+func (m *Manager) execDefaults(ctx context.Context, id string) Tunables {
+	if v, ok := m.execDefs.Load(id); ok {
+		return v.(Tunables)
+	}
+	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
+	ctr, err := m.cfg.Client.LoadContainer(ctx, id)
+	if err != nil {
+		return Tunables{}
+	}
+	labels, err := ctr.Labels(ctx)
+	if err != nil {
+		return Tunables{}
+	}
+	var rec record
+	if json.Unmarshal([]byte(labels[LabelSandbox]), &rec) != nil {
+		return Tunables{}
+	}
+	d := Tunables{ExecTimeout: rec.ExecTimeout, OutputLimit: rec.OutputLimit}
+	m.execDefs.Store(id, d)
+	return d
 }
 
 // CopyIn extracts a tar stream at dest inside the sandbox (docker cp rules:

@@ -254,6 +254,9 @@ func (m *Manager) forkRequests(req ForkRequest, sb *Sandbox, count int) ([]resol
 			}
 			return nil, err
 		}
+		// The source's default user and tunables (validated when it was
+		// made) carry over as its workdir does.
+		r.user, r.userSet, r.tun = sb.User, sb.User != "", sb.Tunables
 		rs[i] = r
 	}
 	return rs, nil

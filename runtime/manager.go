@@ -144,6 +144,9 @@ type Sandbox struct {
 	PausedAt    time.Time
 	PauseReason string
 	Idle        *IdleInfo // nil: no idle timeout
+	User        string    // default user of commands; empty: root
+	Tunables    Tunables
+	StoppedAt   time.Time // set while stopped by Stop
 	// DiskUsedBytes is what the writable layer of a capped sandbox uses
 	// (Get only); the cap is Limits.DiskBytes.
 	DiskUsedBytes int64
@@ -182,6 +185,10 @@ type record struct {
 	Runtime           string   `json:"runtime,omitempty"`
 	RuntimeVersion    string   `json:"runtime_version,omitempty"`
 	RuntimeAdvisories []string `json:"runtime_advisories,omitempty"`
+	// User is the default user of commands (create --user or the image's
+	// USER); empty is root.
+	User string `json:"user,omitempty"`
+	Tunables
 }
 
 // withRuntime records the runtime this boxd makes sandboxes on.
@@ -214,6 +221,9 @@ type Manager struct {
 	paused   map[string]bool
 	act      activity
 	blkio    blkio
+	// execDefs caches each sandbox's default exec timeout and output cap
+	// (Tunables with only those set), keyed by id.
+	execDefs sync.Map
 }
 
 // claim marks id busy; it reports false if something else holds it.
@@ -364,6 +374,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	if err != nil {
 		return nil, fmt.Errorf("image %s: read config: %w", r.image, err)
 	}
+	if r, err = withImage(r, imgSpec.Config); err != nil {
+		return nil, err
+	}
 
 	if r.name != "" {
 		// Creates run in parallel; only two with the same name and owner
@@ -374,7 +387,12 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 		}
 		defer m.release(key)
 		if _, err := m.find(WithCaller(ctx, Caller{UID: r.owner}), r.name); err == nil {
-			return nil, fmt.Errorf("a sandbox named %q already exists: %w", r.name, errdefs.ErrAlreadyExists)
+			if !req.Replace {
+				return nil, fmt.Errorf("a sandbox named %q already exists: %w", r.name, errdefs.ErrAlreadyExists)
+			}
+			if err := m.DeleteGraceful(WithCaller(ctx, Caller{UID: r.owner}), r.name, DefaultStopGrace); err != nil && !errdefs.IsNotFound(err) {
+				return nil, fmt.Errorf("replace the sandbox named %q: %w", r.name, err)
+			}
 		} else if !errdefs.IsNotFound(err) {
 			return nil, err
 		}
@@ -439,6 +457,7 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 		Name: r.name, Image: img.Name(), ImageDigest: img.Target().Digest.String(), Memory: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
 		Workdir: r.workdir, CreatedAt: now, ExpiresAt: now.Add(r.ttl), HostUID: hostID, IDMapSize: m.cfg.IDMapSize,
 		Disk: r.limits.DiskBytes,
+		User: r.user, Tunables: r.tun,
 	}
 	rec = m.withRuntime(rec)
 	log := m.log.With("sandbox", id)
@@ -607,6 +626,7 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 		phase("label")
 	}
 	m.servePorts(id, lns)
+	m.execDefs.Store(id, Tunables{ExecTimeout: r.tun.ExecTimeout, OutputLimit: r.tun.OutputLimit})
 	if !member {
 		m.inv.showOwned(id, owned{uid: r.owner, memory: r.limits.MemoryBytes})
 	}
@@ -631,9 +651,28 @@ func (m *Manager) specFor(ctx context.Context, id string, r resolved, imgSpec oc
 		netns, resolvConf = net.NetNS, m.resolvConfPath(id)
 	}
 	env := append(append([]string{}, imgSpec.Config.Env...), r.env...)
+	hostname := id
+	if r.tun.Hostname != "" {
+		hostname = r.tun.Hostname
+	}
+	var tmpfs []oci.Tmpfs
+	var tmpSize, shmSize int64
+	for _, t := range r.tun.Tmpfs {
+		switch t.Path {
+		case "/tmp":
+			tmpSize = t.SizeBytes
+		case devShm:
+			shmSize = t.SizeBytes
+		default:
+			tmpfs = append(tmpfs, oci.Tmpfs{Path: t.Path, SizeBytes: t.SizeBytes})
+		}
+	}
 	spec, err := oci.Spec(ctx, oci.Config{
-		ID: id, Hostname: id, Workdir: r.workdir,
-		Env:         append(slices.Clip(env), "HOSTNAME="+id),
+		ID: id, Hostname: hostname, Workdir: r.workdir, User: r.user,
+		ReadOnlyRootfs: r.tun.ReadOnly, TmpSizeBytes: tmpSize, ShmSizeBytes: shmSize, Tmpfs: tmpfs,
+		NoFile: r.tun.Ulimits.NoFile, NProc: r.tun.Ulimits.NProc, FSize: r.tun.Ulimits.FSize, CPUTime: r.tun.Ulimits.CPU,
+		CPUShares: cpuShares(r.tun.CPUWeight), MemoryLow: r.tun.MemoryLow,
+		Env:         append(slices.Clip(env), "HOSTNAME="+hostname),
 		MemoryBytes: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
 		HostUID: hostID, HostGID: hostID, IDMapSize: m.cfg.IDMapSize,
 		InitBinary: m.cfg.InitBinary, ChannelDir: m.handoffDir(id),
@@ -874,6 +913,9 @@ func (m *Manager) initExited(ctx context.Context, id string, task client.Task) e
 			time.Sleep(25 * time.Millisecond)
 		}
 	}
+	if st.ExitStatus == wire.ExitBadUser {
+		return fieldErr("user", "the init could not resolve the sandbox's default user: %q", logTail)
+	}
 	return fmt.Errorf("init exited with status %d before it was ready: %q", st.ExitStatus, logTail)
 }
 
@@ -1031,6 +1073,10 @@ func (m *Manager) toSandbox(id string, labels map[string]string, rec record) *Sa
 		Restarts: restartInfo(labels),
 		Runtime:  RuntimeInfo{Name: rec.Runtime, Version: rec.RuntimeVersion, Advisories: rec.RuntimeAdvisories},
 		Idle:     m.idleInfo(id, labels),
+		User:     rec.User, Tunables: rec.Tunables,
+	}
+	if t, err := time.Parse(time.RFC3339, labels[LabelStopped]); err == nil {
+		sb.StoppedAt = t
 	}
 	st, err := parseNetState(labels)
 	if err != nil {
@@ -1182,6 +1228,7 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 		return fmt.Errorf("delete sandbox %s: network: %w", id, err)
 	}
 	m.inv.forget(id)
+	m.execDefs.Delete(id)
 	m.pool.signal() // a slot under max-sandboxes may be free for a member
 	m.forgetActivity(id)
 	if err := os.RemoveAll(m.sandboxDir(id)); err != nil {

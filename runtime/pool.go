@@ -76,7 +76,8 @@ func (p *pool) signal() {
 
 // fits reports whether a pool member can serve r.
 func (m *Manager) fits(r resolved, img client.Image) bool {
-	return m.cfg.PoolSize > 0 && r.network == network.ModeNone && len(r.env) == 0 && r.workdir == "/workspace" && img.Name() == m.defaultImageName() &&
+	return m.cfg.PoolSize > 0 && r.network == network.ModeNone && len(r.env) == 0 && r.workdir == r.imgWorkdir &&
+		!r.userSet && r.tun.defaultSpec() && img.Name() == m.defaultImageName() &&
 		r.limits.DiskBytes == m.cfg.DefaultLimits.DiskBytes
 }
 
@@ -173,6 +174,7 @@ func (m *Manager) adopt(ctx context.Context, id string, r resolved) (*Sandbox, e
 	rec := record{
 		Name: r.name, Image: img.Name(), ImageDigest: img.Target().Digest.String(), Memory: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
 		Workdir: r.workdir, CreatedAt: now, ExpiresAt: now.Add(r.ttl), HostUID: hostID, IDMapSize: m.cfg.IDMapSize,
+		User: r.user, Tunables: r.tun,
 	}
 	rec = m.withRuntime(rec)
 	// The member may have been made by an earlier boxd, on another runc.
@@ -191,6 +193,7 @@ func (m *Manager) adopt(ctx context.Context, id string, r resolved) (*Sandbox, e
 		return nil, fmt.Errorf("relabel: %w", err)
 	}
 	phase("relabel")
+	m.execDefs.Store(id, Tunables{ExecTimeout: r.tun.ExecTimeout, OutputLimit: r.tun.OutputLimit})
 	m.inv.showOwned(id, owned{uid: r.owner, memory: r.limits.MemoryBytes})
 	m.log.Info("created from the warm pool", "sandbox", id, "memory", rec.Memory, "cpus", rec.CPUs, "pids", rec.Pids, "ttl", r.ttl)
 	sb := m.toSandbox(id, labels, rec)
@@ -259,6 +262,9 @@ func (m *Manager) addMember(ctx context.Context) error {
 	}
 	imgSpec, err := img.Spec(ctx)
 	if err != nil {
+		return err
+	}
+	if r, err = withImage(r, imgSpec.Config); err != nil {
 		return err
 	}
 	// A client's create at max-sandboxes waits for a starting member and

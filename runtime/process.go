@@ -119,11 +119,22 @@ func (m *Manager) ExecProcess(ctx context.Context, idOrName string, spec wire.Pr
 		return nil, err
 	}
 	m.emit(events.ExecStarted, id, map[string]string{"args": truncate(strings.Join(spec.Args, " "), 256)})
+	if spec.Timeout == 0 || spec.OutputLimit == 0 {
+		d := m.execDefaults(ctx, id)
+		if spec.Timeout == 0 {
+			spec.Timeout = d.ExecTimeout
+		}
+		if spec.OutputLimit == 0 {
+			spec.OutputLimit = d.OutputLimit
+		}
+	}
+	before, beforeOK := m.oomKills(id)
 	ps, err := c.ExecProcess(ctx, spec)
 	if err != nil {
 		m.execExited(id, ExecResult{}, err)
 		return nil, m.procErr(ctx, id, "exec", err)
 	}
+	ps.OnResult = func(r *wire.ExecResult) { m.markOOM(id, before, beforeOK, r) }
 	return ps, nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/containerd/errdefs"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/boxd-dev/boxd/disk"
 	"github.com/boxd-dev/boxd/network"
@@ -37,6 +38,12 @@ type CreateRequest struct {
 	// (pause or delete; "" the daemon's) are the idle policy.
 	IdleTimeout string
 	OnIdle      string
+	// User is who commands and file operations run as by default (NAME,
+	// UID, NAME:GROUP or UID:GID); empty takes the image's USER.
+	User     string
+	Tunables TunablesRequest
+	// Replace deletes a sandbox of the same name first.
+	Replace bool
 }
 
 // Limits are the resource limits every sandbox carries.
@@ -176,6 +183,14 @@ type resolved struct {
 	publish []PortSpec
 	owner   uint32 // the caller's uid
 	idle    idlePolicy
+	user    string
+	tun     Tunables
+	// userSet and workdirSet: the request named them; otherwise the
+	// image's USER and WORKDIR apply (withImage).
+	userSet, workdirSet bool
+	// imgWorkdir is the workdir the image alone gives (a warm-pool
+	// member's).
+	imgWorkdir string
 	// forkParent, set for a fork, is the committed snapshot the new
 	// sandbox's writable layer sits on instead of its image's top layer.
 	forkParent string
@@ -202,39 +217,11 @@ func (m *Manager) resolve(req CreateRequest) (resolved, error) {
 	if r.image == "" {
 		return r, fieldErr("image", "no image given and the daemon has no default image")
 	}
-	if req.Memory != "" {
-		b, err := ParseSize(req.Memory)
-		if err != nil {
-			return r, fieldErr("limits.memory", "%v", err)
-		}
-		if b < MinMemory {
-			return r, fieldErr("limits.memory", "%s is below the minimum of 16m", req.Memory)
-		}
-		if m.cfg.MaxMemory > 0 && b > m.cfg.MaxMemory {
-			return r, fieldErr("limits.memory", "%s is above the host's limit of %d bytes", req.Memory, m.cfg.MaxMemory)
-		}
-		r.limits.MemoryBytes = b
+	lim, err := m.parseLimits(req.Memory, req.CPUs, req.Pids, r.limits)
+	if err != nil {
+		return r, err
 	}
-	switch {
-	case math.IsNaN(req.CPUs) || math.IsInf(req.CPUs, 0) || req.CPUs < 0:
-		return r, fieldErr("limits.cpus", "%v must be a positive number of cores", req.CPUs)
-	case req.CPUs > 0 && req.CPUs < 0.01:
-		return r, fieldErr("limits.cpus", "%v is below the minimum of 0.01", req.CPUs)
-	case req.CPUs > float64(m.cfg.MaxCPUs):
-		return r, fieldErr("limits.cpus", "%v is more than the host's %d cores", req.CPUs, m.cfg.MaxCPUs)
-	case req.CPUs > 0:
-		r.limits.CPUs = req.CPUs
-	}
-	switch {
-	case req.Pids < 0:
-		return r, fieldErr("limits.pids", "%d must be positive", req.Pids)
-	case req.Pids > MaxPids:
-		return r, fieldErr("limits.pids", "%d is above the maximum of %d", req.Pids, MaxPids)
-	case req.Pids > 0 && req.Pids < MinPids:
-		return r, fieldErr("limits.pids", "%d is too few: the init's own threads count (minimum %d)", req.Pids, MinPids)
-	case req.Pids > 0:
-		r.limits.Pids = req.Pids
-	}
+	r.limits = lim
 	if req.Disk != "" {
 		b, err := ParseSize(req.Disk)
 		if err != nil {
@@ -258,12 +245,19 @@ func (m *Manager) resolve(req CreateRequest) (resolved, error) {
 		return r, err
 	}
 	r.env = req.Env
-	if r.workdir == "" {
-		r.workdir = "/workspace"
-	}
+	r.workdirSet = r.workdir != ""
 	if err := ValidateWorkdir("workdir", r.workdir); err != nil {
 		return r, err
 	}
+	if err := ValidateUser("user", req.User); err != nil {
+		return r, err
+	}
+	r.user, r.userSet = req.User, req.User != ""
+	tun, err := resolveTunables(req.Tunables, r.limits)
+	if err != nil {
+		return r, err
+	}
+	r.tun = tun
 	if r.name != "" && (len(r.name) > maxNameLen || !nameRe.MatchString(r.name)) {
 		return r, fieldErr("name", "%q must be 1-63 characters of letters, digits, _ . - and start with a letter or digit", r.name)
 	}
@@ -298,10 +292,78 @@ func (m *Manager) resolve(req CreateRequest) (resolved, error) {
 	if err := m.resolveNetwork(req, &r); err != nil {
 		return r, err
 	}
-	p, err := m.normalizePorts("publish", req.Publish)
+	var p []PortSpec
+	p, err = m.normalizePorts("publish", req.Publish)
 	if err != nil {
 		return r, err
 	}
 	r.publish = p
+	return r, nil
+}
+
+// parseLimits validates the limits a request asks for and returns base
+// with them applied; zero values keep base's.
+func (m *Manager) parseLimits(memory string, cpus float64, pids int64, base Limits) (Limits, error) {
+	l := base
+	if memory != "" {
+		b, err := ParseSize(memory)
+		if err != nil {
+			return l, fieldErr("limits.memory", "%v", err)
+		}
+		if b < MinMemory {
+			return l, fieldErr("limits.memory", "%s is below the minimum of 16m", memory)
+		}
+		if m.cfg.MaxMemory > 0 && b > m.cfg.MaxMemory {
+			return l, fieldErr("limits.memory", "%s is above the host's limit of %d bytes", memory, m.cfg.MaxMemory)
+		}
+		l.MemoryBytes = b
+	}
+	switch {
+	case math.IsNaN(cpus) || math.IsInf(cpus, 0) || cpus < 0:
+		return l, fieldErr("limits.cpus", "%v must be a positive number of cores", cpus)
+	case cpus > 0 && cpus < 0.01:
+		return l, fieldErr("limits.cpus", "%v is below the minimum of 0.01", cpus)
+	case cpus > float64(m.cfg.MaxCPUs):
+		return l, fieldErr("limits.cpus", "%v is more than the host's %d cores", cpus, m.cfg.MaxCPUs)
+	case cpus > 0:
+		l.CPUs = cpus
+	}
+	switch {
+	case pids < 0:
+		return l, fieldErr("limits.pids", "%d must be positive", pids)
+	case pids > MaxPids:
+		return l, fieldErr("limits.pids", "%d is above the maximum of %d", pids, MaxPids)
+	case pids > 0 && pids < MinPids:
+		return l, fieldErr("limits.pids", "%d is too few: the init's own threads count (minimum %d)", pids, MinPids)
+	case pids > 0:
+		l.Pids = pids
+	}
+	return l, nil
+}
+
+// defaultWorkdir is where commands run when neither the request nor the
+// image says.
+const defaultWorkdir = "/workspace"
+
+// withImage applies the image's USER and WORKDIR where the request named
+// none, as docker does; a WORKDIR that is not absolute is ignored (docker
+// resolves it against /, which an image config never needs).
+func withImage(r resolved, cfg ocispec.ImageConfig) (resolved, error) {
+	r.imgWorkdir = defaultWorkdir
+	if wd := cfg.WorkingDir; wd != "" && path.IsAbs(wd) {
+		if err := ValidateWorkdir("image", wd); err != nil {
+			return r, fieldErr("image", "its WORKDIR %q is not usable", wd)
+		}
+		r.imgWorkdir = path.Clean(wd)
+	}
+	if !r.workdirSet {
+		r.workdir = r.imgWorkdir
+	}
+	if !r.userSet && cfg.User != "" {
+		if err := ValidateUser("image", cfg.User); err != nil {
+			return r, fieldErr("image", "its USER %q is not NAME, UID, NAME:GROUP or UID:GID", cfg.User)
+		}
+		r.user = cfg.User
+	}
 	return r, nil
 }

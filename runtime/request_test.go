@@ -80,7 +80,7 @@ func TestResolve(t *testing.T) {
 		}
 	}
 	ok(CreateRequest{}, func(r resolved) bool {
-		return r.image == "boxd/busybox" && r.limits == m.cfg.DefaultLimits && r.workdir == "/workspace" && r.ttl == time.Hour
+		return r.image == "boxd/busybox" && r.limits == m.cfg.DefaultLimits && r.workdir == "" && !r.workdirSet && r.ttl == time.Hour
 	})
 	ok(CreateRequest{Image: "x", Memory: "64m", CPUs: 0.5, Pids: 16, TTL: "90s", Workdir: "/w", Name: "a.b-c_1"}, func(r resolved) bool {
 		return r.image == "x" && r.limits == Limits{MemoryBytes: 64 << 20, CPUs: 0.5, Pids: 16} && r.ttl == 90*time.Second && r.workdir == "/w" && r.name == "a.b-c_1"

@@ -181,7 +181,8 @@ func (m *Manager) restartIfDead(ctx context.Context, ctr client.Container) (bool
 		return false, nil
 	}
 	st := parseRestartState(labels[LabelRestarts])
-	if st.Tampered {
+	if st.Tampered || stopped(labels) {
+		// A stopped sandbox waits for StartSandbox.
 		return false, nil
 	}
 	log := m.log.With("sandbox", id)

@@ -62,6 +62,10 @@ type Config struct {
 	// Pids is the sandbox's pids limit, which sizes the init's thread
 	// pre-warming; 0 means unknown.
 	Pids int64 `json:"pids,omitempty"`
+	// User is who commands run as when a request names nobody (NAME, UID,
+	// NAME:GROUP or UID:GID, resolved by the init in the sandbox's own
+	// /etc/passwd); empty is root.
+	User string `json:"user,omitempty"`
 }
 
 // Encode returns c as the hand-off message's body.
@@ -87,6 +91,9 @@ func Decode(b []byte) (Config, error) {
 	}
 	if c.Workdir != "" && !filepath.IsAbs(c.Workdir) {
 		return c, fmt.Errorf("handoff: workdir %q is not absolute", c.Workdir)
+	}
+	if len(c.User) > 256 || strings.IndexByte(c.User, 0) >= 0 {
+		return c, fmt.Errorf("handoff: user %q is not a user spec", c.User)
 	}
 	if c.Pids < 0 {
 		return c, fmt.Errorf("handoff: pids %d is negative", c.Pids)

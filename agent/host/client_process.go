@@ -111,6 +111,9 @@ type ProcessStream struct {
 	limit int64 // output bytes accepted; < 0 for no limit
 	got   int64
 	done  bool
+	// OnResult, if set, sees the result before Next returns it (boxd adds
+	// what only the host knows, such as oom_killed).
+	OnResult func(*wire.ExecResult)
 }
 
 // Next returns the next output or the result. After the result, or when
@@ -156,6 +159,9 @@ func (p *ProcessStream) next() (ProcessEvent, error) {
 		var res wire.ExecResult
 		if err := json.Unmarshal(f.Payload, &res); err != nil {
 			return ProcessEvent{}, fmt.Errorf("%w: malformed result: %v", wire.ErrProtocol, err)
+		}
+		if p.OnResult != nil {
+			p.OnResult(&res)
 		}
 		return ProcessEvent{Result: &res}, nil
 	case wire.FrameOK:

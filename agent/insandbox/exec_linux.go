@@ -56,9 +56,12 @@ func (s *Server) exec(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWriter,
 	}
 	go e.readInput(stdinCh)
 	var pumps sync.WaitGroup
-	pumps.Add(2)
+	pumps.Add(1)
 	go e.pump(cmd.stdout, wire.FrameStdout, &pumps)
-	go e.pump(cmd.stderr, wire.FrameStderr, &pumps)
+	if cmd.stderr != nil { // nil: combined into stdout
+		pumps.Add(1)
+		go e.pump(cmd.stderr, wire.FrameStderr, &pumps)
+	}
 
 	timedOut, abandoned := e.wait()
 	ended := time.Now()

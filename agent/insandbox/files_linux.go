@@ -75,7 +75,11 @@ func (s *Server) fileSetup(fw *wire.FrameWriter, req *wire.Request, args any, us
 		s.replyError(fw, req.Op, err)
 		return nil, false
 	}
-	id, err := lookupFileUser(user())
+	spec := user()
+	if spec == "" {
+		spec = s.User
+	}
+	id, err := lookupFileUser(spec)
 	if err != nil {
 		s.replyError(fw, req.Op, fsFail(req.Op, "", err))
 		return nil, false

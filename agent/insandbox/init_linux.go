@@ -16,6 +16,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// ErrBadUser is returned by RunInit when the default user cannot be
+// resolved in the sandbox.
+var ErrBadUser = errors.New("the sandbox's default user is unknown")
+
 // InitConfig configures RunInit.
 type InitConfig struct {
 	Workdir string // created if missing; default working directory of execs
@@ -23,6 +27,7 @@ type InitConfig struct {
 	// serves it and closes it on return.
 	Listener net.Listener
 	BaseEnv  []string // environment of every exec
+	User     string   // default user of commands and file operations; empty: root
 	Logf     func(format string, args ...any)
 }
 
@@ -46,7 +51,16 @@ func RunInit(cfg InitConfig) error {
 		cfg.Listener.Close()
 		return fmt.Errorf("boxd-init: create workdir: %w", err)
 	}
-	srv := &Server{BaseEnv: cfg.BaseEnv, Workdir: cfg.Workdir, Logf: cfg.Logf}
+	if cfg.User != "" {
+		// A default user the sandbox does not know would fail every
+		// command: refuse to start, which fails the create with this
+		// message.
+		if _, err := lookupExecUser(cfg.User); err != nil {
+			cfg.Listener.Close()
+			return fmt.Errorf("boxd-init: default %v: %w", err, ErrBadUser)
+		}
+	}
+	srv := &Server{BaseEnv: cfg.BaseEnv, Workdir: cfg.Workdir, User: cfg.User, Logf: cfg.Logf}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(cfg.Listener) }()
 	if cfg.Logf != nil {

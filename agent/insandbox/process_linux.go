@@ -75,6 +75,7 @@ func procResult(c *child, started, ended time.Time, timedOut, truncated bool) wi
 		UserCPU:   time.Duration(c.rusage.Utime.Nano()),
 		SystemCPU: time.Duration(c.rusage.Stime.Nano()),
 		MaxRSS:    c.rusage.Maxrss * 1024, // KiB
+		PID:       c.pid,
 	}
 	switch ws := c.status; {
 	case c.lost:

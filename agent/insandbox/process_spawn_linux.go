@@ -83,6 +83,9 @@ func (s *Server) prepareProcess(spec *wire.ProcessSpec) (*spawnSpec, error) {
 func (s *Server) processEnv(user string, env []string, dir string, tty bool) ([]string, string, *execUser, error) {
 	var u *execUser
 	var defaults []string
+	if user == "" {
+		user = s.User
+	}
 	if user != "" {
 		var err error
 		if u, err = lookupExecUser(user); err != nil {
@@ -90,7 +93,7 @@ func (s *Server) processEnv(user string, env []string, dir string, tty bool) ([]
 		}
 		defaults = append(defaults, "HOME="+u.home)
 	}
-	merged := mergeEnv(mergeEnv(s.BaseEnv, defaults), env)
+	merged := mergeEnv(mergeEnv(s.baseEnv(), defaults), env)
 	if _, ok := getenv(merged, "TERM"); tty && !ok {
 		merged = append(merged, "TERM=xterm")
 	}

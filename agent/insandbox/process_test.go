@@ -173,23 +173,23 @@ func TestProcessUser(t *testing.T) {
 			{"nobody:0", "65534 0 /nonexistent"},
 			{"", "0 0"}, // the base env has no HOME
 		} {
-			ps := execProc(t, tg, wire.ProcessSpec{ExecRequest: wire.ExecRequest{Args: []string{"sh", "-c", `echo $(id -u) $(id -g) $HOME`}, Dir: "/"}, User: tc.user})
+			ps := execProc(t, tg, wire.ProcessSpec{ExecRequest: wire.ExecRequest{Args: []string{"sh", "-c", `echo $(id -u) $(id -g) $HOME`}, Dir: "/", User: tc.user}})
 			out, errs, res := collect(t, ps)
 			if strings.TrimSpace(out) != strings.TrimSpace(tc.want) || res.ExitCode != 0 {
 				t.Errorf("user %q: %q %q %+v, want %q", tc.user, out, errs, res, tc.want)
 			}
 		}
-		_, err := tg.client.ExecProcess(testCtx(t), wire.ProcessSpec{ExecRequest: wire.ExecRequest{Args: []string{"id"}}, User: "no-such-user-boxd"})
+		_, err := tg.client.ExecProcess(testCtx(t), wire.ProcessSpec{ExecRequest: wire.ExecRequest{Args: []string{"id"}, User: "no-such-user-boxd"}})
 		if err == nil {
 			// The error may come with the first frame.
-			ps := execProc(t, tg, wire.ProcessSpec{ExecRequest: wire.ExecRequest{Args: []string{"id"}}, User: "no-such-user-boxd"})
+			ps := execProc(t, tg, wire.ProcessSpec{ExecRequest: wire.ExecRequest{Args: []string{"id"}, User: "no-such-user-boxd"}})
 			_, err = ps.Next()
 		}
 		if !errdefs.IsInvalidArgument(err) {
 			t.Fatalf("unknown user: %v", err)
 		}
 		// A terminal belongs to its user.
-		ps := execProc(t, tg, wire.ProcessSpec{ExecRequest: wire.ExecRequest{Args: []string{"sh", "-c", "stat -c %u $(tty)"}, Dir: "/"}, User: "nobody", Tty: true})
+		ps := execProc(t, tg, wire.ProcessSpec{ExecRequest: wire.ExecRequest{Args: []string{"sh", "-c", "stat -c %u $(tty)"}, Dir: "/", User: "nobody"}, Tty: true})
 		if out, _, res := collect(t, ps); strings.TrimSpace(out) != "65534" || res.ExitCode != 0 {
 			t.Fatalf("pty owner %q %+v", out, res)
 		}

@@ -31,9 +31,17 @@ const requestTimeout = 30 * time.Second
 type Server struct {
 	BaseEnv []string // environment every exec starts from
 	Workdir string   // default working directory, and base for relative paths
+	// User is who commands, processes, sessions and file operations run as
+	// when the request names nobody (NAME, UID, NAME:GROUP or UID:GID);
+	// empty is root.
+	User string
 	// Logf, if set, receives a line for every operation that fails inside
 	// the server (not for commands that merely exit non-zero).
 	Logf func(format string, args ...any)
+
+	// dmu guards BaseEnv and Workdir, which set-defaults changes while
+	// operations read them.
+	dmu sync.RWMutex
 
 	mu        sync.Mutex
 	closed    bool
@@ -253,6 +261,8 @@ func (s *Server) resolve(p string) (string, error) {
 }
 
 func (s *Server) workdir() string {
+	s.dmu.RLock()
+	defer s.dmu.RUnlock()
 	if s.Workdir == "" {
 		return "/"
 	}

@@ -42,16 +42,9 @@ func (s *Server) start(req *wire.ExecRequest) (*command, error) {
 	if err := validateExec(req); err != nil {
 		return nil, err
 	}
-	env := mergeEnv(s.BaseEnv, req.Env)
-	dir := s.workdir()
-	if req.Dir != "" {
-		var err error
-		if dir, err = s.resolve(req.Dir); err != nil {
-			return nil, err
-		}
-	}
-	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		return nil, &wire.RemoteError{Message: fmt.Sprintf("working directory %s: no such directory", dir), Code: wire.CodeNotFound}
+	env, dir, user, err := s.processEnv(req.User, req.Env, req.Dir, false)
+	if err != nil {
+		return nil, err
 	}
 	path, err := lookPath(req.Args[0], env)
 	if err != nil {
@@ -74,7 +67,15 @@ func (s *Server) start(req *wire.ExecRequest) (*command, error) {
 		unix.Close(childFds[0])
 		return nil, fmt.Errorf("stdout pipe: %w", err)
 	}
-	if cmd.stderr, childFds[2], err = newPipe(true, false); err != nil {
+	if req.Combined {
+		// One pipe for both, as 2>&1: the order of writes is kept.
+		if childFds[2], err = unix.FcntlInt(uintptr(childFds[1]), unix.F_DUPFD_CLOEXEC, 0); err != nil {
+			closeFiles(cmd.stdin, cmd.stdout)
+			unix.Close(childFds[0])
+			unix.Close(childFds[1])
+			return nil, fmt.Errorf("stderr pipe: %w", err)
+		}
+	} else if cmd.stderr, childFds[2], err = newPipe(true, false); err != nil {
 		closeFiles(cmd.stdin, cmd.stdout)
 		unix.Close(childFds[0])
 		unix.Close(childFds[1])
@@ -88,6 +89,9 @@ func (s *Server) start(req *wire.ExecRequest) (*command, error) {
 		// the whole tree be found by session id when it must be killed.
 		Sys: &syscall.SysProcAttr{Setsid: true},
 	}
+	if user != nil {
+		attr.Sys.Credential = user.credential()
+	}
 	cmd.reaper = s.reaper()
 	cmd.child, err = cmd.reaper.spawn(func() (int, error) { return syscall.ForkExec(path, req.Args, attr) })
 	for _, fd := range childFds {
@@ -97,6 +101,10 @@ func (s *Server) start(req *wire.ExecRequest) (*command, error) {
 		closeFiles(cmd.stdin, cmd.stdout, cmd.stderr)
 		if code, ok := startFailureCode(err); ok {
 			return nil, &startFailure{code: code, err: err}
+		}
+		var errno syscall.Errno
+		if user != nil && errors.As(err, &errno) && errno == syscall.EINVAL {
+			return nil, fmt.Errorf("%w: cannot run as uid %d gid %d (outside the sandbox's user namespace?): %v", wire.ErrInvalid, user.uid, user.gid, err)
 		}
 		return nil, err
 	}

@@ -82,11 +82,7 @@ const (
 // ProcessSpec is a command for process-exec and process-start: an exec
 // request plus what only these operations offer.
 type ProcessSpec struct {
-	ExecRequest
-	// User runs the command as NAME, UID, NAME:GROUP or UID:GID, resolved
-	// in the sandbox's /etc/passwd and /etc/group with docker's rules.
-	// Empty means root (of the sandbox).
-	User string `json:"user,omitempty"`
+	ExecRequest // its User names the user the command runs as
 	// Tty gives the command a new pseudo-terminal as stdin, stdout, stderr
 	// and controlling terminal; all output arrives as stdout.
 	Tty    bool        `json:"tty,omitempty"`

@@ -34,6 +34,15 @@ type ExecRequest struct {
 	// StdinStream says stdin frames follow the request (after Stdin) until a
 	// stdin-close frame. Without it stdin is closed right after Stdin.
 	StdinStream bool `json:"stdin_stream,omitempty"`
+	// User runs the command as NAME, UID, NAME:GROUP or UID:GID, resolved
+	// in the sandbox's /etc/passwd and /etc/group with docker's rules.
+	// Empty means the sandbox's default user (its create --user, else the
+	// image's USER, else root).
+	User string `json:"user,omitempty"`
+	// Combined gives the command one pipe for stdout and stderr (as 2>&1
+	// does), so its output arrives as stdout frames in the order it was
+	// written.
+	Combined bool `json:"combined,omitempty"`
 }
 
 // ExecResult is the final state of a command.
@@ -47,4 +56,10 @@ type ExecResult struct {
 	UserCPU   time.Duration `json:"user_cpu"`
 	SystemCPU time.Duration `json:"system_cpu"`
 	MaxRSS    int64         `json:"max_rss"` // bytes
+	// PID is the command's process id in the sandbox's pid namespace.
+	PID int `json:"pid,omitempty"`
+	// OOMKilled is set by boxd, not the init: the command died of SIGKILL
+	// and the kernel's OOM killer killed a process of the sandbox while it
+	// ran (the cgroup's oom_kill counter went up).
+	OOMKilled bool `json:"oom_killed,omitempty"`
 }

@@ -13,6 +13,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -63,6 +64,7 @@ func main() {
 		Workdir:  hc.Workdir,
 		Listener: ln,
 		BaseEnv:  insandbox.WithRootHome(hc.Env),
+		User:     hc.User,
 		Logf:     logf,
 	}
 	if cfg.Workdir == "" {
@@ -70,6 +72,9 @@ func main() {
 	}
 	if err := insandbox.RunInit(cfg); err != nil {
 		logf("%v", err)
+		if errors.Is(err, insandbox.ErrBadUser) {
+			os.Exit(wire.ExitBadUser)
+		}
 		os.Exit(1)
 	}
 }

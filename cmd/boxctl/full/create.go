@@ -28,6 +28,16 @@ func createFlags() []cli.Flag {
 		&cli.StringFlag{Name: "on-idle", Usage: "what the idle timeout does: pause or delete (default: the daemon's)"},
 		&cli.StringFlag{Name: "pull", Value: "never", Usage: "pull the image from its registry first: never, missing (only if not here) or always (credentials: ~/.docker/config.json)"},
 		&cli.StringSliceFlag{Name: "publish", Aliases: []string{"p"}, Usage: "[ADDR:]HOSTPORT:PORT: reach sandbox port PORT at ADDR:HOSTPORT on the host (default ADDR 127.0.0.1; HOSTPORT 0: a free one), repeatable"},
+		&cli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "default user of exec, files and sessions: NAME, UID, NAME:GROUP or UID:GID (default: the image's USER, else root)"},
+		&cli.BoolFlag{Name: "read-only", Usage: "mount the root filesystem read-only (/workspace becomes a tmpfs)"},
+		&cli.StringSliceFlag{Name: "tmpfs", Usage: "PATH[:SIZE] tmpfs mount (default size 64m, at most the memory limit), repeatable; /tmp and /dev/shm resize boxd's own"},
+		&cli.StringSliceFlag{Name: "ulimit", Usage: "NAME=VALUE[,NAME=VALUE]: nofile, nproc, cpu (seconds), fsize (size), repeatable"},
+		&cli.StringFlag{Name: "hostname", Usage: "host name (RFC 1123; default the sandbox id)"},
+		&cli.Uint64Flag{Name: "cpu-weight", Usage: "CPU weight under contention, 1-10000 (default 100)"},
+		&cli.StringFlag{Name: "memory-low", Usage: "memory protected from reclaim, e.g. 64m (at most --memory)"},
+		&cli.StringFlag{Name: "exec-timeout", Usage: "default timeout of exec in this sandbox, e.g. 120s"},
+		&cli.Int64Flag{Name: "output-limit", Usage: "default output cap of exec in this sandbox, in bytes"},
+		&cli.BoolFlag{Name: "replace", Usage: "delete a sandbox of the same --name first (gracefully)"},
 	}
 }
 
@@ -75,6 +85,10 @@ func createRequest(c *cli.Context) (*boxdv1.CreateSandboxRequest, error) {
 		IdleTimeout:  c.String("idle-timeout"),
 		OnIdle:       c.String("on-idle"),
 		Network:      &boxdv1.NetworkRequest{Mode: c.String("network"), Allow: c.StringSlice("allow")},
+
+		User: c.String("user"), ReadOnlyRootfs: c.Bool("read-only"), Tmpfs: c.StringSlice("tmpfs"), Ulimits: c.StringSlice("ulimit"),
+		Hostname: c.String("hostname"), CpuWeight: c.Uint64("cpu-weight"), MemoryLow: c.String("memory-low"),
+		ExecTimeout: c.String("exec-timeout"), OutputLimit: c.Int64("output-limit"), Replace: c.Bool("replace"),
 	}, nil
 }
 

@@ -32,7 +32,7 @@ func main() {
 		},
 		Commands: []*cli.Command{
 			imageCommand(), createCommand(), execCommand(), runCommand(), cpCommand(),
-			lsCommand(), inspectCommand(), rmCommand(),
+			lsCommand(), inspectCommand(), rmCommand(), updateCommand(), stopCommand(), startCommand(),
 			psCommand(), killCommand(), waitCommand(), attachCommand(), sessionCommand(),
 			filesCommand(), portCommand(), networkCommand(), mcpCommand(), commitCommand(), forkCommand(),
 			pauseCommand(), unpauseCommand(), statsCommand(), eventsCommand(),

@@ -100,20 +100,40 @@ func inspectCommand() *cli.Command {
 func rmCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "rm",
-		Usage:     "delete sandboxes and their data",
-		ArgsUsage: "ID...",
-		Flags:     []cli.Flag{&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "ignore sandboxes that do not exist"}},
+		Usage:     "delete sandboxes and their data: SIGTERM to every process, SIGKILL after --time",
+		ArgsUsage: "ID... | --label K=V",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "SIGKILL at once, and ignore sandboxes that do not exist"},
+			&cli.DurationFlag{Name: "time", Aliases: []string{"t"}, Value: 10 * time.Second, Usage: "grace period between SIGTERM and SIGKILL"},
+			&cli.StringSliceFlag{Name: "label", Aliases: []string{"l"}, Usage: "remove every sandbox with K=V (repeatable: all must match)"},
+		},
 		Action: func(c *cli.Context) error {
-			if c.NArg() == 0 {
-				return fmt.Errorf("usage: boxctl rm [-f] ID...")
+			labels, err := parseKV("label", c.StringSlice("label"))
+			if err != nil {
+				return err
+			}
+			if (c.NArg() == 0) == (len(labels) == 0) {
+				return fmt.Errorf("usage: boxctl rm [-f] [--time D] ID... | boxctl rm [-f] --label K=V")
 			}
 			api := apiClient(c)
-			var failed []string
-			for _, id := range c.Args().Slice() {
-				_, err := api.DeleteSandbox(c.Context, connect.NewRequest(&boxdv1.DeleteSandboxRequest{Id: id}))
+			ids := c.Args().Slice()
+			if len(labels) > 0 {
+				resp, err := api.ListSandboxes(c.Context, connect.NewRequest(&boxdv1.ListSandboxesRequest{Labels: labels}))
 				if err != nil {
-					if c.Bool("force") && connect.CodeOf(err) == connect.CodeNotFound {
-						continue
+					return err
+				}
+				for _, sb := range resp.Msg.Sandboxes {
+					ids = append(ids, sb.Id)
+				}
+			}
+			req := &boxdv1.DeleteSandboxRequest{Timeout: c.Duration("time").String(), Force: c.Bool("force")}
+			var failed []string
+			for _, id := range ids {
+				req.Id = id
+				_, err := api.DeleteSandbox(c.Context, connect.NewRequest(req))
+				if err != nil {
+					if (c.Bool("force") || len(labels) > 0) && connect.CodeOf(err) == connect.CodeNotFound {
+						continue // gone meanwhile
 					}
 					fmt.Fprintf(os.Stderr, "boxctl: rm %s: %s\n", id, describe(err))
 					failed = append(failed, id)

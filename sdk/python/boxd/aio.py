@@ -136,6 +136,8 @@ class Sandbox:
                cpus: Optional[float] = None, pids: Optional[int] = None, env: Env = None,
                workdir: Optional[str] = None, labels: Optional[Mapping[str, str]] = None,
                name: Optional[str] = None, ttl: Union[float, str, None] = None,
+               user: Optional[str] = None, read_only: bool = False, tmpfs: Sequence[str] = (),
+               ulimits: Sequence[str] = (), hostname: Optional[str] = None, replace: bool = False,
                client: Optional[Client] = None, request_timeout: Optional[float] = None) -> _Creating:
         async def make() -> "Sandbox":
             c = client or default_client()
@@ -143,7 +145,9 @@ class Sandbox:
                                      pids=pids or 0)
             req = boxd_pb2.CreateSandboxRequest(image=image or "", limits=limits, env=env_list(env),
                                                 workdir=workdir or "", labels=dict(labels or {}), name=name or "",
-                                                ttl=duration(ttl))
+                                                ttl=duration(ttl), user=user or "", read_only_rootfs=read_only,
+                                            tmpfs=[*tmpfs], ulimits=[*ulimits], hostname=hostname or "",
+                                            replace=replace)
             r = await c.unary(c.sandbox.CreateSandbox, req, request_timeout)
             return cls(SandboxInfo._from(r.sandbox), c)
 

@@ -40,15 +40,21 @@ class Sandbox:
                cpus: Optional[float] = None, pids: Optional[int] = None, env: Env = None,
                workdir: Optional[str] = None, labels: Optional[Mapping[str, str]] = None,
                name: Optional[str] = None, ttl: Union[float, str, None] = None,
+               user: Optional[str] = None, read_only: bool = False, tmpfs: Sequence[str] = (),
+               ulimits: Sequence[str] = (), hostname: Optional[str] = None, replace: bool = False,
                client: Optional[Client] = None, request_timeout: Optional[float] = None) -> "Sandbox":
         """Creates and starts a sandbox. memory: "256m", "1g" or bytes; ttl:
         seconds or a Go duration ("1h"); unset fields take boxd's defaults
-        (image: the daemon's default image)."""
+        (image: the daemon's default image). user, read_only, tmpfs
+        (["/cache:8m"]), ulimits (["nofile=4096"]), hostname: see the README's
+        "Sandbox settings"; replace deletes a sandbox of the same name first."""
         c = client or default_client()
         limits = boxd_pb2.Limits(memory=str(memory) if memory is not None else "", cpus=cpus or 0, pids=pids or 0)
         req = boxd_pb2.CreateSandboxRequest(image=image or "", limits=limits, env=env_list(env),
                                             workdir=workdir or "", labels=dict(labels or {}), name=name or "",
-                                            ttl=duration(ttl))
+                                            ttl=duration(ttl), user=user or "", read_only_rootfs=read_only,
+                                            tmpfs=[*tmpfs], ulimits=[*ulimits], hostname=hostname or "",
+                                            replace=replace)
         r = c.unary(c.sandbox.CreateSandbox, req, request_timeout)
         return cls(SandboxInfo._from(r.sandbox), c)
 

@@ -34,6 +34,15 @@ class LifecycleTest(unittest.TestCase):
             boxd.Sandbox.connect(sb.id)
         self.assertNotIn(sb.id, [s.id for s in boxd.list()])
 
+    def test_settings(self) -> None:
+        with boxd.Sandbox.create(image=IMAGE, user="sandbox", hostname="py-box", tmpfs=["/cache:4m"],
+                                 ulimits=["nofile=512"], labels=LABELS) as sb:
+            out = sb.exec(["sh", "-c", "id -u; hostname; ulimit -n; grep ' /cache ' /proc/mounts | grep -c size=4096k"])
+            self.assertEqual(out.stdout, b"1000\npy-box\n512\n1\n")
+        with self.assertRaises(boxd.InvalidArgument) as cm:
+            boxd.Sandbox.create(image=IMAGE, ulimits=["nofile=lots"], labels=LABELS)
+        self.assertIn("ulimits", str(cm.exception))
+
     def test_connect_unknown(self) -> None:
         with self.assertRaises(boxd.NotFound) as cm:
             boxd.Sandbox.connect("nosuchsandbox")

@@ -1062,8 +1062,29 @@ type CreateSandboxRequest struct {
 	// PullImage with force). Pulling needs a full reference
 	// (HOST[:PORT]/PATH[:TAG]); the pull's errors fail the create and leave
 	// nothing.
-	Pull          string        `protobuf:"bytes,40,opt,name=pull,proto3" json:"pull,omitempty"`
-	RegistryAuth  *RegistryAuth `protobuf:"bytes,41,opt,name=registry_auth,json=registryAuth,proto3" json:"registry_auth,omitempty"` // credentials for that pull
+	Pull         string        `protobuf:"bytes,40,opt,name=pull,proto3" json:"pull,omitempty"`
+	RegistryAuth *RegistryAuth `protobuf:"bytes,41,opt,name=registry_auth,json=registryAuth,proto3" json:"registry_auth,omitempty"` // credentials for that pull
+	// Settings (see the README's "Sandbox settings").
+	// Default user of exec, processes, sessions and file operations: NAME,
+	// UID, NAME:GROUP or UID:GID, resolved in the sandbox's /etc/passwd by
+	// its init. Empty: the image's USER, else root.
+	User string `protobuf:"bytes,50,opt,name=user,proto3" json:"user,omitempty"`
+	// Mount the root filesystem read-only (/workspace becomes a tmpfs).
+	ReadOnlyRootfs bool `protobuf:"varint,51,opt,name=read_only_rootfs,json=readOnlyRootfs,proto3" json:"read_only_rootfs,omitempty"`
+	// PATH[:SIZE] tmpfs mounts (size default 64m, at most the memory limit,
+	// at most 8). /tmp and /dev/shm resize boxd's own; /proc, /sys, /dev,
+	// /.boxd are refused.
+	Tmpfs []string `protobuf:"bytes,52,rep,name=tmpfs,proto3" json:"tmpfs,omitempty"`
+	// NAME=VALUE rlimits: nofile, nproc, cpu (seconds), fsize (size); within
+	// boxd's maxima.
+	Ulimits     []string `protobuf:"bytes,53,rep,name=ulimits,proto3" json:"ulimits,omitempty"`
+	Hostname    string   `protobuf:"bytes,54,opt,name=hostname,proto3" json:"hostname,omitempty"`                           // RFC 1123; default the sandbox id
+	CpuWeight   uint64   `protobuf:"varint,55,opt,name=cpu_weight,json=cpuWeight,proto3" json:"cpu_weight,omitempty"`       // 1-10000 (cgroup v2 cpu.weight); 0: kernel default (100)
+	MemoryLow   string   `protobuf:"bytes,56,opt,name=memory_low,json=memoryLow,proto3" json:"memory_low,omitempty"`        // memory protected from reclaim, at most the limit
+	ExecTimeout string   `protobuf:"bytes,57,opt,name=exec_timeout,json=execTimeout,proto3" json:"exec_timeout,omitempty"`  // default timeout of exec when the request has none
+	OutputLimit int64    `protobuf:"varint,58,opt,name=output_limit,json=outputLimit,proto3" json:"output_limit,omitempty"` // default output cap of exec when the request has none
+	// Delete a sandbox of the same name first (gracefully), then create.
+	Replace       bool `protobuf:"varint,59,opt,name=replace,proto3" json:"replace,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1189,6 +1210,76 @@ func (x *CreateSandboxRequest) GetRegistryAuth() *RegistryAuth {
 	return nil
 }
 
+func (x *CreateSandboxRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *CreateSandboxRequest) GetReadOnlyRootfs() bool {
+	if x != nil {
+		return x.ReadOnlyRootfs
+	}
+	return false
+}
+
+func (x *CreateSandboxRequest) GetTmpfs() []string {
+	if x != nil {
+		return x.Tmpfs
+	}
+	return nil
+}
+
+func (x *CreateSandboxRequest) GetUlimits() []string {
+	if x != nil {
+		return x.Ulimits
+	}
+	return nil
+}
+
+func (x *CreateSandboxRequest) GetHostname() string {
+	if x != nil {
+		return x.Hostname
+	}
+	return ""
+}
+
+func (x *CreateSandboxRequest) GetCpuWeight() uint64 {
+	if x != nil {
+		return x.CpuWeight
+	}
+	return 0
+}
+
+func (x *CreateSandboxRequest) GetMemoryLow() string {
+	if x != nil {
+		return x.MemoryLow
+	}
+	return ""
+}
+
+func (x *CreateSandboxRequest) GetExecTimeout() string {
+	if x != nil {
+		return x.ExecTimeout
+	}
+	return ""
+}
+
+func (x *CreateSandboxRequest) GetOutputLimit() int64 {
+	if x != nil {
+		return x.OutputLimit
+	}
+	return 0
+}
+
+func (x *CreateSandboxRequest) GetReplace() bool {
+	if x != nil {
+		return x.Replace
+	}
+	return false
+}
+
 // RegistryAuth is a caller's login to the registry a reference names. It
 // is sent with each call, used for that registry only and never stored:
 // boxd never reads a caller's files (boxctl reads ~/.docker/config.json).
@@ -1254,6 +1345,128 @@ func (x *RegistryAuth) GetIdentityToken() string {
 	return ""
 }
 
+// TmpfsMount is one tmpfs mount of a sandbox.
+type TmpfsMount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	SizeBytes     int64                  `protobuf:"varint,2,opt,name=size_bytes,json=sizeBytes,proto3" json:"size_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TmpfsMount) Reset() {
+	*x = TmpfsMount{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TmpfsMount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TmpfsMount) ProtoMessage() {}
+
+func (x *TmpfsMount) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TmpfsMount.ProtoReflect.Descriptor instead.
+func (*TmpfsMount) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *TmpfsMount) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *TmpfsMount) GetSizeBytes() int64 {
+	if x != nil {
+		return x.SizeBytes
+	}
+	return 0
+}
+
+// Ulimits are a sandbox's rlimits; 0 is boxd's default.
+type Ulimits struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Nofile        uint64                 `protobuf:"varint,1,opt,name=nofile,proto3" json:"nofile,omitempty"`
+	Nproc         uint64                 `protobuf:"varint,2,opt,name=nproc,proto3" json:"nproc,omitempty"`
+	CpuSeconds    uint64                 `protobuf:"varint,3,opt,name=cpu_seconds,json=cpuSeconds,proto3" json:"cpu_seconds,omitempty"`
+	FsizeBytes    uint64                 `protobuf:"varint,4,opt,name=fsize_bytes,json=fsizeBytes,proto3" json:"fsize_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Ulimits) Reset() {
+	*x = Ulimits{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Ulimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Ulimits) ProtoMessage() {}
+
+func (x *Ulimits) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Ulimits.ProtoReflect.Descriptor instead.
+func (*Ulimits) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *Ulimits) GetNofile() uint64 {
+	if x != nil {
+		return x.Nofile
+	}
+	return 0
+}
+
+func (x *Ulimits) GetNproc() uint64 {
+	if x != nil {
+		return x.Nproc
+	}
+	return 0
+}
+
+func (x *Ulimits) GetCpuSeconds() uint64 {
+	if x != nil {
+		return x.CpuSeconds
+	}
+	return 0
+}
+
+func (x *Ulimits) GetFsizeBytes() uint64 {
+	if x != nil {
+		return x.FsizeBytes
+	}
+	return 0
+}
+
 // NetworkRequest asks for a network beyond loopback.
 type NetworkRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1269,7 +1482,7 @@ type NetworkRequest struct {
 
 func (x *NetworkRequest) Reset() {
 	*x = NetworkRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1281,7 +1494,7 @@ func (x *NetworkRequest) String() string {
 func (*NetworkRequest) ProtoMessage() {}
 
 func (x *NetworkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1294,7 +1507,7 @@ func (x *NetworkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkRequest.ProtoReflect.Descriptor instead.
 func (*NetworkRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{19}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *NetworkRequest) GetMode() string {
@@ -1325,7 +1538,7 @@ type NetworkStatus struct {
 
 func (x *NetworkStatus) Reset() {
 	*x = NetworkStatus{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1337,7 +1550,7 @@ func (x *NetworkStatus) String() string {
 func (*NetworkStatus) ProtoMessage() {}
 
 func (x *NetworkStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1350,7 +1563,7 @@ func (x *NetworkStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkStatus.ProtoReflect.Descriptor instead.
 func (*NetworkStatus) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{20}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *NetworkStatus) GetMode() string {
@@ -1439,6 +1652,18 @@ type Sandbox struct {
 	// Set while state is "paused": when and why ("user" or "idle").
 	PausedAt    string `protobuf:"bytes,48,opt,name=paused_at,json=pausedAt,proto3" json:"paused_at,omitempty"`
 	PauseReason string `protobuf:"bytes,49,opt,name=pause_reason,json=pauseReason,proto3" json:"pause_reason,omitempty"`
+	// Settings (see CreateSandboxRequest). user is the effective default
+	// user (create's, else the image's USER; empty: root); workdir above is
+	// the effective default working directory.
+	User           string        `protobuf:"bytes,50,opt,name=user,proto3" json:"user,omitempty"`
+	Tmpfs          []*TmpfsMount `protobuf:"bytes,51,rep,name=tmpfs,proto3" json:"tmpfs,omitempty"`
+	Ulimits        *Ulimits      `protobuf:"bytes,52,opt,name=ulimits,proto3" json:"ulimits,omitempty"`
+	Hostname       string        `protobuf:"bytes,53,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	CpuWeight      uint64        `protobuf:"varint,54,opt,name=cpu_weight,json=cpuWeight,proto3" json:"cpu_weight,omitempty"`
+	MemoryLowBytes int64         `protobuf:"varint,55,opt,name=memory_low_bytes,json=memoryLowBytes,proto3" json:"memory_low_bytes,omitempty"`
+	ExecTimeout    string        `protobuf:"bytes,56,opt,name=exec_timeout,json=execTimeout,proto3" json:"exec_timeout,omitempty"`
+	OutputLimit    int64         `protobuf:"varint,57,opt,name=output_limit,json=outputLimit,proto3" json:"output_limit,omitempty"`
+	StoppedAt      string        `protobuf:"bytes,58,opt,name=stopped_at,json=stoppedAt,proto3" json:"stopped_at,omitempty"` // RFC 3339; set while stopped by StopSandbox
 	// Disk cap of the writable layer in bytes; 0: none.
 	DiskBytes int64 `protobuf:"varint,95,opt,name=disk_bytes,json=diskBytes,proto3" json:"disk_bytes,omitempty"`
 	// Bytes the writable layer uses on its own filesystem (GetSandbox only,
@@ -1450,7 +1675,7 @@ type Sandbox struct {
 
 func (x *Sandbox) Reset() {
 	*x = Sandbox{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1462,7 +1687,7 @@ func (x *Sandbox) String() string {
 func (*Sandbox) ProtoMessage() {}
 
 func (x *Sandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1475,7 +1700,7 @@ func (x *Sandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sandbox.ProtoReflect.Descriptor instead.
 func (*Sandbox) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{21}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Sandbox) GetId() string {
@@ -1695,6 +1920,69 @@ func (x *Sandbox) GetPauseReason() string {
 	return ""
 }
 
+func (x *Sandbox) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *Sandbox) GetTmpfs() []*TmpfsMount {
+	if x != nil {
+		return x.Tmpfs
+	}
+	return nil
+}
+
+func (x *Sandbox) GetUlimits() *Ulimits {
+	if x != nil {
+		return x.Ulimits
+	}
+	return nil
+}
+
+func (x *Sandbox) GetHostname() string {
+	if x != nil {
+		return x.Hostname
+	}
+	return ""
+}
+
+func (x *Sandbox) GetCpuWeight() uint64 {
+	if x != nil {
+		return x.CpuWeight
+	}
+	return 0
+}
+
+func (x *Sandbox) GetMemoryLowBytes() int64 {
+	if x != nil {
+		return x.MemoryLowBytes
+	}
+	return 0
+}
+
+func (x *Sandbox) GetExecTimeout() string {
+	if x != nil {
+		return x.ExecTimeout
+	}
+	return ""
+}
+
+func (x *Sandbox) GetOutputLimit() int64 {
+	if x != nil {
+		return x.OutputLimit
+	}
+	return 0
+}
+
+func (x *Sandbox) GetStoppedAt() string {
+	if x != nil {
+		return x.StoppedAt
+	}
+	return ""
+}
+
 func (x *Sandbox) GetDiskBytes() int64 {
 	if x != nil {
 		return x.DiskBytes
@@ -1732,7 +2020,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1744,7 +2032,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1757,7 +2045,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{22}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Usage) GetMemoryBytes() uint64 {
@@ -1852,7 +2140,7 @@ type Security struct {
 
 func (x *Security) Reset() {
 	*x = Security{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1864,7 +2152,7 @@ func (x *Security) String() string {
 func (*Security) ProtoMessage() {}
 
 func (x *Security) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1877,7 +2165,7 @@ func (x *Security) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Security.ProtoReflect.Descriptor instead.
 func (*Security) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{23}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Security) GetNetwork() bool {
@@ -1924,7 +2212,7 @@ type CreateSandboxResponse struct {
 
 func (x *CreateSandboxResponse) Reset() {
 	*x = CreateSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1936,7 +2224,7 @@ func (x *CreateSandboxResponse) String() string {
 func (*CreateSandboxResponse) ProtoMessage() {}
 
 func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1949,7 +2237,7 @@ func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*CreateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{24}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CreateSandboxResponse) GetSandbox() *Sandbox {
@@ -1976,7 +2264,7 @@ type ListSandboxesRequest struct {
 
 func (x *ListSandboxesRequest) Reset() {
 	*x = ListSandboxesRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1988,7 +2276,7 @@ func (x *ListSandboxesRequest) String() string {
 func (*ListSandboxesRequest) ProtoMessage() {}
 
 func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2001,7 +2289,7 @@ func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesRequest.ProtoReflect.Descriptor instead.
 func (*ListSandboxesRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{25}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListSandboxesRequest) GetLabels() map[string]string {
@@ -2034,7 +2322,7 @@ type ListSandboxesResponse struct {
 
 func (x *ListSandboxesResponse) Reset() {
 	*x = ListSandboxesResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2046,7 +2334,7 @@ func (x *ListSandboxesResponse) String() string {
 func (*ListSandboxesResponse) ProtoMessage() {}
 
 func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2059,7 +2347,7 @@ func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesResponse.ProtoReflect.Descriptor instead.
 func (*ListSandboxesResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{26}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListSandboxesResponse) GetSandboxes() []*Sandbox {
@@ -2078,7 +2366,7 @@ type GetSandboxRequest struct {
 
 func (x *GetSandboxRequest) Reset() {
 	*x = GetSandboxRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2090,7 +2378,7 @@ func (x *GetSandboxRequest) String() string {
 func (*GetSandboxRequest) ProtoMessage() {}
 
 func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2103,7 +2391,7 @@ func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxRequest.ProtoReflect.Descriptor instead.
 func (*GetSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{27}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetSandboxRequest) GetId() string {
@@ -2122,7 +2410,7 @@ type GetSandboxResponse struct {
 
 func (x *GetSandboxResponse) Reset() {
 	*x = GetSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2134,7 +2422,7 @@ func (x *GetSandboxResponse) String() string {
 func (*GetSandboxResponse) ProtoMessage() {}
 
 func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2147,7 +2435,7 @@ func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxResponse.ProtoReflect.Descriptor instead.
 func (*GetSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{28}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetSandboxResponse) GetSandbox() *Sandbox {
@@ -2158,15 +2446,18 @@ func (x *GetSandboxResponse) GetSandbox() *Sandbox {
 }
 
 type DeleteSandboxRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Grace period: SIGTERM to every process, SIGKILL after it. Empty: 10s.
+	Timeout       string `protobuf:"bytes,50,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	Force         bool   `protobuf:"varint,51,opt,name=force,proto3" json:"force,omitempty"` // SIGKILL at once
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2178,7 +2469,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2191,7 +2482,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{29}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DeleteSandboxRequest) GetId() string {
@@ -2199,6 +2490,20 @@ func (x *DeleteSandboxRequest) GetId() string {
 		return x.Id
 	}
 	return ""
+}
+
+func (x *DeleteSandboxRequest) GetTimeout() string {
+	if x != nil {
+		return x.Timeout
+	}
+	return ""
+}
+
+func (x *DeleteSandboxRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
 }
 
 type DeleteSandboxResponse struct {
@@ -2209,7 +2514,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2221,7 +2526,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2234,7 +2539,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{30}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{32}
 }
 
 type ExecRequest struct {
@@ -2245,7 +2550,12 @@ type ExecRequest struct {
 	Workdir     string                 `protobuf:"bytes,4,opt,name=workdir,proto3" json:"workdir,omitempty"`
 	Timeout     string                 `protobuf:"bytes,5,opt,name=timeout,proto3" json:"timeout,omitempty"` // Go duration; empty: no timeout
 	Stdin       []byte                 `protobuf:"bytes,6,opt,name=stdin,proto3" json:"stdin,omitempty"`
-	OutputLimit int64                  `protobuf:"varint,7,opt,name=output_limit,json=outputLimit,proto3" json:"output_limit,omitempty"` // bytes of stdout+stderr kept; 0: daemon default
+	OutputLimit int64                  `protobuf:"varint,7,opt,name=output_limit,json=outputLimit,proto3" json:"output_limit,omitempty"` // bytes of stdout+stderr kept; 0: the sandbox's default
+	// NAME, UID, NAME:GROUP or UID:GID; empty: the sandbox's default user.
+	User string `protobuf:"bytes,10,opt,name=user,proto3" json:"user,omitempty"`
+	// Give the command one pipe for stdout and stderr (2>&1): Exec returns
+	// it in result.output, ExecStream as stdout events, in the order written.
+	CombinedOutput bool `protobuf:"varint,11,opt,name=combined_output,json=combinedOutput,proto3" json:"combined_output,omitempty"`
 	// Resume the sandbox first if it is paused (else a paused sandbox fails
 	// the call with failed_precondition).
 	Resume        bool `protobuf:"varint,25,opt,name=resume,proto3" json:"resume,omitempty"`
@@ -2255,7 +2565,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2267,7 +2577,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2280,7 +2590,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{31}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ExecRequest) GetSandboxId() string {
@@ -2332,6 +2642,20 @@ func (x *ExecRequest) GetOutputLimit() int64 {
 	return 0
 }
 
+func (x *ExecRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *ExecRequest) GetCombinedOutput() bool {
+	if x != nil {
+		return x.CombinedOutput
+	}
+	return false
+}
+
 func (x *ExecRequest) GetResume() bool {
 	if x != nil {
 		return x.Resume
@@ -2350,13 +2674,18 @@ type ExecResult struct {
 	UserCpuUsec   int64                  `protobuf:"varint,7,opt,name=user_cpu_usec,json=userCpuUsec,proto3" json:"user_cpu_usec,omitempty"`
 	SystemCpuUsec int64                  `protobuf:"varint,8,opt,name=system_cpu_usec,json=systemCpuUsec,proto3" json:"system_cpu_usec,omitempty"`
 	MaxRssBytes   int64                  `protobuf:"varint,9,opt,name=max_rss_bytes,json=maxRssBytes,proto3" json:"max_rss_bytes,omitempty"`
+	Pid           int64                  `protobuf:"varint,10,opt,name=pid,proto3" json:"pid,omitempty"` // the command's process id in the sandbox
+	// The command died of SIGKILL and the kernel's OOM killer killed a
+	// process of the sandbox while it ran (its cgroup's oom_kill counter).
+	OomKilled     bool   `protobuf:"varint,11,opt,name=oom_killed,json=oomKilled,proto3" json:"oom_killed,omitempty"`
+	Output        []byte `protobuf:"bytes,12,opt,name=output,proto3" json:"output,omitempty"` // Exec with combined_output: stdout and stderr as written
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecResult) Reset() {
 	*x = ExecResult{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2368,7 +2697,7 @@ func (x *ExecResult) String() string {
 func (*ExecResult) ProtoMessage() {}
 
 func (x *ExecResult) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2381,7 +2710,7 @@ func (x *ExecResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResult.ProtoReflect.Descriptor instead.
 func (*ExecResult) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{32}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ExecResult) GetExitCode() int32 {
@@ -2447,6 +2776,27 @@ func (x *ExecResult) GetMaxRssBytes() int64 {
 	return 0
 }
 
+func (x *ExecResult) GetPid() int64 {
+	if x != nil {
+		return x.Pid
+	}
+	return 0
+}
+
+func (x *ExecResult) GetOomKilled() bool {
+	if x != nil {
+		return x.OomKilled
+	}
+	return false
+}
+
+func (x *ExecResult) GetOutput() []byte {
+	if x != nil {
+		return x.Output
+	}
+	return nil
+}
+
 type ExecResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Stdout        []byte                 `protobuf:"bytes,1,opt,name=stdout,proto3" json:"stdout,omitempty"`
@@ -2458,7 +2808,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2470,7 +2820,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2483,7 +2833,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{33}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ExecResponse) GetStdout() []byte {
@@ -2521,7 +2871,7 @@ type ExecStreamResponse struct {
 
 func (x *ExecStreamResponse) Reset() {
 	*x = ExecStreamResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[34]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2533,7 +2883,7 @@ func (x *ExecStreamResponse) String() string {
 func (*ExecStreamResponse) ProtoMessage() {}
 
 func (x *ExecStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[34]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2546,7 +2896,7 @@ func (x *ExecStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStreamResponse.ProtoReflect.Descriptor instead.
 func (*ExecStreamResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{34}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ExecStreamResponse) GetEvent() isExecStreamResponse_Event {
@@ -2616,7 +2966,7 @@ type CopyInRequest struct {
 
 func (x *CopyInRequest) Reset() {
 	*x = CopyInRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[35]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2628,7 +2978,7 @@ func (x *CopyInRequest) String() string {
 func (*CopyInRequest) ProtoMessage() {}
 
 func (x *CopyInRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[35]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2641,7 +2991,7 @@ func (x *CopyInRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyInRequest.ProtoReflect.Descriptor instead.
 func (*CopyInRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{35}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CopyInRequest) GetSandboxId() string {
@@ -2673,7 +3023,7 @@ type CopyInResponse struct {
 
 func (x *CopyInResponse) Reset() {
 	*x = CopyInResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[36]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2685,7 +3035,7 @@ func (x *CopyInResponse) String() string {
 func (*CopyInResponse) ProtoMessage() {}
 
 func (x *CopyInResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[36]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2698,7 +3048,7 @@ func (x *CopyInResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyInResponse.ProtoReflect.Descriptor instead.
 func (*CopyInResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{36}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{38}
 }
 
 type CopyOutRequest struct {
@@ -2711,7 +3061,7 @@ type CopyOutRequest struct {
 
 func (x *CopyOutRequest) Reset() {
 	*x = CopyOutRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[37]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2723,7 +3073,7 @@ func (x *CopyOutRequest) String() string {
 func (*CopyOutRequest) ProtoMessage() {}
 
 func (x *CopyOutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[37]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2736,7 +3086,7 @@ func (x *CopyOutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyOutRequest.ProtoReflect.Descriptor instead.
 func (*CopyOutRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{37}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CopyOutRequest) GetSandboxId() string {
@@ -2762,7 +3112,7 @@ type CopyOutResponse struct {
 
 func (x *CopyOutResponse) Reset() {
 	*x = CopyOutResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[38]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2774,7 +3124,7 @@ func (x *CopyOutResponse) String() string {
 func (*CopyOutResponse) ProtoMessage() {}
 
 func (x *CopyOutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[38]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2787,7 +3137,7 @@ func (x *CopyOutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyOutResponse.ProtoReflect.Descriptor instead.
 func (*CopyOutResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{38}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CopyOutResponse) GetData() []byte {
@@ -2807,7 +3157,7 @@ type StatPathRequest struct {
 
 func (x *StatPathRequest) Reset() {
 	*x = StatPathRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[39]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2819,7 +3169,7 @@ func (x *StatPathRequest) String() string {
 func (*StatPathRequest) ProtoMessage() {}
 
 func (x *StatPathRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[39]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2832,7 +3182,7 @@ func (x *StatPathRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatPathRequest.ProtoReflect.Descriptor instead.
 func (*StatPathRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{39}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *StatPathRequest) GetSandboxId() string {
@@ -2863,7 +3213,7 @@ type StatPathResponse struct {
 
 func (x *StatPathResponse) Reset() {
 	*x = StatPathResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[40]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2875,7 +3225,7 @@ func (x *StatPathResponse) String() string {
 func (*StatPathResponse) ProtoMessage() {}
 
 func (x *StatPathResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[40]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2888,7 +3238,7 @@ func (x *StatPathResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatPathResponse.ProtoReflect.Descriptor instead.
 func (*StatPathResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{40}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *StatPathResponse) GetName() string {
@@ -2956,7 +3306,7 @@ type ImportImageRequest struct {
 
 func (x *ImportImageRequest) Reset() {
 	*x = ImportImageRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[41]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2968,7 +3318,7 @@ func (x *ImportImageRequest) String() string {
 func (*ImportImageRequest) ProtoMessage() {}
 
 func (x *ImportImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[41]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2981,7 +3331,7 @@ func (x *ImportImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportImageRequest.ProtoReflect.Descriptor instead.
 func (*ImportImageRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{41}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ImportImageRequest) GetName() string {
@@ -3034,7 +3384,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[42]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3046,7 +3396,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[42]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3059,7 +3409,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{42}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Image) GetName() string {
@@ -3106,7 +3456,7 @@ type ImportImageResponse struct {
 
 func (x *ImportImageResponse) Reset() {
 	*x = ImportImageResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[43]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3118,7 +3468,7 @@ func (x *ImportImageResponse) String() string {
 func (*ImportImageResponse) ProtoMessage() {}
 
 func (x *ImportImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[43]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3131,7 +3481,7 @@ func (x *ImportImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportImageResponse.ProtoReflect.Descriptor instead.
 func (*ImportImageResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{43}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ImportImageResponse) GetImages() []*Image {
@@ -3149,7 +3499,7 @@ type ListImagesRequest struct {
 
 func (x *ListImagesRequest) Reset() {
 	*x = ListImagesRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[44]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3161,7 +3511,7 @@ func (x *ListImagesRequest) String() string {
 func (*ListImagesRequest) ProtoMessage() {}
 
 func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[44]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3174,7 +3524,7 @@ func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesRequest.ProtoReflect.Descriptor instead.
 func (*ListImagesRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{44}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{46}
 }
 
 type ListImagesResponse struct {
@@ -3186,7 +3536,7 @@ type ListImagesResponse struct {
 
 func (x *ListImagesResponse) Reset() {
 	*x = ListImagesResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[45]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3198,7 +3548,7 @@ func (x *ListImagesResponse) String() string {
 func (*ListImagesResponse) ProtoMessage() {}
 
 func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[45]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3211,7 +3561,7 @@ func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesResponse.ProtoReflect.Descriptor instead.
 func (*ListImagesResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{45}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListImagesResponse) GetImages() []*Image {
@@ -3235,7 +3585,7 @@ type RemoveImageRequest struct {
 
 func (x *RemoveImageRequest) Reset() {
 	*x = RemoveImageRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[46]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3247,7 +3597,7 @@ func (x *RemoveImageRequest) String() string {
 func (*RemoveImageRequest) ProtoMessage() {}
 
 func (x *RemoveImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[46]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3260,7 +3610,7 @@ func (x *RemoveImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveImageRequest.ProtoReflect.Descriptor instead.
 func (*RemoveImageRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{46}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *RemoveImageRequest) GetName() string {
@@ -3285,7 +3635,7 @@ type RemoveImageResponse struct {
 
 func (x *RemoveImageResponse) Reset() {
 	*x = RemoveImageResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[47]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3297,7 +3647,7 @@ func (x *RemoveImageResponse) String() string {
 func (*RemoveImageResponse) ProtoMessage() {}
 
 func (x *RemoveImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[47]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3310,7 +3660,7 @@ func (x *RemoveImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveImageResponse.ProtoReflect.Descriptor instead.
 func (*RemoveImageResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{47}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{49}
 }
 
 type UpdateNetworkRequest struct {
@@ -3324,7 +3674,7 @@ type UpdateNetworkRequest struct {
 
 func (x *UpdateNetworkRequest) Reset() {
 	*x = UpdateNetworkRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[48]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3336,7 +3686,7 @@ func (x *UpdateNetworkRequest) String() string {
 func (*UpdateNetworkRequest) ProtoMessage() {}
 
 func (x *UpdateNetworkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[48]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3349,7 +3699,7 @@ func (x *UpdateNetworkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNetworkRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNetworkRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{48}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *UpdateNetworkRequest) GetSandboxId() string {
@@ -3382,7 +3732,7 @@ type UpdateNetworkResponse struct {
 
 func (x *UpdateNetworkResponse) Reset() {
 	*x = UpdateNetworkResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[49]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3394,7 +3744,7 @@ func (x *UpdateNetworkResponse) String() string {
 func (*UpdateNetworkResponse) ProtoMessage() {}
 
 func (x *UpdateNetworkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[49]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3407,12 +3757,324 @@ func (x *UpdateNetworkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNetworkResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNetworkResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{49}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *UpdateNetworkResponse) GetNetwork() *NetworkStatus {
 	if x != nil {
 		return x.Network
+	}
+	return nil
+}
+
+type UpdateSandboxRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId     string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	Ttl           string                 `protobuf:"bytes,2,opt,name=ttl,proto3" json:"ttl,omitempty"`         // new lifetime from now, e.g. "2h"
+	Extend        string                 `protobuf:"bytes,3,opt,name=extend,proto3" json:"extend,omitempty"`   // added to the current expiry, e.g. "30m" (not with ttl)
+	Limits        *Limits                `protobuf:"bytes,4,opt,name=limits,proto3" json:"limits,omitempty"`   // fields left empty/0 keep their value
+	Env           []string               `protobuf:"bytes,5,rep,name=env,proto3" json:"env,omitempty"`         // K=V merged over the environment of later commands
+	Workdir       string                 `protobuf:"bytes,6,opt,name=workdir,proto3" json:"workdir,omitempty"` // working directory of later commands
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateSandboxRequest) Reset() {
+	*x = UpdateSandboxRequest{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateSandboxRequest) ProtoMessage() {}
+
+func (x *UpdateSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateSandboxRequest.ProtoReflect.Descriptor instead.
+func (*UpdateSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *UpdateSandboxRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *UpdateSandboxRequest) GetTtl() string {
+	if x != nil {
+		return x.Ttl
+	}
+	return ""
+}
+
+func (x *UpdateSandboxRequest) GetExtend() string {
+	if x != nil {
+		return x.Extend
+	}
+	return ""
+}
+
+func (x *UpdateSandboxRequest) GetLimits() *Limits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+func (x *UpdateSandboxRequest) GetEnv() []string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *UpdateSandboxRequest) GetWorkdir() string {
+	if x != nil {
+		return x.Workdir
+	}
+	return ""
+}
+
+type UpdateSandboxResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sandbox       *Sandbox               `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateSandboxResponse) Reset() {
+	*x = UpdateSandboxResponse{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateSandboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateSandboxResponse) ProtoMessage() {}
+
+func (x *UpdateSandboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateSandboxResponse.ProtoReflect.Descriptor instead.
+func (*UpdateSandboxResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *UpdateSandboxResponse) GetSandbox() *Sandbox {
+	if x != nil {
+		return x.Sandbox
+	}
+	return nil
+}
+
+type StopSandboxRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId     string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	Timeout       string                 `protobuf:"bytes,2,opt,name=timeout,proto3" json:"timeout,omitempty"` // grace period before SIGKILL; empty: 10s
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StopSandboxRequest) Reset() {
+	*x = StopSandboxRequest{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StopSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StopSandboxRequest) ProtoMessage() {}
+
+func (x *StopSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StopSandboxRequest.ProtoReflect.Descriptor instead.
+func (*StopSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *StopSandboxRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+func (x *StopSandboxRequest) GetTimeout() string {
+	if x != nil {
+		return x.Timeout
+	}
+	return ""
+}
+
+type StopSandboxResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sandbox       *Sandbox               `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StopSandboxResponse) Reset() {
+	*x = StopSandboxResponse{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StopSandboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StopSandboxResponse) ProtoMessage() {}
+
+func (x *StopSandboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StopSandboxResponse.ProtoReflect.Descriptor instead.
+func (*StopSandboxResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *StopSandboxResponse) GetSandbox() *Sandbox {
+	if x != nil {
+		return x.Sandbox
+	}
+	return nil
+}
+
+type StartSandboxRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId     string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartSandboxRequest) Reset() {
+	*x = StartSandboxRequest{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartSandboxRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartSandboxRequest) ProtoMessage() {}
+
+func (x *StartSandboxRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartSandboxRequest.ProtoReflect.Descriptor instead.
+func (*StartSandboxRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *StartSandboxRequest) GetSandboxId() string {
+	if x != nil {
+		return x.SandboxId
+	}
+	return ""
+}
+
+type StartSandboxResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sandbox       *Sandbox               `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartSandboxResponse) Reset() {
+	*x = StartSandboxResponse{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartSandboxResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartSandboxResponse) ProtoMessage() {}
+
+func (x *StartSandboxResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartSandboxResponse.ProtoReflect.Descriptor instead.
+func (*StartSandboxResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *StartSandboxResponse) GetSandbox() *Sandbox {
+	if x != nil {
+		return x.Sandbox
 	}
 	return nil
 }
@@ -3488,7 +4150,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x06memory\x18\x01 \x01(\tR\x06memory\x12\x12\n" +
 	"\x04cpus\x18\x02 \x01(\x01R\x04cpus\x12\x12\n" +
 	"\x04pids\x18\x03 \x01(\x03R\x04pids\x12\x12\n" +
-	"\x04disk\x18_ \x01(\tR\x04disk\"\x96\x04\n" +
+	"\x04disk\x18_ \x01(\tR\x04disk\"\xbe\x06\n" +
 	"\x14CreateSandboxRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12'\n" +
 	"\x06limits\x18\x02 \x01(\v2\x0f.boxd.v1.LimitsR\x06limits\x12\x10\n" +
@@ -3502,14 +4164,38 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\fidle_timeout\x18- \x01(\tR\vidleTimeout\x12\x17\n" +
 	"\aon_idle\x18. \x01(\tR\x06onIdle\x12\x12\n" +
 	"\x04pull\x18( \x01(\tR\x04pull\x12:\n" +
-	"\rregistry_auth\x18) \x01(\v2\x15.boxd.v1.RegistryAuthR\fregistryAuth\x1a9\n" +
+	"\rregistry_auth\x18) \x01(\v2\x15.boxd.v1.RegistryAuthR\fregistryAuth\x12\x12\n" +
+	"\x04user\x182 \x01(\tR\x04user\x12(\n" +
+	"\x10read_only_rootfs\x183 \x01(\bR\x0ereadOnlyRootfs\x12\x14\n" +
+	"\x05tmpfs\x184 \x03(\tR\x05tmpfs\x12\x18\n" +
+	"\aulimits\x185 \x03(\tR\aulimits\x12\x1a\n" +
+	"\bhostname\x186 \x01(\tR\bhostname\x12\x1d\n" +
+	"\n" +
+	"cpu_weight\x187 \x01(\x04R\tcpuWeight\x12\x1d\n" +
+	"\n" +
+	"memory_low\x188 \x01(\tR\tmemoryLow\x12!\n" +
+	"\fexec_timeout\x189 \x01(\tR\vexecTimeout\x12!\n" +
+	"\foutput_limit\x18: \x01(\x03R\voutputLimit\x12\x18\n" +
+	"\areplace\x18; \x01(\bR\areplace\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"m\n" +
 	"\fRegistryAuth\x12\x1a\n" +
 	"\busername\x18\x01 \x01(\tR\busername\x12\x1a\n" +
 	"\bpassword\x18\x02 \x01(\tR\bpassword\x12%\n" +
-	"\x0eidentity_token\x18\x03 \x01(\tR\ridentityToken\":\n" +
+	"\x0eidentity_token\x18\x03 \x01(\tR\ridentityToken\"?\n" +
+	"\n" +
+	"TmpfsMount\x12\x12\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x1d\n" +
+	"\n" +
+	"size_bytes\x18\x02 \x01(\x03R\tsizeBytes\"y\n" +
+	"\aUlimits\x12\x16\n" +
+	"\x06nofile\x18\x01 \x01(\x04R\x06nofile\x12\x14\n" +
+	"\x05nproc\x18\x02 \x01(\x04R\x05nproc\x12\x1f\n" +
+	"\vcpu_seconds\x18\x03 \x01(\x04R\n" +
+	"cpuSeconds\x12\x1f\n" +
+	"\vfsize_bytes\x18\x04 \x01(\x04R\n" +
+	"fsizeBytes\":\n" +
 	"\x0eNetworkRequest\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x14\n" +
 	"\x05allow\x18\x02 \x03(\tR\x05allow\"\x7f\n" +
@@ -3518,7 +4204,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x05allow\x18\x02 \x03(\tR\x05allow\x12\x18\n" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\x12\x18\n" +
 	"\agateway\x18\x04 \x01(\tR\agateway\x12\x10\n" +
-	"\x03dns\x18\x05 \x01(\tR\x03dns\"\x87\t\n" +
+	"\x03dns\x18\x05 \x01(\tR\x03dns\"\xbc\v\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -3553,7 +4239,18 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\aon_idle\x18. \x01(\tR\x06onIdle\x12(\n" +
 	"\x10last_activity_at\x18/ \x01(\tR\x0elastActivityAt\x12\x1b\n" +
 	"\tpaused_at\x180 \x01(\tR\bpausedAt\x12!\n" +
-	"\fpause_reason\x181 \x01(\tR\vpauseReason\x12\x1d\n" +
+	"\fpause_reason\x181 \x01(\tR\vpauseReason\x12\x12\n" +
+	"\x04user\x182 \x01(\tR\x04user\x12)\n" +
+	"\x05tmpfs\x183 \x03(\v2\x13.boxd.v1.TmpfsMountR\x05tmpfs\x12*\n" +
+	"\aulimits\x184 \x01(\v2\x10.boxd.v1.UlimitsR\aulimits\x12\x1a\n" +
+	"\bhostname\x185 \x01(\tR\bhostname\x12\x1d\n" +
+	"\n" +
+	"cpu_weight\x186 \x01(\x04R\tcpuWeight\x12(\n" +
+	"\x10memory_low_bytes\x187 \x01(\x03R\x0ememoryLowBytes\x12!\n" +
+	"\fexec_timeout\x188 \x01(\tR\vexecTimeout\x12!\n" +
+	"\foutput_limit\x189 \x01(\x03R\voutputLimit\x12\x1d\n" +
+	"\n" +
+	"stopped_at\x18: \x01(\tR\tstoppedAt\x12\x1d\n" +
 	"\n" +
 	"disk_bytes\x18_ \x01(\x03R\tdiskBytes\x12&\n" +
 	"\x0fdisk_used_bytes\x18` \x01(\x03R\rdiskUsedBytes\x1a9\n" +
@@ -3596,10 +4293,12 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x11GetSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"@\n" +
 	"\x12GetSandboxResponse\x12*\n" +
-	"\asandbox\x18\x01 \x01(\v2\x10.boxd.v1.SandboxR\asandbox\"&\n" +
+	"\asandbox\x18\x01 \x01(\v2\x10.boxd.v1.SandboxR\asandbox\"V\n" +
 	"\x14DeleteSandboxRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"\x17\n" +
-	"\x15DeleteSandboxResponse\"\xd7\x01\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
+	"\atimeout\x182 \x01(\tR\atimeout\x12\x14\n" +
+	"\x05force\x183 \x01(\bR\x05force\"\x17\n" +
+	"\x15DeleteSandboxResponse\"\x94\x02\n" +
 	"\vExecRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
@@ -3608,8 +4307,11 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\aworkdir\x18\x04 \x01(\tR\aworkdir\x12\x18\n" +
 	"\atimeout\x18\x05 \x01(\tR\atimeout\x12\x14\n" +
 	"\x05stdin\x18\x06 \x01(\fR\x05stdin\x12!\n" +
-	"\foutput_limit\x18\a \x01(\x03R\voutputLimit\x12\x16\n" +
-	"\x06resume\x18\x19 \x01(\bR\x06resume\"\xa6\x02\n" +
+	"\foutput_limit\x18\a \x01(\x03R\voutputLimit\x12\x12\n" +
+	"\x04user\x18\n" +
+	" \x01(\tR\x04user\x12'\n" +
+	"\x0fcombined_output\x18\v \x01(\bR\x0ecombinedOutput\x12\x16\n" +
+	"\x06resume\x18\x19 \x01(\bR\x06resume\"\xef\x02\n" +
 	"\n" +
 	"ExecResult\x12\x1b\n" +
 	"\texit_code\x18\x01 \x01(\x05R\bexitCode\x12\x16\n" +
@@ -3621,7 +4323,12 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\bended_at\x18\x06 \x01(\tR\aendedAt\x12\"\n" +
 	"\ruser_cpu_usec\x18\a \x01(\x03R\vuserCpuUsec\x12&\n" +
 	"\x0fsystem_cpu_usec\x18\b \x01(\x03R\rsystemCpuUsec\x12\"\n" +
-	"\rmax_rss_bytes\x18\t \x01(\x03R\vmaxRssBytes\"k\n" +
+	"\rmax_rss_bytes\x18\t \x01(\x03R\vmaxRssBytes\x12\x10\n" +
+	"\x03pid\x18\n" +
+	" \x01(\x03R\x03pid\x12\x1d\n" +
+	"\n" +
+	"oom_killed\x18\v \x01(\bR\toomKilled\x12\x16\n" +
+	"\x06output\x18\f \x01(\fR\x06output\"k\n" +
 	"\fExecResponse\x12\x16\n" +
 	"\x06stdout\x18\x01 \x01(\fR\x06stdout\x12\x16\n" +
 	"\x06stderr\x18\x02 \x01(\fR\x06stderr\x12+\n" +
@@ -3685,11 +4392,32 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x05allow\x18\x02 \x03(\tR\x05allow\x12\x12\n" +
 	"\x04deny\x18\x03 \x03(\tR\x04deny\"I\n" +
 	"\x15UpdateNetworkResponse\x120\n" +
-	"\anetwork\x18\x01 \x01(\v2\x16.boxd.v1.NetworkStatusR\anetwork*Z\n" +
+	"\anetwork\x18\x01 \x01(\v2\x16.boxd.v1.NetworkStatusR\anetwork\"\xb4\x01\n" +
+	"\x14UpdateSandboxRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x10\n" +
+	"\x03ttl\x18\x02 \x01(\tR\x03ttl\x12\x16\n" +
+	"\x06extend\x18\x03 \x01(\tR\x06extend\x12'\n" +
+	"\x06limits\x18\x04 \x01(\v2\x0f.boxd.v1.LimitsR\x06limits\x12\x10\n" +
+	"\x03env\x18\x05 \x03(\tR\x03env\x12\x18\n" +
+	"\aworkdir\x18\x06 \x01(\tR\aworkdir\"C\n" +
+	"\x15UpdateSandboxResponse\x12*\n" +
+	"\asandbox\x18\x01 \x01(\v2\x10.boxd.v1.SandboxR\asandbox\"M\n" +
+	"\x12StopSandboxRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x18\n" +
+	"\atimeout\x18\x02 \x01(\tR\atimeout\"A\n" +
+	"\x13StopSandboxResponse\x12*\n" +
+	"\asandbox\x18\x01 \x01(\v2\x10.boxd.v1.SandboxR\asandbox\"4\n" +
+	"\x13StartSandboxRequest\x12\x1d\n" +
+	"\n" +
+	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\"B\n" +
+	"\x14StartSandboxResponse\x12*\n" +
+	"\asandbox\x18\x01 \x01(\v2\x10.boxd.v1.SandboxR\asandbox*Z\n" +
 	"\vImageFormat\x12\x1c\n" +
 	"\x18IMAGE_FORMAT_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10IMAGE_FORMAT_TAR\x10\x01\x12\x17\n" +
-	"\x13IMAGE_FORMAT_ROOTFS\x10\x022\xb8\v\n" +
+	"\x13IMAGE_FORMAT_ROOTFS\x10\x022\x9f\r\n" +
 	"\x0eSandboxService\x12N\n" +
 	"\rCreateSandbox\x12\x1d.boxd.v1.CreateSandboxRequest\x1a\x1e.boxd.v1.CreateSandboxResponse\x12N\n" +
 	"\rListSandboxes\x12\x1d.boxd.v1.ListSandboxesRequest\x1a\x1e.boxd.v1.ListSandboxesResponse\x12E\n" +
@@ -3710,7 +4438,10 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\vPublishPort\x12\x1b.boxd.v1.PublishPortRequest\x1a\x1c.boxd.v1.PublishPortResponse\x12N\n" +
 	"\rUnpublishPort\x12\x1d.boxd.v1.UnpublishPortRequest\x1a\x1e.boxd.v1.UnpublishPortResponse\x12N\n" +
 	"\rCommitSandbox\x12\x1d.boxd.v1.CommitSandboxRequest\x1a\x1e.boxd.v1.CommitSandboxResponse\x12H\n" +
-	"\vForkSandbox\x12\x1b.boxd.v1.ForkSandboxRequest\x1a\x1c.boxd.v1.ForkSandboxResponse\x12K\n" +
+	"\vForkSandbox\x12\x1b.boxd.v1.ForkSandboxRequest\x1a\x1c.boxd.v1.ForkSandboxResponse\x12N\n" +
+	"\rUpdateSandbox\x12\x1d.boxd.v1.UpdateSandboxRequest\x1a\x1e.boxd.v1.UpdateSandboxResponse\x12H\n" +
+	"\vStopSandbox\x12\x1b.boxd.v1.StopSandboxRequest\x1a\x1c.boxd.v1.StopSandboxResponse\x12K\n" +
+	"\fStartSandbox\x12\x1c.boxd.v1.StartSandboxRequest\x1a\x1d.boxd.v1.StartSandboxResponse\x12K\n" +
 	"\fPauseSandbox\x12\x1c.boxd.v1.PauseSandboxRequest\x1a\x1d.boxd.v1.PauseSandboxResponse\x12Q\n" +
 	"\x0eUnpauseSandbox\x12\x1e.boxd.v1.UnpauseSandboxRequest\x1a\x1f.boxd.v1.UnpauseSandboxResponse\x128\n" +
 	"\x05Stats\x12\x15.boxd.v1.StatsRequest\x1a\x16.boxd.v1.StatsResponse0\x01B1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
@@ -3728,7 +4459,7 @@ func file_boxd_v1_boxd_proto_rawDescGZIP() []byte {
 }
 
 var file_boxd_v1_boxd_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_boxd_v1_boxd_proto_msgTypes = make([]protoimpl.MessageInfo, 55)
+var file_boxd_v1_boxd_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_boxd_v1_boxd_proto_goTypes = []any{
 	(ImageFormat)(0),               // 0: boxd.v1.ImageFormat
 	(*PauseSandboxRequest)(nil),    // 1: boxd.v1.PauseSandboxRequest
@@ -3750,119 +4481,139 @@ var file_boxd_v1_boxd_proto_goTypes = []any{
 	(*Limits)(nil),                 // 17: boxd.v1.Limits
 	(*CreateSandboxRequest)(nil),   // 18: boxd.v1.CreateSandboxRequest
 	(*RegistryAuth)(nil),           // 19: boxd.v1.RegistryAuth
-	(*NetworkRequest)(nil),         // 20: boxd.v1.NetworkRequest
-	(*NetworkStatus)(nil),          // 21: boxd.v1.NetworkStatus
-	(*Sandbox)(nil),                // 22: boxd.v1.Sandbox
-	(*Usage)(nil),                  // 23: boxd.v1.Usage
-	(*Security)(nil),               // 24: boxd.v1.Security
-	(*CreateSandboxResponse)(nil),  // 25: boxd.v1.CreateSandboxResponse
-	(*ListSandboxesRequest)(nil),   // 26: boxd.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil),  // 27: boxd.v1.ListSandboxesResponse
-	(*GetSandboxRequest)(nil),      // 28: boxd.v1.GetSandboxRequest
-	(*GetSandboxResponse)(nil),     // 29: boxd.v1.GetSandboxResponse
-	(*DeleteSandboxRequest)(nil),   // 30: boxd.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil),  // 31: boxd.v1.DeleteSandboxResponse
-	(*ExecRequest)(nil),            // 32: boxd.v1.ExecRequest
-	(*ExecResult)(nil),             // 33: boxd.v1.ExecResult
-	(*ExecResponse)(nil),           // 34: boxd.v1.ExecResponse
-	(*ExecStreamResponse)(nil),     // 35: boxd.v1.ExecStreamResponse
-	(*CopyInRequest)(nil),          // 36: boxd.v1.CopyInRequest
-	(*CopyInResponse)(nil),         // 37: boxd.v1.CopyInResponse
-	(*CopyOutRequest)(nil),         // 38: boxd.v1.CopyOutRequest
-	(*CopyOutResponse)(nil),        // 39: boxd.v1.CopyOutResponse
-	(*StatPathRequest)(nil),        // 40: boxd.v1.StatPathRequest
-	(*StatPathResponse)(nil),       // 41: boxd.v1.StatPathResponse
-	(*ImportImageRequest)(nil),     // 42: boxd.v1.ImportImageRequest
-	(*Image)(nil),                  // 43: boxd.v1.Image
-	(*ImportImageResponse)(nil),    // 44: boxd.v1.ImportImageResponse
-	(*ListImagesRequest)(nil),      // 45: boxd.v1.ListImagesRequest
-	(*ListImagesResponse)(nil),     // 46: boxd.v1.ListImagesResponse
-	(*RemoveImageRequest)(nil),     // 47: boxd.v1.RemoveImageRequest
-	(*RemoveImageResponse)(nil),    // 48: boxd.v1.RemoveImageResponse
-	(*UpdateNetworkRequest)(nil),   // 49: boxd.v1.UpdateNetworkRequest
-	(*UpdateNetworkResponse)(nil),  // 50: boxd.v1.UpdateNetworkResponse
-	nil,                            // 51: boxd.v1.ForkSandboxRequest.LabelsEntry
-	nil,                            // 52: boxd.v1.CreateSandboxRequest.LabelsEntry
-	nil,                            // 53: boxd.v1.Sandbox.LabelsEntry
-	nil,                            // 54: boxd.v1.ListSandboxesRequest.LabelsEntry
-	nil,                            // 55: boxd.v1.Image.LabelsEntry
+	(*TmpfsMount)(nil),             // 20: boxd.v1.TmpfsMount
+	(*Ulimits)(nil),                // 21: boxd.v1.Ulimits
+	(*NetworkRequest)(nil),         // 22: boxd.v1.NetworkRequest
+	(*NetworkStatus)(nil),          // 23: boxd.v1.NetworkStatus
+	(*Sandbox)(nil),                // 24: boxd.v1.Sandbox
+	(*Usage)(nil),                  // 25: boxd.v1.Usage
+	(*Security)(nil),               // 26: boxd.v1.Security
+	(*CreateSandboxResponse)(nil),  // 27: boxd.v1.CreateSandboxResponse
+	(*ListSandboxesRequest)(nil),   // 28: boxd.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil),  // 29: boxd.v1.ListSandboxesResponse
+	(*GetSandboxRequest)(nil),      // 30: boxd.v1.GetSandboxRequest
+	(*GetSandboxResponse)(nil),     // 31: boxd.v1.GetSandboxResponse
+	(*DeleteSandboxRequest)(nil),   // 32: boxd.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil),  // 33: boxd.v1.DeleteSandboxResponse
+	(*ExecRequest)(nil),            // 34: boxd.v1.ExecRequest
+	(*ExecResult)(nil),             // 35: boxd.v1.ExecResult
+	(*ExecResponse)(nil),           // 36: boxd.v1.ExecResponse
+	(*ExecStreamResponse)(nil),     // 37: boxd.v1.ExecStreamResponse
+	(*CopyInRequest)(nil),          // 38: boxd.v1.CopyInRequest
+	(*CopyInResponse)(nil),         // 39: boxd.v1.CopyInResponse
+	(*CopyOutRequest)(nil),         // 40: boxd.v1.CopyOutRequest
+	(*CopyOutResponse)(nil),        // 41: boxd.v1.CopyOutResponse
+	(*StatPathRequest)(nil),        // 42: boxd.v1.StatPathRequest
+	(*StatPathResponse)(nil),       // 43: boxd.v1.StatPathResponse
+	(*ImportImageRequest)(nil),     // 44: boxd.v1.ImportImageRequest
+	(*Image)(nil),                  // 45: boxd.v1.Image
+	(*ImportImageResponse)(nil),    // 46: boxd.v1.ImportImageResponse
+	(*ListImagesRequest)(nil),      // 47: boxd.v1.ListImagesRequest
+	(*ListImagesResponse)(nil),     // 48: boxd.v1.ListImagesResponse
+	(*RemoveImageRequest)(nil),     // 49: boxd.v1.RemoveImageRequest
+	(*RemoveImageResponse)(nil),    // 50: boxd.v1.RemoveImageResponse
+	(*UpdateNetworkRequest)(nil),   // 51: boxd.v1.UpdateNetworkRequest
+	(*UpdateNetworkResponse)(nil),  // 52: boxd.v1.UpdateNetworkResponse
+	(*UpdateSandboxRequest)(nil),   // 53: boxd.v1.UpdateSandboxRequest
+	(*UpdateSandboxResponse)(nil),  // 54: boxd.v1.UpdateSandboxResponse
+	(*StopSandboxRequest)(nil),     // 55: boxd.v1.StopSandboxRequest
+	(*StopSandboxResponse)(nil),    // 56: boxd.v1.StopSandboxResponse
+	(*StartSandboxRequest)(nil),    // 57: boxd.v1.StartSandboxRequest
+	(*StartSandboxResponse)(nil),   // 58: boxd.v1.StartSandboxResponse
+	nil,                            // 59: boxd.v1.ForkSandboxRequest.LabelsEntry
+	nil,                            // 60: boxd.v1.CreateSandboxRequest.LabelsEntry
+	nil,                            // 61: boxd.v1.Sandbox.LabelsEntry
+	nil,                            // 62: boxd.v1.ListSandboxesRequest.LabelsEntry
+	nil,                            // 63: boxd.v1.Image.LabelsEntry
 }
 var file_boxd_v1_boxd_proto_depIdxs = []int32{
 	7,  // 0: boxd.v1.StatsResponse.sandboxes:type_name -> boxd.v1.SandboxStats
-	23, // 1: boxd.v1.SandboxStats.usage:type_name -> boxd.v1.Usage
-	43, // 2: boxd.v1.CommitSandboxResponse.image:type_name -> boxd.v1.Image
+	25, // 1: boxd.v1.SandboxStats.usage:type_name -> boxd.v1.Usage
+	45, // 2: boxd.v1.CommitSandboxResponse.image:type_name -> boxd.v1.Image
 	17, // 3: boxd.v1.ForkSandboxRequest.limits:type_name -> boxd.v1.Limits
-	51, // 4: boxd.v1.ForkSandboxRequest.labels:type_name -> boxd.v1.ForkSandboxRequest.LabelsEntry
-	22, // 5: boxd.v1.ForkSandboxResponse.sandboxes:type_name -> boxd.v1.Sandbox
+	59, // 4: boxd.v1.ForkSandboxRequest.labels:type_name -> boxd.v1.ForkSandboxRequest.LabelsEntry
+	24, // 5: boxd.v1.ForkSandboxResponse.sandboxes:type_name -> boxd.v1.Sandbox
 	12, // 6: boxd.v1.PublishPortRequest.port:type_name -> boxd.v1.PublishedPort
 	12, // 7: boxd.v1.PublishPortResponse.port:type_name -> boxd.v1.PublishedPort
 	12, // 8: boxd.v1.UnpublishPortResponse.ports:type_name -> boxd.v1.PublishedPort
 	17, // 9: boxd.v1.CreateSandboxRequest.limits:type_name -> boxd.v1.Limits
-	52, // 10: boxd.v1.CreateSandboxRequest.labels:type_name -> boxd.v1.CreateSandboxRequest.LabelsEntry
+	60, // 10: boxd.v1.CreateSandboxRequest.labels:type_name -> boxd.v1.CreateSandboxRequest.LabelsEntry
 	12, // 11: boxd.v1.CreateSandboxRequest.publish:type_name -> boxd.v1.PublishedPort
-	20, // 12: boxd.v1.CreateSandboxRequest.network:type_name -> boxd.v1.NetworkRequest
+	22, // 12: boxd.v1.CreateSandboxRequest.network:type_name -> boxd.v1.NetworkRequest
 	19, // 13: boxd.v1.CreateSandboxRequest.registry_auth:type_name -> boxd.v1.RegistryAuth
-	53, // 14: boxd.v1.Sandbox.labels:type_name -> boxd.v1.Sandbox.LabelsEntry
-	24, // 15: boxd.v1.Sandbox.security:type_name -> boxd.v1.Security
-	23, // 16: boxd.v1.Sandbox.usage:type_name -> boxd.v1.Usage
+	61, // 14: boxd.v1.Sandbox.labels:type_name -> boxd.v1.Sandbox.LabelsEntry
+	26, // 15: boxd.v1.Sandbox.security:type_name -> boxd.v1.Security
+	25, // 16: boxd.v1.Sandbox.usage:type_name -> boxd.v1.Usage
 	12, // 17: boxd.v1.Sandbox.ports:type_name -> boxd.v1.PublishedPort
-	21, // 18: boxd.v1.Sandbox.network:type_name -> boxd.v1.NetworkStatus
-	22, // 19: boxd.v1.CreateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	54, // 20: boxd.v1.ListSandboxesRequest.labels:type_name -> boxd.v1.ListSandboxesRequest.LabelsEntry
-	22, // 21: boxd.v1.ListSandboxesResponse.sandboxes:type_name -> boxd.v1.Sandbox
-	22, // 22: boxd.v1.GetSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	33, // 23: boxd.v1.ExecResponse.result:type_name -> boxd.v1.ExecResult
-	33, // 24: boxd.v1.ExecStreamResponse.result:type_name -> boxd.v1.ExecResult
-	0,  // 25: boxd.v1.ImportImageRequest.format:type_name -> boxd.v1.ImageFormat
-	55, // 26: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
-	43, // 27: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
-	43, // 28: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
-	21, // 29: boxd.v1.UpdateNetworkResponse.network:type_name -> boxd.v1.NetworkStatus
-	18, // 30: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
-	26, // 31: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
-	28, // 32: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
-	30, // 33: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
-	49, // 34: boxd.v1.SandboxService.UpdateNetwork:input_type -> boxd.v1.UpdateNetworkRequest
-	32, // 35: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
-	32, // 36: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
-	36, // 37: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
-	38, // 38: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
-	40, // 39: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
-	42, // 40: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
-	45, // 41: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
-	47, // 42: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
-	13, // 43: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
-	15, // 44: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
-	8,  // 45: boxd.v1.SandboxService.CommitSandbox:input_type -> boxd.v1.CommitSandboxRequest
-	10, // 46: boxd.v1.SandboxService.ForkSandbox:input_type -> boxd.v1.ForkSandboxRequest
-	1,  // 47: boxd.v1.SandboxService.PauseSandbox:input_type -> boxd.v1.PauseSandboxRequest
-	3,  // 48: boxd.v1.SandboxService.UnpauseSandbox:input_type -> boxd.v1.UnpauseSandboxRequest
-	5,  // 49: boxd.v1.SandboxService.Stats:input_type -> boxd.v1.StatsRequest
-	25, // 50: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
-	27, // 51: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
-	29, // 52: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
-	31, // 53: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
-	50, // 54: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
-	34, // 55: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
-	35, // 56: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
-	37, // 57: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
-	39, // 58: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
-	41, // 59: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
-	44, // 60: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
-	46, // 61: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
-	48, // 62: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
-	14, // 63: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
-	16, // 64: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
-	9,  // 65: boxd.v1.SandboxService.CommitSandbox:output_type -> boxd.v1.CommitSandboxResponse
-	11, // 66: boxd.v1.SandboxService.ForkSandbox:output_type -> boxd.v1.ForkSandboxResponse
-	2,  // 67: boxd.v1.SandboxService.PauseSandbox:output_type -> boxd.v1.PauseSandboxResponse
-	4,  // 68: boxd.v1.SandboxService.UnpauseSandbox:output_type -> boxd.v1.UnpauseSandboxResponse
-	6,  // 69: boxd.v1.SandboxService.Stats:output_type -> boxd.v1.StatsResponse
-	50, // [50:70] is the sub-list for method output_type
-	30, // [30:50] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	23, // 18: boxd.v1.Sandbox.network:type_name -> boxd.v1.NetworkStatus
+	20, // 19: boxd.v1.Sandbox.tmpfs:type_name -> boxd.v1.TmpfsMount
+	21, // 20: boxd.v1.Sandbox.ulimits:type_name -> boxd.v1.Ulimits
+	24, // 21: boxd.v1.CreateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	62, // 22: boxd.v1.ListSandboxesRequest.labels:type_name -> boxd.v1.ListSandboxesRequest.LabelsEntry
+	24, // 23: boxd.v1.ListSandboxesResponse.sandboxes:type_name -> boxd.v1.Sandbox
+	24, // 24: boxd.v1.GetSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	35, // 25: boxd.v1.ExecResponse.result:type_name -> boxd.v1.ExecResult
+	35, // 26: boxd.v1.ExecStreamResponse.result:type_name -> boxd.v1.ExecResult
+	0,  // 27: boxd.v1.ImportImageRequest.format:type_name -> boxd.v1.ImageFormat
+	63, // 28: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
+	45, // 29: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
+	45, // 30: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
+	23, // 31: boxd.v1.UpdateNetworkResponse.network:type_name -> boxd.v1.NetworkStatus
+	17, // 32: boxd.v1.UpdateSandboxRequest.limits:type_name -> boxd.v1.Limits
+	24, // 33: boxd.v1.UpdateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	24, // 34: boxd.v1.StopSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	24, // 35: boxd.v1.StartSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	18, // 36: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
+	28, // 37: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
+	30, // 38: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
+	32, // 39: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
+	51, // 40: boxd.v1.SandboxService.UpdateNetwork:input_type -> boxd.v1.UpdateNetworkRequest
+	34, // 41: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
+	34, // 42: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
+	38, // 43: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
+	40, // 44: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
+	42, // 45: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
+	44, // 46: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
+	47, // 47: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
+	49, // 48: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
+	13, // 49: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
+	15, // 50: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
+	8,  // 51: boxd.v1.SandboxService.CommitSandbox:input_type -> boxd.v1.CommitSandboxRequest
+	10, // 52: boxd.v1.SandboxService.ForkSandbox:input_type -> boxd.v1.ForkSandboxRequest
+	53, // 53: boxd.v1.SandboxService.UpdateSandbox:input_type -> boxd.v1.UpdateSandboxRequest
+	55, // 54: boxd.v1.SandboxService.StopSandbox:input_type -> boxd.v1.StopSandboxRequest
+	57, // 55: boxd.v1.SandboxService.StartSandbox:input_type -> boxd.v1.StartSandboxRequest
+	1,  // 56: boxd.v1.SandboxService.PauseSandbox:input_type -> boxd.v1.PauseSandboxRequest
+	3,  // 57: boxd.v1.SandboxService.UnpauseSandbox:input_type -> boxd.v1.UnpauseSandboxRequest
+	5,  // 58: boxd.v1.SandboxService.Stats:input_type -> boxd.v1.StatsRequest
+	27, // 59: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
+	29, // 60: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
+	31, // 61: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
+	33, // 62: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
+	52, // 63: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
+	36, // 64: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
+	37, // 65: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
+	39, // 66: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
+	41, // 67: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
+	43, // 68: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
+	46, // 69: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
+	48, // 70: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
+	50, // 71: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
+	14, // 72: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
+	16, // 73: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
+	9,  // 74: boxd.v1.SandboxService.CommitSandbox:output_type -> boxd.v1.CommitSandboxResponse
+	11, // 75: boxd.v1.SandboxService.ForkSandbox:output_type -> boxd.v1.ForkSandboxResponse
+	54, // 76: boxd.v1.SandboxService.UpdateSandbox:output_type -> boxd.v1.UpdateSandboxResponse
+	56, // 77: boxd.v1.SandboxService.StopSandbox:output_type -> boxd.v1.StopSandboxResponse
+	58, // 78: boxd.v1.SandboxService.StartSandbox:output_type -> boxd.v1.StartSandboxResponse
+	2,  // 79: boxd.v1.SandboxService.PauseSandbox:output_type -> boxd.v1.PauseSandboxResponse
+	4,  // 80: boxd.v1.SandboxService.UnpauseSandbox:output_type -> boxd.v1.UnpauseSandboxResponse
+	6,  // 81: boxd.v1.SandboxService.Stats:output_type -> boxd.v1.StatsResponse
+	59, // [59:82] is the sub-list for method output_type
+	36, // [36:59] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_boxd_v1_boxd_proto_init() }
@@ -3870,7 +4621,7 @@ func file_boxd_v1_boxd_proto_init() {
 	if File_boxd_v1_boxd_proto != nil {
 		return
 	}
-	file_boxd_v1_boxd_proto_msgTypes[34].OneofWrappers = []any{
+	file_boxd_v1_boxd_proto_msgTypes[36].OneofWrappers = []any{
 		(*ExecStreamResponse_Stdout)(nil),
 		(*ExecStreamResponse_Stderr)(nil),
 		(*ExecStreamResponse_Result)(nil),
@@ -3881,7 +4632,7 @@ func file_boxd_v1_boxd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_boxd_v1_boxd_proto_rawDesc), len(file_boxd_v1_boxd_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   55,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -56,7 +56,7 @@ class CopyOutResponse(_message.Message):
     def __init__(self, data: _Optional[bytes] = ...) -> None: ...
 
 class CreateSandboxRequest(_message.Message):
-    __slots__ = ["env", "idle_timeout", "image", "labels", "limits", "name", "network", "on_idle", "publish", "pull", "registry_auth", "ttl", "workdir"]
+    __slots__ = ["cpu_weight", "env", "exec_timeout", "hostname", "idle_timeout", "image", "labels", "limits", "memory_low", "name", "network", "on_idle", "output_limit", "publish", "pull", "read_only_rootfs", "registry_auth", "replace", "tmpfs", "ttl", "ulimits", "user", "workdir"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -64,33 +64,53 @@ class CreateSandboxRequest(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CPU_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     ENV_FIELD_NUMBER: _ClassVar[int]
+    EXEC_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     IDLE_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_LOW_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     NETWORK_FIELD_NUMBER: _ClassVar[int]
     ON_IDLE_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_LIMIT_FIELD_NUMBER: _ClassVar[int]
     PUBLISH_FIELD_NUMBER: _ClassVar[int]
     PULL_FIELD_NUMBER: _ClassVar[int]
+    READ_ONLY_ROOTFS_FIELD_NUMBER: _ClassVar[int]
     REGISTRY_AUTH_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_FIELD_NUMBER: _ClassVar[int]
+    TMPFS_FIELD_NUMBER: _ClassVar[int]
     TTL_FIELD_NUMBER: _ClassVar[int]
+    ULIMITS_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
     WORKDIR_FIELD_NUMBER: _ClassVar[int]
+    cpu_weight: int
     env: _containers.RepeatedScalarFieldContainer[str]
+    exec_timeout: str
+    hostname: str
     idle_timeout: str
     image: str
     labels: _containers.ScalarMap[str, str]
     limits: Limits
+    memory_low: str
     name: str
     network: NetworkRequest
     on_idle: str
+    output_limit: int
     publish: _containers.RepeatedCompositeFieldContainer[PublishedPort]
     pull: str
+    read_only_rootfs: bool
     registry_auth: RegistryAuth
+    replace: bool
+    tmpfs: _containers.RepeatedScalarFieldContainer[str]
     ttl: str
+    ulimits: _containers.RepeatedScalarFieldContainer[str]
+    user: str
     workdir: str
-    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., name: _Optional[str] = ..., ttl: _Optional[str] = ..., publish: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkRequest, _Mapping]] = ..., idle_timeout: _Optional[str] = ..., on_idle: _Optional[str] = ..., pull: _Optional[str] = ..., registry_auth: _Optional[_Union[RegistryAuth, _Mapping]] = ...) -> None: ...
+    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., name: _Optional[str] = ..., ttl: _Optional[str] = ..., publish: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkRequest, _Mapping]] = ..., idle_timeout: _Optional[str] = ..., on_idle: _Optional[str] = ..., pull: _Optional[str] = ..., registry_auth: _Optional[_Union[RegistryAuth, _Mapping]] = ..., user: _Optional[str] = ..., read_only_rootfs: bool = ..., tmpfs: _Optional[_Iterable[str]] = ..., ulimits: _Optional[_Iterable[str]] = ..., hostname: _Optional[str] = ..., cpu_weight: _Optional[int] = ..., memory_low: _Optional[str] = ..., exec_timeout: _Optional[str] = ..., output_limit: _Optional[int] = ..., replace: bool = ...) -> None: ...
 
 class CreateSandboxResponse(_message.Message):
     __slots__ = ["sandbox"]
@@ -99,34 +119,42 @@ class CreateSandboxResponse(_message.Message):
     def __init__(self, sandbox: _Optional[_Union[Sandbox, _Mapping]] = ...) -> None: ...
 
 class DeleteSandboxRequest(_message.Message):
-    __slots__ = ["id"]
+    __slots__ = ["force", "id", "timeout"]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    force: bool
     id: str
-    def __init__(self, id: _Optional[str] = ...) -> None: ...
+    timeout: str
+    def __init__(self, id: _Optional[str] = ..., timeout: _Optional[str] = ..., force: bool = ...) -> None: ...
 
 class DeleteSandboxResponse(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
 
 class ExecRequest(_message.Message):
-    __slots__ = ["args", "env", "output_limit", "resume", "sandbox_id", "stdin", "timeout", "workdir"]
+    __slots__ = ["args", "combined_output", "env", "output_limit", "resume", "sandbox_id", "stdin", "timeout", "user", "workdir"]
     ARGS_FIELD_NUMBER: _ClassVar[int]
+    COMBINED_OUTPUT_FIELD_NUMBER: _ClassVar[int]
     ENV_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_LIMIT_FIELD_NUMBER: _ClassVar[int]
     RESUME_FIELD_NUMBER: _ClassVar[int]
     SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
     STDIN_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
     WORKDIR_FIELD_NUMBER: _ClassVar[int]
     args: _containers.RepeatedScalarFieldContainer[str]
+    combined_output: bool
     env: _containers.RepeatedScalarFieldContainer[str]
     output_limit: int
     resume: bool
     sandbox_id: str
     stdin: bytes
     timeout: str
+    user: str
     workdir: str
-    def __init__(self, sandbox_id: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., timeout: _Optional[str] = ..., stdin: _Optional[bytes] = ..., output_limit: _Optional[int] = ..., resume: bool = ...) -> None: ...
+    def __init__(self, sandbox_id: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., timeout: _Optional[str] = ..., stdin: _Optional[bytes] = ..., output_limit: _Optional[int] = ..., user: _Optional[str] = ..., combined_output: bool = ..., resume: bool = ...) -> None: ...
 
 class ExecResponse(_message.Message):
     __slots__ = ["result", "stderr", "stdout"]
@@ -139,10 +167,13 @@ class ExecResponse(_message.Message):
     def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., result: _Optional[_Union[ExecResult, _Mapping]] = ...) -> None: ...
 
 class ExecResult(_message.Message):
-    __slots__ = ["ended_at", "exit_code", "max_rss_bytes", "signal", "started_at", "system_cpu_usec", "timed_out", "truncated", "user_cpu_usec"]
+    __slots__ = ["ended_at", "exit_code", "max_rss_bytes", "oom_killed", "output", "pid", "signal", "started_at", "system_cpu_usec", "timed_out", "truncated", "user_cpu_usec"]
     ENDED_AT_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     MAX_RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
+    OOM_KILLED_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    PID_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_CPU_USEC_FIELD_NUMBER: _ClassVar[int]
@@ -152,13 +183,16 @@ class ExecResult(_message.Message):
     ended_at: str
     exit_code: int
     max_rss_bytes: int
+    oom_killed: bool
+    output: bytes
+    pid: int
     signal: str
     started_at: str
     system_cpu_usec: int
     timed_out: bool
     truncated: bool
     user_cpu_usec: int
-    def __init__(self, exit_code: _Optional[int] = ..., signal: _Optional[str] = ..., timed_out: bool = ..., truncated: bool = ..., started_at: _Optional[str] = ..., ended_at: _Optional[str] = ..., user_cpu_usec: _Optional[int] = ..., system_cpu_usec: _Optional[int] = ..., max_rss_bytes: _Optional[int] = ...) -> None: ...
+    def __init__(self, exit_code: _Optional[int] = ..., signal: _Optional[str] = ..., timed_out: bool = ..., truncated: bool = ..., started_at: _Optional[str] = ..., ended_at: _Optional[str] = ..., user_cpu_usec: _Optional[int] = ..., system_cpu_usec: _Optional[int] = ..., max_rss_bytes: _Optional[int] = ..., pid: _Optional[int] = ..., oom_killed: bool = ..., output: _Optional[bytes] = ...) -> None: ...
 
 class ExecStreamResponse(_message.Message):
     __slots__ = ["result", "stderr", "stdout"]
@@ -380,7 +414,7 @@ class RemoveImageResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class Sandbox(_message.Message):
-    __slots__ = ["cpus", "created_at", "disk_bytes", "disk_used_bytes", "env", "expires_at", "id", "idle_timeout", "image", "init_pid", "init_restarts", "labels", "last_activity_at", "last_restart_at", "last_restart_reason", "memory_bytes", "name", "network", "on_idle", "owner", "owner_uid", "pause_reason", "paused_at", "pids", "ports", "restart_refused", "runtime", "runtime_advisories", "runtime_version", "security", "state", "usage", "workdir"]
+    __slots__ = ["cpu_weight", "cpus", "created_at", "disk_bytes", "disk_used_bytes", "env", "exec_timeout", "expires_at", "hostname", "id", "idle_timeout", "image", "init_pid", "init_restarts", "labels", "last_activity_at", "last_restart_at", "last_restart_reason", "memory_bytes", "memory_low_bytes", "name", "network", "on_idle", "output_limit", "owner", "owner_uid", "pause_reason", "paused_at", "pids", "ports", "restart_refused", "runtime", "runtime_advisories", "runtime_version", "security", "state", "stopped_at", "tmpfs", "ulimits", "usage", "user", "workdir"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -389,11 +423,14 @@ class Sandbox(_message.Message):
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     CPUS_FIELD_NUMBER: _ClassVar[int]
+    CPU_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     DISK_BYTES_FIELD_NUMBER: _ClassVar[int]
     DISK_USED_BYTES_FIELD_NUMBER: _ClassVar[int]
     ENV_FIELD_NUMBER: _ClassVar[int]
+    EXEC_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     IDLE_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
@@ -404,9 +441,11 @@ class Sandbox(_message.Message):
     LAST_RESTART_AT_FIELD_NUMBER: _ClassVar[int]
     LAST_RESTART_REASON_FIELD_NUMBER: _ClassVar[int]
     MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_LOW_BYTES_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     NETWORK_FIELD_NUMBER: _ClassVar[int]
     ON_IDLE_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_LIMIT_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     OWNER_UID_FIELD_NUMBER: _ClassVar[int]
     PAUSED_AT_FIELD_NUMBER: _ClassVar[int]
@@ -419,14 +458,21 @@ class Sandbox(_message.Message):
     RUNTIME_VERSION_FIELD_NUMBER: _ClassVar[int]
     SECURITY_FIELD_NUMBER: _ClassVar[int]
     STATE_FIELD_NUMBER: _ClassVar[int]
+    STOPPED_AT_FIELD_NUMBER: _ClassVar[int]
+    TMPFS_FIELD_NUMBER: _ClassVar[int]
+    ULIMITS_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
     WORKDIR_FIELD_NUMBER: _ClassVar[int]
+    cpu_weight: int
     cpus: float
     created_at: str
     disk_bytes: int
     disk_used_bytes: int
     env: _containers.RepeatedScalarFieldContainer[str]
+    exec_timeout: str
     expires_at: str
+    hostname: str
     id: str
     idle_timeout: str
     image: str
@@ -437,9 +483,11 @@ class Sandbox(_message.Message):
     last_restart_at: str
     last_restart_reason: str
     memory_bytes: int
+    memory_low_bytes: int
     name: str
     network: NetworkStatus
     on_idle: str
+    output_limit: int
     owner: str
     owner_uid: int
     pause_reason: str
@@ -452,9 +500,13 @@ class Sandbox(_message.Message):
     runtime_version: str
     security: Security
     state: str
+    stopped_at: str
+    tmpfs: _containers.RepeatedCompositeFieldContainer[TmpfsMount]
+    ulimits: Ulimits
     usage: Usage
+    user: str
     workdir: str
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., image: _Optional[str] = ..., state: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., cpus: _Optional[float] = ..., pids: _Optional[int] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., created_at: _Optional[str] = ..., expires_at: _Optional[str] = ..., security: _Optional[_Union[Security, _Mapping]] = ..., init_pid: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., init_restarts: _Optional[int] = ..., last_restart_at: _Optional[str] = ..., last_restart_reason: _Optional[str] = ..., restart_refused: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkStatus, _Mapping]] = ..., runtime: _Optional[str] = ..., runtime_version: _Optional[str] = ..., runtime_advisories: _Optional[_Iterable[str]] = ..., owner_uid: _Optional[int] = ..., owner: _Optional[str] = ..., idle_timeout: _Optional[str] = ..., on_idle: _Optional[str] = ..., last_activity_at: _Optional[str] = ..., paused_at: _Optional[str] = ..., pause_reason: _Optional[str] = ..., disk_bytes: _Optional[int] = ..., disk_used_bytes: _Optional[int] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., image: _Optional[str] = ..., state: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., cpus: _Optional[float] = ..., pids: _Optional[int] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., created_at: _Optional[str] = ..., expires_at: _Optional[str] = ..., security: _Optional[_Union[Security, _Mapping]] = ..., init_pid: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., init_restarts: _Optional[int] = ..., last_restart_at: _Optional[str] = ..., last_restart_reason: _Optional[str] = ..., restart_refused: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkStatus, _Mapping]] = ..., runtime: _Optional[str] = ..., runtime_version: _Optional[str] = ..., runtime_advisories: _Optional[_Iterable[str]] = ..., owner_uid: _Optional[int] = ..., owner: _Optional[str] = ..., idle_timeout: _Optional[str] = ..., on_idle: _Optional[str] = ..., last_activity_at: _Optional[str] = ..., paused_at: _Optional[str] = ..., pause_reason: _Optional[str] = ..., user: _Optional[str] = ..., tmpfs: _Optional[_Iterable[_Union[TmpfsMount, _Mapping]]] = ..., ulimits: _Optional[_Union[Ulimits, _Mapping]] = ..., hostname: _Optional[str] = ..., cpu_weight: _Optional[int] = ..., memory_low_bytes: _Optional[int] = ..., exec_timeout: _Optional[str] = ..., output_limit: _Optional[int] = ..., stopped_at: _Optional[str] = ..., disk_bytes: _Optional[int] = ..., disk_used_bytes: _Optional[int] = ...) -> None: ...
 
 class SandboxStats(_message.Message):
     __slots__ = ["cpu_percent", "id", "memory_limit_bytes", "name", "state", "usage"]
@@ -485,6 +537,18 @@ class Security(_message.Message):
     seccomp: str
     uid_map: str
     def __init__(self, network: bool = ..., read_only_rootfs: bool = ..., capabilities: _Optional[_Iterable[str]] = ..., seccomp: _Optional[str] = ..., uid_map: _Optional[str] = ...) -> None: ...
+
+class StartSandboxRequest(_message.Message):
+    __slots__ = ["sandbox_id"]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    sandbox_id: str
+    def __init__(self, sandbox_id: _Optional[str] = ...) -> None: ...
+
+class StartSandboxResponse(_message.Message):
+    __slots__ = ["sandbox"]
+    SANDBOX_FIELD_NUMBER: _ClassVar[int]
+    sandbox: Sandbox
+    def __init__(self, sandbox: _Optional[_Union[Sandbox, _Mapping]] = ...) -> None: ...
 
 class StatPathRequest(_message.Message):
     __slots__ = ["path", "sandbox_id"]
@@ -528,6 +592,40 @@ class StatsResponse(_message.Message):
     sandboxes: _containers.RepeatedCompositeFieldContainer[SandboxStats]
     def __init__(self, at: _Optional[str] = ..., sandboxes: _Optional[_Iterable[_Union[SandboxStats, _Mapping]]] = ...) -> None: ...
 
+class StopSandboxRequest(_message.Message):
+    __slots__ = ["sandbox_id", "timeout"]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    sandbox_id: str
+    timeout: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., timeout: _Optional[str] = ...) -> None: ...
+
+class StopSandboxResponse(_message.Message):
+    __slots__ = ["sandbox"]
+    SANDBOX_FIELD_NUMBER: _ClassVar[int]
+    sandbox: Sandbox
+    def __init__(self, sandbox: _Optional[_Union[Sandbox, _Mapping]] = ...) -> None: ...
+
+class TmpfsMount(_message.Message):
+    __slots__ = ["path", "size_bytes"]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    path: str
+    size_bytes: int
+    def __init__(self, path: _Optional[str] = ..., size_bytes: _Optional[int] = ...) -> None: ...
+
+class Ulimits(_message.Message):
+    __slots__ = ["cpu_seconds", "fsize_bytes", "nofile", "nproc"]
+    CPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    FSIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    NOFILE_FIELD_NUMBER: _ClassVar[int]
+    NPROC_FIELD_NUMBER: _ClassVar[int]
+    cpu_seconds: int
+    fsize_bytes: int
+    nofile: int
+    nproc: int
+    def __init__(self, nofile: _Optional[int] = ..., nproc: _Optional[int] = ..., cpu_seconds: _Optional[int] = ..., fsize_bytes: _Optional[int] = ...) -> None: ...
+
 class UnpauseSandboxRequest(_message.Message):
     __slots__ = ["id"]
     ID_FIELD_NUMBER: _ClassVar[int]
@@ -569,6 +667,28 @@ class UpdateNetworkResponse(_message.Message):
     NETWORK_FIELD_NUMBER: _ClassVar[int]
     network: NetworkStatus
     def __init__(self, network: _Optional[_Union[NetworkStatus, _Mapping]] = ...) -> None: ...
+
+class UpdateSandboxRequest(_message.Message):
+    __slots__ = ["env", "extend", "limits", "sandbox_id", "ttl", "workdir"]
+    ENV_FIELD_NUMBER: _ClassVar[int]
+    EXTEND_FIELD_NUMBER: _ClassVar[int]
+    LIMITS_FIELD_NUMBER: _ClassVar[int]
+    SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    TTL_FIELD_NUMBER: _ClassVar[int]
+    WORKDIR_FIELD_NUMBER: _ClassVar[int]
+    env: _containers.RepeatedScalarFieldContainer[str]
+    extend: str
+    limits: Limits
+    sandbox_id: str
+    ttl: str
+    workdir: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., ttl: _Optional[str] = ..., extend: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ...) -> None: ...
+
+class UpdateSandboxResponse(_message.Message):
+    __slots__ = ["sandbox"]
+    SANDBOX_FIELD_NUMBER: _ClassVar[int]
+    sandbox: Sandbox
+    def __init__(self, sandbox: _Optional[_Union[Sandbox, _Mapping]] = ...) -> None: ...
 
 class Usage(_message.Message):
     __slots__ = ["block_read_bytes", "block_write_bytes", "cpu_usec", "memory_bytes", "memory_limit_bytes", "memory_peak_bytes", "net_rx_bytes", "net_tx_bytes", "network", "oom_kills", "pids"]

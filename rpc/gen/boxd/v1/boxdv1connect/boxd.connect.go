@@ -80,6 +80,15 @@ const (
 	// SandboxServiceForkSandboxProcedure is the fully-qualified name of the SandboxService's
 	// ForkSandbox RPC.
 	SandboxServiceForkSandboxProcedure = "/boxd.v1.SandboxService/ForkSandbox"
+	// SandboxServiceUpdateSandboxProcedure is the fully-qualified name of the SandboxService's
+	// UpdateSandbox RPC.
+	SandboxServiceUpdateSandboxProcedure = "/boxd.v1.SandboxService/UpdateSandbox"
+	// SandboxServiceStopSandboxProcedure is the fully-qualified name of the SandboxService's
+	// StopSandbox RPC.
+	SandboxServiceStopSandboxProcedure = "/boxd.v1.SandboxService/StopSandbox"
+	// SandboxServiceStartSandboxProcedure is the fully-qualified name of the SandboxService's
+	// StartSandbox RPC.
+	SandboxServiceStartSandboxProcedure = "/boxd.v1.SandboxService/StartSandbox"
 	// SandboxServicePauseSandboxProcedure is the fully-qualified name of the SandboxService's
 	// PauseSandbox RPC.
 	SandboxServicePauseSandboxProcedure = "/boxd.v1.SandboxService/PauseSandbox"
@@ -149,6 +158,23 @@ type SandboxServiceClient interface {
 	// stopped source; invalid_argument naming the field. A failure leaves no
 	// fork behind.
 	ForkSandbox(context.Context, *connect.Request[v1.ForkSandboxRequest]) (*connect.Response[v1.ForkSandboxResponse], error)
+	// UpdateSandbox changes a running sandbox: its limits (applied to the
+	// live cgroup), its TTL (ttl from now, or extend from the current
+	// expiry; at most the daemon's maximum), and the environment and working
+	// directory later commands start with. Everything is recorded in the
+	// sandbox's labels and kept across boxd and init restarts; a stopped
+	// sandbox takes them at StartSandbox. Errors: invalid_argument naming the
+	// field (nothing is changed then), failed_precondition for a memory
+	// limit below what the sandbox uses.
+	UpdateSandbox(context.Context, *connect.Request[v1.UpdateSandboxRequest]) (*connect.Response[v1.UpdateSandboxResponse], error)
+	// StopSandbox sends SIGTERM to every process of the sandbox, SIGKILL
+	// after the grace period, and leaves it stopped with its files kept;
+	// boxd never restarts a stopped sandbox by itself. Stopping a stopped
+	// sandbox is failed_precondition.
+	StopSandbox(context.Context, *connect.Request[v1.StopSandboxRequest]) (*connect.Response[v1.StopSandboxResponse], error)
+	// StartSandbox starts a new init on a stopped sandbox's writable layer;
+	// failed_precondition if it runs.
+	StartSandbox(context.Context, *connect.Request[v1.StartSandboxRequest]) (*connect.Response[v1.StartSandboxResponse], error)
 	// PauseSandbox freezes every process of a running sandbox (the cgroup
 	// freezer): they keep their memory and files and use no CPU. While it is
 	// paused, exec and file calls fail with failed_precondition "sandbox X is
@@ -277,6 +303,24 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sandboxServiceMethods.ByName("ForkSandbox")),
 			connect.WithClientOptions(opts...),
 		),
+		updateSandbox: connect.NewClient[v1.UpdateSandboxRequest, v1.UpdateSandboxResponse](
+			httpClient,
+			baseURL+SandboxServiceUpdateSandboxProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("UpdateSandbox")),
+			connect.WithClientOptions(opts...),
+		),
+		stopSandbox: connect.NewClient[v1.StopSandboxRequest, v1.StopSandboxResponse](
+			httpClient,
+			baseURL+SandboxServiceStopSandboxProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("StopSandbox")),
+			connect.WithClientOptions(opts...),
+		),
+		startSandbox: connect.NewClient[v1.StartSandboxRequest, v1.StartSandboxResponse](
+			httpClient,
+			baseURL+SandboxServiceStartSandboxProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("StartSandbox")),
+			connect.WithClientOptions(opts...),
+		),
 		pauseSandbox: connect.NewClient[v1.PauseSandboxRequest, v1.PauseSandboxResponse](
 			httpClient,
 			baseURL+SandboxServicePauseSandboxProcedure,
@@ -317,6 +361,9 @@ type sandboxServiceClient struct {
 	unpublishPort  *connect.Client[v1.UnpublishPortRequest, v1.UnpublishPortResponse]
 	commitSandbox  *connect.Client[v1.CommitSandboxRequest, v1.CommitSandboxResponse]
 	forkSandbox    *connect.Client[v1.ForkSandboxRequest, v1.ForkSandboxResponse]
+	updateSandbox  *connect.Client[v1.UpdateSandboxRequest, v1.UpdateSandboxResponse]
+	stopSandbox    *connect.Client[v1.StopSandboxRequest, v1.StopSandboxResponse]
+	startSandbox   *connect.Client[v1.StartSandboxRequest, v1.StartSandboxResponse]
 	pauseSandbox   *connect.Client[v1.PauseSandboxRequest, v1.PauseSandboxResponse]
 	unpauseSandbox *connect.Client[v1.UnpauseSandboxRequest, v1.UnpauseSandboxResponse]
 	stats          *connect.Client[v1.StatsRequest, v1.StatsResponse]
@@ -407,6 +454,21 @@ func (c *sandboxServiceClient) ForkSandbox(ctx context.Context, req *connect.Req
 	return c.forkSandbox.CallUnary(ctx, req)
 }
 
+// UpdateSandbox calls boxd.v1.SandboxService.UpdateSandbox.
+func (c *sandboxServiceClient) UpdateSandbox(ctx context.Context, req *connect.Request[v1.UpdateSandboxRequest]) (*connect.Response[v1.UpdateSandboxResponse], error) {
+	return c.updateSandbox.CallUnary(ctx, req)
+}
+
+// StopSandbox calls boxd.v1.SandboxService.StopSandbox.
+func (c *sandboxServiceClient) StopSandbox(ctx context.Context, req *connect.Request[v1.StopSandboxRequest]) (*connect.Response[v1.StopSandboxResponse], error) {
+	return c.stopSandbox.CallUnary(ctx, req)
+}
+
+// StartSandbox calls boxd.v1.SandboxService.StartSandbox.
+func (c *sandboxServiceClient) StartSandbox(ctx context.Context, req *connect.Request[v1.StartSandboxRequest]) (*connect.Response[v1.StartSandboxResponse], error) {
+	return c.startSandbox.CallUnary(ctx, req)
+}
+
 // PauseSandbox calls boxd.v1.SandboxService.PauseSandbox.
 func (c *sandboxServiceClient) PauseSandbox(ctx context.Context, req *connect.Request[v1.PauseSandboxRequest]) (*connect.Response[v1.PauseSandboxResponse], error) {
 	return c.pauseSandbox.CallUnary(ctx, req)
@@ -481,6 +543,23 @@ type SandboxServiceHandler interface {
 	// stopped source; invalid_argument naming the field. A failure leaves no
 	// fork behind.
 	ForkSandbox(context.Context, *connect.Request[v1.ForkSandboxRequest]) (*connect.Response[v1.ForkSandboxResponse], error)
+	// UpdateSandbox changes a running sandbox: its limits (applied to the
+	// live cgroup), its TTL (ttl from now, or extend from the current
+	// expiry; at most the daemon's maximum), and the environment and working
+	// directory later commands start with. Everything is recorded in the
+	// sandbox's labels and kept across boxd and init restarts; a stopped
+	// sandbox takes them at StartSandbox. Errors: invalid_argument naming the
+	// field (nothing is changed then), failed_precondition for a memory
+	// limit below what the sandbox uses.
+	UpdateSandbox(context.Context, *connect.Request[v1.UpdateSandboxRequest]) (*connect.Response[v1.UpdateSandboxResponse], error)
+	// StopSandbox sends SIGTERM to every process of the sandbox, SIGKILL
+	// after the grace period, and leaves it stopped with its files kept;
+	// boxd never restarts a stopped sandbox by itself. Stopping a stopped
+	// sandbox is failed_precondition.
+	StopSandbox(context.Context, *connect.Request[v1.StopSandboxRequest]) (*connect.Response[v1.StopSandboxResponse], error)
+	// StartSandbox starts a new init on a stopped sandbox's writable layer;
+	// failed_precondition if it runs.
+	StartSandbox(context.Context, *connect.Request[v1.StartSandboxRequest]) (*connect.Response[v1.StartSandboxResponse], error)
 	// PauseSandbox freezes every process of a running sandbox (the cgroup
 	// freezer): they keep their memory and files and use no CPU. While it is
 	// paused, exec and file calls fail with failed_precondition "sandbox X is
@@ -605,6 +684,24 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sandboxServiceMethods.ByName("ForkSandbox")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sandboxServiceUpdateSandboxHandler := connect.NewUnaryHandler(
+		SandboxServiceUpdateSandboxProcedure,
+		svc.UpdateSandbox,
+		connect.WithSchema(sandboxServiceMethods.ByName("UpdateSandbox")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sandboxServiceStopSandboxHandler := connect.NewUnaryHandler(
+		SandboxServiceStopSandboxProcedure,
+		svc.StopSandbox,
+		connect.WithSchema(sandboxServiceMethods.ByName("StopSandbox")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sandboxServiceStartSandboxHandler := connect.NewUnaryHandler(
+		SandboxServiceStartSandboxProcedure,
+		svc.StartSandbox,
+		connect.WithSchema(sandboxServiceMethods.ByName("StartSandbox")),
+		connect.WithHandlerOptions(opts...),
+	)
 	sandboxServicePauseSandboxHandler := connect.NewUnaryHandler(
 		SandboxServicePauseSandboxProcedure,
 		svc.PauseSandbox,
@@ -659,6 +756,12 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 			sandboxServiceCommitSandboxHandler.ServeHTTP(w, r)
 		case SandboxServiceForkSandboxProcedure:
 			sandboxServiceForkSandboxHandler.ServeHTTP(w, r)
+		case SandboxServiceUpdateSandboxProcedure:
+			sandboxServiceUpdateSandboxHandler.ServeHTTP(w, r)
+		case SandboxServiceStopSandboxProcedure:
+			sandboxServiceStopSandboxHandler.ServeHTTP(w, r)
+		case SandboxServiceStartSandboxProcedure:
+			sandboxServiceStartSandboxHandler.ServeHTTP(w, r)
 		case SandboxServicePauseSandboxProcedure:
 			sandboxServicePauseSandboxHandler.ServeHTTP(w, r)
 		case SandboxServiceUnpauseSandboxProcedure:
@@ -740,6 +843,18 @@ func (UnimplementedSandboxServiceHandler) CommitSandbox(context.Context, *connec
 
 func (UnimplementedSandboxServiceHandler) ForkSandbox(context.Context, *connect.Request[v1.ForkSandboxRequest]) (*connect.Response[v1.ForkSandboxResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.ForkSandbox is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) UpdateSandbox(context.Context, *connect.Request[v1.UpdateSandboxRequest]) (*connect.Response[v1.UpdateSandboxResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.UpdateSandbox is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) StopSandbox(context.Context, *connect.Request[v1.StopSandboxRequest]) (*connect.Response[v1.StopSandboxResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.StopSandbox is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) StartSandbox(context.Context, *connect.Request[v1.StartSandboxRequest]) (*connect.Response[v1.StartSandboxResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.StartSandbox is not implemented"))
 }
 
 func (UnimplementedSandboxServiceHandler) PauseSandbox(context.Context, *connect.Request[v1.PauseSandboxRequest]) (*connect.Response[v1.PauseSandboxResponse], error) {

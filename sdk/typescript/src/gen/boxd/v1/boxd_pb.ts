@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file boxd/v1/boxd.proto.
  */
 export const file_boxd_v1_boxd: GenFile = /*@__PURE__*/
-  fileDesc("ChJib3hkL3YxL2JveGQucHJvdG8SB2JveGQudjEiIQoTUGF1c2VTYW5kYm94UmVxdWVzdBIKCgJpZBgBIAEoCSIWChRQYXVzZVNhbmRib3hSZXNwb25zZSIjChVVbnBhdXNlU2FuZGJveFJlcXVlc3QSCgoCaWQYASABKAkiGAoWVW5wYXVzZVNhbmRib3hSZXNwb25zZSI9CgxTdGF0c1JlcXVlc3QSCwoDaWRzGAEgAygJEg4KBnN0cmVhbRgCIAEoCBIQCghpbnRlcnZhbBgDIAEoCSJFCg1TdGF0c1Jlc3BvbnNlEgoKAmF0GAEgASgJEigKCXNhbmRib3hlcxgCIAMoCzIVLmJveGQudjEuU2FuZGJveFN0YXRzIocBCgxTYW5kYm94U3RhdHMSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRINCgVzdGF0ZRgDIAEoCRIaChJtZW1vcnlfbGltaXRfYnl0ZXMYBCABKAMSHQoFdXNhZ2UYBSABKAsyDi5ib3hkLnYxLlVzYWdlEhMKC2NwdV9wZXJjZW50GAYgASgBIlcKFENvbW1pdFNhbmRib3hSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSCwoDcmVmGAIgASgJEg8KB21lc3NhZ2UYAyABKAkSDQoFZm9yY2UYBCABKAgiNgoVQ29tbWl0U2FuZGJveFJlc3BvbnNlEh0KBWltYWdlGAEgASgLMg4uYm94ZC52MS5JbWFnZSL6AQoSRm9ya1NhbmRib3hSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDQoFY291bnQYAiABKA0SDQoFbmFtZXMYAyADKAkSHwoGbGltaXRzGAQgASgLMg8uYm94ZC52MS5MaW1pdHMSCwoDZW52GAUgAygJEg8KB3dvcmtkaXIYBiABKAkSNwoGbGFiZWxzGAcgAygLMicuYm94ZC52MS5Gb3JrU2FuZGJveFJlcXVlc3QuTGFiZWxzRW50cnkSCwoDdHRsGAggASgJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiOgoTRm9ya1NhbmRib3hSZXNwb25zZRIjCglzYW5kYm94ZXMYASADKAsyEC5ib3hkLnYxLlNhbmRib3giUwoNUHVibGlzaGVkUG9ydBIPCgdob3N0X2lwGAEgASgJEhEKCWhvc3RfcG9ydBgCIAEoDRIMCgRwb3J0GAMgASgNEhAKCHByb3RvY29sGAQgASgJIk4KElB1Ymxpc2hQb3J0UmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEiQKBHBvcnQYAiABKAsyFi5ib3hkLnYxLlB1Ymxpc2hlZFBvcnQiOwoTUHVibGlzaFBvcnRSZXNwb25zZRIkCgRwb3J0GAEgASgLMhYuYm94ZC52MS5QdWJsaXNoZWRQb3J0IksKFFVucHVibGlzaFBvcnRSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcG9ydBgCIAEoDRIRCglob3N0X3BvcnQYAyABKA0iPgoVVW5wdWJsaXNoUG9ydFJlc3BvbnNlEiUKBXBvcnRzGAEgAygLMhYuYm94ZC52MS5QdWJsaXNoZWRQb3J0IkIKBkxpbWl0cxIOCgZtZW1vcnkYASABKAkSDAoEY3B1cxgCIAEoARIMCgRwaWRzGAMgASgDEgwKBGRpc2sYXyABKAkinwMKFENyZWF0ZVNhbmRib3hSZXF1ZXN0Eg0KBWltYWdlGAEgASgJEh8KBmxpbWl0cxgCIAEoCzIPLmJveGQudjEuTGltaXRzEgsKA2VudhgDIAMoCRIPCgd3b3JrZGlyGAQgASgJEjkKBmxhYmVscxgFIAMoCzIpLmJveGQudjEuQ3JlYXRlU2FuZGJveFJlcXVlc3QuTGFiZWxzRW50cnkSDAoEbmFtZRgGIAEoCRILCgN0dGwYByABKAkSJwoHcHVibGlzaBgUIAMoCzIWLmJveGQudjEuUHVibGlzaGVkUG9ydBIoCgduZXR3b3JrGBUgASgLMhcuYm94ZC52MS5OZXR3b3JrUmVxdWVzdBIUCgxpZGxlX3RpbWVvdXQYLSABKAkSDwoHb25faWRsZRguIAEoCRIMCgRwdWxsGCggASgJEiwKDXJlZ2lzdHJ5X2F1dGgYKSABKAsyFS5ib3hkLnYxLlJlZ2lzdHJ5QXV0aBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkoKDFJlZ2lzdHJ5QXV0aBIQCgh1c2VybmFtZRgBIAEoCRIQCghwYXNzd29yZBgCIAEoCRIWCg5pZGVudGl0eV90b2tlbhgDIAEoCSItCg5OZXR3b3JrUmVxdWVzdBIMCgRtb2RlGAEgASgJEg0KBWFsbG93GAIgAygJIlsKDU5ldHdvcmtTdGF0dXMSDAoEbW9kZRgBIAEoCRINCgVhbGxvdxgCIAMoCRIPCgdhZGRyZXNzGAMgASgJEg8KB2dhdGV3YXkYBCABKAkSCwoDZG5zGAUgASgJIqEGCgdTYW5kYm94EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDQoFaW1hZ2UYAyABKAkSDQoFc3RhdGUYBCABKAkSFAoMbWVtb3J5X2J5dGVzGAUgASgDEgwKBGNwdXMYBiABKAESDAoEcGlkcxgHIAEoAxILCgNlbnYYCCADKAkSDwoHd29ya2RpchgJIAEoCRIsCgZsYWJlbHMYCiADKAsyHC5ib3hkLnYxLlNhbmRib3guTGFiZWxzRW50cnkSEgoKY3JlYXRlZF9hdBgLIAEoCRISCgpleHBpcmVzX2F0GAwgASgJEiMKCHNlY3VyaXR5GA0gASgLMhEuYm94ZC52MS5TZWN1cml0eRIQCghpbml0X3BpZBgOIAEoAxIdCgV1c2FnZRgPIAEoCzIOLmJveGQudjEuVXNhZ2USFQoNaW5pdF9yZXN0YXJ0cxgQIAEoDRIXCg9sYXN0X3Jlc3RhcnRfYXQYESABKAkSGwoTbGFzdF9yZXN0YXJ0X3JlYXNvbhgSIAEoCRIXCg9yZXN0YXJ0X3JlZnVzZWQYEyABKAkSJQoFcG9ydHMYHiADKAsyFi5ib3hkLnYxLlB1Ymxpc2hlZFBvcnQSJwoHbmV0d29yaxgfIAEoCzIWLmJveGQudjEuTmV0d29ya1N0YXR1cxIPCgdydW50aW1lGFogASgJEhcKD3J1bnRpbWVfdmVyc2lvbhhbIAEoCRIaChJydW50aW1lX2Fkdmlzb3JpZXMYXCADKAkSEQoJb3duZXJfdWlkGFAgASgNEg0KBW93bmVyGFEgASgJEhQKDGlkbGVfdGltZW91dBgtIAEoCRIPCgdvbl9pZGxlGC4gASgJEhgKEGxhc3RfYWN0aXZpdHlfYXQYLyABKAkSEQoJcGF1c2VkX2F0GDAgASgJEhQKDHBhdXNlX3JlYXNvbhgxIAEoCRISCgpkaXNrX2J5dGVzGF8gASgDEhcKD2Rpc2tfdXNlZF9ieXRlcxhgIAEoAxotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIvkBCgVVc2FnZRIUCgxtZW1vcnlfYnl0ZXMYASABKAQSGQoRbWVtb3J5X3BlYWtfYnl0ZXMYAiABKAQSEAoIY3B1X3VzZWMYAyABKAQSDAoEcGlkcxgEIAEoBBIRCglvb21fa2lsbHMYBSABKAQSGgoSbWVtb3J5X2xpbWl0X2J5dGVzGAogASgEEhgKEGJsb2NrX3JlYWRfYnl0ZXMYCyABKAQSGQoRYmxvY2tfd3JpdGVfYnl0ZXMYDCABKAQSDwoHbmV0d29yaxgNIAEoCBIUCgxuZXRfcnhfYnl0ZXMYDiABKAQSFAoMbmV0X3R4X2J5dGVzGA8gASgEIm0KCFNlY3VyaXR5Eg8KB25ldHdvcmsYASABKAgSGAoQcmVhZF9vbmx5X3Jvb3RmcxgCIAEoCBIUCgxjYXBhYmlsaXRpZXMYAyADKAkSDwoHc2VjY29tcBgEIAEoCRIPCgd1aWRfbWFwGAUgASgJIjoKFUNyZWF0ZVNhbmRib3hSZXNwb25zZRIhCgdzYW5kYm94GAEgASgLMhAuYm94ZC52MS5TYW5kYm94IpwBChRMaXN0U2FuZGJveGVzUmVxdWVzdBI5CgZsYWJlbHMYASADKAsyKS5ib3hkLnYxLkxpc3RTYW5kYm94ZXNSZXF1ZXN0LkxhYmVsc0VudHJ5EgsKA2FsbBgKIAEoCBINCgVvd25lchgLIAEoCRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjwKFUxpc3RTYW5kYm94ZXNSZXNwb25zZRIjCglzYW5kYm94ZXMYASADKAsyEC5ib3hkLnYxLlNhbmRib3giHwoRR2V0U2FuZGJveFJlcXVlc3QSCgoCaWQYASABKAkiNwoSR2V0U2FuZGJveFJlc3BvbnNlEiEKB3NhbmRib3gYASABKAsyEC5ib3hkLnYxLlNhbmRib3giIgoURGVsZXRlU2FuZGJveFJlcXVlc3QSCgoCaWQYASABKAkiFwoVRGVsZXRlU2FuZGJveFJlc3BvbnNlIpMBCgtFeGVjUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEgwKBGFyZ3MYAiADKAkSCwoDZW52GAMgAygJEg8KB3dvcmtkaXIYBCABKAkSDwoHdGltZW91dBgFIAEoCRINCgVzdGRpbhgGIAEoDBIUCgxvdXRwdXRfbGltaXQYByABKAMSDgoGcmVzdW1lGBkgASgIIsIBCgpFeGVjUmVzdWx0EhEKCWV4aXRfY29kZRgBIAEoBRIOCgZzaWduYWwYAiABKAkSEQoJdGltZWRfb3V0GAMgASgIEhEKCXRydW5jYXRlZBgEIAEoCBISCgpzdGFydGVkX2F0GAUgASgJEhAKCGVuZGVkX2F0GAYgASgJEhUKDXVzZXJfY3B1X3VzZWMYByABKAMSFwoPc3lzdGVtX2NwdV91c2VjGAggASgDEhUKDW1heF9yc3NfYnl0ZXMYCSABKAMiUwoMRXhlY1Jlc3BvbnNlEg4KBnN0ZG91dBgBIAEoDBIOCgZzdGRlcnIYAiABKAwSIwoGcmVzdWx0GAMgASgLMhMuYm94ZC52MS5FeGVjUmVzdWx0ImgKEkV4ZWNTdHJlYW1SZXNwb25zZRIQCgZzdGRvdXQYASABKAxIABIQCgZzdGRlcnIYAiABKAxIABIlCgZyZXN1bHQYAyABKAsyEy5ib3hkLnYxLkV4ZWNSZXN1bHRIAEIHCgVldmVudCI/Cg1Db3B5SW5SZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIMCgRkYXRhGAMgASgMIhAKDkNvcHlJblJlc3BvbnNlIjIKDkNvcHlPdXRSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCSIfCg9Db3B5T3V0UmVzcG9uc2USDAoEZGF0YRgBIAEoDCIzCg9TdGF0UGF0aFJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRwYXRoGAIgASgJInAKEFN0YXRQYXRoUmVzcG9uc2USDAoEbmFtZRgBIAEoCRIMCgRzaXplGAIgASgDEgwKBG1vZGUYAyABKA0SDgoGaXNfZGlyGAQgASgIEg0KBW10aW1lGAUgASgJEhMKC2xpbmtfdGFyZ2V0GAYgASgJImUKEkltcG9ydEltYWdlUmVxdWVzdBIMCgRuYW1lGAEgASgJEiQKBmZvcm1hdBgCIAEoDjIULmJveGQudjEuSW1hZ2VGb3JtYXQSDAoEZGF0YRgDIAEoDBINCgVmb3JjZRgEIAEoCCKiAQoFSW1hZ2USDAoEbmFtZRgBIAEoCRIOCgZkaWdlc3QYAiABKAkSDAoEc2l6ZRgDIAEoAxISCgpjcmVhdGVkX2F0GAQgASgJEioKBmxhYmVscxgFIAMoCzIaLmJveGQudjEuSW1hZ2UuTGFiZWxzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI1ChNJbXBvcnRJbWFnZVJlc3BvbnNlEh4KBmltYWdlcxgBIAMoCzIOLmJveGQudjEuSW1hZ2UiEwoRTGlzdEltYWdlc1JlcXVlc3QiNAoSTGlzdEltYWdlc1Jlc3BvbnNlEh4KBmltYWdlcxgBIAMoCzIOLmJveGQudjEuSW1hZ2UiMQoSUmVtb3ZlSW1hZ2VSZXF1ZXN0EgwKBG5hbWUYASABKAkSDQoFZm9yY2UYAiABKAgiFQoTUmVtb3ZlSW1hZ2VSZXNwb25zZSJHChRVcGRhdGVOZXR3b3JrUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEg0KBWFsbG93GAIgAygJEgwKBGRlbnkYAyADKAkiQAoVVXBkYXRlTmV0d29ya1Jlc3BvbnNlEicKB25ldHdvcmsYASABKAsyFi5ib3hkLnYxLk5ldHdvcmtTdGF0dXMqWgoLSW1hZ2VGb3JtYXQSHAoYSU1BR0VfRk9STUFUX1VOU1BFQ0lGSUVEEAASFAoQSU1BR0VfRk9STUFUX1RBUhABEhcKE0lNQUdFX0ZPUk1BVF9ST09URlMQAjK4CwoOU2FuZGJveFNlcnZpY2USTgoNQ3JlYXRlU2FuZGJveBIdLmJveGQudjEuQ3JlYXRlU2FuZGJveFJlcXVlc3QaHi5ib3hkLnYxLkNyZWF0ZVNhbmRib3hSZXNwb25zZRJOCg1MaXN0U2FuZGJveGVzEh0uYm94ZC52MS5MaXN0U2FuZGJveGVzUmVxdWVzdBoeLmJveGQudjEuTGlzdFNhbmRib3hlc1Jlc3BvbnNlEkUKCkdldFNhbmRib3gSGi5ib3hkLnYxLkdldFNhbmRib3hSZXF1ZXN0GhsuYm94ZC52MS5HZXRTYW5kYm94UmVzcG9uc2USTgoNRGVsZXRlU2FuZGJveBIdLmJveGQudjEuRGVsZXRlU2FuZGJveFJlcXVlc3QaHi5ib3hkLnYxLkRlbGV0ZVNhbmRib3hSZXNwb25zZRJOCg1VcGRhdGVOZXR3b3JrEh0uYm94ZC52MS5VcGRhdGVOZXR3b3JrUmVxdWVzdBoeLmJveGQudjEuVXBkYXRlTmV0d29ya1Jlc3BvbnNlEjMKBEV4ZWMSFC5ib3hkLnYxLkV4ZWNSZXF1ZXN0GhUuYm94ZC52MS5FeGVjUmVzcG9uc2USQQoKRXhlY1N0cmVhbRIULmJveGQudjEuRXhlY1JlcXVlc3QaGy5ib3hkLnYxLkV4ZWNTdHJlYW1SZXNwb25zZTABEjsKBkNvcHlJbhIWLmJveGQudjEuQ29weUluUmVxdWVzdBoXLmJveGQudjEuQ29weUluUmVzcG9uc2UoARI+CgdDb3B5T3V0EhcuYm94ZC52MS5Db3B5T3V0UmVxdWVzdBoYLmJveGQudjEuQ29weU91dFJlc3BvbnNlMAESPwoIU3RhdFBhdGgSGC5ib3hkLnYxLlN0YXRQYXRoUmVxdWVzdBoZLmJveGQudjEuU3RhdFBhdGhSZXNwb25zZRJKCgtJbXBvcnRJbWFnZRIbLmJveGQudjEuSW1wb3J0SW1hZ2VSZXF1ZXN0GhwuYm94ZC52MS5JbXBvcnRJbWFnZVJlc3BvbnNlKAESRQoKTGlzdEltYWdlcxIaLmJveGQudjEuTGlzdEltYWdlc1JlcXVlc3QaGy5ib3hkLnYxLkxpc3RJbWFnZXNSZXNwb25zZRJICgtSZW1vdmVJbWFnZRIbLmJveGQudjEuUmVtb3ZlSW1hZ2VSZXF1ZXN0GhwuYm94ZC52MS5SZW1vdmVJbWFnZVJlc3BvbnNlEkgKC1B1Ymxpc2hQb3J0EhsuYm94ZC52MS5QdWJsaXNoUG9ydFJlcXVlc3QaHC5ib3hkLnYxLlB1Ymxpc2hQb3J0UmVzcG9uc2USTgoNVW5wdWJsaXNoUG9ydBIdLmJveGQudjEuVW5wdWJsaXNoUG9ydFJlcXVlc3QaHi5ib3hkLnYxLlVucHVibGlzaFBvcnRSZXNwb25zZRJOCg1Db21taXRTYW5kYm94Eh0uYm94ZC52MS5Db21taXRTYW5kYm94UmVxdWVzdBoeLmJveGQudjEuQ29tbWl0U2FuZGJveFJlc3BvbnNlEkgKC0ZvcmtTYW5kYm94EhsuYm94ZC52MS5Gb3JrU2FuZGJveFJlcXVlc3QaHC5ib3hkLnYxLkZvcmtTYW5kYm94UmVzcG9uc2USSwoMUGF1c2VTYW5kYm94EhwuYm94ZC52MS5QYXVzZVNhbmRib3hSZXF1ZXN0Gh0uYm94ZC52MS5QYXVzZVNhbmRib3hSZXNwb25zZRJRCg5VbnBhdXNlU2FuZGJveBIeLmJveGQudjEuVW5wYXVzZVNhbmRib3hSZXF1ZXN0Gh8uYm94ZC52MS5VbnBhdXNlU2FuZGJveFJlc3BvbnNlEjgKBVN0YXRzEhUuYm94ZC52MS5TdGF0c1JlcXVlc3QaFi5ib3hkLnYxLlN0YXRzUmVzcG9uc2UwAUIxWi9naXRodWIuY29tL2JveGQtZGV2L2JveGQvcnBjL2dlbi9ib3hkL3YxO2JveGR2MWIGcHJvdG8z");
+  fileDesc("ChJib3hkL3YxL2JveGQucHJvdG8SB2JveGQudjEiIQoTUGF1c2VTYW5kYm94UmVxdWVzdBIKCgJpZBgBIAEoCSIWChRQYXVzZVNhbmRib3hSZXNwb25zZSIjChVVbnBhdXNlU2FuZGJveFJlcXVlc3QSCgoCaWQYASABKAkiGAoWVW5wYXVzZVNhbmRib3hSZXNwb25zZSI9CgxTdGF0c1JlcXVlc3QSCwoDaWRzGAEgAygJEg4KBnN0cmVhbRgCIAEoCBIQCghpbnRlcnZhbBgDIAEoCSJFCg1TdGF0c1Jlc3BvbnNlEgoKAmF0GAEgASgJEigKCXNhbmRib3hlcxgCIAMoCzIVLmJveGQudjEuU2FuZGJveFN0YXRzIocBCgxTYW5kYm94U3RhdHMSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRINCgVzdGF0ZRgDIAEoCRIaChJtZW1vcnlfbGltaXRfYnl0ZXMYBCABKAMSHQoFdXNhZ2UYBSABKAsyDi5ib3hkLnYxLlVzYWdlEhMKC2NwdV9wZXJjZW50GAYgASgBIlcKFENvbW1pdFNhbmRib3hSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSCwoDcmVmGAIgASgJEg8KB21lc3NhZ2UYAyABKAkSDQoFZm9yY2UYBCABKAgiNgoVQ29tbWl0U2FuZGJveFJlc3BvbnNlEh0KBWltYWdlGAEgASgLMg4uYm94ZC52MS5JbWFnZSL6AQoSRm9ya1NhbmRib3hSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDQoFY291bnQYAiABKA0SDQoFbmFtZXMYAyADKAkSHwoGbGltaXRzGAQgASgLMg8uYm94ZC52MS5MaW1pdHMSCwoDZW52GAUgAygJEg8KB3dvcmtkaXIYBiABKAkSNwoGbGFiZWxzGAcgAygLMicuYm94ZC52MS5Gb3JrU2FuZGJveFJlcXVlc3QuTGFiZWxzRW50cnkSCwoDdHRsGAggASgJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiOgoTRm9ya1NhbmRib3hSZXNwb25zZRIjCglzYW5kYm94ZXMYASADKAsyEC5ib3hkLnYxLlNhbmRib3giUwoNUHVibGlzaGVkUG9ydBIPCgdob3N0X2lwGAEgASgJEhEKCWhvc3RfcG9ydBgCIAEoDRIMCgRwb3J0GAMgASgNEhAKCHByb3RvY29sGAQgASgJIk4KElB1Ymxpc2hQb3J0UmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEiQKBHBvcnQYAiABKAsyFi5ib3hkLnYxLlB1Ymxpc2hlZFBvcnQiOwoTUHVibGlzaFBvcnRSZXNwb25zZRIkCgRwb3J0GAEgASgLMhYuYm94ZC52MS5QdWJsaXNoZWRQb3J0IksKFFVucHVibGlzaFBvcnRSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcG9ydBgCIAEoDRIRCglob3N0X3BvcnQYAyABKA0iPgoVVW5wdWJsaXNoUG9ydFJlc3BvbnNlEiUKBXBvcnRzGAEgAygLMhYuYm94ZC52MS5QdWJsaXNoZWRQb3J0IkIKBkxpbWl0cxIOCgZtZW1vcnkYASABKAkSDAoEY3B1cxgCIAEoARIMCgRwaWRzGAMgASgDEgwKBGRpc2sYXyABKAki3gQKFENyZWF0ZVNhbmRib3hSZXF1ZXN0Eg0KBWltYWdlGAEgASgJEh8KBmxpbWl0cxgCIAEoCzIPLmJveGQudjEuTGltaXRzEgsKA2VudhgDIAMoCRIPCgd3b3JrZGlyGAQgASgJEjkKBmxhYmVscxgFIAMoCzIpLmJveGQudjEuQ3JlYXRlU2FuZGJveFJlcXVlc3QuTGFiZWxzRW50cnkSDAoEbmFtZRgGIAEoCRILCgN0dGwYByABKAkSJwoHcHVibGlzaBgUIAMoCzIWLmJveGQudjEuUHVibGlzaGVkUG9ydBIoCgduZXR3b3JrGBUgASgLMhcuYm94ZC52MS5OZXR3b3JrUmVxdWVzdBIUCgxpZGxlX3RpbWVvdXQYLSABKAkSDwoHb25faWRsZRguIAEoCRIMCgRwdWxsGCggASgJEiwKDXJlZ2lzdHJ5X2F1dGgYKSABKAsyFS5ib3hkLnYxLlJlZ2lzdHJ5QXV0aBIMCgR1c2VyGDIgASgJEhgKEHJlYWRfb25seV9yb290ZnMYMyABKAgSDQoFdG1wZnMYNCADKAkSDwoHdWxpbWl0cxg1IAMoCRIQCghob3N0bmFtZRg2IAEoCRISCgpjcHVfd2VpZ2h0GDcgASgEEhIKCm1lbW9yeV9sb3cYOCABKAkSFAoMZXhlY190aW1lb3V0GDkgASgJEhQKDG91dHB1dF9saW1pdBg6IAEoAxIPCgdyZXBsYWNlGDsgASgIGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiSgoMUmVnaXN0cnlBdXRoEhAKCHVzZXJuYW1lGAEgASgJEhAKCHBhc3N3b3JkGAIgASgJEhYKDmlkZW50aXR5X3Rva2VuGAMgASgJIi4KClRtcGZzTW91bnQSDAoEcGF0aBgBIAEoCRISCgpzaXplX2J5dGVzGAIgASgDIlIKB1VsaW1pdHMSDgoGbm9maWxlGAEgASgEEg0KBW5wcm9jGAIgASgEEhMKC2NwdV9zZWNvbmRzGAMgASgEEhMKC2ZzaXplX2J5dGVzGAQgASgEIi0KDk5ldHdvcmtSZXF1ZXN0EgwKBG1vZGUYASABKAkSDQoFYWxsb3cYAiADKAkiWwoNTmV0d29ya1N0YXR1cxIMCgRtb2RlGAEgASgJEg0KBWFsbG93GAIgAygJEg8KB2FkZHJlc3MYAyABKAkSDwoHZ2F0ZXdheRgEIAEoCRILCgNkbnMYBSABKAki9gcKB1NhbmRib3gSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRINCgVpbWFnZRgDIAEoCRINCgVzdGF0ZRgEIAEoCRIUCgxtZW1vcnlfYnl0ZXMYBSABKAMSDAoEY3B1cxgGIAEoARIMCgRwaWRzGAcgASgDEgsKA2VudhgIIAMoCRIPCgd3b3JrZGlyGAkgASgJEiwKBmxhYmVscxgKIAMoCzIcLmJveGQudjEuU2FuZGJveC5MYWJlbHNFbnRyeRISCgpjcmVhdGVkX2F0GAsgASgJEhIKCmV4cGlyZXNfYXQYDCABKAkSIwoIc2VjdXJpdHkYDSABKAsyES5ib3hkLnYxLlNlY3VyaXR5EhAKCGluaXRfcGlkGA4gASgDEh0KBXVzYWdlGA8gASgLMg4uYm94ZC52MS5Vc2FnZRIVCg1pbml0X3Jlc3RhcnRzGBAgASgNEhcKD2xhc3RfcmVzdGFydF9hdBgRIAEoCRIbChNsYXN0X3Jlc3RhcnRfcmVhc29uGBIgASgJEhcKD3Jlc3RhcnRfcmVmdXNlZBgTIAEoCRIlCgVwb3J0cxgeIAMoCzIWLmJveGQudjEuUHVibGlzaGVkUG9ydBInCgduZXR3b3JrGB8gASgLMhYuYm94ZC52MS5OZXR3b3JrU3RhdHVzEg8KB3J1bnRpbWUYWiABKAkSFwoPcnVudGltZV92ZXJzaW9uGFsgASgJEhoKEnJ1bnRpbWVfYWR2aXNvcmllcxhcIAMoCRIRCglvd25lcl91aWQYUCABKA0SDQoFb3duZXIYUSABKAkSFAoMaWRsZV90aW1lb3V0GC0gASgJEg8KB29uX2lkbGUYLiABKAkSGAoQbGFzdF9hY3Rpdml0eV9hdBgvIAEoCRIRCglwYXVzZWRfYXQYMCABKAkSFAoMcGF1c2VfcmVhc29uGDEgASgJEgwKBHVzZXIYMiABKAkSIgoFdG1wZnMYMyADKAsyEy5ib3hkLnYxLlRtcGZzTW91bnQSIQoHdWxpbWl0cxg0IAEoCzIQLmJveGQudjEuVWxpbWl0cxIQCghob3N0bmFtZRg1IAEoCRISCgpjcHVfd2VpZ2h0GDYgASgEEhgKEG1lbW9yeV9sb3dfYnl0ZXMYNyABKAMSFAoMZXhlY190aW1lb3V0GDggASgJEhQKDG91dHB1dF9saW1pdBg5IAEoAxISCgpzdG9wcGVkX2F0GDogASgJEhIKCmRpc2tfYnl0ZXMYXyABKAMSFwoPZGlza191c2VkX2J5dGVzGGAgASgDGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEi+QEKBVVzYWdlEhQKDG1lbW9yeV9ieXRlcxgBIAEoBBIZChFtZW1vcnlfcGVha19ieXRlcxgCIAEoBBIQCghjcHVfdXNlYxgDIAEoBBIMCgRwaWRzGAQgASgEEhEKCW9vbV9raWxscxgFIAEoBBIaChJtZW1vcnlfbGltaXRfYnl0ZXMYCiABKAQSGAoQYmxvY2tfcmVhZF9ieXRlcxgLIAEoBBIZChFibG9ja193cml0ZV9ieXRlcxgMIAEoBBIPCgduZXR3b3JrGA0gASgIEhQKDG5ldF9yeF9ieXRlcxgOIAEoBBIUCgxuZXRfdHhfYnl0ZXMYDyABKAQibQoIU2VjdXJpdHkSDwoHbmV0d29yaxgBIAEoCBIYChByZWFkX29ubHlfcm9vdGZzGAIgASgIEhQKDGNhcGFiaWxpdGllcxgDIAMoCRIPCgdzZWNjb21wGAQgASgJEg8KB3VpZF9tYXAYBSABKAkiOgoVQ3JlYXRlU2FuZGJveFJlc3BvbnNlEiEKB3NhbmRib3gYASABKAsyEC5ib3hkLnYxLlNhbmRib3ginAEKFExpc3RTYW5kYm94ZXNSZXF1ZXN0EjkKBmxhYmVscxgBIAMoCzIpLmJveGQudjEuTGlzdFNhbmRib3hlc1JlcXVlc3QuTGFiZWxzRW50cnkSCwoDYWxsGAogASgIEg0KBW93bmVyGAsgASgJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiPAoVTGlzdFNhbmRib3hlc1Jlc3BvbnNlEiMKCXNhbmRib3hlcxgBIAMoCzIQLmJveGQudjEuU2FuZGJveCIfChFHZXRTYW5kYm94UmVxdWVzdBIKCgJpZBgBIAEoCSI3ChJHZXRTYW5kYm94UmVzcG9uc2USIQoHc2FuZGJveBgBIAEoCzIQLmJveGQudjEuU2FuZGJveCJCChREZWxldGVTYW5kYm94UmVxdWVzdBIKCgJpZBgBIAEoCRIPCgd0aW1lb3V0GDIgASgJEg0KBWZvcmNlGDMgASgIIhcKFURlbGV0ZVNhbmRib3hSZXNwb25zZSK6AQoLRXhlY1JlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRhcmdzGAIgAygJEgsKA2VudhgDIAMoCRIPCgd3b3JrZGlyGAQgASgJEg8KB3RpbWVvdXQYBSABKAkSDQoFc3RkaW4YBiABKAwSFAoMb3V0cHV0X2xpbWl0GAcgASgDEgwKBHVzZXIYCiABKAkSFwoPY29tYmluZWRfb3V0cHV0GAsgASgIEg4KBnJlc3VtZRgZIAEoCCLzAQoKRXhlY1Jlc3VsdBIRCglleGl0X2NvZGUYASABKAUSDgoGc2lnbmFsGAIgASgJEhEKCXRpbWVkX291dBgDIAEoCBIRCgl0cnVuY2F0ZWQYBCABKAgSEgoKc3RhcnRlZF9hdBgFIAEoCRIQCghlbmRlZF9hdBgGIAEoCRIVCg11c2VyX2NwdV91c2VjGAcgASgDEhcKD3N5c3RlbV9jcHVfdXNlYxgIIAEoAxIVCg1tYXhfcnNzX2J5dGVzGAkgASgDEgsKA3BpZBgKIAEoAxISCgpvb21fa2lsbGVkGAsgASgIEg4KBm91dHB1dBgMIAEoDCJTCgxFeGVjUmVzcG9uc2USDgoGc3Rkb3V0GAEgASgMEg4KBnN0ZGVychgCIAEoDBIjCgZyZXN1bHQYAyABKAsyEy5ib3hkLnYxLkV4ZWNSZXN1bHQiaAoSRXhlY1N0cmVhbVJlc3BvbnNlEhAKBnN0ZG91dBgBIAEoDEgAEhAKBnN0ZGVychgCIAEoDEgAEiUKBnJlc3VsdBgDIAEoCzITLmJveGQudjEuRXhlY1Jlc3VsdEgAQgcKBWV2ZW50Ij8KDUNvcHlJblJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEgwKBGRhdGEYAyABKAwiEAoOQ29weUluUmVzcG9uc2UiMgoOQ29weU91dFJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRwYXRoGAIgASgJIh8KD0NvcHlPdXRSZXNwb25zZRIMCgRkYXRhGAEgASgMIjMKD1N0YXRQYXRoUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEgwKBHBhdGgYAiABKAkicAoQU3RhdFBhdGhSZXNwb25zZRIMCgRuYW1lGAEgASgJEgwKBHNpemUYAiABKAMSDAoEbW9kZRgDIAEoDRIOCgZpc19kaXIYBCABKAgSDQoFbXRpbWUYBSABKAkSEwoLbGlua190YXJnZXQYBiABKAkiZQoSSW1wb3J0SW1hZ2VSZXF1ZXN0EgwKBG5hbWUYASABKAkSJAoGZm9ybWF0GAIgASgOMhQuYm94ZC52MS5JbWFnZUZvcm1hdBIMCgRkYXRhGAMgASgMEg0KBWZvcmNlGAQgASgIIqIBCgVJbWFnZRIMCgRuYW1lGAEgASgJEg4KBmRpZ2VzdBgCIAEoCRIMCgRzaXplGAMgASgDEhIKCmNyZWF0ZWRfYXQYBCABKAkSKgoGbGFiZWxzGAUgAygLMhouYm94ZC52MS5JbWFnZS5MYWJlbHNFbnRyeRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjUKE0ltcG9ydEltYWdlUmVzcG9uc2USHgoGaW1hZ2VzGAEgAygLMg4uYm94ZC52MS5JbWFnZSITChFMaXN0SW1hZ2VzUmVxdWVzdCI0ChJMaXN0SW1hZ2VzUmVzcG9uc2USHgoGaW1hZ2VzGAEgAygLMg4uYm94ZC52MS5JbWFnZSIxChJSZW1vdmVJbWFnZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRINCgVmb3JjZRgCIAEoCCIVChNSZW1vdmVJbWFnZVJlc3BvbnNlIkcKFFVwZGF0ZU5ldHdvcmtSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDQoFYWxsb3cYAiADKAkSDAoEZGVueRgDIAMoCSJAChVVcGRhdGVOZXR3b3JrUmVzcG9uc2USJwoHbmV0d29yaxgBIAEoCzIWLmJveGQudjEuTmV0d29ya1N0YXR1cyKGAQoUVXBkYXRlU2FuZGJveFJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRILCgN0dGwYAiABKAkSDgoGZXh0ZW5kGAMgASgJEh8KBmxpbWl0cxgEIAEoCzIPLmJveGQudjEuTGltaXRzEgsKA2VudhgFIAMoCRIPCgd3b3JrZGlyGAYgASgJIjoKFVVwZGF0ZVNhbmRib3hSZXNwb25zZRIhCgdzYW5kYm94GAEgASgLMhAuYm94ZC52MS5TYW5kYm94IjkKElN0b3BTYW5kYm94UmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEg8KB3RpbWVvdXQYAiABKAkiOAoTU3RvcFNhbmRib3hSZXNwb25zZRIhCgdzYW5kYm94GAEgASgLMhAuYm94ZC52MS5TYW5kYm94IikKE1N0YXJ0U2FuZGJveFJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCSI5ChRTdGFydFNhbmRib3hSZXNwb25zZRIhCgdzYW5kYm94GAEgASgLMhAuYm94ZC52MS5TYW5kYm94KloKC0ltYWdlRm9ybWF0EhwKGElNQUdFX0ZPUk1BVF9VTlNQRUNJRklFRBAAEhQKEElNQUdFX0ZPUk1BVF9UQVIQARIXChNJTUFHRV9GT1JNQVRfUk9PVEZTEAIynw0KDlNhbmRib3hTZXJ2aWNlEk4KDUNyZWF0ZVNhbmRib3gSHS5ib3hkLnYxLkNyZWF0ZVNhbmRib3hSZXF1ZXN0Gh4uYm94ZC52MS5DcmVhdGVTYW5kYm94UmVzcG9uc2USTgoNTGlzdFNhbmRib3hlcxIdLmJveGQudjEuTGlzdFNhbmRib3hlc1JlcXVlc3QaHi5ib3hkLnYxLkxpc3RTYW5kYm94ZXNSZXNwb25zZRJFCgpHZXRTYW5kYm94EhouYm94ZC52MS5HZXRTYW5kYm94UmVxdWVzdBobLmJveGQudjEuR2V0U2FuZGJveFJlc3BvbnNlEk4KDURlbGV0ZVNhbmRib3gSHS5ib3hkLnYxLkRlbGV0ZVNhbmRib3hSZXF1ZXN0Gh4uYm94ZC52MS5EZWxldGVTYW5kYm94UmVzcG9uc2USTgoNVXBkYXRlTmV0d29yaxIdLmJveGQudjEuVXBkYXRlTmV0d29ya1JlcXVlc3QaHi5ib3hkLnYxLlVwZGF0ZU5ldHdvcmtSZXNwb25zZRIzCgRFeGVjEhQuYm94ZC52MS5FeGVjUmVxdWVzdBoVLmJveGQudjEuRXhlY1Jlc3BvbnNlEkEKCkV4ZWNTdHJlYW0SFC5ib3hkLnYxLkV4ZWNSZXF1ZXN0GhsuYm94ZC52MS5FeGVjU3RyZWFtUmVzcG9uc2UwARI7CgZDb3B5SW4SFi5ib3hkLnYxLkNvcHlJblJlcXVlc3QaFy5ib3hkLnYxLkNvcHlJblJlc3BvbnNlKAESPgoHQ29weU91dBIXLmJveGQudjEuQ29weU91dFJlcXVlc3QaGC5ib3hkLnYxLkNvcHlPdXRSZXNwb25zZTABEj8KCFN0YXRQYXRoEhguYm94ZC52MS5TdGF0UGF0aFJlcXVlc3QaGS5ib3hkLnYxLlN0YXRQYXRoUmVzcG9uc2USSgoLSW1wb3J0SW1hZ2USGy5ib3hkLnYxLkltcG9ydEltYWdlUmVxdWVzdBocLmJveGQudjEuSW1wb3J0SW1hZ2VSZXNwb25zZSgBEkUKCkxpc3RJbWFnZXMSGi5ib3hkLnYxLkxpc3RJbWFnZXNSZXF1ZXN0GhsuYm94ZC52MS5MaXN0SW1hZ2VzUmVzcG9uc2USSAoLUmVtb3ZlSW1hZ2USGy5ib3hkLnYxLlJlbW92ZUltYWdlUmVxdWVzdBocLmJveGQudjEuUmVtb3ZlSW1hZ2VSZXNwb25zZRJICgtQdWJsaXNoUG9ydBIbLmJveGQudjEuUHVibGlzaFBvcnRSZXF1ZXN0GhwuYm94ZC52MS5QdWJsaXNoUG9ydFJlc3BvbnNlEk4KDVVucHVibGlzaFBvcnQSHS5ib3hkLnYxLlVucHVibGlzaFBvcnRSZXF1ZXN0Gh4uYm94ZC52MS5VbnB1Ymxpc2hQb3J0UmVzcG9uc2USTgoNQ29tbWl0U2FuZGJveBIdLmJveGQudjEuQ29tbWl0U2FuZGJveFJlcXVlc3QaHi5ib3hkLnYxLkNvbW1pdFNhbmRib3hSZXNwb25zZRJICgtGb3JrU2FuZGJveBIbLmJveGQudjEuRm9ya1NhbmRib3hSZXF1ZXN0GhwuYm94ZC52MS5Gb3JrU2FuZGJveFJlc3BvbnNlEk4KDVVwZGF0ZVNhbmRib3gSHS5ib3hkLnYxLlVwZGF0ZVNhbmRib3hSZXF1ZXN0Gh4uYm94ZC52MS5VcGRhdGVTYW5kYm94UmVzcG9uc2USSAoLU3RvcFNhbmRib3gSGy5ib3hkLnYxLlN0b3BTYW5kYm94UmVxdWVzdBocLmJveGQudjEuU3RvcFNhbmRib3hSZXNwb25zZRJLCgxTdGFydFNhbmRib3gSHC5ib3hkLnYxLlN0YXJ0U2FuZGJveFJlcXVlc3QaHS5ib3hkLnYxLlN0YXJ0U2FuZGJveFJlc3BvbnNlEksKDFBhdXNlU2FuZGJveBIcLmJveGQudjEuUGF1c2VTYW5kYm94UmVxdWVzdBodLmJveGQudjEuUGF1c2VTYW5kYm94UmVzcG9uc2USUQoOVW5wYXVzZVNhbmRib3gSHi5ib3hkLnYxLlVucGF1c2VTYW5kYm94UmVxdWVzdBofLmJveGQudjEuVW5wYXVzZVNhbmRib3hSZXNwb25zZRI4CgVTdGF0cxIVLmJveGQudjEuU3RhdHNSZXF1ZXN0GhYuYm94ZC52MS5TdGF0c1Jlc3BvbnNlMAFCMVovZ2l0aHViLmNvbS9ib3hkLWRldi9ib3hkL3JwYy9nZW4vYm94ZC92MTtib3hkdjFiBnByb3RvMw");
 
 /**
  * @generated from message boxd.v1.PauseSandboxRequest
@@ -592,6 +592,82 @@ export type CreateSandboxRequest = Message<"boxd.v1.CreateSandboxRequest"> & {
    * @generated from field: boxd.v1.RegistryAuth registry_auth = 41;
    */
   registryAuth?: RegistryAuth | undefined;
+
+  /**
+   * Settings (see the README's "Sandbox settings").
+   * Default user of exec, processes, sessions and file operations: NAME,
+   * UID, NAME:GROUP or UID:GID, resolved in the sandbox's /etc/passwd by
+   * its init. Empty: the image's USER, else root.
+   *
+   * @generated from field: string user = 50;
+   */
+  user: string;
+
+  /**
+   * Mount the root filesystem read-only (/workspace becomes a tmpfs).
+   *
+   * @generated from field: bool read_only_rootfs = 51;
+   */
+  readOnlyRootfs: boolean;
+
+  /**
+   * PATH[:SIZE] tmpfs mounts (size default 64m, at most the memory limit,
+   * at most 8). /tmp and /dev/shm resize boxd's own; /proc, /sys, /dev,
+   * /.boxd are refused.
+   *
+   * @generated from field: repeated string tmpfs = 52;
+   */
+  tmpfs: string[];
+
+  /**
+   * NAME=VALUE rlimits: nofile, nproc, cpu (seconds), fsize (size); within
+   * boxd's maxima.
+   *
+   * @generated from field: repeated string ulimits = 53;
+   */
+  ulimits: string[];
+
+  /**
+   * RFC 1123; default the sandbox id
+   *
+   * @generated from field: string hostname = 54;
+   */
+  hostname: string;
+
+  /**
+   * 1-10000 (cgroup v2 cpu.weight); 0: kernel default (100)
+   *
+   * @generated from field: uint64 cpu_weight = 55;
+   */
+  cpuWeight: bigint;
+
+  /**
+   * memory protected from reclaim, at most the limit
+   *
+   * @generated from field: string memory_low = 56;
+   */
+  memoryLow: string;
+
+  /**
+   * default timeout of exec when the request has none
+   *
+   * @generated from field: string exec_timeout = 57;
+   */
+  execTimeout: string;
+
+  /**
+   * default output cap of exec when the request has none
+   *
+   * @generated from field: int64 output_limit = 58;
+   */
+  outputLimit: bigint;
+
+  /**
+   * Delete a sandbox of the same name first (gracefully), then create.
+   *
+   * @generated from field: bool replace = 59;
+   */
+  replace: boolean;
 };
 
 /**
@@ -636,6 +712,64 @@ export const RegistryAuthSchema: GenMessage<RegistryAuth> = /*@__PURE__*/
   messageDesc(file_boxd_v1_boxd, 18);
 
 /**
+ * TmpfsMount is one tmpfs mount of a sandbox.
+ *
+ * @generated from message boxd.v1.TmpfsMount
+ */
+export type TmpfsMount = Message<"boxd.v1.TmpfsMount"> & {
+  /**
+   * @generated from field: string path = 1;
+   */
+  path: string;
+
+  /**
+   * @generated from field: int64 size_bytes = 2;
+   */
+  sizeBytes: bigint;
+};
+
+/**
+ * Describes the message boxd.v1.TmpfsMount.
+ * Use `create(TmpfsMountSchema)` to create a new message.
+ */
+export const TmpfsMountSchema: GenMessage<TmpfsMount> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_boxd, 19);
+
+/**
+ * Ulimits are a sandbox's rlimits; 0 is boxd's default.
+ *
+ * @generated from message boxd.v1.Ulimits
+ */
+export type Ulimits = Message<"boxd.v1.Ulimits"> & {
+  /**
+   * @generated from field: uint64 nofile = 1;
+   */
+  nofile: bigint;
+
+  /**
+   * @generated from field: uint64 nproc = 2;
+   */
+  nproc: bigint;
+
+  /**
+   * @generated from field: uint64 cpu_seconds = 3;
+   */
+  cpuSeconds: bigint;
+
+  /**
+   * @generated from field: uint64 fsize_bytes = 4;
+   */
+  fsizeBytes: bigint;
+};
+
+/**
+ * Describes the message boxd.v1.Ulimits.
+ * Use `create(UlimitsSchema)` to create a new message.
+ */
+export const UlimitsSchema: GenMessage<Ulimits> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_boxd, 20);
+
+/**
  * NetworkRequest asks for a network beyond loopback.
  *
  * @generated from message boxd.v1.NetworkRequest
@@ -664,7 +798,7 @@ export type NetworkRequest = Message<"boxd.v1.NetworkRequest"> & {
  * Use `create(NetworkRequestSchema)` to create a new message.
  */
 export const NetworkRequestSchema: GenMessage<NetworkRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 19);
+  messageDesc(file_boxd_v1_boxd, 21);
 
 /**
  * NetworkStatus is a sandbox's network as boxd set it up.
@@ -711,7 +845,7 @@ export type NetworkStatus = Message<"boxd.v1.NetworkStatus"> & {
  * Use `create(NetworkStatusSchema)` to create a new message.
  */
 export const NetworkStatusSchema: GenMessage<NetworkStatus> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 20);
+  messageDesc(file_boxd_v1_boxd, 22);
 
 /**
  * @generated from message boxd.v1.Sandbox
@@ -915,6 +1049,57 @@ export type Sandbox = Message<"boxd.v1.Sandbox"> & {
   pauseReason: string;
 
   /**
+   * Settings (see CreateSandboxRequest). user is the effective default
+   * user (create's, else the image's USER; empty: root); workdir above is
+   * the effective default working directory.
+   *
+   * @generated from field: string user = 50;
+   */
+  user: string;
+
+  /**
+   * @generated from field: repeated boxd.v1.TmpfsMount tmpfs = 51;
+   */
+  tmpfs: TmpfsMount[];
+
+  /**
+   * @generated from field: boxd.v1.Ulimits ulimits = 52;
+   */
+  ulimits?: Ulimits | undefined;
+
+  /**
+   * @generated from field: string hostname = 53;
+   */
+  hostname: string;
+
+  /**
+   * @generated from field: uint64 cpu_weight = 54;
+   */
+  cpuWeight: bigint;
+
+  /**
+   * @generated from field: int64 memory_low_bytes = 55;
+   */
+  memoryLowBytes: bigint;
+
+  /**
+   * @generated from field: string exec_timeout = 56;
+   */
+  execTimeout: string;
+
+  /**
+   * @generated from field: int64 output_limit = 57;
+   */
+  outputLimit: bigint;
+
+  /**
+   * RFC 3339; set while stopped by StopSandbox
+   *
+   * @generated from field: string stopped_at = 58;
+   */
+  stoppedAt: string;
+
+  /**
    * Disk cap of the writable layer in bytes; 0: none.
    *
    * @generated from field: int64 disk_bytes = 95;
@@ -935,7 +1120,7 @@ export type Sandbox = Message<"boxd.v1.Sandbox"> & {
  * Use `create(SandboxSchema)` to create a new message.
  */
 export const SandboxSchema: GenMessage<Sandbox> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 21);
+  messageDesc(file_boxd_v1_boxd, 23);
 
 /**
  * @generated from message boxd.v1.Usage
@@ -1010,7 +1195,7 @@ export type Usage = Message<"boxd.v1.Usage"> & {
  * Use `create(UsageSchema)` to create a new message.
  */
 export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 22);
+  messageDesc(file_boxd_v1_boxd, 24);
 
 /**
  * Security shows the posture a sandbox was created with, so a client can see
@@ -1052,7 +1237,7 @@ export type Security = Message<"boxd.v1.Security"> & {
  * Use `create(SecuritySchema)` to create a new message.
  */
 export const SecuritySchema: GenMessage<Security> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 23);
+  messageDesc(file_boxd_v1_boxd, 25);
 
 /**
  * @generated from message boxd.v1.CreateSandboxResponse
@@ -1069,7 +1254,7 @@ export type CreateSandboxResponse = Message<"boxd.v1.CreateSandboxResponse"> & {
  * Use `create(CreateSandboxResponseSchema)` to create a new message.
  */
 export const CreateSandboxResponseSchema: GenMessage<CreateSandboxResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 24);
+  messageDesc(file_boxd_v1_boxd, 26);
 
 /**
  * @generated from message boxd.v1.ListSandboxesRequest
@@ -1106,7 +1291,7 @@ export type ListSandboxesRequest = Message<"boxd.v1.ListSandboxesRequest"> & {
  * Use `create(ListSandboxesRequestSchema)` to create a new message.
  */
 export const ListSandboxesRequestSchema: GenMessage<ListSandboxesRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 25);
+  messageDesc(file_boxd_v1_boxd, 27);
 
 /**
  * @generated from message boxd.v1.ListSandboxesResponse
@@ -1123,7 +1308,7 @@ export type ListSandboxesResponse = Message<"boxd.v1.ListSandboxesResponse"> & {
  * Use `create(ListSandboxesResponseSchema)` to create a new message.
  */
 export const ListSandboxesResponseSchema: GenMessage<ListSandboxesResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 26);
+  messageDesc(file_boxd_v1_boxd, 28);
 
 /**
  * @generated from message boxd.v1.GetSandboxRequest
@@ -1140,7 +1325,7 @@ export type GetSandboxRequest = Message<"boxd.v1.GetSandboxRequest"> & {
  * Use `create(GetSandboxRequestSchema)` to create a new message.
  */
 export const GetSandboxRequestSchema: GenMessage<GetSandboxRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 27);
+  messageDesc(file_boxd_v1_boxd, 29);
 
 /**
  * @generated from message boxd.v1.GetSandboxResponse
@@ -1157,7 +1342,7 @@ export type GetSandboxResponse = Message<"boxd.v1.GetSandboxResponse"> & {
  * Use `create(GetSandboxResponseSchema)` to create a new message.
  */
 export const GetSandboxResponseSchema: GenMessage<GetSandboxResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 28);
+  messageDesc(file_boxd_v1_boxd, 30);
 
 /**
  * @generated from message boxd.v1.DeleteSandboxRequest
@@ -1167,6 +1352,20 @@ export type DeleteSandboxRequest = Message<"boxd.v1.DeleteSandboxRequest"> & {
    * @generated from field: string id = 1;
    */
   id: string;
+
+  /**
+   * Grace period: SIGTERM to every process, SIGKILL after it. Empty: 10s.
+   *
+   * @generated from field: string timeout = 50;
+   */
+  timeout: string;
+
+  /**
+   * SIGKILL at once
+   *
+   * @generated from field: bool force = 51;
+   */
+  force: boolean;
 };
 
 /**
@@ -1174,7 +1373,7 @@ export type DeleteSandboxRequest = Message<"boxd.v1.DeleteSandboxRequest"> & {
  * Use `create(DeleteSandboxRequestSchema)` to create a new message.
  */
 export const DeleteSandboxRequestSchema: GenMessage<DeleteSandboxRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 29);
+  messageDesc(file_boxd_v1_boxd, 31);
 
 /**
  * @generated from message boxd.v1.DeleteSandboxResponse
@@ -1187,7 +1386,7 @@ export type DeleteSandboxResponse = Message<"boxd.v1.DeleteSandboxResponse"> & {
  * Use `create(DeleteSandboxResponseSchema)` to create a new message.
  */
 export const DeleteSandboxResponseSchema: GenMessage<DeleteSandboxResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 30);
+  messageDesc(file_boxd_v1_boxd, 32);
 
 /**
  * @generated from message boxd.v1.ExecRequest
@@ -1226,11 +1425,26 @@ export type ExecRequest = Message<"boxd.v1.ExecRequest"> & {
   stdin: Uint8Array;
 
   /**
-   * bytes of stdout+stderr kept; 0: daemon default
+   * bytes of stdout+stderr kept; 0: the sandbox's default
    *
    * @generated from field: int64 output_limit = 7;
    */
   outputLimit: bigint;
+
+  /**
+   * NAME, UID, NAME:GROUP or UID:GID; empty: the sandbox's default user.
+   *
+   * @generated from field: string user = 10;
+   */
+  user: string;
+
+  /**
+   * Give the command one pipe for stdout and stderr (2>&1): Exec returns
+   * it in result.output, ExecStream as stdout events, in the order written.
+   *
+   * @generated from field: bool combined_output = 11;
+   */
+  combinedOutput: boolean;
 
   /**
    * Resume the sandbox first if it is paused (else a paused sandbox fails
@@ -1246,7 +1460,7 @@ export type ExecRequest = Message<"boxd.v1.ExecRequest"> & {
  * Use `create(ExecRequestSchema)` to create a new message.
  */
 export const ExecRequestSchema: GenMessage<ExecRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 31);
+  messageDesc(file_boxd_v1_boxd, 33);
 
 /**
  * @generated from message boxd.v1.ExecResult
@@ -1296,6 +1510,28 @@ export type ExecResult = Message<"boxd.v1.ExecResult"> & {
    * @generated from field: int64 max_rss_bytes = 9;
    */
   maxRssBytes: bigint;
+
+  /**
+   * the command's process id in the sandbox
+   *
+   * @generated from field: int64 pid = 10;
+   */
+  pid: bigint;
+
+  /**
+   * The command died of SIGKILL and the kernel's OOM killer killed a
+   * process of the sandbox while it ran (its cgroup's oom_kill counter).
+   *
+   * @generated from field: bool oom_killed = 11;
+   */
+  oomKilled: boolean;
+
+  /**
+   * Exec with combined_output: stdout and stderr as written
+   *
+   * @generated from field: bytes output = 12;
+   */
+  output: Uint8Array;
 };
 
 /**
@@ -1303,7 +1539,7 @@ export type ExecResult = Message<"boxd.v1.ExecResult"> & {
  * Use `create(ExecResultSchema)` to create a new message.
  */
 export const ExecResultSchema: GenMessage<ExecResult> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 32);
+  messageDesc(file_boxd_v1_boxd, 34);
 
 /**
  * @generated from message boxd.v1.ExecResponse
@@ -1330,7 +1566,7 @@ export type ExecResponse = Message<"boxd.v1.ExecResponse"> & {
  * Use `create(ExecResponseSchema)` to create a new message.
  */
 export const ExecResponseSchema: GenMessage<ExecResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 33);
+  messageDesc(file_boxd_v1_boxd, 35);
 
 /**
  * @generated from message boxd.v1.ExecStreamResponse
@@ -1365,7 +1601,7 @@ export type ExecStreamResponse = Message<"boxd.v1.ExecStreamResponse"> & {
  * Use `create(ExecStreamResponseSchema)` to create a new message.
  */
 export const ExecStreamResponseSchema: GenMessage<ExecStreamResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 34);
+  messageDesc(file_boxd_v1_boxd, 36);
 
 /**
  * @generated from message boxd.v1.CopyInRequest
@@ -1398,7 +1634,7 @@ export type CopyInRequest = Message<"boxd.v1.CopyInRequest"> & {
  * Use `create(CopyInRequestSchema)` to create a new message.
  */
 export const CopyInRequestSchema: GenMessage<CopyInRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 35);
+  messageDesc(file_boxd_v1_boxd, 37);
 
 /**
  * @generated from message boxd.v1.CopyInResponse
@@ -1411,7 +1647,7 @@ export type CopyInResponse = Message<"boxd.v1.CopyInResponse"> & {
  * Use `create(CopyInResponseSchema)` to create a new message.
  */
 export const CopyInResponseSchema: GenMessage<CopyInResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 36);
+  messageDesc(file_boxd_v1_boxd, 38);
 
 /**
  * @generated from message boxd.v1.CopyOutRequest
@@ -1433,7 +1669,7 @@ export type CopyOutRequest = Message<"boxd.v1.CopyOutRequest"> & {
  * Use `create(CopyOutRequestSchema)` to create a new message.
  */
 export const CopyOutRequestSchema: GenMessage<CopyOutRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 37);
+  messageDesc(file_boxd_v1_boxd, 39);
 
 /**
  * @generated from message boxd.v1.CopyOutResponse
@@ -1450,7 +1686,7 @@ export type CopyOutResponse = Message<"boxd.v1.CopyOutResponse"> & {
  * Use `create(CopyOutResponseSchema)` to create a new message.
  */
 export const CopyOutResponseSchema: GenMessage<CopyOutResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 38);
+  messageDesc(file_boxd_v1_boxd, 40);
 
 /**
  * @generated from message boxd.v1.StatPathRequest
@@ -1472,7 +1708,7 @@ export type StatPathRequest = Message<"boxd.v1.StatPathRequest"> & {
  * Use `create(StatPathRequestSchema)` to create a new message.
  */
 export const StatPathRequestSchema: GenMessage<StatPathRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 39);
+  messageDesc(file_boxd_v1_boxd, 41);
 
 /**
  * @generated from message boxd.v1.StatPathResponse
@@ -1514,7 +1750,7 @@ export type StatPathResponse = Message<"boxd.v1.StatPathResponse"> & {
  * Use `create(StatPathResponseSchema)` to create a new message.
  */
 export const StatPathResponseSchema: GenMessage<StatPathResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 40);
+  messageDesc(file_boxd_v1_boxd, 42);
 
 /**
  * @generated from message boxd.v1.ImportImageRequest
@@ -1559,7 +1795,7 @@ export type ImportImageRequest = Message<"boxd.v1.ImportImageRequest"> & {
  * Use `create(ImportImageRequestSchema)` to create a new message.
  */
 export const ImportImageRequestSchema: GenMessage<ImportImageRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 41);
+  messageDesc(file_boxd_v1_boxd, 43);
 
 /**
  * @generated from message boxd.v1.Image
@@ -1605,7 +1841,7 @@ export type Image = Message<"boxd.v1.Image"> & {
  * Use `create(ImageSchema)` to create a new message.
  */
 export const ImageSchema: GenMessage<Image> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 42);
+  messageDesc(file_boxd_v1_boxd, 44);
 
 /**
  * @generated from message boxd.v1.ImportImageResponse
@@ -1622,7 +1858,7 @@ export type ImportImageResponse = Message<"boxd.v1.ImportImageResponse"> & {
  * Use `create(ImportImageResponseSchema)` to create a new message.
  */
 export const ImportImageResponseSchema: GenMessage<ImportImageResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 43);
+  messageDesc(file_boxd_v1_boxd, 45);
 
 /**
  * @generated from message boxd.v1.ListImagesRequest
@@ -1635,7 +1871,7 @@ export type ListImagesRequest = Message<"boxd.v1.ListImagesRequest"> & {
  * Use `create(ListImagesRequestSchema)` to create a new message.
  */
 export const ListImagesRequestSchema: GenMessage<ListImagesRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 44);
+  messageDesc(file_boxd_v1_boxd, 46);
 
 /**
  * @generated from message boxd.v1.ListImagesResponse
@@ -1652,7 +1888,7 @@ export type ListImagesResponse = Message<"boxd.v1.ListImagesResponse"> & {
  * Use `create(ListImagesResponseSchema)` to create a new message.
  */
 export const ListImagesResponseSchema: GenMessage<ListImagesResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 45);
+  messageDesc(file_boxd_v1_boxd, 47);
 
 /**
  * @generated from message boxd.v1.RemoveImageRequest
@@ -1679,7 +1915,7 @@ export type RemoveImageRequest = Message<"boxd.v1.RemoveImageRequest"> & {
  * Use `create(RemoveImageRequestSchema)` to create a new message.
  */
 export const RemoveImageRequestSchema: GenMessage<RemoveImageRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 46);
+  messageDesc(file_boxd_v1_boxd, 48);
 
 /**
  * @generated from message boxd.v1.RemoveImageResponse
@@ -1692,7 +1928,7 @@ export type RemoveImageResponse = Message<"boxd.v1.RemoveImageResponse"> & {
  * Use `create(RemoveImageResponseSchema)` to create a new message.
  */
 export const RemoveImageResponseSchema: GenMessage<RemoveImageResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 47);
+  messageDesc(file_boxd_v1_boxd, 49);
 
 /**
  * @generated from message boxd.v1.UpdateNetworkRequest
@@ -1723,7 +1959,7 @@ export type UpdateNetworkRequest = Message<"boxd.v1.UpdateNetworkRequest"> & {
  * Use `create(UpdateNetworkRequestSchema)` to create a new message.
  */
 export const UpdateNetworkRequestSchema: GenMessage<UpdateNetworkRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 48);
+  messageDesc(file_boxd_v1_boxd, 50);
 
 /**
  * @generated from message boxd.v1.UpdateNetworkResponse
@@ -1740,7 +1976,151 @@ export type UpdateNetworkResponse = Message<"boxd.v1.UpdateNetworkResponse"> & {
  * Use `create(UpdateNetworkResponseSchema)` to create a new message.
  */
 export const UpdateNetworkResponseSchema: GenMessage<UpdateNetworkResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 49);
+  messageDesc(file_boxd_v1_boxd, 51);
+
+/**
+ * @generated from message boxd.v1.UpdateSandboxRequest
+ */
+export type UpdateSandboxRequest = Message<"boxd.v1.UpdateSandboxRequest"> & {
+  /**
+   * @generated from field: string sandbox_id = 1;
+   */
+  sandboxId: string;
+
+  /**
+   * new lifetime from now, e.g. "2h"
+   *
+   * @generated from field: string ttl = 2;
+   */
+  ttl: string;
+
+  /**
+   * added to the current expiry, e.g. "30m" (not with ttl)
+   *
+   * @generated from field: string extend = 3;
+   */
+  extend: string;
+
+  /**
+   * fields left empty/0 keep their value
+   *
+   * @generated from field: boxd.v1.Limits limits = 4;
+   */
+  limits?: Limits | undefined;
+
+  /**
+   * K=V merged over the environment of later commands
+   *
+   * @generated from field: repeated string env = 5;
+   */
+  env: string[];
+
+  /**
+   * working directory of later commands
+   *
+   * @generated from field: string workdir = 6;
+   */
+  workdir: string;
+};
+
+/**
+ * Describes the message boxd.v1.UpdateSandboxRequest.
+ * Use `create(UpdateSandboxRequestSchema)` to create a new message.
+ */
+export const UpdateSandboxRequestSchema: GenMessage<UpdateSandboxRequest> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_boxd, 52);
+
+/**
+ * @generated from message boxd.v1.UpdateSandboxResponse
+ */
+export type UpdateSandboxResponse = Message<"boxd.v1.UpdateSandboxResponse"> & {
+  /**
+   * @generated from field: boxd.v1.Sandbox sandbox = 1;
+   */
+  sandbox?: Sandbox | undefined;
+};
+
+/**
+ * Describes the message boxd.v1.UpdateSandboxResponse.
+ * Use `create(UpdateSandboxResponseSchema)` to create a new message.
+ */
+export const UpdateSandboxResponseSchema: GenMessage<UpdateSandboxResponse> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_boxd, 53);
+
+/**
+ * @generated from message boxd.v1.StopSandboxRequest
+ */
+export type StopSandboxRequest = Message<"boxd.v1.StopSandboxRequest"> & {
+  /**
+   * @generated from field: string sandbox_id = 1;
+   */
+  sandboxId: string;
+
+  /**
+   * grace period before SIGKILL; empty: 10s
+   *
+   * @generated from field: string timeout = 2;
+   */
+  timeout: string;
+};
+
+/**
+ * Describes the message boxd.v1.StopSandboxRequest.
+ * Use `create(StopSandboxRequestSchema)` to create a new message.
+ */
+export const StopSandboxRequestSchema: GenMessage<StopSandboxRequest> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_boxd, 54);
+
+/**
+ * @generated from message boxd.v1.StopSandboxResponse
+ */
+export type StopSandboxResponse = Message<"boxd.v1.StopSandboxResponse"> & {
+  /**
+   * @generated from field: boxd.v1.Sandbox sandbox = 1;
+   */
+  sandbox?: Sandbox | undefined;
+};
+
+/**
+ * Describes the message boxd.v1.StopSandboxResponse.
+ * Use `create(StopSandboxResponseSchema)` to create a new message.
+ */
+export const StopSandboxResponseSchema: GenMessage<StopSandboxResponse> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_boxd, 55);
+
+/**
+ * @generated from message boxd.v1.StartSandboxRequest
+ */
+export type StartSandboxRequest = Message<"boxd.v1.StartSandboxRequest"> & {
+  /**
+   * @generated from field: string sandbox_id = 1;
+   */
+  sandboxId: string;
+};
+
+/**
+ * Describes the message boxd.v1.StartSandboxRequest.
+ * Use `create(StartSandboxRequestSchema)` to create a new message.
+ */
+export const StartSandboxRequestSchema: GenMessage<StartSandboxRequest> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_boxd, 56);
+
+/**
+ * @generated from message boxd.v1.StartSandboxResponse
+ */
+export type StartSandboxResponse = Message<"boxd.v1.StartSandboxResponse"> & {
+  /**
+   * @generated from field: boxd.v1.Sandbox sandbox = 1;
+   */
+  sandbox?: Sandbox | undefined;
+};
+
+/**
+ * Describes the message boxd.v1.StartSandboxResponse.
+ * Use `create(StartSandboxResponseSchema)` to create a new message.
+ */
+export const StartSandboxResponseSchema: GenMessage<StartSandboxResponse> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_boxd, 57);
 
 /**
  * @generated from enum boxd.v1.ImageFormat
@@ -1967,6 +2347,47 @@ export const SandboxService: GenService<{
     methodKind: "unary";
     input: typeof ForkSandboxRequestSchema;
     output: typeof ForkSandboxResponseSchema;
+  },
+  /**
+   * UpdateSandbox changes a running sandbox: its limits (applied to the
+   * live cgroup), its TTL (ttl from now, or extend from the current
+   * expiry; at most the daemon's maximum), and the environment and working
+   * directory later commands start with. Everything is recorded in the
+   * sandbox's labels and kept across boxd and init restarts; a stopped
+   * sandbox takes them at StartSandbox. Errors: invalid_argument naming the
+   * field (nothing is changed then), failed_precondition for a memory
+   * limit below what the sandbox uses.
+   *
+   * @generated from rpc boxd.v1.SandboxService.UpdateSandbox
+   */
+  updateSandbox: {
+    methodKind: "unary";
+    input: typeof UpdateSandboxRequestSchema;
+    output: typeof UpdateSandboxResponseSchema;
+  },
+  /**
+   * StopSandbox sends SIGTERM to every process of the sandbox, SIGKILL
+   * after the grace period, and leaves it stopped with its files kept;
+   * boxd never restarts a stopped sandbox by itself. Stopping a stopped
+   * sandbox is failed_precondition.
+   *
+   * @generated from rpc boxd.v1.SandboxService.StopSandbox
+   */
+  stopSandbox: {
+    methodKind: "unary";
+    input: typeof StopSandboxRequestSchema;
+    output: typeof StopSandboxResponseSchema;
+  },
+  /**
+   * StartSandbox starts a new init on a stopped sandbox's writable layer;
+   * failed_precondition if it runs.
+   *
+   * @generated from rpc boxd.v1.SandboxService.StartSandbox
+   */
+  startSandbox: {
+    methodKind: "unary";
+    input: typeof StartSandboxRequestSchema;
+    output: typeof StartSandboxResponseSchema;
   },
   /**
    * PauseSandbox freezes every process of a running sandbox (the cgroup
