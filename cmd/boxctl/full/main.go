@@ -34,7 +34,7 @@ func main() {
 			imageCommand(), createCommand(), execCommand(), runCommand(), cpCommand(),
 			lsCommand(), inspectCommand(), rmCommand(),
 			psCommand(), killCommand(), waitCommand(), attachCommand(), sessionCommand(),
-			filesCommand(), portCommand(), networkCommand(), mcpCommand(), commitCommand(), forkCommand(),
+			filesCommand(), portCommand(), networkCommand(), mcpCommand(), commitCommand(), forkCommand(), buildCommand(),
 		},
 		HideHelpCommand: true,
 	}

@@ -2778,6 +2778,210 @@ func (x *UpdateNetworkResponse) GetNetwork() *NetworkStatus {
 	return nil
 }
 
+type BuildImageRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ref           string                 `protobuf:"bytes,1,opt,name=ref,proto3" json:"ref,omitempty"`                                                                                                        // first message: image name to write
+	Dockerfile    []byte                 `protobuf:"bytes,2,opt,name=dockerfile,proto3" json:"dockerfile,omitempty"`                                                                                          // first message: at most 1 MiB
+	BuildArgs     map[string]string      `protobuf:"bytes,3,rep,name=build_args,json=buildArgs,proto3" json:"build_args,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // first message: --build-arg K=V
+	Force         bool                   `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`                                                                                                   // first message: replace an image under ref
+	NoCache       bool                   `protobuf:"varint,5,opt,name=no_cache,json=noCache,proto3" json:"no_cache,omitempty"`                                                                                // first message: run every step again
+	Context       []byte                 `protobuf:"bytes,6,opt,name=context,proto3" json:"context,omitempty"`                                                                                                // tar bytes of the build context (at most 256 MiB)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BuildImageRequest) Reset() {
+	*x = BuildImageRequest{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BuildImageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BuildImageRequest) ProtoMessage() {}
+
+func (x *BuildImageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BuildImageRequest.ProtoReflect.Descriptor instead.
+func (*BuildImageRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *BuildImageRequest) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
+}
+
+func (x *BuildImageRequest) GetDockerfile() []byte {
+	if x != nil {
+		return x.Dockerfile
+	}
+	return nil
+}
+
+func (x *BuildImageRequest) GetBuildArgs() map[string]string {
+	if x != nil {
+		return x.BuildArgs
+	}
+	return nil
+}
+
+func (x *BuildImageRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+func (x *BuildImageRequest) GetNoCache() bool {
+	if x != nil {
+		return x.NoCache
+	}
+	return false
+}
+
+func (x *BuildImageRequest) GetContext() []byte {
+	if x != nil {
+		return x.Context
+	}
+	return nil
+}
+
+type BuildStep struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Line          uint32                 `protobuf:"varint,1,opt,name=line,proto3" json:"line,omitempty"`              // in the Dockerfile
+	Instruction   string                 `protobuf:"bytes,2,opt,name=instruction,proto3" json:"instruction,omitempty"` // as written
+	Cached        bool                   `protobuf:"varint,3,opt,name=cached,proto3" json:"cached,omitempty"`          // taken from the step cache (no sandbox)
+	DurationMs    int64                  `protobuf:"varint,4,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BuildStep) Reset() {
+	*x = BuildStep{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BuildStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BuildStep) ProtoMessage() {}
+
+func (x *BuildStep) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BuildStep.ProtoReflect.Descriptor instead.
+func (*BuildStep) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *BuildStep) GetLine() uint32 {
+	if x != nil {
+		return x.Line
+	}
+	return 0
+}
+
+func (x *BuildStep) GetInstruction() string {
+	if x != nil {
+		return x.Instruction
+	}
+	return ""
+}
+
+func (x *BuildStep) GetCached() bool {
+	if x != nil {
+		return x.Cached
+	}
+	return false
+}
+
+func (x *BuildStep) GetDurationMs() int64 {
+	if x != nil {
+		return x.DurationMs
+	}
+	return 0
+}
+
+type BuildImageResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Image         *Image                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
+	Steps         []*BuildStep           `protobuf:"bytes,2,rep,name=steps,proto3" json:"steps,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BuildImageResponse) Reset() {
+	*x = BuildImageResponse{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BuildImageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BuildImageResponse) ProtoMessage() {}
+
+func (x *BuildImageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BuildImageResponse.ProtoReflect.Descriptor instead.
+func (*BuildImageResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *BuildImageResponse) GetImage() *Image {
+	if x != nil {
+		return x.Image
+	}
+	return nil
+}
+
+func (x *BuildImageResponse) GetSteps() []*BuildStep {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
 var File_boxd_v1_boxd_proto protoreflect.FileDescriptor
 
 const file_boxd_v1_boxd_proto_rawDesc = "" +
@@ -2994,11 +3198,34 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x05allow\x18\x02 \x03(\tR\x05allow\x12\x12\n" +
 	"\x04deny\x18\x03 \x03(\tR\x04deny\"I\n" +
 	"\x15UpdateNetworkResponse\x120\n" +
-	"\anetwork\x18\x01 \x01(\v2\x16.boxd.v1.NetworkStatusR\anetwork*Z\n" +
+	"\anetwork\x18\x01 \x01(\v2\x16.boxd.v1.NetworkStatusR\anetwork\"\x98\x02\n" +
+	"\x11BuildImageRequest\x12\x10\n" +
+	"\x03ref\x18\x01 \x01(\tR\x03ref\x12\x1e\n" +
+	"\n" +
+	"dockerfile\x18\x02 \x01(\fR\n" +
+	"dockerfile\x12H\n" +
+	"\n" +
+	"build_args\x18\x03 \x03(\v2).boxd.v1.BuildImageRequest.BuildArgsEntryR\tbuildArgs\x12\x14\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\x12\x19\n" +
+	"\bno_cache\x18\x05 \x01(\bR\anoCache\x12\x18\n" +
+	"\acontext\x18\x06 \x01(\fR\acontext\x1a<\n" +
+	"\x0eBuildArgsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"z\n" +
+	"\tBuildStep\x12\x12\n" +
+	"\x04line\x18\x01 \x01(\rR\x04line\x12 \n" +
+	"\vinstruction\x18\x02 \x01(\tR\vinstruction\x12\x16\n" +
+	"\x06cached\x18\x03 \x01(\bR\x06cached\x12\x1f\n" +
+	"\vduration_ms\x18\x04 \x01(\x03R\n" +
+	"durationMs\"d\n" +
+	"\x12BuildImageResponse\x12$\n" +
+	"\x05image\x18\x01 \x01(\v2\x0e.boxd.v1.ImageR\x05image\x12(\n" +
+	"\x05steps\x18\x02 \x03(\v2\x12.boxd.v1.BuildStepR\x05steps*Z\n" +
 	"\vImageFormat\x12\x1c\n" +
 	"\x18IMAGE_FORMAT_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10IMAGE_FORMAT_TAR\x10\x01\x12\x17\n" +
-	"\x13IMAGE_FORMAT_ROOTFS\x10\x022\xde\t\n" +
+	"\x13IMAGE_FORMAT_ROOTFS\x10\x022\xa7\n" +
+	"\n" +
 	"\x0eSandboxService\x12N\n" +
 	"\rCreateSandbox\x12\x1d.boxd.v1.CreateSandboxRequest\x1a\x1e.boxd.v1.CreateSandboxResponse\x12N\n" +
 	"\rListSandboxes\x12\x1d.boxd.v1.ListSandboxesRequest\x1a\x1e.boxd.v1.ListSandboxesResponse\x12E\n" +
@@ -3019,7 +3246,9 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\vPublishPort\x12\x1b.boxd.v1.PublishPortRequest\x1a\x1c.boxd.v1.PublishPortResponse\x12N\n" +
 	"\rUnpublishPort\x12\x1d.boxd.v1.UnpublishPortRequest\x1a\x1e.boxd.v1.UnpublishPortResponse\x12N\n" +
 	"\rCommitSandbox\x12\x1d.boxd.v1.CommitSandboxRequest\x1a\x1e.boxd.v1.CommitSandboxResponse\x12H\n" +
-	"\vForkSandbox\x12\x1b.boxd.v1.ForkSandboxRequest\x1a\x1c.boxd.v1.ForkSandboxResponseB1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
+	"\vForkSandbox\x12\x1b.boxd.v1.ForkSandboxRequest\x1a\x1c.boxd.v1.ForkSandboxResponse\x12G\n" +
+	"\n" +
+	"BuildImage\x12\x1a.boxd.v1.BuildImageRequest\x1a\x1b.boxd.v1.BuildImageResponse(\x01B1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
 
 var (
 	file_boxd_v1_boxd_proto_rawDescOnce sync.Once
@@ -3034,7 +3263,7 @@ func file_boxd_v1_boxd_proto_rawDescGZIP() []byte {
 }
 
 var file_boxd_v1_boxd_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_boxd_v1_boxd_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_boxd_v1_boxd_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_boxd_v1_boxd_proto_goTypes = []any{
 	(ImageFormat)(0),              // 0: boxd.v1.ImageFormat
 	(*CommitSandboxRequest)(nil),  // 1: boxd.v1.CommitSandboxRequest
@@ -3079,79 +3308,88 @@ var file_boxd_v1_boxd_proto_goTypes = []any{
 	(*RemoveImageResponse)(nil),   // 40: boxd.v1.RemoveImageResponse
 	(*UpdateNetworkRequest)(nil),  // 41: boxd.v1.UpdateNetworkRequest
 	(*UpdateNetworkResponse)(nil), // 42: boxd.v1.UpdateNetworkResponse
-	nil,                           // 43: boxd.v1.ForkSandboxRequest.LabelsEntry
-	nil,                           // 44: boxd.v1.CreateSandboxRequest.LabelsEntry
-	nil,                           // 45: boxd.v1.Sandbox.LabelsEntry
-	nil,                           // 46: boxd.v1.ListSandboxesRequest.LabelsEntry
-	nil,                           // 47: boxd.v1.Image.LabelsEntry
+	(*BuildImageRequest)(nil),     // 43: boxd.v1.BuildImageRequest
+	(*BuildStep)(nil),             // 44: boxd.v1.BuildStep
+	(*BuildImageResponse)(nil),    // 45: boxd.v1.BuildImageResponse
+	nil,                           // 46: boxd.v1.ForkSandboxRequest.LabelsEntry
+	nil,                           // 47: boxd.v1.CreateSandboxRequest.LabelsEntry
+	nil,                           // 48: boxd.v1.Sandbox.LabelsEntry
+	nil,                           // 49: boxd.v1.ListSandboxesRequest.LabelsEntry
+	nil,                           // 50: boxd.v1.Image.LabelsEntry
+	nil,                           // 51: boxd.v1.BuildImageRequest.BuildArgsEntry
 }
 var file_boxd_v1_boxd_proto_depIdxs = []int32{
 	35, // 0: boxd.v1.CommitSandboxResponse.image:type_name -> boxd.v1.Image
 	10, // 1: boxd.v1.ForkSandboxRequest.limits:type_name -> boxd.v1.Limits
-	43, // 2: boxd.v1.ForkSandboxRequest.labels:type_name -> boxd.v1.ForkSandboxRequest.LabelsEntry
+	46, // 2: boxd.v1.ForkSandboxRequest.labels:type_name -> boxd.v1.ForkSandboxRequest.LabelsEntry
 	14, // 3: boxd.v1.ForkSandboxResponse.sandboxes:type_name -> boxd.v1.Sandbox
 	5,  // 4: boxd.v1.PublishPortRequest.port:type_name -> boxd.v1.PublishedPort
 	5,  // 5: boxd.v1.PublishPortResponse.port:type_name -> boxd.v1.PublishedPort
 	5,  // 6: boxd.v1.UnpublishPortResponse.ports:type_name -> boxd.v1.PublishedPort
 	10, // 7: boxd.v1.CreateSandboxRequest.limits:type_name -> boxd.v1.Limits
-	44, // 8: boxd.v1.CreateSandboxRequest.labels:type_name -> boxd.v1.CreateSandboxRequest.LabelsEntry
+	47, // 8: boxd.v1.CreateSandboxRequest.labels:type_name -> boxd.v1.CreateSandboxRequest.LabelsEntry
 	5,  // 9: boxd.v1.CreateSandboxRequest.publish:type_name -> boxd.v1.PublishedPort
 	12, // 10: boxd.v1.CreateSandboxRequest.network:type_name -> boxd.v1.NetworkRequest
-	45, // 11: boxd.v1.Sandbox.labels:type_name -> boxd.v1.Sandbox.LabelsEntry
+	48, // 11: boxd.v1.Sandbox.labels:type_name -> boxd.v1.Sandbox.LabelsEntry
 	16, // 12: boxd.v1.Sandbox.security:type_name -> boxd.v1.Security
 	15, // 13: boxd.v1.Sandbox.usage:type_name -> boxd.v1.Usage
 	5,  // 14: boxd.v1.Sandbox.ports:type_name -> boxd.v1.PublishedPort
 	13, // 15: boxd.v1.Sandbox.network:type_name -> boxd.v1.NetworkStatus
 	14, // 16: boxd.v1.CreateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	46, // 17: boxd.v1.ListSandboxesRequest.labels:type_name -> boxd.v1.ListSandboxesRequest.LabelsEntry
+	49, // 17: boxd.v1.ListSandboxesRequest.labels:type_name -> boxd.v1.ListSandboxesRequest.LabelsEntry
 	14, // 18: boxd.v1.ListSandboxesResponse.sandboxes:type_name -> boxd.v1.Sandbox
 	14, // 19: boxd.v1.GetSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
 	25, // 20: boxd.v1.ExecResponse.result:type_name -> boxd.v1.ExecResult
 	25, // 21: boxd.v1.ExecStreamResponse.result:type_name -> boxd.v1.ExecResult
 	0,  // 22: boxd.v1.ImportImageRequest.format:type_name -> boxd.v1.ImageFormat
-	47, // 23: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
+	50, // 23: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
 	35, // 24: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
 	35, // 25: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
 	13, // 26: boxd.v1.UpdateNetworkResponse.network:type_name -> boxd.v1.NetworkStatus
-	11, // 27: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
-	18, // 28: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
-	20, // 29: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
-	22, // 30: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
-	41, // 31: boxd.v1.SandboxService.UpdateNetwork:input_type -> boxd.v1.UpdateNetworkRequest
-	24, // 32: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
-	24, // 33: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
-	28, // 34: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
-	30, // 35: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
-	32, // 36: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
-	34, // 37: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
-	37, // 38: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
-	39, // 39: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
-	6,  // 40: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
-	8,  // 41: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
-	1,  // 42: boxd.v1.SandboxService.CommitSandbox:input_type -> boxd.v1.CommitSandboxRequest
-	3,  // 43: boxd.v1.SandboxService.ForkSandbox:input_type -> boxd.v1.ForkSandboxRequest
-	17, // 44: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
-	19, // 45: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
-	21, // 46: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
-	23, // 47: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
-	42, // 48: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
-	26, // 49: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
-	27, // 50: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
-	29, // 51: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
-	31, // 52: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
-	33, // 53: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
-	36, // 54: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
-	38, // 55: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
-	40, // 56: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
-	7,  // 57: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
-	9,  // 58: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
-	2,  // 59: boxd.v1.SandboxService.CommitSandbox:output_type -> boxd.v1.CommitSandboxResponse
-	4,  // 60: boxd.v1.SandboxService.ForkSandbox:output_type -> boxd.v1.ForkSandboxResponse
-	44, // [44:61] is the sub-list for method output_type
-	27, // [27:44] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	51, // 27: boxd.v1.BuildImageRequest.build_args:type_name -> boxd.v1.BuildImageRequest.BuildArgsEntry
+	35, // 28: boxd.v1.BuildImageResponse.image:type_name -> boxd.v1.Image
+	44, // 29: boxd.v1.BuildImageResponse.steps:type_name -> boxd.v1.BuildStep
+	11, // 30: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
+	18, // 31: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
+	20, // 32: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
+	22, // 33: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
+	41, // 34: boxd.v1.SandboxService.UpdateNetwork:input_type -> boxd.v1.UpdateNetworkRequest
+	24, // 35: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
+	24, // 36: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
+	28, // 37: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
+	30, // 38: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
+	32, // 39: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
+	34, // 40: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
+	37, // 41: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
+	39, // 42: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
+	6,  // 43: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
+	8,  // 44: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
+	1,  // 45: boxd.v1.SandboxService.CommitSandbox:input_type -> boxd.v1.CommitSandboxRequest
+	3,  // 46: boxd.v1.SandboxService.ForkSandbox:input_type -> boxd.v1.ForkSandboxRequest
+	43, // 47: boxd.v1.SandboxService.BuildImage:input_type -> boxd.v1.BuildImageRequest
+	17, // 48: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
+	19, // 49: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
+	21, // 50: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
+	23, // 51: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
+	42, // 52: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
+	26, // 53: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
+	27, // 54: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
+	29, // 55: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
+	31, // 56: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
+	33, // 57: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
+	36, // 58: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
+	38, // 59: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
+	40, // 60: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
+	7,  // 61: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
+	9,  // 62: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
+	2,  // 63: boxd.v1.SandboxService.CommitSandbox:output_type -> boxd.v1.CommitSandboxResponse
+	4,  // 64: boxd.v1.SandboxService.ForkSandbox:output_type -> boxd.v1.ForkSandboxResponse
+	45, // 65: boxd.v1.SandboxService.BuildImage:output_type -> boxd.v1.BuildImageResponse
+	48, // [48:66] is the sub-list for method output_type
+	30, // [30:48] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_boxd_v1_boxd_proto_init() }
@@ -3170,7 +3408,7 @@ func file_boxd_v1_boxd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_boxd_v1_boxd_proto_rawDesc), len(file_boxd_v1_boxd_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   47,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -80,6 +80,9 @@ const (
 	// SandboxServiceForkSandboxProcedure is the fully-qualified name of the SandboxService's
 	// ForkSandbox RPC.
 	SandboxServiceForkSandboxProcedure = "/boxd.v1.SandboxService/ForkSandbox"
+	// SandboxServiceBuildImageProcedure is the fully-qualified name of the SandboxService's BuildImage
+	// RPC.
+	SandboxServiceBuildImageProcedure = "/boxd.v1.SandboxService/BuildImage"
 )
 
 // SandboxServiceClient is a client for the boxd.v1.SandboxService service.
@@ -141,6 +144,17 @@ type SandboxServiceClient interface {
 	// stopped source; invalid_argument naming the field. A failure leaves no
 	// fork behind.
 	ForkSandbox(context.Context, *connect.Request[v1.ForkSandboxRequest]) (*connect.Response[v1.ForkSandboxResponse], error)
+	// BuildImage builds an image from a Dockerfile: the first message carries
+	// the Dockerfile, ref and options, the following ones the build context
+	// as tar bytes. Each RUN, COPY and ADD runs in a sandbox of its own with
+	// boxd's defaults (no network) and becomes a layer; results are cached
+	// by step and inputs. Errors name the Dockerfile line: invalid_argument
+	// (syntax, an unsupported instruction or flag, a COPY source outside the
+	// context), not_found (FROM image), failed_precondition (a RUN that
+	// failed, with its exit code and the end of its output), already_exists
+	// (ref exists, without force). A failure leaves no image under ref and
+	// no sandbox.
+	BuildImage(context.Context) *connect.ClientStreamForClient[v1.BuildImageRequest, v1.BuildImageResponse]
 }
 
 // NewSandboxServiceClient constructs a client for the boxd.v1.SandboxService service. By default,
@@ -256,6 +270,12 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sandboxServiceMethods.ByName("ForkSandbox")),
 			connect.WithClientOptions(opts...),
 		),
+		buildImage: connect.NewClient[v1.BuildImageRequest, v1.BuildImageResponse](
+			httpClient,
+			baseURL+SandboxServiceBuildImageProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("BuildImage")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -278,6 +298,7 @@ type sandboxServiceClient struct {
 	unpublishPort *connect.Client[v1.UnpublishPortRequest, v1.UnpublishPortResponse]
 	commitSandbox *connect.Client[v1.CommitSandboxRequest, v1.CommitSandboxResponse]
 	forkSandbox   *connect.Client[v1.ForkSandboxRequest, v1.ForkSandboxResponse]
+	buildImage    *connect.Client[v1.BuildImageRequest, v1.BuildImageResponse]
 }
 
 // CreateSandbox calls boxd.v1.SandboxService.CreateSandbox.
@@ -365,6 +386,11 @@ func (c *sandboxServiceClient) ForkSandbox(ctx context.Context, req *connect.Req
 	return c.forkSandbox.CallUnary(ctx, req)
 }
 
+// BuildImage calls boxd.v1.SandboxService.BuildImage.
+func (c *sandboxServiceClient) BuildImage(ctx context.Context) *connect.ClientStreamForClient[v1.BuildImageRequest, v1.BuildImageResponse] {
+	return c.buildImage.CallClientStream(ctx)
+}
+
 // SandboxServiceHandler is an implementation of the boxd.v1.SandboxService service.
 type SandboxServiceHandler interface {
 	CreateSandbox(context.Context, *connect.Request[v1.CreateSandboxRequest]) (*connect.Response[v1.CreateSandboxResponse], error)
@@ -424,6 +450,17 @@ type SandboxServiceHandler interface {
 	// stopped source; invalid_argument naming the field. A failure leaves no
 	// fork behind.
 	ForkSandbox(context.Context, *connect.Request[v1.ForkSandboxRequest]) (*connect.Response[v1.ForkSandboxResponse], error)
+	// BuildImage builds an image from a Dockerfile: the first message carries
+	// the Dockerfile, ref and options, the following ones the build context
+	// as tar bytes. Each RUN, COPY and ADD runs in a sandbox of its own with
+	// boxd's defaults (no network) and becomes a layer; results are cached
+	// by step and inputs. Errors name the Dockerfile line: invalid_argument
+	// (syntax, an unsupported instruction or flag, a COPY source outside the
+	// context), not_found (FROM image), failed_precondition (a RUN that
+	// failed, with its exit code and the end of its output), already_exists
+	// (ref exists, without force). A failure leaves no image under ref and
+	// no sandbox.
+	BuildImage(context.Context, *connect.ClientStream[v1.BuildImageRequest]) (*connect.Response[v1.BuildImageResponse], error)
 }
 
 // NewSandboxServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -535,6 +572,12 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sandboxServiceMethods.ByName("ForkSandbox")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sandboxServiceBuildImageHandler := connect.NewClientStreamHandler(
+		SandboxServiceBuildImageProcedure,
+		svc.BuildImage,
+		connect.WithSchema(sandboxServiceMethods.ByName("BuildImage")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/boxd.v1.SandboxService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case SandboxServiceCreateSandboxProcedure:
@@ -571,6 +614,8 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 			sandboxServiceCommitSandboxHandler.ServeHTTP(w, r)
 		case SandboxServiceForkSandboxProcedure:
 			sandboxServiceForkSandboxHandler.ServeHTTP(w, r)
+		case SandboxServiceBuildImageProcedure:
+			sandboxServiceBuildImageHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -646,4 +691,8 @@ func (UnimplementedSandboxServiceHandler) CommitSandbox(context.Context, *connec
 
 func (UnimplementedSandboxServiceHandler) ForkSandbox(context.Context, *connect.Request[v1.ForkSandboxRequest]) (*connect.Response[v1.ForkSandboxResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.ForkSandbox is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) BuildImage(context.Context, *connect.ClientStream[v1.BuildImageRequest]) (*connect.Response[v1.BuildImageResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.BuildImage is not implemented"))
 }
