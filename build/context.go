@@ -162,13 +162,14 @@ func depth(p string) int {
 	return d
 }
 
-// Copy is what a COPY or ADD puts into the image: a tar to extract at
-// Dir, the names of its top-level entries (for --chown), and a hash of
-// names, modes and contents (not times) for the step cache.
+// Copy is what a COPY or ADD puts into the image: one tar per top-level
+// name to extract into Dir (a copy into a sandbox takes one name at a
+// time), and a hash of names, modes and contents (not times) for the step
+// cache.
 type Copy struct {
 	Dir  string
-	Tar  []byte
 	Tops []string
+	Tars [][]byte // Tars[i] holds Tops[i] and what is under it
 	Hash string
 }
 
@@ -217,24 +218,18 @@ func (c *Context) CopyTar(srcs []string, dest, workdir string) (*Copy, error) {
 		// COPY file /x: the file is /x.
 		out.Dir, single = path.Dir(path.Clean(dest)), path.Base(path.Clean(dest))
 	}
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	h := sha256.New()
-	add := func(name string, e *entry) error {
-		hdr := *e.hdr
-		hdr.Name = name
-		if hdr.Typeflag == tar.TypeDir {
-			hdr.Name += "/"
-		}
-		fmt.Fprintf(h, "%s\x00%c\x00%o\x00%s\x00%d\x00", hdr.Name, hdr.Typeflag, hdr.Mode, hdr.Linkname, len(e.data))
-		h.Write(e.data)
-		if err := tw.WriteHeader(&hdr); err != nil {
-			return err
-		}
-		_, err := tw.Write(e.data)
-		return err
+	type item struct {
+		name string
+		e    *entry
 	}
-	tops := map[string]bool{}
+	byTop := map[string][]item{}
+	addItem := func(name string, e *entry) {
+		top := strings.SplitN(name, "/", 2)[0]
+		if _, ok := byTop[top]; !ok {
+			out.Tops = append(out.Tops, top)
+		}
+		byTop[top] = append(byTop[top], item{name, e})
+	}
 	for _, r := range resolved {
 		e := c.entries[r]
 		if e.hdr.Typeflag != tar.TypeDir {
@@ -242,13 +237,7 @@ func (c *Context) CopyTar(srcs []string, dest, workdir string) (*Copy, error) {
 			if single != "" {
 				name = single
 			}
-			if !tops[name] {
-				tops[name] = true
-				out.Tops = append(out.Tops, name)
-			}
-			if err := add(name, e); err != nil {
-				return nil, err
-			}
+			addItem(name, e)
 			continue
 		}
 		// A directory: its contents, not itself.
@@ -263,20 +252,33 @@ func (c *Context) CopyTar(srcs []string, dest, workdir string) (*Copy, error) {
 					return nil, fmt.Errorf("symlink %s -> %s: %w", name, ce.hdr.Linkname, err)
 				}
 			}
-			top := strings.SplitN(rel, "/", 2)[0]
-			if !tops[top] {
-				tops[top] = true
-				out.Tops = append(out.Tops, top)
+			addItem(rel, ce)
+		}
+	}
+	h := sha256.New()
+	for _, top := range out.Tops {
+		var buf bytes.Buffer
+		tw := tar.NewWriter(&buf)
+		for _, it := range byTop[top] {
+			hdr := *it.e.hdr
+			hdr.Name = it.name
+			if hdr.Typeflag == tar.TypeDir {
+				hdr.Name += "/"
 			}
-			if err := add(rel, ce); err != nil {
+			fmt.Fprintf(h, "%s\x00%c\x00%o\x00%s\x00%d\x00", hdr.Name, hdr.Typeflag, hdr.Mode, hdr.Linkname, len(it.e.data))
+			h.Write(it.e.data)
+			if err := tw.WriteHeader(&hdr); err != nil {
+				return nil, err
+			}
+			if _, err := tw.Write(it.e.data); err != nil {
 				return nil, err
 			}
 		}
+		if err := tw.Close(); err != nil {
+			return nil, err
+		}
+		out.Tars = append(out.Tars, buf.Bytes())
 	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	out.Tar = buf.Bytes()
 	out.Hash = hex.EncodeToString(h.Sum(nil))
 	return out, nil
 }

@@ -534,8 +534,10 @@ func (m *Manager) buildCopy(ctx context.Context, id string, s build.Step, cp *bu
 	if err := m.ensureDir(ctx, id, cp.Dir); err != nil {
 		return build.Errf(s.Line, nil, "%s: destination %s: %v", s.Original, cp.Dir, err)
 	}
-	if err := m.CopyIn(ctx, id, cp.Dir, bytes.NewReader(cp.Tar)); err != nil {
-		return build.Errf(s.Line, errUnwrapKind(err), "%s: %v", s.Original, err)
+	for _, t := range cp.Tars {
+		if err := m.CopyIn(ctx, id, cp.Dir, bytes.NewReader(t)); err != nil {
+			return build.Errf(s.Line, errUnwrapKind(err), "%s: %v", s.Original, err)
+		}
 	}
 	if chown == "" {
 		return nil
