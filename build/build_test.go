@@ -19,7 +19,8 @@ func TestParseNamesTheLine(t *testing.T) {
 		"FROM a\nRUN --network=host true\n":     "Dockerfile line 2: RUN flags",
 		"FROM a\nCOPY --from=x /a /b\n":         "Dockerfile line 2: COPY flags",
 		"FROM a\nRUN <<EOF\necho hi\nEOF\n":     "Dockerfile line 2: here-documents",
-		"# nothing\n":                           "Dockerfile: no FROM",
+		"# nothing\n":                           "file with no instructions",
+		"ARG X=1\n":                             "Dockerfile: no FROM",
 		"FROM a\nSHELL [\"/bin/bash\", \"-c\"]": "Dockerfile line 2: SHELL is not supported",
 	} {
 		_, err := Parse([]byte(src))
