@@ -21,8 +21,8 @@ build:
 	$(GO) build -o $(BIN)/boxctl ./cmd/boxctl
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s -o $(BIN)/boxd-init ./cmd/boxd-init
 
-# Regenerates the committed API code (rpc/gen) and reference (docs/api.md)
-# from the protobuf schema.
+# Regenerates the committed API code (rpc/gen, the Python and TypeScript
+# SDKs' modules) and reference (docs/api.md) from the protobuf schema.
 generate: setup
 	bash scripts/generate.sh rpc/gen
 

@@ -4,8 +4,10 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -14,6 +16,9 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
+	gocni "github.com/containerd/go-cni"
+	"github.com/google/nftables"
+	"golang.org/x/sys/unix"
 )
 
 // TestEgress runs a second boxd in a network namespace of the test's own
@@ -218,6 +223,108 @@ func TestEgress(t *testing.T) {
 		e.reaches(t, id, "http://"+h1Addr+":8080/", "h1-8080")
 		e.must(t, "rm", id)
 		e.clean(t, "after kill -9, restart and delete")
+	})
+
+	// A host reboot, for one sandbox: boxd dies, and with the host go the
+	// namespace's pin (the file stays, empty), the veth, the bridge and
+	// boxd's nftables tables, while the address lease and libcni's cache
+	// are on disk. The restarted boxd's reconciler restarts the dead init,
+	// which needs the network made again from the label.
+	t.Run("HostRestart", func(t *testing.T) {
+		id := e.create(t, h1Addr+"/32:80")
+		e.reaches(t, id, "http://"+h1Addr+"/", "h1")
+		e.stop(t, syscall.SIGKILL)
+		c := namespaces.WithNamespace(ctx(t), e.namespace)
+		ctr, err := env.ctr.LoadContainer(c, id)
+		must(t, err)
+		task, err := ctr.Task(c, nil)
+		must(t, err)
+		exited, err := task.Wait(c)
+		must(t, err)
+		must(t, task.Kill(c, syscall.SIGKILL))
+		<-exited
+		pin := filepath.Join(e.stateDir, "network", "netns", id)
+		must(t, unix.Unmount(pin, unix.MNT_DETACH))
+		ipCmd(t, "-n", e.b, "link", "del", "boxdt0")
+		inNetns(t, e.b, func() {
+			nc, err := nftables.New()
+			must(t, err)
+			nc.DelTable(&nftables.Table{Name: "boxd", Family: nftables.TableFamilyINet})
+			nc.DelTable(&nftables.Table{Name: "boxd", Family: nftables.TableFamilyBridge})
+			must(t, nc.Flush())
+		})
+		e.start(t)
+
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			var sb struct {
+				State        string `json:"state"`
+				InitRestarts int    `json:"init_restarts"`
+				Refused      string `json:"restart_refused"`
+			}
+			must(t, json.Unmarshal([]byte(e.must(t, "inspect", id)), &sb))
+			if sb.State == "running" && sb.InitRestarts >= 1 {
+				break
+			}
+			if sb.Refused != "" || time.Now().After(deadline) {
+				t.Fatalf("sandbox %s not restarted: %+v\n%s", id, sb, tail(e.log))
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+		e.reaches(t, id, "http://"+h1Addr+"/", "h1")
+		e.refused(t, id, "http://"+h2Addr+"/")
+		if !strings.Contains(e.must(t, "exec", id, "--", "cat", "/etc/resolv.conf"), "nameserver 10.213.0.1") {
+			t.Errorf("resolv.conf after the restart is not the gateway's")
+		}
+		e.must(t, "rm", id)
+		e.clean(t, "after a host restart and delete")
+	})
+
+	// A sandbox attached by a boxd that still ran the CNI loopback plugin
+	// (the bridge's interface was eth1 then) is removed with that layout:
+	// here one left by a boxd killed before it recorded the container, so
+	// the reconciler collects it.
+	t.Run("LegacyLayoutCollected", func(t *testing.T) {
+		const id = "0123456789ab"
+		e.stop(t, syscall.SIGKILL) // its reconciler would collect a half-made attachment
+		pin := filepath.Join(e.stateDir, "network", "netns", id)
+		f, err := os.OpenFile(pin, os.O_CREATE|os.O_EXCL|os.O_RDONLY, 0o444)
+		must(t, err)
+		f.Close()
+		// A namespace pinned there, set up as the old boxd did.
+		done := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread() // the thread ends in the new namespace
+			if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+				done <- err
+				return
+			}
+			done <- unix.Mount(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()), pin, "none", unix.MS_BIND, "")
+		}()
+		must(t, <-done)
+		conf := fmt.Sprintf(`{"cniVersion": "1.0.0", "name": "boxdt0", "plugins": [{"type": "bridge", "bridge": "boxdt0", "isGateway": true,
+			"ipam": {"type": "host-local", "ranges": [[{"subnet": "10.213.0.0/24"}]], "dataDir": %q}}]}`, filepath.Join(e.stateDir, "network", "ipam"))
+		legacy, err := gocni.New(gocni.WithPluginDir([]string{"/usr/lib/cni"}), gocni.WithMinNetworkCount(2),
+			gocni.WithLoNetwork, gocni.WithConfListBytes([]byte(conf)))
+		must(t, err)
+		// Serially: the plugins must be started from this thread, in B.
+		inNetns(t, e.b, func() {
+			_, err := legacy.SetupSerially(ctx(t), id, pin)
+			must(t, err)
+		})
+		e.start(t)
+		left := strings.Join(e.leftovers(t), " ")
+		if !strings.Contains(left, "cni cache: boxdt0-"+id+"-eth1") || !strings.Contains(left, "ipam lease") {
+			t.Fatalf("the legacy attachment is not there to collect: %s", left)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for len(e.leftovers(t)) > 0 && time.Now().Before(deadline) {
+			time.Sleep(200 * time.Millisecond)
+		}
+		e.clean(t, "after the reconciler collected a legacy attachment")
+		if _, err := os.Stat("/var/lib/cni/results/cni-loopback-" + id + "-lo"); err == nil {
+			t.Errorf("libcni's cache of the legacy loopback attachment is left")
+		}
 	})
 
 	t.Run("CleanAfterDelete", func(t *testing.T) {

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"github.com/boxd-dev/boxd/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -234,7 +235,7 @@ func TestImageReplaceSkipsStalePool(t *testing.T) {
 	_ = os.Chmod(dir, 0o711)
 	sock := filepath.Join(dir, "run", "boxd.sock")
 	daemon := exec.Command(env.boxd, "--socket", sock, "--containerd", env.ctrd.Address, "--namespace", ns,
-		"--state-dir", filepath.Join(dir, "state"), "--init-binary", env.initBin, "--runc", "/usr/sbin/runc",
+		"--state-dir", filepath.Join(dir, "state"), "--init-binary", env.initBin, "--runc", testenv.Runc,
 		"--default-image", testImage, "--warm-pool", "1")
 	logf, err := os.Create(filepath.Join(dir, "boxd.log"))
 	must(t, err)

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/boxd-dev/boxd/internal/testenv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,7 +34,7 @@ func TestWarmPool(t *testing.T) {
 	sock := filepath.Join(dir, "run", "boxd.sock")
 	start := func() *exec.Cmd {
 		cmd := exec.Command(env.boxd, "--socket", sock, "--containerd", env.ctrd.Address, "--namespace", ns,
-			"--state-dir", filepath.Join(dir, "state"), "--init-binary", env.initBin, "--runc", "/usr/sbin/runc",
+			"--state-dir", filepath.Join(dir, "state"), "--init-binary", env.initBin, "--runc", testenv.Runc,
 			"--default-image", testImage, "--warm-pool", "2", "--expiry-interval", "300ms")
 		logf, _ := os.OpenFile(filepath.Join(dir, "boxd.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 		cmd.Stdout, cmd.Stderr = logf, logf

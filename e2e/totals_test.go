@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/boxd-dev/boxd/internal/testenv"
 	"io"
 	"net"
 	"net/http"
@@ -50,7 +51,7 @@ func startBoxd(t *testing.T, ns string, image bool, flags ...string) *daemon {
 	_ = os.Chmod(dir, 0o711)
 	d := &daemon{dir: dir, sock: filepath.Join(dir, "run", "boxd.sock"), ns: ns}
 	d.args = append([]string{"--socket", d.sock, "--containerd", env.ctrd.Address, "--namespace", ns,
-		"--state-dir", filepath.Join(dir, "state"), "--init-binary", env.initBin, "--runc", "/usr/sbin/runc",
+		"--state-dir", filepath.Join(dir, "state"), "--init-binary", env.initBin, "--runc", testenv.Runc,
 		"--default-image", testImage, "--expiry-interval", "300ms", "--debug"}, flags...)
 	d.c = namespaces.WithNamespace(ctx(t), ns)
 	d.api = rpcclient.New(d.sock)

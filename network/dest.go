@@ -4,8 +4,9 @@
 // sandbox's allowlist. The namespace is made and configured before the
 // sandbox's task starts; the runtime spec joins it by path.
 //
-// The pieces are the real ones: the CNI bridge, host-local and loopback
-// plugins (through github.com/containerd/go-cni), nftables through netlink
+// The pieces are the real ones: the CNI bridge and host-local plugins
+// (through github.com/containerd/go-cni; lo is brought up in-process, see
+// newNetNS), nftables through netlink
 // (github.com/google/nftables), and a DNS resolver (github.com/miekg/dns)
 // that answers only allowed names. Only IPv4 is routed: a sandbox's IPv6 is
 // switched off and the firewall drops any IPv6 from the bridge.

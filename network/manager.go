@@ -59,7 +59,10 @@ type Manager struct {
 	cfg Config
 	log *slog.Logger
 	cni gocni.CNI
-	fw  *firewall
+	// legacyCNI removes attachments of the layout with a CNI loopback
+	// network first (see legacyIfName).
+	legacyCNI gocni.CNI
+	fw        *firewall
 
 	mu    sync.Mutex // serialises firewall changes and guards the maps
 	ready bool       // tables made in this process
@@ -108,8 +111,9 @@ func New(cfg Config) (*Manager, error) {
 			return nil, fmt.Errorf("network state dir: %w", err)
 		}
 	}
-	cni, err := gocni.New(gocni.WithPluginDir(cfg.PluginDirs), gocni.WithMinNetworkCount(2),
-		gocni.WithLoNetwork, gocni.WithConfListBytes([]byte(conflist(cfg))))
+	// No loopback network: newNetNS brings lo up itself (see there).
+	cni, err := gocni.New(gocni.WithPluginDir(cfg.PluginDirs), gocni.WithMinNetworkCount(1),
+		gocni.WithConfListBytes([]byte(conflist(cfg))))
 	if err != nil {
 		return nil, fmt.Errorf("cni: %w", err)
 	}
@@ -122,7 +126,14 @@ func New(cfg Config) (*Manager, error) {
 		// Not fatal: CIDR allowlists work without it; names get SERVFAIL.
 		cfg.Logger.Warn("network: no DNS upstream; egress sandboxes cannot resolve names", "err", err)
 	}
-	m := &Manager{cfg: cfg, log: cfg.Logger, cni: cni,
+	// The layout of sandboxes made by a boxd before this one (legacyIfName),
+	// used only to remove their attachments.
+	legacyCNI, err := gocni.New(gocni.WithPluginDir(cfg.PluginDirs), gocni.WithMinNetworkCount(2),
+		gocni.WithLoNetwork, gocni.WithConfListBytes([]byte(conflist(cfg))))
+	if err != nil {
+		return nil, fmt.Errorf("cni: %w", err)
+	}
+	m := &Manager{cfg: cfg, log: cfg.Logger, cni: cni, legacyCNI: legacyCNI,
 		fw:    &firewall{table: cfg.Table, bridge: cfg.Bridge, subnet: cfg.Subnet, gw: gw},
 		bySrc: map[netip.Addr]*member{}, byID: map[string]*member{}}
 	m.dns = &resolver{m: m, upstream: upstream, log: cfg.Logger}
@@ -157,6 +168,9 @@ func (m *Manager) Gateway() netip.Addr { return m.fw.gw }
 
 func (m *Manager) netnsPath(id string) string { return filepath.Join(m.cfg.StateDir, "netns", id) }
 
+// NetNSPath is where Prepare pins sandbox id's namespace.
+func (m *Manager) NetNSPath(id string) string { return m.netnsPath(id) }
+
 // CheckForwarding fails with failed_precondition if the kernel does not
 // forward IPv4 in boxd's network namespace. boxd never turns it on itself.
 func CheckForwarding() error {
@@ -173,7 +187,7 @@ func CheckForwarding() error {
 
 // CheckPlugins fails with failed_precondition if a CNI plugin is missing.
 func (m *Manager) CheckPlugins() error {
-	for _, p := range []string{"bridge", "host-local", "loopback"} {
+	for _, p := range []string{"bridge", "host-local"} {
 		found := false
 		for _, d := range m.cfg.PluginDirs {
 			if st, err := os.Stat(filepath.Join(d, p)); err == nil && st.Mode().IsRegular() {
@@ -215,13 +229,16 @@ func (m *Manager) Prepare(id string) (string, error) {
 	if err := m.CheckPlugins(); err != nil {
 		return "", err
 	}
+	t0 := time.Now()
 	if err := m.prepare(); err != nil {
 		return "", err
 	}
+	tTables := time.Since(t0)
 	path := m.netnsPath(id)
 	if err := newNetNS(path); err != nil {
 		return "", err
 	}
+	m.log.Debug("network prepare timing", "sandbox", id, "tables", tTables.Round(time.Microsecond), "total", time.Since(t0).Round(time.Microsecond))
 	return path, nil
 }
 
@@ -257,18 +274,25 @@ func (m *Manager) Attach(ctx context.Context, id string, allow []Dest) (*Attachm
 	if att.Veth == "" {
 		return nil, fmt.Errorf("network: cni reported no host veth for sandbox %s", id)
 	}
-	if err := m.attach(id, att, allow); err != nil {
+	if err := m.attach(id, att, allow, true); err != nil {
 		return nil, err
 	}
 	m.log.Debug("network attach timing", "sandbox", id, "cni", tCNI.Round(time.Microsecond), "total", time.Since(t0).Round(time.Microsecond))
 	return att, nil
 }
 
-// attach installs id's rules and registers it with the resolver.
-func (m *Manager) attach(id string, att *Attachment, allow []Dest) error {
+// attach installs id's rules, with a refresh of the always-blocked set (the
+// host's addresses can change), in one nftables transaction, and registers
+// it with the resolver. fresh says id is new here, so none of its rules can
+// exist yet (a restore may find them).
+func (m *Manager) attach(id string, att *Attachment, allow []Dest, fresh bool) error {
+	blocked, err := m.blocked()
+	if err != nil {
+		return err
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.fw.install(id, att.Addr, att.Veth, allow); err != nil {
+	if err := m.fw.install(id, att.Addr, att.Veth, allow, blocked, fresh); err != nil {
 		return err
 	}
 	mb := &member{id: id, addr: att.Addr, allow: allow}
@@ -277,16 +301,13 @@ func (m *Manager) attach(id string, att *Attachment, allow []Dest) error {
 	return nil
 }
 
-// prepare makes boxd's tables once per process and refreshes the
-// always-blocked set, and starts the resolver.
+// prepare makes boxd's tables if they are missing and starts the resolver
+// once per process. The always-blocked set is filled in by each attach,
+// in the same transaction as the sandbox's rules.
 func (m *Manager) prepare() error {
-	blocked, err := m.blocked()
-	if err != nil {
-		return err
-	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.fw.ensure(blocked); err != nil {
+	if err := m.fw.ensure(); err != nil {
 		return err
 	}
 	if !m.ready {
@@ -337,7 +358,7 @@ func (m *Manager) Restore(id string, att Attachment, allow []Dest) error {
 	if err := m.prepare(); err != nil {
 		return err
 	}
-	return m.attach(id, &att, allow)
+	return m.attach(id, &att, allow, false)
 }
 
 // SetAllow replaces a running sandbox's allowlist; it takes effect for the
@@ -373,15 +394,68 @@ func (m *Manager) Teardown(ctx context.Context, id string) error {
 	m.mu.Unlock()
 
 	path := m.netnsPath(id)
-	nsPath := path
-	if _, err := os.Stat(path); err != nil {
-		nsPath = "" // the plugins then only release the address
-	}
-	if err := m.cni.Remove(ctx, id, nsPath); err != nil {
-		errs = append(errs, fmt.Errorf("network: cni del of %s: %w", id, err))
+	_, err := os.Stat(path)
+	pinned := err == nil
+	// The plugins run only if CNI may hold something of id's: a sandbox
+	// of network none (every delete comes here) has neither namespace,
+	// lease nor cached result, and two plugin processes per delete would
+	// cost every other create on the host CPU.
+	if holds, legacy := m.cniHolds(id); pinned || holds {
+		nsPath := path
+		if !NetNSAlive(path) {
+			// Never made, or gone with a reboot (the pin is then an empty
+			// file): the plugins then only release the address.
+			nsPath = ""
+		}
+		cni := m.cni
+		if legacy {
+			cni = m.legacyCNI
+		}
+		if err := cni.Remove(ctx, id, nsPath); err != nil {
+			errs = append(errs, fmt.Errorf("network: cni del of %s: %w", id, err))
+		}
 	}
 	errs = append(errs, removeNetNS(path))
+	// A sandbox made before lo was brought up in-process also ran the
+	// CNI loopback plugin; libcni cached that result. Nothing else holds
+	// anything of it (the lo went with the namespace).
+	if err := os.Remove(filepath.Join(libcniCache, "cni-loopback-"+id+"-lo")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		errs = append(errs, fmt.Errorf("network: %w", err))
+	}
 	return errors.Join(errs...)
+}
+
+// libcniCache is where libcni caches each attachment's result (go-cni
+// leaves libcni's default).
+const libcniCache = "/var/lib/cni/results"
+
+// The interface CNI names in the sandbox: eth0, the first network's.
+// Before lo was brought up in-process, the CNI loopback network came first
+// and the bridge's interface was eth1 (legacyIfName); libcni and host-local
+// key their state by container id and interface name, so such a sandbox's
+// attachment is removed with that layout (Manager.legacyCNI).
+const (
+	ifName       = "eth0"
+	legacyIfName = "eth1"
+)
+
+// cniHolds reports whether host-local holds an address lease for id or
+// libcni a cached result of its attachment, and whether that is of the
+// legacy layout.
+func (m *Manager) cniHolds(id string) (holds, legacy bool) {
+	for _, name := range []string{ifName, legacyIfName} {
+		if _, err := os.Stat(filepath.Join(libcniCache, m.cfg.Bridge+"-"+id+"-"+name)); err == nil {
+			return true, name == legacyIfName
+		}
+	}
+	leases, err := m.leases()
+	if err != nil {
+		return true, false // when in doubt, let the plugins look
+	}
+	for _, l := range leases[id] {
+		return true, l.ifName == legacyIfName
+	}
+	return false, false
 }
 
 // Owners lists the sandbox ids that hold any network state here:
@@ -416,10 +490,16 @@ func (m *Manager) Owners() ([]string, error) {
 	return out, nil
 }
 
+// lease is one address host-local leased.
+type lease struct {
+	addr   string
+	ifName string
+}
+
 // leases maps sandbox id to the addresses host-local leased to it. Its
 // files are named by address and hold the container id, a line break and
 // the interface name.
-func (m *Manager) leases() (map[string][]string, error) {
+func (m *Manager) leases() (map[string][]lease, error) {
 	dir := filepath.Join(m.cfg.StateDir, "ipam", m.cfg.Bridge)
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -428,7 +508,7 @@ func (m *Manager) leases() (map[string][]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := map[string][]string{}
+	out := map[string][]lease{}
 	for _, e := range ents {
 		if _, err := netip.ParseAddr(e.Name()); err != nil {
 			continue // lock, last_reserved_ip.0
@@ -437,9 +517,9 @@ func (m *Manager) leases() (map[string][]string, error) {
 		if err != nil {
 			continue
 		}
-		id, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+		id, ifn, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
 		id = strings.TrimSpace(id)
-		out[id] = append(out[id], e.Name())
+		out[id] = append(out[id], lease{addr: e.Name(), ifName: strings.TrimSpace(ifn)})
 	}
 	return out, nil
 }

@@ -12,7 +12,11 @@ import (
 
 // newNetNS makes a network namespace owned by the host's user namespace
 // and pins it with a bind mount at path. Its IPv6 is switched off: boxd
-// routes and filters IPv4 only.
+// routes and filters IPv4 only. Its loopback is brought up here, in the
+// thread that is in the namespace anyway (one ioctl), rather than by the
+// CNI loopback plugin: that plugin is a process of its own per create and
+// per delete, and on a busy host its start cost more than the whole rest
+// of the namespace's set-up.
 func newNetNS(path string) (retErr error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDONLY, 0o444)
 	if err != nil {
@@ -39,6 +43,10 @@ func newNetNS(path string) (retErr error) {
 				return
 			}
 		}
+		if err := loopbackUp(); err != nil {
+			errc <- fmt.Errorf("bring lo up: %w", err)
+			return
+		}
 		src := fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid())
 		if err := unix.Mount(src, path, "none", unix.MS_BIND, ""); err != nil {
 			errc <- fmt.Errorf("bind mount: %w", err)
@@ -50,6 +58,34 @@ func newNetNS(path string) (retErr error) {
 		return fmt.Errorf("netns %s: %w", path, err)
 	}
 	return nil
+}
+
+// loopbackUp sets IFF_UP on lo in the calling thread's network namespace.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("get flags: %w", err)
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("set flags: %w", err)
+	}
+	return nil
+}
+
+// NetNSAlive reports whether path is a network namespace (a pin that
+// survived; after a reboot it is an empty file or missing).
+func NetNSAlive(path string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(path, &st) == nil && st.Type == unix.NSFS_MAGIC
 }
 
 // removeNetNS unpins and removes a namespace made by newNetNS; a missing

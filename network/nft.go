@@ -71,9 +71,11 @@ func conn() (*nftables.Conn, error) {
 	return c, nil
 }
 
-// ensure creates boxd's tables if they are missing and refreshes the
-// always-blocked set (the host's addresses can change).
-func (f *firewall) ensure(blocked []netip.Prefix) error {
+// ensure creates boxd's tables if they are missing. The always-blocked
+// set starts empty; every install refreshes it, in its own transaction,
+// before any sandbox's traffic can reach it (until then nothing is
+// accepted from the bridge).
+func (f *firewall) ensure() error {
 	c, err := conn()
 	if err != nil {
 		return err
@@ -82,14 +84,6 @@ func (f *firewall) ensure(blocked []netip.Prefix) error {
 		if err := f.create(c); err != nil {
 			return err
 		}
-	}
-	set := &nftables.Set{Table: f.inet(), Name: setBlocked, KeyType: nftables.TypeIPAddr, Interval: true}
-	c.FlushSet(set)
-	if err := c.SetAddElements(set, intervalElements(blocked)); err != nil {
-		return fmt.Errorf("nftables: blocked set: %w", err)
-	}
-	if err := c.Flush(); err != nil {
-		return fmt.Errorf("nftables: refresh the blocked set: %w", err)
 	}
 	return nil
 }
@@ -145,13 +139,20 @@ func (f *firewall) create(c *nftables.Conn) error {
 }
 
 // install adds (or, if present, replaces) sandbox id's rules: its jump in
-// from_sandbox, its chain and its sets.
-func (f *firewall) install(id string, addr netip.Addr, veth string, allow []Dest) error {
+// from_sandbox, its chain and its sets; and refreshes the always-blocked
+// set (the host's addresses can change), all in one transaction. fresh
+// says id has no rules yet, which spares listing the chains to find them.
+func (f *firewall) install(id string, addr netip.Addr, veth string, allow []Dest, blocked []netip.Prefix, fresh bool) error {
 	c, err := conn()
 	if err != nil {
 		return err
 	}
 	t := f.inet()
+	set := &nftables.Set{Table: t, Name: setBlocked, KeyType: nftables.TypeIPAddr, Interval: true}
+	c.FlushSet(set)
+	if err := c.SetAddElements(set, intervalElements(blocked)); err != nil {
+		return fmt.Errorf("nftables: blocked set: %w", err)
+	}
 	ch := c.AddChain(&nftables.Chain{Name: sbChainPrefix + id, Table: t})
 	dyn := &nftables.Set{Table: t, Name: dynSetPrefix + id, KeyType: nftables.TypeIPAddr, HasTimeout: true}
 	dynp := &nftables.Set{Table: t, Name: dynPSetPrefix + id, KeyType: nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeInetService),
@@ -165,20 +166,24 @@ func (f *firewall) install(id string, addr netip.Addr, veth string, allow []Dest
 	c.FlushChain(ch)
 	f.addAllowRules(c, ch, dyn, dynp, allow)
 	// The jump goes in only once; a re-install (restart) finds it.
-	rules, err := c.GetRules(t, f.chain(chainFromSb))
-	if err != nil {
-		return fmt.Errorf("nftables: list %s: %w", chainFromSb, err)
+	tagged := func(rules []*nftables.Rule) bool {
+		return slices.ContainsFunc(rules, func(r *nftables.Rule) bool { return string(r.UserData) == tagPrefix+id })
 	}
-	if !slices.ContainsFunc(rules, func(r *nftables.Rule) bool { return string(r.UserData) == tagPrefix+id }) {
+	var rules, brules []*nftables.Rule
+	bfwd := &nftables.Chain{Name: chainForward, Table: f.bridgeTable()}
+	if !fresh {
+		if rules, err = c.GetRules(t, f.chain(chainFromSb)); err != nil {
+			return fmt.Errorf("nftables: list %s: %w", chainFromSb, err)
+		}
+		if brules, err = c.GetRules(f.bridgeTable(), bfwd); err != nil {
+			return fmt.Errorf("nftables: list bridge %s: %w", chainForward, err)
+		}
+	}
+	if !tagged(rules) {
 		c.InsertRule(&nftables.Rule{Table: t, Chain: f.chain(chainFromSb), UserData: []byte(tagPrefix + id),
 			Exprs: slices.Concat(ipv4(), saddrIs(addr), jump(ch.Name))})
 	}
-	bfwd := &nftables.Chain{Name: chainForward, Table: f.bridgeTable()}
-	brules, err := c.GetRules(f.bridgeTable(), bfwd)
-	if err != nil {
-		return fmt.Errorf("nftables: list bridge %s: %w", chainForward, err)
-	}
-	if veth != "" && !slices.ContainsFunc(brules, func(r *nftables.Rule) bool { return string(r.UserData) == tagPrefix+id }) {
+	if veth != "" && !tagged(brules) {
 		c.AddRule(&nftables.Rule{Table: f.bridgeTable(), Chain: bfwd, UserData: []byte(tagPrefix + id),
 			Exprs: slices.Concat(iifname(veth), verdict(expr.VerdictDrop))})
 	}

@@ -45,6 +45,8 @@ func CodeOf(err error) connect.Code {
 		return connect.CodeUnimplemented
 	case errdefs.IsPermissionDenied(err):
 		return connect.CodePermissionDenied
+	case errdefs.IsUnauthorized(err):
+		return connect.CodeUnauthenticated
 	}
 	return connect.CodeInternal
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/containerd/errdefs"
 
 	"github.com/boxd-dev/boxd/agent/wire"
+	"github.com/boxd-dev/boxd/registry"
 	"github.com/boxd-dev/boxd/rpc/client"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
@@ -38,6 +39,12 @@ type Server struct {
 	Manager *runtime.Manager
 	Images  *snapshot.Store
 	Log     *slog.Logger
+	// Registry pulls and pushes (RegistryService, create's pull); nil
+	// answers those calls unimplemented.
+	Registry *registry.Registry
+	// DefaultImage is the image a create that names none uses (for its
+	// pull field).
+	DefaultImage string
 
 	// MaxConns caps the API connections open at once (0: no cap); one
 	// over it gets resource_exhausted naming max-connections.
@@ -57,6 +64,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(boxdv1connect.NewSandboxServiceHandler(s, s.handlerOptions()...))
 	mux.Handle(boxdv1connect.NewFileServiceHandler(&fileServer{s}, s.handlerOptions()...))
 	mux.Handle(boxdv1connect.NewProcessServiceHandler(&processServer{s}, s.handlerOptions()...))
+	mux.Handle(boxdv1connect.NewRegistryServiceHandler(&registryServer{s}, s.handlerOptions()...))
 	s.describe(mux)
 	return mux
 }
@@ -66,6 +74,7 @@ var APIServices = []string{
 	boxdv1connect.SandboxServiceName,
 	boxdv1connect.FileServiceName,
 	boxdv1connect.ProcessServiceName,
+	boxdv1connect.RegistryServiceName,
 }
 
 // describe adds what lets a client that has no copy of rpc/proto find its
@@ -227,6 +236,7 @@ func toProto(sb *runtime.Sandbox) *boxdv1.Sandbox {
 		LastRestartReason: sb.Restarts.LastReason, RestartRefused: sb.Restarts.Refused,
 		Network: netToProto(sb.Network),
 		Ports:   portsProto(sb.Ports),
+		Runtime: sb.Runtime.Name, RuntimeVersion: sb.Runtime.Version, RuntimeAdvisories: sb.Runtime.Advisories,
 		Security: &boxdv1.Security{
 			Network:        sb.Network != nil && sb.Network.Mode == "egress",
 			ReadOnlyRootfs: false,
@@ -239,6 +249,9 @@ func toProto(sb *runtime.Sandbox) *boxdv1.Sandbox {
 
 func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[boxdv1.CreateSandboxRequest]) (*connect.Response[boxdv1.CreateSandboxResponse], error) {
 	m := req.Msg
+	if err := s.pullForCreate(ctx, m); err != nil {
+		return nil, ToConnect(err)
+	}
 	cr := runtime.CreateRequest{Image: m.Image, Env: m.Env, Workdir: m.Workdir, Labels: m.Labels, Name: m.Name, TTL: m.Ttl, Publish: portSpecs(m.Publish)}
 	if n := m.Network; n != nil {
 		cr.Network, cr.Allow = n.Mode, n.Allow

@@ -67,6 +67,11 @@ type Config struct {
 	Namespace string
 	// Runc is the runc binary the shim runs; empty means the shim's PATH.
 	Runc string
+	// RuntimeVersion is Runc's version and RuntimeAdvisories the known
+	// container escapes it has (non-empty only if boxd was told to run on
+	// it anyway); both are recorded in each sandbox made.
+	RuntimeVersion    string
+	RuntimeAdvisories []string
 
 	DefaultImage  string
 	DefaultLimits Limits
@@ -128,6 +133,13 @@ type Sandbox struct {
 	// DiskUsedBytes is what the writable layer of a capped sandbox uses
 	// (Get only); the cap is Limits.DiskBytes.
 	DiskUsedBytes int64
+	Runtime       RuntimeInfo
+}
+
+// RuntimeInfo is the OCI runtime a sandbox was made on.
+type RuntimeInfo struct {
+	Name, Version string
+	Advisories    []string // known container escapes of that version (CVE ids)
 }
 
 // record is the part of a sandbox that is stored in its container label.
@@ -151,6 +163,17 @@ type record struct {
 	// Ports is only used while creating: the published ports live in
 	// LabelPorts, which PublishPort changes.
 	Ports []PortSpec `json:"-"`
+	// The runtime the sandbox was made on (Config.Runc's version); a later
+	// boxd may run on another.
+	Runtime           string   `json:"runtime,omitempty"`
+	RuntimeVersion    string   `json:"runtime_version,omitempty"`
+	RuntimeAdvisories []string `json:"runtime_advisories,omitempty"`
+}
+
+// withRuntime records the runtime this boxd makes sandboxes on.
+func (m *Manager) withRuntime(rec record) record {
+	rec.Runtime, rec.RuntimeVersion, rec.RuntimeAdvisories = "runc", m.cfg.RuntimeVersion, m.cfg.RuntimeAdvisories
+	return rec
 }
 
 // Manager runs sandboxes. It is safe for concurrent use.
@@ -367,6 +390,7 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 		Workdir: r.workdir, CreatedAt: now, ExpiresAt: now.Add(r.ttl), HostUID: hostID, IDMapSize: m.cfg.IDMapSize,
 		Disk: r.limits.DiskBytes,
 	}
+	rec = m.withRuntime(rec)
 	log := m.log.With("sandbox", id)
 
 	// Undo in reverse order whatever got made, whatever step failed. The
@@ -390,10 +414,11 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	}
 	undo = append(undo, func(context.Context) { _ = os.RemoveAll(m.sandboxDir(id)) })
 
-	// The network namespace is made before the container, attached (CNI,
-	// firewall) while the container and task are created, and ready before
-	// the task starts; the spec joins it by path.
-	net, waitNet, err := m.startNetwork(ctx, id, r)
+	// The network namespace is made while the container is created and
+	// attached (CNI, firewall) while the task is created; the namespace
+	// must exist before the task is created (runc joins it then) and the
+	// attach be finished before the task starts. The spec joins it by path.
+	net, waitNetNS, waitNet, err := m.startNetwork(ctx, id, r)
 	if net != nil {
 		undo = append(undo, func(c context.Context) {
 			if waitNet != nil {
@@ -407,8 +432,20 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	if err != nil {
 		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
 	}
-	var beforeStart func() error
+	var beforeTask, beforeStart func() error
+	// netCtr is the container once made; netLabelErr gets the result of
+	// storing the attached network in its label (beforeStart starts that).
+	var (
+		netCtr      client.Container
+		netLabel    string
+		netLabelErr = make(chan error, 1)
+	)
 	if waitNet != nil {
+		beforeTask = func() error {
+			err := waitNetNS()
+			phase("netns")
+			return err
+		}
 		beforeStart = func() error {
 			full, err := waitNet()
 			if err != nil {
@@ -416,6 +453,15 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 			}
 			net = full
 			phase("network")
+			// The label gets the address CNI handed out while the init
+			// starts: a containerd metadata write, which on a busy host
+			// took as long as the rest of an egress create's extra time.
+			// Create waits for it before it returns.
+			netLabel = net.label()
+			go func() {
+				_, err := netCtr.SetLabels(ctx, map[string]string{LabelNetwork: netLabel})
+				netLabelErr <- err
+			}()
 			return nil
 		}
 	}
@@ -498,16 +544,17 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 		phase("disk")
 	}
 
-	task, err := m.startInit(ctx, ctr, spec, phase, beforeStart)
+	netCtr = ctr
+	task, err := m.startInit(ctx, ctr, spec, phase, beforeTask, beforeStart)
 	if err != nil {
 		return nil, m.explainFailure(fmt.Errorf("create sandbox %s: %w", id, err))
 	}
 	if net != nil {
-		// The label now gets the address CNI handed out.
-		labels[LabelNetwork] = net.label()
-		if _, err := ctr.SetLabels(ctx, map[string]string{LabelNetwork: labels[LabelNetwork]}); err != nil {
+		if err := <-netLabelErr; err != nil {
 			return nil, fmt.Errorf("create sandbox %s: store network: %w", id, err)
 		}
+		labels[LabelNetwork] = netLabel
+		phase("label")
 	}
 	m.servePorts(id, lns)
 	if !member {
@@ -605,9 +652,11 @@ func (m *Manager) newTask(ctx context.Context, ctr client.Container) (client.Tas
 // init's settings and the listener (agent/handoff). On failure the task is
 // gone again. phase, if not nil, marks progress for timing logs.
 //
-// beforeStart, if not nil, runs once the task exists and before it starts
-// (the network attach is finished there); an error fails the start.
-func (m *Manager) startInit(ctx context.Context, ctr client.Container, spec *specs.Spec, phase func(string), beforeStart func() error) (_ client.Task, retErr error) {
+// beforeTask, if not nil, runs before the task is created (the network
+// namespace it joins exists then); beforeStart, if not nil, runs once the
+// task exists and before it starts (the network attach is finished there).
+// An error of either fails the start.
+func (m *Manager) startInit(ctx context.Context, ctr client.Container, spec *specs.Spec, phase func(string), beforeTask, beforeStart func() error) (_ client.Task, retErr error) {
 	if phase == nil {
 		phase = func(string) {}
 	}
@@ -640,6 +689,11 @@ func (m *Manager) startInit(ctx context.Context, ctr client.Container, spec *spe
 	}
 	defer hs.Close()
 
+	if beforeTask != nil {
+		if err := beforeTask(); err != nil {
+			return nil, err
+		}
+	}
 	task, err := m.newTask(ctx, ctr)
 	if err != nil {
 		return nil, fmt.Errorf("task: %w", err)
@@ -884,6 +938,7 @@ func (m *Manager) toSandbox(id string, labels map[string]string, rec record) *Sa
 		UIDMap:   fmt.Sprintf("0:%d:%d", rec.HostUID, rec.IDMapSize),
 		Ports:    parsePorts(labels[LabelPorts]),
 		Restarts: restartInfo(labels),
+		Runtime:  RuntimeInfo{Name: rec.Runtime, Version: rec.RuntimeVersion, Advisories: rec.RuntimeAdvisories},
 	}
 	st, err := parseNetState(labels)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 
@@ -68,35 +69,56 @@ func (m *Manager) resolveNetwork(req CreateRequest, r *resolved) error {
 	return nil
 }
 
-// startNetwork gives sandbox id its egress namespace and starts attaching
-// it (CNI, firewall) in the background, so that the attach overlaps the
-// container's and task's creation; wait returns the finished state and
-// must be called before the task starts. The caller tears down on failure.
-func (m *Manager) startNetwork(ctx context.Context, id string, r resolved) (st *netState, wait func() (*netState, error), _ error) {
+// startNetwork starts making sandbox id's egress network in the
+// background: its namespace (Prepare), then the attach (CNI, firewall), so
+// that both overlap the container's and task's creation. The namespace's
+// path and the gateway are known up front, so st can go into the spec at
+// once. waitNS returns once the namespace exists (the task's creation joins
+// it); wait returns the finished state and must be called before the task
+// starts. The caller tears down on failure, after wait.
+func (m *Manager) startNetwork(ctx context.Context, id string, r resolved) (st *netState, waitNS func() error, wait func() (*netState, error), _ error) {
 	if r.network != network.ModeEgress {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	if m.cfg.Network == nil {
-		return nil, nil, fmt.Errorf("network egress is not available in this boxd (%s): %w", m.cfg.NetworkErr, errdefs.ErrFailedPrecondition)
+		return nil, nil, nil, fmt.Errorf("network egress is not available in this boxd (%s): %w", m.cfg.NetworkErr, errdefs.ErrFailedPrecondition)
 	}
-	path, err := m.cfg.Network.Prepare(id)
-	if err != nil {
-		return nil, nil, err
+	// What the host lacks fails the create here, before anything is made.
+	if err := network.CheckForwarding(); err != nil {
+		return nil, nil, nil, err
+	}
+	if err := m.cfg.Network.CheckPlugins(); err != nil {
+		return nil, nil, nil, err
 	}
 	gw := m.cfg.Network.Gateway()
-	st = &netState{Mode: network.ModeEgress, Allow: network.Strings(r.allow), Attachment: network.Attachment{NetNS: path, Gateway: gw}}
+	st = &netState{Mode: network.ModeEgress, Allow: network.Strings(r.allow), Attachment: network.Attachment{NetNS: m.cfg.Network.NetNSPath(id), Gateway: gw}}
 	if err := os.WriteFile(m.resolvConfPath(id), []byte(fmt.Sprintf("nameserver %s\noptions ndots:0\n", gw)), 0o644); err != nil {
-		return st, nil, fmt.Errorf("resolv.conf: %w", err)
+		return st, nil, nil, fmt.Errorf("resolv.conf: %w", err)
 	}
 	type result struct {
 		att *network.Attachment
 		err error
 	}
+	nsDone := make(chan error, 1)
 	done := make(chan result, 1)
 	go func() {
+		if _, err := m.cfg.Network.Prepare(id); err != nil {
+			nsDone <- err
+			done <- result{nil, err}
+			return
+		}
+		nsDone <- nil
 		att, err := m.cfg.Network.Attach(context.WithoutCancel(ctx), id, r.allow)
 		done <- result{att, err}
 	}()
+	var nsErr error
+	var nsOnce bool
+	waitNS = func() error {
+		if !nsOnce {
+			nsErr, nsOnce = <-nsDone, true
+		}
+		return nsErr
+	}
 	var once *result
 	wait = func() (*netState, error) {
 		if once == nil {
@@ -110,7 +132,7 @@ func (m *Manager) startNetwork(ctx context.Context, id string, r resolved) (st *
 		full.Attachment = *once.att
 		return &full, nil
 	}
-	return st, wait, nil
+	return st, waitNS, wait, nil
 }
 
 func (m *Manager) resolvConfPath(id string) string {
@@ -281,4 +303,54 @@ func (m *Manager) collectNetworks(ctx context.Context) {
 		}
 		m.release(id)
 	}
+}
+
+// renewNetwork makes an egress sandbox's network again from its label if
+// its pinned namespace is gone, as after a host reboot (the bind mount,
+// bridge, veth and nftables tables are gone then, while the address lease
+// and libcni's cache are on disk): what is left of the old one is removed,
+// a new namespace is made at the same path (the stored spec names it) and
+// attached, with the allowlist of the label, and the label gets the new
+// address. A namespace that is still there (only the init died) is kept.
+func (m *Manager) renewNetwork(ctx context.Context, ctr client.Container) error {
+	labels, err := ctr.Labels(ctx)
+	if err != nil {
+		return err
+	}
+	st, err := parseNetState(labels)
+	if err != nil || st == nil || st.Mode != network.ModeEgress {
+		return err
+	}
+	id := ctr.ID()
+	if m.cfg.Network == nil {
+		return fmt.Errorf("network egress is not available in this boxd (%s): %w", m.cfg.NetworkErr, errdefs.ErrFailedPrecondition)
+	}
+	if network.NetNSAlive(m.cfg.Network.NetNSPath(id)) {
+		return nil
+	}
+	allow, err := network.ParseAllow("allow", st.Allow)
+	if err != nil {
+		return err
+	}
+	m.log.Warn("network namespace gone (host restarted?); making the sandbox's network again", "sandbox", id, "old_addr", st.Addr)
+	if err := m.cfg.Network.Teardown(ctx, id); err != nil {
+		return fmt.Errorf("network: remove what is left of the old one: %w", err)
+	}
+	gw := m.cfg.Network.Gateway()
+	if err := os.WriteFile(m.resolvConfPath(id), []byte(fmt.Sprintf("nameserver %s\noptions ndots:0\n", gw)), 0o644); err != nil {
+		return fmt.Errorf("resolv.conf: %w", err)
+	}
+	att, err := m.cfg.Network.Setup(ctx, id, allow)
+	if err != nil {
+		return err
+	}
+	st.Attachment = *att
+	if _, err := ctr.SetLabels(ctx, map[string]string{LabelNetwork: st.label()}); err != nil {
+		if terr := m.cfg.Network.Teardown(context.WithoutCancel(ctx), id); terr != nil {
+			m.log.Error("network: undo", "sandbox", id, "err", terr)
+		}
+		return fmt.Errorf("store the network of %s: %w", id, err)
+	}
+	m.log.Info("network made again", "sandbox", id, "addr", att.Addr, "allow", st.Allow)
+	return nil
 }

@@ -174,6 +174,14 @@ func (m *Manager) adopt(ctx context.Context, id string, r resolved) (*Sandbox, e
 		Name: r.name, Image: img.Name(), ImageDigest: img.Target().Digest.String(), Memory: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
 		Workdir: r.workdir, CreatedAt: now, ExpiresAt: now.Add(r.ttl), HostUID: hostID, IDMapSize: m.cfg.IDMapSize,
 	}
+	rec = m.withRuntime(rec)
+	// The member may have been made by an earlier boxd, on another runc.
+	if old, err := ctr.Labels(ctx); err == nil {
+		var made record
+		if json.Unmarshal([]byte(old[LabelSandbox]), &made) == nil && made.Runtime != "" {
+			rec.Runtime, rec.RuntimeVersion, rec.RuntimeAdvisories = made.Runtime, made.RuntimeVersion, made.RuntimeAdvisories
+		}
+	}
 	labels := m.labelsFor(rec, r)
 	err = ctr.Update(ctx, client.UpdateContainerOpts(client.WithSpec(spec)), func(_ context.Context, _ *client.Client, c *containers.Container) error {
 		c.Labels = labels

@@ -261,8 +261,11 @@ func (m *Manager) startNewInit(ctx context.Context, ctr client.Container, timeou
 	if err != nil {
 		return fmt.Errorf("spec: %w", err)
 	}
+	if err := m.renewNetwork(sctx, ctr); err != nil {
+		return err
+	}
 	// startInit deletes the task it made if anything fails.
-	_, err = m.startInit(sctx, ctr, spec, nil, nil)
+	_, err = m.startInit(sctx, ctr, spec, nil, nil, nil)
 	return err
 }
 

@@ -43,7 +43,7 @@ if ! "$BIN/boxctl" ls >/dev/null 2>&1; then
 	"$REPO/scripts/containerd.sh" start "$WORK/ctrd" >/dev/null
 	export BOXD_SOCKET=$WORK/run/boxd.sock
 	"$BIN/boxd" --socket "$BOXD_SOCKET" --containerd "$WORK/ctrd/containerd.sock" --state-dir "$WORK/state" \
-		--runc /usr/sbin/runc --default-image "$IMAGE" >"$WORK/boxd.log" 2>&1 &
+		--default-image "$IMAGE" >"$WORK/boxd.log" 2>&1 &
 	BOXD_PID=$!
 	for _ in $(seq 100); do "$BIN/boxctl" ls >/dev/null 2>&1 && break; sleep 0.1; done
 	"$BIN/boxctl" ls >/dev/null || { cat "$WORK/boxd.log"; exit 1; }
@@ -81,7 +81,7 @@ run boxctl cp "$PROG" "$ID:/workspace/"
 run boxctl exec "$ID" -- python3 /workspace/primes.py
 
 say "the limits, as inspect reports them and as the sandbox sees them"
-boxctl inspect "$ID" | grep -E '"(memory_bytes|cpus|pids|expires_at|network|uid_map)"'
+boxctl inspect "$ID" | grep -E '"(memory_bytes|cpus|pids|expires_at|network|uid_map|runtime|runtime_version)"'
 run boxctl exec "$ID" -- sh -c 'cat /proc/self/uid_map; grep -E "^(CapEff|NoNewPrivs|Seccomp):" /proc/self/status; ulimit -c -n'
 
 say "the network is unreachable (loopback only)"

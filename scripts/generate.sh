@@ -3,10 +3,13 @@
 # Generates Go code for rpc/proto with protoc and the protoc-gen-go and
 # protoc-gen-connect-go versions go.mod pins (scripts/setup.sh installs them
 # into $BOXD_DEPS/bin), the Python SDK's protobuf modules
-# (sdk/python/boxd/v1/*_pb2.py and .pyi, with Debian's protoc), and the API
-# reference docs/api.md from the proto comments with scripts/apidoc. --check
-# generates all three into a temporary directory and fails if the committed
-# rpc/gen, Python modules or docs/api.md differ.
+# (sdk/python/boxd/v1/*_pb2.py and .pyi, with Debian's protoc), the
+# TypeScript SDK's modules (sdk/typescript/src/gen, with protoc-gen-es from
+# that package's devDependencies, installed by scripts/npm-modules.sh from
+# its committed lockfile), and the API reference docs/api.md from the proto
+# comments with scripts/apidoc. --check generates all four into a temporary
+# directory and fails if the committed rpc/gen, Python or TypeScript modules
+# or docs/api.md differ.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export PATH="${BOXD_DEPS:-/opt/boxd-deps}/bin:$PATH"
@@ -25,6 +28,16 @@ gen_python() {
 	protoc -I rpc/proto --python_out="$1" --pyi_out="$1" rpc/proto/boxd/v1/*.proto
 }
 PYGEN=sdk/python
+# gen_ts OUTDIR writes OUTDIR/boxd/v1/*_pb.ts (messages and service
+# descriptors; connect-es needs no separate service generator in v2).
+TSDIR=sdk/typescript
+gen_ts() {
+	local mods
+	mods=$(bash scripts/npm-modules.sh "$TSDIR")
+	mkdir -p "$1"
+	protoc -I rpc/proto --plugin=protoc-gen-es="$mods/.bin/protoc-gen-es" \
+		--es_out="$1" --es_opt=target=ts,import_extension=js rpc/proto/boxd/v1/*.proto
+}
 # apidoc DOCFILE: the reference, from the descriptors with their comments.
 apidoc() {
 	local pb
@@ -55,6 +68,11 @@ if [[ ${1:-} == --check ]]; then
 	for f in "$PYGEN"/boxd/v1/*_pb2.py "$PYGEN"/boxd/v1/*_pb2.pyi; do
 		[[ -e $tmp/py/boxd/v1/${f##*/} ]] || { echo "$f has no proto in rpc/proto: remove it" >&2; exit 1; }
 	done
+	gen_ts "$tmp/ts"
+	if ! diff -r "$tmp/ts" "$TSDIR/src/gen"; then
+		echo "$TSDIR/src/gen is out of date with rpc/proto: run 'make generate' and commit" >&2
+		exit 1
+	fi
 	apidoc "$tmp/api.md"
 	if ! diff -u docs/api.md "$tmp/api.md"; then
 		echo "docs/api.md is out of date with rpc/proto: run 'make generate' and commit" >&2
@@ -63,11 +81,13 @@ if [[ ${1:-} == --check ]]; then
 	echo "generated code and docs/api.md are in sync"
 else
 	gen "${1:-rpc/gen}"
-	# Regenerating the committed rpc/gen also rewrites the Python SDK's
-	# modules and the API reference; another OUTDIR (a scratch copy) leaves
+	# Regenerating the committed rpc/gen also rewrites the Python and
+	# TypeScript SDKs' modules and the API reference; another OUTDIR (a scratch copy) leaves
 	# them alone.
 	if [[ ${1:-rpc/gen} == rpc/gen ]]; then
 		gen_python "$PYGEN"
+		rm -rf "$TSDIR/src/gen"
+		gen_ts "$TSDIR/src/gen"
 		apidoc docs/api.md
 	fi
 fi

@@ -5,6 +5,12 @@
 BOXD_REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BOXD_DEPS=${BOXD_DEPS:-/opt/boxd-deps}
 
+# The runc every sandbox runs on (boxd's default --runc is
+# $BOXD_DEPS/runc-$RUNC_VERSION/runc; package runc's Pinned must match, a
+# unit test checks). Not older than the newest release fixing a known
+# container escape: see the README's "The runtime".
+RUNC_VERSION=v1.5.2
+
 die() {
 	echo "${0##*/}: error: $*" >&2
 	exit 1

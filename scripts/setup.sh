@@ -3,16 +3,25 @@
 #
 # Idempotent and fast (well under 2 s) when everything is present; on a fresh
 # Debian (bookworm) machine, as root, it installs:
-#   - apt packages: runc, busybox-static, debootstrap, protobuf-compiler,
+#   - apt packages: busybox-static, debootstrap, protobuf-compiler,
 #     containernetworking-plugins (the CNI plugins of --network egress),
-#     python3-grpcio and python3-protobuf (the Python SDK's tests), and
+#     python3-grpcio and python3-protobuf (the Python SDK's tests),
 #     nodejs and npm (the e2e test of `boxctl mcp` with the TypeScript MCP
-#     SDK's client; a nodejs that ships npm itself needs no npm package),
-#     and e2fsprogs (mkfs.ext4 formats the image of a disk-capped sandbox)
+#     SDK's client, and the TypeScript SDK's build, code generation and
+#     tests, whose npm packages scripts/npm-modules.sh installs from the
+#     committed lockfile; a nodejs that ships npm itself needs no npm
+#     package), e2fsprogs (mkfs.ext4 formats the image of a disk-capped
+#     sandbox), docker-registry (the registry e2e TestRegistry and the
+#     pull bench run their own on loopback; the package's own service is
+#     stopped and disabled right after install, only the binary is used),
+#     and libseccomp-dev (to build runc with seccomp)
 #     (apt-get update runs only if one of them is missing);
 #   - containerd, containerd-shim-runc-v2 and ctr at the version go.mod pins
 #     for github.com/containerd/containerd/v2, built with `go install` into
 #     $BOXD_DEPS/containerd-$VERSION/bin (about 3 min the first time);
+#   - runc at the version scripts/lib.sh pins (RUNC_VERSION), built with
+#     `go install` (cgo, Debian's libseccomp-dev) into
+#     $BOXD_DEPS/runc-$VERSION/runc: the runc every sandbox runs on;
 #   - protoc-gen-go and protoc-gen-connect-go, at the versions go.mod pins for
 #     google.golang.org/protobuf and connectrpc.com/connect, into $BOXD_DEPS/bin.
 # BOXD_DEPS defaults to /opt/boxd-deps.
@@ -36,11 +45,10 @@ missing=()
 need() { missing+=("$1"); }
 
 # ---- apt packages -----------------------------------------------------------
-APT_PACKAGES=(runc busybox-static debootstrap protobuf-compiler containernetworking-plugins python3-grpcio python3-protobuf nodejs e2fsprogs)
+APT_PACKAGES=(busybox-static debootstrap protobuf-compiler containernetworking-plugins python3-grpcio python3-protobuf nodejs e2fsprogs docker-registry libseccomp-dev)
 # Files each package must provide (busybox-static: the static binary; the
 # dynamically linked "busybox" package also provides /bin/busybox).
 declare -A APT_FILE=(
-	[runc]=/usr/sbin/runc
 	[busybox-static]=/bin/busybox
 	[debootstrap]=/usr/sbin/debootstrap
 	[protobuf-compiler]=/usr/bin/protoc
@@ -49,6 +57,8 @@ declare -A APT_FILE=(
 	[python3-protobuf]=/usr/lib/python3/dist-packages/google/protobuf/__init__.py
 	[nodejs]=/usr/bin/node
 	[e2fsprogs]=/sbin/mkfs.ext4
+	[docker-registry]=/usr/bin/docker-registry
+	[libseccomp-dev]=/usr/include/seccomp.h
 )
 apt_missing() {
 	local status pkg
@@ -71,6 +81,11 @@ if ((${#apt_todo[@]})); then
 		apt-get update -qq >&2 || die "apt-get update failed"
 		apt-get install -y -qq --no-install-recommends "${apt_todo[@]}" >&2 ||
 			die "apt-get install ${apt_todo[*]} failed"
+		# The package starts a registry on :5000 for the whole host where
+		# systemd runs; the tests run their own, so it goes again.
+		if [[ " ${apt_todo[*]} " == *" docker-registry "* ]] && command -v systemctl >/dev/null && [[ -d /run/systemd/system ]]; then
+			systemctl disable --now docker-registry.service >&2 || true
+		fi
 		mapfile -t apt_todo < <(apt_missing)
 		((${#apt_todo[@]} == 0)) || die "still missing after apt-get install: ${apt_todo[*]}"
 	fi
@@ -145,6 +160,51 @@ if ! ctrd_present; then
 	fi
 fi
 
+# ---- runc ---------------------------------------------------------------------
+# The pinned runc, built with cgo against Debian's libseccomp (the seccomp
+# build tag: without it runc cannot load a seccomp profile). `go install`
+# leaves runc's version string unset, so it is passed as the Makefile would.
+RUNC_DIR=$BOXD_DEPS/runc-$RUNC_VERSION
+RUNC_BIN=$RUNC_DIR/runc
+runc_ok() {
+	local out
+	[[ -x $RUNC_BIN ]] || return 1
+	out=$("$RUNC_BIN" --version 2>/dev/null) || return 1
+	[[ $out == "runc version ${RUNC_VERSION#v}"$'\n'* ]] && [[ $out == *libseccomp:* ]]
+}
+build_runc() {
+	local tmp log
+	mkdir -p "$RUNC_DIR" || die "cannot create $RUNC_DIR (run as root, or set BOXD_DEPS to a writable directory)"
+	exec 8>"$RUNC_DIR/.build.lock"
+	flock -w 1800 8 || die "timed out waiting for another setup.sh building runc $RUNC_VERSION"
+	if runc_ok; then
+		flock -u 8
+		return
+	fi
+	tmp=$RUNC_DIR/bin.tmp.$$
+	log=$RUNC_DIR/build.log
+	rm -rf "$tmp"
+	echo "setup: building runc $RUNC_VERSION into $RUNC_DIR (about a minute; log: $log)" >&2
+	if ! (cd / && GOFLAGS='' CGO_ENABLED=1 GOBIN=$tmp go install -tags seccomp \
+		-ldflags "-X main.version=${RUNC_VERSION#v}" \
+		"github.com/opencontainers/runc@$RUNC_VERSION") >"$log" 2>&1; then
+		tail -n 40 "$log" >&2
+		rm -rf "$tmp"
+		die "building runc $RUNC_VERSION failed (log: $log)"
+	fi
+	mv -f "$tmp/runc" "$RUNC_BIN"
+	rm -rf "$tmp"
+	flock -u 8
+	runc_ok || die "$RUNC_BIN does not report version $RUNC_VERSION with libseccomp"
+}
+if ! runc_ok; then
+	if $CHECK_ONLY; then
+		need "runc $RUNC_VERSION in $RUNC_DIR"
+	else
+		build_runc
+	fi
+fi
+
 # ---- protoc plugins -----------------------------------------------------------
 PLUGIN_BIN=$BOXD_DEPS/bin
 # plugin_ok NAME VERSION: installed at that version? (go.mod versions have a
@@ -183,7 +243,7 @@ if ((${#missing[@]})); then
 fi
 
 # ---- report ---------------------------------------------------------------------
-echo "runc=${APT_FILE[runc]}"
+echo "runc=$RUNC_BIN"
 echo "busybox=${APT_FILE[busybox-static]}"
 echo "debootstrap=${APT_FILE[debootstrap]}"
 echo "protoc=${APT_FILE[protobuf-compiler]}"

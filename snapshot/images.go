@@ -211,6 +211,30 @@ func (s *Store) describe(ctx context.Context, img client.Image) (Image, error) {
 	return Image{Name: img.Name(), Digest: img.Target().Digest.String(), Size: size, CreatedAt: img.Metadata().CreatedAt, Labels: img.Labels()}, nil
 }
 
+// Client is the containerd client the store works through.
+func (s *Store) Client() *client.Client { return s.c }
+
+// Current reports whether name already points at digest, unpacked; then
+// it also returns the image, so a pull of an unchanged image is a no-op.
+func (s *Store) Current(ctx context.Context, name, digest string) (Image, bool, error) {
+	rec, err := s.c.ImageService().Get(ctx, name)
+	if errdefs.IsNotFound(err) {
+		return Image{}, false, nil
+	}
+	if err != nil {
+		return Image{}, false, fmt.Errorf("image %s: %w", name, err)
+	}
+	if rec.Target.Digest.String() != digest {
+		return Image{}, false, nil
+	}
+	img := client.NewImageWithPlatform(s.c, rec, platformMatcher())
+	if ok, err := img.IsUnpacked(ctx, s.snapshotter); err != nil || !ok {
+		return Image{}, false, nil
+	}
+	d, err := s.describe(ctx, img)
+	return d, err == nil, err
+}
+
 // Get returns an unpacked image by name; a missing image is errdefs.ErrNotFound.
 func (s *Store) Get(ctx context.Context, name string) (client.Image, error) {
 	n, err := NormalizeName(name)

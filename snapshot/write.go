@@ -30,6 +30,10 @@ const (
 	LabelReplacedBy     = "boxd.io/replaced-by"
 	LabelReplacedAt     = "boxd.io/replaced-at"
 	LabelReplacedDigest = "boxd.io/replaced-digest"
+	// LabelPulledFrom records, on a pulled image, the reference and
+	// digest it came from ("REF@DIGEST"); a later import over the name
+	// drops it.
+	LabelPulledFrom = "boxd.io/pulled-from"
 	// LabelReplacedInUse lists the sandboxes that used the image when a
 	// forced replace went over them (absent when none did).
 	LabelReplacedInUse = "boxd.io/replaced-in-use"
@@ -192,6 +196,13 @@ func (s *Store) archiveImages(ctx context.Context, index ocispec.Descriptor, nam
 	return slices.SortedFunc(maps.Values(byName), func(a, b images.Image) int { return strings.Compare(a.Name, b.Name) }), nil
 }
 
+// Record names content already in the content store (a registry pull
+// fetched it under the lease in ctx) as an import does: unpacked first,
+// then the records, all or nothing; an existing name only with Force.
+func (s *Store) Record(ctx context.Context, recs []images.Image, opts WriteOptions) ([]Image, error) {
+	return s.commit(ctx, recs, opts)
+}
+
 // commit points each rec's name at its target, all or nothing. ctx holds
 // the lease that keeps the new content alive. The images are unpacked
 // first, so a name never points at content that is not ready: a reader
@@ -284,6 +295,7 @@ func replaceLabels(ctx context.Context, old images.Image, opts WriteOptions, now
 		l = map[string]string{}
 	}
 	l[LabelReplacedBy], l[LabelReplacedAt], l[LabelReplacedDigest] = opts.caller(), now, old.Target.Digest.String()
+	delete(l, LabelPulledFrom) // the new content's origin, if any, comes with the record
 	delete(l, LabelReplacedInUse)
 	if len(users) > 0 {
 		l[LabelReplacedInUse] = listUsers(users)

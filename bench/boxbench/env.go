@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -59,6 +60,9 @@ type env struct {
 	madeKeyJSON, madeRunDocker bool
 
 	rootfs string
+	// registryAddr is where the pull scenario's registry listens; boxd
+	// reaches it over plain HTTP (--insecure-registry).
+	registryAddr string
 	// baseline is the state right after set-up; the cleanliness checks
 	// compare against it.
 	baseline cleanState
@@ -138,11 +142,25 @@ func setup(ctx context.Context) (e *env, err error) {
 	return e, nil
 }
 
-func (e *env) startBoxd(ctx context.Context, boxd, initBin string) error {
+// freeLoopbackAddr is a 127.0.0.1 port nothing listens on now.
+func freeLoopbackAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+func (e *env) startBoxd(ctx context.Context, boxd, initBin string) (err error) {
 	e.sock = filepath.Join(e.dir, "run", "boxd.sock")
+	if e.registryAddr, err = freeLoopbackAddr(); err != nil {
+		return err
+	}
 	e.stateDir = filepath.Join(e.dir, "state")
 	cmd := exec.Command(boxd, "--socket", e.sock, "--containerd", e.ctrd.Address, "--namespace", namespace,
-		"--state-dir", e.stateDir, "--init-binary", initBin, "--runc", testenv.Runc, "--default-image", image)
+		"--state-dir", e.stateDir, "--init-binary", initBin, "--runc", testenv.Runc, "--default-image", image,
+		"--insecure-registry", e.registryAddr)
 	logFile, err := os.Create(filepath.Join(e.dir, "boxd.log"))
 	if err != nil {
 		return err
@@ -210,6 +228,8 @@ func (e *env) startDockerd(ctx context.Context) error {
 		"-H", "unix://"+e.dockerSock,
 		"--bridge=none", "--iptables=false", "--ip6tables=false", "--ip-masq=false", "--userland-proxy=false",
 		"--storage-driver=overlay2",
+		// The runc boxd uses (the pinned one), not Debian's on PATH.
+		"--add-runtime", "boxd-runc="+testenv.Runc, "--default-runtime", "boxd-runc",
 		// Containers still running at shutdown get this long after SIGTERM
 		// (their PID 1 is sleep, which ignores it) before SIGKILL.
 		"--shutdown-timeout=2",

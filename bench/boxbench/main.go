@@ -9,7 +9,7 @@
 // writes a Markdown table and PNG charts (bench/results/).
 //
 // Scenarios (-only picks some): exec, tti, oneshot, files, concurrency,
-// density, ports, sdk, network, commitfork. BENCH_QUICK=1 (or -quick) is a small run for development;
+// density, ports, sdk, network, commitfork, pull. BENCH_QUICK=1 (or -quick) is a small run for development;
 // BENCH_N, BENCH_BURST, BENCH_LEVELS, BENCH_EXECS, BENCH_DENSITY, BENCH_ONLY
 // and BENCH_OUT set the corresponding flags. It exits non-zero if a
 // scenario failed or anything leaked.
@@ -68,7 +68,7 @@ func (c *config) wantsAny(ids string) bool {
 	return false
 }
 
-var scenarioIDs = []string{"exec", "tti", "oneshot", "files", "concurrency", "density", "ports", "sdk", "network", "commitfork"}
+var scenarioIDs = []string{"exec", "tti", "oneshot", "files", "concurrency", "density", "ports", "sdk", "network", "commitfork", "pull"}
 
 func main() {
 	cfg, err := parseFlags()
@@ -248,11 +248,9 @@ var scenarios = []scenario{
 		}
 		return err
 	}},
-	{"sdk", "8. Python SDK exec", func(ctx context.Context, e *env, cfg *config, r *report) error {
-		l, err := scenarioSDK(ctx, e, cfg)
-		if l != nil {
-			r.lats = append(r.lats, l)
-		}
+	{"sdk", "8. Python and TypeScript SDKs", func(ctx context.Context, e *env, cfg *config, r *report) error {
+		ls, err := scenarioSDK(ctx, e, cfg)
+		r.lats = append(r.lats, ls...)
 		return err
 	}},
 	{"network", "9. network modes", func(ctx context.Context, e *env, cfg *config, r *report) error {
@@ -265,6 +263,13 @@ var scenarios = []scenario{
 	{"commitfork", "10. fork and commit", func(ctx context.Context, e *env, cfg *config, r *report) error {
 		ls, err := scenarioCommitFork(ctx, e, cfg)
 		r.lats = append(r.lats, ls...)
+		return err
+	}},
+	{"pull", "11. registry pull", func(ctx context.Context, e *env, cfg *config, r *report) error {
+		l, err := scenarioPull(ctx, e, cfg)
+		if l != nil {
+			r.lats = append(r.lats, l)
+		}
 		return err
 	}},
 	// Density runs first and hands its sandboxes to the concurrency

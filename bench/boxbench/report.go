@@ -77,7 +77,7 @@ func (e *env) describe(ctx context.Context) [][2]string {
 		add("containerd", v.Version+" (private, built from the module proxy at the version go.mod pins; overlayfs snapshotter)")
 	}
 	if out, err := exec.Command(testenv.Runc, "--version").Output(); err == nil {
-		add("runc", strings.SplitN(strings.TrimSpace(string(out)), "\n", 2)[0]+" (Debian, "+testenv.Runc+"), used by all three")
+		add("runc", strings.SplitN(strings.TrimSpace(string(out)), "\n", 2)[0]+" (pinned, built by scripts/setup.sh: "+testenv.Runc+"), used by all three")
 	}
 	if v, err := e.docker.version(ctx); err == nil {
 		add("docker", v+", Debian's docker.io: private dockerd on the same containerd, overlay2 graph driver, --bridge=none")

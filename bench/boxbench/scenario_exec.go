@@ -9,6 +9,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/boxd-dev/boxd/internal/testenv"
 	"time"
 )
 
@@ -26,7 +27,7 @@ func scenarioExec(ctx context.Context, e *env, cfg *config) ([]*latency, error) 
 	// ctr's container: no user namespace, no limits, no seccomp
 	// changes: ctr's defaults.
 	const ctrName = "bench-exec"
-	if err := run(e.ctrCmd(ctx, "run", "-d", image, ctrName, "sleep", "1000000000")); err != nil {
+	if err := run(e.ctrCmd(ctx, "run", "--runc-binary", testenv.Runc, "-d", image, ctrName, "sleep", "1000000000")); err != nil {
 		return nil, err
 	}
 	defer func() {

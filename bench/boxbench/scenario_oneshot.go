@@ -9,6 +9,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/boxd-dev/boxd/internal/testenv"
 )
 
 func scenarioOneshot(ctx context.Context, e *env, cfg *config) (*latency, error) {
@@ -23,7 +24,7 @@ func scenarioOneshot(ctx context.Context, e *env, cfg *config) (*latency, error)
 				"--cpus", "1", "--pids-limit", "256", image, "true"))
 		}},
 		{name: "ctr run --rm", run: func(ctx context.Context, i int) error {
-			return run(e.ctrCmd(ctx, "run", "--rm", image, fmt.Sprintf("oneshot-%d", i), "true"))
+			return run(e.ctrCmd(ctx, "run", "--runc-binary", testenv.Runc, "--rm", image, fmt.Sprintf("oneshot-%d", i), "true"))
 		}},
 	})
 	return r, ctx.Err()

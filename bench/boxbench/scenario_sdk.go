@@ -3,21 +3,32 @@
 package main
 
 // Scenario 8: the exec round trip of `true` from the Python SDK
-// (sdk/python) next to boxd's Go client, on the same sandbox, in the same
-// rounds. The Python side is one long-lived process (as a Python agent
-// would be) that runs one exec per line it reads and answers with a line;
-// that pipe round trip (tens of µs) is timed with the SDK's call and errs
+// (sdk/python) and the TypeScript SDK (sdk/typescript) next to boxd's Go
+// client, on the same sandbox, in the same rounds; then a 100 MiB file
+// written into and read out of the sandbox through each of them (from and
+// into memory). Each SDK side is one long-lived process (as an agent would
+// be) that runs one call per line it reads and answers with a line; that
+// pipe round trip (tens of µs) is timed with the SDK's call and errs
 // against it.
 
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+
+	rpcclient "github.com/boxd-dev/boxd/rpc/client"
+	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
+	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 )
 
 // pythonBin is the interpreter the SDK is tested with (Debian's, which has
@@ -25,19 +36,64 @@ import (
 const pythonBin = "/usr/bin/python3"
 
 // sdkDriver connects to one sandbox and, for every line on stdin, runs
-// `true` in it and prints "ok" or what went wrong.
-const sdkDriver = `import sys
+// `true` in it ("x"), writes SIZE random bytes to sdkFile ("w") or reads
+// that file into a sink ("r"), and prints "ok" or what went wrong.
+const sdkDriver = `import os, sys
 import boxd
 sb = boxd.Sandbox.connect(sys.argv[1])
-for _ in sys.stdin:
+data = os.urandom(int(sys.argv[2]))
+class Sink:
+    def write(self, b):
+        pass
+for line in sys.stdin:
     try:
-        r = sb.exec(["true"])
-        print("ok" if r.exit_code == 0 else "exit %d" % r.exit_code, flush=True)
+        op = line.strip()
+        if op == "w":
+            sb.files.write(sys.argv[3], data)
+            print("ok", flush=True)
+        elif op == "r":
+            n = sb.files.read_into(sys.argv[3], Sink())
+            print("ok" if n == len(data) else "read %d bytes" % n, flush=True)
+        else:
+            r = sb.exec(["true"])
+            print("ok" if r.exit_code == 0 else "exit %d" % r.exit_code, flush=True)
     except Exception as e:
         print("error %r" % (e,), flush=True)
 `
 
-func scenarioSDK(ctx context.Context, e *env, cfg *config) (*latency, error) {
+// tsDriver is sdkDriver for the TypeScript SDK, run by node next to the
+// compiled SDK (dist/src); reads go through readStream, pieces dropped.
+const tsDriver = `import { createInterface } from "node:readline";
+import { randomBytes } from "node:crypto";
+import { Sandbox } from "./dist/src/index.js";
+const [id, size, file] = process.argv.slice(2);
+const sb = await Sandbox.connect(id);
+const data = randomBytes(Number(size));
+for await (const line of createInterface({ input: process.stdin })) {
+  try {
+    const op = line.trim();
+    if (op === "w") {
+      await sb.files.write(file, data);
+      console.log("ok");
+    } else if (op === "r") {
+      let n = 0;
+      for await (const p of sb.files.readStream(file)) n += p.length;
+      console.log(n === data.length ? "ok" : "read " + n + " bytes");
+    } else {
+      const r = await sb.exec(["true"]);
+      console.log(r.exitCode === 0 ? "ok" : "exit " + r.exitCode);
+    }
+  } catch (e) {
+    console.log("error " + String(e));
+  }
+}
+`
+
+// sdkFile is where the files part writes, in the sandbox (its disk, not a
+// tmpfs: /tmp may be small).
+const sdkFile = "/workspace/sdk-bench.bin"
+
+func scenarioSDK(ctx context.Context, e *env, cfg *config) ([]*latency, error) {
 	sdkDir, err := filepath.Abs("sdk/python")
 	if err != nil {
 		return nil, err
@@ -45,36 +101,155 @@ func scenarioSDK(ctx context.Context, e *env, cfg *config) (*latency, error) {
 	if !exists(filepath.Join(sdkDir, "boxd", "__init__.py")) {
 		return nil, fmt.Errorf("%s: no Python SDK there (run from the repository's root)", sdkDir)
 	}
+	tsDir, err := buildTypeScriptSDK(e)
+	if err != nil {
+		return nil, err
+	}
 	sb, err := e.boxd.create(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("boxd create: %w", err)
 	}
 	defer e.boxd.remove(context.WithoutCancel(ctx), sb)
 
-	py, err := startSDKDriver(ctx, e, sdkDir, sb)
+	size := int64(cfg.bigMiB) << 20
+	py, err := startSDKDriver(ctx, "Python", exec.CommandContext(ctx, pythonBin, "-c", sdkDriver, sb, strconv.FormatInt(size, 10), sdkFile),
+		"PYTHONPATH="+sdkDir, "BOXD_SOCKET="+e.sock)
 	if err != nil {
 		return nil, err
 	}
 	defer py.stop()
-	l := measure(ctx, "exec `true` from a running client: Go and Python SDK", cfg.warm*3, cfg.apiN, []peer{
-		apiExecPeer(e.boxd, sb),
-		{name: "Python SDK exec", run: func(context.Context, int) error { return py.call() }},
-	})
-	if g, p := quantile(l.samples["boxd API exec"], 0.5), quantile(l.samples["Python SDK exec"], 0.5); g > 0 && p > 0 {
-		logf("%s: Python SDK median minus Go client median: %s (target: at most 1.50 ms)", l.scenario, ms(p-g))
+	ts, err := startSDKDriver(ctx, "TypeScript", exec.CommandContext(ctx, "node", filepath.Join(tsDir, "driver.mjs"), sb, strconv.FormatInt(size, 10), sdkFile),
+		"BOXD_SOCKET="+e.sock)
+	if err != nil {
+		return nil, err
 	}
-	return l, ctx.Err()
+	defer ts.stop()
+	l := measure(ctx, "exec `true` from a running client: Go, Python and TypeScript SDK", cfg.warm*3, cfg.apiN, []peer{
+		apiExecPeer(e.boxd, sb),
+		{name: "Python SDK exec", run: func(context.Context, int) error { return py.call("x") }},
+		{name: "TypeScript SDK exec", run: func(context.Context, int) error { return ts.call("x") }},
+	})
+	g := quantile(l.samples["boxd API exec"], 0.5)
+	for _, name := range []string{"Python SDK exec", "TypeScript SDK exec"} {
+		if p := quantile(l.samples[name], 0.5); g > 0 && p > 0 {
+			logf("%s: %s median minus Go client median: %s (target: at most 1.50 ms)", l.scenario, strings.TrimSuffix(name, " exec"), ms(p-g))
+		}
+	}
+	out := []*latency{l}
+	if ctx.Err() != nil {
+		return out, ctx.Err()
+	}
+
+	// The same file through each client, from and into memory.
+	data := make([]byte, size)
+	if _, err := rand.Read(data); err != nil {
+		return out, err
+	}
+	fc := rpcclient.NewFiles(e.sock)
+	name := fmt.Sprintf("%d MiB through the SDKs", cfg.bigMiB)
+	w := measure(ctx, name+", write", 1, cfg.bigN, []peer{
+		{name: "Go client write", run: func(ctx context.Context, _ int) error { return goWriteBytes(ctx, fc, sb, sdkFile, data) }},
+		{name: "Python SDK write", run: func(context.Context, int) error { return py.call("w") }},
+		{name: "TypeScript SDK write", run: func(context.Context, int) error { return ts.call("w") }},
+	})
+	logThroughput(w, size)
+	out = append(out, w)
+	r := measure(ctx, name+", read", 1, cfg.bigN, []peer{
+		{name: "Go client read", run: func(ctx context.Context, _ int) error { return goReadDiscard(ctx, fc, sb, sdkFile, size) }},
+		{name: "Python SDK read", run: func(context.Context, int) error { return py.call("r") }},
+		{name: "TypeScript SDK read", run: func(context.Context, int) error { return ts.call("r") }},
+	})
+	logThroughput(r, size)
+	out = append(out, r)
+	return out, ctx.Err()
+}
+
+// buildTypeScriptSDK compiles sdk/typescript in a scratch directory next
+// to the node_modules its committed lockfile pins (scripts/npm-modules.sh,
+// the cache the tests use) and writes the driver there.
+func buildTypeScriptSDK(e *env) (string, error) {
+	src, err := filepath.Abs("sdk/typescript")
+	if err != nil {
+		return "", err
+	}
+	out, err := exec.Command("bash", "scripts/npm-modules.sh", src).Output()
+	if err != nil {
+		return "", fmt.Errorf("npm packages of the TypeScript SDK: %w", err)
+	}
+	mods := strings.TrimSpace(string(out))
+	dir := filepath.Join(e.dir, "ts-sdk")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	if b, err := exec.Command("cp", "-r", filepath.Join(src, "package.json"), filepath.Join(src, "tsconfig.json"),
+		filepath.Join(src, "src"), dir).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("copying the TypeScript SDK: %w: %s", err, b)
+	}
+	if err := os.Symlink(mods, filepath.Join(dir, "node_modules")); err != nil && !os.IsExist(err) {
+		return "", err
+	}
+	// Only the SDK itself: tests and examples are not needed here.
+	tsc := exec.Command("node", filepath.Join(mods, "typescript", "bin", "tsc"), "-p", ".")
+	tsc.Dir = dir
+	if b, err := tsc.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("compiling the TypeScript SDK: %w: %s", err, b)
+	}
+	return dir, os.WriteFile(filepath.Join(dir, "driver.mjs"), []byte(tsDriver), 0o644)
+}
+
+// goWriteBytes writes data to path with FileService WriteFile in the
+// chunks rpc/client uses, as a Go program holding the bytes would.
+func goWriteBytes(ctx context.Context, fc boxdv1connect.FileServiceClient, id, path string, data []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	ws := fc.WriteFile(ctx)
+	msg := &boxdv1.WriteFileRequest{SandboxId: id, Path: path}
+	for off := 0; ; off += rpcclient.ChunkBytes {
+		msg.Data = data[off:min(off+rpcclient.ChunkBytes, len(data))]
+		if err := ws.Send(msg); err != nil {
+			break // the reason comes from CloseAndReceive
+		}
+		msg = &boxdv1.WriteFileRequest{}
+		if off+rpcclient.ChunkBytes >= len(data) {
+			break
+		}
+	}
+	_, err := ws.CloseAndReceive()
+	return err
+}
+
+// goReadDiscard reads path with FileService ReadFile and drops the data.
+func goReadDiscard(ctx context.Context, fc boxdv1connect.FileServiceClient, id, path string, size int64) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	rs, err := fc.ReadFile(ctx, connect.NewRequest(&boxdv1.ReadFileRequest{SandboxId: id, Path: path}))
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	var n int64
+	for rs.Receive() {
+		n += int64(len(rs.Msg().Data))
+		rpcclient.RecycleChunk(rs.Msg().Data)
+	}
+	if err := rs.Err(); err != nil {
+		return err
+	}
+	if n != size {
+		return fmt.Errorf("read %d bytes, want %d", n, size)
+	}
+	return nil
 }
 
 type sdkDriverProc struct {
-	cmd *exec.Cmd
-	in  io.WriteCloser
-	out *bufio.Reader
+	name string
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	out  *bufio.Reader
 }
 
-func startSDKDriver(ctx context.Context, e *env, sdkDir, sb string) (*sdkDriverProc, error) {
-	cmd := exec.CommandContext(ctx, pythonBin, "-c", sdkDriver, sb)
-	cmd.Env = append(os.Environ(), "PYTHONPATH="+sdkDir, "BOXD_SOCKET="+e.sock)
+func startSDKDriver(ctx context.Context, name string, cmd *exec.Cmd, env ...string) (*sdkDriverProc, error) {
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stderr = os.Stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
@@ -85,28 +260,28 @@ func startSDKDriver(ctx context.Context, e *env, sdkDir, sb string) (*sdkDriverP
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("%s: %w", pythonBin, err)
+		return nil, fmt.Errorf("%s SDK driver %s: %w", name, cmd.Path, err)
 	}
-	p := &sdkDriverProc{cmd: cmd, in: in, out: bufio.NewReader(out)}
-	// The first call also proves the SDK imports and reaches the sandbox.
-	if err := p.call(); err != nil {
+	p := &sdkDriverProc{name: name, cmd: cmd, in: in, out: bufio.NewReader(out)}
+	// The first call also proves the SDK loads and reaches the sandbox.
+	if err := p.call("x"); err != nil {
 		p.stop()
-		return nil, fmt.Errorf("python SDK: %w", err)
+		return nil, err
 	}
 	return p, nil
 }
 
-// call runs one exec in the driver and waits for its answer.
-func (p *sdkDriverProc) call() error {
-	if _, err := io.WriteString(p.in, "x\n"); err != nil {
+// call runs one operation in the driver and waits for its answer.
+func (p *sdkDriverProc) call(op string) error {
+	if _, err := io.WriteString(p.in, op+"\n"); err != nil {
 		return err
 	}
 	line, err := p.out.ReadString('\n')
 	if err != nil {
-		return fmt.Errorf("python SDK driver: %w (its stderr is in the log)", err)
+		return fmt.Errorf("%s SDK driver: %w (its stderr is in the log)", p.name, err)
 	}
 	if line = strings.TrimSpace(line); line != "ok" {
-		return fmt.Errorf("python SDK: %s", line)
+		return fmt.Errorf("%s SDK: %s", p.name, line)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"os/signal"
 	"os/user"
 	"path/filepath"
@@ -27,7 +28,9 @@ import (
 
 	"github.com/boxd-dev/boxd/network"
 	"github.com/boxd-dev/boxd/network/ports"
+	"github.com/boxd-dev/boxd/registry"
 	"github.com/boxd-dev/boxd/rpc"
+	"github.com/boxd-dev/boxd/runc"
 	"github.com/boxd-dev/boxd/runtime"
 	"github.com/boxd-dev/boxd/snapshot"
 	"github.com/boxd-dev/boxd/systemd"
@@ -53,7 +56,8 @@ func newApp() *cli.App {
 			&cli.StringFlag{Name: "default-image", Value: "boxd/busybox:latest", Usage: "image used when a create names none"},
 			&cli.StringFlag{Name: "init-binary", Usage: "static boxd-init binary (default: boxd-init next to boxd, then /usr/local/libexec/boxd/boxd-init)"},
 			&cli.StringFlag{Name: "snapshotter", Value: "overlayfs"},
-			&cli.StringFlag{Name: "runc", Usage: "runc binary for the shim (default: found on the shim's PATH)"},
+			&cli.StringFlag{Name: "runc", Value: runc.PinnedPath(), Usage: "runc binary every sandbox runs on (default: the runc " + runc.Pinned + " scripts/setup.sh builds into $BOXD_DEPS)"},
+			&cli.BoolFlag{Name: "allow-vulnerable-runtime", Usage: "start even if the runc has known container escapes (inspect then lists them on every sandbox)"},
 			&cli.DurationFlag{Name: "default-ttl", Value: time.Hour, Usage: "lifetime of a sandbox whose create names no ttl"},
 			&cli.DurationFlag{Name: "expiry-interval", Value: 5 * time.Second, Usage: "how often boxd looks for expired sandboxes and dead inits"},
 			&cli.StringFlag{Name: "default-memory", Value: "512m"},
@@ -69,8 +73,12 @@ func newApp() *cli.App {
 			&cli.StringFlag{Name: "bridge", Value: network.DefaultBridge, Usage: "bridge of --network egress sandboxes (made on first use)"},
 			&cli.StringFlag{Name: "bridge-subnet", Value: network.DefaultSubnet, Usage: "IPv4 network egress sandboxes get addresses from (the gateway is .1)"},
 			&cli.StringFlag{Name: "dns-upstream", Usage: "resolver (host[:port]) egress sandboxes' allowed names are forwarded to (default: the first nameserver in /etc/resolv.conf)"},
-			&cli.StringFlag{Name: "cni-plugin-dir", Value: strings.Join(network.DefaultPluginDirs, ":"), Usage: "where the CNI plugins bridge, host-local and loopback are (colon-separated)"},
+			&cli.StringFlag{Name: "cni-plugin-dir", Value: strings.Join(network.DefaultPluginDirs, ":"), Usage: "where the CNI plugins bridge and host-local are (colon-separated)"},
 			&cli.StringSliceFlag{Name: "allow-publish-address", Usage: "host address other than loopback that sandbox ports may be published on (repeatable); such ports are reachable from other machines"},
+			&cli.StringSliceFlag{Name: "insecure-registry", Usage: "registry HOST:PORT reached over plain HTTP instead of HTTPS (repeatable); every other registry is HTTPS only"},
+			&cli.StringSliceFlag{Name: "registry-ca", Usage: "PEM file, or directory of *.pem/*.crt files, with CA certificates trusted for registries besides the system's (repeatable)"},
+			&cli.DurationFlag{Name: "registry-timeout", Value: registry.DefaultTimeout, Usage: "how long a registry may stay silent (connect, answer, or mid-download) before a pull or push fails"},
+			&cli.StringFlag{Name: "max-image-size", Value: formatSize(registry.DefaultMaxImageSize), Usage: "most a pulled image's layers may expand to, uncompressed (0: no limit)"},
 			&cli.BoolFlag{Name: "debug"},
 		}, limitFlags(readHost())...),
 		Action: run,
@@ -123,6 +131,11 @@ func run(cc *cli.Context) error {
 		return fmt.Errorf("--restart-backoff: %v must be positive", restarts.Backoff)
 	}
 
+	rt, err := checkRuntime(cc, log)
+	if err != nil {
+		return err
+	}
+
 	netMgr, err := newNetwork(cc, log)
 	if err != nil {
 		return err
@@ -157,8 +170,13 @@ func run(cc *cli.Context) error {
 	}
 
 	images := snapshot.New(c, cc.String("snapshotter"))
+	reg, err := newRegistry(cc, images)
+	if err != nil {
+		return err
+	}
 	mgr, err := runtime.NewManager(runtime.Config{
-		Client: c, Images: images, StateDir: cc.String("state-dir"), InitBinary: initBin, Runc: cc.String("runc"), Namespace: cc.String("namespace"),
+		Client: c, Images: images, StateDir: cc.String("state-dir"), InitBinary: initBin, Runc: rt.Path, Namespace: cc.String("namespace"),
+		RuntimeVersion: rt.Version.String(), RuntimeAdvisories: rt.advisories,
 		DefaultImage:  cc.String("default-image"),
 		DefaultLimits: runtime.Limits{MemoryBytes: lim.defaultMemory, CPUs: cc.Float64("default-cpus"), Pids: lim.defaultPids, DiskBytes: lim.defaultDisk},
 		DefaultTTL:    cc.Duration("default-ttl"),
@@ -206,7 +224,7 @@ func run(cc *cli.Context) error {
 		}
 		defer os.Remove(cc.String("socket"))
 	}
-	srv := &rpc.Server{Manager: mgr, Images: images, Log: log, MaxConns: lim.maxConns, IdleTimeout: lim.idleTimeout}
+	srv := &rpc.Server{Manager: mgr, Images: images, Registry: reg, DefaultImage: cc.String("default-image"), Log: log, MaxConns: lim.maxConns, IdleTimeout: lim.idleTimeout}
 	log.Info("serving", "socket", ln.Addr().String(), "init", initBin, "state_dir", cc.String("state-dir"))
 	if _, err := systemd.Notify("READY=1"); err != nil {
 		log.Warn("notify systemd", "err", err)
@@ -217,6 +235,46 @@ func run(cc *cli.Context) error {
 	}
 	log.Info("stopped; sandboxes keep running in containerd")
 	return err
+}
+
+// runtimeInfo is the runc boxd runs sandboxes on.
+type runtimeInfo struct {
+	runc.Info
+	advisories []string // its known escapes, if allowed to run anyway
+}
+
+// checkRuntime finds the runc (--runc, made absolute: the shim resolves
+// a bare name on its own PATH, which need not be boxd's), asks it for its
+// version and refuses one with a known container escape unless
+// --allow-vulnerable-runtime.
+func checkRuntime(cc *cli.Context, log *slog.Logger) (runtimeInfo, error) {
+	path := cc.String("runc")
+	if path == "" {
+		return runtimeInfo{}, errors.New("--runc: empty; name the runc binary")
+	}
+	abs, err := exec.LookPath(path)
+	if err != nil {
+		return runtimeInfo{}, fmt.Errorf("--runc: %w (scripts/setup.sh builds runc %s into %s)", err, runc.Pinned, runc.PinnedPath())
+	}
+	if abs, err = filepath.Abs(abs); err != nil {
+		return runtimeInfo{}, fmt.Errorf("--runc: %w", err)
+	}
+	info, err := runc.Probe(context.Background(), abs)
+	if err != nil {
+		return runtimeInfo{}, fmt.Errorf("--runc: %w", err)
+	}
+	rt := runtimeInfo{Info: info}
+	if err := runc.Check(info); err != nil {
+		if !cc.Bool("allow-vulnerable-runtime") {
+			return runtimeInfo{}, fmt.Errorf("refusing to start: %w", err)
+		}
+		for _, a := range runc.Vulnerable(info.Version) {
+			rt.advisories = append(rt.advisories, a.CVE)
+		}
+		log.Warn("runtime has known container escapes; running on it anyway (--allow-vulnerable-runtime)", "runtime", runc.Name, "version", info.Version.String(), "path", abs, "cves", strings.Join(rt.advisories, ","))
+	}
+	log.Info("runtime", "name", runc.Name, "version", info.Version.String(), "commit", info.Commit, "path", abs)
+	return rt, nil
 }
 
 // hostMemory caps a sandbox's memory request at the host's RAM.
@@ -247,4 +305,22 @@ func newNetwork(cc *cli.Context, log *slog.Logger) (*network.Manager, error) {
 		return nil, fmt.Errorf("network: %w", err)
 	}
 	return m, nil
+}
+
+// newRegistry reads the registry flags; a CA that cannot be read stops
+// boxd at start-up.
+func newRegistry(cc *cli.Context, images *snapshot.Store) (*registry.Registry, error) {
+	maxSize, err := runtime.ParseSize(cc.String("max-image-size"))
+	if err != nil {
+		return nil, fmt.Errorf("--max-image-size: %w", err)
+	}
+	if cc.Duration("registry-timeout") <= 0 {
+		return nil, fmt.Errorf("--registry-timeout: %v must be positive", cc.Duration("registry-timeout"))
+	}
+	return registry.New(images, registry.Config{
+		Insecure:     cc.StringSlice("insecure-registry"),
+		CAs:          cc.StringSlice("registry-ca"),
+		Timeout:      cc.Duration("registry-timeout"),
+		MaxImageSize: maxSize,
+	})
 }

@@ -32,6 +32,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/boxd-dev/boxd/runc"
 	"io"
 	"os"
 	"os/exec"
@@ -44,10 +45,11 @@ import (
 	"time"
 )
 
-// Runc is the runc binary the private containerd's shims use (Debian's
-// package). containerd 2.2 has no daemon-side setting for it outside CRI:
-// clients should pass it as options.Options.BinaryName.
-const Runc = "/usr/sbin/runc"
+// Runc is the runc binary the private containerd's shims use: the pinned
+// one scripts/setup.sh builds (boxd's default). containerd 2.2 has no
+// daemon-side setting for it outside CRI: clients should pass it as
+// options.Options.BinaryName.
+var Runc = runc.PinnedPath()
 
 // dirPrefix names the temporary directories StartContainerd creates, so that
 // directories left by crashed test binaries can be found and cleaned.

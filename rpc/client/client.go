@@ -43,6 +43,12 @@ func NewFiles(path string) boxdv1connect.FileServiceClient {
 	return boxdv1connect.NewFileServiceClient(hc, baseURL, options(hc)...)
 }
 
+// NewRegistry returns a RegistryService client for the Unix socket at path.
+func NewRegistry(path string) boxdv1connect.RegistryServiceClient {
+	hc := httpClient(path)
+	return boxdv1connect.NewRegistryServiceClient(hc, baseURL, options(hc)...)
+}
+
 func httpClient(path string) *http.Client { return &http.Client{Transport: Transport(path)} }
 
 // options: bounded messages, no gzip, which on a local socket costs far

@@ -24,6 +24,7 @@ func createFlags() []cli.Flag {
 		&cli.StringFlag{Name: "ttl", Usage: "lifetime, e.g. 30m, 1h (default: the daemon's)"},
 		&cli.StringFlag{Name: "network", Value: "none", Usage: "none (loopback only) or egress (only the --allow destinations)"},
 		&cli.StringSliceFlag{Name: "allow", Usage: "egress destination, repeatable: CIDR[:PORT], NAME[:PORT], *.SUFFIX, '*'"},
+		&cli.StringFlag{Name: "pull", Value: "never", Usage: "pull the image from its registry first: never, missing (only if not here) or always (credentials: ~/.docker/config.json)"},
 		&cli.StringSliceFlag{Name: "publish", Aliases: []string{"p"}, Usage: "[ADDR:]HOSTPORT:PORT: reach sandbox port PORT at ADDR:HOSTPORT on the host (default ADDR 127.0.0.1; HOSTPORT 0: a free one), repeatable"},
 	}
 }
@@ -52,16 +53,24 @@ func createRequest(c *cli.Context) (*boxdv1.CreateSandboxRequest, error) {
 	if err != nil {
 		return nil, err
 	}
+	var auth *boxdv1.RegistryAuth
+	if p := c.String("pull"); p != "" && p != "never" {
+		if auth, err = dockerConfigAuth(registryHost(c.String("image"))); err != nil {
+			return nil, err
+		}
+	}
 	return &boxdv1.CreateSandboxRequest{
-		Publish: publish,
-		Image:   c.String("image"),
-		Limits:  &boxdv1.Limits{Memory: c.String("memory"), Cpus: c.Float64("cpus"), Pids: c.Int64("pids"), Disk: c.String("disk")},
-		Env:     c.StringSlice("env"),
-		Workdir: c.String("workdir"),
-		Labels:  labels,
-		Name:    c.String("name"),
-		Ttl:     c.String("ttl"),
-		Network: &boxdv1.NetworkRequest{Mode: c.String("network"), Allow: c.StringSlice("allow")},
+		Pull:         c.String("pull"),
+		RegistryAuth: auth,
+		Publish:      publish,
+		Image:        c.String("image"),
+		Limits:       &boxdv1.Limits{Memory: c.String("memory"), Cpus: c.Float64("cpus"), Pids: c.Int64("pids"), Disk: c.String("disk")},
+		Env:          c.StringSlice("env"),
+		Workdir:      c.String("workdir"),
+		Labels:       labels,
+		Name:         c.String("name"),
+		Ttl:          c.String("ttl"),
+		Network:      &boxdv1.NetworkRequest{Mode: c.String("network"), Allow: c.StringSlice("allow")},
 	}, nil
 }
 

@@ -18,8 +18,10 @@ import (
 func imageCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "image",
-		Usage: "import, list and remove images",
+		Usage: "import, pull, push, list and remove images",
 		Subcommands: []*cli.Command{
+			imagePullCommand(),
+			imagePushCommand(),
 			{
 				Name:      "import",
 				Usage:     "import an OCI-layout or docker-archive tar, or a root filesystem directory (--rootfs)",

@@ -689,8 +689,17 @@ type CreateSandboxRequest struct {
 	// Ports to publish on the host (see PublishPort), listened on before the
 	// sandbox is made: a port in use fails the create and leaves nothing.
 	// At most 32. A create with publish does not take a warm-pool member.
-	Publish       []*PublishedPort `protobuf:"bytes,20,rep,name=publish,proto3" json:"publish,omitempty"`
-	Network       *NetworkRequest  `protobuf:"bytes,21,opt,name=network,proto3" json:"network,omitempty"` // empty: mode none (loopback only)
+	Publish []*PublishedPort `protobuf:"bytes,20,rep,name=publish,proto3" json:"publish,omitempty"`
+	Network *NetworkRequest  `protobuf:"bytes,21,opt,name=network,proto3" json:"network,omitempty"` // empty: mode none (loopback only)
+	// When to pull the image from its registry (RegistryService.PullImage)
+	// before the create: "never" (the default; a missing image is
+	// not_found), "missing" (pull only if no image has the name), "always"
+	// (pull, and replace the local image if the registry's differs, as
+	// PullImage with force). Pulling needs a full reference
+	// (HOST[:PORT]/PATH[:TAG]); the pull's errors fail the create and leave
+	// nothing.
+	Pull          string        `protobuf:"bytes,40,opt,name=pull,proto3" json:"pull,omitempty"`
+	RegistryAuth  *RegistryAuth `protobuf:"bytes,41,opt,name=registry_auth,json=registryAuth,proto3" json:"registry_auth,omitempty"` // credentials for that pull
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -788,6 +797,85 @@ func (x *CreateSandboxRequest) GetNetwork() *NetworkRequest {
 	return nil
 }
 
+func (x *CreateSandboxRequest) GetPull() string {
+	if x != nil {
+		return x.Pull
+	}
+	return ""
+}
+
+func (x *CreateSandboxRequest) GetRegistryAuth() *RegistryAuth {
+	if x != nil {
+		return x.RegistryAuth
+	}
+	return nil
+}
+
+// RegistryAuth is a caller's login to the registry a reference names. It
+// is sent with each call, used for that registry only and never stored:
+// boxd never reads a caller's files (boxctl reads ~/.docker/config.json).
+type RegistryAuth struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Username string                 `protobuf:"bytes,1,opt,name=username,proto3" json:"username,omitempty"`
+	Password string                 `protobuf:"bytes,2,opt,name=password,proto3" json:"password,omitempty"`
+	// An OAuth2 refresh token (docker config's "identitytoken"), used
+	// instead of username and password.
+	IdentityToken string `protobuf:"bytes,3,opt,name=identity_token,json=identityToken,proto3" json:"identity_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegistryAuth) Reset() {
+	*x = RegistryAuth{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegistryAuth) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegistryAuth) ProtoMessage() {}
+
+func (x *RegistryAuth) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegistryAuth.ProtoReflect.Descriptor instead.
+func (*RegistryAuth) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RegistryAuth) GetUsername() string {
+	if x != nil {
+		return x.Username
+	}
+	return ""
+}
+
+func (x *RegistryAuth) GetPassword() string {
+	if x != nil {
+		return x.Password
+	}
+	return ""
+}
+
+func (x *RegistryAuth) GetIdentityToken() string {
+	if x != nil {
+		return x.IdentityToken
+	}
+	return ""
+}
+
 // NetworkRequest asks for a network beyond loopback.
 type NetworkRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -803,7 +891,7 @@ type NetworkRequest struct {
 
 func (x *NetworkRequest) Reset() {
 	*x = NetworkRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -815,7 +903,7 @@ func (x *NetworkRequest) String() string {
 func (*NetworkRequest) ProtoMessage() {}
 
 func (x *NetworkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[11]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -828,7 +916,7 @@ func (x *NetworkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkRequest.ProtoReflect.Descriptor instead.
 func (*NetworkRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{11}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *NetworkRequest) GetMode() string {
@@ -859,7 +947,7 @@ type NetworkStatus struct {
 
 func (x *NetworkStatus) Reset() {
 	*x = NetworkStatus{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +959,7 @@ func (x *NetworkStatus) String() string {
 func (*NetworkStatus) ProtoMessage() {}
 
 func (x *NetworkStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[12]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +972,7 @@ func (x *NetworkStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NetworkStatus.ProtoReflect.Descriptor instead.
 func (*NetworkStatus) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{12}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *NetworkStatus) GetMode() string {
@@ -954,6 +1042,13 @@ type Sandbox struct {
 	// starts.
 	Ports   []*PublishedPort `protobuf:"bytes,30,rep,name=ports,proto3" json:"ports,omitempty"`
 	Network *NetworkStatus   `protobuf:"bytes,31,opt,name=network,proto3" json:"network,omitempty"`
+	// The OCI runtime the sandbox was made on, as boxd found it at start:
+	// name ("runc") and version (e.g. "1.5.2").
+	Runtime        string `protobuf:"bytes,90,opt,name=runtime,proto3" json:"runtime,omitempty"`
+	RuntimeVersion string `protobuf:"bytes,91,opt,name=runtime_version,json=runtimeVersion,proto3" json:"runtime_version,omitempty"`
+	// Known container escapes of that runtime version (CVE ids). Non-empty
+	// only if boxd was started with --allow-vulnerable-runtime.
+	RuntimeAdvisories []string `protobuf:"bytes,92,rep,name=runtime_advisories,json=runtimeAdvisories,proto3" json:"runtime_advisories,omitempty"`
 	// Disk cap of the writable layer in bytes; 0: none.
 	DiskBytes int64 `protobuf:"varint,95,opt,name=disk_bytes,json=diskBytes,proto3" json:"disk_bytes,omitempty"`
 	// Bytes the writable layer uses on its own filesystem (GetSandbox only,
@@ -965,7 +1060,7 @@ type Sandbox struct {
 
 func (x *Sandbox) Reset() {
 	*x = Sandbox{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -977,7 +1072,7 @@ func (x *Sandbox) String() string {
 func (*Sandbox) ProtoMessage() {}
 
 func (x *Sandbox) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[13]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -990,7 +1085,7 @@ func (x *Sandbox) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sandbox.ProtoReflect.Descriptor instead.
 func (*Sandbox) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{13}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Sandbox) GetId() string {
@@ -1140,6 +1235,27 @@ func (x *Sandbox) GetNetwork() *NetworkStatus {
 	return nil
 }
 
+func (x *Sandbox) GetRuntime() string {
+	if x != nil {
+		return x.Runtime
+	}
+	return ""
+}
+
+func (x *Sandbox) GetRuntimeVersion() string {
+	if x != nil {
+		return x.RuntimeVersion
+	}
+	return ""
+}
+
+func (x *Sandbox) GetRuntimeAdvisories() []string {
+	if x != nil {
+		return x.RuntimeAdvisories
+	}
+	return nil
+}
+
 func (x *Sandbox) GetDiskBytes() int64 {
 	if x != nil {
 		return x.DiskBytes
@@ -1167,7 +1283,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1179,7 +1295,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[14]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1192,7 +1308,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{14}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Usage) GetMemoryBytes() uint64 {
@@ -1245,7 +1361,7 @@ type Security struct {
 
 func (x *Security) Reset() {
 	*x = Security{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1257,7 +1373,7 @@ func (x *Security) String() string {
 func (*Security) ProtoMessage() {}
 
 func (x *Security) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[15]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1270,7 +1386,7 @@ func (x *Security) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Security.ProtoReflect.Descriptor instead.
 func (*Security) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{15}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Security) GetNetwork() bool {
@@ -1317,7 +1433,7 @@ type CreateSandboxResponse struct {
 
 func (x *CreateSandboxResponse) Reset() {
 	*x = CreateSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1329,7 +1445,7 @@ func (x *CreateSandboxResponse) String() string {
 func (*CreateSandboxResponse) ProtoMessage() {}
 
 func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[16]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1342,7 +1458,7 @@ func (x *CreateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*CreateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{16}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CreateSandboxResponse) GetSandbox() *Sandbox {
@@ -1361,7 +1477,7 @@ type ListSandboxesRequest struct {
 
 func (x *ListSandboxesRequest) Reset() {
 	*x = ListSandboxesRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1373,7 +1489,7 @@ func (x *ListSandboxesRequest) String() string {
 func (*ListSandboxesRequest) ProtoMessage() {}
 
 func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[17]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1386,7 +1502,7 @@ func (x *ListSandboxesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesRequest.ProtoReflect.Descriptor instead.
 func (*ListSandboxesRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{17}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListSandboxesRequest) GetLabels() map[string]string {
@@ -1405,7 +1521,7 @@ type ListSandboxesResponse struct {
 
 func (x *ListSandboxesResponse) Reset() {
 	*x = ListSandboxesResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1417,7 +1533,7 @@ func (x *ListSandboxesResponse) String() string {
 func (*ListSandboxesResponse) ProtoMessage() {}
 
 func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[18]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1430,7 +1546,7 @@ func (x *ListSandboxesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSandboxesResponse.ProtoReflect.Descriptor instead.
 func (*ListSandboxesResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{18}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListSandboxesResponse) GetSandboxes() []*Sandbox {
@@ -1449,7 +1565,7 @@ type GetSandboxRequest struct {
 
 func (x *GetSandboxRequest) Reset() {
 	*x = GetSandboxRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1461,7 +1577,7 @@ func (x *GetSandboxRequest) String() string {
 func (*GetSandboxRequest) ProtoMessage() {}
 
 func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[19]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1474,7 +1590,7 @@ func (x *GetSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxRequest.ProtoReflect.Descriptor instead.
 func (*GetSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{19}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetSandboxRequest) GetId() string {
@@ -1493,7 +1609,7 @@ type GetSandboxResponse struct {
 
 func (x *GetSandboxResponse) Reset() {
 	*x = GetSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1505,7 +1621,7 @@ func (x *GetSandboxResponse) String() string {
 func (*GetSandboxResponse) ProtoMessage() {}
 
 func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[20]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1518,7 +1634,7 @@ func (x *GetSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSandboxResponse.ProtoReflect.Descriptor instead.
 func (*GetSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{20}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetSandboxResponse) GetSandbox() *Sandbox {
@@ -1537,7 +1653,7 @@ type DeleteSandboxRequest struct {
 
 func (x *DeleteSandboxRequest) Reset() {
 	*x = DeleteSandboxRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1549,7 +1665,7 @@ func (x *DeleteSandboxRequest) String() string {
 func (*DeleteSandboxRequest) ProtoMessage() {}
 
 func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[21]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1562,7 +1678,7 @@ func (x *DeleteSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{21}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeleteSandboxRequest) GetId() string {
@@ -1580,7 +1696,7 @@ type DeleteSandboxResponse struct {
 
 func (x *DeleteSandboxResponse) Reset() {
 	*x = DeleteSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1592,7 +1708,7 @@ func (x *DeleteSandboxResponse) String() string {
 func (*DeleteSandboxResponse) ProtoMessage() {}
 
 func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[22]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1605,7 +1721,7 @@ func (x *DeleteSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSandboxResponse.ProtoReflect.Descriptor instead.
 func (*DeleteSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{22}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{23}
 }
 
 type ExecRequest struct {
@@ -1623,7 +1739,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1635,7 +1751,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[23]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1648,7 +1764,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{23}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ExecRequest) GetSandboxId() string {
@@ -1717,7 +1833,7 @@ type ExecResult struct {
 
 func (x *ExecResult) Reset() {
 	*x = ExecResult{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1729,7 +1845,7 @@ func (x *ExecResult) String() string {
 func (*ExecResult) ProtoMessage() {}
 
 func (x *ExecResult) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[24]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1742,7 +1858,7 @@ func (x *ExecResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResult.ProtoReflect.Descriptor instead.
 func (*ExecResult) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{24}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ExecResult) GetExitCode() int32 {
@@ -1819,7 +1935,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1831,7 +1947,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[25]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1844,7 +1960,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{25}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ExecResponse) GetStdout() []byte {
@@ -1882,7 +1998,7 @@ type ExecStreamResponse struct {
 
 func (x *ExecStreamResponse) Reset() {
 	*x = ExecStreamResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1894,7 +2010,7 @@ func (x *ExecStreamResponse) String() string {
 func (*ExecStreamResponse) ProtoMessage() {}
 
 func (x *ExecStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[26]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1907,7 +2023,7 @@ func (x *ExecStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStreamResponse.ProtoReflect.Descriptor instead.
 func (*ExecStreamResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{26}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ExecStreamResponse) GetEvent() isExecStreamResponse_Event {
@@ -1977,7 +2093,7 @@ type CopyInRequest struct {
 
 func (x *CopyInRequest) Reset() {
 	*x = CopyInRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1989,7 +2105,7 @@ func (x *CopyInRequest) String() string {
 func (*CopyInRequest) ProtoMessage() {}
 
 func (x *CopyInRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[27]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2002,7 +2118,7 @@ func (x *CopyInRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyInRequest.ProtoReflect.Descriptor instead.
 func (*CopyInRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{27}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CopyInRequest) GetSandboxId() string {
@@ -2034,7 +2150,7 @@ type CopyInResponse struct {
 
 func (x *CopyInResponse) Reset() {
 	*x = CopyInResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2046,7 +2162,7 @@ func (x *CopyInResponse) String() string {
 func (*CopyInResponse) ProtoMessage() {}
 
 func (x *CopyInResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[28]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2059,7 +2175,7 @@ func (x *CopyInResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyInResponse.ProtoReflect.Descriptor instead.
 func (*CopyInResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{28}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{29}
 }
 
 type CopyOutRequest struct {
@@ -2072,7 +2188,7 @@ type CopyOutRequest struct {
 
 func (x *CopyOutRequest) Reset() {
 	*x = CopyOutRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2084,7 +2200,7 @@ func (x *CopyOutRequest) String() string {
 func (*CopyOutRequest) ProtoMessage() {}
 
 func (x *CopyOutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[29]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2097,7 +2213,7 @@ func (x *CopyOutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyOutRequest.ProtoReflect.Descriptor instead.
 func (*CopyOutRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{29}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CopyOutRequest) GetSandboxId() string {
@@ -2123,7 +2239,7 @@ type CopyOutResponse struct {
 
 func (x *CopyOutResponse) Reset() {
 	*x = CopyOutResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2135,7 +2251,7 @@ func (x *CopyOutResponse) String() string {
 func (*CopyOutResponse) ProtoMessage() {}
 
 func (x *CopyOutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[30]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2148,7 +2264,7 @@ func (x *CopyOutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyOutResponse.ProtoReflect.Descriptor instead.
 func (*CopyOutResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{30}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CopyOutResponse) GetData() []byte {
@@ -2168,7 +2284,7 @@ type StatPathRequest struct {
 
 func (x *StatPathRequest) Reset() {
 	*x = StatPathRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2180,7 +2296,7 @@ func (x *StatPathRequest) String() string {
 func (*StatPathRequest) ProtoMessage() {}
 
 func (x *StatPathRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[31]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2193,7 +2309,7 @@ func (x *StatPathRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatPathRequest.ProtoReflect.Descriptor instead.
 func (*StatPathRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{31}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *StatPathRequest) GetSandboxId() string {
@@ -2224,7 +2340,7 @@ type StatPathResponse struct {
 
 func (x *StatPathResponse) Reset() {
 	*x = StatPathResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2236,7 +2352,7 @@ func (x *StatPathResponse) String() string {
 func (*StatPathResponse) ProtoMessage() {}
 
 func (x *StatPathResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[32]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2249,7 +2365,7 @@ func (x *StatPathResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatPathResponse.ProtoReflect.Descriptor instead.
 func (*StatPathResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{32}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StatPathResponse) GetName() string {
@@ -2317,7 +2433,7 @@ type ImportImageRequest struct {
 
 func (x *ImportImageRequest) Reset() {
 	*x = ImportImageRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2329,7 +2445,7 @@ func (x *ImportImageRequest) String() string {
 func (*ImportImageRequest) ProtoMessage() {}
 
 func (x *ImportImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[33]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2342,7 +2458,7 @@ func (x *ImportImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportImageRequest.ProtoReflect.Descriptor instead.
 func (*ImportImageRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{33}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ImportImageRequest) GetName() string {
@@ -2395,7 +2511,7 @@ type Image struct {
 
 func (x *Image) Reset() {
 	*x = Image{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[34]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2407,7 +2523,7 @@ func (x *Image) String() string {
 func (*Image) ProtoMessage() {}
 
 func (x *Image) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[34]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2420,7 +2536,7 @@ func (x *Image) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Image.ProtoReflect.Descriptor instead.
 func (*Image) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{34}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Image) GetName() string {
@@ -2467,7 +2583,7 @@ type ImportImageResponse struct {
 
 func (x *ImportImageResponse) Reset() {
 	*x = ImportImageResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[35]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2479,7 +2595,7 @@ func (x *ImportImageResponse) String() string {
 func (*ImportImageResponse) ProtoMessage() {}
 
 func (x *ImportImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[35]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2492,7 +2608,7 @@ func (x *ImportImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImportImageResponse.ProtoReflect.Descriptor instead.
 func (*ImportImageResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{35}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ImportImageResponse) GetImages() []*Image {
@@ -2510,7 +2626,7 @@ type ListImagesRequest struct {
 
 func (x *ListImagesRequest) Reset() {
 	*x = ListImagesRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[36]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2522,7 +2638,7 @@ func (x *ListImagesRequest) String() string {
 func (*ListImagesRequest) ProtoMessage() {}
 
 func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[36]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2535,7 +2651,7 @@ func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesRequest.ProtoReflect.Descriptor instead.
 func (*ListImagesRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{36}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{37}
 }
 
 type ListImagesResponse struct {
@@ -2547,7 +2663,7 @@ type ListImagesResponse struct {
 
 func (x *ListImagesResponse) Reset() {
 	*x = ListImagesResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[37]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2559,7 +2675,7 @@ func (x *ListImagesResponse) String() string {
 func (*ListImagesResponse) ProtoMessage() {}
 
 func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[37]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2572,7 +2688,7 @@ func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesResponse.ProtoReflect.Descriptor instead.
 func (*ListImagesResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{37}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListImagesResponse) GetImages() []*Image {
@@ -2596,7 +2712,7 @@ type RemoveImageRequest struct {
 
 func (x *RemoveImageRequest) Reset() {
 	*x = RemoveImageRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[38]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2608,7 +2724,7 @@ func (x *RemoveImageRequest) String() string {
 func (*RemoveImageRequest) ProtoMessage() {}
 
 func (x *RemoveImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[38]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2621,7 +2737,7 @@ func (x *RemoveImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveImageRequest.ProtoReflect.Descriptor instead.
 func (*RemoveImageRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{38}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RemoveImageRequest) GetName() string {
@@ -2646,7 +2762,7 @@ type RemoveImageResponse struct {
 
 func (x *RemoveImageResponse) Reset() {
 	*x = RemoveImageResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[39]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2658,7 +2774,7 @@ func (x *RemoveImageResponse) String() string {
 func (*RemoveImageResponse) ProtoMessage() {}
 
 func (x *RemoveImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[39]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2671,7 +2787,7 @@ func (x *RemoveImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveImageResponse.ProtoReflect.Descriptor instead.
 func (*RemoveImageResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{39}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{40}
 }
 
 type UpdateNetworkRequest struct {
@@ -2685,7 +2801,7 @@ type UpdateNetworkRequest struct {
 
 func (x *UpdateNetworkRequest) Reset() {
 	*x = UpdateNetworkRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[40]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2697,7 +2813,7 @@ func (x *UpdateNetworkRequest) String() string {
 func (*UpdateNetworkRequest) ProtoMessage() {}
 
 func (x *UpdateNetworkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[40]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2710,7 +2826,7 @@ func (x *UpdateNetworkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNetworkRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNetworkRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{40}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *UpdateNetworkRequest) GetSandboxId() string {
@@ -2743,7 +2859,7 @@ type UpdateNetworkResponse struct {
 
 func (x *UpdateNetworkResponse) Reset() {
 	*x = UpdateNetworkResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[41]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2755,7 +2871,7 @@ func (x *UpdateNetworkResponse) String() string {
 func (*UpdateNetworkResponse) ProtoMessage() {}
 
 func (x *UpdateNetworkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[41]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2768,7 +2884,7 @@ func (x *UpdateNetworkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNetworkResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNetworkResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{41}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *UpdateNetworkResponse) GetNetwork() *NetworkStatus {
@@ -2792,7 +2908,7 @@ type BuildImageRequest struct {
 
 func (x *BuildImageRequest) Reset() {
 	*x = BuildImageRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[42]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2804,7 +2920,7 @@ func (x *BuildImageRequest) String() string {
 func (*BuildImageRequest) ProtoMessage() {}
 
 func (x *BuildImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[42]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2817,7 +2933,7 @@ func (x *BuildImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildImageRequest.ProtoReflect.Descriptor instead.
 func (*BuildImageRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{42}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *BuildImageRequest) GetRef() string {
@@ -2874,7 +2990,7 @@ type BuildStep struct {
 
 func (x *BuildStep) Reset() {
 	*x = BuildStep{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[43]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2886,7 +3002,7 @@ func (x *BuildStep) String() string {
 func (*BuildStep) ProtoMessage() {}
 
 func (x *BuildStep) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[43]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2899,7 +3015,7 @@ func (x *BuildStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildStep.ProtoReflect.Descriptor instead.
 func (*BuildStep) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{43}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *BuildStep) GetLine() uint32 {
@@ -2940,7 +3056,7 @@ type BuildImageResponse struct {
 
 func (x *BuildImageResponse) Reset() {
 	*x = BuildImageResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[44]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2952,7 +3068,7 @@ func (x *BuildImageResponse) String() string {
 func (*BuildImageResponse) ProtoMessage() {}
 
 func (x *BuildImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[44]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2965,7 +3081,7 @@ func (x *BuildImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildImageResponse.ProtoReflect.Descriptor instead.
 func (*BuildImageResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{44}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *BuildImageResponse) GetImage() *Image {
@@ -3032,7 +3148,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x06memory\x18\x01 \x01(\tR\x06memory\x12\x12\n" +
 	"\x04cpus\x18\x02 \x01(\x01R\x04cpus\x12\x12\n" +
 	"\x04pids\x18\x03 \x01(\x03R\x04pids\x12\x12\n" +
-	"\x04disk\x18_ \x01(\tR\x04disk\"\x8a\x03\n" +
+	"\x04disk\x18_ \x01(\tR\x04disk\"\xda\x03\n" +
 	"\x14CreateSandboxRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12'\n" +
 	"\x06limits\x18\x02 \x01(\v2\x0f.boxd.v1.LimitsR\x06limits\x12\x10\n" +
@@ -3042,10 +3158,16 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x04name\x18\x06 \x01(\tR\x04name\x12\x10\n" +
 	"\x03ttl\x18\a \x01(\tR\x03ttl\x120\n" +
 	"\apublish\x18\x14 \x03(\v2\x16.boxd.v1.PublishedPortR\apublish\x121\n" +
-	"\anetwork\x18\x15 \x01(\v2\x17.boxd.v1.NetworkRequestR\anetwork\x1a9\n" +
+	"\anetwork\x18\x15 \x01(\v2\x17.boxd.v1.NetworkRequestR\anetwork\x12\x12\n" +
+	"\x04pull\x18( \x01(\tR\x04pull\x12:\n" +
+	"\rregistry_auth\x18) \x01(\v2\x15.boxd.v1.RegistryAuthR\fregistryAuth\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\":\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"m\n" +
+	"\fRegistryAuth\x12\x1a\n" +
+	"\busername\x18\x01 \x01(\tR\busername\x12\x1a\n" +
+	"\bpassword\x18\x02 \x01(\tR\bpassword\x12%\n" +
+	"\x0eidentity_token\x18\x03 \x01(\tR\ridentityToken\":\n" +
 	"\x0eNetworkRequest\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x14\n" +
 	"\x05allow\x18\x02 \x03(\tR\x05allow\"\x7f\n" +
@@ -3054,7 +3176,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x05allow\x18\x02 \x03(\tR\x05allow\x12\x18\n" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\x12\x18\n" +
 	"\agateway\x18\x04 \x01(\tR\agateway\x12\x10\n" +
-	"\x03dns\x18\x05 \x01(\tR\x03dns\"\xbc\x06\n" +
+	"\x03dns\x18\x05 \x01(\tR\x03dns\"\xae\a\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -3079,7 +3201,10 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x13last_restart_reason\x18\x12 \x01(\tR\x11lastRestartReason\x12'\n" +
 	"\x0frestart_refused\x18\x13 \x01(\tR\x0erestartRefused\x12,\n" +
 	"\x05ports\x18\x1e \x03(\v2\x16.boxd.v1.PublishedPortR\x05ports\x120\n" +
-	"\anetwork\x18\x1f \x01(\v2\x16.boxd.v1.NetworkStatusR\anetwork\x12\x1d\n" +
+	"\anetwork\x18\x1f \x01(\v2\x16.boxd.v1.NetworkStatusR\anetwork\x12\x18\n" +
+	"\aruntime\x18Z \x01(\tR\aruntime\x12'\n" +
+	"\x0fruntime_version\x18[ \x01(\tR\x0eruntimeVersion\x12-\n" +
+	"\x12runtime_advisories\x18\\ \x03(\tR\x11runtimeAdvisories\x12\x1d\n" +
 	"\n" +
 	"disk_bytes\x18_ \x01(\x03R\tdiskBytes\x12&\n" +
 	"\x0fdisk_used_bytes\x18` \x01(\x03R\rdiskUsedBytes\x1a9\n" +
@@ -3263,7 +3388,7 @@ func file_boxd_v1_boxd_proto_rawDescGZIP() []byte {
 }
 
 var file_boxd_v1_boxd_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_boxd_v1_boxd_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_boxd_v1_boxd_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_boxd_v1_boxd_proto_goTypes = []any{
 	(ImageFormat)(0),              // 0: boxd.v1.ImageFormat
 	(*CommitSandboxRequest)(nil),  // 1: boxd.v1.CommitSandboxRequest
@@ -3277,119 +3402,121 @@ var file_boxd_v1_boxd_proto_goTypes = []any{
 	(*UnpublishPortResponse)(nil), // 9: boxd.v1.UnpublishPortResponse
 	(*Limits)(nil),                // 10: boxd.v1.Limits
 	(*CreateSandboxRequest)(nil),  // 11: boxd.v1.CreateSandboxRequest
-	(*NetworkRequest)(nil),        // 12: boxd.v1.NetworkRequest
-	(*NetworkStatus)(nil),         // 13: boxd.v1.NetworkStatus
-	(*Sandbox)(nil),               // 14: boxd.v1.Sandbox
-	(*Usage)(nil),                 // 15: boxd.v1.Usage
-	(*Security)(nil),              // 16: boxd.v1.Security
-	(*CreateSandboxResponse)(nil), // 17: boxd.v1.CreateSandboxResponse
-	(*ListSandboxesRequest)(nil),  // 18: boxd.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil), // 19: boxd.v1.ListSandboxesResponse
-	(*GetSandboxRequest)(nil),     // 20: boxd.v1.GetSandboxRequest
-	(*GetSandboxResponse)(nil),    // 21: boxd.v1.GetSandboxResponse
-	(*DeleteSandboxRequest)(nil),  // 22: boxd.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil), // 23: boxd.v1.DeleteSandboxResponse
-	(*ExecRequest)(nil),           // 24: boxd.v1.ExecRequest
-	(*ExecResult)(nil),            // 25: boxd.v1.ExecResult
-	(*ExecResponse)(nil),          // 26: boxd.v1.ExecResponse
-	(*ExecStreamResponse)(nil),    // 27: boxd.v1.ExecStreamResponse
-	(*CopyInRequest)(nil),         // 28: boxd.v1.CopyInRequest
-	(*CopyInResponse)(nil),        // 29: boxd.v1.CopyInResponse
-	(*CopyOutRequest)(nil),        // 30: boxd.v1.CopyOutRequest
-	(*CopyOutResponse)(nil),       // 31: boxd.v1.CopyOutResponse
-	(*StatPathRequest)(nil),       // 32: boxd.v1.StatPathRequest
-	(*StatPathResponse)(nil),      // 33: boxd.v1.StatPathResponse
-	(*ImportImageRequest)(nil),    // 34: boxd.v1.ImportImageRequest
-	(*Image)(nil),                 // 35: boxd.v1.Image
-	(*ImportImageResponse)(nil),   // 36: boxd.v1.ImportImageResponse
-	(*ListImagesRequest)(nil),     // 37: boxd.v1.ListImagesRequest
-	(*ListImagesResponse)(nil),    // 38: boxd.v1.ListImagesResponse
-	(*RemoveImageRequest)(nil),    // 39: boxd.v1.RemoveImageRequest
-	(*RemoveImageResponse)(nil),   // 40: boxd.v1.RemoveImageResponse
-	(*UpdateNetworkRequest)(nil),  // 41: boxd.v1.UpdateNetworkRequest
-	(*UpdateNetworkResponse)(nil), // 42: boxd.v1.UpdateNetworkResponse
-	(*BuildImageRequest)(nil),     // 43: boxd.v1.BuildImageRequest
-	(*BuildStep)(nil),             // 44: boxd.v1.BuildStep
-	(*BuildImageResponse)(nil),    // 45: boxd.v1.BuildImageResponse
-	nil,                           // 46: boxd.v1.ForkSandboxRequest.LabelsEntry
-	nil,                           // 47: boxd.v1.CreateSandboxRequest.LabelsEntry
-	nil,                           // 48: boxd.v1.Sandbox.LabelsEntry
-	nil,                           // 49: boxd.v1.ListSandboxesRequest.LabelsEntry
-	nil,                           // 50: boxd.v1.Image.LabelsEntry
-	nil,                           // 51: boxd.v1.BuildImageRequest.BuildArgsEntry
+	(*RegistryAuth)(nil),          // 12: boxd.v1.RegistryAuth
+	(*NetworkRequest)(nil),        // 13: boxd.v1.NetworkRequest
+	(*NetworkStatus)(nil),         // 14: boxd.v1.NetworkStatus
+	(*Sandbox)(nil),               // 15: boxd.v1.Sandbox
+	(*Usage)(nil),                 // 16: boxd.v1.Usage
+	(*Security)(nil),              // 17: boxd.v1.Security
+	(*CreateSandboxResponse)(nil), // 18: boxd.v1.CreateSandboxResponse
+	(*ListSandboxesRequest)(nil),  // 19: boxd.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil), // 20: boxd.v1.ListSandboxesResponse
+	(*GetSandboxRequest)(nil),     // 21: boxd.v1.GetSandboxRequest
+	(*GetSandboxResponse)(nil),    // 22: boxd.v1.GetSandboxResponse
+	(*DeleteSandboxRequest)(nil),  // 23: boxd.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil), // 24: boxd.v1.DeleteSandboxResponse
+	(*ExecRequest)(nil),           // 25: boxd.v1.ExecRequest
+	(*ExecResult)(nil),            // 26: boxd.v1.ExecResult
+	(*ExecResponse)(nil),          // 27: boxd.v1.ExecResponse
+	(*ExecStreamResponse)(nil),    // 28: boxd.v1.ExecStreamResponse
+	(*CopyInRequest)(nil),         // 29: boxd.v1.CopyInRequest
+	(*CopyInResponse)(nil),        // 30: boxd.v1.CopyInResponse
+	(*CopyOutRequest)(nil),        // 31: boxd.v1.CopyOutRequest
+	(*CopyOutResponse)(nil),       // 32: boxd.v1.CopyOutResponse
+	(*StatPathRequest)(nil),       // 33: boxd.v1.StatPathRequest
+	(*StatPathResponse)(nil),      // 34: boxd.v1.StatPathResponse
+	(*ImportImageRequest)(nil),    // 35: boxd.v1.ImportImageRequest
+	(*Image)(nil),                 // 36: boxd.v1.Image
+	(*ImportImageResponse)(nil),   // 37: boxd.v1.ImportImageResponse
+	(*ListImagesRequest)(nil),     // 38: boxd.v1.ListImagesRequest
+	(*ListImagesResponse)(nil),    // 39: boxd.v1.ListImagesResponse
+	(*RemoveImageRequest)(nil),    // 40: boxd.v1.RemoveImageRequest
+	(*RemoveImageResponse)(nil),   // 41: boxd.v1.RemoveImageResponse
+	(*UpdateNetworkRequest)(nil),  // 42: boxd.v1.UpdateNetworkRequest
+	(*UpdateNetworkResponse)(nil), // 43: boxd.v1.UpdateNetworkResponse
+	(*BuildImageRequest)(nil),     // 44: boxd.v1.BuildImageRequest
+	(*BuildStep)(nil),             // 45: boxd.v1.BuildStep
+	(*BuildImageResponse)(nil),    // 46: boxd.v1.BuildImageResponse
+	nil,                           // 47: boxd.v1.ForkSandboxRequest.LabelsEntry
+	nil,                           // 48: boxd.v1.CreateSandboxRequest.LabelsEntry
+	nil,                           // 49: boxd.v1.Sandbox.LabelsEntry
+	nil,                           // 50: boxd.v1.ListSandboxesRequest.LabelsEntry
+	nil,                           // 51: boxd.v1.Image.LabelsEntry
+	nil,                           // 52: boxd.v1.BuildImageRequest.BuildArgsEntry
 }
 var file_boxd_v1_boxd_proto_depIdxs = []int32{
-	35, // 0: boxd.v1.CommitSandboxResponse.image:type_name -> boxd.v1.Image
+	36, // 0: boxd.v1.CommitSandboxResponse.image:type_name -> boxd.v1.Image
 	10, // 1: boxd.v1.ForkSandboxRequest.limits:type_name -> boxd.v1.Limits
-	46, // 2: boxd.v1.ForkSandboxRequest.labels:type_name -> boxd.v1.ForkSandboxRequest.LabelsEntry
-	14, // 3: boxd.v1.ForkSandboxResponse.sandboxes:type_name -> boxd.v1.Sandbox
+	47, // 2: boxd.v1.ForkSandboxRequest.labels:type_name -> boxd.v1.ForkSandboxRequest.LabelsEntry
+	15, // 3: boxd.v1.ForkSandboxResponse.sandboxes:type_name -> boxd.v1.Sandbox
 	5,  // 4: boxd.v1.PublishPortRequest.port:type_name -> boxd.v1.PublishedPort
 	5,  // 5: boxd.v1.PublishPortResponse.port:type_name -> boxd.v1.PublishedPort
 	5,  // 6: boxd.v1.UnpublishPortResponse.ports:type_name -> boxd.v1.PublishedPort
 	10, // 7: boxd.v1.CreateSandboxRequest.limits:type_name -> boxd.v1.Limits
-	47, // 8: boxd.v1.CreateSandboxRequest.labels:type_name -> boxd.v1.CreateSandboxRequest.LabelsEntry
+	48, // 8: boxd.v1.CreateSandboxRequest.labels:type_name -> boxd.v1.CreateSandboxRequest.LabelsEntry
 	5,  // 9: boxd.v1.CreateSandboxRequest.publish:type_name -> boxd.v1.PublishedPort
-	12, // 10: boxd.v1.CreateSandboxRequest.network:type_name -> boxd.v1.NetworkRequest
-	48, // 11: boxd.v1.Sandbox.labels:type_name -> boxd.v1.Sandbox.LabelsEntry
-	16, // 12: boxd.v1.Sandbox.security:type_name -> boxd.v1.Security
-	15, // 13: boxd.v1.Sandbox.usage:type_name -> boxd.v1.Usage
-	5,  // 14: boxd.v1.Sandbox.ports:type_name -> boxd.v1.PublishedPort
-	13, // 15: boxd.v1.Sandbox.network:type_name -> boxd.v1.NetworkStatus
-	14, // 16: boxd.v1.CreateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	49, // 17: boxd.v1.ListSandboxesRequest.labels:type_name -> boxd.v1.ListSandboxesRequest.LabelsEntry
-	14, // 18: boxd.v1.ListSandboxesResponse.sandboxes:type_name -> boxd.v1.Sandbox
-	14, // 19: boxd.v1.GetSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	25, // 20: boxd.v1.ExecResponse.result:type_name -> boxd.v1.ExecResult
-	25, // 21: boxd.v1.ExecStreamResponse.result:type_name -> boxd.v1.ExecResult
-	0,  // 22: boxd.v1.ImportImageRequest.format:type_name -> boxd.v1.ImageFormat
-	50, // 23: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
-	35, // 24: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
-	35, // 25: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
-	13, // 26: boxd.v1.UpdateNetworkResponse.network:type_name -> boxd.v1.NetworkStatus
-	51, // 27: boxd.v1.BuildImageRequest.build_args:type_name -> boxd.v1.BuildImageRequest.BuildArgsEntry
-	35, // 28: boxd.v1.BuildImageResponse.image:type_name -> boxd.v1.Image
-	44, // 29: boxd.v1.BuildImageResponse.steps:type_name -> boxd.v1.BuildStep
-	11, // 30: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
-	18, // 31: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
-	20, // 32: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
-	22, // 33: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
-	41, // 34: boxd.v1.SandboxService.UpdateNetwork:input_type -> boxd.v1.UpdateNetworkRequest
-	24, // 35: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
-	24, // 36: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
-	28, // 37: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
-	30, // 38: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
-	32, // 39: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
-	34, // 40: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
-	37, // 41: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
-	39, // 42: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
-	6,  // 43: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
-	8,  // 44: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
-	1,  // 45: boxd.v1.SandboxService.CommitSandbox:input_type -> boxd.v1.CommitSandboxRequest
-	3,  // 46: boxd.v1.SandboxService.ForkSandbox:input_type -> boxd.v1.ForkSandboxRequest
-	43, // 47: boxd.v1.SandboxService.BuildImage:input_type -> boxd.v1.BuildImageRequest
-	17, // 48: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
-	19, // 49: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
-	21, // 50: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
-	23, // 51: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
-	42, // 52: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
-	26, // 53: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
-	27, // 54: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
-	29, // 55: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
-	31, // 56: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
-	33, // 57: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
-	36, // 58: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
-	38, // 59: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
-	40, // 60: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
-	7,  // 61: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
-	9,  // 62: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
-	2,  // 63: boxd.v1.SandboxService.CommitSandbox:output_type -> boxd.v1.CommitSandboxResponse
-	4,  // 64: boxd.v1.SandboxService.ForkSandbox:output_type -> boxd.v1.ForkSandboxResponse
-	45, // 65: boxd.v1.SandboxService.BuildImage:output_type -> boxd.v1.BuildImageResponse
-	48, // [48:66] is the sub-list for method output_type
-	30, // [30:48] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	13, // 10: boxd.v1.CreateSandboxRequest.network:type_name -> boxd.v1.NetworkRequest
+	12, // 11: boxd.v1.CreateSandboxRequest.registry_auth:type_name -> boxd.v1.RegistryAuth
+	49, // 12: boxd.v1.Sandbox.labels:type_name -> boxd.v1.Sandbox.LabelsEntry
+	17, // 13: boxd.v1.Sandbox.security:type_name -> boxd.v1.Security
+	16, // 14: boxd.v1.Sandbox.usage:type_name -> boxd.v1.Usage
+	5,  // 15: boxd.v1.Sandbox.ports:type_name -> boxd.v1.PublishedPort
+	14, // 16: boxd.v1.Sandbox.network:type_name -> boxd.v1.NetworkStatus
+	15, // 17: boxd.v1.CreateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	50, // 18: boxd.v1.ListSandboxesRequest.labels:type_name -> boxd.v1.ListSandboxesRequest.LabelsEntry
+	15, // 19: boxd.v1.ListSandboxesResponse.sandboxes:type_name -> boxd.v1.Sandbox
+	15, // 20: boxd.v1.GetSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	26, // 21: boxd.v1.ExecResponse.result:type_name -> boxd.v1.ExecResult
+	26, // 22: boxd.v1.ExecStreamResponse.result:type_name -> boxd.v1.ExecResult
+	0,  // 23: boxd.v1.ImportImageRequest.format:type_name -> boxd.v1.ImageFormat
+	51, // 24: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
+	36, // 25: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
+	36, // 26: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
+	14, // 27: boxd.v1.UpdateNetworkResponse.network:type_name -> boxd.v1.NetworkStatus
+	52, // 28: boxd.v1.BuildImageRequest.build_args:type_name -> boxd.v1.BuildImageRequest.BuildArgsEntry
+	36, // 29: boxd.v1.BuildImageResponse.image:type_name -> boxd.v1.Image
+	45, // 30: boxd.v1.BuildImageResponse.steps:type_name -> boxd.v1.BuildStep
+	11, // 31: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
+	19, // 32: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
+	21, // 33: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
+	23, // 34: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
+	42, // 35: boxd.v1.SandboxService.UpdateNetwork:input_type -> boxd.v1.UpdateNetworkRequest
+	25, // 36: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
+	25, // 37: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
+	29, // 38: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
+	31, // 39: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
+	33, // 40: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
+	35, // 41: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
+	38, // 42: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
+	40, // 43: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
+	6,  // 44: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
+	8,  // 45: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
+	1,  // 46: boxd.v1.SandboxService.CommitSandbox:input_type -> boxd.v1.CommitSandboxRequest
+	3,  // 47: boxd.v1.SandboxService.ForkSandbox:input_type -> boxd.v1.ForkSandboxRequest
+	44, // 48: boxd.v1.SandboxService.BuildImage:input_type -> boxd.v1.BuildImageRequest
+	18, // 49: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
+	20, // 50: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
+	22, // 51: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
+	24, // 52: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
+	43, // 53: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
+	27, // 54: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
+	28, // 55: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
+	30, // 56: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
+	32, // 57: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
+	34, // 58: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
+	37, // 59: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
+	39, // 60: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
+	41, // 61: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
+	7,  // 62: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
+	9,  // 63: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
+	2,  // 64: boxd.v1.SandboxService.CommitSandbox:output_type -> boxd.v1.CommitSandboxResponse
+	4,  // 65: boxd.v1.SandboxService.ForkSandbox:output_type -> boxd.v1.ForkSandboxResponse
+	46, // 66: boxd.v1.SandboxService.BuildImage:output_type -> boxd.v1.BuildImageResponse
+	49, // [49:67] is the sub-list for method output_type
+	31, // [31:49] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_boxd_v1_boxd_proto_init() }
@@ -3397,7 +3524,7 @@ func file_boxd_v1_boxd_proto_init() {
 	if File_boxd_v1_boxd_proto != nil {
 		return
 	}
-	file_boxd_v1_boxd_proto_msgTypes[26].OneofWrappers = []any{
+	file_boxd_v1_boxd_proto_msgTypes[27].OneofWrappers = []any{
 		(*ExecStreamResponse_Stdout)(nil),
 		(*ExecStreamResponse_Stderr)(nil),
 		(*ExecStreamResponse_Result)(nil),
@@ -3408,7 +3535,7 @@ func file_boxd_v1_boxd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_boxd_v1_boxd_proto_rawDesc), len(file_boxd_v1_boxd_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   51,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,238 @@
+// The connection to boxd: one HTTP/2 connection on the Unix socket, shared
+// by every call of a Client.
+//
+// boxd serves gRPC (besides Connect and gRPC-Web) from one handler, over
+// HTTP/2 without TLS on its socket. connect-node's gRPC transport does the
+// protocol over Node's http2 module; the socket is given to http2.connect
+// as createConnection, since Node's http2 has no Unix-socket URLs. Messages
+// are binary protobuf (no JSON, no base64), deadlines go to boxd as
+// grpc-timeout (so boxd cancels the work when a call's time is up), and an
+// aborted call resets its stream (so leaving a streaming exec kills the
+// command).
+
+import * as http2 from "node:http2";
+import * as net from "node:net";
+import * as path from "node:path";
+import { createClient, type CallOptions, type Client as RpcClient } from "@connectrpc/connect";
+import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
+import { SandboxService } from "./gen/boxd/v1/boxd_pb.js";
+import { FileService } from "./gen/boxd/v1/files_pb.js";
+import { ProcessService } from "./gen/boxd/v1/process_pb.js";
+import { fromError } from "./errors.js";
+
+export const DEFAULT_SOCKET = "/run/boxd/boxd.sock";
+
+/** File data goes in pieces of 1 MiB, the size boxd itself sends. */
+export const CHUNK = 1 << 20;
+// boxd refuses messages above 8 MiB; a reply (ExecResponse with 16 MiB of
+// output at most) stays under this.
+const MAX_MESSAGE = 64 << 20;
+// HTTP/2 receive windows as boxd's own client uses them: 8 MiB per stream,
+// 32 MiB for the connection, so a sender of file data does not wait for
+// window updates.
+const STREAM_WINDOW = 8 << 20;
+const SESSION_WINDOW = 32 << 20;
+
+/** `$BOXD_SOCKET`, else /run/boxd/boxd.sock (as boxctl). */
+export function defaultSocket(): string {
+  return process.env.BOXD_SOCKET || DEFAULT_SOCKET;
+}
+
+/** Options every call takes. */
+export interface CallOpts {
+  /**
+   * Bounds the whole call, in milliseconds: when it passes, the call is
+   * cancelled, boxd stops the work (a foreground command's tree is killed)
+   * and DeadlineExceeded is thrown. Default: the Client's.
+   */
+  requestTimeoutMs?: number;
+  /** Cancels the call (and boxd's work) when aborted; throws Cancelled. */
+  signal?: AbortSignal;
+}
+
+export interface ClientOptions {
+  /** boxd's Unix socket; default `$BOXD_SOCKET`, else /run/boxd/boxd.sock. */
+  socket?: string;
+  /** The default requestTimeoutMs of every call that does not give one. */
+  requestTimeoutMs?: number;
+}
+
+/**
+ * A connection to one boxd. One per process is enough; the module-level
+ * calls share defaultClient(). Idle, it does not keep Node from exiting.
+ */
+export class Client {
+  readonly socket: string;
+  readonly requestTimeoutMs: number | undefined;
+  /** The generated service clients, for calls the SDK does not wrap. */
+  readonly sandbox: RpcClient<typeof SandboxService>;
+  readonly files: RpcClient<typeof FileService>;
+  readonly process: RpcClient<typeof ProcessService>;
+  private readonly sessions: Http2SessionManager;
+  private readonly open = new Map<http2.ClientHttp2Stream, string>();
+
+  constructor(options: ClientOptions | string = {}) {
+    const o = typeof options === "string" ? { socket: options } : options;
+    this.socket = path.resolve(o.socket || defaultSocket());
+    this.requestTimeoutMs = o.requestTimeoutMs;
+    const socket = this.socket;
+    this.sessions = new Http2SessionManager(
+      "http://localhost",
+      {},
+      {
+        createConnection: () => {
+          const s = net.connect(socket);
+          s.setNoDelay?.(true);
+          return s;
+        },
+        settings: { initialWindowSize: STREAM_WINDOW, maxFrameSize: (1 << 24) - 1 },
+      },
+    );
+    const sessions = this.sessions;
+    const open = this.open;
+    const widened = new WeakSet<http2.Http2Session>();
+    const transport = createGrpcTransport({
+      baseUrl: "http://localhost",
+      sessionManager: {
+        authority: sessions.authority,
+        async request(method, p, headers, options) {
+          const stream = await sessions.request(method, p, headers, options);
+          open.set(stream, p);
+          stream.once("close", () => open.delete(stream));
+          // A call cancelled with response data still buffered: Node destroys
+          // a closed stream only once its readable side is consumed, and
+          // nobody reads it any more, so its 'close' never comes and the
+          // connection stays referenced (Node would not exit). Drop the data.
+          const close = stream.close.bind(stream);
+          stream.close = (code?: number, cb?: () => void) => {
+            close(code, cb);
+            stream.resume();
+            // close() has sent the RST_STREAM (a non-zero code goes at
+            // once); destroying the stream then ends it on our side.
+            setImmediate(() => {
+              if (!stream.destroyed) stream.destroy();
+            });
+          };
+          // The connection's window can only be raised once it exists.
+          const s = stream.session;
+          if (s && !widened.has(s)) {
+            widened.add(s);
+            try {
+              s.setLocalWindowSize(SESSION_WINDOW);
+            } catch {
+              // a session closing under us: the call reports it
+            }
+          }
+          return stream;
+        },
+        notifyResponseByteRead(stream) {
+          sessions.notifyResponseByteRead(stream);
+        },
+      },
+      readMaxBytes: MAX_MESSAGE,
+      writeMaxBytes: MAX_MESSAGE,
+    });
+    this.sandbox = createClient(SandboxService, transport);
+    this.files = createClient(FileService, transport);
+    this.process = createClient(ProcessService, transport);
+  }
+
+  /** Call options for connect: the deadline and the signal. */
+  options(o: CallOpts | undefined, signal?: AbortSignal): CallOptions {
+    const timeoutMs = o?.requestTimeoutMs ?? this.requestTimeoutMs;
+    return { timeoutMs: timeoutMs && timeoutMs > 0 ? timeoutMs : undefined, signal: signal ?? o?.signal };
+  }
+
+  /** Runs a unary or client-streaming call, mapping errors to typed ones. */
+  async unary<T>(fn: (opts: CallOptions) => Promise<T>, o?: CallOpts): Promise<T> {
+    try {
+      return await fn(this.options(o));
+    } catch (e) {
+      throw fromError(e, this.socket);
+    }
+  }
+
+  /**
+   * Runs a server- or bidi-streaming call. The responses come with errors
+   * mapped; leaving the iteration early (break, throw) or abort() cancels the
+   * call, which resets its stream so boxd stops the work.
+   */
+  stream<T>(fn: (opts: CallOptions) => AsyncIterable<T>, o?: CallOpts): Stream<T> {
+    return new Stream(this, fn, o);
+  }
+
+  /**
+   * The methods of the HTTP/2 streams still open on this client's
+   * connection, e.g. "/boxd.v1.ProcessService/Exec". An open stream keeps
+   * Node from exiting; every finished or cancelled call must have closed
+   * its own (the tests check this).
+   */
+  openStreams(): string[] {
+    return [...this.open.values()];
+  }
+
+  /** Closes the connection; calls after it open a new one. */
+  close(): void {
+    this.sessions.abort();
+  }
+}
+
+/** The responses of a streaming call (see Client.stream). */
+export class Stream<T> implements AsyncIterable<T> {
+  private readonly ac = new AbortController();
+  private readonly it: AsyncIterator<T>;
+  private readonly socket: string;
+  private done = false;
+
+  constructor(client: Client, fn: (opts: CallOptions) => AsyncIterable<T>, o?: CallOpts) {
+    this.socket = client.socket;
+    const user = o?.signal;
+    if (user) {
+      if (user.aborted) this.ac.abort(user.reason);
+      else user.addEventListener("abort", () => this.ac.abort(user.reason), { once: true });
+    }
+    this.it = fn(client.options(o, this.ac.signal))[Symbol.asyncIterator]();
+  }
+
+  /** The next response, or undefined at the end. */
+  async next(): Promise<T | undefined> {
+    if (this.done) return undefined;
+    try {
+      const r = await this.it.next();
+      if (r.done) {
+        this.done = true;
+        return undefined;
+      }
+      return r.value;
+    } catch (e) {
+      this.done = true;
+      throw fromError(e, this.socket);
+    }
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<T> {
+    try {
+      for (;;) {
+        const v = await this.next();
+        if (v === undefined) return;
+        yield v;
+      }
+    } finally {
+      if (!this.done) this.abort();
+    }
+  }
+
+  /** Cancels the call. */
+  abort(): void {
+    this.done = true;
+    if (!this.ac.signal.aborted) this.ac.abort();
+  }
+}
+
+let defaultInstance: Client | undefined;
+
+/** The process-wide client on defaultSocket(), made on first use. */
+export function defaultClient(): Client {
+  defaultInstance ??= new Client();
+  return defaultInstance;
+}

@@ -1,0 +1,349 @@
+// Files inside a sandbox (`sb.files`), over boxd's FileService.
+//
+// File data travels as binary protobuf in 1 MiB messages, never as JSON or
+// base64. Paths are the sandbox's: relative ones start at its workdir.
+
+import { create } from "@bufbuild/protobuf";
+import type { CallOpts, Stream } from "./client.js";
+import { CHUNK } from "./client.js";
+import { Internal, NotFound, fromCode } from "./errors.js";
+import {
+  ChmodPathRequestSchema,
+  DownloadFilesRequestSchema,
+  ListDirRequestSchema,
+  MakeDirRequestSchema,
+  ReadFileRequestSchema,
+  RemovePathRequestSchema,
+  RenamePathRequestSchema,
+  StatFileRequestSchema,
+  UploadFileSchema,
+  UploadFilesRequestSchema,
+  WatchPathRequestSchema,
+  WriteFileRequestSchema,
+  type UploadFilesRequest,
+  type WatchPathResponse,
+  type WriteFileRequest,
+} from "./gen/boxd/v1/files_pb.js";
+import { toBytes, type ByteSource, type SandboxRef } from "./process.js";
+import {
+  concat,
+  fileInfo,
+  fileResult,
+  watchEvent,
+  type DownloadedFile,
+  type FileInfo,
+  type FileResult,
+  type WatchEvent,
+} from "./types.js";
+
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+/** Pieces of at most CHUNK bytes (views, not copies) of any ByteSource. */
+async function* chunks(data: ByteSource): AsyncGenerator<Uint8Array> {
+  if (typeof data === "string" || data instanceof Uint8Array) {
+    const b = toBytes(data);
+    for (let i = 0; i < b.length; i += CHUNK) yield b.subarray(i, i + CHUNK);
+    return;
+  }
+  for await (const piece of data as AsyncIterable<Uint8Array | string>) {
+    const b = typeof piece === "string" ? toBytes(piece) : piece;
+    if (!(b instanceof Uint8Array)) throw new TypeError("file data must be bytes (Uint8Array/Buffer) or strings");
+    for (let i = 0; i < b.length; i += CHUNK) yield b.subarray(i, i + CHUNK);
+  }
+}
+
+export interface UserOpts extends CallOpts {
+  /** NAME, UID, NAME:GROUP or UID:GID in the sandbox; default root. */
+  user?: string;
+}
+
+export interface WriteOptions extends UserOpts {
+  /** Permission bits applied exactly (e.g. 0o755); default 0644 new, old mode replaced. */
+  mode?: number;
+  /** Create missing parent directories. */
+  parents?: boolean;
+  /** Truncate and write the existing file (keeps its inode); not atomic. */
+  inPlace?: boolean;
+  append?: boolean;
+  /** AlreadyExists if the file exists. */
+  exclusive?: boolean;
+}
+
+export interface ReadOptions extends UserOpts {
+  offset?: number;
+  /** 0: to the end of the file. */
+  length?: number;
+  /** FailedPrecondition if the path is a symlink. */
+  noFollow?: boolean;
+}
+
+/**
+ * One file to upload: `[path, data]`, `[path, data, mode]` or an object.
+ */
+export type UploadItem = [string, ByteSource] | [string, ByteSource, number] | { path: string; data: ByteSource; mode?: number };
+
+/** One FileResult per file, in order. */
+export interface UploadResult {
+  results: FileResult[];
+  filesWritten: number;
+  bytesWritten: number;
+  /** Every file was written. */
+  ok: boolean;
+  failed: FileResult[];
+}
+
+/**
+ * Changes under a path, from files.watch(): iterate it (`for await`) for
+ * WatchEvents; close() ends the watch. It is in place when watch() returns.
+ */
+export class Watch implements AsyncIterable<WatchEvent> {
+  private pending: WatchEvent[];
+
+  /** @internal */
+  constructor(
+    private readonly stream: Stream<WatchPathResponse>,
+    first: WatchPathResponse,
+  ) {
+    this.pending = first.events.map(watchEvent);
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<WatchEvent> {
+    try {
+      while (this.pending.length) yield this.pending.shift()!;
+      for (;;) {
+        const msg = await this.stream.next();
+        if (msg === undefined) return;
+        for (const e of msg.events) yield watchEvent(e);
+      }
+    } finally {
+      // Leaving the loop (break, throw, or the stream's end) ends the watch.
+      this.close();
+    }
+  }
+
+  close(): void {
+    this.stream.abort();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    this.close();
+  }
+}
+
+export class Files {
+  constructor(private readonly sb: SandboxRef) {}
+
+  private get c() {
+    return this.sb.client;
+  }
+
+  // -- whole files ----------------------------------------------------------
+
+  /**
+   * Writes a file: an atomic replace unless inPlace/append. data is bytes,
+   * text (UTF-8), or an (async) iterable of bytes such as a Node Readable
+   * (streamed, so memory stays bounded).
+   */
+  async write(path: string, data: ByteSource, o: WriteOptions = {}): Promise<FileInfo> {
+    const sandboxId = this.sb.id;
+    async function* requests(): AsyncGenerator<WriteFileRequest> {
+      const it = chunks(data);
+      const first = await it.next();
+      yield create(WriteFileRequestSchema, {
+        sandboxId,
+        path,
+        user: o.user ?? "",
+        mode: o.mode,
+        parents: o.parents ?? false,
+        inPlace: o.inPlace ?? false,
+        append: o.append ?? false,
+        exclusive: o.exclusive ?? false,
+        data: first.done ? new Uint8Array(0) : first.value,
+      });
+      for await (const c of it) yield create(WriteFileRequestSchema, { data: c });
+    }
+    const c = this.c;
+    const r = await c.unary((opts) => c.files.writeFile(requests(), opts), o);
+    return fileInfo(r.info);
+  }
+
+  /** Writes text as UTF-8. */
+  writeText(path: string, text: string, o: WriteOptions = {}): Promise<FileInfo> {
+    return this.write(path, text, o);
+  }
+
+  /**
+   * The file's bytes in pieces, as they arrive (memory stays bounded).
+   * Leaving the loop early cancels the read.
+   */
+  async *readStream(path: string, o: ReadOptions = {}): AsyncGenerator<Uint8Array> {
+    const c = this.c;
+    const req = create(ReadFileRequestSchema, {
+      sandboxId: this.sb.id,
+      path,
+      user: o.user ?? "",
+      offset: BigInt(o.offset ?? 0),
+      length: BigInt(o.length ?? 0),
+      noFollow: o.noFollow ?? false,
+    });
+    for await (const msg of c.stream((opts) => c.files.readFile(req, opts), o)) {
+      if (msg.data.length) yield msg.data;
+    }
+  }
+
+  /** The file's content (or length bytes from offset; 0: to the end). */
+  async read(path: string, o: ReadOptions = {}): Promise<Uint8Array> {
+    const parts: Uint8Array[] = [];
+    let n = 0;
+    for await (const p of this.readStream(path, o)) {
+      parts.push(p);
+      n += p.length;
+    }
+    return concat(parts, n);
+  }
+
+  /** The file as text (UTF-8; invalid UTF-8 throws a TypeError). */
+  async readText(path: string, o: ReadOptions = {}): Promise<string> {
+    return utf8.decode(await this.read(path, o));
+  }
+
+  // -- metadata ---------------------------------------------------------------
+
+  async stat(path: string, o: UserOpts & { follow?: boolean } = {}): Promise<FileInfo> {
+    const c = this.c;
+    const req = create(StatFileRequestSchema, { sandboxId: this.sb.id, path, user: o.user ?? "", follow: o.follow ?? false });
+    return fileInfo((await c.unary((opts) => c.files.statFile(req, opts), o)).info);
+  }
+
+  async exists(path: string, o: UserOpts = {}): Promise<boolean> {
+    try {
+      await this.stat(path, o);
+      return true;
+    } catch (e) {
+      if (e instanceof NotFound) return false;
+      throw e;
+    }
+  }
+
+  /**
+   * A directory's entries (paths relative to it), depth first and sorted by
+   * name; depth < 0 lists everything (at most 64 levels).
+   */
+  async list(path = ".", o: UserOpts & { depth?: number } = {}): Promise<FileInfo[]> {
+    const c = this.c;
+    const req = create(ListDirRequestSchema, { sandboxId: this.sb.id, path, user: o.user ?? "", depth: o.depth ?? 1 });
+    const out: FileInfo[] = [];
+    for await (const msg of c.stream((opts) => c.files.listDir(req, opts), o)) {
+      for (const e of msg.entries) out.push(fileInfo(e));
+    }
+    return out;
+  }
+
+  async mkdir(path: string, o: UserOpts & { parents?: boolean; mode?: number } = {}): Promise<void> {
+    const c = this.c;
+    const req = create(MakeDirRequestSchema, { sandboxId: this.sb.id, path, user: o.user ?? "", parents: o.parents ?? false, mode: o.mode });
+    await c.unary((opts) => c.files.makeDir(req, opts), o);
+  }
+
+  /** Removes a file, a symlink or an empty directory; recursive: a whole tree. */
+  async rm(path: string, o: UserOpts & { recursive?: boolean } = {}): Promise<void> {
+    const c = this.c;
+    const req = create(RemovePathRequestSchema, { sandboxId: this.sb.id, path, user: o.user ?? "", recursive: o.recursive ?? false });
+    await c.unary((opts) => c.files.removePath(req, opts), o);
+  }
+
+  async mv(src: string, dst: string, o: UserOpts & { noOverwrite?: boolean } = {}): Promise<void> {
+    const c = this.c;
+    const req = create(RenamePathRequestSchema, { sandboxId: this.sb.id, src, dst, user: o.user ?? "", noOverwrite: o.noOverwrite ?? false });
+    await c.unary((opts) => c.files.renamePath(req, opts), o);
+  }
+
+  async chmod(path: string, mode: number, o: UserOpts = {}): Promise<void> {
+    const c = this.c;
+    const req = create(ChmodPathRequestSchema, { sandboxId: this.sb.id, path, user: o.user ?? "", mode });
+    await c.unary((opts) => c.files.chmodPath(req, opts), o);
+  }
+
+  /**
+   * Watches a directory (or one file) for changes until closed or the path
+   * goes away; recursive watches the directories below too (at most 8192).
+   */
+  async watch(path: string, o: UserOpts & { recursive?: boolean } = {}): Promise<Watch> {
+    const c = this.c;
+    const req = create(WatchPathRequestSchema, { sandboxId: this.sb.id, path, user: o.user ?? "", recursive: o.recursive ?? false });
+    const s = c.stream((opts) => c.files.watchPath(req, opts), o);
+    let first: WatchPathResponse | undefined;
+    try {
+      first = await s.next();
+    } catch (e) {
+      s.abort();
+      throw e;
+    }
+    if (!first?.ready) {
+      s.abort();
+      throw new Internal("the watch ended before it was in place");
+    }
+    return new Watch(s, first);
+  }
+
+  // -- many files ---------------------------------------------------------------
+
+  /**
+   * Writes many files in one call: an object path -> data, or a list of
+   * [path, data], [path, data, mode] or {path, data, mode}. A file that fails
+   * does not stop the others: check each result (or .ok / .failed).
+   */
+  async upload(files: Record<string, ByteSource> | UploadItem[], o: UserOpts & { parents?: boolean } = {}): Promise<UploadResult> {
+    const items: { path: string; data: ByteSource; mode?: number }[] = Array.isArray(files)
+      ? files.map((it) => (Array.isArray(it) ? { path: it[0], data: it[1], mode: it[2] } : it))
+      : Object.entries(files).map(([path, data]) => ({ path, data }));
+    const sandboxId = this.sb.id;
+    async function* requests(): AsyncGenerator<UploadFilesRequest> {
+      let first = true;
+      for (const f of items) {
+        const it = chunks(f.data);
+        const head = await it.next();
+        yield create(UploadFilesRequestSchema, {
+          ...(first ? { sandboxId, user: o.user ?? "", parents: o.parents ?? false } : {}),
+          file: create(UploadFileSchema, { path: f.path, mode: f.mode }),
+          data: head.done ? new Uint8Array(0) : head.value,
+        });
+        first = false;
+        for await (const c of it) yield create(UploadFilesRequestSchema, { data: c });
+      }
+      // Nothing to upload: still name the sandbox.
+      if (first) yield create(UploadFilesRequestSchema, { sandboxId });
+    }
+    const c = this.c;
+    const r = await c.unary((opts) => c.files.uploadFiles(requests(), opts), o);
+    const results = r.results.map(fileResult);
+    const failed = results.filter((x) => !x.ok);
+    return { results, filesWritten: r.filesWritten, bytesWritten: Number(r.bytesWritten), ok: failed.length === 0, failed };
+  }
+
+  /**
+   * Reads many files in one call; one DownloadedFile per path, in order,
+   * each with its data or its error.
+   */
+  async download(paths: string[], o: UserOpts & { noFollow?: boolean } = {}): Promise<DownloadedFile[]> {
+    const c = this.c;
+    const req = create(DownloadFilesRequestSchema, { sandboxId: this.sb.id, paths, user: o.user ?? "", noFollow: o.noFollow ?? false });
+    const out: DownloadedFile[] = paths.map((path, index) => ({ index, path, data: new Uint8Array(0), ok: true }));
+    const parts: Uint8Array[][] = paths.map(() => []);
+    for await (const msg of c.stream((opts) => c.files.downloadFiles(req, opts), o)) {
+      const i = msg.index;
+      if (i < 0 || i >= out.length) continue;
+      const ev = msg.event;
+      if (ev.case === "data") parts[i].push(ev.value);
+      else if (ev.case === "start") out[i].info = fileInfo(ev.value);
+      else if (ev.case === "done" && ev.value.error) {
+        out[i].error = fromCode(ev.value.error.code, ev.value.error.message);
+        out[i].ok = false;
+      }
+    }
+    out.forEach((f, i) => {
+      if (f.ok) f.data = concat(parts[i]);
+    });
+    return out;
+  }
+}
