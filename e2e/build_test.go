@@ -52,7 +52,8 @@ CMD ["cat out.txt"]
 
 // TestBuild: a multi-step Dockerfile builds; its config and files are as
 // the Dockerfile says (a sandbox made from it sees them); an unchanged
-// rebuild takes every step from the cache and gives the same image; a
+// rebuild, even after boxd was killed and restarted, takes every step
+// from the cache and gives the same image; a
 // changed copied file rebuilds from its COPY on.
 func TestBuild(t *testing.T) {
 	const ref = "built/app:v1"
@@ -110,7 +111,10 @@ func TestBuild(t *testing.T) {
 		t.Errorf("image ls shows the step cache:\n%s", ls)
 	}
 
-	// Unchanged: every step from the cache, the same image.
+	// Unchanged, after a boxd restart (SIGKILL): every step from the
+	// cache, which lives in containerd, and the same image.
+	killDaemon()
+	must(t, startDaemon())
 	t0 := time.Now()
 	out, stderr, code = boxctlRun("build", "--force", "-t", ref, "--build-arg", "GREETING=yo", dir)
 	took := time.Since(t0)
