@@ -3,11 +3,18 @@
 # go.mod pins) through scripts/setup.sh. Run as root.
 
 GO        ?= go
-BIN       := bin
+BIN       ?= bin
+# make install: PREFIX for the programs, SYSCONFDIR for the config,
+# SYSTEMDDIR for the units, DESTDIR to stage the tree elsewhere (packaging,
+# tests).
+PREFIX     ?= /usr/local
+SYSCONFDIR ?= /etc
+SYSTEMDDIR ?= /lib/systemd/system
+DESTDIR    ?=
 BOXD_DEPS ?= /opt/boxd-deps
 PROTO     := $(wildcard rpc/proto/boxd/v1/*.proto)
 
-.PHONY: all setup build generate check-generated lint test unit demo bench clean
+.PHONY: all setup build install generate check-generated lint test unit demo bench clean
 
 all: build
 
@@ -20,6 +27,24 @@ build:
 	$(GO) build -o $(BIN)/boxctl-mcp ./cmd/boxctl/mcp
 	$(GO) build -o $(BIN)/boxctl ./cmd/boxctl
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s -o $(BIN)/boxd-init ./cmd/boxd-init
+
+# Installs the programs, boxd-init, the systemd units and a default config
+# (kept if one is there: it may have been edited). Paths in the units and
+# the config follow PREFIX and SYSCONFDIR.
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/libexec/boxd $(DESTDIR)$(PREFIX)/share/doc/boxd \
+		$(DESTDIR)$(SYSTEMDDIR) $(DESTDIR)$(SYSCONFDIR)/boxd
+	install -m 0755 $(BIN)/boxd $(BIN)/boxctl $(BIN)/boxctl-full $(BIN)/boxctl-mcp $(DESTDIR)$(PREFIX)/bin/
+	install -m 0755 $(BIN)/boxd-init $(DESTDIR)$(PREFIX)/libexec/boxd/boxd-init
+	install -m 0644 README.md $(DESTDIR)$(PREFIX)/share/doc/boxd/README.md
+	for u in boxd.service boxd.socket; do \
+		sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' systemd/$$u > $(DESTDIR)$(SYSTEMDDIR)/$$u && \
+		chmod 0644 $(DESTDIR)$(SYSTEMDDIR)/$$u || exit 1; \
+	done
+	if [ ! -e $(DESTDIR)$(SYSCONFDIR)/boxd/config.toml ]; then \
+		sed -e 's|@PREFIX@|$(PREFIX)|g' systemd/config.toml > $(DESTDIR)$(SYSCONFDIR)/boxd/config.toml && \
+		chmod 0644 $(DESTDIR)$(SYSCONFDIR)/boxd/config.toml; \
+	fi
 
 # Regenerates the committed API code (rpc/gen, the Python and TypeScript
 # SDKs' modules) and reference (docs/api.md) from the protobuf schema.

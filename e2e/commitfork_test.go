@@ -411,8 +411,8 @@ func TestForkCommitRefused(t *testing.T) {
 
 // TestFrozenSandboxThawedAfterCrash: a boxd killed while a commit or fork
 // has a sandbox frozen leaves the freeze and its mark; the reconciler
-// thaws it. The state is made as a crash would leave it: the mark, then
-// the pause, straight through containerd.
+// thaws it. The state is made as a crash would leave it, straight through
+// containerd.
 func TestFrozenSandboxThawedAfterCrash(t *testing.T) {
 	id := newSandbox(t)
 	c := namespaces.WithNamespace(ctx(t), namespace)
@@ -420,14 +420,18 @@ func TestFrozenSandboxThawedAfterCrash(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ctr.SetLabels(c, map[string]string{"boxd.io/frozen": "2026-01-01T00:00:00Z"}); err != nil {
-		t.Fatal(err)
-	}
+	// The pause first, then the mark: a reconciler pass between the two
+	// would otherwise see a mark on a running sandbox, clear it, and leave
+	// the pause that follows for good (a live commit holds the sandbox, so
+	// no pass sees its mark before its pause).
 	task, err := ctr.Task(c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	must(t, task.Pause(c))
+	if _, err := ctr.SetLabels(c, map[string]string{"boxd.io/frozen": "2026-01-01T00:00:00Z"}); err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		st, err := task.Status(c)

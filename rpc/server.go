@@ -23,6 +23,7 @@ import (
 	"github.com/containerd/errdefs"
 
 	"github.com/boxd-dev/boxd/agent/wire"
+	"github.com/boxd-dev/boxd/audit"
 	"github.com/boxd-dev/boxd/registry"
 	"github.com/boxd-dev/boxd/rpc/client"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
@@ -53,7 +54,27 @@ type Server struct {
 	// long (0: never); a call in progress, however quiet, is not cut.
 	IdleTimeout time.Duration
 
-	health *grpchealth.StaticChecker // set by Handler; NOT_SERVING while draining
+	// AdminGIDs are the --admin-group whose members, like root, see and
+	// manage every sandbox and may change images; empty: root only.
+	AdminGIDs []int
+	// Audit gets a line for every mutating call; nil: none.
+	Audit *audit.Log
+	// DrainTimeout is how long calls in flight may go on after Serve's
+	// context ends; new calls get unavailable meanwhile.
+	DrainTimeout time.Duration
+	// Unchecked, if set, is served too, with the ownership check off
+	// (--bench-unchecked-socket: a benchmark aid, see README).
+	Unchecked net.Listener
+
+	health   *grpchealth.StaticChecker // set by Handler; NOT_SERVING while draining
+	gateOnce sync.Once
+	g        *gate
+}
+
+// theGate is the one gate all services share, so a drain sees every call.
+func (s *Server) theGate() *gate {
+	s.gateOnce.Do(func() { s.g = newGate(s) })
+	return s.g
 }
 
 var _ boxdv1connect.SandboxServiceHandler = (*Server)(nil)
@@ -111,7 +132,7 @@ func (s *Server) handlerOptions() []connect.HandlerOption {
 	return []connect.HandlerOption{
 		connect.WithReadMaxBytes(MaxMessageBytes),
 		connect.WithSendMaxBytes(MaxMessageBytes),
-		connect.WithInterceptors(s.logInterceptor()),
+		connect.WithInterceptors(s.logInterceptor(), s.theGate()),
 		connect.WithCompression("gzip", nil, nil),
 		connect.WithCodec(chunkCodec),
 	}
@@ -121,6 +142,9 @@ func (s *Server) handlerOptions() []connect.HandlerOption {
 // with SO_PEERCRED when the connection is accepted.
 type Peer struct {
 	PID, UID, GID int32
+	// Groups are the supplementary groups the peer had when it connected
+	// (SO_PEERGROUPS); nil if the kernel could not say.
+	Groups []uint32
 }
 
 type peerKey struct{}
@@ -151,7 +175,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ReadHeaderTimeout: headerTimeout,
 		IdleTimeout:       s.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
-		ConnContext:       connContext,
+		ConnContext:       s.callerContext,
 		ErrorLog:          slog.NewLogLogger(s.Log.Handler(), slog.LevelDebug),
 	}
 	if s.MaxConns > 0 {
@@ -160,19 +184,29 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ln = ll
 		go ll.serveRefusals(proto)
 	}
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
+	if s.Unchecked != nil {
+		go func() { errc <- srv.Serve(uncheckedListener{s.Unchecked}) }()
+	}
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
-		// Probes see the drain before the socket goes away.
+		// Probes see the drain before the socket goes away. The socket
+		// stays open while the calls in flight finish, so a new call is
+		// answered unavailable rather than finding no socket.
 		for _, name := range append([]string{""}, APIServices...) {
 			s.health.SetStatus(name, grpchealth.StatusNotServing)
 		}
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		s.Log.Info("draining: new calls are refused", "grace", s.DrainTimeout)
+		if left := s.theGate().drain(s.DrainTimeout); left > 0 {
+			s.Log.Warn("drain grace over; cutting the calls still running", "calls", left)
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
+		_ = srv.Close()
 		return nil
 	}
 }
@@ -237,11 +271,12 @@ func toProto(sb *runtime.Sandbox) *boxdv1.Sandbox {
 		Network: netToProto(sb.Network),
 		Ports:   portsProto(sb.Ports),
 		Runtime: sb.Runtime.Name, RuntimeVersion: sb.Runtime.Version, RuntimeAdvisories: sb.Runtime.Advisories,
+		OwnerUid: sb.OwnerUID, Owner: userName(sb.OwnerUID),
 		Security: &boxdv1.Security{
 			Network:        sb.Network != nil && sb.Network.Mode == "egress",
 			ReadOnlyRootfs: false,
 			Capabilities:   runtime.Capabilities(),
-			Seccomp:        "containerd default profile",
+			Seccomp:        "containerd default profile plus boxd's denials (oci.DeniedSyscalls)",
 			UidMap:         sb.UIDMap,
 		},
 	}
@@ -267,7 +302,15 @@ func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[boxdv1.
 }
 
 func (s *Server) ListSandboxes(ctx context.Context, req *connect.Request[boxdv1.ListSandboxesRequest]) (*connect.Response[boxdv1.ListSandboxesResponse], error) {
-	sbs, err := s.Manager.List(ctx, req.Msg.Labels)
+	f := runtime.ListFilter{Labels: req.Msg.Labels, All: req.Msg.All}
+	if o := req.Msg.Owner; o != "" {
+		uid, err := lookupOwner(o)
+		if err != nil {
+			return nil, ToConnect(err)
+		}
+		f.Owner = &uid
+	}
+	sbs, err := s.Manager.ListFiltered(ctx, f)
 	if err != nil {
 		return nil, ToConnect(err)
 	}
@@ -620,11 +663,13 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 		return ctx
 	}
 	var cred *syscall.Ucred
+	var groups []uint32
 	_ = raw.Control(func(fd uintptr) {
 		cred, _ = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+		groups = peerGroups(fd)
 	})
 	if cred == nil {
 		return ctx
 	}
-	return context.WithValue(ctx, peerKey{}, Peer{PID: cred.Pid, UID: int32(cred.Uid), GID: int32(cred.Gid)})
+	return context.WithValue(ctx, peerKey{}, Peer{PID: cred.Pid, UID: int32(cred.Uid), GID: int32(cred.Gid), Groups: groups})
 }

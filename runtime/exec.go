@@ -46,7 +46,9 @@ func cgroupsPath(ctx context.Context, id string) string {
 // label. While the sandbox's dead init is being replaced, it waits for the
 // new one (up to restartWait) instead of failing on the old one's socket.
 func (m *Manager) agentFor(ctx context.Context, idOrName string) (*host.Client, string, error) {
-	if idRe.MatchString(idOrName) && m.inv.isVisible(idOrName) {
+	// Another user's sandbox takes the slow path, where find reports it
+	// not found (after looking for a sandbox of the caller's so named).
+	if owner, ok := m.inv.visibleOwner(idOrName); ok && mayUse(ctx, owner) && idRe.MatchString(idOrName) {
 		m.awaitRelease(ctx, idOrName, restartWait)
 		if _, err := os.Stat(m.socketPath(idOrName)); err == nil {
 			return host.NewClient(m.socketPath(idOrName)), idOrName, nil

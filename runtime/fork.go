@@ -86,16 +86,27 @@ func (m *Manager) Fork(ctx context.Context, req ForkRequest) (_ []*Sandbox, retE
 	if err != nil {
 		return nil, err
 	}
+	// The forks are the caller's, within its quotas, as a create's are.
+	owner := ownerUID(ctx)
+	for i := range rs {
+		rs[i].owner = owner
+		release, err := m.reserveQuota(rs[i])
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
 	// Names are claimed as a create claims them.
 	for _, r := range rs {
 		if r.name == "" {
 			continue
 		}
-		if !m.claim("name:" + r.name) {
+		key := fmt.Sprintf("name:%d:%s", r.owner, r.name)
+		if !m.claim(key) {
 			return nil, fmt.Errorf("a sandbox named %q is being created: %w", r.name, errdefs.ErrAlreadyExists)
 		}
-		defer m.release("name:" + r.name)
-		if _, err := m.find(ctx, r.name); err == nil {
+		defer m.release(key)
+		if _, err := m.find(WithCaller(ctx, Caller{UID: r.owner}), r.name); err == nil {
 			return nil, fmt.Errorf("names: a sandbox named %q already exists: %w", r.name, errdefs.ErrAlreadyExists)
 		} else if !errdefs.IsNotFound(err) {
 			return nil, err

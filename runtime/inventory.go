@@ -4,6 +4,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -21,22 +22,61 @@ import (
 // adoption and delete keep it current.
 type inventory struct {
 	mu      sync.Mutex
-	visible map[string]bool
+	visible map[string]owned     // with each one's owner and memory
 	all     map[string]time.Time // when each was counted
 	max     int                  // 0: no limit
+	// pending are the per-user quota shares of creates under way, so
+	// creates racing each other cannot overshoot a quota either.
+	pending map[string]owned
 }
 
 func newInventory(max int) *inventory {
-	return &inventory{visible: map[string]bool{}, all: map[string]time.Time{}, max: max}
+	return &inventory{visible: map[string]owned{}, all: map[string]time.Time{}, max: max, pending: map[string]owned{}}
 }
 
 // isVisible reports whether id is a sandbox clients may reach. An id it
 // does not know may still be one (created by another boxd on the same
 // namespace, say): callers then ask containerd, which checks the label.
 func (v *inventory) isVisible(id string) bool {
+	_, ok := v.visibleOwner(id)
+	return ok
+}
+
+// visibleOwner returns the owner of a client-visible sandbox.
+func (v *inventory) visibleOwner(id string) (uint32, bool) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	return v.visible[id]
+	o, ok := v.visible[id]
+	return o.uid, ok
+}
+
+// reserveQuota takes o's share of its owner's quota under token until
+// settle or release; it fails naming the quota that would be exceeded.
+func (v *inventory) reserveQuota(token string, o owned, q Quotas) error {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	n, mem := 0, int64(0)
+	for _, m := range []map[string]owned{v.visible, v.pending} {
+		for _, x := range m {
+			if x.uid == o.uid {
+				n++
+				mem += x.memory
+			}
+		}
+	}
+	if err := q.check(o, n, mem); err != nil {
+		return err
+	}
+	v.pending[token] = o
+	return nil
+}
+
+// releaseQuota drops a reservation (the create is done or failed; a
+// successful one is counted by show from then on).
+func (v *inventory) releaseQuota(token string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	delete(v.pending, token)
 }
 
 // reserve counts id against the limit before anything of it is made, so
@@ -77,14 +117,17 @@ func (v *inventory) fullErr() error {
 	return fmt.Errorf("the daemon's limit of %d sandboxes (max-sandboxes) is reached, warm-pool members included: %w", v.max, errdefs.ErrResourceExhausted)
 }
 
-// show makes a counted sandbox reachable by clients.
-func (v *inventory) show(id string) {
+// show makes a counted sandbox reachable by clients (owned by root).
+func (v *inventory) show(id string) { v.showOwned(id, owned{}) }
+
+// showOwned makes a counted sandbox reachable by clients, as o's.
+func (v *inventory) showOwned(id string, o owned) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if _, ok := v.all[id]; !ok {
 		v.all[id] = time.Now()
 	}
-	v.visible[id] = true
+	v.visible[id] = o
 }
 
 // add counts id without checking the limit (one found in containerd).
@@ -149,7 +192,7 @@ func (m *Manager) Load(ctx context.Context) error {
 	}
 	for _, r := range recs {
 		if r.Labels[LabelManaged] == "true" {
-			m.inv.show(r.ID)
+			m.inv.showOwned(r.ID, ownedFrom(r.Labels))
 		} else {
 			m.inv.add(r.ID)
 		}
@@ -226,3 +269,16 @@ func (m *Manager) reserve(ctx context.Context, id string, member bool) error {
 // AddVisibleForTest makes id a client-visible sandbox without containerd,
 // for tests of the API layer that run an init by hand in a temp dir.
 func (m *Manager) AddVisibleForTest(id string) { m.inv.show(id) }
+
+// AddOwnedForTest is AddVisibleForTest for a sandbox owned by uid.
+func (m *Manager) AddOwnedForTest(id string, uid uint32) { m.inv.showOwned(id, owned{uid: uid}) }
+
+// ownedFrom reads the owner and memory limit of a sandbox from its labels.
+func ownedFrom(labels map[string]string) owned {
+	o := owned{uid: ownerOf(labels)}
+	var rec record
+	if json.Unmarshal([]byte(labels[LabelSandbox]), &rec) == nil {
+		o.memory = rec.Memory
+	}
+	return o
+}

@@ -96,6 +96,8 @@ type Config struct {
 	MaxSandboxes int
 	TotalMemory  int64
 	TotalPids    int64
+	// Quotas are per caller uid (owner.go).
+	Quotas Quotas
 
 	// ReadyTimeout bounds how long create waits for the init to answer.
 	ReadyTimeout time.Duration
@@ -126,6 +128,7 @@ type Sandbox struct {
 	ExpiresAt time.Time
 	InitPID   uint32
 	UIDMap    string
+	OwnerUID  uint32     // the host uid that created it
 	Ports     []PortSpec // published ports, as recorded
 	Usage     *Usage     // set by Get while the sandbox runs
 	Restarts  RestartInfo
@@ -329,6 +332,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	if err != nil {
 		return nil, err
 	}
+	r.owner = ownerUID(ctx)
 	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
 	img, err := m.cfg.Images.Get(ctx, r.image)
 	if err != nil {
@@ -343,17 +347,26 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	}
 
 	if r.name != "" {
-		// Creates run in parallel; only two with the same name must not.
-		if !m.claim("name:" + r.name) {
+		// Creates run in parallel; only two with the same name and owner
+		// must not. Another user's name does not block this one's.
+		key := fmt.Sprintf("name:%d:%s", r.owner, r.name)
+		if !m.claim(key) {
 			return nil, fmt.Errorf("a sandbox named %q is being created: %w", r.name, errdefs.ErrAlreadyExists)
 		}
-		defer m.release("name:" + r.name)
-		if _, err := m.find(ctx, r.name); err == nil {
+		defer m.release(key)
+		if _, err := m.find(WithCaller(ctx, Caller{UID: r.owner}), r.name); err == nil {
 			return nil, fmt.Errorf("a sandbox named %q already exists: %w", r.name, errdefs.ErrAlreadyExists)
 		} else if !errdefs.IsNotFound(err) {
 			return nil, err
 		}
 	}
+	// The owner's quota share is held from here until the sandbox is
+	// counted as visible (or the create failed).
+	releaseQuota, err := m.reserveQuota(r)
+	if err != nil {
+		return nil, err
+	}
+	defer releaseQuota()
 	// A pool member was started without listeners; a create that
 	// publishes ports is made cold.
 	if len(r.publish) == 0 {
@@ -558,7 +571,7 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	}
 	m.servePorts(id, lns)
 	if !member {
-		m.inv.show(id)
+		m.inv.showOwned(id, owned{uid: r.owner, memory: r.limits.MemoryBytes})
 	}
 	log.Debug("create timing", phases...)
 	log.Info("created", "image", rec.Image, "memory", rec.Memory, "cpus", rec.CPUs, "pids", rec.Pids, "ttl", r.ttl)
@@ -602,7 +615,8 @@ func (m *Manager) specFor(ctx context.Context, id string, r resolved, imgSpec oc
 // expiry, name and the user's labels.
 func (m *Manager) labelsFor(rec record, r resolved) map[string]string {
 	recJSON, _ := json.Marshal(rec)
-	labels := map[string]string{LabelManaged: "true", LabelSandbox: string(recJSON), LabelExpiresAt: rec.ExpiresAt.Format(time.RFC3339)}
+	labels := map[string]string{LabelManaged: "true", LabelSandbox: string(recJSON), LabelExpiresAt: rec.ExpiresAt.Format(time.RFC3339),
+		LabelOwner: strconv.FormatUint(uint64(r.owner), 10)}
 	if r.name != "" {
 		labels[LabelName] = r.name
 	}
@@ -827,7 +841,9 @@ func (m *Manager) removeSnapshot(ctx context.Context, key string) {
 	}
 }
 
-// find resolves an id or a name to a container.
+// find resolves an id or a name to a container the caller may use (see
+// owner.go): another user's sandbox is not found, exactly like a missing
+// one.
 func (m *Manager) find(ctx context.Context, idOrName string) (client.Container, error) {
 	if idOrName == "" {
 		return nil, fieldErr("id", "sandbox id is empty")
@@ -838,20 +854,42 @@ func (m *Manager) find(ctx context.Context, idOrName string) (client.Container, 
 	ctr, err := m.cfg.Client.LoadContainer(ctx, idOrName)
 	if err == nil {
 		labels, lerr := ctr.Labels(ctx)
-		if lerr == nil && labels[LabelManaged] == "true" {
+		if lerr == nil && labels[LabelManaged] == "true" && mayUse(ctx, ownerOf(labels)) {
 			return ctr, nil
 		}
 	} else if !errdefs.IsNotFound(err) && !errdefs.IsInvalidArgument(err) {
 		return nil, fmt.Errorf("load sandbox %s: %w", idOrName, err)
 	}
-	ctrs, err := m.cfg.Client.Containers(ctx, fmt.Sprintf(`labels."%s"==true,labels."%s"==%s`, LabelManaged, LabelName, strconv.Quote(idOrName)))
+	filter := fmt.Sprintf(`labels."%s"==true,labels."%s"==%s`, LabelManaged, LabelName, strconv.Quote(idOrName))
+	if uid, ok := restricted(ctx); ok {
+		filter += fmt.Sprintf(`,labels."%s"==%s`, LabelOwner, strconv.Quote(strconv.FormatUint(uint64(uid), 10)))
+	}
+	ctrs, err := m.cfg.Client.Containers(ctx, filter)
 	if err != nil {
 		return nil, fmt.Errorf("find sandbox %s: %w", idOrName, err)
 	}
-	if len(ctrs) == 0 {
-		return nil, fmt.Errorf("sandbox %q not found: %w", idOrName, errdefs.ErrNotFound)
+	switch len(ctrs) {
+	case 0:
+		return nil, notFound(idOrName)
+	case 1:
+		return ctrs[0], nil
 	}
-	return ctrs[0], nil
+	// Names are per owner: an admin (or boxd itself) may see several
+	// sandboxes of one name. Its own comes first; among others' it must
+	// say which by id.
+	var owners []string
+	caller, hasCaller := CallerFrom(ctx)
+	for _, c := range ctrs {
+		labels, err := c.Labels(ctx)
+		if err != nil {
+			continue
+		}
+		if hasCaller && ownerOf(labels) == caller.UID {
+			return c, nil
+		}
+		owners = append(owners, strconv.FormatUint(uint64(ownerOf(labels)), 10))
+	}
+	return nil, fieldErr("id", "name %q is used by sandboxes of several users (uids %s): name the sandbox by its id", idOrName, strings.Join(owners, ", "))
 }
 
 // Get inspects one sandbox by id or name.
@@ -936,6 +974,7 @@ func (m *Manager) toSandbox(id string, labels map[string]string, rec record) *Sa
 		Workdir: rec.Workdir, CreatedAt: rec.CreatedAt, ExpiresAt: rec.ExpiresAt,
 		Labels:   map[string]string{},
 		UIDMap:   fmt.Sprintf("0:%d:%d", rec.HostUID, rec.IDMapSize),
+		OwnerUID: ownerOf(labels),
 		Ports:    parsePorts(labels[LabelPorts]),
 		Restarts: restartInfo(labels),
 		Runtime:  RuntimeInfo{Name: rec.Runtime, Version: rec.RuntimeVersion, Advisories: rec.RuntimeAdvisories},
@@ -957,10 +996,39 @@ func (m *Manager) toSandbox(id string, labels map[string]string, rec record) *Sa
 	return sb
 }
 
-// List returns every sandbox, or those carrying all the given labels,
-// sorted by creation time.
+// ListFilter narrows a listing. A caller that is not an admin lists only
+// its own sandboxes whatever the filter says (the API refuses All and
+// another's Owner for it); an admin lists its own unless All or Owner.
+type ListFilter struct {
+	Labels map[string]string
+	All    bool
+	Owner  *uint32 // only this uid's
+}
+
+// List returns the sandboxes the caller may see (see ListFilter), or those
+// of them carrying all the given labels, sorted by creation time.
 func (m *Manager) List(ctx context.Context, labels map[string]string) ([]*Sandbox, error) {
+	return m.ListFiltered(ctx, ListFilter{Labels: labels})
+}
+
+// ListFiltered is List with an owner filter.
+func (m *Manager) ListFiltered(ctx context.Context, f ListFilter) ([]*Sandbox, error) {
+	labels := f.Labels
 	filter := fmt.Sprintf(`labels."%s"==true`, LabelManaged)
+	if c, ok := CallerFrom(ctx); ok || f.Owner != nil {
+		uid := c.UID
+		switch {
+		case f.Owner != nil && (c.Admin || c.Unchecked || *f.Owner == c.UID || !ok):
+			uid = *f.Owner
+		case f.Owner != nil:
+			return nil, fmt.Errorf("owner: only root and --admin-group members may list another user's sandboxes: %w", errdefs.ErrPermissionDenied)
+		case f.All && !(c.Admin || c.Unchecked):
+			return nil, fmt.Errorf("all: only root and --admin-group members may list every user's sandboxes: %w", errdefs.ErrPermissionDenied)
+		}
+		if f.Owner != nil || !f.All {
+			filter += fmt.Sprintf(`,labels."%s"==%s`, LabelOwner, strconv.Quote(strconv.FormatUint(uint64(uid), 10)))
+		}
+	}
 	for k, v := range labels {
 		if !labelKeyRe.MatchString(k) {
 			return nil, fieldErr("labels", "key %q must be letters, digits, _ . / -", k)

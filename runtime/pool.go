@@ -191,7 +191,7 @@ func (m *Manager) adopt(ctx context.Context, id string, r resolved) (*Sandbox, e
 		return nil, fmt.Errorf("relabel: %w", err)
 	}
 	phase("relabel")
-	m.inv.show(id)
+	m.inv.showOwned(id, owned{uid: r.owner, memory: r.limits.MemoryBytes})
 	m.log.Info("created from the warm pool", "sandbox", id, "memory", rec.Memory, "cpus", rec.CPUs, "pids", rec.Pids, "ttl", r.ttl)
 	sb := m.toSandbox(id, labels, rec)
 	sb.Env, sb.State, sb.InitPID = env, "running", task.Pid()

@@ -170,6 +170,7 @@ type resolved struct {
 	network string
 	allow   []network.Dest
 	publish []PortSpec
+	owner   uint32 // the caller's uid
 	// forkParent, set for a fork, is the committed snapshot the new
 	// sandbox's writable layer sits on instead of its image's top layer.
 	forkParent string

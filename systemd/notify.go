@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"syscall"
+	"time"
 )
 
 // Notify sends state (e.g. "READY=1") to the service manager if boxd runs
@@ -62,4 +63,21 @@ func Listeners() ([]net.Listener, error) {
 		out = append(out, ln)
 	}
 	return out, nil
+}
+
+// WatchdogInterval returns the interval within which the service manager
+// wants WATCHDOG=1 (WATCHDOG_USEC, set with WatchdogSec= in the unit), and
+// false if it does not watch this process (no WATCHDOG_USEC, or a
+// WATCHDOG_PID that is another process's), as sd_watchdog_enabled(3).
+func WatchdogInterval() (time.Duration, bool) {
+	usec, err := strconv.ParseInt(os.Getenv("WATCHDOG_USEC"), 10, 64)
+	if err != nil || usec <= 0 {
+		return 0, false
+	}
+	if p := os.Getenv("WATCHDOG_PID"); p != "" {
+		if pid, err := strconv.Atoi(p); err != nil || pid != os.Getpid() {
+			return 0, false
+		}
+	}
+	return time.Duration(usec) * time.Microsecond, true
 }

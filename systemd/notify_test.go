@@ -2,8 +2,11 @@ package systemd
 
 import (
 	"net"
+	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
+	"time"
 )
 
 func TestNotifySendsState(t *testing.T) {
@@ -41,5 +44,26 @@ func TestListenersIgnoresOtherPID(t *testing.T) {
 	lns, err := Listeners()
 	if err != nil || lns != nil {
 		t.Fatalf("Listeners for another pid = %v, %v", lns, err)
+	}
+}
+
+func TestWatchdogInterval(t *testing.T) {
+	t.Setenv("WATCHDOG_USEC", "2000000")
+	t.Setenv("WATCHDOG_PID", "")
+	if d, ok := WatchdogInterval(); !ok || d != 2*time.Second {
+		t.Errorf("WATCHDOG_USEC=2000000: %v %v", d, ok)
+	}
+	t.Setenv("WATCHDOG_PID", strconv.Itoa(os.Getpid()))
+	if _, ok := WatchdogInterval(); !ok {
+		t.Error("our own WATCHDOG_PID: not enabled")
+	}
+	t.Setenv("WATCHDOG_PID", "1")
+	if _, ok := WatchdogInterval(); ok {
+		t.Error("another process's WATCHDOG_PID: enabled")
+	}
+	t.Setenv("WATCHDOG_USEC", "")
+	t.Setenv("WATCHDOG_PID", "")
+	if _, ok := WatchdogInterval(); ok {
+		t.Error("no WATCHDOG_USEC: enabled")
 	}
 }

@@ -160,7 +160,10 @@ func (e *env) startBoxd(ctx context.Context, boxd, initBin string) (err error) {
 	e.stateDir = filepath.Join(e.dir, "state")
 	cmd := exec.Command(boxd, "--socket", e.sock, "--containerd", e.ctrd.Address, "--namespace", namespace,
 		"--state-dir", e.stateDir, "--init-binary", initBin, "--runc", testenv.Runc, "--default-image", image,
-		"--insecure-registry", e.registryAddr)
+		"--insecure-registry", e.registryAddr,
+		// The ownership scenario's caller is nobody/nogroup, through both
+		// sockets (scenario_owner.go).
+		"--socket-group", "nogroup", "--bench-unchecked-socket", e.uncheckedSocket())
 	logFile, err := os.Create(filepath.Join(e.dir, "boxd.log"))
 	if err != nil {
 		return err

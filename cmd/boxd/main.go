@@ -48,6 +48,7 @@ func newApp() *cli.App {
 		Name:  "boxd",
 		Usage: "run untrusted code in locked-down containerd sandboxes",
 		Flags: append([]cli.Flag{
+			&cli.StringFlag{Name: "config", EnvVars: []string{"BOXD_CONFIG"}, Usage: "TOML file of settings: keys are these flags' names (socket-group = \"boxd\"); flags given here win"},
 			&cli.StringFlag{Name: "socket", Value: rpc.DefaultSocket, EnvVars: []string{"BOXD_SOCKET"}, Usage: "Unix socket to serve the API on (ignored under socket activation)"},
 			&cli.StringFlag{Name: "socket-group", Usage: "group that may use the socket (default: root only)"},
 			&cli.StringFlag{Name: "containerd", Value: "/run/containerd/containerd.sock", Usage: "containerd's socket"},
@@ -80,7 +81,8 @@ func newApp() *cli.App {
 			&cli.DurationFlag{Name: "registry-timeout", Value: registry.DefaultTimeout, Usage: "how long a registry may stay silent (connect, answer, or mid-download) before a pull or push fails"},
 			&cli.StringFlag{Name: "max-image-size", Value: formatSize(registry.DefaultMaxImageSize), Usage: "most a pulled image's layers may expand to, uncompressed (0: no limit)"},
 			&cli.BoolFlag{Name: "debug"},
-		}, limitFlags(readHost())...),
+		}, append(limitFlags(readHost()), ownerFlags()...)...),
+		Before: loadConfig,
 		Action: run,
 	}
 }
@@ -118,6 +120,19 @@ func run(cc *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	quotas, err := parseQuotas(cc)
+	if err != nil {
+		return err
+	}
+	admins, err := adminGIDs(cc)
+	if err != nil {
+		return err
+	}
+	auditLog, err := openAudit(cc)
+	if err != nil {
+		return err
+	}
+	defer auditLog.Close()
 	initBin, err := findInit(cc.String("init-binary"))
 	if err != nil {
 		return err
@@ -185,6 +200,7 @@ func run(cc *cli.Context) error {
 		IDBase:        uint32(cc.Uint("userns-host-id")), IDMapSize: uint32(cc.Uint("userns-size")), IDRanges: int(cc.Uint("userns-ranges")),
 		PoolSize:     cc.Int("warm-pool"),
 		MaxSandboxes: lim.maxSandboxes, TotalMemory: lim.memoryTotal, TotalPids: lim.pidsTotal,
+		Quotas:   quotas,
 		Restarts: restarts,
 		Network:  netMgr,
 		Ports:    publish,
@@ -202,6 +218,14 @@ func run(cc *cli.Context) error {
 	go mgr.RunPool(ctx)
 
 	var ln net.Listener
+	gid := -1
+	if g := cc.String("socket-group"); g != "" {
+		grp, err := user.LookupGroup(g)
+		if err != nil {
+			return fmt.Errorf("--socket-group: %w", err)
+		}
+		gid, _ = strconv.Atoi(grp.Gid)
+	}
 	lns, err := systemd.Listeners()
 	if err != nil {
 		return err
@@ -210,26 +234,26 @@ func run(cc *cli.Context) error {
 		ln = lns[0]
 		log.Info("using socket from systemd", "address", ln.Addr())
 	} else {
-		gid := -1
-		if g := cc.String("socket-group"); g != "" {
-			grp, err := user.LookupGroup(g)
-			if err != nil {
-				return fmt.Errorf("--socket-group: %w", err)
-			}
-			gid, _ = strconv.Atoi(grp.Gid)
-		}
 		ln, err = rpc.Listen(cc.String("socket"), gid)
 		if err != nil {
 			return err
 		}
 		defer os.Remove(cc.String("socket"))
 	}
-	srv := &rpc.Server{Manager: mgr, Images: images, Registry: reg, DefaultImage: cc.String("default-image"), Log: log, MaxConns: lim.maxConns, IdleTimeout: lim.idleTimeout}
+	srv := &rpc.Server{Manager: mgr, Images: images, Registry: reg, DefaultImage: cc.String("default-image"), Log: log, MaxConns: lim.maxConns, IdleTimeout: lim.idleTimeout,
+		AdminGIDs: admins, Audit: auditLog, DrainTimeout: cc.Duration("drain-timeout")}
+	if p := cc.String("bench-unchecked-socket"); p != "" {
+		log.Warn("BENCH AID: serving a socket without ownership checks; never use this in production", "socket", p)
+		if srv.Unchecked, err = rpc.Listen(p, gid); err != nil {
+			return err
+		}
+		defer os.Remove(p)
+	}
 	log.Info("serving", "socket", ln.Addr().String(), "init", initBin, "state_dir", cc.String("state-dir"))
 	if _, err := systemd.Notify("READY=1"); err != nil {
 		log.Warn("notify systemd", "err", err)
 	}
-	err = srv.Serve(ctx, ln)
+	err = mainLoop(ctx, log, func() error { return srv.Serve(ctx, ln) })
 	if errors.Is(err, net.ErrClosed) {
 		err = nil
 	}
@@ -323,4 +347,34 @@ func newRegistry(cc *cli.Context, images *snapshot.Store) (*registry.Registry, e
 		Timeout:      cc.Duration("registry-timeout"),
 		MaxImageSize: maxSize,
 	})
+}
+
+// mainLoop serves until serve returns, pinging systemd's watchdog
+// (WatchdogSec= in the unit) at half its interval from this goroutine, so
+// a boxd whose main loop is stuck is restarted, and telling systemd when
+// the drain starts.
+func mainLoop(ctx context.Context, log *slog.Logger, serve func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- serve() }()
+	var tick <-chan time.Time
+	if d, ok := systemd.WatchdogInterval(); ok {
+		t := time.NewTicker(d / 2)
+		defer t.Stop()
+		tick = t.C
+		log.Info("systemd watchdog", "interval", d, "ping_every", d/2)
+	}
+	stopping := ctx.Done()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-stopping:
+			stopping = nil
+			_, _ = systemd.Notify("STOPPING=1")
+		case <-tick:
+			if _, err := systemd.Notify("WATCHDOG=1"); err != nil {
+				log.Warn("systemd watchdog", "err", err)
+			}
+		}
+	}
 }

@@ -22,13 +22,15 @@ func lsCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "json", Usage: "print JSON"},
 			&cli.StringSliceFlag{Name: "label", Aliases: []string{"l"}, Usage: "only sandboxes with K=V, repeatable"},
+			&cli.BoolFlag{Name: "all", Aliases: []string{"a"}, Usage: "every user's sandboxes (root and boxd's --admin-group only)"},
+			&cli.StringFlag{Name: "owner", Usage: "only this user's sandboxes (user name or uid; another user's: admins only)"},
 		},
 		Action: func(c *cli.Context) error {
 			labels, err := parseKV("label", c.StringSlice("label"))
 			if err != nil {
 				return err
 			}
-			resp, err := apiClient(c).ListSandboxes(c.Context, connect.NewRequest(&boxdv1.ListSandboxesRequest{Labels: labels}))
+			resp, err := apiClient(c).ListSandboxes(c.Context, connect.NewRequest(&boxdv1.ListSandboxesRequest{Labels: labels, All: c.Bool("all"), Owner: c.String("owner")}))
 			if err != nil {
 				return err
 			}
@@ -36,13 +38,17 @@ func lsCommand() *cli.Command {
 				return printJSONArray(resp.Msg.Sandboxes)
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tIMAGE\tSTATE\tMEMORY\tCPUS\tPIDS\tEXPIRES")
+			fmt.Fprintln(tw, "ID\tNAME\tOWNER\tIMAGE\tSTATE\tMEMORY\tCPUS\tPIDS\tEXPIRES")
 			for _, sb := range resp.Msg.Sandboxes {
 				exp := sb.ExpiresAt
 				if t, err := time.Parse(time.RFC3339Nano, exp); err == nil {
 					exp = "in " + time.Until(t).Round(time.Second).String()
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%g\t%d\t%s\n", sb.Id, dash(sb.Name), sb.Image, sb.State, humanBytes(sb.MemoryBytes), sb.Cpus, sb.Pids, exp)
+				owner := sb.Owner
+				if owner == "" {
+					owner = fmt.Sprint(sb.OwnerUid)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%g\t%d\t%s\n", sb.Id, dash(sb.Name), owner, sb.Image, sb.State, humanBytes(sb.MemoryBytes), sb.Cpus, sb.Pids, exp)
 			}
 			return tw.Flush()
 		},

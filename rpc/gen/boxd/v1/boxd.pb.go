@@ -1049,6 +1049,10 @@ type Sandbox struct {
 	// Known container escapes of that runtime version (CVE ids). Non-empty
 	// only if boxd was started with --allow-vulnerable-runtime.
 	RuntimeAdvisories []string `protobuf:"bytes,92,rep,name=runtime_advisories,json=runtimeAdvisories,proto3" json:"runtime_advisories,omitempty"`
+	// The host uid of the caller that created the sandbox (SO_PEERCRED). Only
+	// that uid, root and members of boxd's --admin-group see the sandbox.
+	OwnerUid uint32 `protobuf:"varint,80,opt,name=owner_uid,json=ownerUid,proto3" json:"owner_uid,omitempty"`
+	Owner    string `protobuf:"bytes,81,opt,name=owner,proto3" json:"owner,omitempty"` // owner_uid's user name, if the host knows it
 	// Disk cap of the writable layer in bytes; 0: none.
 	DiskBytes int64 `protobuf:"varint,95,opt,name=disk_bytes,json=diskBytes,proto3" json:"disk_bytes,omitempty"`
 	// Bytes the writable layer uses on its own filesystem (GetSandbox only,
@@ -1254,6 +1258,20 @@ func (x *Sandbox) GetRuntimeAdvisories() []string {
 		return x.RuntimeAdvisories
 	}
 	return nil
+}
+
+func (x *Sandbox) GetOwnerUid() uint32 {
+	if x != nil {
+		return x.OwnerUid
+	}
+	return 0
+}
+
+func (x *Sandbox) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
 }
 
 func (x *Sandbox) GetDiskBytes() int64 {
@@ -1469,8 +1487,16 @@ func (x *CreateSandboxResponse) GetSandbox() *Sandbox {
 }
 
 type ListSandboxesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Labels        map[string]string      `protobuf:"bytes,1,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // only sandboxes carrying all these labels
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Labels map[string]string      `protobuf:"bytes,1,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // only sandboxes carrying all these labels
+	// all: every user's sandboxes (root and --admin-group members only; for
+	// anyone else it is permission_denied). Without it an admin, like
+	// everyone, lists only the sandboxes it created.
+	All bool `protobuf:"varint,10,opt,name=all,proto3" json:"all,omitempty"`
+	// owner: only this user's sandboxes (a user name or a numeric uid);
+	// implies all for an admin. A non-admin may name only itself. An owner
+	// the host does not know is invalid_argument.
+	Owner         string `protobuf:"bytes,11,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1510,6 +1536,20 @@ func (x *ListSandboxesRequest) GetLabels() map[string]string {
 		return x.Labels
 	}
 	return nil
+}
+
+func (x *ListSandboxesRequest) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
+func (x *ListSandboxesRequest) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
 }
 
 type ListSandboxesResponse struct {
@@ -3176,7 +3216,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x05allow\x18\x02 \x03(\tR\x05allow\x12\x18\n" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\x12\x18\n" +
 	"\agateway\x18\x04 \x01(\tR\agateway\x12\x10\n" +
-	"\x03dns\x18\x05 \x01(\tR\x03dns\"\xae\a\n" +
+	"\x03dns\x18\x05 \x01(\tR\x03dns\"\xe1\a\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -3204,7 +3244,9 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\anetwork\x18\x1f \x01(\v2\x16.boxd.v1.NetworkStatusR\anetwork\x12\x18\n" +
 	"\aruntime\x18Z \x01(\tR\aruntime\x12'\n" +
 	"\x0fruntime_version\x18[ \x01(\tR\x0eruntimeVersion\x12-\n" +
-	"\x12runtime_advisories\x18\\ \x03(\tR\x11runtimeAdvisories\x12\x1d\n" +
+	"\x12runtime_advisories\x18\\ \x03(\tR\x11runtimeAdvisories\x12\x1b\n" +
+	"\towner_uid\x18P \x01(\rR\bownerUid\x12\x14\n" +
+	"\x05owner\x18Q \x01(\tR\x05owner\x12\x1d\n" +
 	"\n" +
 	"disk_bytes\x18_ \x01(\x03R\tdiskBytes\x12&\n" +
 	"\x0fdisk_used_bytes\x18` \x01(\x03R\rdiskUsedBytes\x1a9\n" +
@@ -3224,9 +3266,12 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\aseccomp\x18\x04 \x01(\tR\aseccomp\x12\x17\n" +
 	"\auid_map\x18\x05 \x01(\tR\x06uidMap\"C\n" +
 	"\x15CreateSandboxResponse\x12*\n" +
-	"\asandbox\x18\x01 \x01(\v2\x10.boxd.v1.SandboxR\asandbox\"\x94\x01\n" +
+	"\asandbox\x18\x01 \x01(\v2\x10.boxd.v1.SandboxR\asandbox\"\xbc\x01\n" +
 	"\x14ListSandboxesRequest\x12A\n" +
-	"\x06labels\x18\x01 \x03(\v2).boxd.v1.ListSandboxesRequest.LabelsEntryR\x06labels\x1a9\n" +
+	"\x06labels\x18\x01 \x03(\v2).boxd.v1.ListSandboxesRequest.LabelsEntryR\x06labels\x12\x10\n" +
+	"\x03all\x18\n" +
+	" \x01(\bR\x03all\x12\x14\n" +
+	"\x05owner\x18\v \x01(\tR\x05owner\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"G\n" +

@@ -314,7 +314,7 @@ class ListImagesResponse(_message.Message):
     def __init__(self, images: _Optional[_Iterable[_Union[Image, _Mapping]]] = ...) -> None: ...
 
 class ListSandboxesRequest(_message.Message):
-    __slots__ = ["labels"]
+    __slots__ = ["all", "labels", "owner"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -322,9 +322,13 @@ class ListSandboxesRequest(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ALL_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    all: bool
     labels: _containers.ScalarMap[str, str]
-    def __init__(self, labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    owner: str
+    def __init__(self, labels: _Optional[_Mapping[str, str]] = ..., all: bool = ..., owner: _Optional[str] = ...) -> None: ...
 
 class ListSandboxesResponse(_message.Message):
     __slots__ = ["sandboxes"]
@@ -403,7 +407,7 @@ class RemoveImageResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class Sandbox(_message.Message):
-    __slots__ = ["cpus", "created_at", "disk_bytes", "disk_used_bytes", "env", "expires_at", "id", "image", "init_pid", "init_restarts", "labels", "last_restart_at", "last_restart_reason", "memory_bytes", "name", "network", "pids", "ports", "restart_refused", "runtime", "runtime_advisories", "runtime_version", "security", "state", "usage", "workdir"]
+    __slots__ = ["cpus", "created_at", "disk_bytes", "disk_used_bytes", "env", "expires_at", "id", "image", "init_pid", "init_restarts", "labels", "last_restart_at", "last_restart_reason", "memory_bytes", "name", "network", "owner", "owner_uid", "pids", "ports", "restart_refused", "runtime", "runtime_advisories", "runtime_version", "security", "state", "usage", "workdir"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -427,6 +431,8 @@ class Sandbox(_message.Message):
     MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     NETWORK_FIELD_NUMBER: _ClassVar[int]
+    OWNER_FIELD_NUMBER: _ClassVar[int]
+    OWNER_UID_FIELD_NUMBER: _ClassVar[int]
     PIDS_FIELD_NUMBER: _ClassVar[int]
     PORTS_FIELD_NUMBER: _ClassVar[int]
     RESTART_REFUSED_FIELD_NUMBER: _ClassVar[int]
@@ -453,6 +459,8 @@ class Sandbox(_message.Message):
     memory_bytes: int
     name: str
     network: NetworkStatus
+    owner: str
+    owner_uid: int
     pids: int
     ports: _containers.RepeatedCompositeFieldContainer[PublishedPort]
     restart_refused: str
@@ -463,7 +471,7 @@ class Sandbox(_message.Message):
     state: str
     usage: Usage
     workdir: str
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., image: _Optional[str] = ..., state: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., cpus: _Optional[float] = ..., pids: _Optional[int] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., created_at: _Optional[str] = ..., expires_at: _Optional[str] = ..., security: _Optional[_Union[Security, _Mapping]] = ..., init_pid: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., init_restarts: _Optional[int] = ..., last_restart_at: _Optional[str] = ..., last_restart_reason: _Optional[str] = ..., restart_refused: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkStatus, _Mapping]] = ..., runtime: _Optional[str] = ..., runtime_version: _Optional[str] = ..., runtime_advisories: _Optional[_Iterable[str]] = ..., disk_bytes: _Optional[int] = ..., disk_used_bytes: _Optional[int] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., image: _Optional[str] = ..., state: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., cpus: _Optional[float] = ..., pids: _Optional[int] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., created_at: _Optional[str] = ..., expires_at: _Optional[str] = ..., security: _Optional[_Union[Security, _Mapping]] = ..., init_pid: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., init_restarts: _Optional[int] = ..., last_restart_at: _Optional[str] = ..., last_restart_reason: _Optional[str] = ..., restart_refused: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkStatus, _Mapping]] = ..., runtime: _Optional[str] = ..., runtime_version: _Optional[str] = ..., runtime_advisories: _Optional[_Iterable[str]] = ..., owner_uid: _Optional[int] = ..., owner: _Optional[str] = ..., disk_bytes: _Optional[int] = ..., disk_used_bytes: _Optional[int] = ...) -> None: ...
 
 class Security(_message.Message):
     __slots__ = ["capabilities", "network", "read_only_rootfs", "seccomp", "uid_map"]
