@@ -103,3 +103,40 @@ func TestExecUnaryAPI(t *testing.T) {
 		t.Errorf("capped exec: %d bytes, truncated=%v", len(resp.Msg.Stdout), resp.Msg.Result.Truncated)
 	}
 }
+
+// TestExecSlowReaderGetsEverything: a command that writes more than the
+// pipes and sockets hold and exits at once, read by a client that starts
+// reading only a second later. Everything it wrote arrives: the init
+// keeps draining its pipes after the exit while they still hold output (it
+// used to close them 100 ms after the exit and drop what was left).
+func TestExecSlowReaderGetsEverything(t *testing.T) {
+	id := newSandbox(t)
+	const size = 8 << 20
+	for _, tc := range []string{"stdout", "stderr"} {
+		cmd := "head -c 8388608 /dev/zero | tr '\\0' x"
+		if tc == "stderr" {
+			cmd += " >&2"
+		}
+		stream, err := env.api.ExecStream(ctx(t), connect.NewRequest(&boxdv1.ExecRequest{SandboxId: id, Args: []string{"sh", "-c", cmd}, OutputLimit: 16 << 20}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second) // the command is long done; its output waits in pipes and buffers
+		var got int
+		var res *boxdv1.ExecResult
+		for stream.Receive() {
+			m := stream.Msg()
+			got += len(m.GetStdout()) + len(m.GetStderr())
+			if r := m.GetResult(); r != nil {
+				res = r
+			}
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		stream.Close()
+		if got != size || res == nil || res.ExitCode != 0 || res.Truncated {
+			t.Errorf("%s: got %d of %d bytes, result %+v", tc, got, size, res)
+		}
+	}
+}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/boxd-dev/boxd/agent/wire"
 	"github.com/boxd-dev/boxd/audit"
+	"github.com/boxd-dev/boxd/events"
 	"github.com/boxd-dev/boxd/registry"
 	"github.com/boxd-dev/boxd/rpc/client"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
@@ -40,6 +41,8 @@ type Server struct {
 	Manager *runtime.Manager
 	Images  *snapshot.Store
 	Log     *slog.Logger
+	// Events is the daemon's event log (EventService); nil: none.
+	Events *events.Log
 	// Registry pulls and pushes (RegistryService, create's pull); nil
 	// answers those calls unimplemented.
 	Registry *registry.Registry
@@ -85,6 +88,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(boxdv1connect.NewSandboxServiceHandler(s, s.handlerOptions()...))
 	mux.Handle(boxdv1connect.NewFileServiceHandler(&fileServer{s}, s.handlerOptions()...))
 	mux.Handle(boxdv1connect.NewProcessServiceHandler(&processServer{s}, s.handlerOptions()...))
+	mux.Handle(boxdv1connect.NewEventServiceHandler(&eventServer{s}, s.handlerOptions()...))
 	mux.Handle(boxdv1connect.NewRegistryServiceHandler(&registryServer{s}, s.handlerOptions()...))
 	s.describe(mux)
 	return mux
@@ -95,6 +99,7 @@ var APIServices = []string{
 	boxdv1connect.SandboxServiceName,
 	boxdv1connect.FileServiceName,
 	boxdv1connect.ProcessServiceName,
+	boxdv1connect.EventServiceName,
 	boxdv1connect.RegistryServiceName,
 }
 
@@ -255,11 +260,14 @@ func ts(t time.Time) string {
 }
 
 func toProto(sb *runtime.Sandbox) *boxdv1.Sandbox {
-	var u *boxdv1.Usage
-	if sb.Usage != nil {
-		u = &boxdv1.Usage{MemoryBytes: sb.Usage.MemoryBytes, MemoryPeakBytes: sb.Usage.MemoryPeak, CpuUsec: sb.Usage.CPUUsec, Pids: sb.Usage.Pids, OomKills: sb.Usage.OOMKills}
+	u := usageProto(sb.Usage)
+	var idleTimeout, onIdle, lastActivity string
+	if sb.Idle != nil {
+		idleTimeout, onIdle, lastActivity = sb.Idle.Timeout.String(), sb.Idle.Action, ts(sb.Idle.LastActivity)
 	}
 	return &boxdv1.Sandbox{
+		IdleTimeout: idleTimeout, OnIdle: onIdle, LastActivityAt: lastActivity,
+		PausedAt: ts(sb.PausedAt), PauseReason: sb.PauseReason,
 		Usage: u,
 		Id:    sb.ID, Name: sb.Name, Image: sb.Image, State: sb.State,
 		MemoryBytes: sb.Limits.MemoryBytes, Cpus: sb.Limits.CPUs, Pids: sb.Limits.Pids,
@@ -287,7 +295,8 @@ func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[boxdv1.
 	if err := s.pullForCreate(ctx, m); err != nil {
 		return nil, ToConnect(err)
 	}
-	cr := runtime.CreateRequest{Image: m.Image, Env: m.Env, Workdir: m.Workdir, Labels: m.Labels, Name: m.Name, TTL: m.Ttl, Publish: portSpecs(m.Publish)}
+	cr := runtime.CreateRequest{Image: m.Image, Env: m.Env, Workdir: m.Workdir, Labels: m.Labels, Name: m.Name, TTL: m.Ttl, Publish: portSpecs(m.Publish),
+		IdleTimeout: m.IdleTimeout, OnIdle: m.OnIdle}
 	if n := m.Network; n != nil {
 		cr.Network, cr.Allow = n.Mode, n.Allow
 	}
@@ -379,6 +388,9 @@ func (s *Server) Exec(ctx context.Context, req *connect.Request[boxdv1.ExecReque
 	}
 	var stdout, stderr capped
 	stdout.max, stderr.max = er.OutputLimit, er.OutputLimit
+	if req.Msg.Resume {
+		ctx = runtime.WithResume(ctx)
+	}
 	res, err := s.Manager.Exec(ctx, req.Msg.SandboxId, er, nil, &stdout, &stderr)
 	if err != nil {
 		return nil, ToConnect(err)
@@ -437,6 +449,9 @@ func (s *Server) ExecStream(ctx context.Context, req *connect.Request[boxdv1.Exe
 		return ToConnect(err)
 	}
 	var mu sync.Mutex
+	if req.Msg.Resume {
+		ctx = runtime.WithResume(ctx)
+	}
 	res, err := s.Manager.Exec(ctx, req.Msg.SandboxId, er, nil,
 		&streamWriter{mu: &mu, stream: stream}, &streamWriter{mu: &mu, stream: stream, stderr: true})
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -18,7 +20,36 @@ import (
 
 	"github.com/boxd-dev/boxd/agent/host"
 	"github.com/boxd-dev/boxd/agent/wire"
+	"github.com/boxd-dev/boxd/events"
 )
+
+// ExecExited records how a command run through the process API ended;
+// idOrName is as the caller gave it (an id, or a name resolved here).
+func (m *Manager) ExecExited(idOrName string, res ExecResult, err error) {
+	id := idOrName
+	if !idRe.MatchString(id) {
+		if ctr, ferr := m.find(namespaces.WithNamespace(context.Background(), m.cfg.Namespace), idOrName); ferr == nil {
+			id = ctr.ID()
+		}
+	}
+	m.execExited(id, res, err)
+}
+
+// execExited records how a command ended: its exit code (and signal), or
+// the error that ended the call.
+func (m *Manager) execExited(id string, res ExecResult, err error) {
+	attrs := map[string]string{"exit_code": strconv.Itoa(res.ExitCode)}
+	if res.Signal != "" {
+		attrs["signal"] = res.Signal
+	}
+	if res.TimedOut {
+		attrs["timed_out"] = "true"
+	}
+	if err != nil {
+		attrs = map[string]string{"error": truncate(err.Error(), 256)}
+	}
+	m.emit(events.ExecExited, id, attrs)
+}
 
 var idRe = regexp.MustCompile(`^[0-9a-f]{12}$`)
 
@@ -51,7 +82,7 @@ func (m *Manager) agentFor(ctx context.Context, idOrName string) (*host.Client, 
 	if owner, ok := m.inv.visibleOwner(idOrName); ok && mayUse(ctx, owner) && idRe.MatchString(idOrName) {
 		m.awaitRelease(ctx, idOrName, restartWait)
 		if _, err := os.Stat(m.socketPath(idOrName)); err == nil {
-			return host.NewClient(m.socketPath(idOrName)), idOrName, nil
+			return m.agentClient(ctx, idOrName)
 		}
 	}
 	ctr, err := m.find(ctx, idOrName)
@@ -59,7 +90,17 @@ func (m *Manager) agentFor(ctx context.Context, idOrName string) (*host.Client, 
 		return nil, "", err
 	}
 	m.awaitRelease(ctx, ctr.ID(), restartWait)
-	return host.NewClient(m.socketPath(ctr.ID())), ctr.ID(), nil
+	return m.agentClient(ctx, ctr.ID())
+}
+
+// agentClient is the channel to a found sandbox's init: refused while the
+// sandbox is paused (a frozen init would leave the call hanging), and
+// counted as use for idle expiry while any connection of it is open.
+func (m *Manager) agentClient(ctx context.Context, id string) (*host.Client, string, error) {
+	if err := m.checkPaused(ctx, id); err != nil {
+		return nil, "", err
+	}
+	return host.NewClient(m.socketPath(id)).Tracked(func() func() { return m.track(id) }), id, nil
 }
 
 // restartWait bounds how long a call waits for a sandbox's restart (new
@@ -119,7 +160,9 @@ func (m *Manager) Exec(ctx context.Context, idOrName string, req ExecRequest, st
 	if err != nil {
 		return ExecResult{}, err
 	}
+	m.emit(events.ExecStarted, id, map[string]string{"args": truncate(strings.Join(req.Args, " "), 256)})
 	res, err := c.Exec(ctx, req, stdin, stdout, stderr)
+	m.execExited(id, res, err)
 	if err != nil {
 		return res, m.notRunning(ctx, id, fmt.Errorf("exec in sandbox %s: %w", id, err))
 	}

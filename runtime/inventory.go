@@ -190,13 +190,18 @@ func (m *Manager) Load(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list sandboxes: %w", err)
 	}
+	var visible []string
 	for _, r := range recs {
 		if r.Labels[LabelManaged] == "true" {
 			m.inv.showOwned(r.ID, ownedFrom(r.Labels))
+			visible = append(visible, r.ID)
 		} else {
 			m.inv.add(r.ID)
 		}
 	}
+	// A sandbox paused before boxd went down stays paused (the kernel
+	// kept it frozen); calls must see that from the first one.
+	m.refreshPaused(ctx, visible)
 	// nftables keeps boxd's rules across a boxd restart but not a reboot,
 	// and the resolver's view is in memory: re-derive both from the labels.
 	if err := m.restoreNetworks(ctx); err != nil {

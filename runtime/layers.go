@@ -162,6 +162,12 @@ func (m *Manager) freeze(ctx context.Context, ctr client.Container) (thaw func()
 	if st.Status != client.Running {
 		return func() {}, nil
 	}
+	// A sandbox paused through boxd (PauseSandbox, idle) is frozen in the
+	// cgroup, which containerd does not see: its files hold still already,
+	// and it must stay paused after the commit or fork.
+	if f, err := m.freezer.frozen(m.cgPath(ctr.ID())); err == nil && f {
+		return func() {}, nil
+	}
 	// The label outlives a boxd killed while the sandbox is frozen; the
 	// next reconcile pass thaws it (thawLeftover).
 	if _, err := ctr.SetLabels(ctx, map[string]string{LabelFrozen: time.Now().UTC().Format(time.RFC3339)}); err != nil {

@@ -35,6 +35,7 @@ import (
 	"github.com/boxd-dev/boxd/agent/handoff"
 	"github.com/boxd-dev/boxd/agent/host"
 	"github.com/boxd-dev/boxd/agent/wire"
+	"github.com/boxd-dev/boxd/events"
 	"github.com/boxd-dev/boxd/network"
 	"github.com/boxd-dev/boxd/network/ports"
 	"github.com/boxd-dev/boxd/oci"
@@ -110,8 +111,14 @@ type Config struct {
 	NetworkErr string
 	// Ports says which host addresses ports may be published on (loopback
 	// always; others only as listed).
-	Ports  ports.Policy
-	Logger *slog.Logger
+	Ports ports.Policy
+	// Events records what happens to sandboxes; nil records nothing.
+	Events *events.Log
+	// IdleTimeout and OnIdle are the idle policy of a create that names
+	// none: 0 never expires on idleness.
+	IdleTimeout time.Duration
+	OnIdle      string
+	Logger      *slog.Logger
 }
 
 // Sandbox is what boxd reports about a sandbox.
@@ -133,6 +140,10 @@ type Sandbox struct {
 	Usage     *Usage     // set by Get while the sandbox runs
 	Restarts  RestartInfo
 	Network   *NetworkInfo
+	// PausedAt and PauseReason are set while the sandbox is paused.
+	PausedAt    time.Time
+	PauseReason string
+	Idle        *IdleInfo // nil: no idle timeout
 	// DiskUsedBytes is what the writable layer of a capped sandbox uses
 	// (Get only); the cap is Limits.DiskBytes.
 	DiskUsedBytes int64
@@ -195,6 +206,14 @@ type Manager struct {
 	// then, not a dead sandbox).
 	busyMu sync.Mutex
 	busy   map[string]bool
+
+	// freezer pauses sandboxes; paused mirrors the kernel's freezer state
+	// of each sandbox for the exec hot path (refreshed on every reconcile).
+	freezer  freezer
+	pausedMu sync.Mutex
+	paused   map[string]bool
+	act      activity
+	blkio    blkio
 }
 
 // claim marks id busy; it reports false if something else holds it.
@@ -371,10 +390,28 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	// publishes ports is made cold.
 	if len(r.publish) == 0 {
 		if sb, ok := m.fromPool(ctx, r, img); ok {
+			m.created(sb.ID)
 			return sb, nil
 		}
 	}
-	return m.createResolved(ctx, t0, r, img, imgSpec, false)
+	sb, err := m.createResolved(ctx, t0, r, img, imgSpec, false)
+	if err == nil {
+		m.created(sb.ID)
+	}
+	return sb, err
+}
+
+// created records a new client-visible sandbox: events, and its idle
+// clock starts now.
+func (m *Manager) created(id string) {
+	m.touch(id)
+	m.emit(events.Created, id, nil)
+	m.emit(events.Started, id, nil)
+}
+
+// emit records an event about a sandbox.
+func (m *Manager) emit(typ, id string, attrs map[string]string) {
+	m.cfg.Events.Emit(typ, id, attrs)
 }
 
 // createResolved makes a sandbox from a validated request; a pool member
@@ -600,7 +637,7 @@ func (m *Manager) specFor(ctx context.Context, id string, r resolved, imgSpec oc
 		MemoryBytes: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
 		HostUID: hostID, HostGID: hostID, IDMapSize: m.cfg.IDMapSize,
 		InitBinary: m.cfg.InitBinary, ChannelDir: m.handoffDir(id),
-		CgroupsPath: cgroupsPath(ctx, id),
+		CgroupsPath: m.cgPath(id),
 		NetNSPath:   netns, ResolvConf: resolvConf,
 	})
 	var fe *oci.FieldError
@@ -622,6 +659,9 @@ func (m *Manager) labelsFor(rec record, r resolved) map[string]string {
 	}
 	if v := portsLabel(rec.Ports); v != "" {
 		labels[LabelPorts] = v
+	}
+	if v := idleLabel(r.idle); v != "" {
+		labels[LabelIdle] = v
 	}
 	for k, v := range r.labels {
 		labels[UserLabelPrefix+k] = v
@@ -723,6 +763,9 @@ func (m *Manager) startInit(ctx context.Context, ctr client.Container, spec *spe
 		}
 	}()
 	phase("task")
+	if err := m.blkio.account(m.cgPath(id)); err != nil {
+		m.log.Debug("block I/O figures may stay 0", "sandbox", id, "err", err)
+	}
 	if beforeStart != nil {
 		if err := beforeStart(); err != nil {
 			return nil, err
@@ -931,8 +974,17 @@ func (m *Manager) describe(ctx context.Context, ctr client.Container, withEnv bo
 		if st, err := task.Status(ctx); err == nil {
 			sb.State = string(st.Status)
 		}
-		if withEnv && sb.State == string(client.Running) {
-			if u, err := usage(ctx, task); err == nil {
+		// containerd does not see boxd's freezer writes: the kernel's
+		// state is the truth.
+		if sb.State == string(client.Running) {
+			if f, err := m.freezer.frozen(m.cgPath(sb.ID)); err == nil && f {
+				sb.State = string(client.Paused)
+				p := m.pausedAt(sb.ID)
+				sb.PausedAt, sb.PauseReason = p.At, p.Reason
+			}
+		}
+		if withEnv && (sb.State == string(client.Running) || sb.State == string(client.Paused)) {
+			if u, err := usage(ctx, task, m.cgPath(sb.ID)); err == nil {
 				sb.Usage = u
 			} else {
 				m.log.Debug("usage", "sandbox", sb.ID, "err", err)
@@ -978,6 +1030,7 @@ func (m *Manager) toSandbox(id string, labels map[string]string, rec record) *Sa
 		Ports:    parsePorts(labels[LabelPorts]),
 		Restarts: restartInfo(labels),
 		Runtime:  RuntimeInfo{Name: rec.Runtime, Version: rec.RuntimeVersion, Advisories: rec.RuntimeAdvisories},
+		Idle:     m.idleInfo(id, labels),
 	}
 	st, err := parseNetState(labels)
 	if err != nil {
@@ -1081,6 +1134,7 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 	m.ports.Release(id, nil)
 	task, err := ctr.Task(ctx, nil)
 	if err == nil {
+		m.thawForDelete(ctx, id)
 		// WithProcessKill waits for the exit before it kills, so none is
 		// missed, then deletes.
 		if err := deleteTask(ctx, ctr, task); err != nil {
@@ -1129,10 +1183,12 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 	}
 	m.inv.forget(id)
 	m.pool.signal() // a slot under max-sandboxes may be free for a member
+	m.forgetActivity(id)
 	if err := os.RemoveAll(m.sandboxDir(id)); err != nil {
 		return fmt.Errorf("delete sandbox %s: state dir: %w", id, err)
 	}
 	m.log.Info("deleted", "sandbox", id)
+	m.emit(events.Deleted, id, nil)
 	return nil
 }
 
@@ -1189,6 +1245,11 @@ func (m *Manager) ReconcileOnce(ctx context.Context) (expired, restarted int, _ 
 		return 0, 0, fmt.Errorf("reconcile: list: %w", err)
 	}
 	now := time.Now()
+	ids := make([]string, 0, len(ctrs))
+	for _, ctr := range ctrs {
+		ids = append(ids, ctr.ID())
+	}
+	m.refreshPaused(ctx, ids)
 	var errs []error
 	for _, ctr := range ctrs {
 		labels, err := ctr.Labels(ctx)
@@ -1197,6 +1258,7 @@ func (m *Manager) ReconcileOnce(ctx context.Context) (expired, restarted int, _ 
 		}
 		if exp, err := time.Parse(time.RFC3339, labels[LabelExpiresAt]); err == nil && !now.Before(exp) {
 			m.log.Info("ttl expired", "sandbox", ctr.ID(), "expired_at", exp)
+			m.emit(events.Expired, ctr.ID(), map[string]string{"expires_at": exp.UTC().Format(time.RFC3339)})
 			if err := m.destroy(ctx, ctr); err != nil {
 				errs = append(errs, err)
 				continue
@@ -1206,6 +1268,12 @@ func (m *Manager) ReconcileOnce(ctx context.Context) (expired, restarted int, _ 
 		}
 		if labels[LabelFrozen] != "" {
 			m.thawLeftover(ctx, ctr)
+			m.refreshPaused(ctx, []string{ctr.ID()}) // not paused by a user: thawed now
+		}
+		if gone, err := m.checkIdle(ctx, ctr, labels, now); err != nil {
+			errs = append(errs, err)
+		} else if gone {
+			continue
 		}
 		if err := trimLog(m.initLogPath(ctr.ID()), initLogMax, initLogKeep); err != nil {
 			m.log.Warn("init log", "sandbox", ctr.ID(), "err", err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/boxd-dev/boxd/agent/host"
 	"github.com/boxd-dev/boxd/agent/wire"
+	"github.com/boxd-dev/boxd/events"
 )
 
 // Bounds on process and session requests, checked before anything reaches
@@ -117,8 +118,10 @@ func (m *Manager) ExecProcess(ctx context.Context, idOrName string, spec wire.Pr
 	if err != nil {
 		return nil, err
 	}
+	m.emit(events.ExecStarted, id, map[string]string{"args": truncate(strings.Join(spec.Args, " "), 256)})
 	ps, err := c.ExecProcess(ctx, spec)
 	if err != nil {
+		m.execExited(id, ExecResult{}, err)
 		return nil, m.procErr(ctx, id, "exec", err)
 	}
 	return ps, nil

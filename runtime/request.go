@@ -33,6 +33,10 @@ type CreateRequest struct {
 	Network string
 	Allow   []string
 	Publish []PortSpec
+	// IdleTimeout (Go duration; "" the daemon's, "0" never) and OnIdle
+	// (pause or delete; "" the daemon's) are the idle policy.
+	IdleTimeout string
+	OnIdle      string
 }
 
 // Limits are the resource limits every sandbox carries.
@@ -171,6 +175,7 @@ type resolved struct {
 	allow   []network.Dest
 	publish []PortSpec
 	owner   uint32 // the caller's uid
+	idle    idlePolicy
 	// forkParent, set for a fork, is the committed snapshot the new
 	// sandbox's writable layer sits on instead of its image's top layer.
 	forkParent string
@@ -286,6 +291,9 @@ func (m *Manager) resolve(req CreateRequest) (resolved, error) {
 			return r, fieldErr("ttl", "%q is above the maximum of %s", req.TTL, MaxTTL)
 		}
 		r.ttl = d
+	}
+	if err := m.resolveIdle(req, &r); err != nil {
+		return r, err
 	}
 	if err := m.resolveNetwork(req, &r); err != nil {
 		return r, err

@@ -15,6 +15,8 @@ import (
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/errdefs"
 
+	"github.com/boxd-dev/boxd/events"
+
 	"golang.org/x/sys/unix"
 )
 
@@ -241,6 +243,8 @@ func (m *Manager) restartIfDead(ctx context.Context, ctr client.Container) (bool
 		}
 		return false, fmt.Errorf("restart sandbox %s: %w", id, err)
 	}
+	m.emit(events.Restarted, id, map[string]string{"reason": why, "restarts": strconv.Itoa(st.Count)})
+	m.emit(events.Started, id, nil)
 	return true, nil
 }
 

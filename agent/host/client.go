@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 
 	"github.com/boxd-dev/boxd/agent/wire"
@@ -32,6 +33,7 @@ const maxInlineStdin = 64 << 10
 type Client struct {
 	socketPath string
 	dialer     net.Dialer
+	track      func() (release func())
 }
 
 // NewClient returns a client for the init listening at socketPath. boxd
@@ -40,6 +42,26 @@ type Client struct {
 // can change must never be dialled.
 func NewClient(socketPath string) *Client {
 	return &Client{socketPath: socketPath}
+}
+
+// Tracked makes every operation's connection call track when it opens and
+// the release track returns when it closes: boxd counts a sandbox in use
+// while any call into its init is open (idle expiry).
+func (c *Client) Tracked(track func() (release func())) *Client {
+	c.track = track
+	return c
+}
+
+// trackedConn releases its tracking once, on the first Close.
+type trackedConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (t *trackedConn) Close() error {
+	t.once.Do(t.release)
+	return t.Conn.Close()
 }
 
 // conn is one operation's connection. Cancelling the context closes it,
@@ -55,6 +77,9 @@ func (c *Client) open(ctx context.Context, req wire.Request) (*conn, error) {
 	nc, err := c.dialer.DialContext(ctx, "unix", c.socketPath)
 	if err != nil {
 		return nil, err
+	}
+	if c.track != nil {
+		nc = &trackedConn{Conn: nc, release: c.track()}
 	}
 	cn := &conn{c: nc, fr: wire.NewFrameReader(nc), fw: wire.NewFrameWriter(nc)}
 	cn.stop = context.AfterFunc(ctx, func() { nc.Close() })

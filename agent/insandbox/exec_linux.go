@@ -11,11 +11,6 @@ import (
 	"github.com/boxd-dev/boxd/agent/wire"
 )
 
-// exitGrace is how long output is still collected after the command exits.
-// A background child that inherited stdout would otherwise hold the exec
-// open for as long as it lives.
-const exitGrace = 100 * time.Millisecond
-
 // execution is the state of one exec while it runs.
 type execution struct {
 	req  *wire.ExecRequest
@@ -101,18 +96,17 @@ func (e *execution) wait() (timedOut, abandoned bool) {
 	}
 }
 
-// drain lets the output pumps finish, giving up after exitGrace: closing
-// the read ends stops them even if a background process still holds the
-// write ends. It returns only once both pumps have stopped, so no output
-// frame can follow the result.
+// drain lets the output pumps finish (awaitDrain): closing the read ends
+// stops them even if a background process still holds the write ends. It
+// returns only once both pumps have stopped, so no output frame can follow
+// the result.
 func (e *execution) drain(pumps *sync.WaitGroup) {
 	done := make(chan struct{})
 	go func() { pumps.Wait(); close(done) }()
-	grace := time.NewTimer(exitGrace)
-	defer grace.Stop()
-	select {
-	case <-done:
-	case <-grace.C:
+	if awaitDrain(done, e.cmd.stdout, e.cmd.stderr) {
+		e.outMu.Lock()
+		e.truncated = true
+		e.outMu.Unlock()
 	}
 	closeFiles(e.cmd.stdout, e.cmd.stderr)
 	<-done

@@ -273,18 +273,13 @@ func waitProcCmd(cmd *procCmd, timeout time.Duration, hangup <-chan struct{}) (t
 	}
 }
 
-// drainProcOutputs lets the output readers finish, giving up after exitGrace:
-// closing the read ends stops them even if a background process still
-// holds the write ends. It returns once all readers have stopped.
+// drainProcOutputs lets the output readers finish (awaitDrain): closing
+// the read ends stops them even if a background process still holds the
+// write ends. It returns once all readers have stopped.
 func drainProcOutputs(cmd *procCmd, pumps *sync.WaitGroup) {
 	done := make(chan struct{})
 	go func() { pumps.Wait(); close(done) }()
-	grace := time.NewTimer(exitGrace)
-	defer grace.Stop()
-	select {
-	case <-done:
-	case <-grace.C:
-	}
+	awaitDrain(done, append([]*os.File{cmd.stdout, cmd.stderr}, cmd.extra...)...)
 	cmd.closeOutputs()
 	<-done
 }

@@ -2,7 +2,7 @@
 
 package main
 
-// Scenario 13: a cached rebuild of a small multi-step Dockerfile with
+// Scenario 14: a cached rebuild of a small multi-step Dockerfile with
 // boxctl build (target <= 1 s). One uncached build first, untimed, fills
 // the step cache; then each sample is an unchanged rebuild, every step a
 // cache lookup (no sandbox), timed whole: boxctl's start, sending the

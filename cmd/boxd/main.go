@@ -26,6 +26,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/urfave/cli/v2"
 
+	"github.com/boxd-dev/boxd/events"
 	"github.com/boxd-dev/boxd/network"
 	"github.com/boxd-dev/boxd/network/ports"
 	"github.com/boxd-dev/boxd/registry"
@@ -70,6 +71,8 @@ func newApp() *cli.App {
 			&cli.UintFlag{Name: "userns-size", Value: 65536, Usage: "number of ids mapped into each sandbox"},
 			&cli.StringFlag{Name: "restart-limit", Value: runtime.DefaultRestartPolicy.String(), Usage: "restarts of a sandbox's dead init allowed per window (N/WINDOW, e.g. 5/10m; 0: never restart)"},
 			&cli.DurationFlag{Name: "restart-backoff", Value: runtime.DefaultRestartPolicy.Backoff, Usage: "pause after a sandbox's first restart in the window, doubling with each further one (up to 1m)"},
+			&cli.DurationFlag{Name: "idle-timeout", Usage: "pause or delete (--on-idle) a sandbox after this long without an exec, file call or attached stream, when its create names no idle timeout (0: never)"},
+			&cli.StringFlag{Name: "on-idle", Value: runtime.IdlePause, Usage: "what the idle timeout does by default: pause or delete"},
 			&cli.IntFlag{Name: "warm-pool", Value: 0, Usage: "idle sandboxes of the default image kept started for fast creates"},
 			&cli.StringFlag{Name: "bridge", Value: network.DefaultBridge, Usage: "bridge of --network egress sandboxes (made on first use)"},
 			&cli.StringFlag{Name: "bridge-subnet", Value: network.DefaultSubnet, Usage: "IPv4 network egress sandboxes get addresses from (the gateway is .1)"},
@@ -184,6 +187,19 @@ func run(cc *cli.Context) error {
 		log.Info("connected to containerd", "address", cc.String("containerd"), "version", v.Version, "namespace", cc.String("namespace"))
 	}
 
+	onIdle, err := runtime.ParseOnIdle("--on-idle", cc.String("on-idle"))
+	if err != nil {
+		return err
+	}
+	if d := cc.Duration("idle-timeout"); d < 0 || (d > 0 && d < time.Second) {
+		return fmt.Errorf("--idle-timeout: %v must be 0 (never) or at least 1s", d)
+	}
+	evlog, err := events.Open(events.Config{Dir: filepath.Join(cc.String("state-dir"), "events"), Logger: log})
+	if err != nil {
+		return err
+	}
+	defer evlog.Close()
+
 	images := snapshot.New(c, cc.String("snapshotter"))
 	reg, err := newRegistry(cc, images)
 	if err != nil {
@@ -200,11 +216,13 @@ func run(cc *cli.Context) error {
 		IDBase:        uint32(cc.Uint("userns-host-id")), IDMapSize: uint32(cc.Uint("userns-size")), IDRanges: int(cc.Uint("userns-ranges")),
 		PoolSize:     cc.Int("warm-pool"),
 		MaxSandboxes: lim.maxSandboxes, TotalMemory: lim.memoryTotal, TotalPids: lim.pidsTotal,
-		Quotas:   quotas,
-		Restarts: restarts,
-		Network:  netMgr,
-		Ports:    publish,
-		Logger:   log,
+		Quotas:      quotas,
+		Restarts:    restarts,
+		Network:     netMgr,
+		Ports:       publish,
+		Events:      evlog,
+		IdleTimeout: cc.Duration("idle-timeout"), OnIdle: onIdle,
+		Logger: log,
 	})
 	if err != nil {
 		return err
@@ -214,6 +232,7 @@ func run(cc *cli.Context) error {
 	if err := mgr.Load(ctx); err != nil {
 		return err
 	}
+	go mgr.RunEvents(ctx)
 	go mgr.Run(ctx, cc.Duration("expiry-interval"))
 	go mgr.RunPool(ctx)
 
@@ -240,7 +259,7 @@ func run(cc *cli.Context) error {
 		}
 		defer os.Remove(cc.String("socket"))
 	}
-	srv := &rpc.Server{Manager: mgr, Images: images, Registry: reg, DefaultImage: cc.String("default-image"), Log: log, MaxConns: lim.maxConns, IdleTimeout: lim.idleTimeout,
+	srv := &rpc.Server{Manager: mgr, Images: images, Registry: reg, DefaultImage: cc.String("default-image"), Log: log, Events: evlog, MaxConns: lim.maxConns, IdleTimeout: lim.idleTimeout,
 		AdminGIDs: admins, Audit: auditLog, DrainTimeout: cc.Duration("drain-timeout")}
 	if p := cc.String("bench-unchecked-socket"); p != "" {
 		log.Warn("BENCH AID: serving a socket without ownership checks; never use this in production", "socket", p)

@@ -112,3 +112,9 @@ func Transport(path string) *http.Transport {
 		IdleConnTimeout:     90 * time.Second,
 	}
 }
+
+// NewEvents returns an EventService client for the Unix socket at path.
+func NewEvents(path string) boxdv1connect.EventServiceClient {
+	hc := httpClient(path)
+	return boxdv1connect.NewEventServiceClient(hc, baseURL, options(hc)...)
+}

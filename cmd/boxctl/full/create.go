@@ -24,6 +24,8 @@ func createFlags() []cli.Flag {
 		&cli.StringFlag{Name: "ttl", Usage: "lifetime, e.g. 30m, 1h (default: the daemon's)"},
 		&cli.StringFlag{Name: "network", Value: "none", Usage: "none (loopback only) or egress (only the --allow destinations)"},
 		&cli.StringSliceFlag{Name: "allow", Usage: "egress destination, repeatable: CIDR[:PORT], NAME[:PORT], *.SUFFIX, '*'"},
+		&cli.StringFlag{Name: "idle-timeout", Usage: "pause or delete (--on-idle) the sandbox after this long without an exec, file call or attached stream, e.g. 15m (0: never; default: the daemon's)"},
+		&cli.StringFlag{Name: "on-idle", Usage: "what the idle timeout does: pause or delete (default: the daemon's)"},
 		&cli.StringFlag{Name: "pull", Value: "never", Usage: "pull the image from its registry first: never, missing (only if not here) or always (credentials: ~/.docker/config.json)"},
 		&cli.StringSliceFlag{Name: "publish", Aliases: []string{"p"}, Usage: "[ADDR:]HOSTPORT:PORT: reach sandbox port PORT at ADDR:HOSTPORT on the host (default ADDR 127.0.0.1; HOSTPORT 0: a free one), repeatable"},
 	}
@@ -70,6 +72,8 @@ func createRequest(c *cli.Context) (*boxdv1.CreateSandboxRequest, error) {
 		Labels:       labels,
 		Name:         c.String("name"),
 		Ttl:          c.String("ttl"),
+		IdleTimeout:  c.String("idle-timeout"),
+		OnIdle:       c.String("on-idle"),
 		Network:      &boxdv1.NetworkRequest{Mode: c.String("network"), Allow: c.StringSlice("allow")},
 	}, nil
 }

@@ -34,6 +34,7 @@ func execCommand() *cli.Command {
 			&cli.BoolFlag{Name: "tty", Aliases: []string{"t"}, Usage: "give the command a terminal; with -i, boxctl's terminal goes raw"},
 			&cli.BoolFlag{Name: "detach", Aliases: []string{"d"}, Usage: "run in the background and print the process id (see ps, attach, kill)"},
 			&cli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "run as NAME, UID, NAME:GROUP or UID:GID of the sandbox"},
+			&cli.BoolFlag{Name: "resume", Usage: "unpause the sandbox first if it is paused (else exec in a paused sandbox fails)"},
 		),
 		UseShortOptionHandling: true,
 		Action: func(c *cli.Context) error {
@@ -49,7 +50,17 @@ func execCommand() *cli.Command {
 				return fmt.Errorf("usage: boxctl exec [flags] ID -- CMD [ARG...]: no command")
 			}
 			if !c.Bool("interactive") && !c.Bool("tty") && !c.Bool("detach") && c.String("user") == "" {
-				return runExec(c.Context, apiClient(c), execRequest(c, id, cmd))
+				req := execRequest(c, id, cmd)
+				req.Resume = c.Bool("resume")
+				return runExec(c.Context, apiClient(c), req)
+			}
+			if c.Bool("resume") {
+				// The process API has no resume flag: unpause first (a
+				// sandbox that is not paused is fine).
+				_, err := apiClient(c).UnpauseSandbox(c.Context, connect.NewRequest(&boxdv1.UnpauseSandboxRequest{Id: id}))
+				if err != nil && connect.CodeOf(err) != connect.CodeFailedPrecondition {
+					return boxdErr{err}
+				}
 			}
 			spec := &boxdv1.ProcessSpec{
 				SandboxId: id, Args: cmd, Env: c.StringSlice("env"), Workdir: c.String("workdir"),

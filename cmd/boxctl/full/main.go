@@ -35,6 +35,7 @@ func main() {
 			lsCommand(), inspectCommand(), rmCommand(),
 			psCommand(), killCommand(), waitCommand(), attachCommand(), sessionCommand(),
 			filesCommand(), portCommand(), networkCommand(), mcpCommand(), commitCommand(), forkCommand(), buildCommand(),
+			pauseCommand(), unpauseCommand(), statsCommand(), eventsCommand(),
 		},
 		HideHelpCommand: true,
 	}

@@ -99,7 +99,7 @@ class CopyOutResponse(_message.Message):
     def __init__(self, data: _Optional[bytes] = ...) -> None: ...
 
 class CreateSandboxRequest(_message.Message):
-    __slots__ = ["env", "image", "labels", "limits", "name", "network", "publish", "pull", "registry_auth", "ttl", "workdir"]
+    __slots__ = ["env", "idle_timeout", "image", "labels", "limits", "name", "network", "on_idle", "publish", "pull", "registry_auth", "ttl", "workdir"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -108,28 +108,32 @@ class CreateSandboxRequest(_message.Message):
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     ENV_FIELD_NUMBER: _ClassVar[int]
+    IDLE_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     NETWORK_FIELD_NUMBER: _ClassVar[int]
+    ON_IDLE_FIELD_NUMBER: _ClassVar[int]
     PUBLISH_FIELD_NUMBER: _ClassVar[int]
     PULL_FIELD_NUMBER: _ClassVar[int]
     REGISTRY_AUTH_FIELD_NUMBER: _ClassVar[int]
     TTL_FIELD_NUMBER: _ClassVar[int]
     WORKDIR_FIELD_NUMBER: _ClassVar[int]
     env: _containers.RepeatedScalarFieldContainer[str]
+    idle_timeout: str
     image: str
     labels: _containers.ScalarMap[str, str]
     limits: Limits
     name: str
     network: NetworkRequest
+    on_idle: str
     publish: _containers.RepeatedCompositeFieldContainer[PublishedPort]
     pull: str
     registry_auth: RegistryAuth
     ttl: str
     workdir: str
-    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., name: _Optional[str] = ..., ttl: _Optional[str] = ..., publish: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkRequest, _Mapping]] = ..., pull: _Optional[str] = ..., registry_auth: _Optional[_Union[RegistryAuth, _Mapping]] = ...) -> None: ...
+    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., name: _Optional[str] = ..., ttl: _Optional[str] = ..., publish: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkRequest, _Mapping]] = ..., idle_timeout: _Optional[str] = ..., on_idle: _Optional[str] = ..., pull: _Optional[str] = ..., registry_auth: _Optional[_Union[RegistryAuth, _Mapping]] = ...) -> None: ...
 
 class CreateSandboxResponse(_message.Message):
     __slots__ = ["sandbox"]
@@ -148,10 +152,11 @@ class DeleteSandboxResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class ExecRequest(_message.Message):
-    __slots__ = ["args", "env", "output_limit", "sandbox_id", "stdin", "timeout", "workdir"]
+    __slots__ = ["args", "env", "output_limit", "resume", "sandbox_id", "stdin", "timeout", "workdir"]
     ARGS_FIELD_NUMBER: _ClassVar[int]
     ENV_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_LIMIT_FIELD_NUMBER: _ClassVar[int]
+    RESUME_FIELD_NUMBER: _ClassVar[int]
     SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
     STDIN_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_FIELD_NUMBER: _ClassVar[int]
@@ -159,11 +164,12 @@ class ExecRequest(_message.Message):
     args: _containers.RepeatedScalarFieldContainer[str]
     env: _containers.RepeatedScalarFieldContainer[str]
     output_limit: int
+    resume: bool
     sandbox_id: str
     stdin: bytes
     timeout: str
     workdir: str
-    def __init__(self, sandbox_id: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., timeout: _Optional[str] = ..., stdin: _Optional[bytes] = ..., output_limit: _Optional[int] = ...) -> None: ...
+    def __init__(self, sandbox_id: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., timeout: _Optional[str] = ..., stdin: _Optional[bytes] = ..., output_limit: _Optional[int] = ..., resume: bool = ...) -> None: ...
 
 class ExecResponse(_message.Message):
     __slots__ = ["result", "stderr", "stdout"]
@@ -358,6 +364,16 @@ class NetworkStatus(_message.Message):
     mode: str
     def __init__(self, mode: _Optional[str] = ..., allow: _Optional[_Iterable[str]] = ..., address: _Optional[str] = ..., gateway: _Optional[str] = ..., dns: _Optional[str] = ...) -> None: ...
 
+class PauseSandboxRequest(_message.Message):
+    __slots__ = ["id"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class PauseSandboxResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
 class PublishPortRequest(_message.Message):
     __slots__ = ["port", "sandbox_id"]
     PORT_FIELD_NUMBER: _ClassVar[int]
@@ -407,7 +423,7 @@ class RemoveImageResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class Sandbox(_message.Message):
-    __slots__ = ["cpus", "created_at", "disk_bytes", "disk_used_bytes", "env", "expires_at", "id", "image", "init_pid", "init_restarts", "labels", "last_restart_at", "last_restart_reason", "memory_bytes", "name", "network", "owner", "owner_uid", "pids", "ports", "restart_refused", "runtime", "runtime_advisories", "runtime_version", "security", "state", "usage", "workdir"]
+    __slots__ = ["cpus", "created_at", "disk_bytes", "disk_used_bytes", "env", "expires_at", "id", "idle_timeout", "image", "init_pid", "init_restarts", "labels", "last_activity_at", "last_restart_at", "last_restart_reason", "memory_bytes", "name", "network", "on_idle", "owner", "owner_uid", "pause_reason", "paused_at", "pids", "ports", "restart_refused", "runtime", "runtime_advisories", "runtime_version", "security", "state", "usage", "workdir"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -421,18 +437,23 @@ class Sandbox(_message.Message):
     DISK_USED_BYTES_FIELD_NUMBER: _ClassVar[int]
     ENV_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    IDLE_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     INIT_PID_FIELD_NUMBER: _ClassVar[int]
     INIT_RESTARTS_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    LAST_ACTIVITY_AT_FIELD_NUMBER: _ClassVar[int]
     LAST_RESTART_AT_FIELD_NUMBER: _ClassVar[int]
     LAST_RESTART_REASON_FIELD_NUMBER: _ClassVar[int]
     MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     NETWORK_FIELD_NUMBER: _ClassVar[int]
+    ON_IDLE_FIELD_NUMBER: _ClassVar[int]
     OWNER_FIELD_NUMBER: _ClassVar[int]
     OWNER_UID_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_AT_FIELD_NUMBER: _ClassVar[int]
+    PAUSE_REASON_FIELD_NUMBER: _ClassVar[int]
     PIDS_FIELD_NUMBER: _ClassVar[int]
     PORTS_FIELD_NUMBER: _ClassVar[int]
     RESTART_REFUSED_FIELD_NUMBER: _ClassVar[int]
@@ -450,17 +471,22 @@ class Sandbox(_message.Message):
     env: _containers.RepeatedScalarFieldContainer[str]
     expires_at: str
     id: str
+    idle_timeout: str
     image: str
     init_pid: int
     init_restarts: int
     labels: _containers.ScalarMap[str, str]
+    last_activity_at: str
     last_restart_at: str
     last_restart_reason: str
     memory_bytes: int
     name: str
     network: NetworkStatus
+    on_idle: str
     owner: str
     owner_uid: int
+    pause_reason: str
+    paused_at: str
     pids: int
     ports: _containers.RepeatedCompositeFieldContainer[PublishedPort]
     restart_refused: str
@@ -471,7 +497,23 @@ class Sandbox(_message.Message):
     state: str
     usage: Usage
     workdir: str
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., image: _Optional[str] = ..., state: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., cpus: _Optional[float] = ..., pids: _Optional[int] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., created_at: _Optional[str] = ..., expires_at: _Optional[str] = ..., security: _Optional[_Union[Security, _Mapping]] = ..., init_pid: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., init_restarts: _Optional[int] = ..., last_restart_at: _Optional[str] = ..., last_restart_reason: _Optional[str] = ..., restart_refused: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkStatus, _Mapping]] = ..., runtime: _Optional[str] = ..., runtime_version: _Optional[str] = ..., runtime_advisories: _Optional[_Iterable[str]] = ..., owner_uid: _Optional[int] = ..., owner: _Optional[str] = ..., disk_bytes: _Optional[int] = ..., disk_used_bytes: _Optional[int] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., image: _Optional[str] = ..., state: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., cpus: _Optional[float] = ..., pids: _Optional[int] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., created_at: _Optional[str] = ..., expires_at: _Optional[str] = ..., security: _Optional[_Union[Security, _Mapping]] = ..., init_pid: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., init_restarts: _Optional[int] = ..., last_restart_at: _Optional[str] = ..., last_restart_reason: _Optional[str] = ..., restart_refused: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkStatus, _Mapping]] = ..., runtime: _Optional[str] = ..., runtime_version: _Optional[str] = ..., runtime_advisories: _Optional[_Iterable[str]] = ..., owner_uid: _Optional[int] = ..., owner: _Optional[str] = ..., idle_timeout: _Optional[str] = ..., on_idle: _Optional[str] = ..., last_activity_at: _Optional[str] = ..., paused_at: _Optional[str] = ..., pause_reason: _Optional[str] = ..., disk_bytes: _Optional[int] = ..., disk_used_bytes: _Optional[int] = ...) -> None: ...
+
+class SandboxStats(_message.Message):
+    __slots__ = ["cpu_percent", "id", "memory_limit_bytes", "name", "state", "usage"]
+    CPU_PERCENT_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_LIMIT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    cpu_percent: float
+    id: str
+    memory_limit_bytes: int
+    name: str
+    state: str
+    usage: Usage
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., state: _Optional[str] = ..., memory_limit_bytes: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., cpu_percent: _Optional[float] = ...) -> None: ...
 
 class Security(_message.Message):
     __slots__ = ["capabilities", "network", "read_only_rootfs", "seccomp", "uid_map"]
@@ -511,6 +553,34 @@ class StatPathResponse(_message.Message):
     size: int
     def __init__(self, name: _Optional[str] = ..., size: _Optional[int] = ..., mode: _Optional[int] = ..., is_dir: bool = ..., mtime: _Optional[str] = ..., link_target: _Optional[str] = ...) -> None: ...
 
+class StatsRequest(_message.Message):
+    __slots__ = ["ids", "interval", "stream"]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    STREAM_FIELD_NUMBER: _ClassVar[int]
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    interval: str
+    stream: bool
+    def __init__(self, ids: _Optional[_Iterable[str]] = ..., stream: bool = ..., interval: _Optional[str] = ...) -> None: ...
+
+class StatsResponse(_message.Message):
+    __slots__ = ["at", "sandboxes"]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    SANDBOXES_FIELD_NUMBER: _ClassVar[int]
+    at: str
+    sandboxes: _containers.RepeatedCompositeFieldContainer[SandboxStats]
+    def __init__(self, at: _Optional[str] = ..., sandboxes: _Optional[_Iterable[_Union[SandboxStats, _Mapping]]] = ...) -> None: ...
+
+class UnpauseSandboxRequest(_message.Message):
+    __slots__ = ["id"]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    def __init__(self, id: _Optional[str] = ...) -> None: ...
+
+class UnpauseSandboxResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
 class UnpublishPortRequest(_message.Message):
     __slots__ = ["host_port", "port", "sandbox_id"]
     HOST_PORT_FIELD_NUMBER: _ClassVar[int]
@@ -544,18 +614,30 @@ class UpdateNetworkResponse(_message.Message):
     def __init__(self, network: _Optional[_Union[NetworkStatus, _Mapping]] = ...) -> None: ...
 
 class Usage(_message.Message):
-    __slots__ = ["cpu_usec", "memory_bytes", "memory_peak_bytes", "oom_kills", "pids"]
+    __slots__ = ["block_read_bytes", "block_write_bytes", "cpu_usec", "memory_bytes", "memory_limit_bytes", "memory_peak_bytes", "net_rx_bytes", "net_tx_bytes", "network", "oom_kills", "pids"]
+    BLOCK_READ_BYTES_FIELD_NUMBER: _ClassVar[int]
+    BLOCK_WRITE_BYTES_FIELD_NUMBER: _ClassVar[int]
     CPU_USEC_FIELD_NUMBER: _ClassVar[int]
     MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_LIMIT_BYTES_FIELD_NUMBER: _ClassVar[int]
     MEMORY_PEAK_BYTES_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
+    NET_RX_BYTES_FIELD_NUMBER: _ClassVar[int]
+    NET_TX_BYTES_FIELD_NUMBER: _ClassVar[int]
     OOM_KILLS_FIELD_NUMBER: _ClassVar[int]
     PIDS_FIELD_NUMBER: _ClassVar[int]
+    block_read_bytes: int
+    block_write_bytes: int
     cpu_usec: int
     memory_bytes: int
+    memory_limit_bytes: int
     memory_peak_bytes: int
+    net_rx_bytes: int
+    net_tx_bytes: int
+    network: bool
     oom_kills: int
     pids: int
-    def __init__(self, memory_bytes: _Optional[int] = ..., memory_peak_bytes: _Optional[int] = ..., cpu_usec: _Optional[int] = ..., pids: _Optional[int] = ..., oom_kills: _Optional[int] = ...) -> None: ...
+    def __init__(self, memory_bytes: _Optional[int] = ..., memory_peak_bytes: _Optional[int] = ..., cpu_usec: _Optional[int] = ..., pids: _Optional[int] = ..., oom_kills: _Optional[int] = ..., memory_limit_bytes: _Optional[int] = ..., block_read_bytes: _Optional[int] = ..., block_write_bytes: _Optional[int] = ..., network: bool = ..., net_rx_bytes: _Optional[int] = ..., net_tx_bytes: _Optional[int] = ...) -> None: ...
 
 class ImageFormat(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = []

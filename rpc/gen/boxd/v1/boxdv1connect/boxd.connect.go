@@ -80,6 +80,14 @@ const (
 	// SandboxServiceForkSandboxProcedure is the fully-qualified name of the SandboxService's
 	// ForkSandbox RPC.
 	SandboxServiceForkSandboxProcedure = "/boxd.v1.SandboxService/ForkSandbox"
+	// SandboxServicePauseSandboxProcedure is the fully-qualified name of the SandboxService's
+	// PauseSandbox RPC.
+	SandboxServicePauseSandboxProcedure = "/boxd.v1.SandboxService/PauseSandbox"
+	// SandboxServiceUnpauseSandboxProcedure is the fully-qualified name of the SandboxService's
+	// UnpauseSandbox RPC.
+	SandboxServiceUnpauseSandboxProcedure = "/boxd.v1.SandboxService/UnpauseSandbox"
+	// SandboxServiceStatsProcedure is the fully-qualified name of the SandboxService's Stats RPC.
+	SandboxServiceStatsProcedure = "/boxd.v1.SandboxService/Stats"
 	// SandboxServiceBuildImageProcedure is the fully-qualified name of the SandboxService's BuildImage
 	// RPC.
 	SandboxServiceBuildImageProcedure = "/boxd.v1.SandboxService/BuildImage"
@@ -144,6 +152,19 @@ type SandboxServiceClient interface {
 	// stopped source; invalid_argument naming the field. A failure leaves no
 	// fork behind.
 	ForkSandbox(context.Context, *connect.Request[v1.ForkSandboxRequest]) (*connect.Response[v1.ForkSandboxResponse], error)
+	// PauseSandbox freezes every process of a running sandbox (the cgroup
+	// freezer): they keep their memory and files and use no CPU. While it is
+	// paused, exec and file calls fail with failed_precondition "sandbox X is
+	// paused" unless they ask to resume (ExecRequest.resume). The pause
+	// survives a boxd restart; the TTL still runs. Pausing a paused sandbox is
+	// failed_precondition.
+	PauseSandbox(context.Context, *connect.Request[v1.PauseSandboxRequest]) (*connect.Response[v1.PauseSandboxResponse], error)
+	// UnpauseSandbox thaws a paused sandbox; failed_precondition if it is not
+	// paused.
+	UnpauseSandbox(context.Context, *connect.Request[v1.UnpauseSandboxRequest]) (*connect.Response[v1.UnpauseSandboxResponse], error)
+	// Stats samples resource use: one message per interval while stream is
+	// set, else one. CPU percent is over the interval (one core = 100).
+	Stats(context.Context, *connect.Request[v1.StatsRequest]) (*connect.ServerStreamForClient[v1.StatsResponse], error)
 	// BuildImage builds an image from a Dockerfile: the first message carries
 	// the Dockerfile, ref and options, the following ones the build context
 	// as tar bytes. Each RUN, COPY and ADD runs in a sandbox of its own with
@@ -270,6 +291,24 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sandboxServiceMethods.ByName("ForkSandbox")),
 			connect.WithClientOptions(opts...),
 		),
+		pauseSandbox: connect.NewClient[v1.PauseSandboxRequest, v1.PauseSandboxResponse](
+			httpClient,
+			baseURL+SandboxServicePauseSandboxProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("PauseSandbox")),
+			connect.WithClientOptions(opts...),
+		),
+		unpauseSandbox: connect.NewClient[v1.UnpauseSandboxRequest, v1.UnpauseSandboxResponse](
+			httpClient,
+			baseURL+SandboxServiceUnpauseSandboxProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("UnpauseSandbox")),
+			connect.WithClientOptions(opts...),
+		),
+		stats: connect.NewClient[v1.StatsRequest, v1.StatsResponse](
+			httpClient,
+			baseURL+SandboxServiceStatsProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("Stats")),
+			connect.WithClientOptions(opts...),
+		),
 		buildImage: connect.NewClient[v1.BuildImageRequest, v1.BuildImageResponse](
 			httpClient,
 			baseURL+SandboxServiceBuildImageProcedure,
@@ -281,24 +320,27 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 
 // sandboxServiceClient implements SandboxServiceClient.
 type sandboxServiceClient struct {
-	createSandbox *connect.Client[v1.CreateSandboxRequest, v1.CreateSandboxResponse]
-	listSandboxes *connect.Client[v1.ListSandboxesRequest, v1.ListSandboxesResponse]
-	getSandbox    *connect.Client[v1.GetSandboxRequest, v1.GetSandboxResponse]
-	deleteSandbox *connect.Client[v1.DeleteSandboxRequest, v1.DeleteSandboxResponse]
-	updateNetwork *connect.Client[v1.UpdateNetworkRequest, v1.UpdateNetworkResponse]
-	exec          *connect.Client[v1.ExecRequest, v1.ExecResponse]
-	execStream    *connect.Client[v1.ExecRequest, v1.ExecStreamResponse]
-	copyIn        *connect.Client[v1.CopyInRequest, v1.CopyInResponse]
-	copyOut       *connect.Client[v1.CopyOutRequest, v1.CopyOutResponse]
-	statPath      *connect.Client[v1.StatPathRequest, v1.StatPathResponse]
-	importImage   *connect.Client[v1.ImportImageRequest, v1.ImportImageResponse]
-	listImages    *connect.Client[v1.ListImagesRequest, v1.ListImagesResponse]
-	removeImage   *connect.Client[v1.RemoveImageRequest, v1.RemoveImageResponse]
-	publishPort   *connect.Client[v1.PublishPortRequest, v1.PublishPortResponse]
-	unpublishPort *connect.Client[v1.UnpublishPortRequest, v1.UnpublishPortResponse]
-	commitSandbox *connect.Client[v1.CommitSandboxRequest, v1.CommitSandboxResponse]
-	forkSandbox   *connect.Client[v1.ForkSandboxRequest, v1.ForkSandboxResponse]
-	buildImage    *connect.Client[v1.BuildImageRequest, v1.BuildImageResponse]
+	createSandbox  *connect.Client[v1.CreateSandboxRequest, v1.CreateSandboxResponse]
+	listSandboxes  *connect.Client[v1.ListSandboxesRequest, v1.ListSandboxesResponse]
+	getSandbox     *connect.Client[v1.GetSandboxRequest, v1.GetSandboxResponse]
+	deleteSandbox  *connect.Client[v1.DeleteSandboxRequest, v1.DeleteSandboxResponse]
+	updateNetwork  *connect.Client[v1.UpdateNetworkRequest, v1.UpdateNetworkResponse]
+	exec           *connect.Client[v1.ExecRequest, v1.ExecResponse]
+	execStream     *connect.Client[v1.ExecRequest, v1.ExecStreamResponse]
+	copyIn         *connect.Client[v1.CopyInRequest, v1.CopyInResponse]
+	copyOut        *connect.Client[v1.CopyOutRequest, v1.CopyOutResponse]
+	statPath       *connect.Client[v1.StatPathRequest, v1.StatPathResponse]
+	importImage    *connect.Client[v1.ImportImageRequest, v1.ImportImageResponse]
+	listImages     *connect.Client[v1.ListImagesRequest, v1.ListImagesResponse]
+	removeImage    *connect.Client[v1.RemoveImageRequest, v1.RemoveImageResponse]
+	publishPort    *connect.Client[v1.PublishPortRequest, v1.PublishPortResponse]
+	unpublishPort  *connect.Client[v1.UnpublishPortRequest, v1.UnpublishPortResponse]
+	commitSandbox  *connect.Client[v1.CommitSandboxRequest, v1.CommitSandboxResponse]
+	forkSandbox    *connect.Client[v1.ForkSandboxRequest, v1.ForkSandboxResponse]
+	pauseSandbox   *connect.Client[v1.PauseSandboxRequest, v1.PauseSandboxResponse]
+	unpauseSandbox *connect.Client[v1.UnpauseSandboxRequest, v1.UnpauseSandboxResponse]
+	stats          *connect.Client[v1.StatsRequest, v1.StatsResponse]
+	buildImage     *connect.Client[v1.BuildImageRequest, v1.BuildImageResponse]
 }
 
 // CreateSandbox calls boxd.v1.SandboxService.CreateSandbox.
@@ -386,6 +428,21 @@ func (c *sandboxServiceClient) ForkSandbox(ctx context.Context, req *connect.Req
 	return c.forkSandbox.CallUnary(ctx, req)
 }
 
+// PauseSandbox calls boxd.v1.SandboxService.PauseSandbox.
+func (c *sandboxServiceClient) PauseSandbox(ctx context.Context, req *connect.Request[v1.PauseSandboxRequest]) (*connect.Response[v1.PauseSandboxResponse], error) {
+	return c.pauseSandbox.CallUnary(ctx, req)
+}
+
+// UnpauseSandbox calls boxd.v1.SandboxService.UnpauseSandbox.
+func (c *sandboxServiceClient) UnpauseSandbox(ctx context.Context, req *connect.Request[v1.UnpauseSandboxRequest]) (*connect.Response[v1.UnpauseSandboxResponse], error) {
+	return c.unpauseSandbox.CallUnary(ctx, req)
+}
+
+// Stats calls boxd.v1.SandboxService.Stats.
+func (c *sandboxServiceClient) Stats(ctx context.Context, req *connect.Request[v1.StatsRequest]) (*connect.ServerStreamForClient[v1.StatsResponse], error) {
+	return c.stats.CallServerStream(ctx, req)
+}
+
 // BuildImage calls boxd.v1.SandboxService.BuildImage.
 func (c *sandboxServiceClient) BuildImage(ctx context.Context) *connect.ClientStreamForClient[v1.BuildImageRequest, v1.BuildImageResponse] {
 	return c.buildImage.CallClientStream(ctx)
@@ -450,6 +507,19 @@ type SandboxServiceHandler interface {
 	// stopped source; invalid_argument naming the field. A failure leaves no
 	// fork behind.
 	ForkSandbox(context.Context, *connect.Request[v1.ForkSandboxRequest]) (*connect.Response[v1.ForkSandboxResponse], error)
+	// PauseSandbox freezes every process of a running sandbox (the cgroup
+	// freezer): they keep their memory and files and use no CPU. While it is
+	// paused, exec and file calls fail with failed_precondition "sandbox X is
+	// paused" unless they ask to resume (ExecRequest.resume). The pause
+	// survives a boxd restart; the TTL still runs. Pausing a paused sandbox is
+	// failed_precondition.
+	PauseSandbox(context.Context, *connect.Request[v1.PauseSandboxRequest]) (*connect.Response[v1.PauseSandboxResponse], error)
+	// UnpauseSandbox thaws a paused sandbox; failed_precondition if it is not
+	// paused.
+	UnpauseSandbox(context.Context, *connect.Request[v1.UnpauseSandboxRequest]) (*connect.Response[v1.UnpauseSandboxResponse], error)
+	// Stats samples resource use: one message per interval while stream is
+	// set, else one. CPU percent is over the interval (one core = 100).
+	Stats(context.Context, *connect.Request[v1.StatsRequest], *connect.ServerStream[v1.StatsResponse]) error
 	// BuildImage builds an image from a Dockerfile: the first message carries
 	// the Dockerfile, ref and options, the following ones the build context
 	// as tar bytes. Each RUN, COPY and ADD runs in a sandbox of its own with
@@ -572,6 +642,24 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sandboxServiceMethods.ByName("ForkSandbox")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sandboxServicePauseSandboxHandler := connect.NewUnaryHandler(
+		SandboxServicePauseSandboxProcedure,
+		svc.PauseSandbox,
+		connect.WithSchema(sandboxServiceMethods.ByName("PauseSandbox")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sandboxServiceUnpauseSandboxHandler := connect.NewUnaryHandler(
+		SandboxServiceUnpauseSandboxProcedure,
+		svc.UnpauseSandbox,
+		connect.WithSchema(sandboxServiceMethods.ByName("UnpauseSandbox")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sandboxServiceStatsHandler := connect.NewServerStreamHandler(
+		SandboxServiceStatsProcedure,
+		svc.Stats,
+		connect.WithSchema(sandboxServiceMethods.ByName("Stats")),
+		connect.WithHandlerOptions(opts...),
+	)
 	sandboxServiceBuildImageHandler := connect.NewClientStreamHandler(
 		SandboxServiceBuildImageProcedure,
 		svc.BuildImage,
@@ -614,6 +702,12 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 			sandboxServiceCommitSandboxHandler.ServeHTTP(w, r)
 		case SandboxServiceForkSandboxProcedure:
 			sandboxServiceForkSandboxHandler.ServeHTTP(w, r)
+		case SandboxServicePauseSandboxProcedure:
+			sandboxServicePauseSandboxHandler.ServeHTTP(w, r)
+		case SandboxServiceUnpauseSandboxProcedure:
+			sandboxServiceUnpauseSandboxHandler.ServeHTTP(w, r)
+		case SandboxServiceStatsProcedure:
+			sandboxServiceStatsHandler.ServeHTTP(w, r)
 		case SandboxServiceBuildImageProcedure:
 			sandboxServiceBuildImageHandler.ServeHTTP(w, r)
 		default:
@@ -691,6 +785,18 @@ func (UnimplementedSandboxServiceHandler) CommitSandbox(context.Context, *connec
 
 func (UnimplementedSandboxServiceHandler) ForkSandbox(context.Context, *connect.Request[v1.ForkSandboxRequest]) (*connect.Response[v1.ForkSandboxResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.ForkSandbox is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) PauseSandbox(context.Context, *connect.Request[v1.PauseSandboxRequest]) (*connect.Response[v1.PauseSandboxResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.PauseSandbox is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) UnpauseSandbox(context.Context, *connect.Request[v1.UnpauseSandboxRequest]) (*connect.Response[v1.UnpauseSandboxResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.UnpauseSandbox is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) Stats(context.Context, *connect.Request[v1.StatsRequest], *connect.ServerStream[v1.StatsResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.Stats is not implemented"))
 }
 
 func (UnimplementedSandboxServiceHandler) BuildImage(context.Context, *connect.ClientStream[v1.BuildImageRequest]) (*connect.Response[v1.BuildImageResponse], error) {

@@ -10,7 +10,171 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file boxd/v1/boxd.proto.
  */
 export const file_boxd_v1_boxd: GenFile = /*@__PURE__*/
-  fileDesc("ChJib3hkL3YxL2JveGQucHJvdG8SB2JveGQudjEiVwoUQ29tbWl0U2FuZGJveFJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRILCgNyZWYYAiABKAkSDwoHbWVzc2FnZRgDIAEoCRINCgVmb3JjZRgEIAEoCCI2ChVDb21taXRTYW5kYm94UmVzcG9uc2USHQoFaW1hZ2UYASABKAsyDi5ib3hkLnYxLkltYWdlIvoBChJGb3JrU2FuZGJveFJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRINCgVjb3VudBgCIAEoDRINCgVuYW1lcxgDIAMoCRIfCgZsaW1pdHMYBCABKAsyDy5ib3hkLnYxLkxpbWl0cxILCgNlbnYYBSADKAkSDwoHd29ya2RpchgGIAEoCRI3CgZsYWJlbHMYByADKAsyJy5ib3hkLnYxLkZvcmtTYW5kYm94UmVxdWVzdC5MYWJlbHNFbnRyeRILCgN0dGwYCCABKAkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI6ChNGb3JrU2FuZGJveFJlc3BvbnNlEiMKCXNhbmRib3hlcxgBIAMoCzIQLmJveGQudjEuU2FuZGJveCJTCg1QdWJsaXNoZWRQb3J0Eg8KB2hvc3RfaXAYASABKAkSEQoJaG9zdF9wb3J0GAIgASgNEgwKBHBvcnQYAyABKA0SEAoIcHJvdG9jb2wYBCABKAkiTgoSUHVibGlzaFBvcnRSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSJAoEcG9ydBgCIAEoCzIWLmJveGQudjEuUHVibGlzaGVkUG9ydCI7ChNQdWJsaXNoUG9ydFJlc3BvbnNlEiQKBHBvcnQYASABKAsyFi5ib3hkLnYxLlB1Ymxpc2hlZFBvcnQiSwoUVW5wdWJsaXNoUG9ydFJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRwb3J0GAIgASgNEhEKCWhvc3RfcG9ydBgDIAEoDSI+ChVVbnB1Ymxpc2hQb3J0UmVzcG9uc2USJQoFcG9ydHMYASADKAsyFi5ib3hkLnYxLlB1Ymxpc2hlZFBvcnQiQgoGTGltaXRzEg4KBm1lbW9yeRgBIAEoCRIMCgRjcHVzGAIgASgBEgwKBHBpZHMYAyABKAMSDAoEZGlzaxhfIAEoCSL4AgoUQ3JlYXRlU2FuZGJveFJlcXVlc3QSDQoFaW1hZ2UYASABKAkSHwoGbGltaXRzGAIgASgLMg8uYm94ZC52MS5MaW1pdHMSCwoDZW52GAMgAygJEg8KB3dvcmtkaXIYBCABKAkSOQoGbGFiZWxzGAUgAygLMikuYm94ZC52MS5DcmVhdGVTYW5kYm94UmVxdWVzdC5MYWJlbHNFbnRyeRIMCgRuYW1lGAYgASgJEgsKA3R0bBgHIAEoCRInCgdwdWJsaXNoGBQgAygLMhYuYm94ZC52MS5QdWJsaXNoZWRQb3J0EigKB25ldHdvcmsYFSABKAsyFy5ib3hkLnYxLk5ldHdvcmtSZXF1ZXN0EgwKBHB1bGwYKCABKAkSLAoNcmVnaXN0cnlfYXV0aBgpIAEoCzIVLmJveGQudjEuUmVnaXN0cnlBdXRoGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiSgoMUmVnaXN0cnlBdXRoEhAKCHVzZXJuYW1lGAEgASgJEhAKCHBhc3N3b3JkGAIgASgJEhYKDmlkZW50aXR5X3Rva2VuGAMgASgJIi0KDk5ldHdvcmtSZXF1ZXN0EgwKBG1vZGUYASABKAkSDQoFYWxsb3cYAiADKAkiWwoNTmV0d29ya1N0YXR1cxIMCgRtb2RlGAEgASgJEg0KBWFsbG93GAIgAygJEg8KB2FkZHJlc3MYAyABKAkSDwoHZ2F0ZXdheRgEIAEoCRILCgNkbnMYBSABKAkitwUKB1NhbmRib3gSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRINCgVpbWFnZRgDIAEoCRINCgVzdGF0ZRgEIAEoCRIUCgxtZW1vcnlfYnl0ZXMYBSABKAMSDAoEY3B1cxgGIAEoARIMCgRwaWRzGAcgASgDEgsKA2VudhgIIAMoCRIPCgd3b3JrZGlyGAkgASgJEiwKBmxhYmVscxgKIAMoCzIcLmJveGQudjEuU2FuZGJveC5MYWJlbHNFbnRyeRISCgpjcmVhdGVkX2F0GAsgASgJEhIKCmV4cGlyZXNfYXQYDCABKAkSIwoIc2VjdXJpdHkYDSABKAsyES5ib3hkLnYxLlNlY3VyaXR5EhAKCGluaXRfcGlkGA4gASgDEh0KBXVzYWdlGA8gASgLMg4uYm94ZC52MS5Vc2FnZRIVCg1pbml0X3Jlc3RhcnRzGBAgASgNEhcKD2xhc3RfcmVzdGFydF9hdBgRIAEoCRIbChNsYXN0X3Jlc3RhcnRfcmVhc29uGBIgASgJEhcKD3Jlc3RhcnRfcmVmdXNlZBgTIAEoCRIlCgVwb3J0cxgeIAMoCzIWLmJveGQudjEuUHVibGlzaGVkUG9ydBInCgduZXR3b3JrGB8gASgLMhYuYm94ZC52MS5OZXR3b3JrU3RhdHVzEg8KB3J1bnRpbWUYWiABKAkSFwoPcnVudGltZV92ZXJzaW9uGFsgASgJEhoKEnJ1bnRpbWVfYWR2aXNvcmllcxhcIAMoCRIRCglvd25lcl91aWQYUCABKA0SDQoFb3duZXIYUSABKAkSEgoKZGlza19ieXRlcxhfIAEoAxIXCg9kaXNrX3VzZWRfYnl0ZXMYYCABKAMaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJrCgVVc2FnZRIUCgxtZW1vcnlfYnl0ZXMYASABKAQSGQoRbWVtb3J5X3BlYWtfYnl0ZXMYAiABKAQSEAoIY3B1X3VzZWMYAyABKAQSDAoEcGlkcxgEIAEoBBIRCglvb21fa2lsbHMYBSABKAQibQoIU2VjdXJpdHkSDwoHbmV0d29yaxgBIAEoCBIYChByZWFkX29ubHlfcm9vdGZzGAIgASgIEhQKDGNhcGFiaWxpdGllcxgDIAMoCRIPCgdzZWNjb21wGAQgASgJEg8KB3VpZF9tYXAYBSABKAkiOgoVQ3JlYXRlU2FuZGJveFJlc3BvbnNlEiEKB3NhbmRib3gYASABKAsyEC5ib3hkLnYxLlNhbmRib3ginAEKFExpc3RTYW5kYm94ZXNSZXF1ZXN0EjkKBmxhYmVscxgBIAMoCzIpLmJveGQudjEuTGlzdFNhbmRib3hlc1JlcXVlc3QuTGFiZWxzRW50cnkSCwoDYWxsGAogASgIEg0KBW93bmVyGAsgASgJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiPAoVTGlzdFNhbmRib3hlc1Jlc3BvbnNlEiMKCXNhbmRib3hlcxgBIAMoCzIQLmJveGQudjEuU2FuZGJveCIfChFHZXRTYW5kYm94UmVxdWVzdBIKCgJpZBgBIAEoCSI3ChJHZXRTYW5kYm94UmVzcG9uc2USIQoHc2FuZGJveBgBIAEoCzIQLmJveGQudjEuU2FuZGJveCIiChREZWxldGVTYW5kYm94UmVxdWVzdBIKCgJpZBgBIAEoCSIXChVEZWxldGVTYW5kYm94UmVzcG9uc2UigwEKC0V4ZWNSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEYXJncxgCIAMoCRILCgNlbnYYAyADKAkSDwoHd29ya2RpchgEIAEoCRIPCgd0aW1lb3V0GAUgASgJEg0KBXN0ZGluGAYgASgMEhQKDG91dHB1dF9saW1pdBgHIAEoAyLCAQoKRXhlY1Jlc3VsdBIRCglleGl0X2NvZGUYASABKAUSDgoGc2lnbmFsGAIgASgJEhEKCXRpbWVkX291dBgDIAEoCBIRCgl0cnVuY2F0ZWQYBCABKAgSEgoKc3RhcnRlZF9hdBgFIAEoCRIQCghlbmRlZF9hdBgGIAEoCRIVCg11c2VyX2NwdV91c2VjGAcgASgDEhcKD3N5c3RlbV9jcHVfdXNlYxgIIAEoAxIVCg1tYXhfcnNzX2J5dGVzGAkgASgDIlMKDEV4ZWNSZXNwb25zZRIOCgZzdGRvdXQYASABKAwSDgoGc3RkZXJyGAIgASgMEiMKBnJlc3VsdBgDIAEoCzITLmJveGQudjEuRXhlY1Jlc3VsdCJoChJFeGVjU3RyZWFtUmVzcG9uc2USEAoGc3Rkb3V0GAEgASgMSAASEAoGc3RkZXJyGAIgASgMSAASJQoGcmVzdWx0GAMgASgLMhMuYm94ZC52MS5FeGVjUmVzdWx0SABCBwoFZXZlbnQiPwoNQ29weUluUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEgwKBHBhdGgYAiABKAkSDAoEZGF0YRgDIAEoDCIQCg5Db3B5SW5SZXNwb25zZSIyCg5Db3B5T3V0UmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEgwKBHBhdGgYAiABKAkiHwoPQ29weU91dFJlc3BvbnNlEgwKBGRhdGEYASABKAwiMwoPU3RhdFBhdGhSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCSJwChBTdGF0UGF0aFJlc3BvbnNlEgwKBG5hbWUYASABKAkSDAoEc2l6ZRgCIAEoAxIMCgRtb2RlGAMgASgNEg4KBmlzX2RpchgEIAEoCBINCgVtdGltZRgFIAEoCRITCgtsaW5rX3RhcmdldBgGIAEoCSJlChJJbXBvcnRJbWFnZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRIkCgZmb3JtYXQYAiABKA4yFC5ib3hkLnYxLkltYWdlRm9ybWF0EgwKBGRhdGEYAyABKAwSDQoFZm9yY2UYBCABKAgiogEKBUltYWdlEgwKBG5hbWUYASABKAkSDgoGZGlnZXN0GAIgASgJEgwKBHNpemUYAyABKAMSEgoKY3JlYXRlZF9hdBgEIAEoCRIqCgZsYWJlbHMYBSADKAsyGi5ib3hkLnYxLkltYWdlLkxhYmVsc0VudHJ5Gi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiNQoTSW1wb3J0SW1hZ2VSZXNwb25zZRIeCgZpbWFnZXMYASADKAsyDi5ib3hkLnYxLkltYWdlIhMKEUxpc3RJbWFnZXNSZXF1ZXN0IjQKEkxpc3RJbWFnZXNSZXNwb25zZRIeCgZpbWFnZXMYASADKAsyDi5ib3hkLnYxLkltYWdlIjEKElJlbW92ZUltYWdlUmVxdWVzdBIMCgRuYW1lGAEgASgJEg0KBWZvcmNlGAIgASgIIhUKE1JlbW92ZUltYWdlUmVzcG9uc2UiRwoUVXBkYXRlTmV0d29ya1JlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRINCgVhbGxvdxgCIAMoCRIMCgRkZW55GAMgAygJIkAKFVVwZGF0ZU5ldHdvcmtSZXNwb25zZRInCgduZXR3b3JrGAEgASgLMhYuYm94ZC52MS5OZXR3b3JrU3RhdHVzItcBChFCdWlsZEltYWdlUmVxdWVzdBILCgNyZWYYASABKAkSEgoKZG9ja2VyZmlsZRgCIAEoDBI9CgpidWlsZF9hcmdzGAMgAygLMikuYm94ZC52MS5CdWlsZEltYWdlUmVxdWVzdC5CdWlsZEFyZ3NFbnRyeRINCgVmb3JjZRgEIAEoCBIQCghub19jYWNoZRgFIAEoCBIPCgdjb250ZXh0GAYgASgMGjAKDkJ1aWxkQXJnc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiUwoJQnVpbGRTdGVwEgwKBGxpbmUYASABKA0SEwoLaW5zdHJ1Y3Rpb24YAiABKAkSDgoGY2FjaGVkGAMgASgIEhMKC2R1cmF0aW9uX21zGAQgASgDIlYKEkJ1aWxkSW1hZ2VSZXNwb25zZRIdCgVpbWFnZRgBIAEoCzIOLmJveGQudjEuSW1hZ2USIQoFc3RlcHMYAiADKAsyEi5ib3hkLnYxLkJ1aWxkU3RlcCpaCgtJbWFnZUZvcm1hdBIcChhJTUFHRV9GT1JNQVRfVU5TUEVDSUZJRUQQABIUChBJTUFHRV9GT1JNQVRfVEFSEAESFwoTSU1BR0VfRk9STUFUX1JPT1RGUxACMqcKCg5TYW5kYm94U2VydmljZRJOCg1DcmVhdGVTYW5kYm94Eh0uYm94ZC52MS5DcmVhdGVTYW5kYm94UmVxdWVzdBoeLmJveGQudjEuQ3JlYXRlU2FuZGJveFJlc3BvbnNlEk4KDUxpc3RTYW5kYm94ZXMSHS5ib3hkLnYxLkxpc3RTYW5kYm94ZXNSZXF1ZXN0Gh4uYm94ZC52MS5MaXN0U2FuZGJveGVzUmVzcG9uc2USRQoKR2V0U2FuZGJveBIaLmJveGQudjEuR2V0U2FuZGJveFJlcXVlc3QaGy5ib3hkLnYxLkdldFNhbmRib3hSZXNwb25zZRJOCg1EZWxldGVTYW5kYm94Eh0uYm94ZC52MS5EZWxldGVTYW5kYm94UmVxdWVzdBoeLmJveGQudjEuRGVsZXRlU2FuZGJveFJlc3BvbnNlEk4KDVVwZGF0ZU5ldHdvcmsSHS5ib3hkLnYxLlVwZGF0ZU5ldHdvcmtSZXF1ZXN0Gh4uYm94ZC52MS5VcGRhdGVOZXR3b3JrUmVzcG9uc2USMwoERXhlYxIULmJveGQudjEuRXhlY1JlcXVlc3QaFS5ib3hkLnYxLkV4ZWNSZXNwb25zZRJBCgpFeGVjU3RyZWFtEhQuYm94ZC52MS5FeGVjUmVxdWVzdBobLmJveGQudjEuRXhlY1N0cmVhbVJlc3BvbnNlMAESOwoGQ29weUluEhYuYm94ZC52MS5Db3B5SW5SZXF1ZXN0GhcuYm94ZC52MS5Db3B5SW5SZXNwb25zZSgBEj4KB0NvcHlPdXQSFy5ib3hkLnYxLkNvcHlPdXRSZXF1ZXN0GhguYm94ZC52MS5Db3B5T3V0UmVzcG9uc2UwARI/CghTdGF0UGF0aBIYLmJveGQudjEuU3RhdFBhdGhSZXF1ZXN0GhkuYm94ZC52MS5TdGF0UGF0aFJlc3BvbnNlEkoKC0ltcG9ydEltYWdlEhsuYm94ZC52MS5JbXBvcnRJbWFnZVJlcXVlc3QaHC5ib3hkLnYxLkltcG9ydEltYWdlUmVzcG9uc2UoARJFCgpMaXN0SW1hZ2VzEhouYm94ZC52MS5MaXN0SW1hZ2VzUmVxdWVzdBobLmJveGQudjEuTGlzdEltYWdlc1Jlc3BvbnNlEkgKC1JlbW92ZUltYWdlEhsuYm94ZC52MS5SZW1vdmVJbWFnZVJlcXVlc3QaHC5ib3hkLnYxLlJlbW92ZUltYWdlUmVzcG9uc2USSAoLUHVibGlzaFBvcnQSGy5ib3hkLnYxLlB1Ymxpc2hQb3J0UmVxdWVzdBocLmJveGQudjEuUHVibGlzaFBvcnRSZXNwb25zZRJOCg1VbnB1Ymxpc2hQb3J0Eh0uYm94ZC52MS5VbnB1Ymxpc2hQb3J0UmVxdWVzdBoeLmJveGQudjEuVW5wdWJsaXNoUG9ydFJlc3BvbnNlEk4KDUNvbW1pdFNhbmRib3gSHS5ib3hkLnYxLkNvbW1pdFNhbmRib3hSZXF1ZXN0Gh4uYm94ZC52MS5Db21taXRTYW5kYm94UmVzcG9uc2USSAoLRm9ya1NhbmRib3gSGy5ib3hkLnYxLkZvcmtTYW5kYm94UmVxdWVzdBocLmJveGQudjEuRm9ya1NhbmRib3hSZXNwb25zZRJHCgpCdWlsZEltYWdlEhouYm94ZC52MS5CdWlsZEltYWdlUmVxdWVzdBobLmJveGQudjEuQnVpbGRJbWFnZVJlc3BvbnNlKAFCMVovZ2l0aHViLmNvbS9ib3hkLWRldi9ib3hkL3JwYy9nZW4vYm94ZC92MTtib3hkdjFiBnByb3RvMw");
+  fileDesc("ChJib3hkL3YxL2JveGQucHJvdG8SB2JveGQudjEiIQoTUGF1c2VTYW5kYm94UmVxdWVzdBIKCgJpZBgBIAEoCSIWChRQYXVzZVNhbmRib3hSZXNwb25zZSIjChVVbnBhdXNlU2FuZGJveFJlcXVlc3QSCgoCaWQYASABKAkiGAoWVW5wYXVzZVNhbmRib3hSZXNwb25zZSI9CgxTdGF0c1JlcXVlc3QSCwoDaWRzGAEgAygJEg4KBnN0cmVhbRgCIAEoCBIQCghpbnRlcnZhbBgDIAEoCSJFCg1TdGF0c1Jlc3BvbnNlEgoKAmF0GAEgASgJEigKCXNhbmRib3hlcxgCIAMoCzIVLmJveGQudjEuU2FuZGJveFN0YXRzIocBCgxTYW5kYm94U3RhdHMSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRINCgVzdGF0ZRgDIAEoCRIaChJtZW1vcnlfbGltaXRfYnl0ZXMYBCABKAMSHQoFdXNhZ2UYBSABKAsyDi5ib3hkLnYxLlVzYWdlEhMKC2NwdV9wZXJjZW50GAYgASgBIlcKFENvbW1pdFNhbmRib3hSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSCwoDcmVmGAIgASgJEg8KB21lc3NhZ2UYAyABKAkSDQoFZm9yY2UYBCABKAgiNgoVQ29tbWl0U2FuZGJveFJlc3BvbnNlEh0KBWltYWdlGAEgASgLMg4uYm94ZC52MS5JbWFnZSL6AQoSRm9ya1NhbmRib3hSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDQoFY291bnQYAiABKA0SDQoFbmFtZXMYAyADKAkSHwoGbGltaXRzGAQgASgLMg8uYm94ZC52MS5MaW1pdHMSCwoDZW52GAUgAygJEg8KB3dvcmtkaXIYBiABKAkSNwoGbGFiZWxzGAcgAygLMicuYm94ZC52MS5Gb3JrU2FuZGJveFJlcXVlc3QuTGFiZWxzRW50cnkSCwoDdHRsGAggASgJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiOgoTRm9ya1NhbmRib3hSZXNwb25zZRIjCglzYW5kYm94ZXMYASADKAsyEC5ib3hkLnYxLlNhbmRib3giUwoNUHVibGlzaGVkUG9ydBIPCgdob3N0X2lwGAEgASgJEhEKCWhvc3RfcG9ydBgCIAEoDRIMCgRwb3J0GAMgASgNEhAKCHByb3RvY29sGAQgASgJIk4KElB1Ymxpc2hQb3J0UmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEiQKBHBvcnQYAiABKAsyFi5ib3hkLnYxLlB1Ymxpc2hlZFBvcnQiOwoTUHVibGlzaFBvcnRSZXNwb25zZRIkCgRwb3J0GAEgASgLMhYuYm94ZC52MS5QdWJsaXNoZWRQb3J0IksKFFVucHVibGlzaFBvcnRSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcG9ydBgCIAEoDRIRCglob3N0X3BvcnQYAyABKA0iPgoVVW5wdWJsaXNoUG9ydFJlc3BvbnNlEiUKBXBvcnRzGAEgAygLMhYuYm94ZC52MS5QdWJsaXNoZWRQb3J0IkIKBkxpbWl0cxIOCgZtZW1vcnkYASABKAkSDAoEY3B1cxgCIAEoARIMCgRwaWRzGAMgASgDEgwKBGRpc2sYXyABKAkinwMKFENyZWF0ZVNhbmRib3hSZXF1ZXN0Eg0KBWltYWdlGAEgASgJEh8KBmxpbWl0cxgCIAEoCzIPLmJveGQudjEuTGltaXRzEgsKA2VudhgDIAMoCRIPCgd3b3JrZGlyGAQgASgJEjkKBmxhYmVscxgFIAMoCzIpLmJveGQudjEuQ3JlYXRlU2FuZGJveFJlcXVlc3QuTGFiZWxzRW50cnkSDAoEbmFtZRgGIAEoCRILCgN0dGwYByABKAkSJwoHcHVibGlzaBgUIAMoCzIWLmJveGQudjEuUHVibGlzaGVkUG9ydBIoCgduZXR3b3JrGBUgASgLMhcuYm94ZC52MS5OZXR3b3JrUmVxdWVzdBIUCgxpZGxlX3RpbWVvdXQYLSABKAkSDwoHb25faWRsZRguIAEoCRIMCgRwdWxsGCggASgJEiwKDXJlZ2lzdHJ5X2F1dGgYKSABKAsyFS5ib3hkLnYxLlJlZ2lzdHJ5QXV0aBotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIkoKDFJlZ2lzdHJ5QXV0aBIQCgh1c2VybmFtZRgBIAEoCRIQCghwYXNzd29yZBgCIAEoCRIWCg5pZGVudGl0eV90b2tlbhgDIAEoCSItCg5OZXR3b3JrUmVxdWVzdBIMCgRtb2RlGAEgASgJEg0KBWFsbG93GAIgAygJIlsKDU5ldHdvcmtTdGF0dXMSDAoEbW9kZRgBIAEoCRINCgVhbGxvdxgCIAMoCRIPCgdhZGRyZXNzGAMgASgJEg8KB2dhdGV3YXkYBCABKAkSCwoDZG5zGAUgASgJIqEGCgdTYW5kYm94EgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSDQoFaW1hZ2UYAyABKAkSDQoFc3RhdGUYBCABKAkSFAoMbWVtb3J5X2J5dGVzGAUgASgDEgwKBGNwdXMYBiABKAESDAoEcGlkcxgHIAEoAxILCgNlbnYYCCADKAkSDwoHd29ya2RpchgJIAEoCRIsCgZsYWJlbHMYCiADKAsyHC5ib3hkLnYxLlNhbmRib3guTGFiZWxzRW50cnkSEgoKY3JlYXRlZF9hdBgLIAEoCRISCgpleHBpcmVzX2F0GAwgASgJEiMKCHNlY3VyaXR5GA0gASgLMhEuYm94ZC52MS5TZWN1cml0eRIQCghpbml0X3BpZBgOIAEoAxIdCgV1c2FnZRgPIAEoCzIOLmJveGQudjEuVXNhZ2USFQoNaW5pdF9yZXN0YXJ0cxgQIAEoDRIXCg9sYXN0X3Jlc3RhcnRfYXQYESABKAkSGwoTbGFzdF9yZXN0YXJ0X3JlYXNvbhgSIAEoCRIXCg9yZXN0YXJ0X3JlZnVzZWQYEyABKAkSJQoFcG9ydHMYHiADKAsyFi5ib3hkLnYxLlB1Ymxpc2hlZFBvcnQSJwoHbmV0d29yaxgfIAEoCzIWLmJveGQudjEuTmV0d29ya1N0YXR1cxIPCgdydW50aW1lGFogASgJEhcKD3J1bnRpbWVfdmVyc2lvbhhbIAEoCRIaChJydW50aW1lX2Fkdmlzb3JpZXMYXCADKAkSEQoJb3duZXJfdWlkGFAgASgNEg0KBW93bmVyGFEgASgJEhQKDGlkbGVfdGltZW91dBgtIAEoCRIPCgdvbl9pZGxlGC4gASgJEhgKEGxhc3RfYWN0aXZpdHlfYXQYLyABKAkSEQoJcGF1c2VkX2F0GDAgASgJEhQKDHBhdXNlX3JlYXNvbhgxIAEoCRISCgpkaXNrX2J5dGVzGF8gASgDEhcKD2Rpc2tfdXNlZF9ieXRlcxhgIAEoAxotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIvkBCgVVc2FnZRIUCgxtZW1vcnlfYnl0ZXMYASABKAQSGQoRbWVtb3J5X3BlYWtfYnl0ZXMYAiABKAQSEAoIY3B1X3VzZWMYAyABKAQSDAoEcGlkcxgEIAEoBBIRCglvb21fa2lsbHMYBSABKAQSGgoSbWVtb3J5X2xpbWl0X2J5dGVzGAogASgEEhgKEGJsb2NrX3JlYWRfYnl0ZXMYCyABKAQSGQoRYmxvY2tfd3JpdGVfYnl0ZXMYDCABKAQSDwoHbmV0d29yaxgNIAEoCBIUCgxuZXRfcnhfYnl0ZXMYDiABKAQSFAoMbmV0X3R4X2J5dGVzGA8gASgEIm0KCFNlY3VyaXR5Eg8KB25ldHdvcmsYASABKAgSGAoQcmVhZF9vbmx5X3Jvb3RmcxgCIAEoCBIUCgxjYXBhYmlsaXRpZXMYAyADKAkSDwoHc2VjY29tcBgEIAEoCRIPCgd1aWRfbWFwGAUgASgJIjoKFUNyZWF0ZVNhbmRib3hSZXNwb25zZRIhCgdzYW5kYm94GAEgASgLMhAuYm94ZC52MS5TYW5kYm94IpwBChRMaXN0U2FuZGJveGVzUmVxdWVzdBI5CgZsYWJlbHMYASADKAsyKS5ib3hkLnYxLkxpc3RTYW5kYm94ZXNSZXF1ZXN0LkxhYmVsc0VudHJ5EgsKA2FsbBgKIAEoCBINCgVvd25lchgLIAEoCRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjwKFUxpc3RTYW5kYm94ZXNSZXNwb25zZRIjCglzYW5kYm94ZXMYASADKAsyEC5ib3hkLnYxLlNhbmRib3giHwoRR2V0U2FuZGJveFJlcXVlc3QSCgoCaWQYASABKAkiNwoSR2V0U2FuZGJveFJlc3BvbnNlEiEKB3NhbmRib3gYASABKAsyEC5ib3hkLnYxLlNhbmRib3giIgoURGVsZXRlU2FuZGJveFJlcXVlc3QSCgoCaWQYASABKAkiFwoVRGVsZXRlU2FuZGJveFJlc3BvbnNlIpMBCgtFeGVjUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEgwKBGFyZ3MYAiADKAkSCwoDZW52GAMgAygJEg8KB3dvcmtkaXIYBCABKAkSDwoHdGltZW91dBgFIAEoCRINCgVzdGRpbhgGIAEoDBIUCgxvdXRwdXRfbGltaXQYByABKAMSDgoGcmVzdW1lGBkgASgIIsIBCgpFeGVjUmVzdWx0EhEKCWV4aXRfY29kZRgBIAEoBRIOCgZzaWduYWwYAiABKAkSEQoJdGltZWRfb3V0GAMgASgIEhEKCXRydW5jYXRlZBgEIAEoCBISCgpzdGFydGVkX2F0GAUgASgJEhAKCGVuZGVkX2F0GAYgASgJEhUKDXVzZXJfY3B1X3VzZWMYByABKAMSFwoPc3lzdGVtX2NwdV91c2VjGAggASgDEhUKDW1heF9yc3NfYnl0ZXMYCSABKAMiUwoMRXhlY1Jlc3BvbnNlEg4KBnN0ZG91dBgBIAEoDBIOCgZzdGRlcnIYAiABKAwSIwoGcmVzdWx0GAMgASgLMhMuYm94ZC52MS5FeGVjUmVzdWx0ImgKEkV4ZWNTdHJlYW1SZXNwb25zZRIQCgZzdGRvdXQYASABKAxIABIQCgZzdGRlcnIYAiABKAxIABIlCgZyZXN1bHQYAyABKAsyEy5ib3hkLnYxLkV4ZWNSZXN1bHRIAEIHCgVldmVudCI/Cg1Db3B5SW5SZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCRIMCgRkYXRhGAMgASgMIhAKDkNvcHlJblJlc3BvbnNlIjIKDkNvcHlPdXRSZXF1ZXN0EhIKCnNhbmRib3hfaWQYASABKAkSDAoEcGF0aBgCIAEoCSIfCg9Db3B5T3V0UmVzcG9uc2USDAoEZGF0YRgBIAEoDCIzCg9TdGF0UGF0aFJlcXVlc3QSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRwYXRoGAIgASgJInAKEFN0YXRQYXRoUmVzcG9uc2USDAoEbmFtZRgBIAEoCRIMCgRzaXplGAIgASgDEgwKBG1vZGUYAyABKA0SDgoGaXNfZGlyGAQgASgIEg0KBW10aW1lGAUgASgJEhMKC2xpbmtfdGFyZ2V0GAYgASgJImUKEkltcG9ydEltYWdlUmVxdWVzdBIMCgRuYW1lGAEgASgJEiQKBmZvcm1hdBgCIAEoDjIULmJveGQudjEuSW1hZ2VGb3JtYXQSDAoEZGF0YRgDIAEoDBINCgVmb3JjZRgEIAEoCCKiAQoFSW1hZ2USDAoEbmFtZRgBIAEoCRIOCgZkaWdlc3QYAiABKAkSDAoEc2l6ZRgDIAEoAxISCgpjcmVhdGVkX2F0GAQgASgJEioKBmxhYmVscxgFIAMoCzIaLmJveGQudjEuSW1hZ2UuTGFiZWxzRW50cnkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI1ChNJbXBvcnRJbWFnZVJlc3BvbnNlEh4KBmltYWdlcxgBIAMoCzIOLmJveGQudjEuSW1hZ2UiEwoRTGlzdEltYWdlc1JlcXVlc3QiNAoSTGlzdEltYWdlc1Jlc3BvbnNlEh4KBmltYWdlcxgBIAMoCzIOLmJveGQudjEuSW1hZ2UiMQoSUmVtb3ZlSW1hZ2VSZXF1ZXN0EgwKBG5hbWUYASABKAkSDQoFZm9yY2UYAiABKAgiFQoTUmVtb3ZlSW1hZ2VSZXNwb25zZSJHChRVcGRhdGVOZXR3b3JrUmVxdWVzdBISCgpzYW5kYm94X2lkGAEgASgJEg0KBWFsbG93GAIgAygJEgwKBGRlbnkYAyADKAkiQAoVVXBkYXRlTmV0d29ya1Jlc3BvbnNlEicKB25ldHdvcmsYASABKAsyFi5ib3hkLnYxLk5ldHdvcmtTdGF0dXMi1wEKEUJ1aWxkSW1hZ2VSZXF1ZXN0EgsKA3JlZhgBIAEoCRISCgpkb2NrZXJmaWxlGAIgASgMEj0KCmJ1aWxkX2FyZ3MYAyADKAsyKS5ib3hkLnYxLkJ1aWxkSW1hZ2VSZXF1ZXN0LkJ1aWxkQXJnc0VudHJ5Eg0KBWZvcmNlGAQgASgIEhAKCG5vX2NhY2hlGAUgASgIEg8KB2NvbnRleHQYBiABKAwaMAoOQnVpbGRBcmdzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJTCglCdWlsZFN0ZXASDAoEbGluZRgBIAEoDRITCgtpbnN0cnVjdGlvbhgCIAEoCRIOCgZjYWNoZWQYAyABKAgSEwoLZHVyYXRpb25fbXMYBCABKAMiVgoSQnVpbGRJbWFnZVJlc3BvbnNlEh0KBWltYWdlGAEgASgLMg4uYm94ZC52MS5JbWFnZRIhCgVzdGVwcxgCIAMoCzISLmJveGQudjEuQnVpbGRTdGVwKloKC0ltYWdlRm9ybWF0EhwKGElNQUdFX0ZPUk1BVF9VTlNQRUNJRklFRBAAEhQKEElNQUdFX0ZPUk1BVF9UQVIQARIXChNJTUFHRV9GT1JNQVRfUk9PVEZTEAIygQwKDlNhbmRib3hTZXJ2aWNlEk4KDUNyZWF0ZVNhbmRib3gSHS5ib3hkLnYxLkNyZWF0ZVNhbmRib3hSZXF1ZXN0Gh4uYm94ZC52MS5DcmVhdGVTYW5kYm94UmVzcG9uc2USTgoNTGlzdFNhbmRib3hlcxIdLmJveGQudjEuTGlzdFNhbmRib3hlc1JlcXVlc3QaHi5ib3hkLnYxLkxpc3RTYW5kYm94ZXNSZXNwb25zZRJFCgpHZXRTYW5kYm94EhouYm94ZC52MS5HZXRTYW5kYm94UmVxdWVzdBobLmJveGQudjEuR2V0U2FuZGJveFJlc3BvbnNlEk4KDURlbGV0ZVNhbmRib3gSHS5ib3hkLnYxLkRlbGV0ZVNhbmRib3hSZXF1ZXN0Gh4uYm94ZC52MS5EZWxldGVTYW5kYm94UmVzcG9uc2USTgoNVXBkYXRlTmV0d29yaxIdLmJveGQudjEuVXBkYXRlTmV0d29ya1JlcXVlc3QaHi5ib3hkLnYxLlVwZGF0ZU5ldHdvcmtSZXNwb25zZRIzCgRFeGVjEhQuYm94ZC52MS5FeGVjUmVxdWVzdBoVLmJveGQudjEuRXhlY1Jlc3BvbnNlEkEKCkV4ZWNTdHJlYW0SFC5ib3hkLnYxLkV4ZWNSZXF1ZXN0GhsuYm94ZC52MS5FeGVjU3RyZWFtUmVzcG9uc2UwARI7CgZDb3B5SW4SFi5ib3hkLnYxLkNvcHlJblJlcXVlc3QaFy5ib3hkLnYxLkNvcHlJblJlc3BvbnNlKAESPgoHQ29weU91dBIXLmJveGQudjEuQ29weU91dFJlcXVlc3QaGC5ib3hkLnYxLkNvcHlPdXRSZXNwb25zZTABEj8KCFN0YXRQYXRoEhguYm94ZC52MS5TdGF0UGF0aFJlcXVlc3QaGS5ib3hkLnYxLlN0YXRQYXRoUmVzcG9uc2USSgoLSW1wb3J0SW1hZ2USGy5ib3hkLnYxLkltcG9ydEltYWdlUmVxdWVzdBocLmJveGQudjEuSW1wb3J0SW1hZ2VSZXNwb25zZSgBEkUKCkxpc3RJbWFnZXMSGi5ib3hkLnYxLkxpc3RJbWFnZXNSZXF1ZXN0GhsuYm94ZC52MS5MaXN0SW1hZ2VzUmVzcG9uc2USSAoLUmVtb3ZlSW1hZ2USGy5ib3hkLnYxLlJlbW92ZUltYWdlUmVxdWVzdBocLmJveGQudjEuUmVtb3ZlSW1hZ2VSZXNwb25zZRJICgtQdWJsaXNoUG9ydBIbLmJveGQudjEuUHVibGlzaFBvcnRSZXF1ZXN0GhwuYm94ZC52MS5QdWJsaXNoUG9ydFJlc3BvbnNlEk4KDVVucHVibGlzaFBvcnQSHS5ib3hkLnYxLlVucHVibGlzaFBvcnRSZXF1ZXN0Gh4uYm94ZC52MS5VbnB1Ymxpc2hQb3J0UmVzcG9uc2USTgoNQ29tbWl0U2FuZGJveBIdLmJveGQudjEuQ29tbWl0U2FuZGJveFJlcXVlc3QaHi5ib3hkLnYxLkNvbW1pdFNhbmRib3hSZXNwb25zZRJICgtGb3JrU2FuZGJveBIbLmJveGQudjEuRm9ya1NhbmRib3hSZXF1ZXN0GhwuYm94ZC52MS5Gb3JrU2FuZGJveFJlc3BvbnNlEksKDFBhdXNlU2FuZGJveBIcLmJveGQudjEuUGF1c2VTYW5kYm94UmVxdWVzdBodLmJveGQudjEuUGF1c2VTYW5kYm94UmVzcG9uc2USUQoOVW5wYXVzZVNhbmRib3gSHi5ib3hkLnYxLlVucGF1c2VTYW5kYm94UmVxdWVzdBofLmJveGQudjEuVW5wYXVzZVNhbmRib3hSZXNwb25zZRI4CgVTdGF0cxIVLmJveGQudjEuU3RhdHNSZXF1ZXN0GhYuYm94ZC52MS5TdGF0c1Jlc3BvbnNlMAESRwoKQnVpbGRJbWFnZRIaLmJveGQudjEuQnVpbGRJbWFnZVJlcXVlc3QaGy5ib3hkLnYxLkJ1aWxkSW1hZ2VSZXNwb25zZSgBQjFaL2dpdGh1Yi5jb20vYm94ZC1kZXYvYm94ZC9ycGMvZ2VuL2JveGQvdjE7Ym94ZHYxYgZwcm90bzM");
+
+/**
+ * @generated from message boxd.v1.PauseSandboxRequest
+ */
+export type PauseSandboxRequest = Message<"boxd.v1.PauseSandboxRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message boxd.v1.PauseSandboxRequest.
+ * Use `create(PauseSandboxRequestSchema)` to create a new message.
+ */
+export const PauseSandboxRequestSchema: GenMessage<PauseSandboxRequest> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_boxd, 0);
+
+/**
+ * @generated from message boxd.v1.PauseSandboxResponse
+ */
+export type PauseSandboxResponse = Message<"boxd.v1.PauseSandboxResponse"> & {
+};
+
+/**
+ * Describes the message boxd.v1.PauseSandboxResponse.
+ * Use `create(PauseSandboxResponseSchema)` to create a new message.
+ */
+export const PauseSandboxResponseSchema: GenMessage<PauseSandboxResponse> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_boxd, 1);
+
+/**
+ * @generated from message boxd.v1.UnpauseSandboxRequest
+ */
+export type UnpauseSandboxRequest = Message<"boxd.v1.UnpauseSandboxRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message boxd.v1.UnpauseSandboxRequest.
+ * Use `create(UnpauseSandboxRequestSchema)` to create a new message.
+ */
+export const UnpauseSandboxRequestSchema: GenMessage<UnpauseSandboxRequest> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_boxd, 2);
+
+/**
+ * @generated from message boxd.v1.UnpauseSandboxResponse
+ */
+export type UnpauseSandboxResponse = Message<"boxd.v1.UnpauseSandboxResponse"> & {
+};
+
+/**
+ * Describes the message boxd.v1.UnpauseSandboxResponse.
+ * Use `create(UnpauseSandboxResponseSchema)` to create a new message.
+ */
+export const UnpauseSandboxResponseSchema: GenMessage<UnpauseSandboxResponse> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_boxd, 3);
+
+/**
+ * @generated from message boxd.v1.StatsRequest
+ */
+export type StatsRequest = Message<"boxd.v1.StatsRequest"> & {
+  /**
+   * ids or names; empty: every sandbox
+   *
+   * @generated from field: repeated string ids = 1;
+   */
+  ids: string[];
+
+  /**
+   * keep sending, one message per interval
+   *
+   * @generated from field: bool stream = 2;
+   */
+  stream: boolean;
+
+  /**
+   * Go duration, 100ms to 1m; empty: 1s
+   *
+   * @generated from field: string interval = 3;
+   */
+  interval: string;
+};
+
+/**
+ * Describes the message boxd.v1.StatsRequest.
+ * Use `create(StatsRequestSchema)` to create a new message.
+ */
+export const StatsRequestSchema: GenMessage<StatsRequest> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_boxd, 4);
+
+/**
+ * @generated from message boxd.v1.StatsResponse
+ */
+export type StatsResponse = Message<"boxd.v1.StatsResponse"> & {
+  /**
+   * RFC 3339, when the figures were read
+   *
+   * @generated from field: string at = 1;
+   */
+  at: string;
+
+  /**
+   * @generated from field: repeated boxd.v1.SandboxStats sandboxes = 2;
+   */
+  sandboxes: SandboxStats[];
+};
+
+/**
+ * Describes the message boxd.v1.StatsResponse.
+ * Use `create(StatsResponseSchema)` to create a new message.
+ */
+export const StatsResponseSchema: GenMessage<StatsResponse> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_boxd, 5);
+
+/**
+ * @generated from message boxd.v1.SandboxStats
+ */
+export type SandboxStats = Message<"boxd.v1.SandboxStats"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string name = 2;
+   */
+  name: string;
+
+  /**
+   * @generated from field: string state = 3;
+   */
+  state: string;
+
+  /**
+   * the limit boxd set
+   *
+   * @generated from field: int64 memory_limit_bytes = 4;
+   */
+  memoryLimitBytes: bigint;
+
+  /**
+   * @generated from field: boxd.v1.Usage usage = 5;
+   */
+  usage?: Usage | undefined;
+
+  /**
+   * CPU used over the interval before this sample, in percent of one core
+   * (a sandbox with --cpus 2 can show up to 200).
+   *
+   * @generated from field: double cpu_percent = 6;
+   */
+  cpuPercent: number;
+};
+
+/**
+ * Describes the message boxd.v1.SandboxStats.
+ * Use `create(SandboxStatsSchema)` to create a new message.
+ */
+export const SandboxStatsSchema: GenMessage<SandboxStats> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_boxd, 6);
 
 /**
  * @generated from message boxd.v1.CommitSandboxRequest
@@ -50,7 +214,7 @@ export type CommitSandboxRequest = Message<"boxd.v1.CommitSandboxRequest"> & {
  * Use `create(CommitSandboxRequestSchema)` to create a new message.
  */
 export const CommitSandboxRequestSchema: GenMessage<CommitSandboxRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 0);
+  messageDesc(file_boxd_v1_boxd, 7);
 
 /**
  * @generated from message boxd.v1.CommitSandboxResponse
@@ -67,7 +231,7 @@ export type CommitSandboxResponse = Message<"boxd.v1.CommitSandboxResponse"> & {
  * Use `create(CommitSandboxResponseSchema)` to create a new message.
  */
 export const CommitSandboxResponseSchema: GenMessage<CommitSandboxResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 1);
+  messageDesc(file_boxd_v1_boxd, 8);
 
 /**
  * @generated from message boxd.v1.ForkSandboxRequest
@@ -133,7 +297,7 @@ export type ForkSandboxRequest = Message<"boxd.v1.ForkSandboxRequest"> & {
  * Use `create(ForkSandboxRequestSchema)` to create a new message.
  */
 export const ForkSandboxRequestSchema: GenMessage<ForkSandboxRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 2);
+  messageDesc(file_boxd_v1_boxd, 9);
 
 /**
  * @generated from message boxd.v1.ForkSandboxResponse
@@ -150,7 +314,7 @@ export type ForkSandboxResponse = Message<"boxd.v1.ForkSandboxResponse"> & {
  * Use `create(ForkSandboxResponseSchema)` to create a new message.
  */
 export const ForkSandboxResponseSchema: GenMessage<ForkSandboxResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 3);
+  messageDesc(file_boxd_v1_boxd, 10);
 
 /**
  * PublishedPort is one sandbox port reachable from the host.
@@ -193,7 +357,7 @@ export type PublishedPort = Message<"boxd.v1.PublishedPort"> & {
  * Use `create(PublishedPortSchema)` to create a new message.
  */
 export const PublishedPortSchema: GenMessage<PublishedPort> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 4);
+  messageDesc(file_boxd_v1_boxd, 11);
 
 /**
  * @generated from message boxd.v1.PublishPortRequest
@@ -217,7 +381,7 @@ export type PublishPortRequest = Message<"boxd.v1.PublishPortRequest"> & {
  * Use `create(PublishPortRequestSchema)` to create a new message.
  */
 export const PublishPortRequestSchema: GenMessage<PublishPortRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 5);
+  messageDesc(file_boxd_v1_boxd, 12);
 
 /**
  * @generated from message boxd.v1.PublishPortResponse
@@ -234,7 +398,7 @@ export type PublishPortResponse = Message<"boxd.v1.PublishPortResponse"> & {
  * Use `create(PublishPortResponseSchema)` to create a new message.
  */
 export const PublishPortResponseSchema: GenMessage<PublishPortResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 6);
+  messageDesc(file_boxd_v1_boxd, 13);
 
 /**
  * @generated from message boxd.v1.UnpublishPortRequest
@@ -265,7 +429,7 @@ export type UnpublishPortRequest = Message<"boxd.v1.UnpublishPortRequest"> & {
  * Use `create(UnpublishPortRequestSchema)` to create a new message.
  */
 export const UnpublishPortRequestSchema: GenMessage<UnpublishPortRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 7);
+  messageDesc(file_boxd_v1_boxd, 14);
 
 /**
  * @generated from message boxd.v1.UnpublishPortResponse
@@ -282,7 +446,7 @@ export type UnpublishPortResponse = Message<"boxd.v1.UnpublishPortResponse"> & {
  * Use `create(UnpublishPortResponseSchema)` to create a new message.
  */
 export const UnpublishPortResponseSchema: GenMessage<UnpublishPortResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 8);
+  messageDesc(file_boxd_v1_boxd, 15);
 
 /**
  * @generated from message boxd.v1.Limits
@@ -325,7 +489,7 @@ export type Limits = Message<"boxd.v1.Limits"> & {
  * Use `create(LimitsSchema)` to create a new message.
  */
 export const LimitsSchema: GenMessage<Limits> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 9);
+  messageDesc(file_boxd_v1_boxd, 16);
 
 /**
  * @generated from message boxd.v1.CreateSandboxRequest
@@ -393,6 +557,23 @@ export type CreateSandboxRequest = Message<"boxd.v1.CreateSandboxRequest"> & {
   network?: NetworkRequest | undefined;
 
   /**
+   * No exec, file call or attached stream for this long (Go duration)
+   * pauses or deletes the sandbox (on_idle); "0": never; empty: the
+   * daemon's --idle-timeout. A running command or an open stream keeps it
+   * in use.
+   *
+   * @generated from field: string idle_timeout = 45;
+   */
+  idleTimeout: string;
+
+  /**
+   * "pause" (default) or "delete"; empty: the daemon's --on-idle
+   *
+   * @generated from field: string on_idle = 46;
+   */
+  onIdle: string;
+
+  /**
    * When to pull the image from its registry (RegistryService.PullImage)
    * before the create: "never" (the default; a missing image is
    * not_found), "missing" (pull only if no image has the name), "always"
@@ -418,7 +599,7 @@ export type CreateSandboxRequest = Message<"boxd.v1.CreateSandboxRequest"> & {
  * Use `create(CreateSandboxRequestSchema)` to create a new message.
  */
 export const CreateSandboxRequestSchema: GenMessage<CreateSandboxRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 10);
+  messageDesc(file_boxd_v1_boxd, 17);
 
 /**
  * RegistryAuth is a caller's login to the registry a reference names. It
@@ -452,7 +633,7 @@ export type RegistryAuth = Message<"boxd.v1.RegistryAuth"> & {
  * Use `create(RegistryAuthSchema)` to create a new message.
  */
 export const RegistryAuthSchema: GenMessage<RegistryAuth> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 11);
+  messageDesc(file_boxd_v1_boxd, 18);
 
 /**
  * NetworkRequest asks for a network beyond loopback.
@@ -483,7 +664,7 @@ export type NetworkRequest = Message<"boxd.v1.NetworkRequest"> & {
  * Use `create(NetworkRequestSchema)` to create a new message.
  */
 export const NetworkRequestSchema: GenMessage<NetworkRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 12);
+  messageDesc(file_boxd_v1_boxd, 19);
 
 /**
  * NetworkStatus is a sandbox's network as boxd set it up.
@@ -530,7 +711,7 @@ export type NetworkStatus = Message<"boxd.v1.NetworkStatus"> & {
  * Use `create(NetworkStatusSchema)` to create a new message.
  */
 export const NetworkStatusSchema: GenMessage<NetworkStatus> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 13);
+  messageDesc(file_boxd_v1_boxd, 20);
 
 /**
  * @generated from message boxd.v1.Sandbox
@@ -704,6 +885,36 @@ export type Sandbox = Message<"boxd.v1.Sandbox"> & {
   owner: string;
 
   /**
+   * Idle policy (empty: none) and the last time a call into the sandbox
+   * ended (RFC 3339; empty while one is open).
+   *
+   * @generated from field: string idle_timeout = 45;
+   */
+  idleTimeout: string;
+
+  /**
+   * @generated from field: string on_idle = 46;
+   */
+  onIdle: string;
+
+  /**
+   * @generated from field: string last_activity_at = 47;
+   */
+  lastActivityAt: string;
+
+  /**
+   * Set while state is "paused": when and why ("user" or "idle").
+   *
+   * @generated from field: string paused_at = 48;
+   */
+  pausedAt: string;
+
+  /**
+   * @generated from field: string pause_reason = 49;
+   */
+  pauseReason: string;
+
+  /**
    * Disk cap of the writable layer in bytes; 0: none.
    *
    * @generated from field: int64 disk_bytes = 95;
@@ -724,7 +935,7 @@ export type Sandbox = Message<"boxd.v1.Sandbox"> & {
  * Use `create(SandboxSchema)` to create a new message.
  */
 export const SandboxSchema: GenMessage<Sandbox> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 14);
+  messageDesc(file_boxd_v1_boxd, 21);
 
 /**
  * @generated from message boxd.v1.Usage
@@ -754,6 +965,44 @@ export type Usage = Message<"boxd.v1.Usage"> & {
    * @generated from field: uint64 oom_kills = 5;
    */
   oomKills: bigint;
+
+  /**
+   * as the kernel has it
+   *
+   * @generated from field: uint64 memory_limit_bytes = 10;
+   */
+  memoryLimitBytes: bigint;
+
+  /**
+   * Bytes the sandbox read and wrote on the host's block devices (cgroup
+   * blkio / io.stat), summed over devices.
+   *
+   * @generated from field: uint64 block_read_bytes = 11;
+   */
+  blockReadBytes: bigint;
+
+  /**
+   * @generated from field: uint64 block_write_bytes = 12;
+   */
+  blockWriteBytes: bigint;
+
+  /**
+   * Whether the sandbox has a network (egress), and the bytes its
+   * interfaces other than loopback received and sent.
+   *
+   * @generated from field: bool network = 13;
+   */
+  network: boolean;
+
+  /**
+   * @generated from field: uint64 net_rx_bytes = 14;
+   */
+  netRxBytes: bigint;
+
+  /**
+   * @generated from field: uint64 net_tx_bytes = 15;
+   */
+  netTxBytes: bigint;
 };
 
 /**
@@ -761,7 +1010,7 @@ export type Usage = Message<"boxd.v1.Usage"> & {
  * Use `create(UsageSchema)` to create a new message.
  */
 export const UsageSchema: GenMessage<Usage> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 15);
+  messageDesc(file_boxd_v1_boxd, 22);
 
 /**
  * Security shows the posture a sandbox was created with, so a client can see
@@ -803,7 +1052,7 @@ export type Security = Message<"boxd.v1.Security"> & {
  * Use `create(SecuritySchema)` to create a new message.
  */
 export const SecuritySchema: GenMessage<Security> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 16);
+  messageDesc(file_boxd_v1_boxd, 23);
 
 /**
  * @generated from message boxd.v1.CreateSandboxResponse
@@ -820,7 +1069,7 @@ export type CreateSandboxResponse = Message<"boxd.v1.CreateSandboxResponse"> & {
  * Use `create(CreateSandboxResponseSchema)` to create a new message.
  */
 export const CreateSandboxResponseSchema: GenMessage<CreateSandboxResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 17);
+  messageDesc(file_boxd_v1_boxd, 24);
 
 /**
  * @generated from message boxd.v1.ListSandboxesRequest
@@ -857,7 +1106,7 @@ export type ListSandboxesRequest = Message<"boxd.v1.ListSandboxesRequest"> & {
  * Use `create(ListSandboxesRequestSchema)` to create a new message.
  */
 export const ListSandboxesRequestSchema: GenMessage<ListSandboxesRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 18);
+  messageDesc(file_boxd_v1_boxd, 25);
 
 /**
  * @generated from message boxd.v1.ListSandboxesResponse
@@ -874,7 +1123,7 @@ export type ListSandboxesResponse = Message<"boxd.v1.ListSandboxesResponse"> & {
  * Use `create(ListSandboxesResponseSchema)` to create a new message.
  */
 export const ListSandboxesResponseSchema: GenMessage<ListSandboxesResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 19);
+  messageDesc(file_boxd_v1_boxd, 26);
 
 /**
  * @generated from message boxd.v1.GetSandboxRequest
@@ -891,7 +1140,7 @@ export type GetSandboxRequest = Message<"boxd.v1.GetSandboxRequest"> & {
  * Use `create(GetSandboxRequestSchema)` to create a new message.
  */
 export const GetSandboxRequestSchema: GenMessage<GetSandboxRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 20);
+  messageDesc(file_boxd_v1_boxd, 27);
 
 /**
  * @generated from message boxd.v1.GetSandboxResponse
@@ -908,7 +1157,7 @@ export type GetSandboxResponse = Message<"boxd.v1.GetSandboxResponse"> & {
  * Use `create(GetSandboxResponseSchema)` to create a new message.
  */
 export const GetSandboxResponseSchema: GenMessage<GetSandboxResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 21);
+  messageDesc(file_boxd_v1_boxd, 28);
 
 /**
  * @generated from message boxd.v1.DeleteSandboxRequest
@@ -925,7 +1174,7 @@ export type DeleteSandboxRequest = Message<"boxd.v1.DeleteSandboxRequest"> & {
  * Use `create(DeleteSandboxRequestSchema)` to create a new message.
  */
 export const DeleteSandboxRequestSchema: GenMessage<DeleteSandboxRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 22);
+  messageDesc(file_boxd_v1_boxd, 29);
 
 /**
  * @generated from message boxd.v1.DeleteSandboxResponse
@@ -938,7 +1187,7 @@ export type DeleteSandboxResponse = Message<"boxd.v1.DeleteSandboxResponse"> & {
  * Use `create(DeleteSandboxResponseSchema)` to create a new message.
  */
 export const DeleteSandboxResponseSchema: GenMessage<DeleteSandboxResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 23);
+  messageDesc(file_boxd_v1_boxd, 30);
 
 /**
  * @generated from message boxd.v1.ExecRequest
@@ -982,6 +1231,14 @@ export type ExecRequest = Message<"boxd.v1.ExecRequest"> & {
    * @generated from field: int64 output_limit = 7;
    */
   outputLimit: bigint;
+
+  /**
+   * Resume the sandbox first if it is paused (else a paused sandbox fails
+   * the call with failed_precondition).
+   *
+   * @generated from field: bool resume = 25;
+   */
+  resume: boolean;
 };
 
 /**
@@ -989,7 +1246,7 @@ export type ExecRequest = Message<"boxd.v1.ExecRequest"> & {
  * Use `create(ExecRequestSchema)` to create a new message.
  */
 export const ExecRequestSchema: GenMessage<ExecRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 24);
+  messageDesc(file_boxd_v1_boxd, 31);
 
 /**
  * @generated from message boxd.v1.ExecResult
@@ -1046,7 +1303,7 @@ export type ExecResult = Message<"boxd.v1.ExecResult"> & {
  * Use `create(ExecResultSchema)` to create a new message.
  */
 export const ExecResultSchema: GenMessage<ExecResult> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 25);
+  messageDesc(file_boxd_v1_boxd, 32);
 
 /**
  * @generated from message boxd.v1.ExecResponse
@@ -1073,7 +1330,7 @@ export type ExecResponse = Message<"boxd.v1.ExecResponse"> & {
  * Use `create(ExecResponseSchema)` to create a new message.
  */
 export const ExecResponseSchema: GenMessage<ExecResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 26);
+  messageDesc(file_boxd_v1_boxd, 33);
 
 /**
  * @generated from message boxd.v1.ExecStreamResponse
@@ -1108,7 +1365,7 @@ export type ExecStreamResponse = Message<"boxd.v1.ExecStreamResponse"> & {
  * Use `create(ExecStreamResponseSchema)` to create a new message.
  */
 export const ExecStreamResponseSchema: GenMessage<ExecStreamResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 27);
+  messageDesc(file_boxd_v1_boxd, 34);
 
 /**
  * @generated from message boxd.v1.CopyInRequest
@@ -1141,7 +1398,7 @@ export type CopyInRequest = Message<"boxd.v1.CopyInRequest"> & {
  * Use `create(CopyInRequestSchema)` to create a new message.
  */
 export const CopyInRequestSchema: GenMessage<CopyInRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 28);
+  messageDesc(file_boxd_v1_boxd, 35);
 
 /**
  * @generated from message boxd.v1.CopyInResponse
@@ -1154,7 +1411,7 @@ export type CopyInResponse = Message<"boxd.v1.CopyInResponse"> & {
  * Use `create(CopyInResponseSchema)` to create a new message.
  */
 export const CopyInResponseSchema: GenMessage<CopyInResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 29);
+  messageDesc(file_boxd_v1_boxd, 36);
 
 /**
  * @generated from message boxd.v1.CopyOutRequest
@@ -1176,7 +1433,7 @@ export type CopyOutRequest = Message<"boxd.v1.CopyOutRequest"> & {
  * Use `create(CopyOutRequestSchema)` to create a new message.
  */
 export const CopyOutRequestSchema: GenMessage<CopyOutRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 30);
+  messageDesc(file_boxd_v1_boxd, 37);
 
 /**
  * @generated from message boxd.v1.CopyOutResponse
@@ -1193,7 +1450,7 @@ export type CopyOutResponse = Message<"boxd.v1.CopyOutResponse"> & {
  * Use `create(CopyOutResponseSchema)` to create a new message.
  */
 export const CopyOutResponseSchema: GenMessage<CopyOutResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 31);
+  messageDesc(file_boxd_v1_boxd, 38);
 
 /**
  * @generated from message boxd.v1.StatPathRequest
@@ -1215,7 +1472,7 @@ export type StatPathRequest = Message<"boxd.v1.StatPathRequest"> & {
  * Use `create(StatPathRequestSchema)` to create a new message.
  */
 export const StatPathRequestSchema: GenMessage<StatPathRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 32);
+  messageDesc(file_boxd_v1_boxd, 39);
 
 /**
  * @generated from message boxd.v1.StatPathResponse
@@ -1257,7 +1514,7 @@ export type StatPathResponse = Message<"boxd.v1.StatPathResponse"> & {
  * Use `create(StatPathResponseSchema)` to create a new message.
  */
 export const StatPathResponseSchema: GenMessage<StatPathResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 33);
+  messageDesc(file_boxd_v1_boxd, 40);
 
 /**
  * @generated from message boxd.v1.ImportImageRequest
@@ -1302,7 +1559,7 @@ export type ImportImageRequest = Message<"boxd.v1.ImportImageRequest"> & {
  * Use `create(ImportImageRequestSchema)` to create a new message.
  */
 export const ImportImageRequestSchema: GenMessage<ImportImageRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 34);
+  messageDesc(file_boxd_v1_boxd, 41);
 
 /**
  * @generated from message boxd.v1.Image
@@ -1348,7 +1605,7 @@ export type Image = Message<"boxd.v1.Image"> & {
  * Use `create(ImageSchema)` to create a new message.
  */
 export const ImageSchema: GenMessage<Image> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 35);
+  messageDesc(file_boxd_v1_boxd, 42);
 
 /**
  * @generated from message boxd.v1.ImportImageResponse
@@ -1365,7 +1622,7 @@ export type ImportImageResponse = Message<"boxd.v1.ImportImageResponse"> & {
  * Use `create(ImportImageResponseSchema)` to create a new message.
  */
 export const ImportImageResponseSchema: GenMessage<ImportImageResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 36);
+  messageDesc(file_boxd_v1_boxd, 43);
 
 /**
  * @generated from message boxd.v1.ListImagesRequest
@@ -1378,7 +1635,7 @@ export type ListImagesRequest = Message<"boxd.v1.ListImagesRequest"> & {
  * Use `create(ListImagesRequestSchema)` to create a new message.
  */
 export const ListImagesRequestSchema: GenMessage<ListImagesRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 37);
+  messageDesc(file_boxd_v1_boxd, 44);
 
 /**
  * @generated from message boxd.v1.ListImagesResponse
@@ -1395,7 +1652,7 @@ export type ListImagesResponse = Message<"boxd.v1.ListImagesResponse"> & {
  * Use `create(ListImagesResponseSchema)` to create a new message.
  */
 export const ListImagesResponseSchema: GenMessage<ListImagesResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 38);
+  messageDesc(file_boxd_v1_boxd, 45);
 
 /**
  * @generated from message boxd.v1.RemoveImageRequest
@@ -1422,7 +1679,7 @@ export type RemoveImageRequest = Message<"boxd.v1.RemoveImageRequest"> & {
  * Use `create(RemoveImageRequestSchema)` to create a new message.
  */
 export const RemoveImageRequestSchema: GenMessage<RemoveImageRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 39);
+  messageDesc(file_boxd_v1_boxd, 46);
 
 /**
  * @generated from message boxd.v1.RemoveImageResponse
@@ -1435,7 +1692,7 @@ export type RemoveImageResponse = Message<"boxd.v1.RemoveImageResponse"> & {
  * Use `create(RemoveImageResponseSchema)` to create a new message.
  */
 export const RemoveImageResponseSchema: GenMessage<RemoveImageResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 40);
+  messageDesc(file_boxd_v1_boxd, 47);
 
 /**
  * @generated from message boxd.v1.UpdateNetworkRequest
@@ -1466,7 +1723,7 @@ export type UpdateNetworkRequest = Message<"boxd.v1.UpdateNetworkRequest"> & {
  * Use `create(UpdateNetworkRequestSchema)` to create a new message.
  */
 export const UpdateNetworkRequestSchema: GenMessage<UpdateNetworkRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 41);
+  messageDesc(file_boxd_v1_boxd, 48);
 
 /**
  * @generated from message boxd.v1.UpdateNetworkResponse
@@ -1483,7 +1740,7 @@ export type UpdateNetworkResponse = Message<"boxd.v1.UpdateNetworkResponse"> & {
  * Use `create(UpdateNetworkResponseSchema)` to create a new message.
  */
 export const UpdateNetworkResponseSchema: GenMessage<UpdateNetworkResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 42);
+  messageDesc(file_boxd_v1_boxd, 49);
 
 /**
  * @generated from message boxd.v1.BuildImageRequest
@@ -1537,7 +1794,7 @@ export type BuildImageRequest = Message<"boxd.v1.BuildImageRequest"> & {
  * Use `create(BuildImageRequestSchema)` to create a new message.
  */
 export const BuildImageRequestSchema: GenMessage<BuildImageRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 43);
+  messageDesc(file_boxd_v1_boxd, 50);
 
 /**
  * @generated from message boxd.v1.BuildStep
@@ -1575,7 +1832,7 @@ export type BuildStep = Message<"boxd.v1.BuildStep"> & {
  * Use `create(BuildStepSchema)` to create a new message.
  */
 export const BuildStepSchema: GenMessage<BuildStep> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 44);
+  messageDesc(file_boxd_v1_boxd, 51);
 
 /**
  * @generated from message boxd.v1.BuildImageResponse
@@ -1597,7 +1854,7 @@ export type BuildImageResponse = Message<"boxd.v1.BuildImageResponse"> & {
  * Use `create(BuildImageResponseSchema)` to create a new message.
  */
 export const BuildImageResponseSchema: GenMessage<BuildImageResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_boxd, 45);
+  messageDesc(file_boxd_v1_boxd, 52);
 
 /**
  * @generated from enum boxd.v1.ImageFormat
@@ -1824,6 +2081,43 @@ export const SandboxService: GenService<{
     methodKind: "unary";
     input: typeof ForkSandboxRequestSchema;
     output: typeof ForkSandboxResponseSchema;
+  },
+  /**
+   * PauseSandbox freezes every process of a running sandbox (the cgroup
+   * freezer): they keep their memory and files and use no CPU. While it is
+   * paused, exec and file calls fail with failed_precondition "sandbox X is
+   * paused" unless they ask to resume (ExecRequest.resume). The pause
+   * survives a boxd restart; the TTL still runs. Pausing a paused sandbox is
+   * failed_precondition.
+   *
+   * @generated from rpc boxd.v1.SandboxService.PauseSandbox
+   */
+  pauseSandbox: {
+    methodKind: "unary";
+    input: typeof PauseSandboxRequestSchema;
+    output: typeof PauseSandboxResponseSchema;
+  },
+  /**
+   * UnpauseSandbox thaws a paused sandbox; failed_precondition if it is not
+   * paused.
+   *
+   * @generated from rpc boxd.v1.SandboxService.UnpauseSandbox
+   */
+  unpauseSandbox: {
+    methodKind: "unary";
+    input: typeof UnpauseSandboxRequestSchema;
+    output: typeof UnpauseSandboxResponseSchema;
+  },
+  /**
+   * Stats samples resource use: one message per interval while stream is
+   * set, else one. CPU percent is over the interval (one core = 100).
+   *
+   * @generated from rpc boxd.v1.SandboxService.Stats
+   */
+  stats: {
+    methodKind: "server_streaming";
+    input: typeof StatsRequestSchema;
+    output: typeof StatsResponseSchema;
   },
   /**
    * BuildImage builds an image from a Dockerfile: the first message carries

@@ -1,0 +1,316 @@
+// Package events is boxd's record of what happened to sandboxes: a bounded
+// in-memory ring of the recent events, mirrored to an append-only JSON-lines
+// file in the state directory so a consumer that reconnects (with a since
+// time) misses nothing, even across a boxd restart or SIGKILL. Writes are
+// not fsynced: a killed boxd loses nothing the kernel already has, only a
+// host crash can lose the last few lines.
+package events
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// Event types boxd emits.
+const (
+	Created     = "created"      // a sandbox was made (its init answers)
+	Started     = "started"      // a sandbox's init started (at create, or a restart)
+	ExecStarted = "exec_started" // a command began (attrs: args)
+	ExecExited  = "exec_exited"  // a command ended (attrs: exit_code, signal)
+	OOM         = "oom"          // the kernel OOM-killed a process in the sandbox
+	Died        = "died"         // the sandbox's init exited (attrs: exit_status)
+	Paused      = "paused"       // frozen (attrs: reason user|idle)
+	Resumed     = "resumed"      // thawed (attrs: reason user|exec)
+	Expired     = "expired"      // the TTL ran out (deleted next)
+	Idle        = "idle"         // the idle timeout fired (attrs: action pause|delete)
+	Restarted   = "restarted"    // a dead init was replaced (attrs: reason)
+	Deleted     = "deleted"      // the sandbox and its data are gone
+)
+
+// Types lists every event type, for filter validation.
+var Types = []string{Created, Started, ExecStarted, ExecExited, OOM, Died, Paused, Resumed, Expired, Idle, Restarted, Deleted}
+
+// Event is one thing that happened to one sandbox.
+type Event struct {
+	Seq     uint64            `json:"seq"`
+	Time    time.Time         `json:"time"`
+	Type    string            `json:"type"`
+	Sandbox string            `json:"sandbox"`
+	Attrs   map[string]string `json:"attrs,omitempty"`
+}
+
+// Config bounds a Log.
+type Config struct {
+	// Dir holds events.jsonl and its one rotated predecessor events.jsonl.1.
+	Dir string
+	// Keep is how long events are replayable; at least an hour.
+	Keep time.Duration
+	// MaxEvents caps the ring (and so memory): the oldest go first.
+	MaxEvents int
+	// MaxFileBytes rotates the file once it grows past this.
+	MaxFileBytes int64
+	Logger       *slog.Logger
+}
+
+// Defaults: an hour (the promise) plus slack; 50k events of ~150 bytes is
+// ~8 MB of memory at most; two files of 16 MiB hold more than the ring.
+const (
+	DefaultKeep         = 70 * time.Minute
+	DefaultMaxEvents    = 50000
+	DefaultMaxFileBytes = 16 << 20
+)
+
+// Log is the ring plus its file. It is safe for concurrent use.
+type Log struct {
+	cfg Config
+
+	mu      sync.Mutex
+	ring    []Event // oldest first; at most cfg.MaxEvents
+	seq     uint64
+	f       *os.File
+	size    int64
+	subs    map[*Sub]struct{}
+	lastErr string
+}
+
+// Open loads the events kept in dir and opens the file for appending.
+func Open(cfg Config) (*Log, error) {
+	if cfg.Keep < time.Hour {
+		cfg.Keep = DefaultKeep
+	}
+	if cfg.MaxEvents <= 0 {
+		cfg.MaxEvents = DefaultMaxEvents
+	}
+	if cfg.MaxFileBytes <= 0 {
+		cfg.MaxFileBytes = DefaultMaxFileBytes
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
+	l := &Log{cfg: cfg, subs: map[*Sub]struct{}{}}
+	cutoff := time.Now().Add(-cfg.Keep)
+	for _, name := range []string{l.path() + ".1", l.path()} {
+		if err := l.load(name, cutoff); err != nil {
+			return nil, err
+		}
+	}
+	f, err := os.OpenFile(l.path(), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("events: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("events: %w", err)
+	}
+	l.f, l.size = f, st.Size()
+	return l, nil
+}
+
+func (l *Log) path() string { return filepath.Join(l.cfg.Dir, "events.jsonl") }
+
+// load reads one file into the ring; a torn or corrupt line (a write cut
+// by SIGKILL) is skipped.
+func (l *Log) load(name string, cutoff time.Time) error {
+	f, err := os.Open(name)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("events: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		var ev Event
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Type == "" {
+			continue
+		}
+		l.seq = max(l.seq, ev.Seq)
+		if ev.Time.Before(cutoff) {
+			continue
+		}
+		l.push(ev)
+	}
+	return nil
+}
+
+func (l *Log) push(ev Event) {
+	if len(l.ring) >= l.cfg.MaxEvents {
+		n := copy(l.ring, l.ring[len(l.ring)/10+1:])
+		l.ring = l.ring[:n]
+	}
+	l.ring = append(l.ring, ev)
+}
+
+// Emit records an event for sandbox and hands it to every subscriber. It
+// never fails the caller: a write error is logged once per distinct error.
+func (l *Log) Emit(typ, sandbox string, attrs map[string]string) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seq++
+	ev := Event{Seq: l.seq, Time: time.Now().UTC(), Type: typ, Sandbox: sandbox, Attrs: attrs}
+	// Trim what is older than Keep as we go, so an idle boxd does not keep
+	// stale events forever.
+	cutoff := ev.Time.Add(-l.cfg.Keep)
+	drop := 0
+	for drop < len(l.ring) && l.ring[drop].Time.Before(cutoff) {
+		drop++
+	}
+	if drop > 0 {
+		l.ring = append(l.ring[:0], l.ring[drop:]...)
+	}
+	l.push(ev)
+	l.write(ev)
+	for s := range l.subs {
+		if s.match(ev) {
+			s.deliver(ev)
+		}
+	}
+}
+
+func (l *Log) write(ev Event) {
+	b, _ := json.Marshal(ev)
+	b = append(b, '\n')
+	if l.size+int64(len(b)) > l.cfg.MaxFileBytes {
+		if err := l.rotate(); err != nil {
+			l.logErr(err)
+		}
+	}
+	n, err := l.f.Write(b)
+	l.size += int64(n)
+	if err != nil {
+		l.logErr(err)
+	}
+}
+
+// rotate moves the file to events.jsonl.1 (replacing the previous one) and
+// starts a new one. The ring is in memory; the files only back it.
+func (l *Log) rotate() error {
+	if err := os.Rename(l.path(), l.path()+".1"); err != nil {
+		return fmt.Errorf("events: rotate: %w", err)
+	}
+	f, err := os.OpenFile(l.path(), os.O_CREATE|os.O_APPEND|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("events: rotate: %w", err)
+	}
+	l.f.Close()
+	l.f, l.size = f, 0
+	return nil
+}
+
+func (l *Log) logErr(err error) {
+	if err.Error() != l.lastErr {
+		l.lastErr = err.Error()
+		l.cfg.Logger.Error("events: write", "err", err)
+	}
+}
+
+// Close closes the file and ends every subscription.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for s := range l.subs {
+		s.end(errors.New("events: log closed"))
+	}
+	return l.f.Close()
+}
+
+// Filter selects events; empty fields match anything.
+type Filter struct {
+	Sandboxes map[string]bool
+	Types     map[string]bool
+}
+
+func (f Filter) match(ev Event) bool {
+	return (len(f.Sandboxes) == 0 || f.Sandboxes[ev.Sandbox]) && (len(f.Types) == 0 || f.Types[ev.Type])
+}
+
+// ErrSlow ends a subscription whose consumer fell more than its buffer
+// behind; it reconnects with since = the last event it got.
+var ErrSlow = errors.New("events: the consumer fell too far behind; reconnect with since set to the last event's time")
+
+// Sub is one consumer's live view.
+type Sub struct {
+	l      *Log
+	filter Filter
+	ch     chan Event
+	done   chan struct{}
+	err    error
+	once   sync.Once
+}
+
+func (s *Sub) match(ev Event) bool { return s.filter.match(ev) }
+
+// deliver runs under l.mu; a full buffer ends the subscription rather
+// than blocking every emitter.
+func (s *Sub) deliver(ev Event) {
+	select {
+	case s.ch <- ev:
+	default:
+		s.end(ErrSlow)
+	}
+}
+
+func (s *Sub) end(err error) {
+	s.once.Do(func() {
+		s.err = err
+		close(s.done)
+		delete(s.l.subs, s)
+	})
+}
+
+// C delivers events after the replay.
+func (s *Sub) C() <-chan Event { return s.ch }
+
+// Done is closed when the subscription ended on its own (Err says why).
+func (s *Sub) Done() <-chan struct{} { return s.done }
+
+// Err is why the subscription ended.
+func (s *Sub) Err() error { return s.err }
+
+// Close ends the subscription.
+func (s *Sub) Close() {
+	s.l.mu.Lock()
+	defer s.l.mu.Unlock()
+	s.end(nil)
+}
+
+// subBuffer is how many events a consumer may lag behind.
+const subBuffer = 4096
+
+// Subscribe returns the kept events at or after since that match f
+// (replay, oldest first) and, if follow, a subscription to the ones after
+// them; nothing falls between the two.
+func (l *Log) Subscribe(since time.Time, f Filter, follow bool) ([]Event, *Sub) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var replay []Event
+	if !since.IsZero() {
+		for _, ev := range l.ring {
+			if !ev.Time.Before(since) && f.match(ev) {
+				replay = append(replay, ev)
+			}
+		}
+	}
+	if !follow {
+		return replay, nil
+	}
+	s := &Sub{l: l, filter: f, ch: make(chan Event, subBuffer), done: make(chan struct{})}
+	l.subs[s] = struct{}{}
+	return replay, s
+}

@@ -1,0 +1,138 @@
+package events
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestReplayAcrossReopen(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now().Add(-time.Second)
+	l.Emit(Created, "a", nil)
+	l.Emit(ExecExited, "a", map[string]string{"exit_code": "3"})
+	l.Emit(Created, "b", nil)
+	l.Close()
+	// A torn last line, as a SIGKILL mid-write leaves it.
+	f, _ := os.OpenFile(filepath.Join(dir, "events.jsonl"), os.O_APPEND|os.O_WRONLY, 0)
+	f.WriteString(`{"seq":99,"ti`)
+	f.Close()
+
+	l, err = Open(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	got, _ := l.Subscribe(start, Filter{Sandboxes: map[string]bool{"a": true}}, false)
+	if len(got) != 2 || got[0].Type != Created || got[1].Attrs["exit_code"] != "3" {
+		t.Fatalf("replay = %+v", got)
+	}
+	l.Emit(Deleted, "a", nil)
+	all, _ := l.Subscribe(start, Filter{}, false)
+	if last := all[len(all)-1]; last.Seq != 4 || last.Type != Deleted {
+		t.Fatalf("seq does not continue after reopen: %+v", last)
+	}
+}
+
+func TestFollowAndFilter(t *testing.T) {
+	l, err := Open(Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.Emit(Created, "a", nil)
+	replay, sub := l.Subscribe(time.Time{}, Filter{Types: map[string]bool{Paused: true}}, true)
+	defer sub.Close()
+	if len(replay) != 0 {
+		t.Fatalf("zero since replayed %v", replay)
+	}
+	l.Emit(Created, "b", nil)
+	l.Emit(Paused, "b", nil)
+	select {
+	case ev := <-sub.C():
+		if ev.Type != Paused || ev.Sandbox != "b" {
+			t.Fatalf("got %+v", ev)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("no event")
+	}
+}
+
+func TestSlowConsumerEnded(t *testing.T) {
+	l, err := Open(Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, sub := l.Subscribe(time.Time{}, Filter{}, true)
+	for i := 0; i <= subBuffer; i++ {
+		l.Emit(Created, "a", nil)
+	}
+	select {
+	case <-sub.Done():
+		if sub.Err() != ErrSlow {
+			t.Fatalf("err = %v", sub.Err())
+		}
+	default:
+		t.Fatal("a consumer that fell behind was not ended")
+	}
+}
+
+func TestRotateAndBounds(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(Config{Dir: dir, MaxFileBytes: 2000, MaxEvents: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 100; i++ {
+		l.Emit(ExecStarted, "sandbox", map[string]string{"args": strings.Repeat("x", 20)})
+	}
+	if n := len(l.ring); n > 30 {
+		t.Errorf("ring holds %d events, cap 30", n)
+	}
+	l.Close()
+	for _, name := range []string{"events.jsonl", "events.jsonl.1"} {
+		st, err := os.Stat(filepath.Join(dir, name))
+		if err != nil || st.Size() > 2000 {
+			t.Errorf("%s: %v, size %d, want <= 2000", name, err, st.Size())
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "events.jsonl.2")); err == nil {
+		t.Error("more than one rotated file kept")
+	}
+	// The newest events survive a reopen through the two files.
+	l, err = Open(Config{Dir: dir, MaxFileBytes: 2000, MaxEvents: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if last := l.ring[len(l.ring)-1]; last.Seq != 100 {
+		t.Errorf("last after reopen: %+v", last)
+	}
+}
+
+func TestOldEventsDropped(t *testing.T) {
+	dir := t.TempDir()
+	old := `{"seq":1,"time":"` + time.Now().Add(-3*time.Hour).UTC().Format(time.RFC3339Nano) + `","type":"created","sandbox":"x"}` + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "events.jsonl"), []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if len(l.ring) != 0 {
+		t.Fatalf("a 3 h old event was kept: %+v", l.ring)
+	}
+	l.Emit(Created, "y", nil)
+	if l.ring[0].Seq != 2 {
+		t.Fatalf("seq restarted: %+v", l.ring[0])
+	}
+}
