@@ -486,6 +486,12 @@ func TestOwnership(t *testing.T) {
 		if _, err := apiB.sb.CommitSandbox(c, connect.NewRequest(&boxdv1.CommitSandboxRequest{SandboxId: sbB, Ref: testImage, Force: true})); connect.CodeOf(err) != connect.CodePermissionDenied {
 			t.Errorf("b's CommitSandbox over the shared image: %v", err)
 		}
+		// So does a build.
+		bs := apiB.sb.BuildImage(c)
+		_ = bs.Send(&boxdv1.BuildImageRequest{Ref: testImage, Force: true, Dockerfile: []byte("FROM " + testImage + "\nRUN true\n")})
+		if _, err := bs.CloseAndReceive(); connect.CodeOf(err) != connect.CodePermissionDenied {
+			t.Errorf("b's BuildImage over the shared image: %v", err)
+		}
 	})
 
 	t.Run("quotas", func(t *testing.T) {

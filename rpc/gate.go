@@ -114,7 +114,7 @@ func procGroups(pid int32) []uint32 {
 // or replaces an image too). Everyone may list images and create
 // sandboxes from them.
 var adminOnly = map[string]bool{
-	"ImportImage": true, "RemoveImage": true, "PullImage": true, "PushImage": true, "TagImage": true, "CommitSandbox": true,
+	"ImportImage": true, "RemoveImage": true, "PullImage": true, "PushImage": true, "TagImage": true, "CommitSandbox": true, "BuildImage": true,
 }
 
 // readOnlyPrefixes name the calls that change nothing; every other call is

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"runtime"
 	"slices"
 	"strings"
@@ -46,6 +47,11 @@ type CommitSpec struct {
 	Message, CreatedBy string
 	Sandbox            string // for LabelCommittedFrom
 	Opts               WriteOptions
+	// Config, when set, edits the config instead of Env and Workdir
+	// (a build sets every field a Dockerfile can), and a commit without
+	// layers records an empty-layer history entry.
+	Config func(*ocispec.ImageConfig)
+	Labels map[string]string // added to the image record's labels
 }
 
 // CheckWritable refuses name, normalized, if it exists and opts.Force is
@@ -176,8 +182,15 @@ func (s *Store) Commit(ctx context.Context, spec CommitSpec) (Image, error) {
 
 	now := time.Now().UTC()
 	cfg.Created = &now
-	cfg.Config.Env = spec.Env
-	cfg.Config.WorkingDir = spec.Workdir
+	if spec.Config != nil {
+		spec.Config(&cfg.Config)
+		if len(layers) == 0 {
+			cfg.History = append(cfg.History, ocispec.History{Created: &now, CreatedBy: spec.CreatedBy, Comment: spec.Message, EmptyLayer: true})
+		}
+	} else {
+		cfg.Config.Env = spec.Env
+		cfg.Config.WorkingDir = spec.Workdir
+	}
 	if cfg.OS == "" {
 		cfg.Platform = ocispec.Platform{OS: "linux", Architecture: runtime.GOARCH}
 	}
@@ -215,6 +228,7 @@ func (s *Store) Commit(ctx context.Context, spec CommitSpec) (Image, error) {
 	if spec.Sandbox != "" {
 		rec.Labels[LabelCommittedFrom] = spec.Sandbox
 	}
+	maps.Copy(rec.Labels, spec.Labels)
 	imgs, err := s.commit(ctx, []images.Image{rec}, spec.Opts)
 	if err != nil {
 		return Image{}, err

@@ -269,6 +269,9 @@ func (s *Store) List(ctx context.Context) ([]Image, error) {
 	}
 	out := make([]Image, 0, len(recs))
 	for _, rec := range recs {
+		if rec.Labels[LabelBuildCache] != "" {
+			continue // a build step's cache, not an image anyone named
+		}
 		d, err := s.describe(ctx, client.NewImageWithPlatform(s.c, rec, platformMatcher()))
 		if err != nil {
 			return nil, err

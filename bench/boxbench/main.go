@@ -9,7 +9,7 @@
 // writes a Markdown table and PNG charts (bench/results/).
 //
 // Scenarios (-only picks some): exec, tti, oneshot, files, concurrency,
-// density, ports, sdk, network, commitfork, pull, pause. BENCH_QUICK=1 (or -quick) is a small run for development;
+// density, ports, sdk, network, commitfork, pull, owner, pause, build. BENCH_QUICK=1 (or -quick) is a small run for development;
 // BENCH_N, BENCH_BURST, BENCH_LEVELS, BENCH_EXECS, BENCH_DENSITY, BENCH_ONLY
 // and BENCH_OUT set the corresponding flags. It exits non-zero if a
 // scenario failed or anything leaked.
@@ -68,7 +68,7 @@ func (c *config) wantsAny(ids string) bool {
 	return false
 }
 
-var scenarioIDs = []string{"exec", "tti", "oneshot", "files", "concurrency", "density", "ports", "sdk", "network", "commitfork", "pull", "owner", "pause"}
+var scenarioIDs = []string{"exec", "tti", "oneshot", "files", "concurrency", "density", "ports", "sdk", "network", "commitfork", "pull", "owner", "pause", "build"}
 
 func main() {
 	cfg, err := parseFlags()
@@ -282,6 +282,13 @@ var scenarios = []scenario{
 	{"pause", "13. pause and resume", func(ctx context.Context, e *env, cfg *config, r *report) error {
 		ls, err := scenarioPause(ctx, e, cfg)
 		r.lats = append(r.lats, ls...)
+		return err
+	}},
+	{"build", "14. Dockerfile build", func(ctx context.Context, e *env, cfg *config, r *report) error {
+		l, err := scenarioBuild(ctx, e, cfg)
+		if l != nil {
+			r.lats = append(r.lats, l)
+		}
 		return err
 	}},
 	// Density runs first and hands its sandboxes to the concurrency

@@ -34,7 +34,7 @@ func main() {
 			imageCommand(), createCommand(), execCommand(), runCommand(), cpCommand(),
 			lsCommand(), inspectCommand(), rmCommand(), updateCommand(), stopCommand(), startCommand(),
 			psCommand(), killCommand(), waitCommand(), attachCommand(), sessionCommand(),
-			filesCommand(), portCommand(), networkCommand(), mcpCommand(), commitCommand(), forkCommand(),
+			filesCommand(), portCommand(), networkCommand(), mcpCommand(), commitCommand(), forkCommand(), buildCommand(),
 			pauseCommand(), unpauseCommand(), statsCommand(), eventsCommand(),
 		},
 		HideHelpCommand: true,

@@ -4079,6 +4079,210 @@ func (x *StartSandboxResponse) GetSandbox() *Sandbox {
 	return nil
 }
 
+type BuildImageRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Ref           string                 `protobuf:"bytes,1,opt,name=ref,proto3" json:"ref,omitempty"`                                                                                                        // first message: image name to write
+	Dockerfile    []byte                 `protobuf:"bytes,2,opt,name=dockerfile,proto3" json:"dockerfile,omitempty"`                                                                                          // first message: at most 1 MiB
+	BuildArgs     map[string]string      `protobuf:"bytes,3,rep,name=build_args,json=buildArgs,proto3" json:"build_args,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // first message: --build-arg K=V
+	Force         bool                   `protobuf:"varint,4,opt,name=force,proto3" json:"force,omitempty"`                                                                                                   // first message: replace an image under ref
+	NoCache       bool                   `protobuf:"varint,5,opt,name=no_cache,json=noCache,proto3" json:"no_cache,omitempty"`                                                                                // first message: run every step again
+	Context       []byte                 `protobuf:"bytes,6,opt,name=context,proto3" json:"context,omitempty"`                                                                                                // tar bytes of the build context (at most 256 MiB)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BuildImageRequest) Reset() {
+	*x = BuildImageRequest{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BuildImageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BuildImageRequest) ProtoMessage() {}
+
+func (x *BuildImageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BuildImageRequest.ProtoReflect.Descriptor instead.
+func (*BuildImageRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *BuildImageRequest) GetRef() string {
+	if x != nil {
+		return x.Ref
+	}
+	return ""
+}
+
+func (x *BuildImageRequest) GetDockerfile() []byte {
+	if x != nil {
+		return x.Dockerfile
+	}
+	return nil
+}
+
+func (x *BuildImageRequest) GetBuildArgs() map[string]string {
+	if x != nil {
+		return x.BuildArgs
+	}
+	return nil
+}
+
+func (x *BuildImageRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+func (x *BuildImageRequest) GetNoCache() bool {
+	if x != nil {
+		return x.NoCache
+	}
+	return false
+}
+
+func (x *BuildImageRequest) GetContext() []byte {
+	if x != nil {
+		return x.Context
+	}
+	return nil
+}
+
+type BuildStep struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Line          uint32                 `protobuf:"varint,1,opt,name=line,proto3" json:"line,omitempty"`              // in the Dockerfile
+	Instruction   string                 `protobuf:"bytes,2,opt,name=instruction,proto3" json:"instruction,omitempty"` // as written
+	Cached        bool                   `protobuf:"varint,3,opt,name=cached,proto3" json:"cached,omitempty"`          // taken from the step cache (no sandbox)
+	DurationMs    int64                  `protobuf:"varint,4,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BuildStep) Reset() {
+	*x = BuildStep{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BuildStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BuildStep) ProtoMessage() {}
+
+func (x *BuildStep) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BuildStep.ProtoReflect.Descriptor instead.
+func (*BuildStep) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *BuildStep) GetLine() uint32 {
+	if x != nil {
+		return x.Line
+	}
+	return 0
+}
+
+func (x *BuildStep) GetInstruction() string {
+	if x != nil {
+		return x.Instruction
+	}
+	return ""
+}
+
+func (x *BuildStep) GetCached() bool {
+	if x != nil {
+		return x.Cached
+	}
+	return false
+}
+
+func (x *BuildStep) GetDurationMs() int64 {
+	if x != nil {
+		return x.DurationMs
+	}
+	return 0
+}
+
+type BuildImageResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Image         *Image                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
+	Steps         []*BuildStep           `protobuf:"bytes,2,rep,name=steps,proto3" json:"steps,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BuildImageResponse) Reset() {
+	*x = BuildImageResponse{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BuildImageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BuildImageResponse) ProtoMessage() {}
+
+func (x *BuildImageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BuildImageResponse.ProtoReflect.Descriptor instead.
+func (*BuildImageResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *BuildImageResponse) GetImage() *Image {
+	if x != nil {
+		return x.Image
+	}
+	return nil
+}
+
+func (x *BuildImageResponse) GetSteps() []*BuildStep {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
 var File_boxd_v1_boxd_proto protoreflect.FileDescriptor
 
 const file_boxd_v1_boxd_proto_rawDesc = "" +
@@ -4413,11 +4617,33 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\"B\n" +
 	"\x14StartSandboxResponse\x12*\n" +
-	"\asandbox\x18\x01 \x01(\v2\x10.boxd.v1.SandboxR\asandbox*Z\n" +
+	"\asandbox\x18\x01 \x01(\v2\x10.boxd.v1.SandboxR\asandbox\"\x98\x02\n" +
+	"\x11BuildImageRequest\x12\x10\n" +
+	"\x03ref\x18\x01 \x01(\tR\x03ref\x12\x1e\n" +
+	"\n" +
+	"dockerfile\x18\x02 \x01(\fR\n" +
+	"dockerfile\x12H\n" +
+	"\n" +
+	"build_args\x18\x03 \x03(\v2).boxd.v1.BuildImageRequest.BuildArgsEntryR\tbuildArgs\x12\x14\n" +
+	"\x05force\x18\x04 \x01(\bR\x05force\x12\x19\n" +
+	"\bno_cache\x18\x05 \x01(\bR\anoCache\x12\x18\n" +
+	"\acontext\x18\x06 \x01(\fR\acontext\x1a<\n" +
+	"\x0eBuildArgsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"z\n" +
+	"\tBuildStep\x12\x12\n" +
+	"\x04line\x18\x01 \x01(\rR\x04line\x12 \n" +
+	"\vinstruction\x18\x02 \x01(\tR\vinstruction\x12\x16\n" +
+	"\x06cached\x18\x03 \x01(\bR\x06cached\x12\x1f\n" +
+	"\vduration_ms\x18\x04 \x01(\x03R\n" +
+	"durationMs\"d\n" +
+	"\x12BuildImageResponse\x12$\n" +
+	"\x05image\x18\x01 \x01(\v2\x0e.boxd.v1.ImageR\x05image\x12(\n" +
+	"\x05steps\x18\x02 \x03(\v2\x12.boxd.v1.BuildStepR\x05steps*Z\n" +
 	"\vImageFormat\x12\x1c\n" +
 	"\x18IMAGE_FORMAT_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10IMAGE_FORMAT_TAR\x10\x01\x12\x17\n" +
-	"\x13IMAGE_FORMAT_ROOTFS\x10\x022\x9f\r\n" +
+	"\x13IMAGE_FORMAT_ROOTFS\x10\x022\xe8\r\n" +
 	"\x0eSandboxService\x12N\n" +
 	"\rCreateSandbox\x12\x1d.boxd.v1.CreateSandboxRequest\x1a\x1e.boxd.v1.CreateSandboxResponse\x12N\n" +
 	"\rListSandboxes\x12\x1d.boxd.v1.ListSandboxesRequest\x1a\x1e.boxd.v1.ListSandboxesResponse\x12E\n" +
@@ -4444,7 +4670,9 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\fStartSandbox\x12\x1c.boxd.v1.StartSandboxRequest\x1a\x1d.boxd.v1.StartSandboxResponse\x12K\n" +
 	"\fPauseSandbox\x12\x1c.boxd.v1.PauseSandboxRequest\x1a\x1d.boxd.v1.PauseSandboxResponse\x12Q\n" +
 	"\x0eUnpauseSandbox\x12\x1e.boxd.v1.UnpauseSandboxRequest\x1a\x1f.boxd.v1.UnpauseSandboxResponse\x128\n" +
-	"\x05Stats\x12\x15.boxd.v1.StatsRequest\x1a\x16.boxd.v1.StatsResponse0\x01B1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
+	"\x05Stats\x12\x15.boxd.v1.StatsRequest\x1a\x16.boxd.v1.StatsResponse0\x01\x12G\n" +
+	"\n" +
+	"BuildImage\x12\x1a.boxd.v1.BuildImageRequest\x1a\x1b.boxd.v1.BuildImageResponse(\x01B1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
 
 var (
 	file_boxd_v1_boxd_proto_rawDescOnce sync.Once
@@ -4459,7 +4687,7 @@ func file_boxd_v1_boxd_proto_rawDescGZIP() []byte {
 }
 
 var file_boxd_v1_boxd_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_boxd_v1_boxd_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_boxd_v1_boxd_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_boxd_v1_boxd_proto_goTypes = []any{
 	(ImageFormat)(0),               // 0: boxd.v1.ImageFormat
 	(*PauseSandboxRequest)(nil),    // 1: boxd.v1.PauseSandboxRequest
@@ -4520,28 +4748,32 @@ var file_boxd_v1_boxd_proto_goTypes = []any{
 	(*StopSandboxResponse)(nil),    // 56: boxd.v1.StopSandboxResponse
 	(*StartSandboxRequest)(nil),    // 57: boxd.v1.StartSandboxRequest
 	(*StartSandboxResponse)(nil),   // 58: boxd.v1.StartSandboxResponse
-	nil,                            // 59: boxd.v1.ForkSandboxRequest.LabelsEntry
-	nil,                            // 60: boxd.v1.CreateSandboxRequest.LabelsEntry
-	nil,                            // 61: boxd.v1.Sandbox.LabelsEntry
-	nil,                            // 62: boxd.v1.ListSandboxesRequest.LabelsEntry
-	nil,                            // 63: boxd.v1.Image.LabelsEntry
+	(*BuildImageRequest)(nil),      // 59: boxd.v1.BuildImageRequest
+	(*BuildStep)(nil),              // 60: boxd.v1.BuildStep
+	(*BuildImageResponse)(nil),     // 61: boxd.v1.BuildImageResponse
+	nil,                            // 62: boxd.v1.ForkSandboxRequest.LabelsEntry
+	nil,                            // 63: boxd.v1.CreateSandboxRequest.LabelsEntry
+	nil,                            // 64: boxd.v1.Sandbox.LabelsEntry
+	nil,                            // 65: boxd.v1.ListSandboxesRequest.LabelsEntry
+	nil,                            // 66: boxd.v1.Image.LabelsEntry
+	nil,                            // 67: boxd.v1.BuildImageRequest.BuildArgsEntry
 }
 var file_boxd_v1_boxd_proto_depIdxs = []int32{
 	7,  // 0: boxd.v1.StatsResponse.sandboxes:type_name -> boxd.v1.SandboxStats
 	25, // 1: boxd.v1.SandboxStats.usage:type_name -> boxd.v1.Usage
 	45, // 2: boxd.v1.CommitSandboxResponse.image:type_name -> boxd.v1.Image
 	17, // 3: boxd.v1.ForkSandboxRequest.limits:type_name -> boxd.v1.Limits
-	59, // 4: boxd.v1.ForkSandboxRequest.labels:type_name -> boxd.v1.ForkSandboxRequest.LabelsEntry
+	62, // 4: boxd.v1.ForkSandboxRequest.labels:type_name -> boxd.v1.ForkSandboxRequest.LabelsEntry
 	24, // 5: boxd.v1.ForkSandboxResponse.sandboxes:type_name -> boxd.v1.Sandbox
 	12, // 6: boxd.v1.PublishPortRequest.port:type_name -> boxd.v1.PublishedPort
 	12, // 7: boxd.v1.PublishPortResponse.port:type_name -> boxd.v1.PublishedPort
 	12, // 8: boxd.v1.UnpublishPortResponse.ports:type_name -> boxd.v1.PublishedPort
 	17, // 9: boxd.v1.CreateSandboxRequest.limits:type_name -> boxd.v1.Limits
-	60, // 10: boxd.v1.CreateSandboxRequest.labels:type_name -> boxd.v1.CreateSandboxRequest.LabelsEntry
+	63, // 10: boxd.v1.CreateSandboxRequest.labels:type_name -> boxd.v1.CreateSandboxRequest.LabelsEntry
 	12, // 11: boxd.v1.CreateSandboxRequest.publish:type_name -> boxd.v1.PublishedPort
 	22, // 12: boxd.v1.CreateSandboxRequest.network:type_name -> boxd.v1.NetworkRequest
 	19, // 13: boxd.v1.CreateSandboxRequest.registry_auth:type_name -> boxd.v1.RegistryAuth
-	61, // 14: boxd.v1.Sandbox.labels:type_name -> boxd.v1.Sandbox.LabelsEntry
+	64, // 14: boxd.v1.Sandbox.labels:type_name -> boxd.v1.Sandbox.LabelsEntry
 	26, // 15: boxd.v1.Sandbox.security:type_name -> boxd.v1.Security
 	25, // 16: boxd.v1.Sandbox.usage:type_name -> boxd.v1.Usage
 	12, // 17: boxd.v1.Sandbox.ports:type_name -> boxd.v1.PublishedPort
@@ -4549,13 +4781,13 @@ var file_boxd_v1_boxd_proto_depIdxs = []int32{
 	20, // 19: boxd.v1.Sandbox.tmpfs:type_name -> boxd.v1.TmpfsMount
 	21, // 20: boxd.v1.Sandbox.ulimits:type_name -> boxd.v1.Ulimits
 	24, // 21: boxd.v1.CreateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	62, // 22: boxd.v1.ListSandboxesRequest.labels:type_name -> boxd.v1.ListSandboxesRequest.LabelsEntry
+	65, // 22: boxd.v1.ListSandboxesRequest.labels:type_name -> boxd.v1.ListSandboxesRequest.LabelsEntry
 	24, // 23: boxd.v1.ListSandboxesResponse.sandboxes:type_name -> boxd.v1.Sandbox
 	24, // 24: boxd.v1.GetSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
 	35, // 25: boxd.v1.ExecResponse.result:type_name -> boxd.v1.ExecResult
 	35, // 26: boxd.v1.ExecStreamResponse.result:type_name -> boxd.v1.ExecResult
 	0,  // 27: boxd.v1.ImportImageRequest.format:type_name -> boxd.v1.ImageFormat
-	63, // 28: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
+	66, // 28: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
 	45, // 29: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
 	45, // 30: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
 	23, // 31: boxd.v1.UpdateNetworkResponse.network:type_name -> boxd.v1.NetworkStatus
@@ -4563,57 +4795,62 @@ var file_boxd_v1_boxd_proto_depIdxs = []int32{
 	24, // 33: boxd.v1.UpdateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
 	24, // 34: boxd.v1.StopSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
 	24, // 35: boxd.v1.StartSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	18, // 36: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
-	28, // 37: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
-	30, // 38: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
-	32, // 39: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
-	51, // 40: boxd.v1.SandboxService.UpdateNetwork:input_type -> boxd.v1.UpdateNetworkRequest
-	34, // 41: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
-	34, // 42: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
-	38, // 43: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
-	40, // 44: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
-	42, // 45: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
-	44, // 46: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
-	47, // 47: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
-	49, // 48: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
-	13, // 49: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
-	15, // 50: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
-	8,  // 51: boxd.v1.SandboxService.CommitSandbox:input_type -> boxd.v1.CommitSandboxRequest
-	10, // 52: boxd.v1.SandboxService.ForkSandbox:input_type -> boxd.v1.ForkSandboxRequest
-	53, // 53: boxd.v1.SandboxService.UpdateSandbox:input_type -> boxd.v1.UpdateSandboxRequest
-	55, // 54: boxd.v1.SandboxService.StopSandbox:input_type -> boxd.v1.StopSandboxRequest
-	57, // 55: boxd.v1.SandboxService.StartSandbox:input_type -> boxd.v1.StartSandboxRequest
-	1,  // 56: boxd.v1.SandboxService.PauseSandbox:input_type -> boxd.v1.PauseSandboxRequest
-	3,  // 57: boxd.v1.SandboxService.UnpauseSandbox:input_type -> boxd.v1.UnpauseSandboxRequest
-	5,  // 58: boxd.v1.SandboxService.Stats:input_type -> boxd.v1.StatsRequest
-	27, // 59: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
-	29, // 60: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
-	31, // 61: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
-	33, // 62: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
-	52, // 63: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
-	36, // 64: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
-	37, // 65: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
-	39, // 66: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
-	41, // 67: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
-	43, // 68: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
-	46, // 69: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
-	48, // 70: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
-	50, // 71: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
-	14, // 72: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
-	16, // 73: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
-	9,  // 74: boxd.v1.SandboxService.CommitSandbox:output_type -> boxd.v1.CommitSandboxResponse
-	11, // 75: boxd.v1.SandboxService.ForkSandbox:output_type -> boxd.v1.ForkSandboxResponse
-	54, // 76: boxd.v1.SandboxService.UpdateSandbox:output_type -> boxd.v1.UpdateSandboxResponse
-	56, // 77: boxd.v1.SandboxService.StopSandbox:output_type -> boxd.v1.StopSandboxResponse
-	58, // 78: boxd.v1.SandboxService.StartSandbox:output_type -> boxd.v1.StartSandboxResponse
-	2,  // 79: boxd.v1.SandboxService.PauseSandbox:output_type -> boxd.v1.PauseSandboxResponse
-	4,  // 80: boxd.v1.SandboxService.UnpauseSandbox:output_type -> boxd.v1.UnpauseSandboxResponse
-	6,  // 81: boxd.v1.SandboxService.Stats:output_type -> boxd.v1.StatsResponse
-	59, // [59:82] is the sub-list for method output_type
-	36, // [36:59] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	67, // 36: boxd.v1.BuildImageRequest.build_args:type_name -> boxd.v1.BuildImageRequest.BuildArgsEntry
+	45, // 37: boxd.v1.BuildImageResponse.image:type_name -> boxd.v1.Image
+	60, // 38: boxd.v1.BuildImageResponse.steps:type_name -> boxd.v1.BuildStep
+	18, // 39: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
+	28, // 40: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
+	30, // 41: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
+	32, // 42: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
+	51, // 43: boxd.v1.SandboxService.UpdateNetwork:input_type -> boxd.v1.UpdateNetworkRequest
+	34, // 44: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
+	34, // 45: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
+	38, // 46: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
+	40, // 47: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
+	42, // 48: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
+	44, // 49: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
+	47, // 50: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
+	49, // 51: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
+	13, // 52: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
+	15, // 53: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
+	8,  // 54: boxd.v1.SandboxService.CommitSandbox:input_type -> boxd.v1.CommitSandboxRequest
+	10, // 55: boxd.v1.SandboxService.ForkSandbox:input_type -> boxd.v1.ForkSandboxRequest
+	53, // 56: boxd.v1.SandboxService.UpdateSandbox:input_type -> boxd.v1.UpdateSandboxRequest
+	55, // 57: boxd.v1.SandboxService.StopSandbox:input_type -> boxd.v1.StopSandboxRequest
+	57, // 58: boxd.v1.SandboxService.StartSandbox:input_type -> boxd.v1.StartSandboxRequest
+	1,  // 59: boxd.v1.SandboxService.PauseSandbox:input_type -> boxd.v1.PauseSandboxRequest
+	3,  // 60: boxd.v1.SandboxService.UnpauseSandbox:input_type -> boxd.v1.UnpauseSandboxRequest
+	5,  // 61: boxd.v1.SandboxService.Stats:input_type -> boxd.v1.StatsRequest
+	59, // 62: boxd.v1.SandboxService.BuildImage:input_type -> boxd.v1.BuildImageRequest
+	27, // 63: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
+	29, // 64: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
+	31, // 65: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
+	33, // 66: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
+	52, // 67: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
+	36, // 68: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
+	37, // 69: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
+	39, // 70: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
+	41, // 71: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
+	43, // 72: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
+	46, // 73: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
+	48, // 74: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
+	50, // 75: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
+	14, // 76: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
+	16, // 77: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
+	9,  // 78: boxd.v1.SandboxService.CommitSandbox:output_type -> boxd.v1.CommitSandboxResponse
+	11, // 79: boxd.v1.SandboxService.ForkSandbox:output_type -> boxd.v1.ForkSandboxResponse
+	54, // 80: boxd.v1.SandboxService.UpdateSandbox:output_type -> boxd.v1.UpdateSandboxResponse
+	56, // 81: boxd.v1.SandboxService.StopSandbox:output_type -> boxd.v1.StopSandboxResponse
+	58, // 82: boxd.v1.SandboxService.StartSandbox:output_type -> boxd.v1.StartSandboxResponse
+	2,  // 83: boxd.v1.SandboxService.PauseSandbox:output_type -> boxd.v1.PauseSandboxResponse
+	4,  // 84: boxd.v1.SandboxService.UnpauseSandbox:output_type -> boxd.v1.UnpauseSandboxResponse
+	6,  // 85: boxd.v1.SandboxService.Stats:output_type -> boxd.v1.StatsResponse
+	61, // 86: boxd.v1.SandboxService.BuildImage:output_type -> boxd.v1.BuildImageResponse
+	63, // [63:87] is the sub-list for method output_type
+	39, // [39:63] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_boxd_v1_boxd_proto_init() }
@@ -4632,7 +4869,7 @@ func file_boxd_v1_boxd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_boxd_v1_boxd_proto_rawDesc), len(file_boxd_v1_boxd_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   63,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

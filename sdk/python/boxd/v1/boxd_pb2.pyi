@@ -9,6 +9,49 @@ IMAGE_FORMAT_ROOTFS: ImageFormat
 IMAGE_FORMAT_TAR: ImageFormat
 IMAGE_FORMAT_UNSPECIFIED: ImageFormat
 
+class BuildImageRequest(_message.Message):
+    __slots__ = ["build_args", "context", "dockerfile", "force", "no_cache", "ref"]
+    class BuildArgsEntry(_message.Message):
+        __slots__ = ["key", "value"]
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    BUILD_ARGS_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_FIELD_NUMBER: _ClassVar[int]
+    DOCKERFILE_FIELD_NUMBER: _ClassVar[int]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    NO_CACHE_FIELD_NUMBER: _ClassVar[int]
+    REF_FIELD_NUMBER: _ClassVar[int]
+    build_args: _containers.ScalarMap[str, str]
+    context: bytes
+    dockerfile: bytes
+    force: bool
+    no_cache: bool
+    ref: str
+    def __init__(self, ref: _Optional[str] = ..., dockerfile: _Optional[bytes] = ..., build_args: _Optional[_Mapping[str, str]] = ..., force: bool = ..., no_cache: bool = ..., context: _Optional[bytes] = ...) -> None: ...
+
+class BuildImageResponse(_message.Message):
+    __slots__ = ["image", "steps"]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    STEPS_FIELD_NUMBER: _ClassVar[int]
+    image: Image
+    steps: _containers.RepeatedCompositeFieldContainer[BuildStep]
+    def __init__(self, image: _Optional[_Union[Image, _Mapping]] = ..., steps: _Optional[_Iterable[_Union[BuildStep, _Mapping]]] = ...) -> None: ...
+
+class BuildStep(_message.Message):
+    __slots__ = ["cached", "duration_ms", "instruction", "line"]
+    CACHED_FIELD_NUMBER: _ClassVar[int]
+    DURATION_MS_FIELD_NUMBER: _ClassVar[int]
+    INSTRUCTION_FIELD_NUMBER: _ClassVar[int]
+    LINE_FIELD_NUMBER: _ClassVar[int]
+    cached: bool
+    duration_ms: int
+    instruction: str
+    line: int
+    def __init__(self, line: _Optional[int] = ..., instruction: _Optional[str] = ..., cached: bool = ..., duration_ms: _Optional[int] = ...) -> None: ...
+
 class CommitSandboxRequest(_message.Message):
     __slots__ = ["force", "message", "ref", "sandbox_id"]
     FORCE_FIELD_NUMBER: _ClassVar[int]

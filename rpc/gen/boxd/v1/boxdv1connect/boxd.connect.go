@@ -97,6 +97,9 @@ const (
 	SandboxServiceUnpauseSandboxProcedure = "/boxd.v1.SandboxService/UnpauseSandbox"
 	// SandboxServiceStatsProcedure is the fully-qualified name of the SandboxService's Stats RPC.
 	SandboxServiceStatsProcedure = "/boxd.v1.SandboxService/Stats"
+	// SandboxServiceBuildImageProcedure is the fully-qualified name of the SandboxService's BuildImage
+	// RPC.
+	SandboxServiceBuildImageProcedure = "/boxd.v1.SandboxService/BuildImage"
 )
 
 // SandboxServiceClient is a client for the boxd.v1.SandboxService service.
@@ -188,6 +191,17 @@ type SandboxServiceClient interface {
 	// Stats samples resource use: one message per interval while stream is
 	// set, else one. CPU percent is over the interval (one core = 100).
 	Stats(context.Context, *connect.Request[v1.StatsRequest]) (*connect.ServerStreamForClient[v1.StatsResponse], error)
+	// BuildImage builds an image from a Dockerfile: the first message carries
+	// the Dockerfile, ref and options, the following ones the build context
+	// as tar bytes. Each RUN, COPY and ADD runs in a sandbox of its own with
+	// boxd's defaults (no network) and becomes a layer; results are cached
+	// by step and inputs. Errors name the Dockerfile line: invalid_argument
+	// (syntax, an unsupported instruction or flag, a COPY source outside the
+	// context), not_found (FROM image), failed_precondition (a RUN that
+	// failed, with its exit code and the end of its output), already_exists
+	// (ref exists, without force). A failure leaves no image under ref and
+	// no sandbox.
+	BuildImage(context.Context) *connect.ClientStreamForClient[v1.BuildImageRequest, v1.BuildImageResponse]
 }
 
 // NewSandboxServiceClient constructs a client for the boxd.v1.SandboxService service. By default,
@@ -339,6 +353,12 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sandboxServiceMethods.ByName("Stats")),
 			connect.WithClientOptions(opts...),
 		),
+		buildImage: connect.NewClient[v1.BuildImageRequest, v1.BuildImageResponse](
+			httpClient,
+			baseURL+SandboxServiceBuildImageProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("BuildImage")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -367,6 +387,7 @@ type sandboxServiceClient struct {
 	pauseSandbox   *connect.Client[v1.PauseSandboxRequest, v1.PauseSandboxResponse]
 	unpauseSandbox *connect.Client[v1.UnpauseSandboxRequest, v1.UnpauseSandboxResponse]
 	stats          *connect.Client[v1.StatsRequest, v1.StatsResponse]
+	buildImage     *connect.Client[v1.BuildImageRequest, v1.BuildImageResponse]
 }
 
 // CreateSandbox calls boxd.v1.SandboxService.CreateSandbox.
@@ -484,6 +505,11 @@ func (c *sandboxServiceClient) Stats(ctx context.Context, req *connect.Request[v
 	return c.stats.CallServerStream(ctx, req)
 }
 
+// BuildImage calls boxd.v1.SandboxService.BuildImage.
+func (c *sandboxServiceClient) BuildImage(ctx context.Context) *connect.ClientStreamForClient[v1.BuildImageRequest, v1.BuildImageResponse] {
+	return c.buildImage.CallClientStream(ctx)
+}
+
 // SandboxServiceHandler is an implementation of the boxd.v1.SandboxService service.
 type SandboxServiceHandler interface {
 	CreateSandbox(context.Context, *connect.Request[v1.CreateSandboxRequest]) (*connect.Response[v1.CreateSandboxResponse], error)
@@ -573,6 +599,17 @@ type SandboxServiceHandler interface {
 	// Stats samples resource use: one message per interval while stream is
 	// set, else one. CPU percent is over the interval (one core = 100).
 	Stats(context.Context, *connect.Request[v1.StatsRequest], *connect.ServerStream[v1.StatsResponse]) error
+	// BuildImage builds an image from a Dockerfile: the first message carries
+	// the Dockerfile, ref and options, the following ones the build context
+	// as tar bytes. Each RUN, COPY and ADD runs in a sandbox of its own with
+	// boxd's defaults (no network) and becomes a layer; results are cached
+	// by step and inputs. Errors name the Dockerfile line: invalid_argument
+	// (syntax, an unsupported instruction or flag, a COPY source outside the
+	// context), not_found (FROM image), failed_precondition (a RUN that
+	// failed, with its exit code and the end of its output), already_exists
+	// (ref exists, without force). A failure leaves no image under ref and
+	// no sandbox.
+	BuildImage(context.Context, *connect.ClientStream[v1.BuildImageRequest]) (*connect.Response[v1.BuildImageResponse], error)
 }
 
 // NewSandboxServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -720,6 +757,12 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sandboxServiceMethods.ByName("Stats")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sandboxServiceBuildImageHandler := connect.NewClientStreamHandler(
+		SandboxServiceBuildImageProcedure,
+		svc.BuildImage,
+		connect.WithSchema(sandboxServiceMethods.ByName("BuildImage")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/boxd.v1.SandboxService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case SandboxServiceCreateSandboxProcedure:
@@ -768,6 +811,8 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 			sandboxServiceUnpauseSandboxHandler.ServeHTTP(w, r)
 		case SandboxServiceStatsProcedure:
 			sandboxServiceStatsHandler.ServeHTTP(w, r)
+		case SandboxServiceBuildImageProcedure:
+			sandboxServiceBuildImageHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -867,4 +912,8 @@ func (UnimplementedSandboxServiceHandler) UnpauseSandbox(context.Context, *conne
 
 func (UnimplementedSandboxServiceHandler) Stats(context.Context, *connect.Request[v1.StatsRequest], *connect.ServerStream[v1.StatsResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.Stats is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) BuildImage(context.Context, *connect.ClientStream[v1.BuildImageRequest]) (*connect.Response[v1.BuildImageResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.BuildImage is not implemented"))
 }

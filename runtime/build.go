@@ -1,0 +1,553 @@
+//go:build linux
+
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/errdefs"
+	"github.com/moby/buildkit/frontend/dockerfile/instructions"
+	"github.com/moby/buildkit/frontend/dockerfile/shell"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/boxd-dev/boxd/agent/wire"
+	"github.com/boxd-dev/boxd/build"
+	"github.com/boxd-dev/boxd/layerdiff"
+	"github.com/boxd-dev/boxd/snapshot"
+)
+
+// LabelBuild is set on a build's step sandboxes: the image being built.
+const LabelBuild = "boxd-build"
+
+// buildCacheRepo names the image records that hold step results; the
+// tag is the step's cache key.
+const buildCacheRepo = "boxd-build-cache/step"
+
+// BuildRequest asks for an image built from a Dockerfile.
+type BuildRequest struct {
+	Ref        string
+	Dockerfile []byte
+	BuildArgs  map[string]string
+	Context    *build.Context
+	NoCache    bool
+	Opts       snapshot.WriteOptions // Force, caller, users (for REF)
+}
+
+// BuildStep reports one instruction of a build.
+type BuildStep struct {
+	Line        int
+	Instruction string
+	Cached      bool // its result came from the cache (or it has none: ARG)
+	Took        time.Duration
+}
+
+// BuildResult is a finished build.
+type BuildResult struct {
+	Image snapshot.Image
+	Steps []BuildStep
+}
+
+// buildState is the image a build has reached and what its instructions
+// have declared so far.
+type buildState struct {
+	img  images.Image // current image record (a cache entry or the FROM image)
+	cfg  ocispec.ImageConfig
+	args map[string]string // ARGs declared so far, with their values
+}
+
+// Build runs a Dockerfile: each RUN, COPY and ADD in a sandbox of its own
+// made from the previous step's image (boxd's defaults: no network,
+// user namespace, limits), committed as one layer; each other instruction
+// a config change without a layer. Every step's result is an image record
+// named by a cache key (parent image digest, instruction after expansion,
+// its inputs), so an unchanged step is a lookup. REF is written at the end
+// only: a failure leaves no REF and no sandbox (finished steps stay
+// cached).
+func (m *Manager) Build(ctx context.Context, req BuildRequest, progress func(BuildStep)) (BuildResult, error) {
+	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
+	if _, err := m.cfg.Images.CheckWritable(ctx, req.Ref, req.Opts); err != nil {
+		if errdefs.IsInvalidArgument(err) {
+			return BuildResult{}, fieldErr("ref", "%v", err)
+		}
+		return BuildResult{}, err
+	}
+	for k := range req.BuildArgs {
+		if k == "" || strings.ContainsAny(k, "= \t\n") {
+			return BuildResult{}, fieldErr("build_args", "%q is not a valid name", k)
+		}
+	}
+	df, err := build.Parse(req.Dockerfile)
+	if err != nil {
+		return BuildResult{}, err
+	}
+	if req.Context == nil {
+		req.Context, _ = build.ReadContext(bytes.NewReader(nil))
+	}
+	lex := shell.NewLex('\\')
+
+	// FROM: a local image, with the ARGs before it.
+	meta := map[string]string{}
+	for _, a := range df.MetaArgs {
+		for _, kv := range a.Args {
+			v, _ := req.BuildArgs[kv.Key]
+			if _, given := req.BuildArgs[kv.Key]; !given && kv.Value != nil {
+				v = *kv.Value
+			}
+			meta[kv.Key] = v
+		}
+	}
+	fromName, _, err := lex.ProcessWord(df.From.BaseName, envGetter{vars: meta})
+	if err != nil {
+		return BuildResult{}, build.Errf(df.FromLine, nil, "FROM %s: %v", df.From.BaseName, err)
+	}
+	base, err := m.cfg.Images.Get(ctx, fromName)
+	if err != nil {
+		return BuildResult{}, build.Errf(df.FromLine, errUnwrapKind(err), "FROM %s: %v", fromName, err)
+	}
+	spec, err := base.Spec(ctx)
+	if err != nil {
+		return BuildResult{}, build.Errf(df.FromLine, nil, "FROM %s: read its config: %v", fromName, err)
+	}
+	st := &buildState{img: base.Metadata(), cfg: spec.Config, args: map[string]string{}}
+	res := BuildResult{}
+	t0 := time.Now()
+
+	for _, s := range df.Steps {
+		ts := time.Now()
+		cached, err := m.buildStep(ctx, req, st, lex, s)
+		if err != nil {
+			return BuildResult{}, err
+		}
+		bs := BuildStep{Line: s.Line, Instruction: s.Original, Cached: cached, Took: time.Since(ts)}
+		res.Steps = append(res.Steps, bs)
+		if progress != nil {
+			progress(bs)
+		}
+	}
+	img, err := m.cfg.Images.Tag(ctx, req.Ref, st.img, nil, req.Opts)
+	if err != nil {
+		if errdefs.IsInvalidArgument(err) {
+			return BuildResult{}, fieldErr("ref", "%v", err)
+		}
+		return BuildResult{}, err
+	}
+	res.Image = img
+	m.log.Info("built", "image", img.Name, "digest", img.Digest, "steps", len(res.Steps), "took", time.Since(t0).Round(time.Millisecond))
+	return res, nil
+}
+
+// errUnwrapKind keeps an error's errdefs kind for a LineError.
+func errUnwrapKind(err error) error {
+	for _, k := range []error{errdefs.ErrNotFound, errdefs.ErrInvalidArgument, errdefs.ErrFailedPrecondition} {
+		if errors.Is(err, k) {
+			return k
+		}
+	}
+	return errdefs.ErrFailedPrecondition
+}
+
+// envGetter gives the shell lexer a build's variables.
+type envGetter struct{ vars map[string]string }
+
+func (e envGetter) Get(k string) (string, bool) { v, ok := e.vars[k]; return v, ok }
+func (e envGetter) Keys() []string {
+	ks := make([]string, 0, len(e.vars))
+	for k := range e.vars {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// vars are what an instruction's words see: ARGs, then ENV (ENV wins).
+func (st *buildState) vars() map[string]string {
+	v := map[string]string{}
+	for k, a := range st.args {
+		v[k] = a
+	}
+	for _, kv := range st.cfg.Env {
+		k, val, _ := strings.Cut(kv, "=")
+		v[k] = val
+	}
+	return v
+}
+
+// runEnv is the environment of a RUN: the image's env plus the ARGs the
+// env does not set (as docker does).
+func (st *buildState) runEnv() []string {
+	env := slices.Clone(st.cfg.Env)
+	set := map[string]bool{}
+	for _, kv := range env {
+		k, _, _ := strings.Cut(kv, "=")
+		set[k] = true
+	}
+	var ks []string
+	for k := range st.args {
+		if !set[k] {
+			ks = append(ks, k)
+		}
+	}
+	sort.Strings(ks)
+	for _, k := range ks {
+		env = append(env, k+"="+st.args[k])
+	}
+	return env
+}
+
+func setEnv(env []string, k, v string) []string {
+	for i, kv := range env {
+		if strings.HasPrefix(kv, k+"=") {
+			env[i] = k + "=" + v
+			return env
+		}
+	}
+	return append(env, k+"="+v)
+}
+
+// buildStep runs one instruction from st, moving st on; it reports
+// whether the result came from the cache.
+func (m *Manager) buildStep(ctx context.Context, req BuildRequest, st *buildState, lex *shell.Lex, s build.Step) (bool, error) {
+	lineErr := func(cause error, format string, args ...any) error {
+		return build.Errf(s.Line, cause, format, args...)
+	}
+	if ex, ok := s.Cmd.(instructions.SupportsSingleWordExpansion); ok {
+		vars := envGetter{vars: st.vars()}
+		err := ex.Expand(func(w string) (string, error) {
+			out, _, err := lex.ProcessWord(w, vars)
+			return out, err
+		})
+		if err != nil {
+			return false, lineErr(nil, "%s: %v", s.Original, err)
+		}
+	}
+	cfg := st.cfg
+	cfg.Env = slices.Clone(cfg.Env)
+	var (
+		key  string // the step's canonical form for the cache
+		file func(id string) error
+	)
+	switch c := s.Cmd.(type) {
+	case *instructions.ArgCommand:
+		for _, kv := range c.Args {
+			v, given := req.BuildArgs[kv.Key]
+			if !given && kv.Value != nil {
+				v = *kv.Value
+			}
+			st.args[kv.Key] = v
+		}
+		return true, nil // no image change; RUN's cache key sees the values
+	case *instructions.EnvCommand:
+		for _, kv := range c.Env {
+			cfg.Env = setEnv(cfg.Env, kv.Key, kv.Value)
+		}
+		key = "ENV " + kvString(c.Env)
+	case *instructions.WorkdirCommand:
+		wd := c.Path
+		if !path.IsAbs(wd) {
+			wd = path.Join("/", cfg.WorkingDir, wd)
+		}
+		cfg.WorkingDir = path.Clean(wd)
+		key = "WORKDIR " + cfg.WorkingDir
+	case *instructions.UserCommand:
+		cfg.User = c.User
+		key = "USER " + c.User
+	case *instructions.LabelCommand:
+		if cfg.Labels == nil {
+			cfg.Labels = map[string]string{}
+		} else {
+			cfg.Labels = cloneMap(cfg.Labels)
+		}
+		for _, kv := range c.Labels {
+			cfg.Labels[kv.Key] = kv.Value
+		}
+		key = "LABEL " + kvString(c.Labels)
+	case *instructions.ExposeCommand:
+		ports := map[string]struct{}{}
+		for p := range cfg.ExposedPorts {
+			ports[p] = struct{}{}
+		}
+		vars := envGetter{vars: st.vars()}
+		for _, p := range c.Ports {
+			p, _, err := lex.ProcessWord(p, vars)
+			if err != nil {
+				return false, lineErr(nil, "%s: %v", s.Original, err)
+			}
+			if !strings.Contains(p, "/") {
+				p += "/tcp"
+			}
+			ports[p] = struct{}{}
+		}
+		cfg.ExposedPorts = ports
+		key = fmt.Sprintf("EXPOSE %q", c.Ports)
+	case *instructions.EntrypointCommand:
+		cfg.Entrypoint = cmdLine(c.ShellDependantCmdLine)
+		if !c.PrependShell || len(c.CmdLine) > 0 {
+			cfg.Cmd = nil // docker: ENTRYPOINT resets an inherited CMD
+		}
+		key = fmt.Sprintf("ENTRYPOINT %q", cfg.Entrypoint)
+	case *instructions.CmdCommand:
+		cfg.Cmd = cmdLine(c.ShellDependantCmdLine)
+		key = fmt.Sprintf("CMD %q", cfg.Cmd)
+	case *instructions.RunCommand:
+		args := cmdLine(c.ShellDependantCmdLine)
+		if len(args) == 0 {
+			return false, lineErr(nil, "RUN without a command")
+		}
+		env := st.runEnv()
+		key = fmt.Sprintf("RUN %q env=%q user=%q dir=%q", args, env, cfg.User, cfg.WorkingDir)
+		file = func(id string) error { return m.buildRun(ctx, id, s, args, env, cfg) }
+	case *instructions.CopyCommand:
+		cp, err := m.buildCopyTar(req.Context, s, c.SourcesAndDest, cfg, false)
+		if err != nil {
+			return false, err
+		}
+		key = fmt.Sprintf("COPY %s chown=%q", cp.Hash, c.Chown)
+		file = func(id string) error { return m.buildCopy(ctx, id, s, cp, c.Chown) }
+	case *instructions.AddCommand:
+		cp, err := m.buildCopyTar(req.Context, s, c.SourcesAndDest, cfg, true)
+		if err != nil {
+			return false, err
+		}
+		key = fmt.Sprintf("ADD %s chown=%q", cp.Hash, c.Chown)
+		file = func(id string) error { return m.buildCopy(ctx, id, s, cp, c.Chown) }
+	default:
+		return false, lineErr(nil, "%s is not supported by boxd build", s.Original)
+	}
+
+	sum := sha256.Sum256([]byte(st.img.Target.Digest.String() + "\n" + key))
+	cacheName := buildCacheRepo + ":" + hex.EncodeToString(sum[:])
+	if !req.NoCache {
+		if img, err := m.cfg.Images.Get(ctx, cacheName); err == nil {
+			st.img, st.cfg = img.Metadata(), cfg
+			if sp, err := img.Spec(ctx); err == nil {
+				st.cfg = sp.Config
+			}
+			return true, nil
+		}
+	}
+	spec := snapshot.CommitSpec{
+		Name: cacheName, Base: st.img, CreatedBy: s.Original,
+		Config: func(c *ocispec.ImageConfig) { *c = cfg },
+		Labels: map[string]string{snapshot.LabelBuildCache: "true"},
+		Opts:   snapshot.WriteOptions{Force: true, Caller: req.Opts.Caller},
+	}
+	var (
+		img snapshot.Image
+		err error
+	)
+	if file == nil {
+		spec.Layers = func(context.Context, func(func(io.Writer) error) error) error { return nil }
+		img, err = m.cfg.Images.Commit(ctx, spec)
+	} else {
+		img, err = m.buildInSandbox(ctx, req, st, s, spec, file)
+	}
+	if err != nil {
+		var le *build.LineError
+		if errors.As(err, &le) {
+			return false, err
+		}
+		return false, lineErr(errUnwrapKind(err), "%s: %v", s.Original, err)
+	}
+	rec, err := m.cfg.Images.Get(ctx, img.Name)
+	if err != nil {
+		return false, lineErr(nil, "%s: %v", s.Original, err)
+	}
+	st.img, st.cfg = rec.Metadata(), cfg
+	return false, nil
+}
+
+func kvString(kvs instructions.KeyValuePairs) string {
+	var b strings.Builder
+	for _, kv := range kvs {
+		fmt.Fprintf(&b, "%q=%q ", kv.Key, kv.Value)
+	}
+	return b.String()
+}
+
+func cloneMap(in map[string]string) map[string]string {
+	out := make(map[string]string, len(in))
+	for k, v := range in {
+		out[k] = v
+	}
+	return out
+}
+
+// cmdLine is a RUN, CMD or ENTRYPOINT as argv: the shell form through
+// /bin/sh -c, the exec form as written.
+func cmdLine(c instructions.ShellDependantCmdLine) []string {
+	if c.PrependShell && len(c.CmdLine) > 0 {
+		return []string{"/bin/sh", "-c", strings.Join(c.CmdLine, " ")}
+	}
+	return slices.Clone(c.CmdLine)
+}
+
+// buildCopyTar reads what a COPY or ADD takes from the context.
+func (m *Manager) buildCopyTar(bctx *build.Context, s build.Step, sd instructions.SourcesAndDest, cfg ocispec.ImageConfig, add bool) (*build.Copy, error) {
+	var srcs []string
+	for _, p := range sd.SourcePaths {
+		if add {
+			l := strings.ToLower(p)
+			if strings.Contains(l, "://") || strings.HasPrefix(l, "git@") {
+				return nil, build.Errf(s.Line, nil, "ADD of a URL (%s) is not supported by boxd build; download it into the context", p)
+			}
+			for _, ext := range []string{".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar.zst"} {
+				if strings.HasSuffix(l, ext) {
+					return nil, build.Errf(s.Line, nil, "ADD of an archive (%s) is not supported by boxd build (it would be unpacked); use RUN tar", p)
+				}
+			}
+		}
+		srcs = append(srcs, p)
+	}
+	if len(sd.SourceContents) > 0 {
+		return nil, build.Errf(s.Line, nil, "inline sources are not supported by boxd build")
+	}
+	if len(srcs) == 0 {
+		return nil, build.Errf(s.Line, nil, "%s: no source", s.Original)
+	}
+	cp, err := bctx.CopyTar(srcs, sd.DestPath, cfg.WorkingDir)
+	if err != nil {
+		switch {
+		case build.IsOutside(err):
+			return nil, build.Errf(s.Line, nil, "%s: refused: %v", s.Original, err)
+		case errdefs.IsNotFound(err):
+			return nil, build.Errf(s.Line, nil, "%s: %v (not in the build context)", s.Original, err)
+		}
+		return nil, build.Errf(s.Line, nil, "%s: %v", s.Original, err)
+	}
+	return cp, nil
+}
+
+// buildInSandbox makes a sandbox from st's image, lets file change its
+// files, and commits its writable layer as one layer; the sandbox goes
+// whatever happens.
+func (m *Manager) buildInSandbox(ctx context.Context, req BuildRequest, st *buildState, s build.Step, spec snapshot.CommitSpec, file func(id string) error) (snapshot.Image, error) {
+	// Root in /: each step names its own user and directory, as Docker
+	// runs a build's steps, whatever USER and WORKDIR the image has so far.
+	sb, err := m.Create(ctx, CreateRequest{Image: st.img.Name, Labels: map[string]string{LabelBuild: "true"}, TTL: "1h", User: "0:0", Workdir: "/"})
+	if err != nil {
+		return snapshot.Image{}, fmt.Errorf("step sandbox: %w", err)
+	}
+	defer func() {
+		if err := m.Delete(context.WithoutCancel(ctx), sb.ID); err != nil {
+			m.log.Warn("build: remove step sandbox", "sandbox", sb.ID, "err", err)
+		}
+	}()
+	if err := file(sb.ID); err != nil {
+		return snapshot.Image{}, err
+	}
+	if err := layerdiff.CheckOverlay(); err != nil {
+		return snapshot.Image{}, err
+	}
+	ctr, err := m.find(ctx, sb.ID)
+	if err != nil {
+		return snapshot.Image{}, err
+	}
+	src, err := m.loadSource(ctx, ctr)
+	if err != nil {
+		return snapshot.Image{}, err
+	}
+	spec.Sandbox = sb.ID
+	spec.Layers = func(ctx context.Context, add func(func(io.Writer) error) error) error {
+		thaw, err := m.freezeChecked(ctx, ctr)
+		if err != nil {
+			return err
+		}
+		defer thaw()
+		for _, l := range src.layers {
+			if err := add(func(w io.Writer) error { return writeLayerDiff(ctx, src.sn, l, src.shift, w) }); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return m.cfg.Images.Commit(ctx, spec)
+}
+
+// ensureDir makes dir (and its parents) in a step sandbox, as root.
+func (m *Manager) ensureDir(ctx context.Context, id, dir string) error {
+	if dir == "" || dir == "/" {
+		return nil
+	}
+	return m.MakeDir(ctx, id, wire.FileMkdirArgs{Path: dir, Parents: true, User: "0:0"}) // Docker makes WORKDIR as root
+}
+
+// maxRunTail is how much of a failed RUN's output its error shows.
+const maxRunTail = 2048
+
+// buildRun runs a RUN's command in the step sandbox as the image's user
+// in its workdir.
+func (m *Manager) buildRun(ctx context.Context, id string, s build.Step, args, env []string, cfg ocispec.ImageConfig) error {
+	if err := m.ensureDir(ctx, id, cfg.WorkingDir); err != nil {
+		return build.Errf(s.Line, nil, "WORKDIR %s: %v", cfg.WorkingDir, err)
+	}
+	ps, err := m.ExecProcess(ctx, id, wire.ProcessSpec{ExecRequest: wire.ExecRequest{Args: args, Env: env, Dir: cfg.WorkingDir, User: cfg.User}})
+	if err != nil {
+		return build.Errf(s.Line, errUnwrapKind(err), "%s: %v", s.Original, err)
+	}
+	defer ps.Close()
+	var tail []byte
+	var res *wire.ExecResult
+	for {
+		ev, err := ps.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return build.Errf(s.Line, errdefs.ErrUnknown, "%s: %v", s.Original, err)
+		}
+		if ev.Result != nil {
+			res = ev.Result
+			continue
+		}
+		tail = append(tail, ev.Data...)
+		if len(tail) > maxRunTail {
+			tail = tail[len(tail)-maxRunTail:]
+		}
+	}
+	if res == nil {
+		return build.Errf(s.Line, errdefs.ErrUnknown, "%s: no exit status", s.Original)
+	}
+	if res.ExitCode != 0 || res.Signal != "" {
+		how := fmt.Sprintf("exit code %d", res.ExitCode)
+		if res.Signal != "" {
+			how = "killed by " + res.Signal
+		}
+		return build.Errf(s.Line, errdefs.ErrFailedPrecondition, "%s: failed (%s); output ends: %s", s.Original, how, strings.TrimSpace(string(tail)))
+	}
+	return nil
+}
+
+// buildCopy extracts a COPY's tar in the step sandbox and applies --chown
+// to what it copied.
+func (m *Manager) buildCopy(ctx context.Context, id string, s build.Step, cp *build.Copy, chown string) error {
+	if err := m.ensureDir(ctx, id, cp.Dir); err != nil {
+		return build.Errf(s.Line, nil, "%s: destination %s: %v", s.Original, cp.Dir, err)
+	}
+	for _, t := range cp.Tars {
+		if err := m.CopyIn(ctx, id, cp.Dir, bytes.NewReader(t)); err != nil {
+			return build.Errf(s.Line, errUnwrapKind(err), "%s: %v", s.Original, err)
+		}
+	}
+	if chown == "" {
+		return nil
+	}
+	for _, t := range cp.Tops {
+		if err := m.ChownPath(ctx, id, wire.ChownArgs{Path: path.Join(cp.Dir, t), Owner: chown, Recursive: true}); err != nil {
+			return build.Errf(s.Line, errUnwrapKind(err), "%s: --chown=%s: %v", s.Original, chown, err)
+		}
+	}
+	return nil
+}
