@@ -17,4 +17,6 @@ if [[ -n $skipped ]]; then
 	status=1
 fi
 echo "$passed passed, $failed failed"
+# Every fuzz target for a few seconds (scripts/fuzz.sh; about 2 min).
+bash scripts/fuzz.sh || status=1
 exit "$status"
