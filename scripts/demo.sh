@@ -124,6 +124,26 @@ sb.files.write('/workspace/from-python.txt', b'written by the SDK')
 print(sb.files.read('/workspace/from-python.txt'))
 "
 
+say "fork it: two new sandboxes start with its files as they are now (processes are not copied)"
+FORKS=$(boxctl fork -n 2 "$ID")
+echo "$FORKS"
+for F in $FORKS; do
+	run boxctl exec "$F" -- sh -c "ls /workspace; echo written-in-$F > /workspace/mine"
+done
+run boxctl exec "$ID" -- sh -c 'ls /workspace/mine 2>&1 || true'
+run boxctl rm -f $FORKS
+
+say "pause freezes every process (calls are refused while paused); unpause thaws them"
+run boxctl pause "$ID"
+run boxctl exec "$ID" -- true || true
+run boxctl unpause "$ID"
+run boxctl exec "$ID" -- echo running again
+
+say "a disk cap: writes past it fail with ENOSPC and the host keeps only what was written"
+DISK=$(boxctl create --image "$IMAGE" --disk 64m --ttl 5m)
+run boxctl exec "$DISK" -- sh -c 'dd if=/dev/zero of=/workspace/bomb bs=1M count=200 2>&1 | tail -1; df -h /workspace | tail -1'
+run boxctl rm -f "$DISK"
+
 say "a fork bomb hits the 64-process cap, and the timeout kills its whole tree"
 set +e
 run boxctl exec --timeout 3s "$ID" -- bash -c 'bomb() { bomb | bomb & }; bomb; sleep 10' 2>&1 | tail -3
