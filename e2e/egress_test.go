@@ -443,7 +443,7 @@ func TestEgress(t *testing.T) {
 		// An init that dies at once fails the create after the network is
 		// set up.
 		bad := filepath.Join(t.TempDir(), "bad-init")
-		must(t, os.WriteFile(bad, []byte("#!/bin/sh\necho failing on purpose >&2\nsleep 0.3\nexit 3\n"), 0o755))
+		must(t, os.WriteFile(bad, []byte("#!/bin/sh\necho failing on purpose >&2\nsleep 0.3\nexit 7\n"), 0o755)) // not exit 3: that is the init's unknown-user code
 		e.stop(t, syscall.SIGTERM)
 		e.start(t, "--init-binary", bad)
 		_, stderr, code := e.boxctl("create", "--network", "egress", "--allow", h1Addr)

@@ -29,7 +29,7 @@ func TestFailedCreateLeavesNothing(t *testing.T) {
 	// The pause before exiting: under load the shim (not boxd) was seen to
 	// drop the output of an init that exits the instant it starts, and the
 	// log is what this test reads back.
-	must(t, os.WriteFile(badInit, []byte("#!/bin/sh\necho failing on purpose >&2\nsleep 0.3\nexit 3\n"), 0o755))
+	must(t, os.WriteFile(badInit, []byte("#!/bin/sh\necho failing on purpose >&2\nsleep 0.3\nexit 7\n"), 0o755)) // not exit 3: that is the init's unknown-user code
 	stateDir := filepath.Join(dir, "state")
 	// A namespace of its own: the test daemon's reconciler must not see
 	// this manager's half-made sandboxes.

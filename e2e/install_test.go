@@ -115,7 +115,7 @@ func TestWatchdogPings(t *testing.T) {
 	}
 	defer notify.Close()
 	cmd := exec.Command(env.boxd, "--socket", filepath.Join(dir, "run", "boxd.sock"), "--containerd", env.ctrd.Address, "--namespace", "boxd-e2e-wd",
-		"--state-dir", filepath.Join(dir, "state"), "--init-binary", env.initBin, "--runc", "/usr/sbin/runc", "--expiry-interval", "1h")
+		"--state-dir", filepath.Join(dir, "state"), "--init-binary", env.initBin, "--runc", testenv.Runc, "--expiry-interval", "1h")
 	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+notifyPath, "WATCHDOG_USEC=400000")
 	logf, _ := os.Create(filepath.Join(dir, "boxd.log"))
 	cmd.Stdout, cmd.Stderr = logf, logf

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // CheckFilePath reports why p cannot name a file: empty, a NUL byte, longer
@@ -32,8 +33,15 @@ func CheckFilePath(p string) error {
 // path should not make every error 4 KiB.
 func QuotePath(p string) string {
 	const keep = 96
-	if len(p) <= keep {
-		return strconv.Quote(p)
+	if q := strconv.Quote(p); len(q) <= keep+2 {
+		return q
 	}
-	return strconv.Quote(p[:keep]) + fmt.Sprintf("... (%d bytes)", len(p))
+	// Cut the path so that its quoted form fits: an escape makes one byte
+	// up to four characters (a name of control bytes would otherwise give
+	// a 400-character message).
+	n := min(len(p), keep)
+	for n > 0 && ((n < len(p) && !utf8.RuneStart(p[n])) || len(strconv.Quote(p[:n])) > keep+2) {
+		n--
+	}
+	return strconv.Quote(p[:n]) + fmt.Sprintf("... (%d bytes)", len(p))
 }
