@@ -37,4 +37,4 @@ if [[ ${BENCH_QUICK:-} =~ ^(1|t|T|true|TRUE|True)$ ]]; then
 fi
 echo
 echo "Go micro-benchmarks (compare runs with benchstat):"
-go test -run '^$' -bench . -benchmem ./oci/ ./agent/ ./runtime/ | tee bench/results/micro.txt
+go test -run '^$' -bench . -benchmem ./oci/ ./agent/... ./runtime/ | tee bench/results/micro.txt
