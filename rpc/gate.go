@@ -113,8 +113,11 @@ func procGroups(pid int32) []uint32 {
 // user may be made from: only admins make them (committing a sandbox makes
 // or replaces an image too). Everyone may list images and create
 // sandboxes from them.
+// Sizing the warm pools is admin-only too: members use the daemon's
+// resources on no one's quota.
 var adminOnly = map[string]bool{
 	"ImportImage": true, "RemoveImage": true, "PullImage": true, "PushImage": true, "TagImage": true, "CommitSandbox": true, "BuildImage": true,
+	"SetPoolSize": true,
 }
 
 // readOnlyPrefixes name the calls that change nothing; every other call is
@@ -153,7 +156,11 @@ func (g *gate) admit(ctx context.Context, procedure string) error {
 	}
 	if adminOnly[method(procedure)] {
 		if c, _ := runtime.CallerFrom(ctx); !c.Admin {
-			return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("%s: only root and members of boxd's --admin-group may change images", method(procedure)))
+			what := "change images"
+			if method(procedure) == "SetPoolSize" {
+				what = "size the warm pools"
+			}
+			return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("%s: only root and members of boxd's --admin-group may %s", method(procedure), what))
 		}
 	}
 	g.mu.Lock()

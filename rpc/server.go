@@ -90,6 +90,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(boxdv1connect.NewProcessServiceHandler(&processServer{s}, s.handlerOptions()...))
 	mux.Handle(boxdv1connect.NewEventServiceHandler(&eventServer{s}, s.handlerOptions()...))
 	mux.Handle(boxdv1connect.NewRegistryServiceHandler(&registryServer{s}, s.handlerOptions()...))
+	mux.Handle(boxdv1connect.NewPoolServiceHandler(&poolServer{s}, s.handlerOptions()...))
 	s.describe(mux)
 	return mux
 }
@@ -101,6 +102,7 @@ var APIServices = []string{
 	boxdv1connect.ProcessServiceName,
 	boxdv1connect.EventServiceName,
 	boxdv1connect.RegistryServiceName,
+	boxdv1connect.PoolServiceName,
 }
 
 // describe adds what lets a client that has no copy of rpc/proto find its
@@ -313,7 +315,7 @@ func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[boxdv1.
 	}
 	cr := runtime.CreateRequest{Image: m.Image, Env: m.Env, Workdir: m.Workdir, Labels: m.Labels, Name: m.Name, TTL: m.Ttl, Publish: portSpecs(m.Publish),
 		IdleTimeout: m.IdleTimeout, OnIdle: m.OnIdle,
-		User: m.User, Replace: m.Replace,
+		User: m.User, Replace: m.Replace, Cold: m.Cold,
 		Tunables: runtime.TunablesRequest{
 			ReadOnly: m.ReadOnlyRootfs, Tmpfs: m.Tmpfs, Ulimits: m.Ulimits, Hostname: m.Hostname, CPUWeight: m.CpuWeight,
 			MemoryLow: m.MemoryLow, ExecTimeout: m.ExecTimeout, OutputLimit: m.OutputLimit,
@@ -383,7 +385,11 @@ func (s *Server) DeleteSandbox(ctx context.Context, req *connect.Request[boxdv1.
 	if req.Msg.Force {
 		grace = 0
 	}
-	if err := s.Manager.DeleteGraceful(ctx, req.Msg.Id, grace); err != nil {
+	del := s.Manager.DeleteGraceful
+	if req.Msg.Background {
+		del = s.Manager.DeleteBackground
+	}
+	if err := del(ctx, req.Msg.Id, grace); err != nil {
 		return nil, ToConnect(err)
 	}
 	return connect.NewResponse(&boxdv1.DeleteSandboxResponse{}), nil

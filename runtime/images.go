@@ -23,7 +23,7 @@ var _ snapshot.Users = (*Manager)(nil)
 func (m *Manager) ImageUsers(ctx context.Context, image string) ([]string, error) {
 	// Two filters match either label.
 	ctrs, err := m.cfg.Client.Containers(ctx,
-		fmt.Sprintf(`labels."%s"==true`, LabelManaged), fmt.Sprintf(`labels."%s"`, LabelPool))
+		fmt.Sprintf(`labels."%s"==true`, LabelManaged), fmt.Sprintf(`labels."%s"`, LabelPool), fmt.Sprintf(`labels."%s"`, LabelDeleting))
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
 	}

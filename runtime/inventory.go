@@ -186,16 +186,21 @@ func (m *Manager) Load(ctx context.Context) error {
 	if err := m.applyTotals(); err != nil {
 		return err
 	}
-	recs, err := m.cfg.Client.ContainerService().List(ctx, fmt.Sprintf(`labels."%s"==true`, LabelManaged), fmt.Sprintf(`labels."%s"`, LabelPool))
+	recs, err := m.cfg.Client.ContainerService().List(ctx, fmt.Sprintf(`labels."%s"==true`, LabelManaged), fmt.Sprintf(`labels."%s"`, LabelPool), fmt.Sprintf(`labels."%s"`, LabelDeleting))
 	if err != nil {
 		return fmt.Errorf("list sandboxes: %w", err)
 	}
 	var visible []string
 	for _, r := range recs {
-		if r.Labels[LabelManaged] == "true" {
+		switch {
+		case r.Labels[LabelManaged] == "true":
 			m.inv.showOwned(r.ID, ownedFrom(r.Labels))
 			visible = append(visible, r.ID)
-		} else {
+		case r.Labels[LabelDeleting] != "":
+			// A background delete the previous boxd did not finish.
+			m.inv.add(r.ID)
+			go m.finishDelete(ctx, r.ID, 0)
+		default:
 			m.inv.add(r.ID)
 		}
 	}
@@ -219,7 +224,7 @@ func (m *Manager) Load(ctx context.Context) error {
 // longer has (see inventory.prune). A failed listing changes nothing.
 func (m *Manager) pruneInventory(ctx context.Context) {
 	listedAt := time.Now()
-	recs, err := m.cfg.Client.ContainerService().List(ctx, fmt.Sprintf(`labels."%s"==true`, LabelManaged), fmt.Sprintf(`labels."%s"`, LabelPool))
+	recs, err := m.cfg.Client.ContainerService().List(ctx, fmt.Sprintf(`labels."%s"==true`, LabelManaged), fmt.Sprintf(`labels."%s"`, LabelPool), fmt.Sprintf(`labels."%s"`, LabelDeleting))
 	if err != nil {
 		return
 	}
@@ -248,7 +253,7 @@ func (m *Manager) reserve(ctx context.Context, id string, member bool) error {
 		if err == nil || member {
 			return err
 		}
-		victim, ok := m.pool.take()
+		victim, ok := m.pool.takeAny()
 		if !ok {
 			if m.pool.isStarting() && time.Now().Before(deadline) && ctx.Err() == nil {
 				time.Sleep(20 * time.Millisecond)

@@ -346,6 +346,57 @@ func (m *Manager) DeleteGraceful(ctx context.Context, idOrName string, grace tim
 	return m.destroy(ctx, ctr)
 }
 
+// DeleteBackground deletes a sandbox without waiting for its teardown:
+// once it returns, the sandbox is no client's (list, lookups by id or
+// name, names and quotas no longer see it) and a label marks it for
+// deletion, so a boxd killed before the teardown ends finishes it at
+// start (Load). Its processes get grace to end, then everything goes as
+// in DeleteGraceful, in the background.
+func (m *Manager) DeleteBackground(ctx context.Context, idOrName string, grace time.Duration) error {
+	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
+	ctr, err := m.find(ctx, idOrName)
+	if err != nil {
+		return err
+	}
+	id := ctr.ID()
+	if !m.claimWait(ctx, id, 5*time.Second) {
+		return fmt.Errorf("sandbox %s is being created, restarted or deleted: %w", id, errdefs.ErrConflict)
+	}
+	err = ctr.Update(ctx, func(_ context.Context, _ *client.Client, c *containers.Container) error {
+		delete(c.Labels, LabelManaged)
+		c.Labels[LabelDeleting] = time.Now().UTC().Format(time.RFC3339)
+		return nil
+	})
+	if err != nil {
+		m.release(id)
+		return fmt.Errorf("delete sandbox %s: mark deleting: %w", id, err)
+	}
+	m.inv.hide(id)
+	m.release(id)
+	go m.finishDelete(context.WithoutCancel(ctx), id, grace)
+	return nil
+}
+
+// finishDelete tears down a sandbox marked deleting.
+func (m *Manager) finishDelete(ctx context.Context, id string, grace time.Duration) {
+	ctx, cancel := context.WithTimeout(namespaces.WithNamespace(ctx, m.cfg.Namespace), 2*time.Minute+grace)
+	defer cancel()
+	ctr, err := m.cfg.Client.LoadContainer(ctx, id)
+	if err == nil && grace > 0 {
+		if task, terr := ctr.Task(ctx, nil); terr == nil {
+			if st, serr := task.Status(ctx); serr == nil && st.Status == client.Running {
+				m.terminate(ctx, id, task, grace)
+			}
+		}
+	}
+	if err == nil {
+		err = m.destroy(ctx, ctr)
+	}
+	if err != nil && !errdefs.IsNotFound(err) {
+		m.log.Error("background delete failed; the next boxd start retries it", "sandbox", id, "err", err)
+	}
+}
+
 // stopped reports whether labels mark a sandbox stopped by Stop.
 func stopped(labels map[string]string) bool { return labels[LabelStopped] != "" }
 

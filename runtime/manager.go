@@ -48,11 +48,15 @@ import (
 const DefaultIDRanges = 1024
 
 const (
-	LabelManaged    = "boxd.io/managed"
-	LabelSandbox    = "boxd.io/sandbox" // JSON of record
-	LabelName       = "boxd.io/name"
-	LabelExpiresAt  = "boxd.io/expires-at"
-	LabelPool       = "boxd.io/pool" // warm pool member; value: its image
+	LabelManaged   = "boxd.io/managed"
+	LabelSandbox   = "boxd.io/sandbox" // JSON of record
+	LabelName      = "boxd.io/name"
+	LabelExpiresAt = "boxd.io/expires-at"
+	LabelPool      = "boxd.io/pool" // warm pool member; value: its image
+	// LabelDeleting marks a sandbox deleted in the background
+	// (DeleteBackground): no client's any more, torn down by this boxd or,
+	// after a restart, by the next.
+	LabelDeleting   = "boxd.io/deleting"
 	UserLabelPrefix = "boxd.user/"
 )
 
@@ -87,9 +91,10 @@ type Config struct {
 	IDBase, IDMapSize uint32
 	IDRanges          int
 
-	// PoolSize is how many idle sandboxes of the default image are kept
-	// started for fast creates (RunPool); 0 disables the pool.
-	PoolSize int
+	// Pools are the warm pools' sizes at start (RunPool): idle sandboxes
+	// of each image kept started for fast creates. An empty Image is the
+	// default image. SetPoolSize changes them while boxd runs.
+	Pools []PoolSize
 
 	// Daemon-wide totals; 0 means no limit. MaxSandboxes counts every
 	// sandbox, warm-pool members included. TotalMemory and TotalPids are
@@ -404,13 +409,10 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 		return nil, err
 	}
 	defer releaseQuota()
-	// A pool member was started without listeners; a create that
-	// publishes ports is made cold.
-	if len(r.publish) == 0 {
-		if sb, ok := m.fromPool(ctx, r, img); ok {
-			m.created(sb.ID)
-			return sb, nil
-		}
+	// A create the pool cannot serve (fits) is made cold.
+	if sb, ok := m.fromPool(ctx, r, img); ok {
+		m.created(sb.ID)
+		return sb, nil
 	}
 	sb, err := m.createResolved(ctx, t0, r, img, imgSpec, false)
 	if err == nil {
@@ -1178,6 +1180,11 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 	defer m.release(id)
 	m.inv.hide(id)
 	m.ports.Release(id, nil)
+	// A warm-pool member was never a client's sandbox: its end is no event.
+	member := false
+	if info, err := ctr.Info(ctx, client.WithoutRefreshedMetadata); err == nil {
+		member = info.Labels[LabelPool] != ""
+	}
 	task, err := ctr.Task(ctx, nil)
 	if err == nil {
 		m.thawForDelete(ctx, id)
@@ -1235,7 +1242,9 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 		return fmt.Errorf("delete sandbox %s: state dir: %w", id, err)
 	}
 	m.log.Info("deleted", "sandbox", id)
-	m.emit(events.Deleted, id, nil)
+	if !member {
+		m.emit(events.Deleted, id, nil)
+	}
 	return nil
 }
 

@@ -5,66 +5,224 @@ package runtime
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
 	"sync"
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 
 	"github.com/boxd-dev/boxd/agent/host"
+	"github.com/boxd-dev/boxd/agent/wire"
 	"github.com/boxd-dev/boxd/network"
 	"github.com/boxd-dev/boxd/snapshot"
 )
 
-// The warm pool keeps sandboxes of the default image started and idle, so
-// a create that fits one is a relabel and a cgroup update instead of a
-// shim, runc and init start (about 200 ms here). A member serves a request
-// for the default image with no env and the default workdir: those were
-// handed to the init when it started, and a running init keeps them.
-// Members are ordinary containers labelled boxd.io/pool, invisible to
-// clients, and survive a boxd restart like any sandbox.
-type pool struct {
-	mu       sync.Mutex
-	ready    []string // ids of started, idle members
-	starting int      // members being started
-	wake     chan struct{}
+// The warm pool keeps sandboxes of chosen images started and idle, so a
+// create that fits one is a relabel, a cgroup update and (for a custom env
+// or workdir) one call to the init instead of a shim, runc and init start
+// (about 200 ms here). Each image has its own target size (--warm-pool
+// IMAGE=N, SetPoolSize at run time). Members are ordinary containers
+// labelled boxd.io/pool (value: the image), invisible to clients and
+// quotas, and survive a boxd restart like any sandbox. A member is handed
+// out once: adoption turns it into a client's sandbox for good, and a
+// member whose adoption failed half-way is destroyed, never put back.
+
+// MaxPoolSize bounds one image's pool.
+const MaxPoolSize = 1000
+
+// poolFillers is how many members are started at once: enough to refill
+// a large pool quickly, few enough not to starve the creates being served.
+const poolFillers = 4
+
+// handedMarker is the file, in a member's state directory, written before
+// its adoption changes anything in it: a boxd killed during an adoption
+// finds it at restart and destroys the member instead of taking it back.
+const handedMarker = "handed"
+
+// PoolSize is one image's warm-pool target.
+type PoolSize struct {
+	Image string
+	Size  int
 }
 
-func (p *pool) addStarting(n int) {
+// PoolStatus is one image's pool as it stands.
+type PoolStatus struct {
+	Image    string // normalized name
+	Size     int    // target
+	Ready    int    // started, idle members
+	Starting int    // members being started
+}
+
+type imagePool struct {
+	want     int
+	ready    []string
+	starting int
+	retryAt  time.Time // after a failed start
+	backoff  time.Duration
+}
+
+type pool struct {
+	mu   sync.Mutex
+	by   map[string]*imagePool // by normalized image name
+	wake chan struct{}
+}
+
+func (p *pool) get(image string) *imagePool {
+	if p.by == nil {
+		p.by = map[string]*imagePool{}
+	}
+	ip := p.by[image]
+	if ip == nil {
+		ip = &imagePool{}
+		p.by[image] = ip
+	}
+	return ip
+}
+
+func (p *pool) setWant(image string, n int) {
 	p.mu.Lock()
-	p.starting += n
+	ip := p.get(image)
+	ip.want, ip.retryAt, ip.backoff = n, time.Time{}, 0
 	p.mu.Unlock()
+	p.signal()
+}
+
+func (p *pool) wanted(image string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ip := p.by[image]; ip != nil {
+		return ip.want
+	}
+	return 0
 }
 
 func (p *pool) isStarting() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.starting > 0
+	for _, ip := range p.by {
+		if ip.starting > 0 {
+			return true
+		}
+	}
+	return false
 }
 
-func (p *pool) take() (string, bool) {
+// take hands out a ready member of image; each id is handed out once.
+func (p *pool) take(image string) (string, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.ready) == 0 {
+	ip := p.by[image]
+	if ip == nil || len(ip.ready) == 0 {
 		return "", false
 	}
-	id := p.ready[0]
-	p.ready = p.ready[1:]
+	id := ip.ready[0]
+	ip.ready = ip.ready[1:]
 	return id, true
 }
 
-func (p *pool) put(id string) {
+// takeAny hands out a ready member of any image (to make room under
+// max-sandboxes), preferring the image with the most.
+func (p *pool) takeAny() (string, bool) {
 	p.mu.Lock()
-	p.ready = append(p.ready, id)
+	var best *imagePool
+	for _, ip := range p.by {
+		if len(ip.ready) > 0 && (best == nil || len(ip.ready) > len(best.ready)) {
+			best = ip
+		}
+	}
+	p.mu.Unlock()
+	if best == nil {
+		return "", false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(best.ready) == 0 {
+		return "", false
+	}
+	id := best.ready[len(best.ready)-1]
+	best.ready = best.ready[:len(best.ready)-1]
+	return id, true
+}
+
+func (p *pool) put(image, id string) {
+	p.mu.Lock()
+	ip := p.get(image)
+	ip.ready = append(ip.ready, id)
+	ip.backoff, ip.retryAt = 0, time.Time{}
 	p.mu.Unlock()
 }
 
-func (p *pool) size() int {
+// surplus takes out the ready members above each image's target.
+func (p *pool) surplus() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(p.ready)
+	var out []string
+	for _, ip := range p.by {
+		for len(ip.ready) > ip.want {
+			out = append(out, ip.ready[len(ip.ready)-1])
+			ip.ready = ip.ready[:len(ip.ready)-1]
+		}
+	}
+	return out
+}
+
+// next picks an image short of members and counts one more starting for
+// it; false when none needs one now.
+func (p *pool) next(now time.Time) (string, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	images := make([]string, 0, len(p.by))
+	for img := range p.by {
+		images = append(images, img)
+	}
+	sort.Strings(images)
+	// The image with the largest gap first, so one big pool does not keep
+	// a small one empty.
+	best, gap := "", 0
+	for _, img := range images {
+		ip := p.by[img]
+		if g := ip.want - len(ip.ready) - ip.starting; g > gap && !now.Before(ip.retryAt) {
+			best, gap = img, g
+		}
+	}
+	if gap == 0 {
+		return "", false
+	}
+	p.by[best].starting++
+	return best, true
+}
+
+// started ends a member start of image; err says how it went.
+func (p *pool) started(image string, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ip := p.get(image)
+	ip.starting--
+	if err != nil {
+		ip.backoff = min(max(2*ip.backoff, time.Second), 30*time.Second)
+		ip.retryAt = time.Now().Add(ip.backoff)
+	}
+}
+
+func (p *pool) status() []PoolStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]PoolStatus, 0, len(p.by))
+	for img, ip := range p.by {
+		if ip.want == 0 && len(ip.ready) == 0 && ip.starting == 0 {
+			continue
+		}
+		out = append(out, PoolStatus{Image: img, Size: ip.want, Ready: len(ip.ready), Starting: ip.starting})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Image < out[j].Image })
+	return out
 }
 
 func (p *pool) signal() {
@@ -74,29 +232,70 @@ func (p *pool) signal() {
 	}
 }
 
-// fits reports whether a pool member can serve r.
-func (m *Manager) fits(r resolved, img client.Image) bool {
-	return m.cfg.PoolSize > 0 && r.network == network.ModeNone && len(r.env) == 0 && r.workdir == r.imgWorkdir &&
-		!r.userSet && r.tun.defaultSpec() && img.Name() == m.defaultImageName() &&
-		r.limits.DiskBytes == m.cfg.DefaultLimits.DiskBytes
+// poolImage is the name pools are keyed by: the image name normalized as
+// the image store does ("" for the default image).
+func (m *Manager) poolImage(image string) (string, error) {
+	if image == "" {
+		image = m.cfg.DefaultImage
+	}
+	n, err := snapshot.NormalizeName(image)
+	if err != nil {
+		return "", fieldErr("image", "%v", err)
+	}
+	return n, nil
 }
 
-func (m *Manager) defaultImageName() string {
-	n, err := snapshot.NormalizeName(m.cfg.DefaultImage)
-	if err != nil {
-		return ""
+// SetPoolSize changes an image's pool target at run time (0 empties it).
+// The image must exist. Members are started or destroyed in the
+// background; the target lasts until boxd restarts, which takes its
+// flags' sizes again.
+func (m *Manager) SetPoolSize(ctx context.Context, image string, n int) error {
+	if n < 0 || n > MaxPoolSize {
+		return fieldErr("size", "%d must be from 0 to %d", n, MaxPoolSize)
 	}
-	return n
+	if m.cfg.MaxSandboxes > 0 && n > m.cfg.MaxSandboxes {
+		return fieldErr("size", "%d members would not fit under the daemon's max-sandboxes of %d", n, m.cfg.MaxSandboxes)
+	}
+	name, err := m.poolImage(image)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
+		if _, err := m.cfg.Images.Get(ctx, name); err != nil {
+			if errdefs.IsNotFound(err) {
+				return fmt.Errorf("image: %s is not present (import or pull it first): %w", name, errdefs.ErrNotFound)
+			}
+			return err
+		}
+	}
+	m.pool.setWant(name, n)
+	m.log.Info("warm pool size set", "image", name, "size", n)
+	return nil
+}
+
+// PoolStatus lists every image's pool.
+func (m *Manager) PoolStatus() []PoolStatus { return m.pool.status() }
+
+// fits reports whether a pool member can serve r: everything r asks for
+// that a started sandbox cannot take any more (network, published ports,
+// the default user, mounts, rlimits, hostname, cpu weight, disk cap, a
+// fork's layer) must be what a member was started with.
+func (m *Manager) fits(r resolved) bool {
+	t := r.tun
+	return !r.cold && r.network == network.ModeNone && len(r.publish) == 0 && !r.userSet && r.forkParent == "" &&
+		!t.ReadOnly && len(t.Tmpfs) == 0 && t.Ulimits.zero() && t.Hostname == "" && t.CPUWeight == 0 &&
+		r.limits.DiskBytes == m.cfg.DefaultLimits.DiskBytes
 }
 
 // fromPool hands out a pool member for r, or reports false (and the
 // caller creates cold).
 func (m *Manager) fromPool(ctx context.Context, r resolved, img client.Image) (*Sandbox, bool) {
-	if !m.fits(r, img) {
+	if !m.fits(r) {
 		return nil, false
 	}
 	for {
-		id, ok := m.pool.take()
+		id, ok := m.pool.take(img.Name())
 		if !ok {
 			return nil, false
 		}
@@ -113,8 +312,9 @@ func (m *Manager) fromPool(ctx context.Context, r resolved, img client.Image) (*
 }
 
 // adopt turns a pool member into the sandbox r asks for: its cgroup limits
-// are updated in place, its stored spec and labels rewritten, so inspect,
-// expiry and restarts see the sandbox as if it had been created cold.
+// are updated in place, the init is given r's env and workdir, its stored
+// spec and labels rewritten, so inspect, expiry and restarts see the
+// sandbox as if it had been created cold.
 func (m *Manager) adopt(ctx context.Context, id string, r resolved) (*Sandbox, error) {
 	if !m.claim(id) {
 		return nil, fmt.Errorf("pool member %s is busy", id)
@@ -124,6 +324,10 @@ func (m *Manager) adopt(ctx context.Context, id string, r resolved) (*Sandbox, e
 	var phases []any
 	phase := func(name string) { phases = append(phases, name, time.Since(t0).Round(time.Microsecond)) }
 	defer func() { m.log.Debug("adopt timing", append([]any{"sandbox", id}, phases...)...) }()
+	// From here on the member is never put back, even by a restarted boxd.
+	if err := os.WriteFile(filepath.Join(m.sandboxDir(id), handedMarker), nil, 0o600); err != nil {
+		return nil, fmt.Errorf("mark handed out: %w", err)
+	}
 	ctr, err := m.cfg.Client.LoadContainer(ctx, id)
 	if err != nil {
 		return nil, err
@@ -131,12 +335,6 @@ func (m *Manager) adopt(ctx context.Context, id string, r resolved) (*Sandbox, e
 	task, err := ctr.Task(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("task: %w", err)
-	}
-	pctx, cancel := context.WithTimeout(ctx, time.Second)
-	err = host.NewClient(m.socketPath(id)).Ping(pctx)
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("init does not answer: %w", err)
 	}
 	img, err := m.cfg.Images.Get(ctx, r.image)
 	if err != nil {
@@ -170,10 +368,33 @@ func (m *Manager) adopt(ctx context.Context, id string, r resolved) (*Sandbox, e
 		}
 	}
 	phase("limits")
+	// The init's answer doubles as the liveness check; a member needs it
+	// only when the request changes its defaults. HOSTNAME goes last, as
+	// in a cold create's environment.
+	d := wire.Defaults{}
+	if len(r.env) > 0 {
+		d.Env = append(append([]string{}, r.env...), "HOSTNAME="+id)
+	}
+	if r.workdir != r.imgWorkdir {
+		d.Workdir = r.workdir
+	}
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	cl := host.NewClient(m.socketPath(id))
+	if d.Env != nil || d.Workdir != "" {
+		err = cl.SetDefaults(pctx, d)
+	} else {
+		err = cl.Ping(pctx)
+	}
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("init: %w", err)
+	}
+	phase("init")
 	now := time.Now().UTC().Truncate(time.Second)
 	rec := record{
 		Name: r.name, Image: img.Name(), ImageDigest: img.Target().Digest.String(), Memory: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
 		Workdir: r.workdir, CreatedAt: now, ExpiresAt: now.Add(r.ttl), HostUID: hostID, IDMapSize: m.cfg.IDMapSize,
+		Disk: r.limits.DiskBytes,
 		User: r.user, Tunables: r.tun,
 	}
 	rec = m.withRuntime(rec)
@@ -195,7 +416,7 @@ func (m *Manager) adopt(ctx context.Context, id string, r resolved) (*Sandbox, e
 	phase("relabel")
 	m.execDefs.Store(id, Tunables{ExecTimeout: r.tun.ExecTimeout, OutputLimit: r.tun.OutputLimit})
 	m.inv.showOwned(id, owned{uid: r.owner, memory: r.limits.MemoryBytes})
-	m.log.Info("created from the warm pool", "sandbox", id, "memory", rec.Memory, "cpus", rec.CPUs, "pids", rec.Pids, "ttl", r.ttl)
+	m.log.Info("created from the warm pool", "sandbox", id, "image", rec.Image, "memory", rec.Memory, "cpus", rec.CPUs, "pids", rec.Pids, "ttl", r.ttl)
 	sb := m.toSandbox(id, labels, rec)
 	sb.Env, sb.State, sb.InitPID = env, "running", task.Pid()
 	return sb, nil
@@ -221,38 +442,71 @@ func sameImage(ctx context.Context, ctr client.Container, img client.Image) erro
 	return nil
 }
 
-// RunPool keeps PoolSize members of the default image ready until ctx
-// ends. At start it takes back the members a previous boxd left, and
-// destroys those of another image or with a dead init.
+// RunPool keeps every image's pool at its target until ctx ends, starting
+// up to poolFillers members at once and destroying members above a
+// lowered target. At start it takes back the members a previous boxd
+// left, and destroys those it has no use for.
 func (m *Manager) RunPool(ctx context.Context) {
-	if m.cfg.PoolSize <= 0 {
-		return
+	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
+	for _, ps := range m.cfg.Pools {
+		name, err := m.poolImage(ps.Image)
+		if err != nil {
+			m.log.Error("warm pool: bad image", "image", ps.Image, "err", err)
+			continue
+		}
+		m.pool.setWant(name, ps.Size)
 	}
 	m.adoptLeftovers(ctx)
-	backoff := time.Second
+	sem := make(chan struct{}, poolFillers)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for {
-		for m.pool.size() < m.cfg.PoolSize && ctx.Err() == nil {
-			if err := m.addMember(ctx); errdefs.IsResourceExhausted(err) {
-				m.log.Debug("warm pool: not refilled", "err", err)
-				break
-			} else if err != nil {
-				m.log.Warn("warm pool: could not start a member", "err", err, "retry_in", backoff)
+		for _, id := range m.pool.surplus() {
+			if ctr, err := m.cfg.Client.LoadContainer(ctx, id); err == nil {
+				if err := m.destroy(ctx, ctr); err != nil && !errdefs.IsNotFound(err) {
+					m.log.Warn("warm pool: destroy surplus member", "sandbox", id, "err", err)
+				}
+			}
+		}
+	fill:
+		for ctx.Err() == nil {
+			select {
+			case sem <- struct{}{}:
+			default:
+				break fill // all fillers busy; one signals when done
+			}
+			image, ok := m.pool.next(time.Now())
+			if !ok {
+				<-sem
 				break
 			}
-			backoff = time.Second
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := m.addMember(ctx, image)
+				m.pool.started(image, err)
+				<-sem
+				switch {
+				case err == nil:
+				case errdefs.IsResourceExhausted(err), errdefs.IsNotFound(err), ctx.Err() != nil:
+					m.log.Debug("warm pool: not refilled", "image", image, "err", err)
+				default:
+					m.log.Warn("warm pool: could not start a member", "image", image, "err", err)
+				}
+				m.pool.signal()
+			}()
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-m.pool.wake:
-		case <-time.After(backoff):
-			backoff = min(2*backoff, time.Minute)
+		case <-time.After(time.Second):
 		}
 	}
 }
 
-func (m *Manager) addMember(ctx context.Context) error {
-	r, err := m.resolve(CreateRequest{})
+func (m *Manager) addMember(ctx context.Context, image string) error {
+	r, err := m.resolve(CreateRequest{Image: image})
 	if err != nil {
 		return err
 	}
@@ -267,35 +521,40 @@ func (m *Manager) addMember(ctx context.Context) error {
 	if r, err = withImage(r, imgSpec.Config); err != nil {
 		return err
 	}
-	// A client's create at max-sandboxes waits for a starting member and
-	// then takes its slot (reserve).
-	m.pool.addStarting(1)
-	defer m.pool.addStarting(-1)
 	sb, err := m.createResolved(ctx, time.Now(), r, img, imgSpec, true)
 	if err != nil {
 		return err
 	}
-	m.pool.put(sb.ID)
+	m.pool.put(img.Name(), sb.ID)
 	return nil
 }
 
+// adoptLeftovers takes back the members a previous boxd left, up to each
+// image's target; it destroys the rest, those whose init does not answer
+// and those that were being handed out when that boxd stopped.
 func (m *Manager) adoptLeftovers(ctx context.Context) {
 	ctrs, err := m.cfg.Client.Containers(ctx, fmt.Sprintf(`labels."%s"`, LabelPool))
 	if err != nil {
 		m.log.Warn("warm pool: list leftovers", "err", err)
 		return
 	}
-	want := m.defaultImageName()
+	kept := map[string]int{}
 	for _, ctr := range ctrs {
 		labels, err := ctr.Labels(ctx)
-		ok := err == nil && labels[LabelPool] == want && m.pool.size() < m.cfg.PoolSize
+		image := labels[LabelPool]
+		ok := err == nil && kept[image] < m.pool.wanted(image)
+		if ok {
+			_, serr := os.Stat(filepath.Join(m.sandboxDir(ctr.ID()), handedMarker))
+			ok = errors.Is(serr, os.ErrNotExist)
+		}
 		if ok {
 			pctx, cancel := context.WithTimeout(ctx, time.Second)
 			ok = host.NewClient(m.socketPath(ctr.ID())).Ping(pctx) == nil
 			cancel()
 		}
 		if ok {
-			m.pool.put(ctr.ID())
+			kept[image]++
+			m.pool.put(image, ctr.ID())
 			continue
 		}
 		if err := m.destroy(ctx, ctr); err != nil && !errdefs.IsNotFound(err) {
@@ -303,3 +562,6 @@ func (m *Manager) adoptLeftovers(ctx context.Context) {
 		}
 	}
 }
+
+// PoolImageName is the name an image's pool is listed under.
+func (m *Manager) PoolImageName(image string) (string, error) { return m.poolImage(image) }

@@ -44,6 +44,9 @@ type CreateRequest struct {
 	Tunables TunablesRequest
 	// Replace deletes a sandbox of the same name first.
 	Replace bool
+	// Cold makes the sandbox from its image even when a warm-pool member
+	// could serve the create.
+	Cold bool
 }
 
 // Limits are the resource limits every sandbox carries.
@@ -194,6 +197,8 @@ type resolved struct {
 	// forkParent, set for a fork, is the committed snapshot the new
 	// sandbox's writable layer sits on instead of its image's top layer.
 	forkParent string
+	// cold: never served from the warm pool.
+	cold bool
 }
 
 // withinTotals refuses a sandbox whose own limits exceed a daemon-wide
@@ -245,6 +250,7 @@ func (m *Manager) resolve(req CreateRequest) (resolved, error) {
 		return r, err
 	}
 	r.env = req.Env
+	r.cold = req.Cold
 	r.workdirSet = r.workdir != ""
 	if err := ValidateWorkdir("workdir", r.workdir); err != nil {
 		return r, err

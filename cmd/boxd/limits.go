@@ -93,6 +93,7 @@ func limitFlags(h hostFacts) []cli.Flag {
 // daemonLimits are the validated totals.
 type daemonLimits struct {
 	maxSandboxes  int
+	pools         []runtime.PoolSize
 	memoryTotal   int64 // 0: no limit
 	pidsTotal     int64 // 0: no limit
 	maxConns      int
@@ -139,8 +140,8 @@ func parseLimits(cc *cli.Context) (daemonLimits, error) {
 	if l.maxSandboxes = cc.Int("max-sandboxes"); l.maxSandboxes < 0 {
 		return l, fmt.Errorf("--max-sandboxes: %d must not be negative (0: no limit)", l.maxSandboxes)
 	}
-	if n := cc.Int("warm-pool"); l.maxSandboxes > 0 && n > l.maxSandboxes {
-		return l, fmt.Errorf("--warm-pool: %d members would not fit under --max-sandboxes %d", n, l.maxSandboxes)
+	if l.pools, err = parsePools(cc, l.maxSandboxes); err != nil {
+		return l, err
 	}
 	if l.maxConns = cc.Int("max-connections"); l.maxConns < 0 {
 		return l, fmt.Errorf("--max-connections: %d must not be negative (0: no limit)", l.maxConns)

@@ -118,3 +118,9 @@ func NewEvents(path string) boxdv1connect.EventServiceClient {
 	hc := httpClient(path)
 	return boxdv1connect.NewEventServiceClient(hc, baseURL, options(hc)...)
 }
+
+// NewPool returns a PoolService client for the Unix socket at path.
+func NewPool(path string) boxdv1connect.PoolServiceClient {
+	hc := httpClient(path)
+	return boxdv1connect.NewPoolServiceClient(hc, baseURL, options(hc)...)
+}

@@ -35,7 +35,7 @@ func main() {
 			lsCommand(), inspectCommand(), rmCommand(), updateCommand(), stopCommand(), startCommand(),
 			psCommand(), killCommand(), waitCommand(), attachCommand(), sessionCommand(),
 			filesCommand(), portCommand(), networkCommand(), mcpCommand(), commitCommand(), forkCommand(), buildCommand(),
-			pauseCommand(), unpauseCommand(), statsCommand(), eventsCommand(),
+			pauseCommand(), unpauseCommand(), statsCommand(), eventsCommand(), poolCommand(),
 		},
 		HideHelpCommand: true,
 	}

@@ -19,7 +19,9 @@ func runCommand() *cli.Command {
 		Name:      "run",
 		Usage:     "create a sandbox, run one command in it, delete it",
 		ArgsUsage: "-- CMD [ARG...]",
-		Flags:     append(createFlags(), execFlags()[0]), // --env and --workdir set the sandbox
+		// --env and --workdir set the sandbox.
+		Flags: append(createFlags(), execFlags()[0],
+			&cli.BoolFlag{Name: "wait-delete", Usage: "return only once the sandbox is torn down (default: once it is deleted, its teardown going on in boxd)"}),
 		Action: func(c *cli.Context) error {
 			cmd := c.Args().Slice()
 			if len(cmd) > 0 && cmd[0] == "--" {
@@ -44,7 +46,10 @@ func runCommand() *cli.Command {
 				// Delete even when interrupted: a one-shot run leaves nothing.
 				dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
-				if _, err := api.DeleteSandbox(dctx, connect.NewRequest(&boxdv1.DeleteSandboxRequest{Id: id})); err != nil {
+				// The command has ended: nothing of it needs a grace period,
+				// and boxd finishes the teardown without the caller waiting.
+				del := &boxdv1.DeleteSandboxRequest{Id: id, Force: true, Background: !c.Bool("wait-delete")}
+				if _, err := api.DeleteSandbox(dctx, connect.NewRequest(del)); err != nil {
 					fmt.Fprintf(os.Stderr, "boxctl: delete sandbox %s: %s\n", id, describe(err))
 				}
 			}()

@@ -1046,7 +1046,7 @@ type CreateSandboxRequest struct {
 	Ttl     string                 `protobuf:"bytes,7,opt,name=ttl,proto3" json:"ttl,omitempty"`   // Go duration, e.g. "1h"; empty: the daemon default
 	// Ports to publish on the host (see PublishPort), listened on before the
 	// sandbox is made: a port in use fails the create and leaves nothing.
-	// At most 32. A create with publish does not take a warm-pool member.
+	// At most 32. A create with publish is made cold (not from the warm pool).
 	Publish []*PublishedPort `protobuf:"bytes,20,rep,name=publish,proto3" json:"publish,omitempty"`
 	Network *NetworkRequest  `protobuf:"bytes,21,opt,name=network,proto3" json:"network,omitempty"` // empty: mode none (loopback only)
 	// No exec, file call or attached stream for this long (Go duration)
@@ -1084,7 +1084,10 @@ type CreateSandboxRequest struct {
 	ExecTimeout string   `protobuf:"bytes,57,opt,name=exec_timeout,json=execTimeout,proto3" json:"exec_timeout,omitempty"`  // default timeout of exec when the request has none
 	OutputLimit int64    `protobuf:"varint,58,opt,name=output_limit,json=outputLimit,proto3" json:"output_limit,omitempty"` // default output cap of exec when the request has none
 	// Delete a sandbox of the same name first (gracefully), then create.
-	Replace       bool `protobuf:"varint,59,opt,name=replace,proto3" json:"replace,omitempty"`
+	Replace bool `protobuf:"varint,59,opt,name=replace,proto3" json:"replace,omitempty"`
+	// Make the sandbox from its image even if a warm-pool member could serve
+	// the create (see the README's "Warm pool"; the result is the same).
+	Cold          bool `protobuf:"varint,105,opt,name=cold,proto3" json:"cold,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1276,6 +1279,13 @@ func (x *CreateSandboxRequest) GetOutputLimit() int64 {
 func (x *CreateSandboxRequest) GetReplace() bool {
 	if x != nil {
 		return x.Replace
+	}
+	return false
+}
+
+func (x *CreateSandboxRequest) GetCold() bool {
+	if x != nil {
+		return x.Cold
 	}
 	return false
 }
@@ -2449,8 +2459,13 @@ type DeleteSandboxRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// Grace period: SIGTERM to every process, SIGKILL after it. Empty: 10s.
-	Timeout       string `protobuf:"bytes,50,opt,name=timeout,proto3" json:"timeout,omitempty"`
-	Force         bool   `protobuf:"varint,51,opt,name=force,proto3" json:"force,omitempty"` // SIGKILL at once
+	Timeout string `protobuf:"bytes,50,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	Force   bool   `protobuf:"varint,51,opt,name=force,proto3" json:"force,omitempty"` // SIGKILL at once
+	// Return as soon as the sandbox is no one's any more (list, lookups,
+	// its name and the owner's quota no longer see it); the grace period
+	// and the teardown of its processes, writable layer and state go on in
+	// the background, and a boxd restarted meanwhile finishes them.
+	Background    bool `protobuf:"varint,105,opt,name=background,proto3" json:"background,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2502,6 +2517,13 @@ func (x *DeleteSandboxRequest) GetTimeout() string {
 func (x *DeleteSandboxRequest) GetForce() bool {
 	if x != nil {
 		return x.Force
+	}
+	return false
+}
+
+func (x *DeleteSandboxRequest) GetBackground() bool {
+	if x != nil {
+		return x.Background
 	}
 	return false
 }
@@ -4354,7 +4376,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x06memory\x18\x01 \x01(\tR\x06memory\x12\x12\n" +
 	"\x04cpus\x18\x02 \x01(\x01R\x04cpus\x12\x12\n" +
 	"\x04pids\x18\x03 \x01(\x03R\x04pids\x12\x12\n" +
-	"\x04disk\x18_ \x01(\tR\x04disk\"\xbe\x06\n" +
+	"\x04disk\x18_ \x01(\tR\x04disk\"\xd2\x06\n" +
 	"\x14CreateSandboxRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12'\n" +
 	"\x06limits\x18\x02 \x01(\v2\x0f.boxd.v1.LimitsR\x06limits\x12\x10\n" +
@@ -4380,7 +4402,8 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"memory_low\x188 \x01(\tR\tmemoryLow\x12!\n" +
 	"\fexec_timeout\x189 \x01(\tR\vexecTimeout\x12!\n" +
 	"\foutput_limit\x18: \x01(\x03R\voutputLimit\x12\x18\n" +
-	"\areplace\x18; \x01(\bR\areplace\x1a9\n" +
+	"\areplace\x18; \x01(\bR\areplace\x12\x12\n" +
+	"\x04cold\x18i \x01(\bR\x04cold\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"m\n" +
@@ -4497,11 +4520,14 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x11GetSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"@\n" +
 	"\x12GetSandboxResponse\x12*\n" +
-	"\asandbox\x18\x01 \x01(\v2\x10.boxd.v1.SandboxR\asandbox\"V\n" +
+	"\asandbox\x18\x01 \x01(\v2\x10.boxd.v1.SandboxR\asandbox\"v\n" +
 	"\x14DeleteSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x18\n" +
 	"\atimeout\x182 \x01(\tR\atimeout\x12\x14\n" +
-	"\x05force\x183 \x01(\bR\x05force\"\x17\n" +
+	"\x05force\x183 \x01(\bR\x05force\x12\x1e\n" +
+	"\n" +
+	"background\x18i \x01(\bR\n" +
+	"background\"\x17\n" +
 	"\x15DeleteSandboxResponse\"\x94\x02\n" +
 	"\vExecRequest\x12\x1d\n" +
 	"\n" +

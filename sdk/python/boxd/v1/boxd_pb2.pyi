@@ -99,7 +99,7 @@ class CopyOutResponse(_message.Message):
     def __init__(self, data: _Optional[bytes] = ...) -> None: ...
 
 class CreateSandboxRequest(_message.Message):
-    __slots__ = ["cpu_weight", "env", "exec_timeout", "hostname", "idle_timeout", "image", "labels", "limits", "memory_low", "name", "network", "on_idle", "output_limit", "publish", "pull", "read_only_rootfs", "registry_auth", "replace", "tmpfs", "ttl", "ulimits", "user", "workdir"]
+    __slots__ = ["cold", "cpu_weight", "env", "exec_timeout", "hostname", "idle_timeout", "image", "labels", "limits", "memory_low", "name", "network", "on_idle", "output_limit", "publish", "pull", "read_only_rootfs", "registry_auth", "replace", "tmpfs", "ttl", "ulimits", "user", "workdir"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -107,6 +107,7 @@ class CreateSandboxRequest(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    COLD_FIELD_NUMBER: _ClassVar[int]
     CPU_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     ENV_FIELD_NUMBER: _ClassVar[int]
     EXEC_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
@@ -130,6 +131,7 @@ class CreateSandboxRequest(_message.Message):
     ULIMITS_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
     WORKDIR_FIELD_NUMBER: _ClassVar[int]
+    cold: bool
     cpu_weight: int
     env: _containers.RepeatedScalarFieldContainer[str]
     exec_timeout: str
@@ -153,7 +155,7 @@ class CreateSandboxRequest(_message.Message):
     ulimits: _containers.RepeatedScalarFieldContainer[str]
     user: str
     workdir: str
-    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., name: _Optional[str] = ..., ttl: _Optional[str] = ..., publish: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkRequest, _Mapping]] = ..., idle_timeout: _Optional[str] = ..., on_idle: _Optional[str] = ..., pull: _Optional[str] = ..., registry_auth: _Optional[_Union[RegistryAuth, _Mapping]] = ..., user: _Optional[str] = ..., read_only_rootfs: bool = ..., tmpfs: _Optional[_Iterable[str]] = ..., ulimits: _Optional[_Iterable[str]] = ..., hostname: _Optional[str] = ..., cpu_weight: _Optional[int] = ..., memory_low: _Optional[str] = ..., exec_timeout: _Optional[str] = ..., output_limit: _Optional[int] = ..., replace: bool = ...) -> None: ...
+    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., name: _Optional[str] = ..., ttl: _Optional[str] = ..., publish: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkRequest, _Mapping]] = ..., idle_timeout: _Optional[str] = ..., on_idle: _Optional[str] = ..., pull: _Optional[str] = ..., registry_auth: _Optional[_Union[RegistryAuth, _Mapping]] = ..., user: _Optional[str] = ..., read_only_rootfs: bool = ..., tmpfs: _Optional[_Iterable[str]] = ..., ulimits: _Optional[_Iterable[str]] = ..., hostname: _Optional[str] = ..., cpu_weight: _Optional[int] = ..., memory_low: _Optional[str] = ..., exec_timeout: _Optional[str] = ..., output_limit: _Optional[int] = ..., replace: bool = ..., cold: bool = ...) -> None: ...
 
 class CreateSandboxResponse(_message.Message):
     __slots__ = ["sandbox"]
@@ -162,14 +164,16 @@ class CreateSandboxResponse(_message.Message):
     def __init__(self, sandbox: _Optional[_Union[Sandbox, _Mapping]] = ...) -> None: ...
 
 class DeleteSandboxRequest(_message.Message):
-    __slots__ = ["force", "id", "timeout"]
+    __slots__ = ["background", "force", "id", "timeout"]
+    BACKGROUND_FIELD_NUMBER: _ClassVar[int]
     FORCE_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    background: bool
     force: bool
     id: str
     timeout: str
-    def __init__(self, id: _Optional[str] = ..., timeout: _Optional[str] = ..., force: bool = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., timeout: _Optional[str] = ..., force: bool = ..., background: bool = ...) -> None: ...
 
 class DeleteSandboxResponse(_message.Message):
     __slots__ = []

@@ -1,0 +1,42 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Mapping, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ListPoolsRequest(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
+class ListPoolsResponse(_message.Message):
+    __slots__ = ["pools"]
+    POOLS_FIELD_NUMBER: _ClassVar[int]
+    pools: _containers.RepeatedCompositeFieldContainer[Pool]
+    def __init__(self, pools: _Optional[_Iterable[_Union[Pool, _Mapping]]] = ...) -> None: ...
+
+class Pool(_message.Message):
+    __slots__ = ["image", "ready", "size", "starting"]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    READY_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    STARTING_FIELD_NUMBER: _ClassVar[int]
+    image: str
+    ready: int
+    size: int
+    starting: int
+    def __init__(self, image: _Optional[str] = ..., size: _Optional[int] = ..., ready: _Optional[int] = ..., starting: _Optional[int] = ...) -> None: ...
+
+class SetPoolSizeRequest(_message.Message):
+    __slots__ = ["image", "size"]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    image: str
+    size: int
+    def __init__(self, image: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
+
+class SetPoolSizeResponse(_message.Message):
+    __slots__ = ["pool"]
+    POOL_FIELD_NUMBER: _ClassVar[int]
+    pool: Pool
+    def __init__(self, pool: _Optional[_Union[Pool, _Mapping]] = ...) -> None: ...
