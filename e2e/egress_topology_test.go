@@ -215,7 +215,7 @@ func (e *egressNet) start(t *testing.T, extra ...string) {
 		"--socket", e.socket, "--containerd", env.ctrd.Address, "--namespace", e.namespace,
 		"--state-dir", e.stateDir, "--default-image", testImage, "--init-binary", env.initBin,
 		"--runc", testenv.Runc, "--expiry-interval", "300ms", "--bridge", "boxdt0",
-		"--bridge-subnet", "10.213.0.0/24", "--dns-upstream", h1Addr + ":53", "--debug"}, extra...)
+		"--bridge-subnet", "10.213.0.0/24", "--dns-upstream", h1Addr + ":53", "--debug", "--warm-pool", "0"}, extra...)
 	cmd := exec.Command("nsenter", args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	must(t, cmd.Start())

@@ -116,7 +116,9 @@ func startDaemon() error {
 	cmd := exec.Command(env.boxd,
 		"--socket", env.socket, "--containerd", env.ctrd.Address, "--namespace", namespace,
 		"--state-dir", env.stateDir, "--default-image", testImage, "--init-binary", env.initBin,
-		"--runc", testenv.Runc, "--expiry-interval", "300ms", "--restart-limit", fmt.Sprintf("%d/1m", restartLimit), "--debug")
+		"--runc", testenv.Runc, "--expiry-interval", "300ms", "--restart-limit", fmt.Sprintf("%d/1m", restartLimit), "--debug",
+		// The pool has its own tests (pool_test.go); the others see creates as before.
+		"--warm-pool", "0")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()

@@ -18,6 +18,8 @@ import (
 	"connectrpc.com/connect"
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	rpcclient "github.com/boxd-dev/boxd/rpc/client"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
@@ -35,7 +37,7 @@ func TestWarmPool(t *testing.T) {
 	start := func() *exec.Cmd {
 		cmd := exec.Command(env.boxd, "--socket", sock, "--containerd", env.ctrd.Address, "--namespace", ns,
 			"--state-dir", filepath.Join(dir, "state"), "--init-binary", env.initBin, "--runc", testenv.Runc,
-			"--default-image", testImage, "--warm-pool", "2", "--expiry-interval", "300ms")
+			"--default-image", testImage, "--warm-pool", testImage+"=2", "--expiry-interval", "300ms")
 		logf, _ := os.OpenFile(filepath.Join(dir, "boxd.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 		cmd.Stdout, cmd.Stderr = logf, logf
 		if err := cmd.Start(); err != nil {
@@ -101,13 +103,13 @@ func TestWarmPool(t *testing.T) {
 		t.Errorf("list shows %d sandboxes, want only the adopted one (members stay hidden)", n)
 	}
 
-	// A request the pool cannot serve (its own env) is created cold.
-	cold, err := api.CreateSandbox(c, connect.NewRequest(&boxdv1.CreateSandboxRequest{Env: []string{"A=1"}}))
+	// A request the pool cannot serve (its own hostname) is created cold.
+	cold, err := api.CreateSandbox(c, connect.NewRequest(&boxdv1.CreateSandboxRequest{Hostname: "own"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if slices.Contains(members, cold.Msg.Sandbox.Id) {
-		t.Errorf("a create with env was served from the pool")
+		t.Errorf("a create with a hostname was served from the pool")
 	}
 
 	// The pool refills, and a boxd killed and restarted reuses its members.
@@ -180,4 +182,321 @@ func destroyAll(t *testing.T, c context.Context) {
 			t.Errorf("cleanup %s: %v", ct.ID(), err)
 		}
 	}
+}
+
+// poolDaemon starts a boxd of its own on namespace ns with extra flags,
+// imports the test image and returns its socket and log directory.
+func poolDaemon(t *testing.T, ns string, extra ...string) (sock, dir string, kill func() *exec.Cmd, c context.Context) {
+	t.Helper()
+	dir = t.TempDir()
+	_ = os.Chmod(dir, 0o711)
+	sock = filepath.Join(dir, "run", "boxd.sock")
+	var daemon *exec.Cmd
+	start := func() *exec.Cmd {
+		args := append([]string{"--socket", sock, "--containerd", env.ctrd.Address, "--namespace", ns,
+			"--state-dir", filepath.Join(dir, "state"), "--init-binary", env.initBin, "--runc", testenv.Runc,
+			"--default-image", testImage, "--expiry-interval", "300ms", "--debug"}, extra...)
+		cmd := exec.Command(env.boxd, args...)
+		logf, _ := os.OpenFile(filepath.Join(dir, "boxd.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		cmd.Stdout, cmd.Stderr = logf, logf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		logf.Close()
+		daemon = cmd
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if _, err := rpcclient.New(sock).ListImages(context.Background(), connect.NewRequest(&boxdv1.ListImagesRequest{})); err == nil {
+				return cmd
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("boxd did not start:\n%s", tail(filepath.Join(dir, "boxd.log")))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	start()
+	c = namespaces.WithNamespace(ctx(t), ns)
+	t.Cleanup(func() {
+		_ = daemon.Process.Kill()
+		_, _ = daemon.Process.Wait()
+		destroyAll(t, c)
+	})
+	if out, err := exec.Command(env.boxctl, "--socket", sock, "image", "import", "--rootfs", env.busybox, "--name", testImage).CombinedOutput(); err != nil {
+		t.Fatalf("import: %v %s", err, out)
+	}
+	// kill SIGKILLs boxd and starts it again.
+	kill = func() *exec.Cmd {
+		_ = daemon.Process.Signal(syscall.SIGKILL)
+		_, _ = daemon.Process.Wait()
+		return start()
+	}
+	return sock, dir, kill, c
+}
+
+// TestPoolAdoptionSameAsCold: a create with its own env, workdir, labels,
+// limits, memory protection, name and ttl served by a pool member gives
+// the sandbox a cold create of the same request gives: inspect equal but
+// for ids, names and times, the same limits in the kernel, the same
+// environment and working directory in commands, the same events.
+func TestPoolAdoptionSameAsCold(t *testing.T) {
+	sock, dir, _, c := poolDaemon(t, namespace+"-pooleq", "--warm-pool", "1")
+	api := rpcclient.New(sock)
+	members := waitPool(t, c, 1, dir)
+	req := func(name string, cold bool) *boxdv1.CreateSandboxRequest {
+		return &boxdv1.CreateSandboxRequest{
+			Limits: &boxdv1.Limits{Memory: "96m", Pids: 40, Cpus: 0.25}, Env: []string{"A=1", "PATH=/bin:/usr/bin", "HOSTNAME=mine"},
+			Workdir: "/srv/app", Labels: map[string]string{"team": "x"}, Name: name, Ttl: "7m", MemoryLow: "8m",
+			ExecTimeout: "30s", OutputLimit: 4096, IdleTimeout: "10m", OnIdle: "delete", Cold: cold,
+		}
+	}
+	pooled, err := api.CreateSandbox(c, connect.NewRequest(req("pooled", false)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(members, pooled.Msg.Sandbox.Id) {
+		t.Fatalf("create got %s, not the member %v", pooled.Msg.Sandbox.Id, members)
+	}
+	cold, err := api.CreateSandbox(c, connect.NewRequest(req("cold", true)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(members, cold.Msg.Sandbox.Id) {
+		t.Fatal("a create with cold set took a pool member")
+	}
+	norm := func(sb *boxdv1.Sandbox) string {
+		sb = proto.Clone(sb).(*boxdv1.Sandbox)
+		sb.Id, sb.Name, sb.CreatedAt, sb.ExpiresAt, sb.InitPid, sb.LastActivityAt = "", "", "", "", 0, ""
+		// Each sandbox has its own uid block, and its id is its hostname.
+		sb.Security.UidMap, sb.Hostname = "", ""
+		// Live use differs from moment to moment; the limit must not.
+		if u := sb.Usage; u != nil {
+			u.MemoryBytes, u.MemoryPeakBytes, u.CpuUsec, u.Pids = 0, 0, 0, 0
+		}
+		for i, e := range sb.Env {
+			if strings.HasPrefix(e, "HOSTNAME=") {
+				sb.Env[i] = "HOSTNAME=?"
+			}
+		}
+		return protojson.Format(sb)
+	}
+	// What create returned and what inspect shows later.
+	if a, b := norm(pooled.Msg.Sandbox), norm(cold.Msg.Sandbox); a != b {
+		t.Errorf("create answers differ:\npool %s\ncold %s", a, b)
+	}
+	var got []*boxdv1.Sandbox
+	for _, id := range []string{"pooled", "cold"} {
+		g, err := api.GetSandbox(c, connect.NewRequest(&boxdv1.GetSandboxRequest{Id: id}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, g.Msg.Sandbox)
+	}
+	if a, b := norm(got[0]), norm(got[1]); a != b {
+		t.Errorf("inspect differs:\npool %s\ncold %s", a, b)
+	}
+	if d := mustTime(t, got[0].ExpiresAt).Sub(mustTime(t, got[0].CreatedAt)); d != 7*time.Minute {
+		t.Errorf("pooled ttl = %v", d)
+	}
+	var seen []string
+	for _, sb := range got {
+		mem, pids, quota := cgroupLimitsNS(t, namespace+"-pooleq", sb.Id)
+		low := memoryLow(t, namespace+"-pooleq", sb.Id)
+		ex, err := api.Exec(c, connect.NewRequest(&boxdv1.ExecRequest{SandboxId: sb.Id, Args: []string{"sh", "-c", "pwd; env | grep -v ^HOSTNAME= | sort; echo host=$HOSTNAME"}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := strings.ReplaceAll(string(ex.Msg.Stdout), sb.Id, "ID")
+		seen = append(seen, fmt.Sprintf("mem %d pids %d quota %d low %d\n%s", mem, pids, quota, low, out))
+	}
+	if seen[0] != seen[1] {
+		t.Errorf("inside the sandboxes:\npool %s\ncold %s", seen[0], seen[1])
+	}
+	if !strings.Contains(seen[0], "mem 100663296 pids 40 quota 25000 low 8388608\n/srv/app\n") || !strings.Contains(seen[0], "A=1\n") || !strings.Contains(seen[0], "host=ID\n") {
+		t.Errorf("pooled sandbox from inside: %s", seen[0])
+	}
+	// Both names are taken the same way; a quota-free caller sees both.
+	if _, err := api.CreateSandbox(c, connect.NewRequest(req("pooled", false))); connect.CodeOf(err) != connect.CodeAlreadyExists {
+		t.Errorf("second create named pooled: %v, want already_exists", err)
+	}
+	stream, err := rpcclient.NewEvents(sock).Events(c, connect.NewRequest(&boxdv1.EventsRequest{Since: "10m"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := map[string][]string{}
+	for stream.Receive() {
+		if e := stream.Msg().Event; e != nil {
+			types[e.Sandbox] = append(types[e.Sandbox], e.Type)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	// exec events come from the exec above, one each.
+	if a, b := fmt.Sprint(types[got[0].Id]), fmt.Sprint(types[got[1].Id]); a != b || !strings.HasPrefix(a, "[created started") {
+		t.Errorf("events: pool %s, cold %s", a, b)
+	}
+	for id := range types {
+		if id != got[0].Id && id != got[1].Id {
+			t.Errorf("events about %s, which no client created (a pool member?): %v", id, types[id])
+		}
+	}
+}
+
+// TestPoolResizeAndNoReuse: pool sizes change at run time through the API
+// (boxctl pool set/ls); concurrent creates each get a member of their own,
+// never one twice; the pool refills; a member handed out and deleted is
+// gone for good.
+func TestPoolResizeAndNoReuse(t *testing.T) {
+	sock, dir, _, c := poolDaemon(t, namespace+"-poolsz", "--warm-pool", "0")
+	api := rpcclient.New(sock)
+	pools := rpcclient.NewPool(sock)
+	if _, err := pools.SetPoolSize(c, connect.NewRequest(&boxdv1.SetPoolSizeRequest{Image: "no/such:image", Size: 1})); connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("pool of a missing image: %v, want not_found", err)
+	}
+	if _, err := pools.SetPoolSize(c, connect.NewRequest(&boxdv1.SetPoolSizeRequest{Size: -1})); connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "size") {
+		t.Errorf("negative size: %v, want invalid_argument naming size", err)
+	}
+	if out, err := exec.Command(env.boxctl, "--socket", sock, "pool", "set", testImage, "4").CombinedOutput(); err != nil {
+		t.Fatalf("boxctl pool set: %v %s", err, out)
+	}
+	first := waitPool(t, c, 4, dir)
+	out, err := exec.Command(env.boxctl, "--socket", sock, "pool", "ls").CombinedOutput()
+	if err != nil || !strings.Contains(strings.Join(strings.Fields(string(out)), " "), "SIZE READY STARTING "+testImage+" 4 4 0") {
+		t.Errorf("boxctl pool ls: %v\n%s", err, out)
+	}
+	// Eight creates at once: four from the pool, the rest cold or from
+	// members started meanwhile; each id once.
+	ids := make([]string, 8)
+	errs := make([]error, 8)
+	done := make(chan int)
+	for i := range ids {
+		go func() {
+			r, err := api.CreateSandbox(c, connect.NewRequest(&boxdv1.CreateSandboxRequest{Env: []string{fmt.Sprintf("N=%d", i)}}))
+			if err == nil {
+				ids[i] = r.Msg.Sandbox.Id
+			}
+			errs[i] = err
+			done <- i
+		}()
+	}
+	for range ids {
+		<-done
+	}
+	fromPool := 0
+	for i, id := range ids {
+		if errs[i] != nil {
+			t.Fatalf("create %d: %v", i, errs[i])
+		}
+		if slices.Index(ids, id) != i {
+			t.Errorf("sandbox %s handed out twice: %v", id, ids)
+		}
+		if slices.Contains(first, id) {
+			fromPool++
+		}
+		ex, err := api.Exec(c, connect.NewRequest(&boxdv1.ExecRequest{SandboxId: id, Args: []string{"sh", "-c", "echo $N"}}))
+		if err != nil || string(ex.Msg.Stdout) != fmt.Sprintf("%d\n", i) {
+			t.Errorf("sandbox %d sees N=%q (%v)", i, ex.Msg.GetStdout(), err)
+		}
+	}
+	if fromPool != 4 {
+		t.Errorf("%d of 8 creates took the 4 ready members, want all 4", fromPool)
+	}
+	// Refilled with new members, none of them a sandbox handed out.
+	refilled := waitPool(t, c, 4, dir)
+	for _, id := range refilled {
+		if slices.Contains(ids, id) {
+			t.Errorf("member %s was handed out before", id)
+		}
+	}
+	// Deleted sandboxes never come back as members.
+	for _, id := range ids {
+		if _, err := api.DeleteSandbox(c, connect.NewRequest(&boxdv1.DeleteSandboxRequest{Id: id, Force: true})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Shrink, then off.
+	if _, err := pools.SetPoolSize(c, connect.NewRequest(&boxdv1.SetPoolSizeRequest{Image: testImage, Size: 1})); err != nil {
+		t.Fatal(err)
+	}
+	waitPool(t, c, 1, dir)
+	if _, err := pools.SetPoolSize(c, connect.NewRequest(&boxdv1.SetPoolSizeRequest{Size: 0})); err != nil {
+		t.Fatal(err)
+	}
+	waitPool(t, c, 0, dir)
+	ls, err := pools.ListPools(c, connect.NewRequest(&boxdv1.ListPoolsRequest{}))
+	if err != nil || len(ls.Msg.Pools) != 0 {
+		t.Errorf("pools after emptying: %v %v", ls.Msg.GetPools(), err)
+	}
+}
+
+// TestBackgroundDelete: a background delete (what boxctl run does) frees
+// the name at once and tears everything down; one cut short by a SIGKILL
+// of boxd is finished by the next boxd.
+func TestBackgroundDelete(t *testing.T) {
+	ns := namespace + "-bgdel"
+	sock, dir, restart, c := poolDaemon(t, ns, "--warm-pool", "1")
+	api := rpcclient.New(sock)
+	waitPool(t, c, 1, dir)
+	gone := func(id string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			_, err := env.ctr.LoadContainer(c, id)
+			_, serr := os.Stat(filepath.Join(dir, "state", "sandboxes", id))
+			if err != nil && os.IsNotExist(serr) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("sandbox %s not torn down: container %v, state dir %v", id, err, serr)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	for round, kill := range []bool{false, true} {
+		r, err := api.CreateSandbox(c, connect.NewRequest(&boxdv1.CreateSandboxRequest{Name: "job"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := r.Msg.Sandbox.Id
+		if _, err := api.Exec(c, connect.NewRequest(&boxdv1.ExecRequest{SandboxId: id, Args: []string{"sh", "-c", "sleep 1000 & echo x > /workspace/f"}})); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := api.DeleteSandbox(c, connect.NewRequest(&boxdv1.DeleteSandboxRequest{Id: "job", Background: true, Force: true})); err != nil {
+			t.Fatal(err)
+		}
+		if kill {
+			restart()
+		}
+		if _, err := api.GetSandbox(c, connect.NewRequest(&boxdv1.GetSandboxRequest{Id: id})); connect.CodeOf(err) != connect.CodeNotFound {
+			t.Errorf("round %d: inspect right after a background delete: %v, want not_found", round, err)
+		}
+		list, err := api.ListSandboxes(c, connect.NewRequest(&boxdv1.ListSandboxesRequest{}))
+		if err != nil || len(list.Msg.Sandboxes) != 0 {
+			t.Errorf("round %d: list after a background delete: %v %v", round, list.Msg.GetSandboxes(), err)
+		}
+		gone(id)
+		// The name is free, and the next sandbox starts clean.
+		r2, err := api.CreateSandbox(c, connect.NewRequest(&boxdv1.CreateSandboxRequest{Name: "job"}))
+		if err != nil {
+			t.Fatalf("round %d: reuse the name: %v", round, err)
+		}
+		ex, err := api.Exec(c, connect.NewRequest(&boxdv1.ExecRequest{SandboxId: r2.Msg.Sandbox.Id, Args: []string{"sh", "-c", `ls /workspace; for p in /proc/[0-9]*; do tr '\0' ' ' < $p/cmdline; echo; done | grep -cx 'sleep 1000 ' || true`}}))
+		if err != nil || string(ex.Msg.Stdout) != "0\n" { // no file, no sleep
+			t.Errorf("round %d: new sandbox sees %q (%v)", round, ex.Msg.GetStdout(), err)
+		}
+		if _, err := api.DeleteSandbox(c, connect.NewRequest(&boxdv1.DeleteSandboxRequest{Id: "job", Force: true})); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// memoryLow reads a sandbox's memory protection: memory.low on cgroup v2,
+// the soft limit on v1.
+func memoryLow(t *testing.T, ns, id string) int64 {
+	rel := "/" + ns + "/" + id
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
+		return readInt(t, "/sys/fs/cgroup"+rel+"/memory.low")
+	}
+	return readInt(t, "/sys/fs/cgroup/memory"+rel+"/memory.soft_limit_in_bytes")
 }

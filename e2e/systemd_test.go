@@ -44,7 +44,7 @@ func TestSocketActivationAndNotify(t *testing.T) {
 	// LISTEN_PID must be boxd's own pid: the shell execs boxd in place.
 	cmd := exec.Command("sh", "-c", `LISTEN_PID=$$ LISTEN_FDS=1 exec "$@"`, "sh", env.boxd,
 		"--socket", filepath.Join(dir, "unused", "boxd.sock"), "--containerd", env.ctrd.Address, "--namespace", namespace,
-		"--state-dir", filepath.Join(dir, "state"), "--init-binary", env.initBin, "--runc", testenv.Runc, "--expiry-interval", "1h")
+		"--state-dir", filepath.Join(dir, "state"), "--init-binary", env.initBin, "--runc", testenv.Runc, "--expiry-interval", "1h", "--warm-pool", "0")
 	cmd.ExtraFiles = []*os.File{lnFile}
 	cmd.Env = append(os.Environ(), "NOTIFY_SOCKET="+notifyPath)
 	logf, _ := os.Create(filepath.Join(dir, "boxd.log"))

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -53,6 +54,9 @@ func startBoxd(t *testing.T, ns string, image bool, flags ...string) *daemon {
 	d.args = append([]string{"--socket", d.sock, "--containerd", env.ctrd.Address, "--namespace", ns,
 		"--state-dir", filepath.Join(dir, "state"), "--init-binary", env.initBin, "--runc", testenv.Runc,
 		"--default-image", testImage, "--expiry-interval", "300ms", "--debug"}, flags...)
+	if !slices.Contains(flags, "--warm-pool") {
+		d.args = append(d.args, "--warm-pool", "0") // no default pool unless the test wants one
+	}
 	d.c = namespaces.WithNamespace(ctx(t), ns)
 	d.api = rpcclient.New(d.sock)
 	t.Cleanup(func() {

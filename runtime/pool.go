@@ -206,7 +206,9 @@ func (p *pool) started(image string, err error) {
 	ip := p.get(image)
 	ip.starting--
 	if err != nil {
-		ip.backoff = min(max(2*ip.backoff, time.Second), 30*time.Second)
+		// Short: a missing image may be imported, a full max-sandboxes freed,
+		// any moment, and a failed attempt costs little.
+		ip.backoff = min(max(2*ip.backoff, time.Second), 5*time.Second)
 		ip.retryAt = time.Now().Add(ip.backoff)
 	}
 }

@@ -163,7 +163,10 @@ func (e *env) startBoxd(ctx context.Context, boxd, initBin string) (err error) {
 		"--insecure-registry", e.registryAddr,
 		// The ownership scenario's caller is nobody/nogroup, through both
 		// sockets (scenario_owner.go).
-		"--socket-group", "nogroup", "--bench-unchecked-socket", e.uncheckedSocket())
+		"--socket-group", "nogroup", "--bench-unchecked-socket", e.uncheckedSocket(),
+		// No warm pool: the cold-create rows stay cold, and the pool
+		// scenarios size their pools through the API (scenario_pool.go).
+		"--warm-pool", "0")
 	logFile, err := os.Create(filepath.Join(e.dir, "boxd.log"))
 	if err != nil {
 		return err

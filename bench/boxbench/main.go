@@ -68,7 +68,7 @@ func (c *config) wantsAny(ids string) bool {
 	return false
 }
 
-var scenarioIDs = []string{"exec", "tti", "oneshot", "files", "concurrency", "density", "ports", "sdk", "network", "commitfork", "pull", "owner", "pause", "build"}
+var scenarioIDs = []string{"exec", "tti", "oneshot", "files", "concurrency", "density", "ports", "sdk", "network", "commitfork", "pull", "owner", "pause", "build", "pool"}
 
 func main() {
 	cfg, err := parseFlags()
@@ -288,6 +288,16 @@ var scenarios = []scenario{
 		l, err := scenarioBuild(ctx, e, cfg)
 		if l != nil {
 			r.lats = append(r.lats, l)
+		}
+		return err
+	}},
+	{"pool", "15. warm pool", func(ctx context.Context, e *env, cfg *config, r *report) error {
+		l, br, err := scenarioPool(ctx, e, cfg)
+		if l != nil {
+			r.lats = append(r.lats, l)
+		}
+		if br != nil {
+			r.bursts = append(r.bursts, br)
 		}
 		return err
 	}},

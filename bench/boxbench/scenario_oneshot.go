@@ -12,10 +12,26 @@ import (
 	"github.com/boxd-dev/boxd/internal/testenv"
 )
 
-func scenarioOneshot(ctx context.Context, e *env, cfg *config) (*latency, error) {
+// boxd runs here with its default warm pool (2 members of the default
+// image; env.go starts it without one, so the scenario sizes it), and
+// `boxctl run` returns once the sandbox is deleted, its teardown going on
+// in boxd. The A/B row is the same binaries doing what main did: a cold
+// create, and waiting for the whole teardown.
+func scenarioOneshot(ctx context.Context, e *env, cfg *config) (_ *latency, err error) {
+	if err := e.setPool(ctx, 2); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if perr := e.setPool(context.WithoutCancel(ctx), 0); err == nil {
+			err = perr
+		}
+	}()
 	r := measure(ctx, "one-shot run of `true` (create, run, delete)", cfg.warm, cfg.oneshotN, []peer{
 		{name: "boxctl run", run: func(ctx context.Context, _ int) error {
 			return run(e.boxctlCmd(ctx, "run", "--", "true"))
+		}},
+		{name: "boxctl run --cold --wait-delete (as on main)", run: func(ctx context.Context, _ int) error {
+			return run(e.boxctlCmd(ctx, "run", "--cold", "--wait-delete", "--", "true"))
 		}},
 		{name: "docker run --rm", run: func(ctx context.Context, _ int) error {
 			// The same settings as boxd's defaults: no network, 512m

@@ -1,0 +1,86 @@
+//go:build linux
+
+package runtime
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestPoolBookkeeping: each ready member is handed out once, even to
+// concurrent takers; refills are asked for up to the target, counting the
+// ones starting; a failed start waits before the next; a lowered target
+// gives back the surplus.
+func TestPoolBookkeeping(t *testing.T) {
+	p := &pool{wake: make(chan struct{}, 1)}
+	p.setWant("a", 3)
+	p.setWant("b", 1)
+	var started []string
+	for {
+		img, ok := p.next(time.Now())
+		if !ok {
+			break
+		}
+		started = append(started, img)
+	}
+	if fmt.Sprint(started) != "[a a b a]" && fmt.Sprint(started) != "[a b a a]" && fmt.Sprint(started) != "[a a a b]" {
+		t.Errorf("starts asked for: %v, want three of a and one of b", started)
+	}
+	for i, img := range started {
+		p.put(img, fmt.Sprintf("%s%d", img, i))
+		p.started(img, nil)
+	}
+	if _, ok := p.next(time.Now()); ok {
+		t.Error("a full pool asked for another member")
+	}
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if id, ok := p.take("a"); ok {
+				mu.Lock()
+				seen[id]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(seen) != 3 {
+		t.Errorf("10 takers got %v, want the 3 members of a", seen)
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("member %s handed out %d times", id, n)
+		}
+	}
+	// A failed start backs off.
+	img, ok := p.next(time.Now())
+	if !ok || img != "a" {
+		t.Fatalf("refill: %q %v", img, ok)
+	}
+	p.started(img, errors.New("boom"))
+	if img, ok := p.next(time.Now()); ok {
+		t.Errorf("asked to start %s right after a failure", img)
+	}
+	if _, ok := p.next(time.Now().Add(6 * time.Second)); !ok {
+		t.Error("no retry after the backoff")
+	}
+	// Lowering b's target to 0 gives its member back for destruction.
+	p.setWant("b", 0)
+	if s := p.surplus(); len(s) != 1 || s[0][0] != 'b' {
+		t.Errorf("surplus after emptying b: %v", s)
+	}
+	if id, ok := p.takeAny(); ok {
+		t.Errorf("takeAny got %s from pools with no ready member", id)
+	}
+	st := p.status()
+	if len(st) != 1 || st[0].Image != "a" || st[0].Size != 3 || st[0].Starting != 1 {
+		t.Errorf("status = %+v", st)
+	}
+}
