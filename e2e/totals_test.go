@@ -198,8 +198,8 @@ func TestPoolMemberUnreachable(t *testing.T) {
 func TestMaxSandboxes(t *testing.T) {
 	d := startBoxd(t, namespace+"-max", true, "--max-sandboxes", "2", "--warm-pool", "1")
 	member := waitPool(t, d.c, 1, d.dir)[0]
-	cold := func() (string, error) { // env keeps the pool out of it
-		resp, err := d.api.CreateSandbox(d.c, connect.NewRequest(&boxdv1.CreateSandboxRequest{Env: []string{"A=1"}}))
+	cold := func() (string, error) { // cold keeps the pool out of it
+		resp, err := d.api.CreateSandbox(d.c, connect.NewRequest(&boxdv1.CreateSandboxRequest{Cold: true}))
 		if err != nil {
 			return "", err
 		}
