@@ -410,7 +410,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	}
 	defer releaseQuota()
 	// A create the pool cannot serve (fits) is made cold.
-	if sb, ok := m.fromPool(ctx, r, img); ok {
+	if sb, ok := m.fromPool(ctx, r, img, imgSpec); ok {
 		m.created(sb.ID)
 		return sb, nil
 	}

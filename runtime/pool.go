@@ -14,9 +14,10 @@ import (
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
-	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/boxd-dev/boxd/agent/host"
 	"github.com/boxd-dev/boxd/agent/wire"
@@ -292,7 +293,7 @@ func (m *Manager) fits(r resolved) bool {
 
 // fromPool hands out a pool member for r, or reports false (and the
 // caller creates cold).
-func (m *Manager) fromPool(ctx context.Context, r resolved, img client.Image) (*Sandbox, bool) {
+func (m *Manager) fromPool(ctx context.Context, r resolved, img client.Image, imgSpec ocispec.Image) (*Sandbox, bool) {
 	if !m.fits(r) {
 		return nil, false
 	}
@@ -302,7 +303,7 @@ func (m *Manager) fromPool(ctx context.Context, r resolved, img client.Image) (*
 			return nil, false
 		}
 		m.pool.signal()
-		sb, err := m.adopt(ctx, id, r)
+		sb, err := m.adopt(ctx, id, r, img, imgSpec)
 		if err == nil {
 			return sb, true
 		}
@@ -317,7 +318,7 @@ func (m *Manager) fromPool(ctx context.Context, r resolved, img client.Image) (*
 // are updated in place, the init is given r's env and workdir, its stored
 // spec and labels rewritten, so inspect, expiry and restarts see the
 // sandbox as if it had been created cold.
-func (m *Manager) adopt(ctx context.Context, id string, r resolved) (*Sandbox, error) {
+func (m *Manager) adopt(ctx context.Context, id string, r resolved, img client.Image, imgSpec ocispec.Image) (*Sandbox, error) {
 	if !m.claim(id) {
 		return nil, fmt.Errorf("pool member %s is busy", id)
 	}
@@ -330,7 +331,13 @@ func (m *Manager) adopt(ctx context.Context, id string, r resolved) (*Sandbox, e
 	if err := os.WriteFile(filepath.Join(m.sandboxDir(id), handedMarker), nil, 0o600); err != nil {
 		return nil, fmt.Errorf("mark handed out: %w", err)
 	}
+	// One metadata read gives labels and spec: on a loaded host each
+	// containerd round trip counts, times the creates of a burst.
 	ctr, err := m.cfg.Client.LoadContainer(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	info, err := ctr.Info(ctx, client.WithoutRefreshedMetadata)
 	if err != nil {
 		return nil, err
 	}
@@ -338,23 +345,18 @@ func (m *Manager) adopt(ctx context.Context, id string, r resolved) (*Sandbox, e
 	if err != nil {
 		return nil, fmt.Errorf("task: %w", err)
 	}
-	img, err := m.cfg.Images.Get(ctx, r.image)
-	if err != nil {
-		return nil, err
-	}
-	if err := sameImage(ctx, ctr, img); err != nil {
-		return nil, err
-	}
-	imgSpec, err := img.Spec(ctx)
-	if err != nil {
+	if err := sameImage(info.Labels, img); err != nil {
 		return nil, err
 	}
 	// The member keeps the uid block it was started with.
-	cur, err := ctr.Spec(ctx)
-	if err != nil {
+	var cur specs.Spec
+	if info.Spec == nil {
+		return nil, errors.New("spec: none stored")
+	}
+	if err := json.Unmarshal(info.Spec.GetValue(), &cur); err != nil {
 		return nil, fmt.Errorf("spec: %w", err)
 	}
-	hostID, _, err := rootHostIDs(cur)
+	hostID, _, err := rootHostIDs(&cur)
 	if err != nil {
 		return nil, err
 	}
@@ -401,18 +403,19 @@ func (m *Manager) adopt(ctx context.Context, id string, r resolved) (*Sandbox, e
 	}
 	rec = m.withRuntime(rec)
 	// The member may have been made by an earlier boxd, on another runc.
-	if old, err := ctr.Labels(ctx); err == nil {
+	{
 		var made record
-		if json.Unmarshal([]byte(old[LabelSandbox]), &made) == nil && made.Runtime != "" {
+		if json.Unmarshal([]byte(info.Labels[LabelSandbox]), &made) == nil && made.Runtime != "" {
 			rec.Runtime, rec.RuntimeVersion, rec.RuntimeAdvisories = made.Runtime, made.RuntimeVersion, made.RuntimeAdvisories
 		}
 	}
 	labels := m.labelsFor(rec, r)
-	err = ctr.Update(ctx, client.UpdateContainerOpts(client.WithSpec(spec)), func(_ context.Context, _ *client.Client, c *containers.Container) error {
-		c.Labels = labels
-		return nil
-	})
-	if err != nil {
+	// One write of the two fields, from the metadata read above.
+	info.Labels = labels
+	if err := client.WithSpec(spec)(ctx, m.cfg.Client, &info); err != nil {
+		return nil, fmt.Errorf("relabel: %w", err)
+	}
+	if _, err := m.cfg.Client.ContainerService().Update(ctx, info, "labels", "spec"); err != nil {
 		return nil, fmt.Errorf("relabel: %w", err)
 	}
 	phase("relabel")
@@ -429,11 +432,7 @@ func (m *Manager) adopt(ctx context.Context, id string, r resolved) (*Sandbox, e
 // the idle members hold the old files and must not be handed out as the
 // new image. A member without a recorded digest cannot be checked and
 // counts as stale.
-func sameImage(ctx context.Context, ctr client.Container, img client.Image) error {
-	labels, err := ctr.Labels(ctx)
-	if err != nil {
-		return err
-	}
+func sameImage(labels map[string]string, img client.Image) error {
 	var rec record
 	if err := json.Unmarshal([]byte(labels[LabelSandbox]), &rec); err != nil {
 		return fmt.Errorf("corrupt %s label: %w", LabelSandbox, err)
