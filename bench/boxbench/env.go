@@ -439,7 +439,7 @@ func sweepStale() {
 			continue
 		}
 		logf("cleaning %s, left by a run that died", dir)
-		for file, comm := range map[string]string{"docker/docker.pid": "dockerd", "boxd.pid": "boxd", "net/boxd.pid": "boxd"} {
+		for file, comm := range map[string]string{"docker/docker.pid": "dockerd", "boxd.pid": "boxd", "net/boxd.pid": "boxd", "ab/boxd.pid": "boxd"} {
 			if data, err := os.ReadFile(filepath.Join(dir, file)); err == nil {
 				if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil {
 					killPid(pid, comm)
