@@ -65,14 +65,8 @@ func startAB(ctx context.Context, e *env) (*abBoxd, error) {
 	}
 	_ = os.WriteFile(filepath.Join(a.dir, "boxd.pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
 	a.api = boxdAPI{rpcclient.New(a.sock)}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := a.api.list(ctx); err == nil {
-			break
-		} else if time.Now().After(deadline) || ctx.Err() != nil {
-			return nil, errors.Join(fmt.Errorf("base boxd did not answer within 20 s: %v\n%s", err, tail(logPath, 20)), a.stop())
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := waitBoxd(ctx, a.api, "base boxd", logPath); err != nil {
+		return nil, errors.Join(err, a.stop())
 	}
 	logf("A/B: base boxd from %s; importing %s into it", bin, image)
 	if out, err := a.boxctlCmd(ctx, "image", "import", "--rootfs", e.rootfs, "--name", image).CombinedOutput(); err != nil {
