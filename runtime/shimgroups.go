@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"sync"
 )
@@ -49,17 +48,12 @@ func (g *shimGroups) load(ctx context.Context, m *Manager) error {
 	if g.loaded {
 		return nil
 	}
-	ctrs, err := m.cfg.Client.Containers(ctx, fmt.Sprintf(`labels."%s"`, LabelSandbox))
+	recs, err := m.records(ctx)
 	if err != nil {
-		return fmt.Errorf("shim groups: list sandboxes: %w", err)
+		return fmt.Errorf("shim groups: %w", err)
 	}
-	for _, c := range ctrs {
-		labels, err := c.Labels(ctx)
-		if err != nil {
-			continue // deleted meanwhile
-		}
-		var rec record
-		if json.Unmarshal([]byte(labels[LabelSandbox]), &rec) == nil && rec.ShimGroup != "" {
+	for _, rec := range recs {
+		if rec.ShimGroup != "" {
 			g.members[rec.ShimGroup]++
 		}
 	}
