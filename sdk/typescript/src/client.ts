@@ -16,6 +16,7 @@ import * as path from "node:path";
 import { createClient, type CallOptions, type Client as RpcClient } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { SandboxService } from "./gen/boxd/v1/boxd_pb.js";
+import { EventService } from "./gen/boxd/v1/events_pb.js";
 import { FileService } from "./gen/boxd/v1/files_pb.js";
 import { ProcessService } from "./gen/boxd/v1/process_pb.js";
 import { fromError } from "./errors.js";
@@ -69,6 +70,7 @@ export class Client {
   readonly sandbox: RpcClient<typeof SandboxService>;
   readonly files: RpcClient<typeof FileService>;
   readonly process: RpcClient<typeof ProcessService>;
+  readonly events: RpcClient<typeof EventService>;
   private readonly sessions: Http2SessionManager;
   /** @internal Opens an HTTP/2 stream for a hand-framed gRPC call (rawgrpc.ts). */
   readonly h2stream: StreamOpener;
@@ -141,6 +143,7 @@ export class Client {
     this.sandbox = createClient(SandboxService, transport);
     this.files = createClient(FileService, transport);
     this.process = createClient(ProcessService, transport);
+    this.events = createClient(EventService, transport);
   }
 
   /** Call options for connect: the deadline and the signal. */
