@@ -181,6 +181,36 @@ export class RawCall {
     this.ended = true;
   }
 
+  /**
+   * The whole response body, collected by events (cheaper than the async
+   * iterator for a small unary answer).
+   */
+  body(): Promise<Buffer[]> {
+    return new Promise((resolve, reject) => {
+      const parts: Buffer[] = [];
+      const s = this.stream;
+      const done = () => {
+        s.off("data", onData);
+        s.off("end", done);
+        s.off("close", done);
+        s.off("error", done);
+        this.ended = true;
+        try {
+          if (this.failure !== undefined) this.fail();
+          resolve(parts);
+        } catch (e) {
+          reject(e);
+        }
+      };
+      const onData = (c: Buffer) => parts.push(c);
+      s.on("data", onData);
+      s.on("end", done);
+      s.on("close", done);
+      s.on("error", done);
+      if (s.readableEnded || s.destroyed) done();
+    });
+  }
+
   private statusError(): ConnectError | undefined {
     const h = this.headers;
     const status = h?.[":status"] as unknown;
@@ -369,8 +399,7 @@ export async function rawUnary(open: StreamOpener, socket: string, path: string,
 /** The one response message of a unary or client-streaming call. */
 export async function readOne(call: RawCall): Promise<Uint8Array> {
   const socket = call.socket;
-  const parts: Buffer[] = [];
-  for await (const c of call.chunks()) parts.push(c);
+  const parts = await call.body();
   call.finish();
   const b = parts.length === 1 ? parts[0] : Buffer.concat(parts);
   if (b.length < 5 || b[0] !== 0 || b.readUInt32BE(1) !== b.length - 5) {
