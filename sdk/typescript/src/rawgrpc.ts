@@ -152,6 +152,8 @@ export class RawCall {
   private drain(): Promise<void> {
     return new Promise((resolve) => {
       const s = this.stream;
+      // Already gone: no 'drain' or 'close' will come.
+      if (s.destroyed || s.closed) return resolve();
       const done = () => {
         s.off("drain", done);
         s.off("close", done);
