@@ -20,6 +20,8 @@ import (
 	coci "github.com/containerd/containerd/v2/pkg/oci"
 
 	"github.com/boxd-dev/boxd/gvisor"
+	"github.com/opencontainers/runtime-spec/specs-go"
+
 	"github.com/boxd-dev/boxd/internal/testenv"
 )
 
@@ -30,7 +32,10 @@ import (
 // set OOM Score on shim: permission denied" on a host without
 // CAP_SYS_RESOURCE: its score is containerd's + 1 (as containerd's runc
 // shim sets its own), not -999. The command inside sees gVisor's kernel,
-// not the host's. Fails (never skips) if gVisor is not installed.
+// not the host's. The container has its own block of 65536 host ids on an
+// ID-mapped snapshot, as boxd's sandboxes do: it writes to its root
+// filesystem, and runsc's Sentry and gofer run as the block's first id.
+// Fails (never skips) if gVisor is not installed.
 func TestGvisorShimRuns(t *testing.T) {
 	info, err := gvisor.Probe(context.Background(), testenv.Runsc)
 	if err != nil {
@@ -53,12 +58,17 @@ func TestGvisorShimRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := fmt.Sprintf("gvisor-shim-%d", time.Now().UnixNano())
+	// A block of 65536 ids as boxd gives each sandbox (above boxd's own
+	// range of blocks), on an ID-mapped snapshot: root inside is host uid
+	// idBase, and so are the Sentry and the gofer.
+	const idBase = 0x7f000000
+	idmap := []specs.LinuxIDMapping{{ContainerID: 0, HostID: idBase, Size: 65536}}
 	ctr, err := env.ctr.NewContainer(c, id,
 		client.WithImage(img),
 		client.WithSnapshotter("overlayfs"),
-		client.WithNewSnapshot(id, img),
-		client.WithNewSpec(coci.WithImageConfig(img), coci.WithProcessArgs("sh", "-c", "uname -sr; echo done; exec sleep 600"),
-			coci.WithAnnotations(gvisor.Annotations(id))),
+		client.WithNewSnapshot(id, img, client.WithUserNSRemapperLabels(idmap, idmap)),
+		client.WithNewSpec(coci.WithImageConfig(img), coci.WithProcessArgs("sh", "-c", "uname -sr; touch /written && echo done; exec sleep 600"),
+			coci.WithAnnotations(gvisor.Annotations(id)), coci.WithUserNamespace(idmap, idmap)),
 		client.WithRuntime(info.Shim, gvisor.Options(cfg)),
 	)
 	if err != nil {
@@ -98,6 +108,22 @@ func TestGvisorShimRuns(t *testing.T) {
 	for !strings.Contains(out.String(), "done\n") && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
+	if !strings.Contains(out.String(), "done\n") {
+		t.Fatalf("output %q: the command did not write to its root filesystem and finish", out.String())
+	}
+	// Host-side posture: runsc's two processes for this container run as
+	// the block's first id, not as host root.
+	for _, name := range []string{"runsc-sandbox", "runsc-gofer"} {
+		pids := procsNamed(t, name, filepath.Join(dir, "root"))
+		if len(pids) == 0 {
+			t.Errorf("no %s process with root %s", name, filepath.Join(dir, "root"))
+		}
+		for _, pid := range pids {
+			if uid := procUID(t, pid); uid != idBase {
+				t.Errorf("%s %d runs as host uid %d, want %d (the sandbox's block)", name, pid, uid, idBase)
+			}
+		}
+	}
 	if err := task.Kill(c, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
@@ -136,6 +162,43 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// procsNamed lists the processes whose argv[0] is name and whose command
+// line names root.
+func procsNamed(t *testing.T, name, root string) []int {
+	t.Helper()
+	var pids []int
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if args[0] == name && strings.Contains(string(b), root) {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// procUID is a process's real uid as the host sees it.
+func procUID(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "Uid:" {
+			uid, _ := strconv.Atoi(f[1])
+			return uid
+		}
+	}
+	t.Fatalf("no Uid line in /proc/%d/status", pid)
+	return -1
 }
 
 // shimOf finds the containerd-shim-runsc-v1 process serving container id.
