@@ -58,7 +58,8 @@ func startAB(ctx context.Context, e *env) (*abBoxd, error) {
 	defer logFile.Close()
 	cmd := exec.Command(filepath.Join(bin, "boxd"), "--socket", a.sock, "--containerd", e.ctrd.Address,
 		"--namespace", abNamespace, "--state-dir", filepath.Join(a.dir, "state"),
-		"--init-binary", filepath.Join(bin, "boxd-init"), "--runc", testenv.Runc, "--default-image", image)
+		"--init-binary", filepath.Join(bin, "boxd-init"), "--runc", testenv.Runc, "--default-image", image,
+		"--warm-pool", "0") // no pool members in the base's namespace, whichever build it is
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if a.proc, err = startDaemon(cmd); err != nil {
 		return nil, fmt.Errorf("base boxd: %w", err)
