@@ -271,7 +271,7 @@ func TestPoolAdoptionSameAsCold(t *testing.T) {
 		sb.Security.UidMap, sb.Hostname = "", ""
 		// Live use differs from moment to moment; the limit must not.
 		if u := sb.Usage; u != nil {
-			u.MemoryBytes, u.MemoryPeakBytes, u.CpuUsec, u.Pids = 0, 0, 0, 0
+			u.MemoryBytes, u.MemoryPeakBytes, u.CpuUsec, u.Pids, u.BlockReadBytes, u.BlockWriteBytes = 0, 0, 0, 0, 0, 0
 		}
 		for i, e := range sb.Env {
 			if strings.HasPrefix(e, "HOSTNAME=") {
