@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -446,5 +448,61 @@ func TestFrozenSandboxThawedAfterCrash(t *testing.T) {
 	}
 	if got := sh(t, id, "echo thawed"); got != "thawed\n" {
 		t.Errorf("exec after thaw: %q", got)
+	}
+}
+
+// TestFrozenMarkThawedAfterCrash: the mark a commit or fork leaves while
+// it holds a sandbox frozen (a file in its state directory, beside the
+// kernel's freezer state) makes the reconciler thaw it when no commit or
+// fork holds it any more, as after a boxd killed mid-commit; a sandbox a
+// user paused keeps its pause even with a stale mark.
+func TestFrozenMarkThawedAfterCrash(t *testing.T) {
+	freezerFile, frozenVal, thawedVal := "/sys/fs/cgroup/freezer/"+namespace+"/%s/freezer.state", "FROZEN", "THAWED"
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil { // v2
+		freezerFile, frozenVal, thawedVal = "/sys/fs/cgroup/"+namespace+"/%s/cgroup.freeze", "1", "0"
+	}
+	state := func(id string) string {
+		b, err := os.ReadFile(fmt.Sprintf(freezerFile, id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	mark := func(id string) string { return filepath.Join(env.stateDir, "sandboxes", id, "frozen-by-boxd") }
+
+	id := newSandbox(t)
+	must(t, os.WriteFile(fmt.Sprintf(freezerFile, id), []byte(frozenVal), 0o644))
+	must(t, os.WriteFile(mark(id), []byte("2026-01-01T00:00:00Z"), 0o600))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := os.Stat(mark(id))
+		if st := state(id); st == thawedVal && os.IsNotExist(err) {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("freezer %s, mark %v, 30 s after a left-over freeze", st, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := sh(t, id, "echo thawed"); got != "thawed\n" {
+		t.Errorf("exec after thaw: %q", got)
+	}
+
+	// A user's pause with a stale mark: the mark goes, the pause stays.
+	paused := newSandbox(t)
+	if out, err := boxctl(nil, "pause", paused); err != nil {
+		t.Fatalf("pause: %q %v", out, err)
+	}
+	must(t, os.WriteFile(mark(paused), []byte("2026-01-01T00:00:00Z"), 0o600))
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(mark(paused)); os.IsNotExist(err) {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("stale mark on a paused sandbox still there after 30 s (%v)", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if st := state(paused); st != frozenVal {
+		t.Errorf("a user's pause was thawed by a stale mark: freezer %s", st)
 	}
 }
