@@ -306,7 +306,7 @@ func (m *Manager) forkLayer(ctx context.Context, ctr client.Container, src *sour
 	if err != nil {
 		return "", frozen, err
 	}
-	m.log.Info("fork layer copied", "sandbox", ctr.ID(), "entries", st.Entries, "bytes", st.Bytes,
+	m.log.Debug("fork layer copied", "sandbox", ctr.ID(), "entries", st.Entries, "bytes", st.Bytes,
 		"freeze", tf.Sub(t).Round(time.Millisecond), "copy", tc.Sub(tf).Round(time.Millisecond), "thaw", time.Since(tc).Round(time.Millisecond))
 	key := "boxd-fork-" + newID()
 	if err := sn.Commit(ctx, key, tmp, snapshots.WithLabels(map[string]string{LabelForkLayer: ctr.ID()})); err != nil {
