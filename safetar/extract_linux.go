@@ -43,7 +43,8 @@ func Extract(r io.Reader, destDir string, opts Options) (err error) {
 		return fmt.Errorf("safetar: open destination %s: %w", destDir, err)
 	}
 	defer unix.Close(root)
-	x := &extractor{root: root, destDir: destDir, opts: opts, top: opts.Top}
+	x := &extractor{root: root, destDir: destDir, opts: opts, top: opts.Top, parentFD: -1}
+	defer x.dropParent()
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, x.abandon())
@@ -84,6 +85,40 @@ type extractor struct {
 	// only point at those (a staged directory holds nothing else anyway).
 	written      map[string]struct{}
 	writtenBytes int
+	// parentFD is the last entry's parent directory (parentKey its
+	// components), kept open because a tar lists a directory's entries
+	// one after another: one open per directory instead of one per file.
+	// Entries can never replace a directory (see retryExisting, notADir),
+	// so the descriptor stays the directory the name led to.
+	parentFD  int
+	parentKey string
+}
+
+// parent opens the directory comps (made if missing), or returns the one
+// the previous entry used. The caller does not close it.
+func (x *extractor) parent(comps []string) (int, error) {
+	if len(comps) == 0 {
+		return x.root, nil
+	}
+	key := strings.Join(comps, "/")
+	if x.parentFD >= 0 && key == x.parentKey {
+		return x.parentFD, nil
+	}
+	x.dropParent()
+	fd, err := openDir(x.root, comps, true)
+	if err != nil {
+		return -1, err
+	}
+	x.parentFD, x.parentKey = fd, key
+	return fd, nil
+}
+
+// dropParent closes the kept parent directory.
+func (x *extractor) dropParent() {
+	if x.parentFD >= 0 {
+		unix.Close(x.parentFD)
+		x.parentFD, x.parentKey = -1, ""
+	}
 }
 
 type deferredDir struct {
@@ -233,12 +268,9 @@ func (x *extractor) entry(hdr *tar.Header, data io.Reader) error {
 		}
 	}
 	comps = x.hostComps(comps)
-	parent, err := openDir(x.root, comps[:len(comps)-1], true)
+	parent, err := x.parent(comps[:len(comps)-1])
 	if err != nil {
 		return err
-	}
-	if parent != x.root {
-		defer unix.Close(parent)
 	}
 	base := comps[len(comps)-1]
 	switch hdr.Typeflag {
@@ -265,26 +297,49 @@ func (x *extractor) entry(hdr *tar.Header, data io.Reader) error {
 // client) neither leaves a partial file behind nor loses the file it was
 // to replace. The rename replaces a symlink at base, never what it points
 // to.
+//
+// Inside a staged top-level directory (see place) the file is created at
+// its name directly: nobody sees the directory before finish renames it
+// into place, and abandon removes all of it on failure, so a temporary
+// name and a rename per file would add nothing but system calls. A name
+// the archive lists twice falls back to the temporary name.
 func (x *extractor) file(parent int, base string, hdr *tar.Header, data io.Reader) (err error) {
-	if err := notADir(parent, base); err != nil {
-		return err
+	tmp, fd := "", -1
+	if x.stage != "" {
+		var cerr error
+		fd, cerr = unix.Openat(parent, base, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if cerr != nil && cerr != unix.EEXIST {
+			return fmt.Errorf("create: %w", cerr)
+		}
 	}
-	tmp, fd, err := createTemp(parent, base)
-	if err != nil {
-		return fmt.Errorf("create: %w", err)
+	if fd < 0 {
+		if err := notADir(parent, base); err != nil {
+			return err
+		}
+		var cerr error
+		if tmp, fd, cerr = createTemp(parent, base); cerr != nil {
+			return fmt.Errorf("create: %w", cerr)
+		}
 	}
-	f := os.NewFile(uintptr(fd), base)
-	defer f.Close()
+	// From here on fd is a file this call created, at tmp or (no tmp)
+	// at base: on failure it is removed again.
+	made, closed := tmp, false
+	if made == "" {
+		made = base
+	}
 	defer func() {
+		if !closed {
+			unix.Close(fd)
+		}
 		if err != nil {
-			_ = unix.Unlinkat(parent, tmp, 0)
+			_ = unix.Unlinkat(parent, made, 0)
 		}
 	}()
 	buf := copyBufs.Get().(*[copyBuf]byte)
 	defer copyBufs.Put(buf)
-	// Hiding f's ReadFrom makes the copy use buf: os.File's fallback
-	// would write 32 KiB at a time.
-	if _, err := io.CopyBuffer(struct{ io.Writer }{f}, data, buf[:]); err != nil {
+	// Straight to the descriptor: an os.File costs an fcntl and a
+	// finalizer per file, and its ReadFrom would copy 32 KiB at a time.
+	if _, err := io.CopyBuffer(fdWriter(fd), data, buf[:]); err != nil {
 		return fmt.Errorf("write: %w", err)
 	}
 	// Exact bits regardless of umask; setuid/setgid never survive.
@@ -292,8 +347,12 @@ func (x *extractor) file(parent int, base string, hdr *tar.Header, data io.Reade
 		return fmt.Errorf("chmod: %w", err)
 	}
 	futimens(fd, hdr.ModTime) // best effort: a wrong mtime is not worth failing for
-	if err := f.Close(); err != nil {
+	closed = true
+	if err := unix.Close(fd); err != nil {
 		return fmt.Errorf("close: %w", err)
+	}
+	if tmp == "" {
+		return nil
 	}
 	if err := unix.Renameat(parent, tmp, parent, base); err != nil {
 		if err == unix.EISDIR || err == unix.ENOTEMPTY || err == unix.EEXIST {
@@ -302,6 +361,27 @@ func (x *extractor) file(parent int, base string, hdr *tar.Header, data io.Reade
 		return fmt.Errorf("rename into place: %w", err)
 	}
 	return nil
+}
+
+// fdWriter writes to a file descriptor, all of p or an error.
+type fdWriter int
+
+func (w fdWriter) Write(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		m, err := unix.Write(int(w), p[n:])
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return n, err
+		}
+		if m == 0 {
+			return n, io.ErrShortWrite
+		}
+		n += m
+	}
+	return n, nil
 }
 
 // notADir fails early, before any data is written, if base is a directory

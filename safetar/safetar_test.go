@@ -573,3 +573,52 @@ func sparseMap(m string) []byte {
 	copy(b, m)
 	return b
 }
+
+// A new top-level directory is built under a hidden name with its files
+// created at their names (no temporary name each): modes and mtimes are
+// the archive's, a name listed twice ends with the later entry, nothing
+// hidden is left, and a stream that fails part way leaves nothing at all.
+// Entries that alternate between directories use the right ones.
+func TestExtractStagedTree(t *testing.T) {
+	s := newSandbox(t)
+	exe := reg("tree/d1/run", "#!/bin/sh")
+	exe.mode = 0o750
+	priv := reg("tree/d2/key", "k")
+	priv.mode = 0o600
+	arch := buildTar(t, dir("tree/"), reg("tree/d1/a", "a1"), exe, priv, reg("tree/d1/b", "b"),
+		reg("tree/d2/c", "c"), reg("tree/d1/a", "a2"), reg("tree/top", "t"))
+	if err := Extract(bytes.NewReader(arch), s.dest, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]struct {
+		body string
+		mode fs.FileMode
+	}{
+		"tree/d1/a": {"a2", 0o644}, "tree/d1/run": {"#!/bin/sh", 0o750}, "tree/d1/b": {"b", 0o644},
+		"tree/d2/key": {"k", 0o600}, "tree/d2/c": {"c", 0o644}, "tree/top": {"t", 0o644},
+	}
+	for p, w := range want {
+		full := filepath.Join(s.dest, p)
+		b, err := os.ReadFile(full)
+		fi, serr := os.Lstat(full)
+		if err != nil || serr != nil || string(b) != w.body || fi.Mode() != w.mode || !fi.ModTime().Equal(time.Unix(1700000000, 0)) {
+			t.Errorf("%s: %q %v %v, %v; want %q %v", p, b, fi.Mode(), fi.ModTime(), err, w.body, w.mode)
+		}
+	}
+	for _, d := range []string{"", "tree", "tree/d1", "tree/d2"} {
+		for _, n := range dirNames(t, filepath.Join(s.dest, d)) {
+			if strings.HasPrefix(n, ".") {
+				t.Errorf("hidden %s left in %q", n, d)
+			}
+		}
+	}
+	// A second tree whose stream ends in the middle of a file leaves no
+	// trace, not even the files completed before.
+	arch = buildTar(t, dir("t2/"), reg("t2/done", "x"), reg("t2/sub/big", strings.Repeat("y", 5000)))
+	if err := Extract(bytes.NewReader(arch[:len(arch)-3000]), s.dest, Options{}); err == nil {
+		t.Fatal("truncated archive extracted without error")
+	}
+	if names := dirNames(t, s.dest); !slices.Equal(names, []string{"tree"}) {
+		t.Errorf("dest after a failed copy holds %q, want just tree", names)
+	}
+}

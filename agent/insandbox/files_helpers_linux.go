@@ -369,13 +369,11 @@ var errSearchDone = errors.New("search done")
 // searcher is the state one glob or grep shares across its walk: the
 // budget of entries looked at, and the results sent in batches.
 type searcher struct {
-	fw      *wire.FrameWriter
 	gone    *atomic.Bool
 	limit   int
 	results int
 	bytes   int
-	batch   []byte
-	count   int
+	batch   jsonBatcher
 	sum     wire.SearchSummary
 	noLimit bool // a walk that must not stop at the entry budget (chown -R)
 }
@@ -413,41 +411,20 @@ func (s *searcher) add(v any) error {
 		s.stop(fmt.Sprintf("the results reached %d bytes, the most one call returns", wire.MaxSearchResultBytes))
 		return errSearchDone
 	}
-	if len(s.batch)+len(b) > fsListBatchBytes && s.count > 0 {
-		if err := s.flush(); err != nil {
-			return err
-		}
+	if err := s.batch.addJSON(b); err != nil {
+		return err
 	}
-	if s.count == 0 {
-		s.batch = append(s.batch[:0], '[')
-	} else {
-		s.batch = append(s.batch, ',')
-	}
-	s.batch = append(s.batch, b...)
-	s.count++
 	s.results++
 	s.bytes += len(b) + 1
 	return nil
 }
 
-func (s *searcher) flush() error {
-	if s.count == 0 {
-		return nil
-	}
-	s.batch = append(s.batch, ']')
-	s.count = 0
-	if err := s.fw.WriteFrame(wire.FrameResult, s.batch); err != nil {
-		return fmt.Errorf("%w: %v", errFileHostWrite, err)
-	}
-	return nil
-}
-
 // finish sends what is left and the summary.
 func (s *searcher) finish() error {
-	if err := s.flush(); err != nil {
+	if err := s.batch.flush(); err != nil {
 		return err
 	}
-	if err := s.fw.WriteJSON(wire.FrameOK, s.sum); err != nil {
+	if err := s.batch.fw.WriteJSON(wire.FrameOK, s.sum); err != nil {
 		return fmt.Errorf("%w: %v", errFileHostWrite, err)
 	}
 	return nil
@@ -599,7 +576,7 @@ func (s *Server) fileGlob(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWri
 	if err == nil {
 		start, err = cleanFilePath("/", start)
 	}
-	sr := &searcher{fw: fw}
+	sr := &searcher{batch: jsonBatcher{fw: fw}}
 	if err == nil {
 		sr.limit, err = checkSearchLimit(a.Limit)
 	}
@@ -799,7 +776,7 @@ func (s *Server) fileGrep(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWri
 	if err == nil {
 		err = checkLineArgs(0, 0, a.MaxLineBytes)
 	}
-	sr := &searcher{fw: fw}
+	sr := &searcher{batch: jsonBatcher{fw: fw}}
 	if err == nil {
 		sr.limit, err = checkSearchLimit(a.Limit)
 	}
@@ -913,7 +890,7 @@ func (s *Server) fileChown(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWr
 		s.replyError(fw, "chown", err)
 		return
 	}
-	sr := &searcher{fw: fw, noLimit: true, gone: watchHangup(conn)}
+	sr := &searcher{batch: jsonBatcher{fw: fw}, noLimit: true, gone: watchHangup(conn)}
 	err = id.do(func() error {
 		fd, err := fsOpen(unix.AT_FDCWD, p, unix.O_PATH|unix.O_NOFOLLOW, 0, 0)
 		if err != nil {

@@ -582,46 +582,9 @@ func (s *Server) fileStat(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWri
 	fw.WriteJSON(wire.FrameResult, fi)
 }
 
-// fsListBatchBytes is roughly how much JSON goes in one list frame.
-const fsListBatchBytes = 64 << 10
-
 // fsLister walks a directory tree and sends its entries in batches.
 type fsLister struct {
-	fw    *wire.FrameWriter
-	buf   []byte
-	count int
-}
-
-func (l *fsLister) add(fi wire.FileStat) error {
-	b, err := json.Marshal(fi)
-	if err != nil {
-		return err
-	}
-	if len(l.buf)+len(b) > fsListBatchBytes && l.count > 0 {
-		if err := l.flush(); err != nil {
-			return err
-		}
-	}
-	if l.count == 0 {
-		l.buf = append(l.buf[:0], '[')
-	} else {
-		l.buf = append(l.buf, ',')
-	}
-	l.buf = append(l.buf, b...)
-	l.count++
-	return nil
-}
-
-func (l *fsLister) flush() error {
-	if l.count == 0 {
-		return nil
-	}
-	l.buf = append(l.buf, ']')
-	l.count = 0
-	if err := l.fw.WriteFrame(wire.FrameResult, l.buf); err != nil {
-		return fmt.Errorf("%w: %v", errFileHostWrite, err)
-	}
-	return nil
+	jsonBatcher
 }
 
 // fsReadNames reads the names in the directory open at dirfd, sorted.
@@ -730,7 +693,7 @@ func (s *Server) fileList(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWri
 	case depth < 0 || depth > wire.MaxListDepth:
 		depth = wire.MaxListDepth
 	}
-	l := &fsLister{fw: fw}
+	l := &fsLister{jsonBatcher{fw: fw}}
 	err = id.do(func() error {
 		fd, err := fsOpen(unix.AT_FDCWD, p, unix.O_RDONLY|unix.O_DIRECTORY, 0, 0)
 		if err != nil {

@@ -175,20 +175,30 @@ func (e *env) startBoxd(ctx context.Context, boxd, initBin string) (err error) {
 	}
 	_ = os.WriteFile(filepath.Join(e.dir, "boxd.pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
 	e.boxd = boxdAPI{rpcclient.New(e.sock)}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := e.boxd.list(ctx); err == nil {
-			break
-		} else if time.Now().After(deadline) {
-			return fmt.Errorf("boxd did not answer within 20 s: %v\n%s", err, tail(filepath.Join(e.dir, "boxd.log"), 20))
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := waitBoxd(ctx, e.boxd, "boxd", filepath.Join(e.dir, "boxd.log")); err != nil {
+		return err
 	}
 	logf("importing %s into boxd", image)
 	if out, err := e.boxctlCmd(ctx, "image", "import", "--rootfs", e.rootfs, "--name", image).CombinedOutput(); err != nil {
 		return fmt.Errorf("boxctl image import: %v %s", err, out)
 	}
 	return nil
+}
+
+// waitBoxd waits up to 20 s for the boxd behind api to answer; the error
+// quotes the end of its log.
+func waitBoxd(ctx context.Context, api boxdAPI, what, logPath string) error {
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		_, err := api.list(ctx)
+		switch {
+		case err == nil:
+			return nil
+		case time.Now().After(deadline) || ctx.Err() != nil:
+			return fmt.Errorf("%s did not answer within 20 s: %v\n%s", what, err, tail(logPath, 20))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // startDockerd runs Debian's dockerd on the private containerd with every
@@ -439,7 +449,7 @@ func sweepStale() {
 			continue
 		}
 		logf("cleaning %s, left by a run that died", dir)
-		for file, comm := range map[string]string{"docker/docker.pid": "dockerd", "boxd.pid": "boxd", "net/boxd.pid": "boxd"} {
+		for file, comm := range map[string]string{"docker/docker.pid": "dockerd", "boxd.pid": "boxd", "net/boxd.pid": "boxd", "ab/boxd.pid": "boxd"} {
 			if data, err := os.ReadFile(filepath.Join(dir, file)); err == nil {
 				if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil {
 					killPid(pid, comm)

@@ -19,14 +19,17 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"connectrpc.com/connect"
 
 	rpcclient "github.com/boxd-dev/boxd/rpc/client"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
+	"github.com/boxd-dev/boxd/safetar"
 )
 
 func scenarioFiles(ctx context.Context, e *env, cfg *config) ([]*latency, error) {
@@ -125,35 +128,154 @@ func scenarioFiles(ctx context.Context, e *env, cfg *config) ([]*latency, error)
 	logThroughput(out, bigSize)
 	rs = append(rs, out)
 
-	// checkTree verifies the tree arrived whole before removing it.
-	checkTree := func(api sandboxAPI, id string) func(context.Context, int) error {
+	// The tree rows copy into a new name every sample and remove the
+	// copies only at the end. Removing a tree right before the next copy
+	// would mostly measure the file system: ext4 without a journal (this
+	// VM's) passes over every inode freed in the last minutes when it
+	// allocates one (recently_deleted), so each sample would be slower
+	// than the last, for every peer alike (README, Performance).
+	ab, err := startAB(ctx, e)
+	if err != nil {
+		return rs, err
+	}
+	defer func() {
+		if err := ab.stop(); err != nil {
+			logf("base boxd: %v", err)
+		}
+	}()
+	var abSb string
+	var abFc boxdv1connect.FileServiceClient
+	if ab != nil {
+		if abSb, err = ab.api.create(ctx); err != nil {
+			return rs, fmt.Errorf("base boxd create: %w", err)
+		}
+		defer ab.api.remove(context.WithoutCancel(ctx), abSb)
+		abFc = rpcclient.NewFiles(ab.sock)
+	}
+	seq := 0
+	fresh := func(prefix string) string { seq++; return fmt.Sprintf("%s%d", prefix, seq) }
+	var last sync.Map // peer name -> the name its last sample wrote
+	// checkTree verifies, on a peer's first sample, that the tree arrived
+	// whole.
+	checkTree := func(api sandboxAPI, id, peer string) func(context.Context, int) error {
 		return func(ctx context.Context, i int) error {
-			if i == 0 {
-				out, err := execOK(ctx, api, id, "sh", "-c", "find /workspace/tree -type f | wc -l")
-				if err != nil {
-					return err
-				}
-				if strings.TrimSpace(string(out)) != fmt.Sprint(cfg.treeFiles) {
-					return fmt.Errorf("%s: %s files arrived, want %d", api.name(), strings.TrimSpace(string(out)), cfg.treeFiles)
-				}
+			if i != 0 {
+				return nil
 			}
-			return rmIn(api, id, "/workspace/tree")(ctx, i)
+			name, _ := last.Load(peer)
+			out, err := execOK(ctx, api, id, "sh", "-c", fmt.Sprintf("find /workspace/%s -type f | wc -l", name))
+			if err != nil {
+				return err
+			}
+			if strings.TrimSpace(string(out)) != fmt.Sprint(cfg.treeFiles) {
+				return fmt.Errorf("%s: %s files arrived, want %d", peer, strings.TrimSpace(string(out)), cfg.treeFiles)
+			}
+			return nil
 		}
 	}
-	rs = append(rs, measure(ctx, fmt.Sprintf("tree of %d small files in", cfg.treeFiles), 1, cfg.treeN, []peer{
-		{name: "boxctl cp", run: func(ctx context.Context, _ int) error {
-			return run(e.boxctlCmd(ctx, "cp", tree, sb+":/workspace/"))
-		}, after: checkTree(e.boxd, sb)},
-		{name: "docker cp", run: func(ctx context.Context, _ int) error {
-			return run(e.dockerCmd(ctx, "cp", tree, dk+":/workspace/"))
-		}, after: checkTree(e.docker, dk)},
-		{name: "boxd API", run: func(ctx context.Context, _ int) error {
-			return boxdUploadTree(ctx, fc, sb, tree, "/workspace/tree")
-		}, after: checkTree(e.boxd, sb)},
+	cpIn := func(peer string, cmd func(ctx context.Context, args ...string) *exec.Cmd, id string) func(context.Context, int) error {
+		return func(ctx context.Context, _ int) error {
+			name := fresh("t")
+			last.Store(peer, name)
+			return run(cmd(ctx, "cp", tree, id+":/workspace/"+name))
+		}
+	}
+	apiIn := func(peer string, fc boxdv1connect.FileServiceClient, id string) func(context.Context, int) error {
+		return func(ctx context.Context, _ int) error {
+			name := fresh("t")
+			last.Store(peer, name)
+			return boxdUploadTree(ctx, fc, id, tree, "/workspace/"+name)
+		}
+	}
+	inPeers := []peer{
+		{name: "boxctl cp", run: cpIn("boxctl cp", e.boxctlCmd, sb), after: checkTree(e.boxd, sb, "boxctl cp")},
+		{name: "docker cp", run: cpIn("docker cp", e.dockerCmd, dk), after: checkTree(e.docker, dk, "docker cp")},
+		{name: "boxd API", run: apiIn("boxd API", fc, sb), after: checkTree(e.boxd, sb, "boxd API")},
 		{name: "Docker Engine API", run: func(ctx context.Context, _ int) error {
-			return e.docker.putTree(ctx, dk, tree, "/workspace")
-		}, after: checkTree(e.docker, dk)},
-	}))
+			name := fresh("t")
+			last.Store("Docker Engine API", name)
+			return e.docker.putTree(ctx, dk, tree, "/workspace", name)
+		}, after: checkTree(e.docker, dk, "Docker Engine API")},
+	}
+	if ab != nil {
+		inPeers = append(inPeers,
+			peer{name: "boxctl cp (base)", run: cpIn("boxctl cp (base)", ab.boxctlCmd, abSb), after: checkTree(ab.api, abSb, "boxctl cp (base)")},
+			peer{name: "boxd API (base)", run: apiIn("boxd API (base)", abFc, abSb), after: checkTree(ab.api, abSb, "boxd API (base)")})
+	}
+	rs = append(rs, measure(ctx, fmt.Sprintf("tree of %d small files in", cfg.treeFiles), 1, cfg.treeN, inPeers))
+	if ctx.Err() != nil {
+		return rs, ctx.Err()
+	}
+
+	// Out: the tree put in place once in each sandbox, copied out to a new
+	// host directory every sample (removed with dir at the end).
+	var rels []string
+	if err := filepath.WalkDir(tree, func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			rel, _ := filepath.Rel(tree, p)
+			rels = append(rels, filepath.ToSlash(rel))
+		}
+		return err
+	}); err != nil {
+		return rs, err
+	}
+	if err := run(e.boxctlCmd(ctx, "cp", tree, sb+":/workspace/tree")); err != nil {
+		return rs, err
+	}
+	if err := run(e.dockerCmd(ctx, "cp", tree, dk+":/workspace/tree")); err != nil {
+		return rs, err
+	}
+	if ab != nil {
+		if err := run(ab.boxctlCmd(ctx, "cp", tree, abSb+":/workspace/tree")); err != nil {
+			return rs, err
+		}
+	}
+	checkOutTree := func(peer string) func(context.Context, int) error {
+		return func(context.Context, int) error {
+			name, _ := last.Load(peer)
+			n := 0
+			err := filepath.WalkDir(filepath.Join(outDir, name.(string)), func(p string, d os.DirEntry, err error) error {
+				if err == nil && d.Type().IsRegular() {
+					n++
+				}
+				return err
+			})
+			if err == nil && n != cfg.treeFiles {
+				err = fmt.Errorf("%s: %d files came out, want %d", peer, n, cfg.treeFiles)
+			}
+			return err
+		}
+	}
+	cpOut := func(peer string, cmd func(ctx context.Context, args ...string) *exec.Cmd, id string) func(context.Context, int) error {
+		return func(ctx context.Context, _ int) error {
+			name := fresh("o")
+			last.Store(peer, name)
+			return run(cmd(ctx, "cp", id+":/workspace/tree", filepath.Join(outDir, name)))
+		}
+	}
+	apiOut := func(peer string, fc boxdv1connect.FileServiceClient, id string) func(context.Context, int) error {
+		return func(ctx context.Context, _ int) error {
+			name := fresh("o")
+			last.Store(peer, name)
+			return boxdDownloadTree(ctx, fc, id, "/workspace/tree", rels, filepath.Join(outDir, name))
+		}
+	}
+	outPeers := []peer{
+		{name: "boxctl cp", run: cpOut("boxctl cp", e.boxctlCmd, sb), after: checkOutTree("boxctl cp")},
+		{name: "docker cp", run: cpOut("docker cp", e.dockerCmd, dk), after: checkOutTree("docker cp")},
+		{name: "boxd API", run: apiOut("boxd API", fc, sb), after: checkOutTree("boxd API")},
+		{name: "Docker Engine API", run: func(ctx context.Context, _ int) error {
+			name := fresh("o")
+			last.Store("Docker Engine API", name)
+			return e.docker.getTree(ctx, dk, "/workspace/tree", filepath.Join(outDir, name))
+		}, after: checkOutTree("Docker Engine API")},
+	}
+	if ab != nil {
+		outPeers = append(outPeers,
+			peer{name: "boxctl cp (base)", run: cpOut("boxctl cp (base)", ab.boxctlCmd, abSb), after: checkOutTree("boxctl cp (base)")},
+			peer{name: "boxd API (base)", run: apiOut("boxd API (base)", abFc, abSb), after: checkOutTree("boxd API (base)")})
+	}
+	rs = append(rs, measure(ctx, fmt.Sprintf("tree of %d small files out", cfg.treeFiles), 1, cfg.treeN, outPeers))
 	return rs, ctx.Err()
 }
 
@@ -368,9 +490,9 @@ func boxdUploadTree(ctx context.Context, fc boxdv1connect.FileServiceClient, id,
 	return nil
 }
 
-// putTree copies the directory local into dir in the container with PUT
-// /containers/ID/archive, as docker cp does.
-func (d *dockerAPI) putTree(ctx context.Context, id, local, dir string) error {
+// putTree copies the directory local into dir in the container as name,
+// with PUT /containers/ID/archive, as docker cp does.
+func (d *dockerAPI) putTree(ctx context.Context, id, local, dir, name string) error {
 	return d.putArchive(ctx, id, dir, func(tw *tar.Writer) error {
 		return filepath.WalkDir(local, func(p string, de os.DirEntry, err error) error {
 			if err != nil {
@@ -384,8 +506,8 @@ func (d *dockerAPI) putTree(ctx context.Context, id, local, dir string) error {
 			if err != nil {
 				return err
 			}
-			rel, _ := filepath.Rel(filepath.Dir(local), p)
-			h.Name = filepath.ToSlash(rel)
+			rel, _ := filepath.Rel(local, p)
+			h.Name = filepath.ToSlash(filepath.Join(name, rel))
 			if de.IsDir() {
 				h.Name += "/"
 			}
@@ -401,6 +523,76 @@ func (d *dockerAPI) putTree(ctx context.Context, id, local, dir string) error {
 			return err
 		})
 	})
+}
+
+// boxdDownloadTree copies the files rels under dir in the sandbox to the
+// host directory local in one DownloadFiles call, as a Go program would.
+func boxdDownloadTree(ctx context.Context, fc boxdv1connect.FileServiceClient, id, dir string, rels []string, local string) error {
+	paths := make([]string, len(rels))
+	for i, rel := range rels {
+		paths[i] = dir + "/" + rel
+	}
+	rs, err := fc.DownloadFiles(ctx, connect.NewRequest(&boxdv1.DownloadFilesRequest{SandboxId: id, Paths: paths}))
+	if err != nil {
+		return err
+	}
+	defer rs.Close()
+	var f *os.File
+	done := 0
+	for rs.Receive() {
+		m := rs.Msg()
+		switch ev := m.Event.(type) {
+		case *boxdv1.DownloadFilesResponse_Start:
+			p := filepath.Join(local, filepath.FromSlash(rels[m.Index]))
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
+			if f, err = os.Create(p); err != nil {
+				return err
+			}
+		case *boxdv1.DownloadFilesResponse_Data:
+			if f == nil {
+				return fmt.Errorf("download: data before a start")
+			}
+			if _, err := f.Write(ev.Data); err != nil {
+				f.Close()
+				return err
+			}
+		case *boxdv1.DownloadFilesResponse_Done:
+			if ev.Done.Error != nil {
+				return fmt.Errorf("download %s: %s: %s", ev.Done.Path, ev.Done.Error.Code, ev.Done.Error.Message)
+			}
+			if f != nil {
+				if err := f.Close(); err != nil {
+					return err
+				}
+				f = nil
+			}
+			done++
+		}
+	}
+	if f != nil {
+		f.Close()
+	}
+	if err := rs.Err(); err != nil {
+		return err
+	}
+	if done != len(rels) {
+		return fmt.Errorf("download: %d of %d files", done, len(rels))
+	}
+	return nil
+}
+
+// getTree copies the directory path in the container to the host
+// directory local with GET /containers/ID/archive, unpacking the tar (its
+// top-level name replaced by local) as docker cp does.
+func (d *dockerAPI) getTree(ctx context.Context, id, path, local string) error {
+	resp, err := d.archive(ctx, http.MethodGet, id, path, nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return safetar.Extract(resp.Body, filepath.Dir(local), safetar.Options{Top: filepath.Base(path), Rename: filepath.Base(local)})
 }
 
 // writeRandom writes size bytes of incompressible data.
