@@ -3,7 +3,10 @@
 package e2e
 
 import (
+	"bytes"
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -87,6 +90,20 @@ func TestExecResults(t *testing.T) {
 	pc = startExec(t, ctx(t), &boxdv1.ProcessSpec{SandboxId: id, Args: []string{"sh", "-c", "kill -9 $$"}})
 	if r := pc.result(); r.OomKilled || r.Signal != "SIGKILL" {
 		t.Errorf("process exec of kill -9: %+v, want SIGKILL without oom_killed", r)
+	}
+	// boxctl says so on stderr, through its fast path and through the
+	// full CLI, and fails.
+	hog := []string{"exec", id, "--", "sh", "-c", `x=$(head -c 200000000 /dev/zero | tr '\0' a)`}
+	for _, bin := range []string{env.boxctl, fullCLI()} {
+		cmd := exec.Command(bin, append([]string{"--socket", env.socket}, hog...)...)
+		cmd.Env = append(os.Environ(), "BOXCTL_NO_FULL=1")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() == 0 || !strings.Contains(stderr.String(), "ran out of memory (oom_killed)") {
+			t.Errorf("%s exec of the memory hog: %v, stderr %q; want a failed exit and the oom_killed line", filepath.Base(bin), err, stderr.String())
+		}
 	}
 	if sb := inspect(t, id); sb.Usage.GetOomKills() == 0 {
 		t.Errorf("inspect counts no OOM kill")

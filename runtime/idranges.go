@@ -41,22 +41,38 @@ func (r *idRanges) load(ctx context.Context, m *Manager) error {
 	if r.loaded {
 		return nil
 	}
+	recs, err := m.records(ctx)
+	if err != nil {
+		return fmt.Errorf("uid ranges: %w", err)
+	}
+	for _, rec := range recs {
+		if rec.HostUID != 0 {
+			r.used[rec.HostUID]++
+		}
+	}
+	r.loaded = true
+	return nil
+}
+
+// records are the record labels of every sandbox and pool member that
+// exists, for what is handed out per sandbox and kept only there.
+func (m *Manager) records(ctx context.Context) ([]record, error) {
 	ctrs, err := m.cfg.Client.Containers(ctx, fmt.Sprintf(`labels."%s"`, LabelSandbox))
 	if err != nil {
-		return fmt.Errorf("uid ranges: list sandboxes: %w", err)
+		return nil, fmt.Errorf("list sandboxes: %w", err)
 	}
+	recs := make([]record, 0, len(ctrs))
 	for _, c := range ctrs {
 		labels, err := c.Labels(ctx)
 		if err != nil {
 			continue // deleted meanwhile
 		}
 		var rec record
-		if json.Unmarshal([]byte(labels[LabelSandbox]), &rec) == nil && rec.HostUID != 0 {
-			r.used[rec.HostUID]++
+		if json.Unmarshal([]byte(labels[LabelSandbox]), &rec) == nil {
+			recs = append(recs, rec)
 		}
 	}
-	r.loaded = true
-	return nil
+	return recs, nil
 }
 
 // take returns the first host id of a free block.

@@ -4,6 +4,7 @@ package insandbox
 
 import (
 	"os"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -19,6 +20,20 @@ const exitGrace = 100 * time.Millisecond
 // machine, a slow client): past it the rest is dropped and the result says
 // truncated.
 const drainLimit = 30 * time.Second
+
+// drainOutputs lets a finished command's output pumps finish (awaitDrain),
+// then closes the read ends with closeAll, which stops the pumps even if a
+// background process still holds the write ends. It returns only once
+// every pump has stopped, so no output can follow the result, and says
+// whether output the command wrote was still unread at drainLimit.
+func drainOutputs(pumps *sync.WaitGroup, closeAll func(), fs ...*os.File) (lost bool) {
+	done := make(chan struct{})
+	go func() { pumps.Wait(); close(done) }()
+	lost = awaitDrain(done, fs...)
+	closeAll()
+	<-done
+	return lost
+}
 
 // awaitDrain waits after a command's exit until its output pumps are done
 // (done closes), or until the pipes in fs have held nothing for exitGrace:

@@ -65,7 +65,7 @@ func (s *Server) exec(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWriter,
 
 	timedOut, abandoned := e.wait()
 	ended := time.Now()
-	e.drain(&pumps)
+	e.drain(&pumps, func() { closeFiles(e.cmd.stdout, e.cmd.stderr) }, e.cmd.stdout, e.cmd.stderr)
 	if abandoned || e.broken.Load() {
 		return
 	}
@@ -97,22 +97,6 @@ func (e *execution) wait() (timedOut, abandoned bool) {
 			e.cmd.kill()
 		}
 	}
-}
-
-// drain lets the output pumps finish (awaitDrain): closing the read ends
-// stops them even if a background process still holds the write ends. It
-// returns only once both pumps have stopped, so no output frame can follow
-// the result.
-func (e *execution) drain(pumps *sync.WaitGroup) {
-	done := make(chan struct{})
-	go func() { pumps.Wait(); close(done) }()
-	if awaitDrain(done, e.cmd.stdout, e.cmd.stderr) {
-		e.outMu.Lock()
-		e.truncated = true
-		e.outMu.Unlock()
-	}
-	closeFiles(e.cmd.stdout, e.cmd.stderr)
-	<-done
 }
 
 func (e *execution) result(started, ended time.Time, timedOut bool) wire.ExecResult {

@@ -48,6 +48,16 @@ func (o *outputStream) pump(r *os.File, t wire.FrameType, wg *sync.WaitGroup) {
 	}
 }
 
+// drain ends the output after the command exited (drainOutputs); output
+// still unread at the drain limit marks the result truncated.
+func (o *outputStream) drain(pumps *sync.WaitGroup, closeAll func(), fs ...*os.File) {
+	if drainOutputs(pumps, closeAll, fs...) {
+		o.outMu.Lock()
+		o.truncated = true
+		o.outMu.Unlock()
+	}
+}
+
 // emit sends output within the limit; beyond it data is dropped, but the
 // pipe is still drained so the command never blocks on a full pipe.
 func (o *outputStream) emit(t wire.FrameType, p []byte) {

@@ -241,7 +241,7 @@ func (s *Server) processExec(conn net.Conn, fr *wire.FrameReader, fw *wire.Frame
 
 	timedOut, abandoned := waitProcCmd(cmd, spec.Timeout, e.hangup)
 	ended := time.Now()
-	drainProcOutputs(cmd, &pumps)
+	e.drain(&pumps, cmd.closeOutputs, cmd.outputs()...)
 	if abandoned || e.broken.Load() {
 		return
 	}
@@ -272,17 +272,6 @@ func waitProcCmd(cmd *procCmd, timeout time.Duration, hangup <-chan struct{}) (t
 			cmd.kill()
 		}
 	}
-}
-
-// drainProcOutputs lets the output readers finish (awaitDrain): closing
-// the read ends stops them even if a background process still holds the
-// write ends. It returns once all readers have stopped.
-func drainProcOutputs(cmd *procCmd, pumps *sync.WaitGroup) {
-	done := make(chan struct{})
-	go func() { pumps.Wait(); close(done) }()
-	awaitDrain(done, append([]*os.File{cmd.stdout, cmd.stderr}, cmd.extra...)...)
-	cmd.closeOutputs()
-	<-done
 }
 
 // stopWriting says whether a blocked stdin write should give up.
@@ -540,7 +529,9 @@ func (p *bgProc) run(s *Server, spec *wire.ProcessSpec, started time.Time) {
 	}
 	timedOut, _ := waitProcCmd(cmd, spec.Timeout, nil)
 	ended := time.Now()
-	drainProcOutputs(cmd, &pumps)
+	if drainOutputs(&pumps, cmd.closeOutputs, cmd.outputs()...) {
+		p.log.loseOutput()
+	}
 	// Closing under a blocked writer is fine: its write fails.
 	if p.stdinOpen.Swap(false) && cmd.pty == nil {
 		cmd.stdin.Close()

@@ -106,6 +106,14 @@ func (l *outputLog) signal() {
 	l.wake = make(chan struct{})
 }
 
+// loseOutput records output lost outside the ring: bytes the process
+// wrote that were still unread when its pipes were closed.
+func (l *outputLog) loseOutput() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.dropped = true
+}
+
 // lostOutput reports whether the ring ever dropped output.
 func (l *outputLog) lostOutput() bool {
 	l.mu.Lock()

@@ -31,6 +31,11 @@ func (c *procCmd) kill() { c.reaper.kill(c.child) }
 // closeOutputs closes the read ends, which stops readers even when a
 // background process still holds the write ends. With a pty this closes
 // stdin too: both are the master.
+// outputs are the read ends the command's output arrives on.
+func (c *procCmd) outputs() []*os.File {
+	return append([]*os.File{c.stdout, c.stderr}, c.extra...)
+}
+
 func (c *procCmd) closeOutputs() {
 	closeFiles(c.stdout, c.stderr)
 	closeFiles(c.extra...)

@@ -258,7 +258,9 @@ func (s *Server) startShell(spec *wire.SessionSpec) (*shell, error) {
 	go func() {
 		<-cmd.child.done
 		s.untrack(cmd.child)
-		drainProcOutputs(cmd, &sh.pumps)
+		// The shell is gone: the session ends with an error, so output
+		// still unread at the limit has no result to be reported in.
+		drainOutputs(&sh.pumps, cmd.closeOutputs, cmd.outputs()...)
 		closeFiles(cmd.stdin)
 		close(sh.gone)
 	}()

@@ -85,8 +85,15 @@ func runExec(args, env []string, inv *invocation) int {
 		stderr.WriteString("boxctl: exec: boxd ended the stream without a result\n")
 		return exitBoxdError
 	}
+	// The same notices as the full CLI's exitWith, in the same order.
+	if res.TimedOut {
+		stderr.WriteString("boxctl: command timed out and was killed\n")
+	}
+	if res.OOMKilled {
+		stderr.WriteString("boxctl: command was killed: the sandbox ran out of memory (oom_killed)\n")
+	}
 	if res.Truncated {
-		stderr.WriteString("boxctl: output truncated at the output limit\n")
+		stderr.WriteString("boxctl: output truncated (the output limit, or output still unread when the command's pipes were closed)\n")
 	}
 	return int(res.ExitCode)
 }

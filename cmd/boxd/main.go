@@ -67,6 +67,7 @@ func newApp() *cli.App {
 			&cli.Float64Flag{Name: "default-cpus", Value: 1},
 			&cli.Int64Flag{Name: "default-pids", Value: 256},
 			&cli.UintFlag{Name: "userns-host-id", Value: 200000, Usage: "first host uid/gid of the blocks sandboxes get: root in each sandbox maps to the first id of its own block"},
+			&cli.UintFlag{Name: "shim-group-size", Value: runtime.DefaultShimGroupSize, Usage: fmt.Sprintf("how many sandboxes share one runc shim process (1 to %d; 1: each its own)", runtime.MaxShimGroupSize)},
 			&cli.UintFlag{Name: "userns-ranges", Value: runtime.DefaultIDRanges, Usage: "how many uid/gid blocks of --userns-size sandboxes (and pool members) may hold at once"},
 			&cli.UintFlag{Name: "userns-size", Value: 65536, Usage: "number of ids mapped into each sandbox"},
 			&cli.StringFlag{Name: "restart-limit", Value: runtime.DefaultRestartPolicy.String(), Usage: "restarts of a sandbox's dead init allowed per window (N/WINDOW, e.g. 5/10m; 0: never restart)"},
@@ -194,6 +195,9 @@ func run(cc *cli.Context) error {
 	if d := cc.Duration("idle-timeout"); d < 0 || (d > 0 && d < time.Second) {
 		return fmt.Errorf("--idle-timeout: %v must be 0 (never) or at least 1s", d)
 	}
+	if n := cc.Uint("shim-group-size"); n < 1 || n > runtime.MaxShimGroupSize {
+		return fmt.Errorf("--shim-group-size: %d must be 1 (a shim per sandbox) to %d", n, runtime.MaxShimGroupSize)
+	}
 	evlog, err := events.Open(events.Config{Dir: filepath.Join(cc.String("state-dir"), "events"), Logger: log})
 	if err != nil {
 		return err
@@ -214,8 +218,9 @@ func run(cc *cli.Context) error {
 		MaxMemory:     hostMemory(),
 		MaxCPUs:       goruntime.NumCPU(),
 		IDBase:        uint32(cc.Uint("userns-host-id")), IDMapSize: uint32(cc.Uint("userns-size")), IDRanges: int(cc.Uint("userns-ranges")),
-		PoolSize:     cc.Int("warm-pool"),
-		MaxSandboxes: lim.maxSandboxes, TotalMemory: lim.memoryTotal, TotalPids: lim.pidsTotal,
+		ShimGroupSize: int(cc.Uint("shim-group-size")),
+		PoolSize:      cc.Int("warm-pool"),
+		MaxSandboxes:  lim.maxSandboxes, TotalMemory: lim.memoryTotal, TotalPids: lim.pidsTotal,
 		Quotas:      quotas,
 		Restarts:    restarts,
 		Network:     netMgr,

@@ -506,6 +506,8 @@ func (s *scanner) result() (*Result, error) {
 			num = 8
 		case "maxRssBytes", "max_rss_bytes":
 			num = 9
+		case "oomKilled", "oom_killed":
+			num = 11
 		default:
 			return s.skip(0)
 		}
@@ -525,6 +527,8 @@ func (s *scanner) result() (*Result, error) {
 			r.TimedOut, err = s.boolValue()
 		case 4:
 			r.Truncated, err = s.boolValue()
+		case 11:
+			r.OOMKilled, err = s.boolValue()
 		default:
 			err = s.skip(0)
 		}

@@ -34,6 +34,7 @@ type Result struct {
 	Signal    string
 	TimedOut  bool
 	Truncated bool
+	OOMKilled bool
 }
 
 // Error is a Connect error, from boxd or from a broken stream. Code is

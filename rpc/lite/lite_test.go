@@ -89,8 +89,8 @@ func TestExecStreamAgainstConnect(t *testing.T) {
 		},
 		{
 			name:   "signal, timeout, truncation",
-			events: []*boxdv1.ExecStreamResponse{resultEv(&boxdv1.ExecResult{ExitCode: 124, Signal: "SIGKILL", TimedOut: true, Truncated: true})},
-			result: &Result{ExitCode: 124, Signal: "SIGKILL", TimedOut: true, Truncated: true},
+			events: []*boxdv1.ExecStreamResponse{resultEv(&boxdv1.ExecResult{ExitCode: 124, Signal: "SIGKILL", TimedOut: true, Truncated: true, OomKilled: true})},
+			result: &Result{ExitCode: 124, Signal: "SIGKILL", TimedOut: true, Truncated: true, OOMKilled: true},
 		},
 		{
 			name:   "negative exit code",

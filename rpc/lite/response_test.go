@@ -211,7 +211,7 @@ func FuzzParseEvent(f *testing.F) {
 			}
 		case *boxdv1.ExecStreamResponse_Result:
 			r := e.Result
-			if ev.kind != eventResult || *ev.result != (Result{ExitCode: r.ExitCode, Signal: r.Signal, TimedOut: r.TimedOut, Truncated: r.Truncated}) {
+			if ev.kind != eventResult || *ev.result != (Result{ExitCode: r.ExitCode, Signal: r.Signal, TimedOut: r.TimedOut, Truncated: r.Truncated, OOMKilled: r.OomKilled}) {
 				t.Fatalf("result %+v kind %d, want %v", ev.result, ev.kind, r)
 			}
 		case nil:
@@ -313,7 +313,7 @@ func TestParseEventProtojson(t *testing.T) {
 		msgs = append(msgs, stdoutEv(string(data[:n])), stderrEv(string(data[n/2:n])))
 	}
 	for _, code := range []int32{0, 1, 124, 137, 255, -1, 1<<31 - 1, -1 << 31} {
-		msgs = append(msgs, resultEv(&boxdv1.ExecResult{ExitCode: code, Signal: "SIGKILL", TimedOut: code%2 == 0, Truncated: code%3 == 0,
+		msgs = append(msgs, resultEv(&boxdv1.ExecResult{ExitCode: code, Signal: "SIGKILL", TimedOut: code%2 == 0, Truncated: code%3 == 0, OomKilled: code%5 == 0,
 			StartedAt: "2026-11-22T14:00:00.123456789Z", UserCpuUsec: int64(code) << 20, SystemCpuUsec: 1, MaxRssBytes: 1 << 40}))
 	}
 	opts := []protojson.MarshalOptions{{}, {UseProtoNames: true, EmitUnpopulated: true}, {Multiline: true, Indent: "\t"}}
@@ -338,7 +338,7 @@ func TestParseEventProtojson(t *testing.T) {
 				}
 			case *boxdv1.ExecStreamResponse_Result:
 				r := e.Result
-				if ev.kind != eventResult || *ev.result != (Result{ExitCode: r.ExitCode, Signal: r.Signal, TimedOut: r.TimedOut, Truncated: r.Truncated}) {
+				if ev.kind != eventResult || *ev.result != (Result{ExitCode: r.ExitCode, Signal: r.Signal, TimedOut: r.TimedOut, Truncated: r.Truncated, OOMKilled: r.OomKilled}) {
 					t.Fatalf("%s: result %+v", b, ev.result)
 				}
 			default:

@@ -162,11 +162,5 @@ func runExec(ctx context.Context, api boxdv1connect.SandboxServiceClient, req *b
 	if res == nil {
 		return boxdErr{fmt.Errorf("exec: boxd ended the stream without a result")}
 	}
-	if res.Truncated {
-		fmt.Fprintln(os.Stderr, "boxctl: output truncated at the output limit")
-	}
-	if res.ExitCode != 0 {
-		return exitError{int(res.ExitCode)}
-	}
-	return nil
+	return exitWith(res)
 }

@@ -163,15 +163,31 @@ func (p *procConn) receive() (*boxdv1.ExecResult, error) {
 	}
 }
 
-// exitWith turns a result into boxctl's exit.
+// exitWith turns a result into boxctl's exit, first saying on stderr what
+// the exit code alone does not: a timeout, an OOM kill, lost output.
 func exitWith(res *boxdv1.ExecResult) error {
-	if res.Truncated {
-		fmt.Fprintln(os.Stderr, "boxctl: output truncated (output limit, or the init's buffer overflowed)")
+	for _, line := range resultNotices(res) {
+		fmt.Fprintln(os.Stderr, "boxctl: "+line)
 	}
 	if res.ExitCode != 0 {
 		return exitError{int(res.ExitCode)}
 	}
 	return nil
+}
+
+// resultNotices are the lines that explain a result beyond its exit code.
+func resultNotices(res *boxdv1.ExecResult) []string {
+	var lines []string
+	if res.TimedOut {
+		lines = append(lines, "command timed out and was killed")
+	}
+	if res.OomKilled {
+		lines = append(lines, "command was killed: the sandbox ran out of memory (oom_killed)")
+	}
+	if res.Truncated {
+		lines = append(lines, "output truncated (the output limit, or output still unread when the command's pipes were closed)")
+	}
+	return lines
 }
 
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
