@@ -1,7 +1,8 @@
 // Package mcpserver serves boxd to AI agents over the Model Context
 // Protocol: tools to create, list and delete sandboxes, run commands and
 // read, write, list and edit files, each a thin call of boxd's API through
-// rpc/client. `boxctl mcp` runs it on stdio.
+// rpc/client. `boxctl mcp` runs it on stdio, or with --http-socket on
+// streamable HTTP over a Unix socket (ServeHTTP: one Server per session).
 //
 // Sandboxes that a client creates carry the label mcp-session=<id> of its
 // session and are deleted when the session ends (the client closes stdin
@@ -42,6 +43,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	created map[string]bool // sandbox id -> keep
+	closed  bool            // Cleanup has run: the session is over
 }
 
 // New returns a Server for boxd's socket at socket.
@@ -69,6 +71,16 @@ func (s *Server) Session() string { return s.session }
 // Run serves MCP on t until the client goes away or ctx ends, then deletes
 // the sandboxes this session created that were not to be kept.
 func (s *Server) Run(ctx context.Context, t mcp.Transport, version string) error {
+	err := s.mcpServer(version).Run(ctx, t)
+	cerr := s.Cleanup()
+	if errors.Is(err, context.Canceled) {
+		err = nil
+	}
+	return errors.Join(err, cerr)
+}
+
+// mcpServer is the MCP server of this session, with its tools.
+func (s *Server) mcpServer(version string) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "boxd", Title: "boxd sandboxes", Version: version}, &mcp.ServerOptions{
 		Instructions: "boxd runs untrusted code in isolated Linux sandboxes (containers without network). " +
 			"Create a sandbox with sandbox_create, run commands in it with exec, move files with read_file, " +
@@ -77,18 +89,14 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport, version string) error
 		Logger: s.log,
 	})
 	s.addTools(srv)
-	err := srv.Run(ctx, t)
-	cerr := s.Cleanup()
-	if errors.Is(err, context.Canceled) {
-		err = nil
-	}
-	return errors.Join(err, cerr)
+	return srv
 }
 
 // Cleanup deletes the sandboxes this session created and did not keep.
 // It has its own deadline: the session's context is usually over by now.
 func (s *Server) Cleanup() error {
 	s.mu.Lock()
+	s.closed = true
 	var ids []string
 	for id, keep := range s.created {
 		if !keep {
@@ -111,10 +119,23 @@ func (s *Server) Cleanup() error {
 	return errors.Join(errs...)
 }
 
+// remember records a sandbox the session created. One created while the
+// session was ending (a call in flight when the client went away) is
+// deleted at once unless kept: Cleanup has already run.
 func (s *Server) remember(id string, keep bool) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.created[id] = keep
+	closed := s.closed
+	if !closed {
+		s.created[id] = keep
+	}
+	s.mu.Unlock()
+	if closed && !keep {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := s.api.DeleteSandbox(ctx, connect.NewRequest(&boxdv1.DeleteSandboxRequest{Id: id})); err != nil {
+			s.log.Warn("deleting a sandbox created as its MCP session ended", "sandbox", id, "session", s.session, "err", err)
+		}
+	}
 }
 
 func (s *Server) forget(id string) {

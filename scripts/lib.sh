@@ -11,6 +11,14 @@ BOXD_DEPS=${BOXD_DEPS:-/opt/boxd-deps}
 # container escape: see the README's "The runtime".
 RUNC_VERSION=v1.5.2
 
+# gVisor's runsc and its containerd shim (containerd-shim-runsc-v1), which
+# `boxctl create --runtime gvisor` sandboxes run on: built by
+# scripts/setup.sh into $BOXD_DEPS/gvisor-$GVISOR_VERSION/. gVisor tags no
+# module versions; this is the newest commit of its Go branch the module
+# proxy served (`go list -m gvisor.dev/gvisor@latest`). Package gvisor's
+# Pinned must match, a unit test checks.
+GVISOR_VERSION=v0.0.0-20260905035102-160fafc42237
+
 die() {
 	echo "${0##*/}: error: $*" >&2
 	exit 1

@@ -22,6 +22,10 @@
 #   - runc at the version scripts/lib.sh pins (RUNC_VERSION), built with
 #     `go install` (cgo, Debian's libseccomp-dev) into
 #     $BOXD_DEPS/runc-$VERSION/runc: the runc every sandbox runs on;
+#   - gVisor's runsc and containerd-shim-runsc-v1 at the version
+#     scripts/lib.sh pins (GVISOR_VERSION), built with `go install` into
+#     $BOXD_DEPS/gvisor-$VERSION/ (`create --runtime gvisor`; about 8 min on
+#     2 cores the first time);
 #   - protoc-gen-go and protoc-gen-connect-go, at the versions go.mod pins for
 #     google.golang.org/protobuf and connectrpc.com/connect, into $BOXD_DEPS/bin.
 # BOXD_DEPS defaults to /opt/boxd-deps.
@@ -205,6 +209,83 @@ if ! runc_ok; then
 	fi
 fi
 
+# ---- gVisor -------------------------------------------------------------------
+# runsc and containerd-shim-runsc-v1 at GVISOR_VERSION, pure Go (no cgo).
+# runsc's version string is set as gVisor's own build sets it.
+#
+# One line of the shim is replaced before it is built (from a copy of the
+# module's source; the module cache stays untouched, and go's -overlay may
+# not replace files in it): gVisor's shim sets its own oom_score_adj to
+# -999, below containerd's. Lowering a score below the minimum a process
+# inherited needs CAP_SYS_RESOURCE, which a host (or a container boxd runs
+# in) may not give even to root; the shim's write then fails and so does
+# every create ("failed to set OOM Score on shim: permission denied").
+# containerd's own runc shim stopped doing this in 2019 (containerd PR
+# 3380): it sets its score to containerd's + 1, so that under memory
+# pressure a shim dies before the daemon that manages it. The replacement
+# calls that same containerd function (shim.AdjustOOMScore). It lowers
+# nothing and needs no capability. See the README's "gVisor".
+GVISOR_DIR=$BOXD_DEPS/gvisor-$GVISOR_VERSION
+RUNSC_BIN=$GVISOR_DIR/runsc
+RUNSC_SHIM=$GVISOR_DIR/containerd-shim-runsc-v1
+gvisor_ok() {
+	[[ -x $RUNSC_BIN && -x $RUNSC_SHIM && -f $GVISOR_DIR/.oom-patched ]] || return 1
+	[[ $("$RUNSC_BIN" --version 2>/dev/null | head -n 1) == "runsc version $GVISOR_VERSION" ]]
+}
+build_gvisor() {
+	local tmp log src mgr
+	mkdir -p "$GVISOR_DIR" || die "cannot create $GVISOR_DIR (run as root, or set BOXD_DEPS to a writable directory)"
+	exec 7>"$GVISOR_DIR/.build.lock"
+	flock -w 1800 7 || die "timed out waiting for another setup.sh building gVisor $GVISOR_VERSION"
+	if gvisor_ok; then
+		flock -u 7
+		return
+	fi
+	tmp=$GVISOR_DIR/bin.tmp.$$
+	log=$GVISOR_DIR/build.log
+	rm -rf "$tmp"
+	mkdir -p "$tmp"
+	: >"$log"
+	echo "setup: building gVisor runsc and containerd-shim-runsc-v1 $GVISOR_VERSION into $GVISOR_DIR (about 4 minutes on 2 idle cores the first time; log: $log)" >&2
+	if ! (cd / && GOFLAGS='' CGO_ENABLED=0 GOBIN=$tmp go install \
+		-ldflags "-X gvisor.dev/gvisor/runsc/version.version=$GVISOR_VERSION" \
+		"gvisor.dev/gvisor/runsc@$GVISOR_VERSION") >>"$log" 2>&1; then
+		tail -n 40 "$log" >&2
+		rm -rf "$tmp"
+		die "building gVisor runsc $GVISOR_VERSION failed (log: $log)"
+	fi
+	src=$(cd / && GOFLAGS='' go mod download -json "gvisor.dev/gvisor@$GVISOR_VERSION" 2>>"$log" |
+		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p') || true
+	[[ -n $src && -f $src/pkg/shim/v1/manager.go ]] || die "go mod download gvisor.dev/gvisor@$GVISOR_VERSION failed (log: $log)"
+	cp -r "$src" "$tmp/src"
+	chmod -R u+w "$tmp/src"
+	mgr=$tmp/src/pkg/shim/v1/manager.go
+	# The patch must apply exactly, once each, or the build stops.
+	[[ $(grep -c 'sys.SetOOMScore(cmd.Process.Pid, oomScoreMax)' "$mgr") == 1 &&
+		$(grep -c '^	"github.com/containerd/containerd/v2/pkg/sys"$' "$mgr") == 1 ]] ||
+		die "gVisor $GVISOR_VERSION's pkg/shim/v1/manager.go no longer has the OOM score line setup.sh replaces; review the patch"
+	sed -i -e 's/sys.SetOOMScore(cmd.Process.Pid, oomScoreMax)/shim.AdjustOOMScore(cmd.Process.Pid)/' \
+		-e 's|^	"github.com/containerd/containerd/v2/pkg/sys"$|	_ "github.com/containerd/containerd/v2/pkg/sys"|' "$mgr"
+	if ! (cd "$tmp/src" && GOFLAGS='' GOWORK=off CGO_ENABLED=0 go build -o "$tmp/shim" ./shim) >>"$log" 2>&1; then
+		tail -n 40 "$log" >&2
+		rm -rf "$tmp"
+		die "building gVisor's shim $GVISOR_VERSION failed (log: $log)"
+	fi
+	mv -f "$tmp/runsc" "$RUNSC_BIN"
+	mv -f "$tmp/shim" "$RUNSC_SHIM"
+	rm -rf "$tmp"
+	touch "$GVISOR_DIR/.oom-patched"
+	flock -u 7
+	gvisor_ok || die "$RUNSC_BIN does not report version $GVISOR_VERSION"
+}
+if ! gvisor_ok; then
+	if $CHECK_ONLY; then
+		need "gVisor runsc $GVISOR_VERSION in $GVISOR_DIR"
+	else
+		build_gvisor
+	fi
+fi
+
 # ---- protoc plugins -----------------------------------------------------------
 PLUGIN_BIN=$BOXD_DEPS/bin
 # plugin_ok NAME VERSION: installed at that version? (go.mod versions have a
@@ -244,6 +325,8 @@ fi
 
 # ---- report ---------------------------------------------------------------------
 echo "runc=$RUNC_BIN"
+echo "runsc=$RUNSC_BIN"
+echo "containerd-shim-runsc-v1=$RUNSC_SHIM"
 echo "busybox=${APT_FILE[busybox-static]}"
 echo "debootstrap=${APT_FILE[debootstrap]}"
 echo "protoc=${APT_FILE[protobuf-compiler]}"

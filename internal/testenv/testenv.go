@@ -32,6 +32,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/boxd-dev/boxd/gvisor"
 	"github.com/boxd-dev/boxd/runc"
 	"io"
 	"os"
@@ -50,6 +51,11 @@ import (
 // daemon-side setting for it outside CRI: clients should pass it as
 // options.Options.BinaryName.
 var Runc = runc.PinnedPath()
+
+// Runsc is gVisor's runsc (with containerd-shim-runsc-v1 next to it) that
+// scripts/setup.sh builds: boxd's default --runsc, so the e2e boxd offers
+// --runtime gvisor.
+var Runsc = gvisor.PinnedPath()
 
 // dirPrefix names the temporary directories StartContainerd creates, so that
 // directories left by crashed test binaries can be found and cleaned.
@@ -184,7 +190,7 @@ func ensureDeps() (deps, error) {
 			d[k] = v
 		}
 	}
-	for _, k := range []string{"containerd", "ctr", "containerd-shim-runc-v2", "containerd-version"} {
+	for _, k := range []string{"containerd", "ctr", "containerd-shim-runc-v2", "containerd-version", "runsc", "containerd-shim-runsc-v1"} {
 		if d[k] == "" {
 			return nil, fmt.Errorf("%s did not report %s; output:\n%s", script, k, out)
 		}

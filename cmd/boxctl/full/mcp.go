@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 
 	"github.com/urfave/cli/v2"
 )
@@ -18,18 +19,23 @@ const mcpName = "boxctl-mcp"
 func mcpCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "mcp",
-		Usage: "serve boxd to an AI agent over the Model Context Protocol on stdin/stdout",
+		Usage: "serve boxd to an AI agent over the Model Context Protocol on stdin/stdout (or HTTP on a Unix socket)",
 		Description: "Tools: sandbox_create, sandbox_list, sandbox_delete, exec, read_file, write_file, list_files, edit_file,\n" +
 			"process_start, process_read, process_kill, process_list.\n" +
 			"Sandboxes the client creates are labelled mcp-session=<session> and deleted when the\n" +
 			"client closes stdin (or boxctl gets SIGINT or SIGTERM), unless created with keep=true.\n" +
+			"With --http-socket PATH it serves MCP's streamable HTTP transport on that Unix socket (mode 0600)\n" +
+			"instead: every MCP session gets its own label, and its sandboxes are deleted when the session\n" +
+			"ends (the client's DELETE, --idle-timeout without a request, or boxctl mcp stopping).\n" +
 			"Logs go to stderr; stdout carries the protocol. Served by " + mcpName + ", installed next to boxctl.",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "debug", Usage: "log every session event to stderr"},
+			&cli.StringFlag{Name: "http-socket", Usage: "serve streamable HTTP on this Unix socket instead of stdio"},
+			&cli.DurationFlag{Name: "idle-timeout", Value: 10 * time.Minute, Usage: "with --http-socket: end a session after this long without a request (0: never)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
-				return fmt.Errorf("usage: boxctl mcp [--debug]")
+				return fmt.Errorf("usage: boxctl mcp [--debug] [--http-socket PATH [--idle-timeout D]]")
 			}
 			self, err := os.Executable()
 			if err != nil {
@@ -39,6 +45,9 @@ func mcpCommand() *cli.Command {
 			args := []string{path, "--socket", c.String("socket")}
 			if c.Bool("debug") {
 				args = append(args, "--debug")
+			}
+			if p := c.String("http-socket"); p != "" {
+				args = append(args, "--http-socket", p, "--idle-timeout", c.Duration("idle-timeout").String())
 			}
 			// Replace this process: the MCP client's stdio, signals and
 			// wait belong to the server itself.

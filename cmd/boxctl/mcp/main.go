@@ -1,4 +1,5 @@
 // Command boxctl-mcp serves boxd over the Model Context Protocol on stdio
+// or on streamable HTTP over a Unix socket (--http-socket)
 // (package mcpserver). Users run it as `boxctl mcp`, which hands over to
 // this binary installed next to boxctl: the MCP SDK's package
 // initialisation (JSON schema, gob, oauth2) would add ~6 ms to every
@@ -10,10 +11,12 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -28,6 +31,8 @@ func main() {
 	}
 	flag.StringVar(&socket, "socket", socket, "boxd's Unix socket (env BOXD_SOCKET)")
 	dbg := flag.Bool("debug", false, "log every session event to stderr")
+	httpSocket := flag.String("http-socket", "", "serve MCP's streamable HTTP transport on this Unix socket instead of stdio")
+	idle := flag.Duration("idle-timeout", 10*time.Minute, "with --http-socket: end a session after this long without a request (0: never)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "boxctl mcp: unexpected arguments %q\n", flag.Args())
@@ -38,7 +43,13 @@ func main() {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	if err := run(socket, log); err != nil {
+	var err error
+	if *httpSocket != "" {
+		err = runHTTP(socket, *httpSocket, *idle, log)
+	} else {
+		err = run(socket, log)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "boxctl mcp:", err)
 		os.Exit(1)
 	}
@@ -55,6 +66,36 @@ func run(socket string, log *slog.Logger) error {
 	defer stop()
 	log.Info("serving MCP on stdio", "session", srv.Session(), "socket", socket)
 	return srv.Run(ctx, &mcp.StdioTransport{}, version())
+}
+
+// runHTTP serves streamable HTTP on a Unix socket until SIGINT or SIGTERM;
+// the sessions still open then end and their sandboxes are deleted. The
+// socket is the user's alone (0600): whoever reaches it acts on boxd as
+// this user.
+func runHTTP(socket, path string, idle time.Duration, log *slog.Logger) error {
+	if fi, err := os.Lstat(path); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			return fmt.Errorf("--http-socket %s: exists and is not a socket", path)
+		}
+		if c, err := net.Dial("unix", path); err == nil {
+			_ = c.Close()
+			return fmt.Errorf("--http-socket %s: another server is listening there", path)
+		}
+		if err := os.Remove(path); err != nil {
+			return fmt.Errorf("--http-socket %s: removing the stale socket: %w", path, err)
+		}
+	}
+	old := syscall.Umask(0o177)
+	ln, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	if err != nil {
+		return fmt.Errorf("--http-socket: %w", err)
+	}
+	defer os.Remove(path)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	log.Info("serving MCP over streamable HTTP", "http_socket", path, "socket", socket, "idle_timeout", idle)
+	return mcpserver.ServeHTTP(ctx, ln, mcpserver.HTTPOptions{Socket: socket, Version: version(), Log: log, IdleTimeout: idle})
 }
 
 // version is the module version this was built from, for the handshake.

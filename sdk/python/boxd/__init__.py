@@ -27,9 +27,10 @@ from .errors import (
 )
 from .files import Files, SearchResult, UploadResult, Watch
 from .process import PIPE, Execution, Processes, Session, Sessions
-from .sandbox import Sandbox, list
+from .sandbox import Sandbox, events, list
 from .types import (
     DownloadedFile,
+    Event,
     EditResult,
     ExecResult,
     FileInfo,
@@ -40,6 +41,7 @@ from .types import (
     Output,
     ProcessInfo,
     SandboxInfo,
+    SandboxStats,
     SessionInfo,
     SessionResult,
     Usage,
@@ -50,7 +52,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client", "default_client", "default_socket",
-    "Sandbox", "list", "PIPE", "Execution", "Files", "Processes", "Session", "Sessions", "UploadResult", "Watch", "WatchEvent",
+    "Sandbox", "list", "events", "Event", "SandboxStats", "PIPE", "Execution", "Files", "Processes", "Session", "Sessions", "UploadResult", "Watch", "WatchEvent",
     "SearchResult", "Line", "Lines", "EditResult", "GrepMatch",
     "ExecResult", "Output", "SandboxInfo", "Usage", "FileInfo", "FileResult", "DownloadedFile",
     "ProcessInfo", "SessionInfo", "SessionResult",

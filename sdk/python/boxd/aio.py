@@ -25,11 +25,12 @@ from ._client import _MAX_MESSAGE, CHUNK, _Service, default_socket
 from .files import (Data, SearchResult, UploadItem, UploadResult, _chunks, _grep_request, _read_lines_request,
                     _search_result, _upload_requests, _WRITE_DATA)
 from .process import PIPE, argv, env_list
-from .types import (DownloadedFile, EditResult, ExecResult, FileInfo, FileResult, GrepMatch, Lines, Output,
-                    ProcessInfo, SandboxInfo, SessionInfo, SessionResult, duration)
-from .v1 import boxd_pb2, files_pb2, process_pb2
+from .sandbox import update_request
+from .types import (DownloadedFile, EditResult, Event, ExecResult, FileInfo, FileResult, GrepMatch, Lines, Output,
+                    ProcessInfo, SandboxInfo, SandboxStats, SessionInfo, SessionResult, duration)
+from .v1 import boxd_pb2, events_pb2, files_pb2, process_pb2
 
-__all__ = ["Client", "Sandbox", "Execution", "list", "PIPE"]
+__all__ = ["Client", "Sandbox", "Execution", "list", "events", "PIPE"]
 
 Env = Union[Mapping[str, str], Sequence[str], None]
 OnOutput = Optional[Callable[[bytes], Any]]
@@ -56,6 +57,7 @@ class Client:
         self.files = _Service(self._channel, files_pb2.DESCRIPTOR.services_by_name["FileService"], files_pb2)
         self.process = _Service(self._channel, process_pb2.DESCRIPTOR.services_by_name["ProcessService"],
                                 process_pb2)
+        self.events = _Service(self._channel, events_pb2.DESCRIPTOR.services_by_name["EventService"], events_pb2)
 
     def _t(self, request_timeout: Optional[float]) -> Optional[float]:
         return self.timeout if request_timeout is None else request_timeout
@@ -170,6 +172,49 @@ class Sandbox:
 
     async def delete(self) -> None:
         await self._client.unary(self._client.sandbox.DeleteSandbox, boxd_pb2.DeleteSandboxRequest(id=self.id))
+
+    async def update(self, *, ttl: Union[float, str, None] = None, extend: Union[float, str, None] = None,
+                     memory: Union[str, int, None] = None, cpus: Optional[float] = None, pids: Optional[int] = None,
+                     env: Env = None, workdir: Optional[str] = None,
+                     request_timeout: Optional[float] = None) -> SandboxInfo:
+        req = update_request(self.id, ttl=ttl, extend=extend, memory=memory, cpus=cpus, pids=pids, env=env,
+                             workdir=workdir)
+        r = await self._client.unary(self._client.sandbox.UpdateSandbox, req, request_timeout)
+        self._info = SandboxInfo._from(r.sandbox)
+        return self._info
+
+    async def stop(self, timeout: Union[float, str, None] = None, *,
+                   request_timeout: Optional[float] = None) -> SandboxInfo:
+        req = boxd_pb2.StopSandboxRequest(sandbox_id=self.id, timeout=duration(timeout))
+        r = await self._client.unary(self._client.sandbox.StopSandbox, req, request_timeout)
+        self._info = SandboxInfo._from(r.sandbox)
+        return self._info
+
+    async def start(self, *, request_timeout: Optional[float] = None) -> SandboxInfo:
+        r = await self._client.unary(self._client.sandbox.StartSandbox,
+                                     boxd_pb2.StartSandboxRequest(sandbox_id=self.id), request_timeout)
+        self._info = SandboxInfo._from(r.sandbox)
+        return self._info
+
+    async def pause(self) -> None:
+        await self._client.unary(self._client.sandbox.PauseSandbox, boxd_pb2.PauseSandboxRequest(id=self.id))
+
+    async def unpause(self) -> None:
+        await self._client.unary(self._client.sandbox.UnpauseSandbox, boxd_pb2.UnpauseSandboxRequest(id=self.id))
+
+    resume = unpause
+
+    async def stats(self) -> SandboxStats:
+        async for msg in self._client.stream(self._client.sandbox.Stats, boxd_pb2.StatsRequest(ids=[self.id])):
+            for x in msg.sandboxes:
+                return SandboxStats._from(x)
+        raise errors.Unknown(f"boxd sent no stats for sandbox {self.id}")
+
+    async def stats_stream(self, interval: Union[float, str, None] = None) -> AsyncIterator[SandboxStats]:
+        req = boxd_pb2.StatsRequest(ids=[self.id], stream=True, interval=duration(interval))
+        async for msg in self._client.stream(self._client.sandbox.Stats, req):
+            for x in msg.sandboxes:
+                yield SandboxStats._from(x)
 
     async def __aenter__(self) -> "Sandbox":
         return self
@@ -547,3 +592,13 @@ async def list(labels: Optional[Mapping[str, str]] = None, *,  # noqa: A001
     c = client or default_client()
     r = await c.unary(c.sandbox.ListSandboxes, boxd_pb2.ListSandboxesRequest(labels=dict(labels or {})))
     return [SandboxInfo._from(s) for s in r.sandboxes]
+
+
+async def events(since: Optional[str] = None, *, filters: Sequence[str] = (), follow: bool = False,
+                 client: Optional[Client] = None) -> AsyncIterator[Event]:
+    """boxd's event log; arguments as boxd.events."""
+    c = client or default_client()
+    req = events_pb2.EventsRequest(since=since or "", filters=[*filters], follow=follow)
+    async for msg in c.stream(c.events.Events, req):
+        if msg.HasField("event"):
+            yield Event._from(msg.event)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, List, Mapping, Optional, Sequence, Union
+from typing import Any, Iterator, List, Mapping, Optional, Sequence, Union
 
 from . import errors
 from ._client import Client, default_client
 from .files import Files
 from .process import PIPE, Execution, OnOutput, Processes, Sessions, Stdin, argv, env_list
-from .types import ExecResult, SandboxInfo, duration
+from .types import Event, ExecResult, SandboxInfo, SandboxStats, duration
+from .v1 import events_pb2
 from .v1 import boxd_pb2, process_pb2
 
 Env = Union[Mapping[str, str], Sequence[str], None]
@@ -80,6 +81,64 @@ class Sandbox:
         """Deletes the sandbox and everything in it."""
         self._client.unary(self._client.sandbox.DeleteSandbox, boxd_pb2.DeleteSandboxRequest(id=self.id))
 
+    def update(self, *, ttl: Union[float, str, None] = None, extend: Union[float, str, None] = None,
+               memory: Union[str, int, None] = None, cpus: Optional[float] = None, pids: Optional[int] = None,
+               env: Env = None, workdir: Optional[str] = None,
+               request_timeout: Optional[float] = None) -> SandboxInfo:
+        """Changes a running sandbox: ttl (a new lifetime from now) or extend
+        (added to the expiry), limits (written to the live cgroup), env
+        (merged over the environment of later commands) and workdir. Fields
+        left None keep their value; everything is validated before anything
+        changes."""
+        req = update_request(self.id, ttl=ttl, extend=extend, memory=memory, cpus=cpus, pids=pids, env=env,
+                             workdir=workdir)
+        r = self._client.unary(self._client.sandbox.UpdateSandbox, req, request_timeout)
+        self._info = SandboxInfo._from(r.sandbox)
+        return self._info
+
+    def stop(self, timeout: Union[float, str, None] = None, *, request_timeout: Optional[float] = None) -> SandboxInfo:
+        """Stops every process (SIGTERM, then SIGKILL after timeout, default
+        10 s); files are kept and start() runs the sandbox again."""
+        req = boxd_pb2.StopSandboxRequest(sandbox_id=self.id, timeout=duration(timeout))
+        r = self._client.unary(self._client.sandbox.StopSandbox, req, request_timeout)
+        self._info = SandboxInfo._from(r.sandbox)
+        return self._info
+
+    def start(self, *, request_timeout: Optional[float] = None) -> SandboxInfo:
+        """Starts a stopped sandbox again, on the same files."""
+        r = self._client.unary(self._client.sandbox.StartSandbox, boxd_pb2.StartSandboxRequest(sandbox_id=self.id),
+                               request_timeout)
+        self._info = SandboxInfo._from(r.sandbox)
+        return self._info
+
+    def pause(self) -> None:
+        """Freezes every process (cgroup freezer); commands are refused
+        with FailedPrecondition until unpause()."""
+        self._client.unary(self._client.sandbox.PauseSandbox, boxd_pb2.PauseSandboxRequest(id=self.id))
+
+    def unpause(self) -> None:
+        """Thaws a paused sandbox."""
+        self._client.unary(self._client.sandbox.UnpauseSandbox, boxd_pb2.UnpauseSandboxRequest(id=self.id))
+
+    resume = unpause
+
+    def stats(self) -> SandboxStats:
+        """One sample of the sandbox's resource use."""
+        with self._client.stream(self._client.sandbox.Stats, boxd_pb2.StatsRequest(ids=[self.id])) as st:
+            for msg in st:
+                for x in msg.sandboxes:
+                    return SandboxStats._from(x)
+        raise errors.Unknown(f"boxd sent no stats for sandbox {self.id}")
+
+    def stats_stream(self, interval: Union[float, str, None] = None) -> Iterator[SandboxStats]:
+        """A sample every interval (default 1 s, 100 ms to 1 m) until the
+        loop is left or the sandbox is gone."""
+        req = boxd_pb2.StatsRequest(ids=[self.id], stream=True, interval=duration(interval))
+        with self._client.stream(self._client.sandbox.Stats, req) as st:
+            for msg in st:
+                for x in msg.sandboxes:
+                    yield SandboxStats._from(x)
+
     def __enter__(self) -> "Sandbox":
         return self
 
@@ -148,4 +207,27 @@ def list(labels: Optional[Mapping[str, str]] = None, *, client: Optional[Client]
     return [SandboxInfo._from(s) for s in r.sandboxes]
 
 
-__all__ = ["Sandbox", "list", "PIPE"]
+def update_request(sandbox_id: str, *, ttl: Union[float, str, None], extend: Union[float, str, None],
+                   memory: Union[str, int, None], cpus: Optional[float], pids: Optional[int], env: Env,
+                   workdir: Optional[str]) -> boxd_pb2.UpdateSandboxRequest:
+    limits = boxd_pb2.Limits(memory=str(memory) if memory is not None else "", cpus=cpus or 0, pids=pids or 0)
+    return boxd_pb2.UpdateSandboxRequest(sandbox_id=sandbox_id, ttl=duration(ttl), extend=duration(extend),
+                                         limits=limits, env=env_list(env), workdir=workdir or "")
+
+
+def events(since: Optional[str] = None, *, filters: Sequence[str] = (), follow: bool = False,
+           client: Optional[Client] = None) -> Iterator[Event]:
+    """boxd's event log (what `boxctl events` shows): since (an
+    RFC 3339 time, or a Go duration meaning that long ago, such as "10m";
+    None: only new events), filters
+    ("type=created", "sandbox=ID", as boxctl's --filter); follow keeps
+    yielding new events as they happen until the loop is left."""
+    c = client or default_client()
+    req = events_pb2.EventsRequest(since=since or "", filters=[*filters], follow=follow)
+    with c.stream(c.events.Events, req) as st:
+        for msg in st:
+            if msg.HasField("event"):
+                yield Event._from(msg.event)
+
+
+__all__ = ["Sandbox", "list", "events", "PIPE"]

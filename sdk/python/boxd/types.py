@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Union
 
 from .errors import BoxdError, from_code
 from .v1 import boxd_pb2, files_pb2, process_pb2
@@ -101,6 +101,41 @@ class Usage:
     cpu_usec: int = 0
     pids: int = 0
     oom_kills: int = 0
+
+
+@dataclass
+class SandboxStats:
+    """One sample of a sandbox's resource use (Sandbox.stats)."""
+
+    id: str
+    name: str
+    state: str
+    memory_limit_bytes: int
+    usage: Optional[Usage]
+    cpu_percent: float  # over the interval before the sample, % of one core
+
+    @classmethod
+    def _from(cls, s: boxd_pb2.SandboxStats) -> "SandboxStats":
+        usage = None
+        if s.HasField("usage"):
+            u = s.usage
+            usage = Usage(u.memory_bytes, u.memory_peak_bytes, u.cpu_usec, u.pids, u.oom_kills)
+        return cls(s.id, s.name, s.state, s.memory_limit_bytes, usage, s.cpu_percent)
+
+
+@dataclass
+class Event:
+    """One entry of boxd's event log (boxd.events)."""
+
+    seq: int
+    time: str
+    type: str
+    sandbox: str
+    attrs: Dict[str, str]
+
+    @classmethod
+    def _from(cls, e: Any) -> "Event":
+        return cls(e.seq, e.time, e.type, e.sandbox, dict(e.attrs))
 
 
 @dataclass

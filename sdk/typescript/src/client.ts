@@ -16,9 +16,11 @@ import * as path from "node:path";
 import { createClient, type CallOptions, type Client as RpcClient } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
 import { SandboxService } from "./gen/boxd/v1/boxd_pb.js";
+import { EventService } from "./gen/boxd/v1/events_pb.js";
 import { FileService } from "./gen/boxd/v1/files_pb.js";
 import { ProcessService } from "./gen/boxd/v1/process_pb.js";
 import { fromError } from "./errors.js";
+import type { StreamOpener } from "./rawgrpc.js";
 
 export const DEFAULT_SOCKET = "/run/boxd/boxd.sock";
 
@@ -68,7 +70,10 @@ export class Client {
   readonly sandbox: RpcClient<typeof SandboxService>;
   readonly files: RpcClient<typeof FileService>;
   readonly process: RpcClient<typeof ProcessService>;
+  readonly events: RpcClient<typeof EventService>;
   private readonly sessions: Http2SessionManager;
+  /** @internal Opens an HTTP/2 stream for a hand-framed gRPC call (rawgrpc.ts). */
+  readonly h2stream: StreamOpener;
   private readonly open = new Map<http2.ClientHttp2Stream, string>();
 
   constructor(options: ClientOptions | string = {}) {
@@ -91,40 +96,43 @@ export class Client {
     const sessions = this.sessions;
     const open = this.open;
     const widened = new WeakSet<http2.Http2Session>();
+    // Every stream of this client, connect's and the SDK's own (rawgrpc.ts).
+    const request = async (method: string, p: string, headers: http2.OutgoingHttpHeaders, options: Omit<http2.ClientSessionRequestOptions, "signal">) => {
+      const stream = await sessions.request(method, p, headers, options);
+      open.set(stream, p);
+      stream.once("close", () => open.delete(stream));
+      // A call cancelled with response data still buffered: Node destroys
+      // a closed stream only once its readable side is consumed, and
+      // nobody reads it any more, so its 'close' never comes and the
+      // connection stays referenced (Node would not exit). Drop the data.
+      const close = stream.close.bind(stream);
+      stream.close = (code?: number, cb?: () => void) => {
+        close(code, cb);
+        stream.resume();
+        // close() has sent the RST_STREAM (a non-zero code goes at
+        // once); destroying the stream then ends it on our side.
+        setImmediate(() => {
+          if (!stream.destroyed) stream.destroy();
+        });
+      };
+      // The connection's window can only be raised once it exists.
+      const s = stream.session;
+      if (s && !widened.has(s)) {
+        widened.add(s);
+        try {
+          s.setLocalWindowSize(SESSION_WINDOW);
+        } catch {
+          // a session closing under us: the call reports it
+        }
+      }
+      return stream;
+    };
+    this.h2stream = (p, headers) => request("POST", p, headers, {});
     const transport = createGrpcTransport({
       baseUrl: "http://localhost",
       sessionManager: {
         authority: sessions.authority,
-        async request(method, p, headers, options) {
-          const stream = await sessions.request(method, p, headers, options);
-          open.set(stream, p);
-          stream.once("close", () => open.delete(stream));
-          // A call cancelled with response data still buffered: Node destroys
-          // a closed stream only once its readable side is consumed, and
-          // nobody reads it any more, so its 'close' never comes and the
-          // connection stays referenced (Node would not exit). Drop the data.
-          const close = stream.close.bind(stream);
-          stream.close = (code?: number, cb?: () => void) => {
-            close(code, cb);
-            stream.resume();
-            // close() has sent the RST_STREAM (a non-zero code goes at
-            // once); destroying the stream then ends it on our side.
-            setImmediate(() => {
-              if (!stream.destroyed) stream.destroy();
-            });
-          };
-          // The connection's window can only be raised once it exists.
-          const s = stream.session;
-          if (s && !widened.has(s)) {
-            widened.add(s);
-            try {
-              s.setLocalWindowSize(SESSION_WINDOW);
-            } catch {
-              // a session closing under us: the call reports it
-            }
-          }
-          return stream;
-        },
+        request,
         notifyResponseByteRead(stream) {
           sessions.notifyResponseByteRead(stream);
         },
@@ -135,12 +143,19 @@ export class Client {
     this.sandbox = createClient(SandboxService, transport);
     this.files = createClient(FileService, transport);
     this.process = createClient(ProcessService, transport);
+    this.events = createClient(EventService, transport);
   }
 
   /** Call options for connect: the deadline and the signal. */
   options(o: CallOpts | undefined, signal?: AbortSignal): CallOptions {
     const timeoutMs = o?.requestTimeoutMs ?? this.requestTimeoutMs;
     return { timeoutMs: timeoutMs && timeoutMs > 0 ? timeoutMs : undefined, signal: signal ?? o?.signal };
+  }
+
+  /** The deadline and signal of a hand-framed call (rawgrpc.ts). */
+  callOpts(o: CallOpts | undefined): { timeoutMs?: number; signal?: AbortSignal } {
+    const timeoutMs = o?.requestTimeoutMs ?? this.requestTimeoutMs;
+    return { timeoutMs: timeoutMs && timeoutMs > 0 ? timeoutMs : undefined, signal: o?.signal };
   }
 
   /** Runs a unary or client-streaming call, mapping errors to typed ones. */

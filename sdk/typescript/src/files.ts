@@ -3,7 +3,7 @@
 // File data travels as binary protobuf in 1 MiB messages, never as JSON or
 // base64. Paths are the sandbox's: relative ones start at its workdir.
 
-import { create } from "@bufbuild/protobuf";
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import type { CallOpts, Stream } from "./client.js";
 import { CHUNK } from "./client.js";
 import { Internal, NotFound, fromCode } from "./errors.js";
@@ -20,11 +20,12 @@ import {
   UploadFilesRequestSchema,
   WatchPathRequestSchema,
   WriteFileRequestSchema,
+  WriteFileResponseSchema,
   type UploadFilesRequest,
   type WatchPathResponse,
-  type WriteFileRequest,
 } from "./gen/boxd/v1/files_pb.js";
 import { toBytes, type ByteSource, type SandboxRef } from "./process.js";
+import { FieldSplitter, RawCall, dataHeader, enveloped, readOne } from "./rawgrpc.js";
 import {
   concat,
   fileInfo,
@@ -37,6 +38,14 @@ import {
 } from "./types.js";
 
 const utf8 = new TextDecoder("utf-8", { fatal: true });
+
+const WRITE_FILE = "/boxd.v1.FileService/WriteFile";
+const READ_FILE = "/boxd.v1.FileService/ReadFile";
+const WRITE_DATA = 9; // WriteFileRequest.data
+const READ_DATA = 2; // ReadFileResponse.data
+const EMPTY = new Uint8Array(0);
+
+
 
 /** Pieces of at most CHUNK bytes (views, not copies) of any ByteSource. */
 async function* chunks(data: ByteSource): AsyncGenerator<Uint8Array> {
@@ -145,12 +154,13 @@ export class Files {
    * (streamed, so memory stays bounded).
    */
   async write(path: string, data: ByteSource, o: WriteOptions = {}): Promise<FileInfo> {
-    const sandboxId = this.sb.id;
-    async function* requests(): AsyncGenerator<WriteFileRequest> {
-      const it = chunks(data);
-      const first = await it.next();
-      yield create(WriteFileRequestSchema, {
-        sandboxId,
+    // Hand-framed (rawgrpc.ts): each data message is a small header plus
+    // the caller's own bytes, not a copy.
+    const c = this.c;
+    const head = toBinary(
+      WriteFileRequestSchema,
+      create(WriteFileRequestSchema, {
+        sandboxId: this.sb.id,
         path,
         user: o.user ?? "",
         mode: o.mode,
@@ -158,13 +168,30 @@ export class Files {
         inPlace: o.inPlace ?? false,
         append: o.append ?? false,
         exclusive: o.exclusive ?? false,
-        data: first.done ? new Uint8Array(0) : first.value,
-      });
-      for await (const c of it) yield create(WriteFileRequestSchema, { data: c });
+      }),
+    );
+    const call = await RawCall.open(c.h2stream, c.socket, WRITE_FILE, c.callOpts(o));
+    const body = readOne(call);
+    // Read while writing: an early answer (an error) ends the writes; until
+    // awaited below, its rejection is not unhandled.
+    body.catch(() => undefined);
+    try {
+      let prefix: Uint8Array = head;
+      for await (const piece of chunks(data)) {
+        await call.write(dataHeader(prefix, WRITE_DATA, piece.length), piece);
+        prefix = EMPTY;
+      }
+      if (prefix === head) await call.write(enveloped(head));
+    } catch (e) {
+      // The caller's data source failed: end the call rather than leave a
+      // half-written file behind.
+      call.cancel(e);
+      await body.catch(() => undefined);
+      throw e;
     }
-    const c = this.c;
-    const r = await c.unary((opts) => c.files.writeFile(requests(), opts), o);
-    return fileInfo(r.info);
+    call.endRequest();
+    const msg = await body;
+    return fileInfo(fromBinary(WriteFileResponseSchema, msg).info);
   }
 
   /** Writes text as UTF-8. */
@@ -177,6 +204,8 @@ export class Files {
    * Leaving the loop early cancels the read.
    */
   async *readStream(path: string, o: ReadOptions = {}): AsyncGenerator<Uint8Array> {
+    // Hand-framed (rawgrpc.ts): the pieces are views of what the HTTP/2
+    // stream delivered, not copies assembled into 1 MiB messages.
     const c = this.c;
     const req = create(ReadFileRequestSchema, {
       sandboxId: this.sb.id,
@@ -186,8 +215,27 @@ export class Files {
       length: BigInt(o.length ?? 0),
       noFollow: o.noFollow ?? false,
     });
-    for await (const msg of c.stream((opts) => c.files.readFile(req, opts), o)) {
-      if (msg.data.length) yield msg.data;
+    const call = await RawCall.open(c.h2stream, c.socket, READ_FILE, c.callOpts(o));
+    let done = false;
+    try {
+      await call.write(enveloped(toBinary(ReadFileRequestSchema, req)));
+      call.endRequest();
+      let out: Uint8Array[] = [];
+      const split = new FieldSplitter(READ_DATA, (b) => out.push(b), () => undefined);
+      for await (const chunk of call.chunks()) {
+        split.push(chunk);
+        if (out.length) {
+          const ready = out;
+          out = [];
+          for (const p of ready) yield p;
+        }
+      }
+      if (!split.atBoundary) throw new Internal("boxd's ReadFile answer ended inside a message");
+      call.finish();
+      done = true;
+    } finally {
+      // Leaving the loop early (break, throw) cancels the read in boxd.
+      if (!done) call.close();
     }
   }
 

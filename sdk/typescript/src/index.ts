@@ -42,19 +42,21 @@ export {
   type StartOptions,
   type Stdin,
 } from "./process.js";
-export { Sandbox, list, type CreateOptions, type ExecOptions, type ExecStreamOptions } from "./sandbox.js";
+export { Sandbox, events, list, type CreateOptions, type EventsOptions, type ExecOptions, type ExecStreamOptions, type UpdateOptions } from "./sandbox.js";
 export {
   ExecResult,
   SessionResult,
   type DownloadedFile,
   type Duration,
   type Env,
+  type Event,
   type FileInfo,
   type FileKind,
   type FileResult,
   type Output,
   type ProcessInfo,
   type SandboxInfo,
+  type SandboxStats,
   type SessionInfo,
   type Usage,
   type WatchEvent,

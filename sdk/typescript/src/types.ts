@@ -1,7 +1,8 @@
 // Plain result types: the SDK's view of boxd's messages. 64-bit integers
 // become numbers (sizes, pids and microseconds all fit in 2^53).
 
-import type { ExecResult as PbExecResult, Sandbox as PbSandbox } from "./gen/boxd/v1/boxd_pb.js";
+import type { ExecResult as PbExecResult, Sandbox as PbSandbox, SandboxStats as PbSandboxStats } from "./gen/boxd/v1/boxd_pb.js";
+import type { Event as PbEvent } from "./gen/boxd/v1/events_pb.js";
 import { FileType, WatchOp, type FileInfo as PbFileInfo, type FileResult as PbFileResult, type WatchEvent as PbWatchEvent } from "./gen/boxd/v1/files_pb.js";
 import type { ProcessInfo as PbProcessInfo, Session as PbSession } from "./gen/boxd/v1/process_pb.js";
 import { type BoxdError, fromCode } from "./errors.js";
@@ -120,6 +121,46 @@ export interface SandboxInfo {
   restartRefused: string;
   /** Live cgroup figures; only from Sandbox.info(). */
   usage?: Usage;
+}
+
+/** One sample of a sandbox's resource use (Sandbox.stats). */
+export interface SandboxStats {
+  id: string;
+  name: string;
+  state: string;
+  memoryLimitBytes: number;
+  usage?: Usage;
+  /** CPU over the interval before the sample, in percent of one core. */
+  cpuPercent: number;
+}
+
+/** One entry of boxd's event log (events()). */
+export interface Event {
+  seq: bigint;
+  time: string;
+  type: string;
+  sandbox: string;
+  attrs: Record<string, string>;
+}
+
+function usage(u: PbSandbox["usage"]): Usage | undefined {
+  return u
+    ? {
+        memoryBytes: Number(u.memoryBytes),
+        memoryPeakBytes: Number(u.memoryPeakBytes),
+        cpuUsec: Number(u.cpuUsec),
+        pids: Number(u.pids),
+        oomKills: Number(u.oomKills),
+      }
+    : undefined;
+}
+
+export function sandboxStats(s: PbSandboxStats): SandboxStats {
+  return { id: s.id, name: s.name, state: s.state, memoryLimitBytes: Number(s.memoryLimitBytes), usage: usage(s.usage), cpuPercent: s.cpuPercent };
+}
+
+export function event(e: PbEvent): Event {
+  return { seq: e.seq, time: e.time, type: e.type, sandbox: e.sandbox, attrs: { ...e.attrs } };
 }
 
 export function sandboxInfo(s: PbSandbox | undefined): SandboxInfo {

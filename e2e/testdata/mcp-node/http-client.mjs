@@ -1,0 +1,72 @@
+// Drives `boxctl mcp --http-socket` with the official TypeScript MCP SDK's
+// streamable HTTP client, over the Unix socket (its fetch goes through
+// node:http with socketPath): list the tools, then create, exec, write,
+// read and delete, and create one more sandbox that the end of the session
+// (the client's DELETE) must remove. Usage: node http-client.mjs SOCKET.
+// Exits non-zero on the first failed check; prints a JSON summary.
+import assert from "node:assert/strict";
+import * as http from "node:http";
+import { Readable } from "node:stream";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+
+const [socketPath] = process.argv.slice(2);
+
+// fetch over a Unix socket: Node's own fetch has no socket option.
+function unixFetch(url, init = {}) {
+  return new Promise((resolve, reject) => {
+    const u = new URL(url);
+    const headers = {};
+    new Headers(init.headers).forEach((v, k) => (headers[k] = v));
+    const req = http.request({ socketPath, path: u.pathname + u.search, method: init.method ?? "GET", headers }, (res) => {
+      const h = new Headers();
+      for (const [k, v] of Object.entries(res.headers)) for (const x of [v].flat()) h.append(k, String(x));
+      const empty = res.statusCode === 204 || res.statusCode === 304 || init.method === "HEAD";
+      if (empty) res.resume();
+      resolve(new Response(empty ? null : Readable.toWeb(res), { status: res.statusCode, statusText: res.statusMessage, headers: h }));
+    });
+    req.on("error", reject);
+    // The SDK gives every request the same signal: drop the listener once
+    // the exchange is over.
+    const onAbort = () => req.destroy(Object.assign(new Error("aborted"), { name: "AbortError" }));
+    init.signal?.addEventListener("abort", onAbort, { once: true });
+    req.on("close", () => init.signal?.removeEventListener("abort", onAbort));
+    req.end(init.body === undefined || init.body === null ? undefined : typeof init.body === "string" ? init.body : Buffer.from(init.body));
+  });
+}
+
+const transport = new StreamableHTTPClientTransport(new URL("http://localhost/mcp"), { fetch: unixFetch });
+const client = new Client({ name: "boxd-e2e-node-http", version: "1.0.0" });
+await client.connect(transport);
+
+const text = (r) => r.content.filter((c) => c.type === "text").map((c) => c.text).join("");
+async function call(name, args, wantError = false) {
+  const r = await client.callTool({ name, arguments: args });
+  assert.equal(Boolean(r.isError), wantError, `${name}: ${text(r)}`);
+  return r;
+}
+
+const { tools } = await client.listTools();
+const names = tools.map((t) => t.name).sort();
+for (const want of ["sandbox_create", "sandbox_list", "sandbox_delete", "exec", "read_file", "write_file", "list_files", "edit_file"]) {
+  assert.ok(names.includes(want), `tools ${names} lack ${want}`);
+}
+
+const created = await call("sandbox_create", {});
+const id = created.structuredContent.id;
+assert.ok(id && text(created).includes(id));
+const ran = await call("exec", { sandbox_id: id, command: "echo from-node-http; exit 7" });
+assert.equal(ran.structuredContent.exit_code, 7);
+assert.match(text(ran), /exit code: 7[\s\S]*from-node-http/);
+await call("write_file", { sandbox_id: id, path: "notes/a.txt", content: "héllo\n" });
+const read = await call("read_file", { sandbox_id: id, path: "notes/a.txt" });
+assert.equal(read.structuredContent.content, "héllo\n");
+await call("sandbox_delete", { sandbox_id: id });
+const left = (await call("sandbox_create", {})).structuredContent.id;
+const listed = await call("sandbox_list", {});
+assert.deepEqual(listed.structuredContent.sandboxes.map((s) => s.id), [left]);
+const session = transport.sessionId;
+assert.ok(session, "no Mcp-Session-Id");
+await transport.terminateSession(); // DELETE: the session ends
+await client.close();
+console.log(JSON.stringify({ ok: true, tools: names.length, deleted: id, left, session }));

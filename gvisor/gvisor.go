@@ -1,0 +1,156 @@
+// Package gvisor finds gVisor's runsc and its containerd shim (which
+// scripts/setup.sh builds) and writes the shim's options.
+//
+// A container on gVisor runs its processes on runsc's own kernel (the
+// Sentry, in user space, on the systrap platform: seccomp traps, no KVM
+// needed) rather than on the host's: the host kernel sees only the
+// Sentry's and the gofer's few, seccomp-filtered system calls. boxd's own
+// sandboxes do not run on it yet: see the README's "gVisor" for what is
+// missing.
+package gvisor
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/containerd/containerd/api/types/runtimeoptions/v1"
+)
+
+// Pinned is the gVisor module version scripts/setup.sh builds
+// (GVISOR_VERSION in scripts/lib.sh; a unit test keeps the two equal).
+// gVisor tags no module versions: this is a commit of its Go branch.
+const Pinned = "v0.0.0-20260905035102-160fafc42237"
+
+// ShimName is the shim's binary name, expected next to runsc. A client can
+// hand containerd its absolute path as the runtime, so that no containerd
+// configuration or PATH has to name it.
+const ShimName = "containerd-shim-runsc-v1"
+
+// Platform is how the Sentry intercepts system calls: systrap (seccomp
+// SIGSYS traps) works on any x86-64 or arm64 kernel, in a VM or not.
+const Platform = "systrap"
+
+// OptionsType is the TypeUrl the shim reads its options as.
+const OptionsType = "io.containerd.runsc.v1.options"
+
+// PinnedPath is where scripts/setup.sh puts the pinned runsc:
+// $BOXD_DEPS/gvisor-<Pinned>/runsc.
+func PinnedPath() string {
+	deps := os.Getenv("BOXD_DEPS")
+	if deps == "" {
+		deps = "/opt/boxd-deps"
+	}
+	return filepath.Join(deps, "gvisor-"+Pinned, "runsc")
+}
+
+// Info is a runsc boxd found.
+type Info struct {
+	Runsc   string // absolute path of runsc
+	Shim    string // absolute path of containerd-shim-runsc-v1, next to it
+	Version string // what `runsc --version` printed as its version
+}
+
+var versionLineRe = regexp.MustCompile(`(?m)^runsc version (\S+)`)
+
+// ErrNotInstalled is returned by Probe when runsc or its shim is missing.
+var ErrNotInstalled = errors.New("gVisor is not installed")
+
+// Probe checks that runsc at path and the shim next to it exist, and asks
+// runsc for its version (bounded by a few seconds).
+func Probe(ctx context.Context, path string) (Info, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return Info{}, fmt.Errorf("runsc %s: %w", path, err)
+	}
+	shim := filepath.Join(filepath.Dir(abs), ShimName)
+	for _, p := range []string{abs, shim} {
+		st, err := os.Stat(p)
+		if err != nil {
+			return Info{}, fmt.Errorf("%w: %v (scripts/setup.sh builds gVisor %s into %s)", ErrNotInstalled, err, Pinned, filepath.Dir(PinnedPath()))
+		}
+		if st.IsDir() || st.Mode()&0o111 == 0 {
+			return Info{}, fmt.Errorf("%w: %s is not an executable file", ErrNotInstalled, p)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var out, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, abs, "--version")
+	cmd.Stdout, cmd.Stderr = &out, &stderr
+	if err := cmd.Run(); err != nil {
+		return Info{}, fmt.Errorf("runsc %s --version: %w: %s", abs, err, strings.TrimSpace(stderr.String()))
+	}
+	m := versionLineRe.FindStringSubmatch(out.String())
+	if m == nil {
+		return Info{}, fmt.Errorf("runsc %s --version printed no \"runsc version X\" line", abs)
+	}
+	return Info{Runsc: abs, Shim: shim, Version: m[1]}, nil
+}
+
+// Flags are the runsc flags a container runs with (the shim's
+// runsc_config):
+//   - platform systrap: see Platform.
+//   - network none: loopback only, as boxd's sandboxes have by default;
+//     runsc then gives the Sentry no host network at all.
+//
+// runsc's host-uds stays at its default, none: nothing in the container may
+// connect to or create a host Unix socket.
+func Flags() map[string]string {
+	return map[string]string{
+		"platform": Platform,
+		"network":  "none",
+	}
+}
+
+// WriteConfig writes the shim's options file (TOML) for info under dir and
+// returns its path. root is runsc's state root, kept under boxd's state
+// (runsc's default is host-global /var/run/runsc).
+func WriteConfig(dir string, info Info, root string) (string, error) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Written by boxd at start: the options of gVisor's containerd shim.\n")
+	fmt.Fprintf(&b, "binary_name = %q\nroot = %q\n\n[runsc_config]\n", info.Runsc, root)
+	flags := Flags()
+	for _, k := range []string{"network", "platform"} {
+		fmt.Fprintf(&b, "%q = %q\n", k, flags[k])
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("gvisor: config dir: %w", err)
+	}
+	path := filepath.Join(dir, "runsc.toml")
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
+		return "", fmt.Errorf("gvisor: write %s: %w", tmp, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return "", fmt.Errorf("gvisor: %w", err)
+	}
+	return path, nil
+}
+
+// Annotations mark a container as the root container of its own gVisor
+// sandbox, as containerd's CRI marks a pod's sandbox. The shim reads them
+// outside CRI too: without them it runs `runsc create` with its output
+// captured in a pipe that the sandbox and gofer processes runsc starts
+// inherit and keep open, so the create never returns (the shim hangs in
+// exec.Cmd.Wait); with them it hands runsc the container's own I/O.
+func Annotations(id string) map[string]string {
+	return map[string]string{
+		"io.kubernetes.cri.container-type": "sandbox",
+		"io.kubernetes.cri.sandbox-id":     id,
+	}
+}
+
+// Options is what a client passes to containerd with the shim (its path or
+// io.containerd.runsc.v1) as the runtime: the shim reads the TOML file
+// ConfigPath names.
+func Options(configPath string) *runtimeoptions.Options {
+	return &runtimeoptions.Options{TypeUrl: OptionsType, ConfigPath: configPath}
+}
