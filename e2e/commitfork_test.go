@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -446,5 +448,116 @@ func TestFrozenSandboxThawedAfterCrash(t *testing.T) {
 	}
 	if got := sh(t, id, "echo thawed"); got != "thawed\n" {
 		t.Errorf("exec after thaw: %q", got)
+	}
+}
+
+// TestFrozenMarkThawedAfterCrash: the mark a commit or fork leaves while
+// it holds a sandbox frozen (a file in its state directory, beside the
+// kernel's freezer state) makes the reconciler thaw it when no commit or
+// fork holds it any more, as after a boxd killed mid-commit; a sandbox a
+// user paused keeps its pause even with a stale mark.
+func TestFrozenMarkThawedAfterCrash(t *testing.T) {
+	freezerFile, frozenVal, thawedVal := "/sys/fs/cgroup/freezer/"+namespace+"/%s/freezer.state", "FROZEN", "THAWED"
+	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil { // v2
+		freezerFile, frozenVal, thawedVal = "/sys/fs/cgroup/"+namespace+"/%s/cgroup.freeze", "1", "0"
+	}
+	state := func(id string) string {
+		b, err := os.ReadFile(fmt.Sprintf(freezerFile, id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	mark := func(id string) string { return filepath.Join(env.stateDir, "sandboxes", id, "frozen-by-boxd") }
+
+	id := newSandbox(t)
+	must(t, os.WriteFile(fmt.Sprintf(freezerFile, id), []byte(frozenVal), 0o644))
+	must(t, os.WriteFile(mark(id), []byte("2026-01-01T00:00:00Z"), 0o600))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, err := os.Stat(mark(id))
+		if st := state(id); st == thawedVal && os.IsNotExist(err) {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("freezer %s, mark %v, 30 s after a left-over freeze", st, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got := sh(t, id, "echo thawed"); got != "thawed\n" {
+		t.Errorf("exec after thaw: %q", got)
+	}
+
+	// A user's pause with a stale mark: the mark goes, the pause stays.
+	paused := newSandbox(t)
+	if out, err := boxctl(nil, "pause", paused); err != nil {
+		t.Fatalf("pause: %q %v", out, err)
+	}
+	must(t, os.WriteFile(mark(paused), []byte("2026-01-01T00:00:00Z"), 0o600))
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(mark(paused)); os.IsNotExist(err) {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("stale mark on a paused sandbox still there after 30 s (%v)", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if st := state(paused); st != frozenVal {
+		t.Errorf("a user's pause was thawed by a stale mark: freezer %s", st)
+	}
+}
+
+// TestForkAndCommitCopyKinds: fork and commit copy a writable layer
+// directly (not through a tar) for every kind of entry one holds, here
+// from a disk-capped sandbox (its layer on a filesystem of its own, so the
+// kernel cannot copy_file_range across): a sparse file stays sparse, hard
+// links stay links, a deleted image file (whiteout) and a directory made
+// anew over the image's (opaque) hide what is under them, and owners,
+// setuid and symlinks are kept, in the fork and in a sandbox made from
+// the commit.
+func TestForkAndCommitCopyKinds(t *testing.T) {
+	const ref = "committed/kinds:v1"
+	src := newSandbox(t, "--disk", "64m")
+	sh(t, src, `set -e
+		mkdir -p /k && cd /k
+		truncate -s 48M sparse && printf x | dd of=sparse bs=1 seek=25165824 conv=notrunc 2>/dev/null
+		echo linked > a && ln a b && chown 1000:1000 a
+		printf '#!/bin/sh\n' > suid && chown 1000:1001 suid && chmod 4755 suid
+		ln -s /k/a sym
+		rm /bin/vi
+		rm -rf /usr && mkdir -p /usr/fresh`)
+	const check = `cd /k
+		stat -c '%s %b' sparse; dd if=sparse bs=1 skip=25165824 count=1 2>/dev/null; echo
+		cat b; [ "$(stat -c %i a)" = "$(stat -c %i b)" ] && echo same-inode; stat -c %u:%g a
+		stat -c '%a %u:%g' suid; readlink sym
+		[ -e /bin/vi ] || echo no-vi; ls /usr`
+	want := "50331648 8\nx\nlinked\nsame-inode\n1000:1000\n4755 1000:1001\n/k/a\nno-vi\nfresh\n"
+	// A 4 KiB block of data: stat %b counts 512-byte blocks (8, or up to 16 with ext4's
+	// allocation); anything near 48 MiB means the hole was copied.
+	sparseOK := func(got string) string {
+		lines := strings.SplitN(got, "\n", 2)
+		var size, blocks int64
+		if _, err := fmt.Sscanf(lines[0], "%d %d", &size, &blocks); err == nil && size == 48<<20 && blocks > 0 && blocks <= 64 {
+			lines[0] = "50331648 8"
+		}
+		return strings.Join(lines, "\n")
+	}
+	if got := sparseOK(sh(t, src, check)); got != want {
+		t.Fatalf("source: %q, want %q", got, want)
+	}
+
+	f := strings.TrimSpace(mustOut(t, "fork", src))
+	t.Cleanup(func() { boxctl(nil, "rm", "-f", f) })
+	if got := sparseOK(sh(t, f, check)); got != want {
+		t.Errorf("fork: %q, want %q", got, want)
+	}
+
+	if _, err := boxctl(nil, "commit", src, ref); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { boxctl(nil, "image", "rm", "--force", ref) })
+	c := newSandbox(t, "--image", ref)
+	if got := sparseOK(sh(t, c, check)); got != want {
+		t.Errorf("from the commit: %q, want %q", got, want)
 	}
 }

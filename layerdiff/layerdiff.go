@@ -104,6 +104,19 @@ func OverlayDirs(mounts []mount.Mount) (upper string, lowers []string, err error
 // with ownership unshifted by shift. upper must not change meanwhile (the
 // sandbox is frozen): the walk and the reads follow it.
 func WriteDiff(ctx context.Context, w io.Writer, lowerRoot, upper string, shift Shift) error {
+	if shift == (Shift{}) {
+		// Nothing to map (a layer copied out unshifted already): no
+		// second pass over the tar.
+		cw := archive.NewChangeWriter(w, upper)
+		err := fs.DiffDirChanges(ctx, lowerRoot, upper, fs.DiffSourceOverlayFS, cw.HandleChange)
+		if err == nil {
+			err = cw.Close()
+		}
+		if err != nil {
+			return fmt.Errorf("diff %s: %w", upper, err)
+		}
+		return nil
+	}
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
 	go func() {

@@ -349,7 +349,7 @@ func (m *Manager) buildStep(ctx context.Context, req BuildRequest, st *buildStat
 		err error
 	)
 	if file == nil {
-		spec.Layers = func(context.Context, func(func(io.Writer) error) error) error { return nil }
+		spec.Layers = func(context.Context, snapshot.LayerAdder) error { return nil }
 		img, err = m.cfg.Images.Commit(ctx, spec)
 	} else {
 		img, err = m.buildInSandbox(ctx, req, st, s, spec, file)
@@ -460,19 +460,8 @@ func (m *Manager) buildInSandbox(ctx context.Context, req BuildRequest, st *buil
 		return snapshot.Image{}, err
 	}
 	spec.Sandbox = sb.ID
-	spec.Layers = func(ctx context.Context, add func(func(io.Writer) error) error) error {
-		thaw, err := m.freezeChecked(ctx, ctr)
-		if err != nil {
-			return err
-		}
-		defer thaw()
-		for _, l := range src.layers {
-			if err := add(func(w io.Writer) error { return writeLayerDiff(ctx, src.sn, l, src.shift, w) }); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
+	var frozen time.Duration
+	spec.Layers = m.commitLayers(ctr, src, &frozen)
 	return m.cfg.Images.Commit(ctx, spec)
 }
 

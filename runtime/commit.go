@@ -74,21 +74,7 @@ func (m *Manager) Commit(ctx context.Context, req CommitRequest) (snapshot.Image
 	img, err := m.cfg.Images.Commit(ctx, snapshot.CommitSpec{
 		Name: req.Ref, Base: base, Env: src.env, Workdir: src.rec.Workdir,
 		Message: req.Message, CreatedBy: "boxctl commit " + id, Sandbox: id, Opts: req.Opts,
-		Layers: func(ctx context.Context, add func(func(io.Writer) error) error) error {
-			t := time.Now()
-			defer func() { frozen = time.Since(t) }()
-			thaw, err := m.freezeChecked(ctx, ctr)
-			if err != nil {
-				return err
-			}
-			defer thaw()
-			for _, l := range src.layers {
-				if err := add(func(w io.Writer) error { return writeLayerDiff(ctx, src.sn, l, src.shift, w) }); err != nil {
-					return err
-				}
-			}
-			return nil
-		},
+		Layers: m.commitLayers(ctr, src, &frozen),
 	})
 	if err != nil {
 		return snapshot.Image{}, err
@@ -96,6 +82,46 @@ func (m *Manager) Commit(ctx context.Context, req CommitRequest) (snapshot.Image
 	m.log.Info("committed", "sandbox", id, "image", img.Name, "digest", img.Digest, "layers", len(src.layers),
 		"frozen", frozen.Round(time.Millisecond), "took", time.Since(t0).Round(time.Millisecond))
 	return img, nil
+}
+
+// commitLayers adds a sandbox's layers above its image to a commit: the
+// fork layers under its writable layer as tars (they never change), then
+// the writable layer itself, copied into the new layer's snapshot with
+// ownership unshifted, the sandbox frozen for that copy only (about 50 ms
+// for 100 MiB, where writing and uploading the tar took over a second);
+// the layer's tar is then written from the copy while the sandbox runs.
+// frozen gets how long it was frozen.
+func (m *Manager) commitLayers(ctr client.Container, src *source, frozen *time.Duration) func(context.Context, snapshot.LayerAdder) error {
+	return func(ctx context.Context, add snapshot.LayerAdder) error {
+		for _, l := range src.layers {
+			if !l.active {
+				if err := add.Tar(func(w io.Writer) error { return writeLayerDiff(ctx, src.sn, l, src.shift, w) }); err != nil {
+					return err
+				}
+				continue
+			}
+			upper, cleanup, err := layerDir(ctx, src.sn, l)
+			if err != nil {
+				return err
+			}
+			err = add.Copy(func(dst string) error {
+				t := time.Now()
+				thaw, err := m.freezeChecked(ctx, ctr)
+				if err != nil {
+					return err
+				}
+				_, err = layerdiff.CopyUpper(ctx, dst, upper, src.shift, layerdiff.CopyOptions{TarTimes: true})
+				thaw()
+				*frozen = time.Since(t)
+				return err
+			})
+			cleanup()
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }
 
 // source is what commit and fork read of a sandbox.

@@ -4,8 +4,12 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
@@ -23,8 +27,9 @@ import (
 // removed when the last snapshot on it goes (pruneForkLayers).
 const LabelForkLayer = "boxd.io/fork-layer"
 
-// LabelFrozen is on a sandbox while a commit or fork has it frozen (the
-// time it was frozen).
+// LabelFrozen was on a sandbox while a commit or fork had it frozen (the
+// time it was frozen) until boxd marked that with a file (frozenFile);
+// a left-over label is still honoured.
 const LabelFrozen = "boxd.io/frozen"
 
 // layerSrc is one layer of a sandbox's rootfs above its image: the
@@ -144,63 +149,90 @@ func readOnly(ms []mount.Mount) []mount.Mount {
 	return out
 }
 
-// freeze pauses a sandbox's task so its files hold still, and returns
-// what resumes it. A sandbox already paused (by someone else) or without a
-// task is left as it is.
+// frozenFile, in a sandbox's state directory, is there while a commit or
+// fork has the sandbox frozen (the time it was frozen). It outlives a boxd
+// killed meanwhile, and the next reconcile pass thaws the sandbox
+// (thawLeftover). A file, not a label: a label write is a containerd
+// metadata commit with an fsync, and a commit or fork made two.
+const frozenFile = "frozen-by-boxd"
+
+// freeze stops a sandbox's processes (its cgroup's freezer, written
+// directly as Pause does: about a millisecond, where containerd's task
+// Pause runs runc twice) so its files hold still, and returns what resumes
+// it. A sandbox already frozen (paused by a user or idle) or without a
+// task is left as it is, and stays paused after the commit or fork.
 func (m *Manager) freeze(ctx context.Context, ctr client.Container) (thaw func(), err error) {
-	task, err := ctr.Task(ctx, nil)
-	if errdefs.IsNotFound(err) {
+	id := ctr.ID()
+	path := m.cgPath(id)
+	if populated, err := m.freezer.populated(path); err != nil {
+		return nil, err
+	} else if !populated {
+		return func() {}, nil // no task: nothing runs to change the files
+	}
+	if f, err := m.freezer.frozen(path); err != nil {
+		return nil, err
+	} else if f {
 		return func() {}, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("load task: %w", err)
-	}
-	st, err := task.Status(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("task status: %w", err)
-	}
-	if st.Status != client.Running {
-		return func() {}, nil
-	}
-	// A sandbox paused through boxd (PauseSandbox, idle) is frozen in the
-	// cgroup, which containerd does not see: its files hold still already,
-	// and it must stay paused after the commit or fork.
-	if f, err := m.freezer.frozen(m.cgPath(ctr.ID())); err == nil && f {
-		return func() {}, nil
-	}
-	// The label outlives a boxd killed while the sandbox is frozen; the
-	// next reconcile pass thaws it (thawLeftover).
-	if _, err := ctr.SetLabels(ctx, map[string]string{LabelFrozen: time.Now().UTC().Format(time.RFC3339)}); err != nil {
+	mark := filepath.Join(m.sandboxDir(id), frozenFile)
+	if err := os.WriteFile(mark, []byte(time.Now().UTC().Format(time.RFC3339Nano)), 0o600); err != nil {
 		return nil, fmt.Errorf("mark frozen: %w", err)
 	}
-	unmark := func(ctx context.Context) {
-		if _, err := ctr.SetLabels(ctx, map[string]string{LabelFrozen: ""}); err != nil {
-			m.log.Warn("clear frozen mark", "sandbox", ctr.ID(), "err", err)
-		}
-	}
-	if err := task.Pause(ctx); err != nil {
-		unmark(context.WithoutCancel(ctx))
-		return nil, fmt.Errorf("pause: %w", err)
+	if err := m.freezer.set(path, true); err != nil {
+		_ = os.Remove(mark)
+		return nil, err
 	}
 	return func() {
-		cctx := context.WithoutCancel(ctx)
-		if err := task.Resume(cctx); err != nil {
-			m.log.Error("resume after freeze", "sandbox", ctr.ID(), "err", err)
+		if err := m.freezer.set(path, false); err != nil {
+			m.log.Error("thaw after a commit or fork", "sandbox", id, "err", err)
 			return // the mark stays: the reconciler tries again
 		}
-		unmark(cctx)
+		if err := os.Remove(mark); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			m.log.Warn("clear frozen mark", "sandbox", id, "err", err)
+		}
 	}, nil
+}
+
+// frozenByBoxd reports whether a commit or fork left its mark on a
+// sandbox: the file, or the label an older boxd set.
+func (m *Manager) frozenByBoxd(id string, labels map[string]string) bool {
+	if labels[LabelFrozen] != "" {
+		return true
+	}
+	_, err := os.Lstat(filepath.Join(m.sandboxDir(id), frozenFile))
+	return err == nil
 }
 
 // thawLeftover resumes a sandbox that boxd froze for a commit or fork
 // and did not thaw (it was killed meanwhile), unless a commit or fork
-// holds it now.
+// holds it now, or a user paused it after the thaw and before the mark
+// was cleared.
 func (m *Manager) thawLeftover(ctx context.Context, ctr client.Container) {
 	id := ctr.ID()
 	if !m.claim(id) {
 		return
 	}
 	defer m.release(id)
+	mark := filepath.Join(m.sandboxDir(id), frozenFile)
+	if _, err := os.Lstat(mark); err == nil {
+		if _, err := os.Lstat(filepath.Join(m.sandboxDir(id), pausedFile)); err != nil {
+			if f, err := m.freezer.frozen(m.cgPath(id)); err == nil && f {
+				if err := m.freezer.set(m.cgPath(id), false); err != nil {
+					m.log.Error("thaw a sandbox left frozen by a commit or fork", "sandbox", id, "err", err)
+					return
+				}
+				m.log.Warn("thawed a sandbox left frozen by an interrupted commit or fork", "sandbox", id)
+			}
+		}
+		if err := os.Remove(mark); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			m.log.Warn("clear frozen mark", "sandbox", id, "err", err)
+		}
+	}
+	labels, err := ctr.Labels(ctx)
+	if err != nil || labels[LabelFrozen] == "" {
+		return
+	}
+	// An older boxd froze through containerd (task Pause).
 	task, err := ctr.Task(ctx, nil)
 	if err == nil {
 		if st, serr := task.Status(ctx); serr == nil && st.Status == client.Paused {

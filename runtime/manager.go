@@ -1397,7 +1397,7 @@ func (m *Manager) ReconcileOnce(ctx context.Context) (expired, restarted int, _ 
 			expired++
 			continue
 		}
-		if labels[LabelFrozen] != "" {
+		if m.frozenByBoxd(ctr.ID(), labels) {
 			m.thawLeftover(ctx, ctr)
 			m.refreshPaused(ctx, []string{ctr.ID()}) // not paused by a user: thawed now
 		}

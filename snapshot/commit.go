@@ -8,14 +8,17 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/content"
 	"github.com/containerd/containerd/v2/core/images"
+	"github.com/containerd/containerd/v2/core/mount"
 	"github.com/containerd/containerd/v2/core/snapshots"
 	"github.com/containerd/errdefs"
 	"github.com/opencontainers/go-digest"
@@ -37,10 +40,10 @@ type CommitSpec struct {
 	// Base is the image the sandbox was made from (name and the digest
 	// it pointed at then).
 	Base images.Image
-	// Layers writes the new layers, calling add once per layer, bottom
-	// first; add streams one uncompressed layer tar into the content
-	// store. The caller freezes what it reads around the calls.
-	Layers  func(ctx context.Context, add func(write func(io.Writer) error) error) error
+	// Layers makes the new layers, calling add's methods once per
+	// layer, bottom first. The caller keeps what it reads still around
+	// the calls (or, for Copy, inside its copy function).
+	Layers  func(ctx context.Context, add LayerAdder) error
 	Env     []string
 	Workdir string
 	// Message and CreatedBy go into the new layers' history entries.
@@ -52,6 +55,29 @@ type CommitSpec struct {
 	// layers records an empty-layer history entry.
 	Config func(*ocispec.ImageConfig)
 	Labels map[string]string // added to the image record's labels
+}
+
+// LayerAdder adds one layer to a commit per call.
+type LayerAdder interface {
+	// Tar streams one uncompressed layer tar, which goes into the
+	// content store and is unpacked into the layer's snapshot in the
+	// same pass.
+	Tar(write func(io.Writer) error) error
+	// Copy has copy fill the upperdir of the layer's new snapshot (on
+	// the layers under it) directly, as an unpacked layer tar would be;
+	// the layer tar is then written from that snapshot. What copy reads
+	// need hold still only while it runs.
+	Copy(copy func(upper string) error) error
+}
+
+// layerAdder is Commit's LayerAdder: add takes a tar writer or a copy.
+type layerAdder struct {
+	add func(write func(io.Writer) error, fill func(string) error) error
+}
+
+func (a layerAdder) Tar(write func(io.Writer) error) error { return a.add(write, nil) }
+func (a layerAdder) Copy(fill func(upper string) error) error {
+	return a.add(nil, fill)
 }
 
 // CheckWritable refuses name, normalized, if it exists and opts.Force is
@@ -158,8 +184,17 @@ func (s *Store) Commit(ctx context.Context, spec CommitSpec) (Image, error) {
 		}
 	}()
 	diffIDs := slices.Clone(cfg.RootFS.DiffIDs)
-	add := func(write func(io.Writer) error) error {
-		p, err := s.writeLayer(ctx, name, identity.ChainID(diffIDs).String(), write)
+	add := func(write func(io.Writer) error, fill func(string) error) error {
+		parent := identity.ChainID(diffIDs).String()
+		var (
+			p   *pendingLayer
+			err error
+		)
+		if fill != nil {
+			p, err = s.copyLayer(ctx, name, parent, fill)
+		} else {
+			p, err = s.writeLayer(ctx, name, parent, write)
+		}
 		if err != nil {
 			return err
 		}
@@ -168,7 +203,7 @@ func (s *Store) Commit(ctx context.Context, spec CommitSpec) (Image, error) {
 		diffIDs = append(diffIDs, p.desc.Digest)
 		return nil
 	}
-	if err := spec.Layers(ctx, add); err != nil {
+	if err := spec.Layers(ctx, layerAdder{add: add}); err != nil {
 		return Image{}, fmt.Errorf("commit %s: %w", name, err)
 	}
 	// The content store syncs each blob to disk as it commits it: done
@@ -252,7 +287,7 @@ type pendingLayer struct {
 // committed later, by the returned pendingLayer.
 func (s *Store) writeLayer(ctx context.Context, name, parent string, write func(io.Writer) error) (_ *pendingLayer, retErr error) {
 	cs := s.c.ContentStore()
-	ref := fmt.Sprintf("boxd-commit-%s-%d", strings.NewReplacer("/", "_", ":", "_").Replace(name), time.Now().UnixNano())
+	ref := layerRef(name)
 	w, err := content.OpenWriter(ctx, cs, content.WithRef(ref))
 	if err != nil {
 		return nil, fmt.Errorf("open layer writer: %w", err)
@@ -304,21 +339,114 @@ func (s *Store) writeLayer(ctx context.Context, name, parent string, write func(
 	if err != nil {
 		return nil, err
 	}
+	return s.finishLayer(ctx, sn, cs, w, ref, tmp, parent, cw.n, abort)
+}
+
+// layerRef names the content store ingest of one new layer of image name.
+func layerRef(name string) string {
+	return fmt.Sprintf("boxd-commit-%s-%d", strings.NewReplacer("/", "_", ":", "_").Replace(name), time.Now().UnixNano())
+}
+
+// finishLayer commits the layer's snapshot tmp under its chain ID (parent
+// and the digest of the n bytes w took) and returns the pending blob.
+func (s *Store) finishLayer(ctx context.Context, sn snapshots.Snapshotter, cs content.Store, w content.Writer, ref, tmp, parent string, n int64, abort func()) (*pendingLayer, error) {
 	d := w.Digest()
 	chain := identity.ChainID([]digest.Digest{digest.Digest(parent), d}).String()
+	if parent == "" {
+		chain = d.String()
+	}
 	if err := sn.Commit(ctx, chain, tmp, snapshots.WithLabels(map[string]string{"containerd.io/snapshot.ref": chain})); err != nil && !errdefs.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("commit layer snapshot: %w", err)
 	}
-	p := &pendingLayer{desc: ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayer, Digest: d, Size: cw.n}, abort: abort}
+	p := &pendingLayer{desc: ocispec.Descriptor{MediaType: ocispec.MediaTypeImageLayer, Digest: d, Size: n}, abort: abort}
 	p.commit = func() error {
 		defer w.Close()
-		if err := w.Commit(ctx, cw.n, d); err != nil && !errdefs.IsAlreadyExists(err) {
+		if err := w.Commit(ctx, n, d); err != nil && !errdefs.IsAlreadyExists(err) {
 			_ = cs.Abort(context.WithoutCancel(ctx), ref)
 			return fmt.Errorf("commit layer: %w", err)
 		}
 		return nil
 	}
 	return p, nil
+}
+
+// copyLayer makes one layer by copying: fill writes the layer's files
+// into the upperdir of a new snapshot on parent (the chain of the layers
+// under it) as unpacking its tar would, then the layer tar is written
+// from that snapshot into the content store (uncompressed, so its digest
+// is its diff ID) and the snapshot committed under its chain ID. So what
+// fill reads (a sandbox's writable layer) need hold still only for the
+// copy, not for the upload. The blob itself is committed later, by the
+// returned pendingLayer.
+func (s *Store) copyLayer(ctx context.Context, name, parent string, fill func(upper string) error) (_ *pendingLayer, retErr error) {
+	sn := s.c.SnapshotService(s.snapshotter)
+	ref := layerRef(name)
+	tmp := "boxd-commit-tmp-" + ref
+	ms, err := sn.Prepare(ctx, tmp, parent)
+	if err != nil {
+		return nil, fmt.Errorf("prepare layer snapshot: %w", err)
+	}
+	defer func() { _ = sn.Remove(context.WithoutCancel(ctx), tmp) }() // gone already once committed
+	upper, _, err := layerdiff.OverlayDirs(ms)
+	if err == nil && upper == "" {
+		err = fmt.Errorf("layer snapshot has no overlay upperdir: %w", errdefs.ErrFailedPrecondition)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := fill(upper); err != nil {
+		return nil, err
+	}
+
+	cs := s.c.ContentStore()
+	w, err := content.OpenWriter(ctx, cs, content.WithRef(ref))
+	if err != nil {
+		return nil, fmt.Errorf("open layer writer: %w", err)
+	}
+	abort := func() {
+		w.Close()
+		_ = cs.Abort(context.WithoutCancel(ctx), ref)
+	}
+	defer func() {
+		if retErr != nil {
+			abort()
+		}
+	}()
+	up := newAsyncWriter(w)
+	cw := &countingWriter{w: up}
+	err = s.withLowerRoot(ctx, sn, parent, func(lower string) error {
+		return layerdiff.WriteDiff(ctx, cw, lower, upper, layerdiff.Shift{})
+	})
+	if uerr := up.Close(); err == nil && uerr != nil {
+		err = fmt.Errorf("upload: %w", uerr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.finishLayer(ctx, sn, cs, w, ref, tmp, parent, cw.n, abort)
+}
+
+// withLowerRoot runs f with the layers of the snapshot parent mounted
+// read-only at a temporary directory (an empty one for no parent).
+func (s *Store) withLowerRoot(ctx context.Context, sn snapshots.Snapshotter, parent string, f func(string) error) error {
+	if parent == "" {
+		dir, err := os.MkdirTemp("", "boxd-empty-")
+		if err != nil {
+			return err
+		}
+		defer os.Remove(dir)
+		return f(dir)
+	}
+	viewKey := "boxd-diff-view-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	ms, err := sn.View(ctx, viewKey, parent)
+	if err != nil {
+		return fmt.Errorf("view of %s: %w", parent, err)
+	}
+	defer func() { _ = sn.Remove(context.WithoutCancel(ctx), viewKey) }()
+	for i := range ms {
+		ms[i].Options = append(slices.Clone(ms[i].Options), "nodev", "nosuid", "noexec")
+	}
+	return mount.WithTempMount(ctx, ms, f)
 }
 
 // asyncWriter hands what is written to w in 1 MiB pieces from a goroutine

@@ -14,12 +14,11 @@ import (
 // reset, a write to a peer that is gone) closes both connections at once,
 // so neither side is left waiting. Splice closes both before it returns.
 //
-// It copies with io.Copy between the connections themselves, which for a
-// TCP connection on either side is splice(2) through a kernel pipe: the
-// data never enters user space, and each direction buffers at most one
-// pipe (Go sizes them 1 MiB) besides the sockets' own buffers, whatever the
-// peer sends or withholds. Wrappers around the connections would lose that
-// and fall back to a 32 KiB user buffer.
+// Each direction moves data with splice(2) through a kernel pipe of its
+// own (spliceCopy): the data never enters user space, and each direction
+// buffers at most that one pipe (1 MiB) besides the sockets' own buffers,
+// whatever the peer sends or withholds. Connections that are not sockets
+// (tests' pipes) fall back to io.Copy's 32 KiB buffer.
 func Splice(a, b net.Conn) (aToB, bToA int64) {
 	var once sync.Once
 	closeBoth := func() {
@@ -44,7 +43,7 @@ type closeWriter interface{ CloseWrite() error }
 // copyHalf copies src to dst, then passes src's EOF on; on failure it calls
 // abort.
 func copyHalf(dst, src net.Conn, abort func()) int64 {
-	n, err := io.Copy(dst, src)
+	n, err := spliceCopy(dst, src)
 	if err == nil {
 		if cw, ok := dst.(closeWriter); ok {
 			err = cw.CloseWrite()

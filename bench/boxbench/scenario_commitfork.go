@@ -9,6 +9,8 @@ package main
 // stored, unpacked and named; docker commit: the Engine API's POST /commit
 // (what `docker commit` sends; it pauses the container, as boxd freezes
 // the sandbox). Each run's fork or image is removed untimed after it.
+// With BENCH_AB (ab.go), the base build's boxd forks and commits a
+// sandbox of its own as peers "(base)" in the same rounds.
 
 import (
 	"context"
@@ -42,11 +44,33 @@ func scenarioCommitFork(ctx context.Context, e *env, cfg *config) ([]*latency, e
 		return nil, fmt.Errorf("docker: write %d MiB: %w", cfg.bigMiB, err)
 	}
 
+	// With BENCH_AB, the base build's boxd forks and commits a sandbox of
+	// its own in the same rounds.
+	ab, err := startAB(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err := ab.stop(); err != nil {
+			logf("A/B: stop base boxd: %v", err)
+		}
+	}()
+	var abSb string
+	if ab != nil {
+		if abSb, err = ab.api.create(ctx); err != nil {
+			return nil, fmt.Errorf("base boxd create: %w", err)
+		}
+		defer ab.api.remove(context.WithoutCancel(ctx), abSb)
+		if _, err := execOK(ctx, ab.api, abSb, write...); err != nil {
+			return nil, fmt.Errorf("base boxd: write %d MiB: %w", cfg.bigMiB, err)
+		}
+	}
+
 	const boxdRef, dockerRepo = "bench/committed:latest", "bench/dcommitted"
-	var fork string
-	peers := []peer{
-		{name: "boxd fork (1, ready)", run: func(ctx context.Context, _ int) error {
-			r, err := e.boxd.c.ForkSandbox(ctx, connect.NewRequest(&boxdv1.ForkSandboxRequest{SandboxId: sb, Count: 1}))
+	forkPeer := func(name string, api boxdAPI, src string) peer {
+		var fork string
+		return peer{name: name, run: func(ctx context.Context, _ int) error {
+			r, err := api.c.ForkSandbox(ctx, connect.NewRequest(&boxdv1.ForkSandboxRequest{SandboxId: src, Count: 1}))
 			if err != nil {
 				return err
 			}
@@ -57,24 +81,30 @@ func scenarioCommitFork(ctx context.Context, e *env, cfg *config) ([]*latency, e
 				return nil
 			}
 			// The fork is a copy: its file is the source's size.
-			out, err := execOK(ctx, e.boxd, fork, "stat", "-c", "%s", "/workspace/big")
+			out, err := execOK(ctx, api, fork, "stat", "-c", "%s", "/workspace/big")
 			if err == nil && string(out) != strconv.Itoa(cfg.bigMiB<<20)+"\n" {
 				err = fmt.Errorf("fork's /workspace/big is %q bytes", out)
 			}
-			rerr := e.boxd.remove(ctx, fork)
+			rerr := api.remove(ctx, fork)
 			fork = ""
 			if err != nil {
 				return err
 			}
 			return rerr
-		}},
-		{name: "boxd commit", run: func(ctx context.Context, _ int) error {
-			_, err := e.boxd.c.CommitSandbox(ctx, connect.NewRequest(&boxdv1.CommitSandboxRequest{SandboxId: sb, Ref: boxdRef}))
+		}}
+	}
+	commitPeer := func(name string, api boxdAPI, src string) peer {
+		return peer{name: name, run: func(ctx context.Context, _ int) error {
+			_, err := api.c.CommitSandbox(ctx, connect.NewRequest(&boxdv1.CommitSandboxRequest{SandboxId: src, Ref: boxdRef}))
 			return err
 		}, after: func(ctx context.Context, _ int) error {
-			_, err := e.boxd.c.RemoveImage(ctx, connect.NewRequest(&boxdv1.RemoveImageRequest{Name: boxdRef}))
+			_, err := api.c.RemoveImage(ctx, connect.NewRequest(&boxdv1.RemoveImageRequest{Name: boxdRef}))
 			return err
-		}},
+		}}
+	}
+	peers := []peer{
+		forkPeer("boxd fork (1, ready)", e.boxd, sb),
+		commitPeer("boxd commit", e.boxd, sb),
 		{name: "docker commit (Engine API)", run: func(ctx context.Context, _ int) error {
 			q := url.Values{"container": {dc}, "repo": {dockerRepo}, "tag": {"latest"}, "pause": {"1"}}
 			return e.docker.do(ctx, http.MethodPost, "/commit?"+q.Encode(), map[string]any{}, nil)
@@ -82,11 +112,18 @@ func scenarioCommitFork(ctx context.Context, e *env, cfg *config) ([]*latency, e
 			return e.docker.do(ctx, http.MethodDelete, "/images/"+url.PathEscape(dockerRepo+":latest")+"?force=1", nil, nil)
 		}},
 	}
+	if ab != nil {
+		peers = append(peers, forkPeer("boxd fork (1, ready) (base)", ab.api, abSb), commitPeer("boxd commit (base)", ab.api, abSb))
+	}
 	title := fmt.Sprintf("fork and commit of a sandbox with %d MiB written", cfg.bigMiB)
 	all := measure(ctx, title, cfg.warm, cfg.commitN, peers)
 	// Two rows, each with docker commit as the peer of one boxd call.
 	split := func(scenario, boxdPeer string) *latency {
-		l := &latency{scenario: scenario, peers: []string{boxdPeer, peers[2].name},
+		ps := []string{boxdPeer, peers[2].name}
+		if ab != nil {
+			ps = append(ps, boxdPeer+" (base)")
+		}
+		l := &latency{scenario: scenario, peers: ps,
 			samples: map[string][]time.Duration{}, errors: map[string]int{}, firstErr: map[string]string{}}
 		for _, p := range l.peers {
 			l.samples[p], l.errors[p], l.firstErr[p] = all.samples[p], all.errors[p], all.firstErr[p]
