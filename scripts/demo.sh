@@ -151,6 +151,11 @@ echo "exit code: ${PIPESTATUS[0]} (124 = timed out)"
 set -e
 run boxctl exec "$ID" -- sh -c 'echo "still alive; processes now: $(ls -d /proc/[0-9]* | wc -l)"'
 
+say "a one-shot run from the warm pool: a fresh sandbox that never ran code before, deleted after"
+run boxctl pool ls
+printf '$ time boxctl run -- sh -c ...\n'
+time boxctl run -- sh -c 'echo "hello from $(hostname)"; ls /workspace'
+
 say "destroy it"
 run boxctl rm "$ID"
 run boxctl ls
