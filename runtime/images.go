@@ -36,6 +36,13 @@ func (m *Manager) ImageUsers(ctx context.Context, image string) ([]string, error
 		if err != nil {
 			return nil, fmt.Errorf("inspect sandbox %s: %w", ctr.ID(), err)
 		}
+		// A sandbox deleted in the background (boxctl run) is gone for
+		// its user; its teardown does not need the image record (like a
+		// forced removal's sandboxes, it runs on its own snapshot), so
+		// `boxctl run --image X` then `boxctl image rm X` works.
+		if info.Labels[LabelDeleting] != "" {
+			continue
+		}
 		var rec record
 		if err := json.Unmarshal([]byte(info.Labels[LabelSandbox]), &rec); err != nil {
 			rec.Image = info.Image
