@@ -162,6 +162,13 @@ func teardown() error {
 	if env.ctr != nil {
 		// Every test cleans up after itself: anything left is a leak.
 		ctx := namespaces.WithNamespace(context.Background(), namespace)
+		// A background delete (boxctl run) may still be tearing down what
+		// the last test ran: wait for those, and only those, to finish.
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			if ctrs, err := env.ctr.Containers(ctx, `labels."boxd.io/deleting"`); err != nil || len(ctrs) == 0 {
+				break
+			}
+		}
 		if ctrs, err := env.ctr.Containers(ctx); err == nil && len(ctrs) > 0 {
 			var ids []string
 			for _, c := range ctrs {
