@@ -15,6 +15,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/errdefs"
 
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 )
@@ -226,9 +227,10 @@ type imageJSON struct {
 	Labels map[string]string `json:"labels"`
 }
 
-// TestImageReplaceSkipsStalePool: warm-pool members count as users of the
-// default image, and after a forced replace an idle member, which holds the
-// old files, is not handed out as the new image.
+// TestImageReplaceSkipsStalePool: warm-pool members do not block the
+// removal of their image (they are boxd's own and never ran code): rm
+// destroys them. After a replace, an idle member, which holds the old
+// files, is not handed out as the new image.
 func TestImageReplaceSkipsStalePool(t *testing.T) {
 	const ns = namespace + "-poolimg"
 	dir := t.TempDir()
@@ -264,14 +266,21 @@ func TestImageReplaceSkipsStalePool(t *testing.T) {
 	}
 	members := waitPool(t, c, 1, dir)
 
-	if _, stderr, code := run("image", "rm", testImage); code == 0 || !strings.Contains(stderr, "failed_precondition") || !strings.Contains(stderr, members[0]) {
-		t.Errorf("rm of the pool's image: exit %d, %q; want failed_precondition naming member %s", code, stderr, members[0])
+	if _, stderr, code := run("image", "rm", testImage); code != 0 {
+		t.Fatalf("rm of the pool's image: exit %d, %q; want it removed and its member destroyed", code, stderr)
 	}
-	if _, stderr, code := run("image", "import", "--force", "--rootfs", rootfsWithMarker(t, "new"), "--name", testImage); code != 0 {
+	if _, err := env.ctr.LoadContainer(c, members[0]); !errdefs.IsNotFound(err) {
+		t.Errorf("pool member %s of the removed image: %v, want it destroyed", members[0], err)
+	}
+	if _, stderr, code := run("image", "import", "--rootfs", rootfsWithMarker(t, "new"), "--name", testImage); code != 0 {
+		t.Fatalf("import after rm: %d %s", code, stderr)
+	}
+	waitPool(t, c, 1, dir) // a member of "new", idle
+	if _, stderr, code := run("image", "import", "--force", "--rootfs", rootfsWithMarker(t, "newer"), "--name", testImage); code != 0 {
 		t.Fatalf("forced import: %d %s", code, stderr)
 	}
 	out, stderr, code := run("run", "--", "cat", "/marker")
-	if code != 0 || out != "new\n" {
+	if code != 0 || out != "newer\n" {
 		t.Errorf("a sandbox made after the forced replace sees %q (exit %d, %q), want the new image", out, code, stderr)
 	}
 }

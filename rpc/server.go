@@ -720,6 +720,7 @@ func (s *Server) RemoveImage(ctx context.Context, req *connect.Request[boxdv1.Re
 	if err != nil {
 		return nil, ToConnect(err)
 	}
+	s.Manager.DropPoolMembers(ctx, req.Msg.Name)
 	if len(users) > 0 {
 		s.Log.Warn("image removed (forced) from under sandboxes", "image", req.Msg.Name, "sandboxes", users, "caller", opts.Caller)
 	} else {

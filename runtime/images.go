@@ -15,9 +15,9 @@ import (
 
 var _ snapshot.Users = (*Manager)(nil)
 
-// ImageUsers returns the ids of the sandboxes and warm-pool members whose
-// record names image (a normalized name), so the image store can refuse
-// to replace or remove an image that sandboxes run on. A container whose
+// ImageUsers returns the ids of the sandboxes whose record names image (a
+// normalized name), so the image store can refuse to replace or remove an
+// image that sandboxes run on. A container whose
 // record cannot be read counts if containerd's own image field names the
 // image: when unsure, the image is in use.
 func (m *Manager) ImageUsers(ctx context.Context, image string) ([]string, error) {
@@ -47,7 +47,12 @@ func (m *Manager) ImageUsers(ctx context.Context, image string) ([]string, error
 		if err := json.Unmarshal([]byte(info.Labels[LabelSandbox]), &rec); err != nil {
 			rec.Image = info.Image
 		}
-		if rec.Image == image || info.Labels[LabelPool] == image {
+		// Warm-pool members are boxd's own and never ran code: a removal
+		// destroys them (DropPoolMembers) instead of being refused.
+		if info.Labels[LabelPool] != "" {
+			continue
+		}
+		if rec.Image == image {
 			ids = append(ids, ctr.ID())
 		}
 	}

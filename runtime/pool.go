@@ -128,6 +128,19 @@ func (p *pool) take(image string) (string, bool) {
 	return id, true
 }
 
+// takeAll takes every ready member of image out of the pool.
+func (p *pool) takeAll(image string) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ip := p.by[image]
+	if ip == nil {
+		return nil
+	}
+	ids := ip.ready
+	ip.ready = nil
+	return ids
+}
+
 // takeAny hands out a ready member of any image (to make room under
 // max-sandboxes), preferring the image with the most.
 func (p *pool) takeAny() (string, bool) {
@@ -560,6 +573,27 @@ func (m *Manager) adoptLeftovers(ctx context.Context) {
 		}
 		if err := m.destroy(ctx, ctr); err != nil && !errdefs.IsNotFound(err) {
 			m.log.Warn("warm pool: destroy stale member", "sandbox", ctr.ID(), "err", err)
+		}
+	}
+}
+
+// DropPoolMembers destroys the idle members of image's pool once the image
+// is removed: they are boxd's own and never ran code, so they neither
+// block the removal (ImageUsers skips them) nor stay on an image that is
+// gone. The pool's size stays; refills fail until the image is back.
+func (m *Manager) DropPoolMembers(ctx context.Context, image string) {
+	key, err := m.poolImage(image)
+	if err != nil {
+		return
+	}
+	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
+	for _, id := range m.pool.takeAll(key) {
+		ctr, err := m.cfg.Client.LoadContainer(ctx, id)
+		if err == nil {
+			err = m.destroy(ctx, ctr)
+		}
+		if err != nil && !errdefs.IsNotFound(err) {
+			m.log.Warn("warm pool: destroy member of a removed image", "sandbox", id, "image", key, "err", err)
 		}
 	}
 }
