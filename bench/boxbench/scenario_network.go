@@ -161,7 +161,10 @@ func (nb *netBoxd) up(ctx context.Context, e *env) error {
 		"--socket", nb.sock, "--containerd", e.ctrd.Address, "--namespace", netNamespace,
 		"--state-dir", filepath.Join(nb.dir, "state"), "--init-binary", e.initBin, "--runc", testenv.Runc,
 		"--default-image", image, "--bridge", netBridge, "--bridge-subnet", "10.214.0.0/24",
-		"--dns-upstream", netUpstream+":53")
+		"--dns-upstream", netUpstream+":53",
+		// Both modes cold: a pool would serve none (and not egress) and
+		// leave its members running after this boxd stops.
+		"--warm-pool", "0")
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
