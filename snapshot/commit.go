@@ -288,13 +288,9 @@ type pendingLayer struct {
 func (s *Store) writeLayer(ctx context.Context, name, parent string, write func(io.Writer) error) (_ *pendingLayer, retErr error) {
 	cs := s.c.ContentStore()
 	ref := layerRef(name)
-	w, err := content.OpenWriter(ctx, cs, content.WithRef(ref))
+	w, abort, err := openLayerWriter(ctx, cs, ref)
 	if err != nil {
-		return nil, fmt.Errorf("open layer writer: %w", err)
-	}
-	abort := func() {
-		w.Close()
-		_ = cs.Abort(context.WithoutCancel(ctx), ref)
+		return nil, err
 	}
 	defer func() {
 		if retErr != nil {
@@ -302,19 +298,11 @@ func (s *Store) writeLayer(ctx context.Context, name, parent string, write func(
 		}
 	}()
 	sn := s.c.SnapshotService(s.snapshotter)
-	tmp := "boxd-commit-tmp-" + ref
-	ms, err := sn.Prepare(ctx, tmp, parent)
-	if err != nil {
-		return nil, fmt.Errorf("prepare layer snapshot: %w", err)
-	}
-	defer func() { _ = sn.Remove(context.WithoutCancel(ctx), tmp) }() // gone already once committed
-	upper, lowers, err := layerdiff.OverlayDirs(ms)
-	if err == nil && upper == "" {
-		err = fmt.Errorf("layer snapshot has no overlay upperdir: %w", errdefs.ErrFailedPrecondition)
-	}
+	tmp, upper, lowers, remove, err := prepareLayer(ctx, sn, ref, parent)
 	if err != nil {
 		return nil, err
 	}
+	defer remove()
 
 	up := newAsyncWriter(w)
 	cw := &countingWriter{w: up}
@@ -340,6 +328,40 @@ func (s *Store) writeLayer(ctx context.Context, name, parent string, write func(
 		return nil, err
 	}
 	return s.finishLayer(ctx, sn, cs, w, ref, tmp, parent, cw.n, abort)
+}
+
+// openLayerWriter opens the content store ingest ref of a new layer;
+// abort closes and discards it.
+func openLayerWriter(ctx context.Context, cs content.Store, ref string) (content.Writer, func(), error) {
+	w, err := content.OpenWriter(ctx, cs, content.WithRef(ref))
+	if err != nil {
+		return nil, nil, fmt.Errorf("open layer writer: %w", err)
+	}
+	return w, func() {
+		w.Close()
+		_ = cs.Abort(context.WithoutCancel(ctx), ref)
+	}, nil
+}
+
+// prepareLayer makes the temporary snapshot (key tmp, on parent) that a new
+// layer is unpacked or copied into, and returns its overlay directories.
+// remove deletes it; once finishLayer committed it, that is a no-op.
+func prepareLayer(ctx context.Context, sn snapshots.Snapshotter, ref, parent string) (tmp, upper string, lowers []string, remove func(), err error) {
+	tmp = "boxd-commit-tmp-" + ref
+	ms, err := sn.Prepare(ctx, tmp, parent)
+	if err != nil {
+		return "", "", nil, nil, fmt.Errorf("prepare layer snapshot: %w", err)
+	}
+	remove = func() { _ = sn.Remove(context.WithoutCancel(ctx), tmp) }
+	upper, lowers, err = layerdiff.OverlayDirs(ms)
+	if err == nil && upper == "" {
+		err = fmt.Errorf("layer snapshot has no overlay upperdir: %w", errdefs.ErrFailedPrecondition)
+	}
+	if err != nil {
+		remove()
+		return "", "", nil, nil, err
+	}
+	return tmp, upper, lowers, remove, nil
 }
 
 // layerRef names the content store ingest of one new layer of image name.
@@ -381,31 +403,19 @@ func (s *Store) finishLayer(ctx context.Context, sn snapshots.Snapshotter, cs co
 func (s *Store) copyLayer(ctx context.Context, name, parent string, fill func(upper string) error) (_ *pendingLayer, retErr error) {
 	sn := s.c.SnapshotService(s.snapshotter)
 	ref := layerRef(name)
-	tmp := "boxd-commit-tmp-" + ref
-	ms, err := sn.Prepare(ctx, tmp, parent)
-	if err != nil {
-		return nil, fmt.Errorf("prepare layer snapshot: %w", err)
-	}
-	defer func() { _ = sn.Remove(context.WithoutCancel(ctx), tmp) }() // gone already once committed
-	upper, _, err := layerdiff.OverlayDirs(ms)
-	if err == nil && upper == "" {
-		err = fmt.Errorf("layer snapshot has no overlay upperdir: %w", errdefs.ErrFailedPrecondition)
-	}
+	tmp, upper, _, remove, err := prepareLayer(ctx, sn, ref, parent)
 	if err != nil {
 		return nil, err
 	}
+	defer remove()
 	if err := fill(upper); err != nil {
 		return nil, err
 	}
 
 	cs := s.c.ContentStore()
-	w, err := content.OpenWriter(ctx, cs, content.WithRef(ref))
+	w, abort, err := openLayerWriter(ctx, cs, ref)
 	if err != nil {
-		return nil, fmt.Errorf("open layer writer: %w", err)
-	}
-	abort := func() {
-		w.Close()
-		_ = cs.Abort(context.WithoutCancel(ctx), ref)
+		return nil, err
 	}
 	defer func() {
 		if retErr != nil {
