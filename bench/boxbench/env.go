@@ -63,6 +63,9 @@ type env struct {
 	// registryAddr is where the pull scenario's registry listens; boxd
 	// reaches it over plain HTTP (--insecure-registry).
 	registryAddr string
+	// pprofAddr is where boxd serves Go's profiler with BENCH_PROFILE
+	// (profile.go); empty otherwise.
+	pprofAddr string
 	// baseline is the state right after set-up; the cleanliness checks
 	// compare against it.
 	baseline cleanState
@@ -173,6 +176,9 @@ func (e *env) startBoxd(ctx context.Context, boxd, initBin string) (err error) {
 	}
 	defer logFile.Close()
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := e.withProfiler(cmd); err != nil {
+		return err
+	}
 	if e.boxdProc, err = startDaemon(cmd); err != nil {
 		return err
 	}

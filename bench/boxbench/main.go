@@ -296,9 +296,7 @@ var scenarios = []scenario{
 		if l != nil {
 			r.lats = append(r.lats, l)
 		}
-		if br != nil {
-			r.bursts = append(r.bursts, br)
-		}
+		r.bursts = append(r.bursts, br...)
 		return err
 	}},
 	// Density runs first and hands its sandboxes to the concurrency

@@ -11,7 +11,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -22,16 +25,24 @@ import (
 
 // setPool sets the default image's pool to n and waits until exactly n
 // members are ready and none is starting.
-func (e *env) setPool(ctx context.Context, n int) error {
-	pools := rpcclient.NewPool(e.sock)
+func (e *env) setPool(ctx context.Context, n int) error { return setPoolAt(ctx, e.sock, n) }
+
+func (e *env) waitPool(ctx context.Context, n int, d time.Duration) error {
+	return waitPoolAt(ctx, e.sock, n, d)
+}
+
+// setPoolAt is setPool for the boxd on sock (this build's or, with
+// BENCH_AB, the base build's).
+func setPoolAt(ctx context.Context, sock string, n int) error {
+	pools := rpcclient.NewPool(sock)
 	if _, err := pools.SetPoolSize(ctx, connect.NewRequest(&boxdv1.SetPoolSizeRequest{Size: int32(n)})); err != nil {
 		return fmt.Errorf("set pool size %d: %w", n, err)
 	}
-	return e.waitPool(ctx, n, 5*time.Minute)
+	return waitPoolAt(ctx, sock, n, 5*time.Minute)
 }
 
-func (e *env) waitPool(ctx context.Context, n int, d time.Duration) error {
-	pools := rpcclient.NewPool(e.sock)
+func waitPoolAt(ctx context.Context, sock string, n int, d time.Duration) error {
+	pools := rpcclient.NewPool(sock)
 	deadline := time.Now().Add(d)
 	for {
 		ls, err := pools.ListPools(ctx, connect.NewRequest(&boxdv1.ListPoolsRequest{}))
@@ -75,7 +86,7 @@ func (p poolAPI) create(ctx context.Context) (string, error) {
 	return r.Msg.Sandbox.Id, nil
 }
 
-func scenarioPool(ctx context.Context, e *env, cfg *config) (*latency, *burstResult, error) {
+func scenarioPool(ctx context.Context, e *env, cfg *config) (*latency, []*burstResult, error) {
 	const size = 2
 	if err := e.setPool(ctx, size); err != nil {
 		return nil, nil, err
@@ -95,16 +106,72 @@ func scenarioPool(ctx context.Context, e *env, cfg *config) (*latency, *burstRes
 	if ctx.Err() != nil {
 		return seq, nil, ctx.Err()
 	}
-	logf("pool: filling a pool of %d for the burst", cfg.burst)
-	t0 := time.Now()
-	if err := e.setPool(ctx, cfg.burst); err != nil {
+	// With BENCH_AB, the base build's boxd serves the same bursts from a
+	// pool of its own, in the same rounds (alternating which goes first),
+	// so a gain shows under the same load. Only one pool is full at a time.
+	ab, err := startAB(ctx, e)
+	if err != nil {
 		return seq, nil, err
 	}
-	logf("pool: %d members ready after %v", cfg.burst, time.Since(t0).Round(time.Millisecond))
-	br := &burstResult{peer: fmt.Sprintf("boxd API, from a warm pool of %d", cfg.burst), n: cfg.burst}
-	err := burstOnce(ctx, poolAPI{boxdAPI: e.boxd}, cfg.burst, br)
-	if perr := e.setPool(context.WithoutCancel(ctx), 0); err == nil {
-		err = perr
+	defer func() {
+		if err := ab.stop(); err != nil {
+			logf("A/B: stop base boxd: %v", err)
+		}
+	}()
+	type burster struct {
+		sock string
+		api  poolAPI
+		br   *burstResult
+		prof string
 	}
-	return seq, br, err
+	bursters := []burster{{sock: e.sock, api: poolAPI{boxdAPI: e.boxd}, prof: "burst",
+		br: &burstResult{peer: fmt.Sprintf("boxd API, from a warm pool of %d", cfg.burst), n: cfg.burst}}}
+	if ab != nil {
+		bursters = append(bursters, burster{sock: ab.sock, api: poolAPI{boxdAPI: ab.api},
+			br: &burstResult{peer: fmt.Sprintf("boxd API, from a warm pool of %d (base)", cfg.burst), n: cfg.burst}})
+	}
+	var errs []error
+	for round := 0; round < cfg.burstRounds && ctx.Err() == nil; round++ {
+		for k := range bursters {
+			b := bursters[(k+round)%len(bursters)]
+			logf("pool: filling a pool of %d for the burst (%s, round %d of %d)", cfg.burst, b.br.peer, round+1, cfg.burstRounds)
+			t0 := time.Now()
+			if err := setPoolAt(ctx, b.sock, cfg.burst); err != nil {
+				return seq, nil, err
+			}
+			logf("pool: %d members ready after %v; load average %s", cfg.burst, time.Since(t0).Round(time.Millisecond), loadAvg())
+			burst := func() error { return burstOnce(ctx, b.api, cfg.burst, b.br) }
+			if b.prof != "" && round == 0 {
+				err = e.profiled(ctx, b.prof, 2*time.Second, burst)
+			} else {
+				err = burst()
+			}
+			if perr := setPoolAt(context.WithoutCancel(ctx), b.sock, 0); err == nil {
+				err = perr
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	// This build's row first: the report's ratios are against the first.
+	out := make([]*burstResult, len(bursters))
+	for i, b := range bursters {
+		out[i] = b.br
+	}
+	return seq, out, errors.Join(append(errs, ctx.Err())...)
+}
+
+// loadAvg is the host's 1, 5 and 15 minute load averages, for the log
+// next to each burst: a burst's figures mean little without it.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }

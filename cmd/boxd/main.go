@@ -119,6 +119,9 @@ func run(cc *cli.Context) error {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	slog.SetDefault(log)
+	if err := startPprof(log); err != nil {
+		return err
+	}
 
 	lim, err := parseLimits(cc)
 	if err != nil {
