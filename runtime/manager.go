@@ -435,6 +435,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 		return nil, err
 	}
 	defer releaseQuota()
+	// Refills wait while creates are being served (pool.holdOff).
+	m.pool.serveBegin()
+	defer m.pool.serveEnd()
 	// A create the pool cannot serve (fits) is made cold.
 	if sb, ok := m.fromPool(ctx, r, img, imgSpec); ok {
 		m.created(sb.ID)

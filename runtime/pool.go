@@ -73,6 +73,74 @@ type pool struct {
 	mu   sync.Mutex
 	by   map[string]*imagePool // by normalized image name
 	wake chan struct{}
+
+	// pids holds the init pid of the members this boxd started, so an
+	// adoption needs no task lookup (a round trip through containerd to
+	// the shim); a member taken back after a restart has none and is
+	// looked up.
+	pids map[string]uint32
+
+	// Creates being served, and when the last one ended: refills wait
+	// for a lull (holdOff).
+	serving   int
+	lastServe time.Time
+	holdSince time.Time // when the current hold-off began; zero if none
+}
+
+// A member start is a shim, runc and init start plus several containerd
+// metadata commits (each an fsync, serialized in containerd's database):
+// on a small host a few of them running beside a burst of creates take
+// the cores and the metadata writes the burst's adoptions wait for. So
+// refills wait until no create has been served for refillQuiet (which
+// also covers the first commands that follow the creates), but never
+// longer than refillMaxHold in a row, so a steady stream of creates still
+// gets its pool back.
+const (
+	refillQuiet   = 500 * time.Millisecond
+	refillMaxHold = 3 * time.Second
+)
+
+// serveBegin and serveEnd bracket a create (pooled or cold).
+func (p *pool) serveBegin() {
+	p.mu.Lock()
+	p.serving++
+	p.mu.Unlock()
+}
+
+func (p *pool) serveEnd() {
+	p.mu.Lock()
+	p.serving--
+	p.lastServe = time.Now()
+	p.mu.Unlock()
+}
+
+// holdOff is how long refills should still wait at now; 0: start them.
+func (p *pool) holdOff(now time.Time) time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	wait := time.Duration(0)
+	if p.serving > 0 {
+		wait = refillQuiet
+	} else if d := refillQuiet - now.Sub(p.lastServe); d > 0 {
+		wait = d
+	}
+	if wait == 0 {
+		p.holdSince = time.Time{}
+		return 0
+	}
+	if p.holdSince.IsZero() {
+		p.holdSince = now
+	}
+	if left := refillMaxHold - now.Sub(p.holdSince); left < wait {
+		if left <= 0 {
+			// Held long enough: let this round of refills start, and a
+			// new hold-off begin after it.
+			p.holdSince = time.Time{}
+			return 0
+		}
+		wait = left
+	}
+	return wait
 }
 
 func (p *pool) get(image string) *imagePool {
@@ -115,17 +183,20 @@ func (p *pool) isStarting() bool {
 	return false
 }
 
-// take hands out a ready member of image; each id is handed out once.
-func (p *pool) take(image string) (string, bool) {
+// take hands out a ready member of image and its init's pid (0: not
+// known); each id is handed out once.
+func (p *pool) take(image string) (string, uint32, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ip := p.by[image]
 	if ip == nil || len(ip.ready) == 0 {
-		return "", false
+		return "", 0, false
 	}
 	id := ip.ready[0]
 	ip.ready = ip.ready[1:]
-	return id, true
+	pid := p.pids[id]
+	delete(p.pids, id)
+	return id, pid, true
 }
 
 // takeAll takes every ready member of image out of the pool.
@@ -138,6 +209,9 @@ func (p *pool) takeAll(image string) []string {
 	}
 	ids := ip.ready
 	ip.ready = nil
+	for _, id := range ids {
+		delete(p.pids, id)
+	}
 	return ids
 }
 
@@ -162,11 +236,19 @@ func (p *pool) takeAny() (string, bool) {
 	}
 	id := best.ready[len(best.ready)-1]
 	best.ready = best.ready[:len(best.ready)-1]
+	delete(p.pids, id)
 	return id, true
 }
 
-func (p *pool) put(image, id string) {
+// put adds a ready member of image; pid is its init's (0: unknown).
+func (p *pool) put(image, id string, pid uint32) {
 	p.mu.Lock()
+	if pid != 0 {
+		if p.pids == nil {
+			p.pids = map[string]uint32{}
+		}
+		p.pids[id] = pid
+	}
 	ip := p.get(image)
 	ip.ready = append(ip.ready, id)
 	ip.backoff, ip.retryAt = 0, time.Time{}
@@ -181,6 +263,7 @@ func (p *pool) surplus() []string {
 	for _, ip := range p.by {
 		for len(ip.ready) > ip.want {
 			out = append(out, ip.ready[len(ip.ready)-1])
+			delete(p.pids, ip.ready[len(ip.ready)-1])
 			ip.ready = ip.ready[:len(ip.ready)-1]
 		}
 	}
@@ -311,12 +394,12 @@ func (m *Manager) fromPool(ctx context.Context, r resolved, img client.Image, im
 		return nil, false
 	}
 	for {
-		id, ok := m.pool.take(img.Name())
+		id, pid, ok := m.pool.take(img.Name())
 		if !ok {
 			return nil, false
 		}
 		m.pool.signal()
-		sb, err := m.adopt(ctx, id, r, img, imgSpec)
+		sb, err := m.adopt(ctx, id, pid, r, img, imgSpec)
 		if err == nil {
 			return sb, true
 		}
@@ -327,11 +410,12 @@ func (m *Manager) fromPool(ctx context.Context, r resolved, img client.Image, im
 	}
 }
 
-// adopt turns a pool member into the sandbox r asks for: its cgroup limits
+// adopt turns a pool member (pid: its init's, 0 if not known) into the
+// sandbox r asks for: its cgroup limits
 // are updated in place, the init is given r's env and workdir, its stored
 // spec and labels rewritten, so inspect, expiry and restarts see the
 // sandbox as if it had been created cold.
-func (m *Manager) adopt(ctx context.Context, id string, r resolved, img client.Image, imgSpec ocispec.Image) (*Sandbox, error) {
+func (m *Manager) adopt(ctx context.Context, id string, pid uint32, r resolved, img client.Image, imgSpec ocispec.Image) (*Sandbox, error) {
 	if !m.claim(id) {
 		return nil, fmt.Errorf("pool member %s is busy", id)
 	}
@@ -354,9 +438,26 @@ func (m *Manager) adopt(ctx context.Context, id string, r resolved, img client.I
 	if err != nil {
 		return nil, err
 	}
-	task, err := ctr.Task(ctx, nil)
-	if err != nil {
-		return nil, fmt.Errorf("task: %w", err)
+	phase("load")
+	// The task is looked up only if its pid is not known or the cgroup
+	// cannot be updated directly; the init's answer below is the
+	// liveness check either way.
+	var task client.Task
+	loadTask := func() error {
+		if task != nil {
+			return nil
+		}
+		t, err := ctr.Task(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("task: %w", err)
+		}
+		task, pid = t, t.Pid()
+		return nil
+	}
+	if pid == 0 {
+		if err := loadTask(); err != nil {
+			return nil, err
+		}
 	}
 	if err := sameImage(info.Labels, img); err != nil {
 		return nil, err
@@ -380,6 +481,9 @@ func (m *Manager) adopt(ctx context.Context, id string, r resolved, img client.I
 	phase("prepare")
 	if err := setLimits(spec.Linux.CgroupsPath, spec.Linux.Resources); err != nil {
 		m.log.Debug("direct cgroup update failed; updating through the task", "sandbox", id, "err", err)
+		if err := loadTask(); err != nil {
+			return nil, err
+		}
 		if err := task.Update(ctx, client.WithResources(spec.Linux.Resources)); err != nil {
 			return nil, fmt.Errorf("update limits: %w", err)
 		}
@@ -436,7 +540,7 @@ func (m *Manager) adopt(ctx context.Context, id string, r resolved, img client.I
 	m.inv.showOwned(id, owned{uid: r.owner, memory: r.limits.MemoryBytes})
 	m.log.Info("created from the warm pool", "sandbox", id, "image", rec.Image, "memory", rec.Memory, "cpus", rec.CPUs, "pids", rec.Pids, "ttl", r.ttl)
 	sb := m.toSandbox(id, labels, rec)
-	sb.Env, sb.State, sb.InitPID = env, "running", task.Pid()
+	sb.Env, sb.State, sb.InitPID = env, "running", pid
 	return sb, nil
 }
 
@@ -475,6 +579,7 @@ func (m *Manager) RunPool(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for {
+		hold := m.pool.holdOff(time.Now())
 		for _, id := range m.pool.surplus() {
 			if ctr, err := m.cfg.Client.LoadContainer(ctx, id); err == nil {
 				if err := m.destroy(ctx, ctr); err != nil && !errdefs.IsNotFound(err) {
@@ -483,7 +588,7 @@ func (m *Manager) RunPool(ctx context.Context) {
 			}
 		}
 	fill:
-		for ctx.Err() == nil {
+		for hold == 0 && ctx.Err() == nil {
 			select {
 			case sem <- struct{}{}:
 			default:
@@ -510,11 +615,15 @@ func (m *Manager) RunPool(ctx context.Context) {
 				m.pool.signal()
 			}()
 		}
+		next := time.Second
+		if hold > 0 {
+			next = hold
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-m.pool.wake:
-		case <-time.After(time.Second):
+		case <-time.After(next):
 		}
 	}
 }
@@ -539,7 +648,7 @@ func (m *Manager) addMember(ctx context.Context, image string) error {
 	if err != nil {
 		return err
 	}
-	m.pool.put(img.Name(), sb.ID)
+	m.pool.put(img.Name(), sb.ID, sb.InitPID)
 	return nil
 }
 
@@ -568,7 +677,7 @@ func (m *Manager) adoptLeftovers(ctx context.Context) {
 		}
 		if ok {
 			kept[image]++
-			m.pool.put(image, ctr.ID())
+			m.pool.put(image, ctr.ID(), 0)
 			continue
 		}
 		if err := m.destroy(ctx, ctr); err != nil && !errdefs.IsNotFound(err) {

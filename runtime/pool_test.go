@@ -30,11 +30,15 @@ func TestPoolBookkeeping(t *testing.T) {
 		t.Errorf("starts asked for: %v, want three of a and one of b", started)
 	}
 	for i, img := range started {
-		p.put(img, fmt.Sprintf("%s%d", img, i))
+		p.put(img, fmt.Sprintf("%s%d", img, i), uint32(100+i))
 		p.started(img, nil)
 	}
 	if _, ok := p.next(time.Now()); ok {
 		t.Error("a full pool asked for another member")
+	}
+	pidOf := map[string]uint32{}
+	for i, img := range started {
+		pidOf[fmt.Sprintf("%s%d", img, i)] = uint32(100 + i)
 	}
 	var mu sync.Mutex
 	seen := map[string]int{}
@@ -43,9 +47,12 @@ func TestPoolBookkeeping(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if id, ok := p.take("a"); ok {
+			if id, pid, ok := p.take("a"); ok {
 				mu.Lock()
 				seen[id]++
+				if pid != pidOf[id] {
+					t.Errorf("member %s handed out with pid %d, want %d", id, pid, pidOf[id])
+				}
 				mu.Unlock()
 			}
 		}()
@@ -79,8 +86,51 @@ func TestPoolBookkeeping(t *testing.T) {
 	if id, ok := p.takeAny(); ok {
 		t.Errorf("takeAny got %s from pools with no ready member", id)
 	}
+	if len(p.pids) != 0 {
+		t.Errorf("pids of members no longer in the pool kept: %v", p.pids)
+	}
 	st := p.status()
 	if len(st) != 1 || st[0].Image != "a" || st[0].Size != 3 || st[0].Starting != 1 {
 		t.Errorf("status = %+v", st)
 	}
+}
+
+// TestPoolRefillHoldOff: refills wait while creates are served and for
+// refillQuiet after the last one, but never more than refillMaxHold in a
+// row, so a steady stream of creates still gets its pool back.
+func TestPoolRefillHoldOff(t *testing.T) {
+	p := &pool{wake: make(chan struct{}, 1)}
+	t0 := time.Now()
+	if d := p.holdOff(t0); d != 0 {
+		t.Fatalf("idle pool holds refills off for %v", d)
+	}
+	p.serveBegin()
+	if d := p.holdOff(t0); d != refillQuiet {
+		t.Errorf("during a create: hold %v, want %v", d, refillQuiet)
+	}
+	p.serveEnd()
+	end := p.lastServe
+	if d := p.holdOff(end.Add(100 * time.Millisecond)); d != refillQuiet-100*time.Millisecond {
+		t.Errorf("100 ms after the last create: hold %v, want %v", d, refillQuiet-100*time.Millisecond)
+	}
+	if d := p.holdOff(end.Add(refillQuiet)); d != 0 {
+		t.Errorf("a quiet period after the last create: hold %v, want 0", d)
+	}
+	// A create in flight the whole time: the hold ends at refillMaxHold.
+	p.serveBegin()
+	start := time.Now()
+	if d := p.holdOff(start); d != refillQuiet {
+		t.Errorf("steady stream, first look: hold %v", d)
+	}
+	if d := p.holdOff(start.Add(refillMaxHold - 100*time.Millisecond)); d != 100*time.Millisecond {
+		t.Errorf("steady stream, 100 ms before the cap: hold %v, want 100ms", d)
+	}
+	if d := p.holdOff(start.Add(refillMaxHold)); d != 0 {
+		t.Errorf("steady stream at the cap: hold %v, want 0 (refill now)", d)
+	}
+	// The next hold begins anew after that round.
+	if d := p.holdOff(start.Add(refillMaxHold + time.Millisecond)); d != refillQuiet {
+		t.Errorf("steady stream after the cap: hold %v, want a new hold of %v", d, refillQuiet)
+	}
+	p.serveEnd()
 }
