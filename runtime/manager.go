@@ -171,6 +171,8 @@ type Sandbox struct {
 	// (Get only); the cap is Limits.DiskBytes.
 	DiskUsedBytes int64
 	Runtime       RuntimeInfo
+
+	hostUID uint32 // first host id of its uid block (the pool keeps it)
 }
 
 // RuntimeInfo is the OCI runtime a sandbox was made on.
@@ -1149,6 +1151,7 @@ func (m *Manager) toSandbox(id string, labels map[string]string, rec record) *Sa
 		Runtime:  RuntimeInfo{Name: rec.Runtime, Version: rec.RuntimeVersion, Advisories: rec.RuntimeAdvisories},
 		Idle:     m.idleInfo(id, labels),
 		User:     rec.User, Tunables: rec.Tunables,
+		hostUID: rec.HostUID,
 	}
 	if t, err := time.Parse(time.RFC3339, labels[LabelStopped]); err == nil {
 		sb.StoppedAt = t

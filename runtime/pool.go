@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
@@ -74,11 +75,13 @@ type pool struct {
 	by   map[string]*imagePool // by normalized image name
 	wake chan struct{}
 
-	// pids holds the init pid of the members this boxd started, so an
-	// adoption needs no task lookup (a round trip through containerd to
-	// the shim); a member taken back after a restart has none and is
-	// looked up.
-	pids map[string]uint32
+	// known holds what this boxd recorded when it started each member,
+	// so an adoption needs neither a metadata read nor a task lookup
+	// (round trips through containerd, and to the shim, that a burst of
+	// creates pays for a hundred times over on a loaded host). A member
+	// taken back after a restart has no entry and is read from
+	// containerd.
+	known map[string]memberInfo
 
 	// Creates being served, and when the last one ended: refills wait
 	// for a lull (holdOff).
@@ -183,20 +186,23 @@ func (p *pool) isStarting() bool {
 	return false
 }
 
-// take hands out a ready member of image and its init's pid (0: not
-// known); each id is handed out once.
-func (p *pool) take(image string) (string, uint32, bool) {
+// take hands out a ready member of image and what is known of it (nil:
+// read it from containerd); each id is handed out once.
+func (p *pool) take(image string) (string, *memberInfo, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ip := p.by[image]
 	if ip == nil || len(ip.ready) == 0 {
-		return "", 0, false
+		return "", nil, false
 	}
 	id := ip.ready[0]
 	ip.ready = ip.ready[1:]
-	pid := p.pids[id]
-	delete(p.pids, id)
-	return id, pid, true
+	var info *memberInfo
+	if mi, ok := p.known[id]; ok {
+		info = &mi
+		delete(p.known, id)
+	}
+	return id, info, true
 }
 
 // takeAll takes every ready member of image out of the pool.
@@ -210,7 +216,7 @@ func (p *pool) takeAll(image string) []string {
 	ids := ip.ready
 	ip.ready = nil
 	for _, id := range ids {
-		delete(p.pids, id)
+		delete(p.known, id)
 	}
 	return ids
 }
@@ -236,18 +242,26 @@ func (p *pool) takeAny() (string, bool) {
 	}
 	id := best.ready[len(best.ready)-1]
 	best.ready = best.ready[:len(best.ready)-1]
-	delete(p.pids, id)
+	delete(p.known, id)
 	return id, true
 }
 
-// put adds a ready member of image; pid is its init's (0: unknown).
-func (p *pool) put(image, id string, pid uint32) {
+// memberInfo is what a member was started with, as its label records it.
+type memberInfo struct {
+	pid         uint32 // its init's
+	hostID      uint32 // first host id of its uid block
+	imageDigest string
+	runtime     RuntimeInfo
+}
+
+// put adds a ready member of image; info is nil if not known.
+func (p *pool) put(image, id string, info *memberInfo) {
 	p.mu.Lock()
-	if pid != 0 {
-		if p.pids == nil {
-			p.pids = map[string]uint32{}
+	if info != nil {
+		if p.known == nil {
+			p.known = map[string]memberInfo{}
 		}
-		p.pids[id] = pid
+		p.known[id] = *info
 	}
 	ip := p.get(image)
 	ip.ready = append(ip.ready, id)
@@ -263,7 +277,7 @@ func (p *pool) surplus() []string {
 	for _, ip := range p.by {
 		for len(ip.ready) > ip.want {
 			out = append(out, ip.ready[len(ip.ready)-1])
-			delete(p.pids, ip.ready[len(ip.ready)-1])
+			delete(p.known, ip.ready[len(ip.ready)-1])
 			ip.ready = ip.ready[:len(ip.ready)-1]
 		}
 	}
@@ -394,12 +408,12 @@ func (m *Manager) fromPool(ctx context.Context, r resolved, img client.Image, im
 		return nil, false
 	}
 	for {
-		id, pid, ok := m.pool.take(img.Name())
+		id, info, ok := m.pool.take(img.Name())
 		if !ok {
 			return nil, false
 		}
 		m.pool.signal()
-		sb, err := m.adopt(ctx, id, pid, r, img, imgSpec)
+		sb, err := m.adopt(ctx, id, info, r, img, imgSpec)
 		if err == nil {
 			return sb, true
 		}
@@ -410,12 +424,12 @@ func (m *Manager) fromPool(ctx context.Context, r resolved, img client.Image, im
 	}
 }
 
-// adopt turns a pool member (pid: its init's, 0 if not known) into the
-// sandbox r asks for: its cgroup limits
+// adopt turns a pool member (known: what it was started with, nil to read
+// it from containerd) into the sandbox r asks for: its cgroup limits
 // are updated in place, the init is given r's env and workdir, its stored
 // spec and labels rewritten, so inspect, expiry and restarts see the
 // sandbox as if it had been created cold.
-func (m *Manager) adopt(ctx context.Context, id string, pid uint32, r resolved, img client.Image, imgSpec ocispec.Image) (*Sandbox, error) {
+func (m *Manager) adopt(ctx context.Context, id string, known *memberInfo, r resolved, img client.Image, imgSpec ocispec.Image) (*Sandbox, error) {
 	if !m.claim(id) {
 		return nil, fmt.Errorf("pool member %s is busy", id)
 	}
@@ -428,51 +442,18 @@ func (m *Manager) adopt(ctx context.Context, id string, pid uint32, r resolved, 
 	if err := os.WriteFile(filepath.Join(m.sandboxDir(id), handedMarker), nil, 0o600); err != nil {
 		return nil, fmt.Errorf("mark handed out: %w", err)
 	}
-	// One metadata read gives labels and spec: on a loaded host each
-	// containerd round trip counts, times the creates of a burst.
-	ctr, err := m.cfg.Client.LoadContainer(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	info, err := ctr.Info(ctx, client.WithoutRefreshedMetadata)
-	if err != nil {
-		return nil, err
-	}
-	phase("load")
-	// The task is looked up only if its pid is not known or the cgroup
-	// cannot be updated directly; the init's answer below is the
-	// liveness check either way.
-	var task client.Task
-	loadTask := func() error {
-		if task != nil {
-			return nil
-		}
-		t, err := ctr.Task(ctx, nil)
-		if err != nil {
-			return fmt.Errorf("task: %w", err)
-		}
-		task, pid = t, t.Pid()
-		return nil
-	}
-	if pid == 0 {
-		if err := loadTask(); err != nil {
+	if known == nil {
+		// Taken back after a restart: one metadata read gives the label
+		// and the spec it was started with, and the task its init's pid.
+		var err error
+		if known, err = m.readMember(ctx, id); err != nil {
 			return nil, err
 		}
 	}
-	if err := sameImage(info.Labels, img); err != nil {
-		return nil, err
-	}
-	// The member keeps the uid block it was started with.
-	var cur specs.Spec
-	if info.Spec == nil {
-		return nil, errors.New("spec: none stored")
-	}
-	if err := json.Unmarshal(info.Spec.GetValue(), &cur); err != nil {
-		return nil, fmt.Errorf("spec: %w", err)
-	}
-	hostID, _, err := rootHostIDs(&cur)
-	if err != nil {
-		return nil, err
+	phase("load")
+	pid, hostID := known.pid, known.hostID
+	if want := img.Target().Digest.String(); known.imageDigest != want {
+		return nil, fmt.Errorf("started from %s@%s, which was replaced by %s", img.Name(), known.imageDigest, want)
 	}
 	spec, env, err := m.specFor(ctx, id, r, imgSpec, nil, hostID)
 	if err != nil {
@@ -481,7 +462,8 @@ func (m *Manager) adopt(ctx context.Context, id string, pid uint32, r resolved, 
 	phase("prepare")
 	if err := setLimits(spec.Linux.CgroupsPath, spec.Linux.Resources); err != nil {
 		m.log.Debug("direct cgroup update failed; updating through the task", "sandbox", id, "err", err)
-		if err := loadTask(); err != nil {
+		task, err := m.loadTask(ctx, id)
+		if err != nil {
 			return nil, err
 		}
 		if err := task.Update(ctx, client.WithResources(spec.Linux.Resources)); err != nil {
@@ -520,15 +502,13 @@ func (m *Manager) adopt(ctx context.Context, id string, pid uint32, r resolved, 
 	}
 	rec = m.withRuntime(rec)
 	// The member may have been made by an earlier boxd, on another runc.
-	{
-		var made record
-		if json.Unmarshal([]byte(info.Labels[LabelSandbox]), &made) == nil && made.Runtime != "" {
-			rec.Runtime, rec.RuntimeVersion, rec.RuntimeAdvisories = made.Runtime, made.RuntimeVersion, made.RuntimeAdvisories
-		}
+	if known.runtime.Name != "" {
+		rec.Runtime, rec.RuntimeVersion, rec.RuntimeAdvisories = known.runtime.Name, known.runtime.Version, known.runtime.Advisories
 	}
 	labels := m.labelsFor(rec, r)
-	// One write of the two fields, from the metadata read above.
-	info.Labels = labels
+	// One write of the two fields; containerd keeps the others as they
+	// are (the update names its fields).
+	info := containers.Container{ID: id, Labels: labels}
 	if err := client.WithSpec(spec)(ctx, m.cfg.Client, &info); err != nil {
 		return nil, fmt.Errorf("relabel: %w", err)
 	}
@@ -544,20 +524,56 @@ func (m *Manager) adopt(ctx context.Context, id string, pid uint32, r resolved, 
 	return sb, nil
 }
 
-// sameImage checks that a pool member was started from what its image
-// name points at now: after a forced replace (boxctl image import --force)
+// readMember reads what a member was started with from containerd: its
+// label, spec and task. The label's image digest is checked against the
+// image at adoption: after a forced replace (boxctl image import --force)
 // the idle members hold the old files and must not be handed out as the
-// new image. A member without a recorded digest cannot be checked and
+// new image; a member without a recorded digest cannot be checked and
 // counts as stale.
-func sameImage(labels map[string]string, img client.Image) error {
+func (m *Manager) readMember(ctx context.Context, id string) (*memberInfo, error) {
+	ctr, err := m.cfg.Client.LoadContainer(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	info, err := ctr.Info(ctx, client.WithoutRefreshedMetadata)
+	if err != nil {
+		return nil, err
+	}
 	var rec record
-	if err := json.Unmarshal([]byte(labels[LabelSandbox]), &rec); err != nil {
-		return fmt.Errorf("corrupt %s label: %w", LabelSandbox, err)
+	if err := json.Unmarshal([]byte(info.Labels[LabelSandbox]), &rec); err != nil {
+		return nil, fmt.Errorf("corrupt %s label: %w", LabelSandbox, err)
 	}
-	if want := img.Target().Digest.String(); rec.ImageDigest != want {
-		return fmt.Errorf("started from %s@%s, which was replaced by %s", img.Name(), rec.ImageDigest, want)
+	// The member keeps the uid block it was started with.
+	var cur specs.Spec
+	if info.Spec == nil {
+		return nil, errors.New("spec: none stored")
 	}
-	return nil
+	if err := json.Unmarshal(info.Spec.GetValue(), &cur); err != nil {
+		return nil, fmt.Errorf("spec: %w", err)
+	}
+	hostID, _, err := rootHostIDs(&cur)
+	if err != nil {
+		return nil, err
+	}
+	task, err := ctr.Task(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("task: %w", err)
+	}
+	return &memberInfo{pid: task.Pid(), hostID: hostID, imageDigest: rec.ImageDigest,
+		runtime: RuntimeInfo{Name: rec.Runtime, Version: rec.RuntimeVersion, Advisories: rec.RuntimeAdvisories}}, nil
+}
+
+// loadTask is a sandbox's task.
+func (m *Manager) loadTask(ctx context.Context, id string) (client.Task, error) {
+	ctr, err := m.cfg.Client.LoadContainer(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	task, err := ctr.Task(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("task: %w", err)
+	}
+	return task, nil
 }
 
 // RunPool keeps every image's pool at its target until ctx ends, starting
@@ -648,7 +664,7 @@ func (m *Manager) addMember(ctx context.Context, image string) error {
 	if err != nil {
 		return err
 	}
-	m.pool.put(img.Name(), sb.ID, sb.InitPID)
+	m.pool.put(img.Name(), sb.ID, &memberInfo{pid: sb.InitPID, hostID: sb.hostUID, imageDigest: img.Target().Digest.String(), runtime: sb.Runtime})
 	return nil
 }
 
@@ -677,7 +693,7 @@ func (m *Manager) adoptLeftovers(ctx context.Context) {
 		}
 		if ok {
 			kept[image]++
-			m.pool.put(image, ctr.ID(), 0)
+			m.pool.put(image, ctr.ID(), nil)
 			continue
 		}
 		if err := m.destroy(ctx, ctr); err != nil && !errdefs.IsNotFound(err) {

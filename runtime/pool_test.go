@@ -30,7 +30,7 @@ func TestPoolBookkeeping(t *testing.T) {
 		t.Errorf("starts asked for: %v, want three of a and one of b", started)
 	}
 	for i, img := range started {
-		p.put(img, fmt.Sprintf("%s%d", img, i), uint32(100+i))
+		p.put(img, fmt.Sprintf("%s%d", img, i), &memberInfo{pid: uint32(100 + i), hostID: uint32(1000 * i)})
 		p.started(img, nil)
 	}
 	if _, ok := p.next(time.Now()); ok {
@@ -47,11 +47,11 @@ func TestPoolBookkeeping(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if id, pid, ok := p.take("a"); ok {
+			if id, info, ok := p.take("a"); ok {
 				mu.Lock()
 				seen[id]++
-				if pid != pidOf[id] {
-					t.Errorf("member %s handed out with pid %d, want %d", id, pid, pidOf[id])
+				if info == nil || info.pid != pidOf[id] {
+					t.Errorf("member %s handed out with %+v, want pid %d", id, info, pidOf[id])
 				}
 				mu.Unlock()
 			}
@@ -86,8 +86,8 @@ func TestPoolBookkeeping(t *testing.T) {
 	if id, ok := p.takeAny(); ok {
 		t.Errorf("takeAny got %s from pools with no ready member", id)
 	}
-	if len(p.pids) != 0 {
-		t.Errorf("pids of members no longer in the pool kept: %v", p.pids)
+	if len(p.known) != 0 {
+		t.Errorf("what is known of members no longer in the pool kept: %v", p.known)
 	}
 	st := p.status()
 	if len(st) != 1 || st[0].Image != "a" || st[0].Size != 3 || st[0].Starting != 1 {
