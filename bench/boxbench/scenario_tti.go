@@ -86,7 +86,15 @@ func burstOnce(ctx context.Context, api sandboxAPI, n int, r *burstResult) error
 	start := time.Now()
 	close(gate)
 	wg.Wait()
-	r.walls = append(r.walls, time.Since(start))
+	wall := time.Since(start)
+	r.walls = append(r.walls, wall)
+	var ok []time.Duration
+	for i := range n {
+		if errs[i] == nil {
+			ok = append(ok, lat[i])
+		}
+	}
+	logf("burst of %d: %s: median %v, all ready %v, %d errors", n, api.name(), quantile(ok, 0.5).Round(time.Millisecond), wall.Round(time.Millisecond), n-len(ok))
 	for i := range n {
 		if errs[i] != nil {
 			r.errors++
