@@ -87,6 +87,11 @@ func TestWarmPool(t *testing.T) {
 	if g.MemoryBytes != 64<<20 || g.Pids != 32 || g.Labels["via"] != "pool" || g.State != "running" {
 		t.Errorf("adopted sandbox = %+v", g)
 	}
+	// The pid the create answers with is the one this boxd kept from the
+	// member's start; inspect asks the task.
+	if sb.InitPid == 0 || sb.InitPid != g.InitPid {
+		t.Errorf("adoption answered init pid %d, inspect %d", sb.InitPid, g.InitPid)
+	}
 	if ttl := mustTime(t, g.ExpiresAt).Sub(mustTime(t, g.CreatedAt)); ttl != 5*time.Minute {
 		t.Errorf("ttl = %v", ttl)
 	}
@@ -123,6 +128,32 @@ func TestWarmPool(t *testing.T) {
 	slices.Sort(after)
 	if !slices.Equal(before, after) {
 		t.Errorf("members before restart %v, after %v: want the same ones taken back", before, after)
+	}
+	// A member taken back is read from containerd at adoption (the
+	// restarted boxd did not start it): it is handed out with its own
+	// init pid, its limits applied and answering.
+	back, err := api.CreateSandbox(c, connect.NewRequest(&boxdv1.CreateSandboxRequest{
+		Limits: &boxdv1.Limits{Memory: "96m"}, Name: "taken-back",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs := back.Msg.Sandbox
+	if !slices.Contains(after, bs.Id) {
+		t.Fatalf("create after the restart got %s, not one of the members taken back %v", bs.Id, after)
+	}
+	gb, err := api.GetSandbox(c, connect.NewRequest(&boxdv1.GetSandboxRequest{Id: "taken-back"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bs.InitPid == 0 || bs.InitPid != gb.Msg.Sandbox.InitPid || gb.Msg.Sandbox.MemoryBytes != 96<<20 || gb.Msg.Sandbox.State != "running" {
+		t.Errorf("adopted after restart: create said pid %d, inspect %+v", bs.InitPid, gb.Msg.Sandbox)
+	}
+	if mem, _, _ := cgroupLimitsNS(t, ns, bs.Id); mem != 96<<20 {
+		t.Errorf("kernel memory limit after adopting a member taken back: %d", mem)
+	}
+	if ex, err := api.Exec(c, connect.NewRequest(&boxdv1.ExecRequest{SandboxId: "taken-back", Args: []string{"echo", "ok"}})); err != nil || string(ex.Msg.Stdout) != "ok\n" {
+		t.Errorf("exec in a member adopted after restart: %v %q", err, ex.Msg.GetStdout())
 	}
 }
 
