@@ -227,6 +227,12 @@ type Manager struct {
 	cfg Config
 	log *slog.Logger
 
+	// specs caches image configs by the image's target digest (content
+	// addressed, so never stale): reading one is a manifest and a config
+	// read through containerd's content service, several round trips each
+	// create of a burst would otherwise pay.
+	specs imageSpecCache
+
 	pool   pool
 	inv    *inventory
 	ids    *idRanges
@@ -403,7 +409,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 		}
 		return nil, err
 	}
-	imgSpec, err := img.Spec(ctx)
+	imgSpec, err := m.specs.get(ctx, img)
 	if err != nil {
 		return nil, fmt.Errorf("image %s: read config: %w", r.image, err)
 	}

@@ -653,7 +653,7 @@ func (m *Manager) addMember(ctx context.Context, image string) error {
 	if err != nil {
 		return err
 	}
-	imgSpec, err := img.Spec(ctx)
+	imgSpec, err := m.specs.get(ctx, img)
 	if err != nil {
 		return err
 	}
