@@ -94,7 +94,11 @@ func burstOnce(ctx context.Context, api sandboxAPI, n int, r *burstResult) error
 			ok = append(ok, lat[i])
 		}
 	}
-	logf("burst of %d: %s: median %v, all ready %v, %d errors", n, api.name(), quantile(ok, 0.5).Round(time.Millisecond), wall.Round(time.Millisecond), n-len(ok))
+	name := r.peer
+	if name == "" {
+		name = api.name()
+	}
+	logf("burst of %d: %s: median %v, all ready %v, %d errors", n, name, quantile(ok, 0.5).Round(time.Millisecond), wall.Round(time.Millisecond), n-len(ok))
 	for i := range n {
 		if errs[i] != nil {
 			r.errors++
