@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
 
 	rpcclient "github.com/boxd-dev/boxd/rpc/client"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
@@ -119,15 +120,16 @@ func scenarioPool(ctx context.Context, e *env, cfg *config) (*latency, []*burstR
 		}
 	}()
 	type burster struct {
+		ns   string // containerd namespace
 		sock string
 		api  poolAPI
 		br   *burstResult
 		prof string
 	}
-	bursters := []burster{{sock: e.sock, api: poolAPI{boxdAPI: e.boxd}, prof: "burst",
+	bursters := []burster{{ns: namespace, sock: e.sock, api: poolAPI{boxdAPI: e.boxd}, prof: "burst",
 		br: &burstResult{peer: fmt.Sprintf("boxd API, from a warm pool of %d", cfg.burst), n: cfg.burst}}}
 	if ab != nil {
-		bursters = append(bursters, burster{sock: ab.sock, api: poolAPI{boxdAPI: ab.api},
+		bursters = append(bursters, burster{ns: abNamespace, sock: ab.sock, api: poolAPI{boxdAPI: ab.api},
 			br: &burstResult{peer: fmt.Sprintf("boxd API, from a warm pool of %d (base)", cfg.burst), n: cfg.burst}})
 	}
 	var errs []error
@@ -147,6 +149,12 @@ func scenarioPool(ctx context.Context, e *env, cfg *config) (*latency, []*burstR
 				err = burst()
 			}
 			if perr := setPoolAt(context.WithoutCancel(ctx), b.sock, 0); err == nil {
+				err = perr
+			}
+			// The pool's count drops before its members are destroyed:
+			// the next pool fills, and the base boxd stops, only once
+			// they are gone.
+			if perr := e.waitNoMembers(context.WithoutCancel(ctx), b.ns, 2*time.Minute); err == nil {
 				err = perr
 			}
 			if err != nil {
@@ -174,4 +182,23 @@ func loadAvg() string {
 		return "unknown"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+// waitNoMembers waits until namespace ns holds no warm-pool member.
+func (e *env) waitNoMembers(ctx context.Context, ns string, d time.Duration) error {
+	ctx = namespaces.WithNamespace(ctx, ns)
+	deadline := time.Now().Add(d)
+	for {
+		ctrs, err := e.cc.Containers(ctx, `labels."boxd.io/pool"`)
+		if err != nil {
+			return fmt.Errorf("list pool members in %s: %w", ns, err)
+		}
+		if len(ctrs) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d pool members left in %s after %v", len(ctrs), ns, d)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
