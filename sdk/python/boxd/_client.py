@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, Iterator, Optional, TypeVar
 import grpc
 
 from . import _wire, errors
-from .v1 import boxd_pb2, events_pb2, files_pb2, process_pb2
+from .v1 import boxd_pb2, events_pb2, files_pb2, pool_pb2, process_pb2, registry_pb2
 
 DEFAULT_SOCKET = "/run/boxd/boxd.sock"
 
@@ -115,6 +115,9 @@ class Client:
         self.files = _Service(self._channel, files_pb2.DESCRIPTOR.services_by_name["FileService"], files_pb2)
         self.process = _Service(self._channel, process_pb2.DESCRIPTOR.services_by_name["ProcessService"], process_pb2)
         self.events = _Service(self._channel, events_pb2.DESCRIPTOR.services_by_name["EventService"], events_pb2)
+        self.registry = _Service(self._channel, registry_pb2.DESCRIPTOR.services_by_name["RegistryService"],
+                                 registry_pb2)
+        self.pool = _Service(self._channel, pool_pb2.DESCRIPTOR.services_by_name["PoolService"], pool_pb2)
 
     # -- calling helpers -------------------------------------------------
 
