@@ -76,6 +76,7 @@ func procResult(c *child, started, ended time.Time, timedOut, truncated bool) wi
 		SystemCPU: time.Duration(c.rusage.Stime.Nano()),
 		MaxRSS:    c.rusage.Maxrss * 1024, // KiB
 		PID:       c.pid,
+		Lifetime:  c.lifetime(),
 	}
 	switch ws := c.status; {
 	case c.lost:
@@ -480,7 +481,7 @@ func (s *Server) processStart(conn net.Conn, fr *wire.FrameReader, fw *wire.Fram
 		return
 	}
 	p := &bgProc{
-		info: wire.ProcessInfo{Args: trimProcArgs(spec.Args), User: spec.User, Tty: spec.Tty, Started: started},
+		info: wire.ProcessInfo{Args: trimProcArgs(spec.Args), User: s.shownUser(spec.User), Tty: spec.Tty, Started: started},
 		cmd:  cmd,
 		log:  newOutputLog(wire.ProcessLogBytes),
 		done: make(chan struct{}),
