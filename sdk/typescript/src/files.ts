@@ -230,8 +230,7 @@ export class Files {
     const call = await RawCall.open(c.h2stream, c.socket, READ_FILE, c.callOpts(o));
     let done = false;
     try {
-      await call.write(enveloped(toBinary(ReadFileRequestSchema, req)));
-      call.endRequest();
+      call.sendLast(enveloped(toBinary(ReadFileRequestSchema, req)));
       let out: Uint8Array[] = [];
       const split = new FieldSplitter(READ_DATA, (b) => out.push(b), () => undefined);
       for await (const chunk of call.chunks()) {
