@@ -24,6 +24,8 @@ import (
 	"sync"
 	"time"
 
+	tasks "github.com/containerd/containerd/api/services/tasks/v1"
+	"github.com/containerd/containerd/api/types/task"
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/snapshots"
 	"github.com/containerd/containerd/v2/pkg/cio"
@@ -1065,6 +1067,12 @@ func (m *Manager) Get(ctx context.Context, idOrName string) (*Sandbox, error) {
 }
 
 func (m *Manager) describe(ctx context.Context, ctr client.Container, withEnv bool) (*Sandbox, error) {
+	return m.describeKnown(ctx, ctr, withEnv, nil)
+}
+
+// describeKnown is describe with the task's state already known (nil: ask
+// containerd for it).
+func (m *Manager) describeKnown(ctx context.Context, ctr client.Container, withEnv bool, known *task.Process) (*Sandbox, error) {
 	info, err := ctr.Info(ctx, client.WithoutRefreshedMetadata)
 	if err != nil {
 		return nil, fmt.Errorf("inspect sandbox %s: %w", ctr.ID(), err)
@@ -1081,15 +1089,25 @@ func (m *Manager) describe(ctx context.Context, ctr client.Container, withEnv bo
 		}
 	}
 	sb.State = "unknown"
-	task, err := ctr.Task(ctx, nil)
+	var t client.Task
+	err = nil
+	if known == nil {
+		t, err = ctr.Task(ctx, nil)
+	}
 	switch {
 	case errdefs.IsNotFound(err):
 		sb.State = "stopped"
+	case known != nil:
+		sb.InitPID = known.Pid
+		// As the client's Task.Status spells it.
+		sb.State = strings.ToLower(known.Status.String())
 	case err == nil:
-		sb.InitPID = task.Pid()
-		if st, err := task.Status(ctx); err == nil {
+		sb.InitPID = t.Pid()
+		if st, err := t.Status(ctx); err == nil {
 			sb.State = string(st.Status)
 		}
+	}
+	if err == nil && sb.State != "stopped" {
 		// containerd does not see boxd's freezer writes: the kernel's
 		// state is the truth.
 		if sb.State == string(client.Running) {
@@ -1100,7 +1118,14 @@ func (m *Manager) describe(ctx context.Context, ctr client.Container, withEnv bo
 			}
 		}
 		if withEnv && (sb.State == string(client.Running) || sb.State == string(client.Paused)) {
-			if u, err := usage(ctx, task, m.cgPath(sb.ID)); err == nil {
+			if t == nil {
+				t, err = ctr.Task(ctx, nil)
+			}
+			var u *Usage
+			if err == nil {
+				u, err = usage(ctx, t, m.cgPath(sb.ID))
+			}
+			if err == nil {
 				sb.Usage = u
 			} else {
 				m.log.Debug("usage", "sandbox", sb.ID, "err", err)
@@ -1212,9 +1237,20 @@ func (m *Manager) ListFiltered(ctx context.Context, f ListFilter) ([]*Sandbox, e
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
 	}
+	// Every task's state in one call, after the containers were listed (a
+	// container whose task is not in it is asked on its own): one call
+	// each for the task and its status was two round trips per sandbox.
+	states := map[string]*task.Process{}
+	if len(ctrs) > 1 {
+		if resp, err := m.cfg.Client.TaskService().List(ctx, &tasks.ListTasksRequest{}); err == nil {
+			for _, t := range resp.Tasks {
+				states[t.ID] = t
+			}
+		}
+	}
 	out := make([]*Sandbox, 0, len(ctrs))
 	for _, ctr := range ctrs {
-		sb, err := m.describe(ctx, ctr, false)
+		sb, err := m.describeKnown(ctx, ctr, false, states[ctr.ID()])
 		if err != nil {
 			if errdefs.IsNotFound(err) {
 				continue // deleted while we listed
