@@ -33,9 +33,9 @@ import (
 	"github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/boxd-dev/boxd/agent/handoff"
-	"github.com/boxd-dev/boxd/gvisor"
 	"github.com/boxd-dev/boxd/agent/wire"
 	"github.com/boxd-dev/boxd/events"
+	"github.com/boxd-dev/boxd/gvisor"
 	"github.com/boxd-dev/boxd/network"
 	"github.com/boxd-dev/boxd/network/ports"
 	"github.com/boxd-dev/boxd/oci"
