@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/containerd/cgroups/v3"
 
 	"github.com/boxd-dev/boxd/gvisor"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
@@ -131,11 +133,16 @@ func TestGvisorRuntime(t *testing.T) {
 	t.Run("limits", func(t *testing.T) {
 		// runsc puts its Sentry and gofer in the cgroup boxd names: the
 		// host enforces the limits on everything the sandbox runs.
-		cg := filepath.Join("/sys/fs/cgroup", namespace, id)
-		for file, want := range map[string]string{"memory.max": "134217728", "pids.max": "64", "cpu.max": "50000 100000"} {
-			b, err := os.ReadFile(filepath.Join(cg, file))
-			if err != nil || strings.TrimSpace(string(b)) != want {
-				t.Errorf("host %s/%s = %q (%v), want %q", cg, file, b, err, want)
+		want := map[string]string{"memory/memory.limit_in_bytes": "134217728", "pids/pids.max": "64", "cpu/cpu.cfs_quota_us": "50000"}
+		if cgroups.Mode() == cgroups.Unified {
+			want = map[string]string{"memory.max": "134217728", "pids.max": "64", "cpu.max": "50000 100000"}
+		}
+		for file, v := range want {
+			ctl, name := filepath.Split(file)
+			p := filepath.Join("/sys/fs/cgroup", ctl, namespace, id, name)
+			b, err := os.ReadFile(p)
+			if err != nil || strings.TrimSpace(string(b)) != v {
+				t.Errorf("host %s = %q (%v), want %q", p, b, err, v)
 			}
 		}
 		// gVisor's kernel sizes its memory to the limit.
@@ -237,3 +244,65 @@ func waitAnswers(t *testing.T, id string) {
 }
 
 var _ = context.Background
+
+// TestGvisorAgentChannelAttacks performs for real the attacks on a gVisor
+// sandbox's agent socket, which its init binds in a directory the sandbox
+// can write (agent/gvchannel): an unprivileged user cannot reach it;
+// sandbox root that puts a listener of its own there, or a symlink to a
+// host socket, gets no connection from boxd (the socket is pinned, and
+// boxd opens the entry without following it); boxd reports the refusal.
+func TestGvisorAgentChannelAttacks(t *testing.T) {
+	const agentSock = "/.boxd/agent/agent.sock"
+	t.Run("user", func(t *testing.T) {
+		id := newSandbox(t, "--runtime", "gvisor")
+		sockHelper(t, id)
+		if _, stderr, code := boxctlRun("exec", "-u", "sandbox", id, "--", "ls", "/.boxd/agent"); code == 0 || !strings.Contains(stderr, "Permission denied") {
+			t.Errorf("user lists the agent dir: %d %q", code, stderr)
+		}
+		if _, stderr, code := boxctlRun("exec", "-u", "sandbox", id, "--", "/tmp/sockhelper", "listen", agentSock, "/tmp/hits"); code == 0 {
+			t.Errorf("user replaced the agent socket: %q", stderr)
+		}
+		sh(t, id, "true")
+	})
+	t.Run("root-listener", func(t *testing.T) {
+		id := newSandbox(t, "--runtime", "gvisor")
+		sockHelper(t, id)
+		// The hits file is in the agent dir: the host sees it there.
+		hits := filepath.Join(env.stateDir, "sandboxes", id, "g", "hits")
+		sh(t, id, "setsid /tmp/sockhelper listen "+agentSock+" /.boxd/agent/hits </dev/null >/tmp/l 2>&1 & sleep 0.5; grep -q listening /tmp/l")
+		_, stderr, code := boxctlRun("exec", id, "--", "true")
+		if code == 0 || !strings.Contains(stderr, "not the socket the init bound") {
+			t.Errorf("exec after root replaced the agent socket: %d %q, want the refusal", code, stderr)
+		}
+		if b, err := os.ReadFile(hits); err != nil || string(b) != "0" {
+			t.Errorf("the impostor's hits: %q %v, want 0", b, err)
+		}
+	})
+	t.Run("root-symlink", func(t *testing.T) {
+		id := newSandbox(t, "--runtime", "gvisor")
+		// A host socket the symlink points at: boxd must never connect.
+		hostSock := filepath.Join(t.TempDir(), "host.sock")
+		ln, err := net.Listen("unix", hostSock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		accepted := make(chan struct{}, 1)
+		go func() {
+			if c, err := ln.Accept(); err == nil {
+				c.Close()
+				accepted <- struct{}{}
+			}
+		}()
+		sh(t, id, "rm "+agentSock+" && ln -s "+hostSock+" "+agentSock)
+		_, stderr, code := boxctlRun("exec", id, "--", "true")
+		if code == 0 || !strings.Contains(stderr, "is not a socket") {
+			t.Errorf("exec after root put a symlink there: %d %q, want the refusal", code, stderr)
+		}
+		select {
+		case <-accepted:
+			t.Errorf("boxd followed the symlink to the host socket %s", hostSock)
+		case <-time.After(200 * time.Millisecond):
+		}
+	})
+}
