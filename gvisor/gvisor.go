@@ -110,11 +110,17 @@ func Probe(ctx context.Context, path string) (Info, error) {
 //     accept is EINVAL. "create" lets code in the sandbox bind host sockets
 //     in its host-backed mounts; it cannot connect to any host socket
 //     ("open" stays off).
+//   - oci-seccomp: the Sentry applies the runtime-spec's seccomp profile
+//     (containerd's default plus boxd's denials, oci.DeniedSyscalls) to
+//     the sandbox's own system calls, as runc's sandboxes have it; runsc
+//     ignores the profile by default, relying on its own filter of the
+//     Sentry alone.
 func Flags() map[string]string {
 	return map[string]string{
-		"platform": Platform,
-		"network":  "none",
-		"host-uds": "create",
+		"platform":    Platform,
+		"network":     "none",
+		"host-uds":    "create",
+		"oci-seccomp": "true",
 	}
 }
 
@@ -126,7 +132,7 @@ func WriteConfig(dir string, info Info, root string) (string, error) {
 	fmt.Fprintf(&b, "# Written by boxd at start: the options of gVisor's containerd shim.\n")
 	fmt.Fprintf(&b, "binary_name = %q\nroot = %q\n\n[runsc_config]\n", info.Runsc, root)
 	flags := Flags()
-	for _, k := range []string{"host-uds", "network", "platform"} {
+	for _, k := range []string{"host-uds", "network", "oci-seccomp", "platform"} {
 		fmt.Fprintf(&b, "%q = %q\n", k, flags[k])
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {

@@ -86,6 +86,9 @@ func TestWriteConfig(t *testing.T) {
 	}
 	// The sandbox may bind host sockets (the agent's), never connect to
 	// one: "open" and "all" would let it reach host daemons' sockets.
+	if got.RunscConfig["oci-seccomp"] != "true" {
+		t.Errorf("runsc_config %v: want oci-seccomp (the spec's profile applied in the Sentry)", got.RunscConfig)
+	}
 	if got.RunscConfig["host-uds"] != "create" {
 		t.Errorf("runsc_config %v: want host-uds create (not open, not all)", got.RunscConfig)
 	}
