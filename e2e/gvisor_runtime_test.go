@@ -3,10 +3,11 @@
 package e2e
 
 import (
-	"context"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -243,7 +244,6 @@ func waitAnswers(t *testing.T, id string) {
 	}
 }
 
-var _ = context.Background
 
 // TestGvisorAgentChannelAttacks performs for real the attacks on a gVisor
 // sandbox's agent socket, which its init binds in a directory the sandbox
@@ -305,4 +305,88 @@ func TestGvisorAgentChannelAttacks(t *testing.T) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	})
+}
+
+// TestGvisorPostureFromHost checks what the host sees of two gVisor
+// sandboxes: runsc's Sentry (the task's pid) and gofer run as the first id
+// of each sandbox's own block of host ids (the uid_maps of the two
+// differ), with no_new_privs, in seccomp filter mode, in their own
+// namespaces, in the sandbox's cgroup with its limits, and with only the
+// few capabilities runsc keeps, all within the sandbox's user namespace.
+func TestGvisorPostureFromHost(t *testing.T) {
+	a := newSandbox(t, "--runtime", "gvisor", "--memory", "64m", "--cpus", "0.5", "--pids", "32")
+	b := newSandbox(t, "--runtime", "gvisor")
+	// The exact sets: a gVisor update that asks for more must be looked at.
+	// Sentry: CHOWN DAC_OVERRIDE DAC_READ_SEARCH FOWNER FSETID and
+	// SYS_PTRACE (systrap drives its stub processes with ptrace); gofer:
+	// the same file capabilities and SYS_CHROOT (it pivots into the
+	// sandbox's root), no SYS_PTRACE.
+	const sentryCaps, goferCaps = 0x8001f, 0x4001f
+	maps := map[string]string{}
+	for _, id := range []string{a, b} {
+		sentry := inspect(t, id).InitPid
+		if cmd := readProc(t, sentry, "cmdline"); !strings.HasPrefix(cmd, "runsc-sandbox\x00") {
+			t.Fatalf("%s: task pid %d is %q, not runsc's Sentry", id, sentry, cmd)
+		}
+		gofers := procsNamed(t, "runsc-gofer", filepath.Join(env.stateDir, "gvisor", "root"))
+		var gofer int64
+		for _, p := range gofers {
+			if strings.Contains(readProc(t, int64(p), "cmdline"), id) {
+				gofer = int64(p)
+			}
+		}
+		if gofer == 0 {
+			t.Fatalf("%s: no runsc-gofer process", id)
+		}
+		blockStart := ""
+		for _, p := range []struct {
+			name string
+			pid  int64
+			caps uint64
+		}{{"sentry", sentry, sentryCaps}, {"gofer", gofer, goferCaps}} {
+			status := readProc(t, p.pid, "status")
+			for _, want := range []string{"NoNewPrivs:\t1", "Seccomp:\t2"} {
+				if !strings.Contains(status, want) {
+					t.Errorf("%s %s: /proc/%d/status lacks %q", id, p.name, p.pid, want)
+				}
+			}
+			for _, k := range []string{"CapEff:", "CapBnd:", "CapPrm:"} {
+				if v, err := strconv.ParseUint(field(status, k), 16, 64); err != nil || v != p.caps {
+					t.Errorf("%s %s: %s %s, want %x", id, p.name, k, field(status, k), p.caps)
+				}
+			}
+			um := strings.Join(strings.Fields(readProc(t, p.pid, "uid_map")), ":")
+			if !validUIDMap(um) {
+				t.Errorf("%s %s: uid_map %q, want 0 and one of the blocks", id, p.name, um)
+			}
+			host := strings.Split(um, ":")[1]
+			if uid := strings.Fields(field(status, "Uid:")); len(uid) == 0 || uid[0] != host {
+				t.Errorf("%s %s: runs as host uid %v, want the block's first id %s", id, p.name, uid, host)
+			}
+			if blockStart != "" && blockStart != um {
+				t.Errorf("%s: the Sentry's and the gofer's uid_maps differ: %s, %s", id, blockStart, um)
+			}
+			blockStart = um
+			// runsc leaves its own processes in the host's cgroup
+			// namespace (the sandbox sees the Sentry's cgroupfs, never
+			// the host's); every other namespace is the sandbox's own.
+			for _, ns := range []string{"pid", "net", "mnt", "ipc", "uts", "user"} {
+				hostNS, _ := os.Readlink("/proc/self/ns/" + ns)
+				got, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/%s", p.pid, ns))
+				if err != nil || got == hostNS {
+					t.Errorf("%s %s: namespace %s shared with the host (%s, %v)", id, p.name, ns, got, err)
+				}
+			}
+			if cg := readProc(t, p.pid, "cgroup"); !strings.Contains(cg, "/"+namespace+"/"+id+"\n") {
+				t.Errorf("%s %s: not in the sandbox's cgroup:\n%s", id, p.name, cg)
+			}
+		}
+		maps[id] = blockStart
+	}
+	if maps[a] == maps[b] {
+		t.Errorf("two gVisor sandboxes share the uid_map %s", maps[a])
+	}
+	if mem, pids, quota := cgroupLimits(t, a); mem != 64<<20 || pids != 32 || quota != 50000 {
+		t.Errorf("cgroup memory %d, pids %d, cpu quota %d; want %d, 32, 50000", mem, pids, quota, 64<<20)
+	}
 }
