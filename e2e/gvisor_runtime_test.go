@@ -244,7 +244,6 @@ func waitAnswers(t *testing.T, id string) {
 	}
 }
 
-
 // TestGvisorAgentChannelAttacks performs for real the attacks on a gVisor
 // sandbox's agent socket, which its init binds in a directory the sandbox
 // can write (agent/gvchannel): an unprivileged user cannot reach it;
