@@ -170,9 +170,16 @@ func escapeSuite(t *testing.T, runtime string) {
 
 // TestSetuidGainsNothing: a setuid-root binary made by sandbox root runs
 // with the caller's uid (no_new_privs), so an unprivileged user in the
-// sandbox cannot become root there through one.
+// sandbox cannot become root there through one. Under runc and gVisor
+// (whose Sentry honours no_new_privs on its own execve).
 func TestSetuidGainsNothing(t *testing.T) {
-	id := newSandbox(t)
+	for _, rt := range []string{"runc", "gvisor"} {
+		t.Run(rt, func(t *testing.T) { setuidGainsNothing(t, rt) })
+	}
+}
+
+func setuidGainsNothing(t *testing.T, runtime string) {
+	id := newSandbox(t, "--runtime", runtime)
 	escapeHelper(t, id)
 	sh(t, id, "cp /workspace/escape /workspace/suid && chown 0:0 /workspace/suid && chmod 4755 /workspace/suid")
 	// The bit is really set and the filesystem honours it (not nosuid), so a
@@ -193,9 +200,16 @@ func TestSetuidGainsNothing(t *testing.T) {
 // root swapping a directory for symlinks (to /etc inside, and to
 // /proc/1/root, the init's view) while the calls run. A write as an
 // unprivileged user never lands where that user may not write, and a
-// copy-out never writes outside its destination on the host.
+// copy-out never writes outside its destination on the host. Under runc
+// and gVisor (where the file API's init runs on the Sentry's VFS).
 func TestFileRacesStayInside(t *testing.T) {
-	id := newSandbox(t, "--pids", "64")
+	for _, rt := range []string{"runc", "gvisor"} {
+		t.Run(rt, func(t *testing.T) { fileRacesStayInside(t, rt) })
+	}
+}
+
+func fileRacesStayInside(t *testing.T, runtime string) {
+	id := newSandbox(t, "--pids", "64", "--runtime", runtime)
 	c := ctx(t)
 	sh(t, id, "mkdir -p /workspace/real && chown 1000:1000 /workspace/real && echo payload > /workspace/real/f && "+
 		"cp /etc/passwd /tmp/passwd.orig")
