@@ -22,7 +22,8 @@ import (
 // TestGvisorRuntime: a `create --runtime gvisor` sandbox runs on runsc
 // (gVisor's kernel, not the host's) and offers what a runc sandbox does:
 // exec, files, a PTY, sessions, processes, limits (host cgroup values and
-// the memory gVisor's kernel sizes itself to), stats, pause, a restarted
+// the memory gVisor's kernel sizes itself to), stats, pause, a published
+// port, a restarted
 // boxd (SIGKILL) that finds it again, and a restart of its init after a
 // memory bomb took the whole sandbox down (under gVisor the host's OOM
 // killer kills runsc's Sentry, not one process in it). What gVisor
@@ -202,6 +203,18 @@ func TestGvisorRuntime(t *testing.T) {
 		}
 		if len(ifs) != 1 || ifs[0] != "lo" {
 			t.Errorf("interfaces %q, want only lo", ifs)
+		}
+	})
+
+	t.Run("published-port", func(t *testing.T) {
+		// The init dials 127.0.0.1 in gVisor's own network stack.
+		startHTTPD(t, id, 8080, "served by gvisor")
+		addr, err := boxctl(nil, "port", id, "8080")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body := get(t, strings.TrimSpace(addr)); body != "served by gvisor" {
+			t.Errorf("GET through the published port: %q", body)
 		}
 	})
 
