@@ -23,9 +23,8 @@ import (
 // (gVisor's kernel, not the host's) and offers what a runc sandbox does:
 // exec, files, a PTY, sessions, processes, limits (host cgroup values and
 // the memory gVisor's kernel sizes itself to), stats, pause, a published
-// port, a restarted
-// boxd (SIGKILL) that finds it again, and a restart of its init after a
-// memory bomb took the whole sandbox down (under gVisor the host's OOM
+// port, a restarted boxd (SIGKILL) that finds it again, and a restart of
+// its init after a memory bomb took the whole sandbox down (under gVisor the host's OOM
 // killer kills runsc's Sentry, not one process in it). What gVisor
 // sandboxes do not offer is failed_precondition naming why: egress,
 // fork and commit. An unknown runtime is invalid_argument.
