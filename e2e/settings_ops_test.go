@@ -108,6 +108,32 @@ func TestExecResults(t *testing.T) {
 	if sb := inspect(t, id); sb.Usage.GetOomKills() == 0 {
 		t.Errorf("inspect counts no OOM kill")
 	}
+	// A stop and start gives the sandbox a new cgroup, whose counter boxd
+	// must read (not the old cgroup's file, which it kept open).
+	if _, err := env.api.StopSandbox(ctx(t), connect.NewRequest(&boxdv1.StopSandboxRequest{SandboxId: id})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.api.StartSandbox(ctx(t), connect.NewRequest(&boxdv1.StartSandboxRequest{SandboxId: id})); err != nil {
+		t.Fatal(err)
+	}
+	resp, err = env.api.Exec(ctx(t), connect.NewRequest(&boxdv1.ExecRequest{SandboxId: id,
+		Args: []string{"sh", "-c", `x=$(head -c 200000000 /dev/zero | tr '\0' a); echo ${#x}`}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := resp.Msg.Result; !r.OomKilled || r.Signal != "SIGKILL" {
+		t.Errorf("memory hog after a stop and start: exit %d signal %q oom_killed %v, want oom_killed", r.ExitCode, r.Signal, r.OomKilled)
+	}
+	// The process's own life as the init measured it: at least the sleep,
+	// at most the whole call.
+	start := time.Now()
+	resp, err = env.api.Exec(ctx(t), connect.NewRequest(&boxdv1.ExecRequest{SandboxId: id, Args: []string{"sleep", "0.2"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := time.Duration(resp.Msg.Result.ProcessUsec) * time.Microsecond; p < 200*time.Millisecond || p > time.Since(start) {
+		t.Errorf("process_usec %v for sleep 0.2 in a call of %v", p, time.Since(start))
+	}
 }
 
 // update changes the live cgroup, the TTL and the defaults of later

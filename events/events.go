@@ -166,12 +166,16 @@ func (l *Log) Emit(typ, sandbox string, attrs map[string]string) {
 	ev := Event{Seq: l.seq, Time: time.Now().UTC(), Type: typ, Sandbox: sandbox, Attrs: attrs}
 	// Trim what is older than Keep as we go, so an idle boxd does not keep
 	// stale events forever.
+	// The ring moves down only once a sixteenth of it (or 1024 events) is
+	// stale: dropping one event per Emit moved the whole ring, megabytes,
+	// on every event of a daemon busy for longer than Keep. Subscribe
+	// skips the stale ones meanwhile.
 	cutoff := ev.Time.Add(-l.cfg.Keep)
 	drop := 0
 	for drop < len(l.ring) && l.ring[drop].Time.Before(cutoff) {
 		drop++
 	}
-	if drop > 0 {
+	if drop > 0 && (drop >= 1024 || drop*16 >= len(l.ring)) {
 		l.ring = append(l.ring[:0], l.ring[drop:]...)
 	}
 	l.push(ev)
@@ -301,6 +305,9 @@ func (l *Log) Subscribe(since time.Time, f Filter, follow bool) ([]Event, *Sub) 
 	defer l.mu.Unlock()
 	var replay []Event
 	if !since.IsZero() {
+		if cutoff := time.Now().Add(-l.cfg.Keep); since.Before(cutoff) {
+			since = cutoff // what Emit has not trimmed yet
+		}
 		for _, ev := range l.ring {
 			if !ev.Time.Before(since) && f.match(ev) {
 				replay = append(replay, ev)

@@ -136,3 +136,41 @@ func TestOldEventsDropped(t *testing.T) {
 		t.Fatalf("seq restarted: %+v", l.ring[0])
 	}
 }
+
+// Events older than Keep are never replayed, and the ring sheds them in
+// batches: a few stale events among many fresh ones stay until a batch is
+// due (moving the whole ring per event was the cost), many go at once.
+func TestStaleEventsTrimmedInBatches(t *testing.T) {
+	l, err := Open(Config{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	stale := time.Now().Add(-2 * time.Hour)
+	for range 1000 {
+		l.Emit(ExecStarted, "new", nil)
+	}
+	for i := range 10 {
+		l.ring[i].Time, l.ring[i].Sandbox = stale, "old"
+	}
+	l.Emit(ExecStarted, "new", nil)
+	replay, _ := l.Subscribe(time.Now().Add(-3*time.Hour), Filter{}, false)
+	if len(replay) != 991 {
+		t.Fatalf("replay of the last 3 h gave %d events, want the 991 fresh ones", len(replay))
+	}
+	for _, ev := range replay {
+		if ev.Sandbox == "old" {
+			t.Fatalf("a stale event was replayed: %+v", ev)
+		}
+	}
+	if l.ring[0].Sandbox != "old" {
+		t.Errorf("10 stale events among 1000 were trimmed one by one")
+	}
+	for i := range 200 {
+		l.ring[i].Time = stale
+	}
+	l.Emit(ExecStarted, "new", nil)
+	if l.ring[0].Time.Before(time.Now().Add(-time.Hour)) {
+		t.Errorf("a sixth of the ring stale, and it was not trimmed: %d events, first %+v", len(l.ring), l.ring[0])
+	}
+}

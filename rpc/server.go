@@ -442,7 +442,7 @@ func execResult(r runtime.ExecResult) *boxdv1.ExecResult {
 		ExitCode: int32(r.ExitCode), Signal: r.Signal, TimedOut: r.TimedOut, Truncated: r.Truncated,
 		StartedAt: ts(r.Started), EndedAt: ts(r.Ended),
 		UserCpuUsec: r.UserCPU.Microseconds(), SystemCpuUsec: r.SystemCPU.Microseconds(), MaxRssBytes: r.MaxRSS,
-		Pid: int64(r.PID), OomKilled: r.OOMKilled,
+		Pid: int64(r.PID), OomKilled: r.OOMKilled, ProcessUsec: max(r.Lifetime.Microseconds(), 0),
 	}
 }
 

@@ -172,6 +172,14 @@ func (v *inventory) forget(id string) {
 	delete(v.all, id)
 }
 
+// known reports whether id is counted: made and not yet deleted.
+func (v *inventory) known(id string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	_, ok := v.all[id]
+	return ok
+}
+
 func (v *inventory) count() int {
 	v.mu.Lock()
 	defer v.mu.Unlock()

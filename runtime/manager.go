@@ -248,6 +248,8 @@ type Manager struct {
 	// execDefs caches each sandbox's default exec timeout and output cap
 	// (Tunables with only those set), keyed by id.
 	execDefs sync.Map
+	// oomFiles holds each sandbox's cgroup OOM counter file open.
+	oomFiles openFiles
 }
 
 // claim marks id busy; it reports false if something else holds it.
@@ -1340,6 +1342,7 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 	}
 	m.inv.forget(id)
 	m.execDefs.Delete(id)
+	m.oomFiles.forget(id)
 	m.pool.signal() // a slot under max-sandboxes may be free for a member
 	m.forgetActivity(id)
 	if err := os.RemoveAll(m.sandboxDir(id)); err != nil {

@@ -7,9 +7,24 @@
 # (testdata/fuzz/FuzzX/) is replayed by the plain `go test` run as well;
 # a failure here writes the crashing input there, to be committed with the
 # fix.
+#
+# The committed corpus also holds what the fuzzer generated: the inputs it
+# found new coverage with, kept in Go's cache. `scripts/fuzz.sh --save
+# [FUZZTIME]` fuzzes (say 60s each) and then copies those inputs into each
+# target's testdata/fuzz/FuzzX/, for review and commit.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+save=0
+if [[ ${1:-} == --save ]]; then
+	save=1
+	shift
+fi
 budget=${1:-${FUZZTIME:-4s}}
+
+# targets prints FILE:FuzzName for every fuzz target.
+targets() {
+	git ls-files '*_test.go' | xargs grep -oE '^func Fuzz[A-Za-z0-9_]+\(f \*testing\.F\)' | sed -E 's/\(f \*testing\.F\)$//; s/:func /:/' | sort
+}
 status=0
 n=0
 while IFS=: read -r file name; do
@@ -22,6 +37,17 @@ while IFS=: read -r file name; do
 	else
 		echo "fuzz ok: $pkg $name ($budget)"
 	fi
-done < <(git ls-files '*_test.go' | xargs grep -oE '^func Fuzz[A-Za-z0-9_]+\(f \*testing\.F\)' | sed -E 's/\(f \*testing\.F\)$//; s/:func /:/' | sort)
+done < <(targets)
 echo "$n fuzz targets run for $budget each"
+if ((save)); then
+	module=$(go list -m)
+	cache=$(go env GOCACHE)/fuzz/$module
+	while IFS=: read -r file name; do
+		dir=$(dirname "$file")
+		[[ -d $cache/$dir/$name ]] || continue
+		mkdir -p "$dir/testdata/fuzz/$name"
+		cp -n "$cache/$dir/$name"/* "$dir/testdata/fuzz/$name/"
+		echo "corpus: $dir/testdata/fuzz/$name: $(ls "$dir/testdata/fuzz/$name" | wc -l) inputs"
+	done < <(targets)
+fi
 exit "$status"

@@ -76,6 +76,7 @@ func procResult(c *child, started, ended time.Time, timedOut, truncated bool) wi
 		SystemCPU: time.Duration(c.rusage.Stime.Nano()),
 		MaxRSS:    c.rusage.Maxrss * 1024, // KiB
 		PID:       c.pid,
+		Lifetime:  c.lifetime(),
 	}
 	switch ws := c.status; {
 	case c.lost:

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -20,6 +21,18 @@ type child struct {
 	status syscall.WaitStatus
 	rusage syscall.Rusage
 	lost   bool // someone else reaped it; status unknown
+	// forked is when the fork began and reaped when its exit status was
+	// collected: the process's whole life as the init sees it, fork and
+	// exec included, which is the floor under any exec's round trip.
+	forked, reaped time.Time
+}
+
+// lifetime is the time from the fork to the reaping, once done is closed.
+func (c *child) lifetime() time.Duration {
+	if c.reaped.IsZero() {
+		return 0
+	}
+	return c.reaped.Sub(c.forked)
 }
 
 // reaper starts children and collects their exit status.
@@ -75,7 +88,7 @@ func (r *reaper) reapAll() {
 		}
 		if c := r.live[pid]; c != nil {
 			delete(r.live, pid)
-			c.status, c.rusage = ws, ru
+			c.status, c.rusage, c.reaped = ws, ru, time.Now()
 			close(c.done)
 		}
 	}
@@ -84,12 +97,13 @@ func (r *reaper) reapAll() {
 // spawn runs fork (which must return the new pid) and registers the child.
 func (r *reaper) spawn(fork func() (int, error)) (*child, error) {
 	r.mu.Lock()
+	forked := time.Now()
 	pid, err := fork()
 	if err != nil {
 		r.mu.Unlock()
 		return nil, err
 	}
-	c := &child{pid: pid, done: make(chan struct{})}
+	c := &child{pid: pid, done: make(chan struct{}), forked: forked}
 	r.live[pid] = c
 	// Opened under mu, so the pid cannot have been reaped and reused yet.
 	pidfd := openPidfd(pid)
@@ -156,6 +170,7 @@ func (r *reaper) reap(c *child, flags int) {
 			return // not reapable yet after all: reapAll will be
 		}
 		c.lost = err != nil
+		c.reaped = time.Now()
 		break
 	}
 	delete(r.live, c.pid)

@@ -61,6 +61,11 @@ type ExecResult struct {
 	MaxRSS    int64         `json:"max_rss"` // bytes
 	// PID is the command's process id in the sandbox's pid namespace.
 	PID int `json:"pid,omitempty"`
+	// Lifetime is the command's process from the init's fork to its
+	// reaping, as the init measured it: fork and exec included, boxd's
+	// channel and the init's pipes and reply not. An exec's round trip
+	// minus this is what boxd adds.
+	Lifetime time.Duration `json:"lifetime,omitempty"`
 	// OOMKilled is set by boxd, not the init: the command died of SIGKILL
 	// and the kernel's OOM killer killed a process of the sandbox while it
 	// ran (the cgroup's oom_kill counter went up).

@@ -8,9 +8,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"github.com/boxd-dev/boxd/internal/testenv"
+	"net/http"
 	"time"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+
+	"github.com/boxd-dev/boxd/internal/testenv"
+	rpcclient "github.com/boxd-dev/boxd/rpc/client"
+	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 )
 
 func scenarioExec(ctx context.Context, e *env, cfg *config) ([]*latency, error) {
@@ -61,7 +69,70 @@ func scenarioExec(ctx context.Context, e *env, cfg *config) ([]*latency, error) 
 		apiExecPeer(e.boxd, sb),
 		apiExecPeer(e.docker, dk),
 	})
-	return []*latency{cli, cliRow, api}, ctx.Err()
+	floor := execFloor(ctx, e.sock, e.boxd, sb, cfg.warm*3, cfg.apiN)
+	return []*latency{cli, cliRow, api, floor}, ctx.Err()
+}
+
+// execFloor splits boxd's API exec of `true`, back to back from one Go
+// client, into the floor and boxd's part: for every call, the process's
+// own life as the init in the sandbox measured it (fork, exec and exit to
+// its reaping, ExecResult.process_usec) and the round trip minus that. The
+// rows are medians of each; the difference is per call, so the machine's
+// drift between calls cancels (target: at most 0.5 ms). Two more rows say
+// where boxd's part goes: the init's own work around the process (its
+// span from request to reaping, minus the process), and a call that does
+// nothing, the gRPC health check on a client of the same transport, made
+// right after each exec: what HTTP/2 and Connect cost any call.
+func execFloor(ctx context.Context, sock string, b boxdAPI, id string, warm, n int) *latency {
+	const (
+		rt     = "boxd exec round trip"
+		proc   = "the process itself (init: fork to reaping)"
+		added  = "boxd's part (round trip minus the process, per call)"
+		inInit = "of boxd's part: the init around the process"
+		noop   = "of boxd's part: an API call that does nothing (health check)"
+	)
+	l := &latency{scenario: "exec `true` from a Go client, back to back: the floor and boxd's part (target: boxd's part at most 0.5 ms)",
+		peers: []string{rt, proc, added, inInit, noop}, samples: map[string][]time.Duration{}, errors: map[string]int{}, firstErr: map[string]string{}}
+	logf("%s: %d warm-up + %d calls", l.scenario, warm, n)
+	health := grpchealth.NewClient(&http.Client{Transport: rpcclient.Transport(sock)}, "http://boxd", connect.WithGRPC())
+	req := &boxdv1.ExecRequest{SandboxId: id, Args: []string{"true"}}
+	fail := func(err error) {
+		l.errors[rt]++
+		if l.firstErr[rt] == "" {
+			l.firstErr[rt] = err.Error()
+		}
+	}
+	for i := -warm; i < n && ctx.Err() == nil; i++ {
+		start := time.Now()
+		r, err := b.c.Exec(ctx, connect.NewRequest(req))
+		d := time.Since(start)
+		if err == nil && r.Msg.Result.GetExitCode() != 0 {
+			err = fmt.Errorf("exit %d", r.Msg.Result.GetExitCode())
+		}
+		hstart := time.Now()
+		_, herr := health.Check(ctx, &grpchealth.CheckRequest{})
+		h := time.Since(hstart)
+		if i < 0 {
+			continue
+		}
+		if err != nil || herr != nil {
+			fail(errors.Join(err, herr))
+			continue
+		}
+		res := r.Msg.Result
+		p := time.Duration(res.GetProcessUsec()) * time.Microsecond
+		began, _ := time.Parse(time.RFC3339Nano, res.GetStartedAt())
+		ended, _ := time.Parse(time.RFC3339Nano, res.GetEndedAt())
+		l.samples[rt] = append(l.samples[rt], d)
+		l.samples[proc] = append(l.samples[proc], p)
+		l.samples[added] = append(l.samples[added], d-p)
+		l.samples[inInit] = append(l.samples[inInit], ended.Sub(began)-p)
+		l.samples[noop] = append(l.samples[noop], h)
+	}
+	logf("%s: round trip %s, process %s, boxd's part %s (init %s, a call that does nothing %s)", l.scenario,
+		ms(quantile(l.samples[rt], 0.5)), ms(quantile(l.samples[proc], 0.5)), ms(quantile(l.samples[added], 0.5)),
+		ms(quantile(l.samples[inInit], 0.5)), ms(quantile(l.samples[noop], 0.5)))
+	return l
 }
 
 func apiExecPeer(api sandboxAPI, id string) peer {

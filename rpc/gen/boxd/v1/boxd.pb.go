@@ -2711,8 +2711,14 @@ type ExecResult struct {
 	Pid           int64                  `protobuf:"varint,10,opt,name=pid,proto3" json:"pid,omitempty"` // the command's process id in the sandbox
 	// The command died of SIGKILL and the kernel's OOM killer killed a
 	// process of the sandbox while it ran (its cgroup's oom_kill counter).
-	OomKilled     bool   `protobuf:"varint,11,opt,name=oom_killed,json=oomKilled,proto3" json:"oom_killed,omitempty"`
-	Output        []byte `protobuf:"bytes,12,opt,name=output,proto3" json:"output,omitempty"` // Exec with combined_output: stdout and stderr as written
+	OomKilled bool   `protobuf:"varint,11,opt,name=oom_killed,json=oomKilled,proto3" json:"oom_killed,omitempty"`
+	Output    []byte `protobuf:"bytes,12,opt,name=output,proto3" json:"output,omitempty"` // Exec with combined_output: stdout and stderr as written
+	// The command's process from the init's fork to its reaping, as the init
+	// in the sandbox measured it (fork and exec included; boxd's channel,
+	// the output pipes and the reply not): the floor under this exec's round
+	// trip, which minus this is what boxd added. Reported by the sandbox, so
+	// as trustworthy as anything else that comes out of it.
+	ProcessUsec   int64 `protobuf:"varint,125,opt,name=process_usec,json=processUsec,proto3" json:"process_usec,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2829,6 +2835,13 @@ func (x *ExecResult) GetOutput() []byte {
 		return x.Output
 	}
 	return nil
+}
+
+func (x *ExecResult) GetProcessUsec() int64 {
+	if x != nil {
+		return x.ProcessUsec
+	}
+	return 0
 }
 
 type ExecResponse struct {
@@ -4554,7 +4567,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x04user\x18\n" +
 	" \x01(\tR\x04user\x12'\n" +
 	"\x0fcombined_output\x18\v \x01(\bR\x0ecombinedOutput\x12\x16\n" +
-	"\x06resume\x18\x19 \x01(\bR\x06resume\"\xef\x02\n" +
+	"\x06resume\x18\x19 \x01(\bR\x06resume\"\x92\x03\n" +
 	"\n" +
 	"ExecResult\x12\x1b\n" +
 	"\texit_code\x18\x01 \x01(\x05R\bexitCode\x12\x16\n" +
@@ -4571,7 +4584,8 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	" \x01(\x03R\x03pid\x12\x1d\n" +
 	"\n" +
 	"oom_killed\x18\v \x01(\bR\toomKilled\x12\x16\n" +
-	"\x06output\x18\f \x01(\fR\x06output\"k\n" +
+	"\x06output\x18\f \x01(\fR\x06output\x12!\n" +
+	"\fprocess_usec\x18} \x01(\x03R\vprocessUsec\"k\n" +
 	"\fExecResponse\x12\x16\n" +
 	"\x06stdout\x18\x01 \x01(\fR\x06stdout\x12\x16\n" +
 	"\x06stderr\x18\x02 \x01(\fR\x06stderr\x12+\n" +

@@ -216,13 +216,14 @@ class ExecResponse(_message.Message):
     def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., result: _Optional[_Union[ExecResult, _Mapping]] = ...) -> None: ...
 
 class ExecResult(_message.Message):
-    __slots__ = ["ended_at", "exit_code", "max_rss_bytes", "oom_killed", "output", "pid", "signal", "started_at", "system_cpu_usec", "timed_out", "truncated", "user_cpu_usec"]
+    __slots__ = ["ended_at", "exit_code", "max_rss_bytes", "oom_killed", "output", "pid", "process_usec", "signal", "started_at", "system_cpu_usec", "timed_out", "truncated", "user_cpu_usec"]
     ENDED_AT_FIELD_NUMBER: _ClassVar[int]
     EXIT_CODE_FIELD_NUMBER: _ClassVar[int]
     MAX_RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
     OOM_KILLED_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_FIELD_NUMBER: _ClassVar[int]
     PID_FIELD_NUMBER: _ClassVar[int]
+    PROCESS_USEC_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
     SYSTEM_CPU_USEC_FIELD_NUMBER: _ClassVar[int]
@@ -235,13 +236,14 @@ class ExecResult(_message.Message):
     oom_killed: bool
     output: bytes
     pid: int
+    process_usec: int
     signal: str
     started_at: str
     system_cpu_usec: int
     timed_out: bool
     truncated: bool
     user_cpu_usec: int
-    def __init__(self, exit_code: _Optional[int] = ..., signal: _Optional[str] = ..., timed_out: bool = ..., truncated: bool = ..., started_at: _Optional[str] = ..., ended_at: _Optional[str] = ..., user_cpu_usec: _Optional[int] = ..., system_cpu_usec: _Optional[int] = ..., max_rss_bytes: _Optional[int] = ..., pid: _Optional[int] = ..., oom_killed: bool = ..., output: _Optional[bytes] = ...) -> None: ...
+    def __init__(self, exit_code: _Optional[int] = ..., signal: _Optional[str] = ..., timed_out: bool = ..., truncated: bool = ..., started_at: _Optional[str] = ..., ended_at: _Optional[str] = ..., user_cpu_usec: _Optional[int] = ..., system_cpu_usec: _Optional[int] = ..., max_rss_bytes: _Optional[int] = ..., pid: _Optional[int] = ..., oom_killed: bool = ..., output: _Optional[bytes] = ..., process_usec: _Optional[int] = ...) -> None: ...
 
 class ExecStreamResponse(_message.Message):
     __slots__ = ["result", "stderr", "stdout"]
