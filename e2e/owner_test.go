@@ -508,7 +508,30 @@ func TestOwnership(t *testing.T) {
 		// Quotas are per user: b can still make one within its share,
 		// and root is not limited.
 		idB2 := create(ub, "--memory", "512m")
-		if _, _, code, _ := as(ub, "rm", "-f", idB2); code != 0 {
+		// A sandbox deleted in the background is no client's at once, but
+		// its processes hold their memory through the grace period: it
+		// counts against b's quota until its teardown ends.
+		if _, stderr, code, _ := as(ub, "exec", "-d", idB2, "--", "sh", "-c", "trap '' TERM; sleep 60"); code != 0 {
+			t.Fatalf("b's process ignoring SIGTERM: exit %d %s", code, stderr)
+		}
+		if _, err := apiB.sb.DeleteSandbox(c, connect.NewRequest(&boxdv1.DeleteSandboxRequest{Id: idB2, Timeout: "4s", Background: true})); err != nil {
+			t.Fatalf("b's background delete: %v", err)
+		}
+		_, stderr, code, _ = as(ub, "create", "--memory", "512m")
+		if code == 0 || !strings.Contains(stderr, "resource_exhausted") {
+			t.Errorf("b's 512m sandbox while another 512m of b's is being deleted: exit %d %s; want resource_exhausted (b would have 3 sandboxes and 1.25g)", code, stderr)
+		}
+		// Once the teardown is done, the share is free again.
+		var idB3 string
+		for deadline := time.Now().Add(30 * time.Second); idB3 == "" && time.Now().Before(deadline); time.Sleep(300 * time.Millisecond) {
+			if out, _, code, _ := as(ub, "create", "--memory", "512m"); code == 0 {
+				idB3 = strings.TrimSpace(out)
+			}
+		}
+		if idB3 == "" {
+			t.Fatal("b's quota share was not freed after its background delete ended")
+		}
+		if _, _, code, _ := as(ub, "rm", "-f", idB3); code != 0 {
 			t.Errorf("b rm its own: exit %d", code)
 		}
 		for i := 0; i < 3; i++ {

@@ -28,10 +28,15 @@ type inventory struct {
 	// pending are the per-user quota shares of creates under way, so
 	// creates racing each other cannot overshoot a quota either.
 	pending map[string]owned
+	// leaving are sandboxes being deleted: no client's any more, but their
+	// processes and memory are there until the teardown ends, so they
+	// still count against their owner's quota (a loop of runs that each
+	// delete in the background cannot pile up more than the quota).
+	leaving map[string]owned
 }
 
 func newInventory(max int) *inventory {
-	return &inventory{visible: map[string]owned{}, all: map[string]time.Time{}, max: max, pending: map[string]owned{}}
+	return &inventory{visible: map[string]owned{}, all: map[string]time.Time{}, max: max, pending: map[string]owned{}, leaving: map[string]owned{}}
 }
 
 // isVisible reports whether id is a sandbox clients may reach. An id it
@@ -56,7 +61,7 @@ func (v *inventory) reserveQuota(token string, o owned, q Quotas) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	n, mem := 0, int64(0)
-	for _, m := range []map[string]owned{v.visible, v.pending} {
+	for _, m := range []map[string]owned{v.visible, v.pending, v.leaving} {
 		for _, x := range m {
 			if x.uid == o.uid {
 				n++
@@ -124,9 +129,7 @@ func (v *inventory) show(id string) { v.showOwned(id, owned{}) }
 func (v *inventory) showOwned(id string, o owned) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if _, ok := v.all[id]; !ok {
-		v.all[id] = time.Now()
-	}
+	v.countLocked(id)
 	v.visible[id] = o
 }
 
@@ -134,6 +137,11 @@ func (v *inventory) showOwned(id string, o owned) {
 func (v *inventory) add(id string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	v.countLocked(id)
+}
+
+// countLocked counts id from now on, unless it is counted already.
+func (v *inventory) countLocked(id string) {
 	if _, ok := v.all[id]; !ok {
 		v.all[id] = time.Now()
 	}
@@ -151,6 +159,7 @@ func (v *inventory) prune(present map[string]bool, listedAt time.Time, busy func
 		if !present[id] && t.Before(listedAt) && !busy(id) {
 			delete(v.all, id)
 			delete(v.visible, id)
+			delete(v.leaving, id)
 			gone = append(gone, id)
 		}
 	}
@@ -161,7 +170,19 @@ func (v *inventory) prune(present map[string]bool, listedAt time.Time, busy func
 func (v *inventory) hide(id string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	delete(v.visible, id)
+	if o, ok := v.visible[id]; ok {
+		v.leaving[id] = o
+		delete(v.visible, id)
+	}
+}
+
+// addLeaving counts id, found marked for deletion, against o's quota
+// until it is forgotten.
+func (v *inventory) addLeaving(id string, o owned) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.countLocked(id)
+	v.leaving[id] = o
 }
 
 // forget drops id: it no longer exists (or its create failed).
@@ -170,6 +191,7 @@ func (v *inventory) forget(id string) {
 	defer v.mu.Unlock()
 	delete(v.visible, id)
 	delete(v.all, id)
+	delete(v.leaving, id)
 }
 
 // known reports whether id is counted: made and not yet deleted.
@@ -206,7 +228,7 @@ func (m *Manager) Load(ctx context.Context) error {
 			visible = append(visible, r.ID)
 		case r.Labels[LabelDeleting] != "":
 			// A background delete the previous boxd did not finish.
-			m.inv.add(r.ID)
+			m.inv.addLeaving(r.ID, ownedFrom(r.Labels))
 			go m.finishDelete(ctx, r.ID, 0)
 		default:
 			m.inv.add(r.ID)

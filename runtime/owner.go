@@ -119,7 +119,7 @@ func (q Quotas) check(o owned, count int, memory int64) error {
 		return nil
 	}
 	if q.MaxSandboxes > 0 && count+1 > q.MaxSandboxes {
-		return quotaErr("uid %d already has %d sandboxes, the per-user limit (max-sandboxes-per-user) is %d", o.uid, count, q.MaxSandboxes)
+		return quotaErr("uid %d already has %d sandboxes (counting any still being deleted), the per-user limit (max-sandboxes-per-user) is %d", o.uid, count, q.MaxSandboxes)
 	}
 	if q.MaxMemory > 0 && memory+o.memory > q.MaxMemory {
 		return quotaErr("uid %d's sandboxes would have %d bytes of memory with this one's %d, above the per-user limit (max-memory-per-user) of %d bytes", o.uid, memory+o.memory, o.memory, q.MaxMemory)

@@ -57,6 +57,27 @@ func TestQuotaReserve(t *testing.T) {
 	if err := inv.reserveQuota("t4", owned{uid: 1000, memory: 512 << 20}, q); err != nil {
 		t.Fatalf("exactly at the memory quota: %v", err)
 	}
+	inv.releaseQuota("t4")
+	// A sandbox being deleted is no client's, but counts until its
+	// teardown is done and it is forgotten.
+	inv.hide("aaaaaaaaaaaa")
+	if inv.isVisible("aaaaaaaaaaaa") {
+		t.Fatal("a hidden sandbox is visible")
+	}
+	err = inv.reserveQuota("t5", owned{uid: 1000, memory: 768 << 20}, q)
+	if !errdefs.IsResourceExhausted(err) {
+		t.Fatalf("the memory of a sandbox being deleted was freed before its teardown: %v", err)
+	}
+	inv.forget("aaaaaaaaaaaa")
+	if err := inv.reserveQuota("t6", owned{uid: 1000, memory: 768 << 20}, q); err != nil {
+		t.Fatalf("after the teardown: %v", err)
+	}
+	// One found marked for deletion at start counts the same.
+	inv.addLeaving("cccccccccccc", owned{uid: 1001, memory: 1 << 20})
+	err = inv.reserveQuota("t7", owned{uid: 1001, memory: 1 << 20}, Quotas{MaxSandboxes: 2})
+	if !errdefs.IsResourceExhausted(err) || !strings.Contains(err.Error(), "being deleted") {
+		t.Fatalf("a third sandbox of uid 1001 with one being deleted: %v", err)
+	}
 	// Root is not limited.
 	for i := 0; i < 5; i++ {
 		if err := inv.reserveQuota("r"+string(rune('a'+i)), owned{uid: 0, memory: 4 << 30}, q); err != nil {

@@ -481,7 +481,7 @@ func (s *Server) processStart(conn net.Conn, fr *wire.FrameReader, fw *wire.Fram
 		return
 	}
 	p := &bgProc{
-		info: wire.ProcessInfo{Args: trimProcArgs(spec.Args), User: spec.User, Tty: spec.Tty, Started: started},
+		info: wire.ProcessInfo{Args: trimProcArgs(spec.Args), User: s.shownUser(spec.User), Tty: spec.Tty, Started: started},
 		cmd:  cmd,
 		log:  newOutputLog(wire.ProcessLogBytes),
 		done: make(chan struct{}),

@@ -204,8 +204,8 @@ func TestProcessBackground(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if info.ID != "p1" || info.PID <= 0 || info.Args[0] != "sh" {
-			t.Fatalf("start: %+v", info)
+		if info.ID != "p1" || info.PID <= 0 || info.Args[0] != "sh" || info.User != "root" {
+			t.Fatalf("start: %+v (a process without a user runs as, and shows, root)", info)
 		}
 		done, err := c.WaitProcess(ctx, info.ID)
 		if err != nil {

@@ -268,3 +268,16 @@ func (s *Server) workdir() string {
 	}
 	return s.Workdir
 }
+
+// shownUser is who a process or session runs as, for its info: the
+// request's user, else the sandbox's default, else root (uid 0, whatever
+// the sandbox's passwd calls it).
+func (s *Server) shownUser(requested string) string {
+	switch {
+	case requested != "":
+		return requested
+	case s.User != "":
+		return s.User
+	}
+	return "root"
+}

@@ -117,6 +117,7 @@ func (t *sessionTable) drop(ss *session) {
 
 type session struct {
 	spec    wire.SessionSpec
+	user    string // shown in its info: the spec's, else the default (shownUser)
 	created time.Time
 	sem     chan struct{} // holds a token while a command runs
 
@@ -146,7 +147,7 @@ func (ss *session) info() wire.SessionInfo {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	info := wire.SessionInfo{
-		Name: ss.spec.Name, Shell: ss.spec.Shell, User: ss.spec.User, Created: ss.created,
+		Name: ss.spec.Name, Shell: ss.spec.Shell, User: ss.user, Created: ss.created,
 		Busy: len(ss.sem) > 0, Commands: ss.commands, Restarts: ss.restarts,
 	}
 	if ss.sh != nil {
@@ -197,7 +198,7 @@ func (s *Server) sessionCreate(conn net.Conn, fr *wire.FrameReader, fw *wire.Fra
 		return
 	}
 	t := s.sessions()
-	ss := &session{spec: spec, created: time.Now(), sem: make(chan struct{}, 1)}
+	ss := &session{spec: spec, user: s.shownUser(spec.User), created: time.Now(), sem: make(chan struct{}, 1)}
 	t.mu.Lock()
 	for name, old := range t.sessions {
 		// A busy one is still being dealt with by its command.

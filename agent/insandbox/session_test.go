@@ -196,7 +196,7 @@ func TestSessionLifecycle(t *testing.T) {
 			t.Errorf("three commands over two sessions took %v", d)
 		}
 		list, err := c.ListSessions(ctx)
-		if err != nil || len(list) != 2 || list[0].Name != "a" || list[1].User != "nobody" {
+		if err != nil || len(list) != 2 || list[0].Name != "a" || list[0].User != "root" || list[1].User != "nobody" {
 			t.Fatalf("list: %+v %v", list, err)
 		}
 		// exit ends the session.

@@ -58,6 +58,10 @@ func loadConfig(cc *cli.Context) error {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
+	if cc.App.Metadata == nil {
+		cc.App.Metadata = map[string]any{}
+	}
+	origins := map[string]string{}
 	for _, key := range keys {
 		at := func(format string, args ...any) error {
 			return fmt.Errorf("config %s:%d: key %s: %s", path, keyLine(data, key), key, fmt.Sprintf(format, args...))
@@ -95,8 +99,31 @@ func loadConfig(cc *cli.Context) error {
 				return at("%q is not a valid value: %v", s, err)
 			}
 		}
+		origins[name] = fmt.Sprintf("config %s:%d: key %s", path, keyLine(data, key), key)
 	}
+	cc.App.Metadata[configOrigins] = origins
 	return nil
+}
+
+// configOrigins is the App.Metadata key of where each flag set from the
+// config file was set: flag name to "config FILE:LINE: key KEY".
+const configOrigins = "boxd.config-origins"
+
+// flagInError matches the flag an error of boxd's checks starts with.
+var flagInError = regexp.MustCompile(`^--([a-z0-9-]+)`)
+
+// fromConfig names the file, line and key of a value refused after the
+// flags were parsed (a size out of range, say) when the value came from
+// the config file: boxd's checks name the flag, as on the command line.
+func fromConfig(cc *cli.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	origins, _ := cc.App.Metadata[configOrigins].(map[string]string)
+	if m := flagInError.FindStringSubmatch(err.Error()); m != nil && origins[m[1]] != "" {
+		return fmt.Errorf("%s: %w", origins[m[1]], err)
+	}
+	return err
 }
 
 // scalar spells a TOML value the way the flag would read it on the

@@ -105,3 +105,28 @@ func TestConfigErrors(t *testing.T) {
 		}
 	}
 }
+
+// A value the flag takes but boxd's checks refuse later names the file,
+// line and key when it came from the config, and only then.
+func TestConfigValueRefusedAfterParsing(t *testing.T) {
+	check := func(config string, args ...string) error {
+		path := filepath.Join(t.TempDir(), "config.toml")
+		if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		app := newApp()
+		app.Action = func(cc *cli.Context) error {
+			_, err := parseLimits(cc)
+			return fromConfig(cc, err)
+		}
+		return app.Run(append([]string{"boxd", "--config", path}, args...))
+	}
+	err := check("# limits\nsocket = \"/run/x\"\ndefault-pids = -4\n")
+	if err == nil || !strings.Contains(err.Error(), "config.toml:3: key default-pids: --default-pids: -4 must be positive") {
+		t.Errorf("refused config value: %v, want the file, line and key named", err)
+	}
+	err = check("socket = \"/run/x\"\n", "--default-pids", "-4")
+	if err == nil || strings.Contains(err.Error(), "config.toml") || !strings.HasPrefix(err.Error(), "--default-pids") {
+		t.Errorf("refused command-line value: %v, want the flag named and no file", err)
+	}
+}

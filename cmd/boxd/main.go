@@ -90,7 +90,7 @@ func newApp() *cli.App {
 			&cli.BoolFlag{Name: "debug"},
 		}, append(limitFlags(readHost()), ownerFlags()...)...),
 		Before: loadConfig,
-		Action: run,
+		Action: func(cc *cli.Context) error { return fromConfig(cc, run(cc)) },
 	}
 }
 

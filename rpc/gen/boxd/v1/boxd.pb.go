@@ -2473,10 +2473,12 @@ type DeleteSandboxRequest struct {
 	// Grace period: SIGTERM to every process, SIGKILL after it. Empty: 10s.
 	Timeout string `protobuf:"bytes,50,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	Force   bool   `protobuf:"varint,51,opt,name=force,proto3" json:"force,omitempty"` // SIGKILL at once
-	// Return as soon as the sandbox is no one's any more (list, lookups,
-	// its name and the owner's quota no longer see it); the grace period
-	// and the teardown of its processes, writable layer and state go on in
-	// the background, and a boxd restarted meanwhile finishes them.
+	// Return as soon as the sandbox is no one's any more (list, lookups and
+	// its name no longer see it); the grace period and the teardown of its
+	// processes, writable layer and state go on in the background, and a
+	// boxd restarted meanwhile finishes them. Its processes keep their
+	// memory until then, so it counts against its owner's quotas until the
+	// teardown ends.
 	Background    bool `protobuf:"varint,105,opt,name=background,proto3" json:"background,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

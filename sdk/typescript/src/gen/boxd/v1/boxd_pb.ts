@@ -1386,10 +1386,12 @@ export type DeleteSandboxRequest = Message<"boxd.v1.DeleteSandboxRequest"> & {
   force: boolean;
 
   /**
-   * Return as soon as the sandbox is no one's any more (list, lookups,
-   * its name and the owner's quota no longer see it); the grace period
-   * and the teardown of its processes, writable layer and state go on in
-   * the background, and a boxd restarted meanwhile finishes them.
+   * Return as soon as the sandbox is no one's any more (list, lookups and
+   * its name no longer see it); the grace period and the teardown of its
+   * processes, writable layer and state go on in the background, and a
+   * boxd restarted meanwhile finishes them. Its processes keep their
+   * memory until then, so it counts against its owner's quotas until the
+   * teardown ends.
    *
    * @generated from field: bool background = 105;
    */
