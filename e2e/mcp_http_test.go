@@ -19,7 +19,6 @@ import (
 	"connectrpc.com/connect"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/boxd-dev/boxd/internal/testenv"
 	"github.com/boxd-dev/boxd/mcpserver"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 )
@@ -173,31 +172,7 @@ func TestMCPHTTP(t *testing.T) {
 // sandbox it left.
 func TestMCPHTTPNodeClient(t *testing.T) {
 	path, _ := mcpHTTPServer(t, 10*time.Minute)
-	src, err := filepath.Abs(filepath.Join("testdata", "mcp-node"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mods, err := testenv.NodeModules(src)
-	if err != nil {
-		t.Fatalf("npm packages: %v", err)
-	}
-	dir := t.TempDir()
-	script, err := os.ReadFile(filepath.Join(src, "http-client.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "http-client.mjs"), script, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(mods, filepath.Join(dir, "node_modules")); err != nil {
-		t.Fatal(err)
-	}
-	cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	out, err := exec.CommandContext(cctx, "node", filepath.Join(dir, "http-client.mjs"), path).CombinedOutput()
-	if err != nil || !bytes.Contains(out, []byte(`"ok":true`)) {
-		t.Fatalf("node MCP HTTP client: %v\n%s", err, out)
-	}
+	out := runNodeMCPClient(t, "http-client.mjs", path)
 	t.Logf("node client: %s", bytes.TrimSpace(out))
 	m := regexpLeft.FindSubmatch(out)
 	if m == nil {

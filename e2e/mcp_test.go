@@ -261,6 +261,15 @@ func TestMCPProcesses(t *testing.T) {
 // TestMCPNodeClient: the official TypeScript SDK's client, which this
 // project did not write, holds the same conversation (testdata/mcp-node).
 func TestMCPNodeClient(t *testing.T) {
+	out := runNodeMCPClient(t, "client.mjs", env.boxctl, env.socket)
+	t.Logf("node client: %s", bytes.TrimSpace(out))
+}
+
+// runNodeMCPClient runs testdata/mcp-node/SCRIPT with node and args, next
+// to the npm packages of the committed lockfile so its imports resolve,
+// and returns its output once it has reported "ok":true.
+func runNodeMCPClient(t *testing.T, script string, args ...string) []byte {
+	t.Helper()
 	src, err := filepath.Abs(filepath.Join("testdata", "mcp-node"))
 	if err != nil {
 		t.Fatal(err)
@@ -269,24 +278,25 @@ func TestMCPNodeClient(t *testing.T) {
 	if err != nil {
 		t.Fatalf("npm packages: %v", err)
 	}
-	// The script next to the cached node_modules, so its imports resolve.
 	dir := t.TempDir()
-	script, err := os.ReadFile(filepath.Join(src, "client.mjs"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "client.mjs"), script, 0o644); err != nil {
-		t.Fatal(err)
+	scripts, _ := filepath.Glob(filepath.Join(src, "*.mjs")) // the script and what it imports
+	for _, f := range scripts {
+		text, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), text, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := os.Symlink(mods, filepath.Join(dir, "node_modules")); err != nil {
 		t.Fatal(err)
 	}
 	cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(cctx, "node", filepath.Join(dir, "client.mjs"), env.boxctl, env.socket)
-	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), `"ok":true`) {
-		t.Fatalf("node MCP client: %v\n%s", err, out)
+	out, err := exec.CommandContext(cctx, "node", append([]string{filepath.Join(dir, script)}, args...)...).CombinedOutput()
+	if err != nil || !bytes.Contains(out, []byte(`"ok":true`)) {
+		t.Fatalf("node MCP client %s: %v\n%s", script, err, out)
 	}
-	t.Logf("node client: %s", bytes.TrimSpace(out))
+	return out
 }

@@ -129,9 +129,7 @@ func (v *inventory) show(id string) { v.showOwned(id, owned{}) }
 func (v *inventory) showOwned(id string, o owned) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if _, ok := v.all[id]; !ok {
-		v.all[id] = time.Now()
-	}
+	v.countLocked(id)
 	v.visible[id] = o
 }
 
@@ -139,6 +137,11 @@ func (v *inventory) showOwned(id string, o owned) {
 func (v *inventory) add(id string) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	v.countLocked(id)
+}
+
+// countLocked counts id from now on, unless it is counted already.
+func (v *inventory) countLocked(id string) {
 	if _, ok := v.all[id]; !ok {
 		v.all[id] = time.Now()
 	}
@@ -178,9 +181,7 @@ func (v *inventory) hide(id string) {
 func (v *inventory) addLeaving(id string, o owned) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	if _, ok := v.all[id]; !ok {
-		v.all[id] = time.Now()
-	}
+	v.countLocked(id)
 	v.leaving[id] = o
 }
 

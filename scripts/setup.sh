@@ -176,30 +176,42 @@ runc_ok() {
 	out=$("$RUNC_BIN" --version 2>/dev/null) || return 1
 	[[ $out == "runc version ${RUNC_VERSION#v}"$'\n'* ]] && [[ $out == *libseccomp:* ]]
 }
-build_runc() {
-	local tmp log
-	mkdir -p "$RUNC_DIR" || die "cannot create $RUNC_DIR (run as root, or set BOXD_DEPS to a writable directory)"
-	exec 8>"$RUNC_DIR/.build.lock"
-	flock -w 1800 8 || die "timed out waiting for another setup.sh building runc $RUNC_VERSION"
-	if runc_ok; then
-		flock -u 8
-		return
-	fi
-	tmp=$RUNC_DIR/bin.tmp.$$
-	log=$RUNC_DIR/build.log
-	rm -rf "$tmp"
-	echo "setup: building runc $RUNC_VERSION into $RUNC_DIR (about a minute; log: $log)" >&2
-	if ! (cd / && GOFLAGS='' CGO_ENABLED=1 GOBIN=$tmp go install -tags seccomp \
-		-ldflags "-X main.version=${RUNC_VERSION#v}" \
-		"github.com/opencontainers/runc@$RUNC_VERSION") >"$log" 2>&1; then
-		tail -n 40 "$log" >&2
+# build_once NAME DIR CHECK STEPS FAILED: under DIR's build lock (another
+# setup.sh may be building the same), unless CHECK passes by then, runs
+# STEPS TMP LOG (a function that builds into the fresh directory TMP and
+# moves the results in place; its output goes to LOG) and then requires
+# CHECK, else stops with FAILED.
+build_once() {
+	local name=$1 dir=$2 check=$3 steps=$4 failed=$5 tmp log lock
+	mkdir -p "$dir" || die "cannot create $dir (run as root, or set BOXD_DEPS to a writable directory)"
+	exec {lock}>"$dir/.build.lock"
+	flock -w 1800 "$lock" || die "timed out waiting for another setup.sh building $name"
+	if ! "$check"; then
+		tmp=$dir/bin.tmp.$$
+		log=$dir/build.log
 		rm -rf "$tmp"
-		die "building runc $RUNC_VERSION failed (log: $log)"
+		mkdir -p "$tmp"
+		: >"$log"
+		if ! "$steps" "$tmp" "$log"; then
+			tail -n 40 "$log" >&2
+			rm -rf "$tmp"
+			die "building $name failed (log: $log)"
+		fi
+		rm -rf "$tmp"
 	fi
-	mv -f "$tmp/runc" "$RUNC_BIN"
-	rm -rf "$tmp"
-	flock -u 8
-	runc_ok || die "$RUNC_BIN does not report version $RUNC_VERSION with libseccomp"
+	exec {lock}>&-
+	"$check" || die "$failed"
+}
+runc_steps() { # TMP LOG
+	echo "setup: building runc $RUNC_VERSION into $RUNC_DIR (about a minute; log: $2)" >&2
+	(cd / && GOFLAGS='' CGO_ENABLED=1 GOBIN=$1 go install -tags seccomp \
+		-ldflags "-X main.version=${RUNC_VERSION#v}" \
+		"github.com/opencontainers/runc@$RUNC_VERSION") >"$2" 2>&1 &&
+		mv -f "$1/runc" "$RUNC_BIN"
+}
+build_runc() {
+	build_once "runc $RUNC_VERSION" "$RUNC_DIR" runc_ok runc_steps \
+		"$RUNC_BIN does not report version $RUNC_VERSION with libseccomp"
 }
 if ! runc_ok; then
 	if $CHECK_ONLY; then
@@ -232,28 +244,12 @@ gvisor_ok() {
 	[[ -x $RUNSC_BIN && -x $RUNSC_SHIM && -f $GVISOR_DIR/.oom-patched ]] || return 1
 	[[ $("$RUNSC_BIN" --version 2>/dev/null | head -n 1) == "runsc version $GVISOR_VERSION" ]]
 }
-build_gvisor() {
-	local tmp log src mgr
-	mkdir -p "$GVISOR_DIR" || die "cannot create $GVISOR_DIR (run as root, or set BOXD_DEPS to a writable directory)"
-	exec 7>"$GVISOR_DIR/.build.lock"
-	flock -w 1800 7 || die "timed out waiting for another setup.sh building gVisor $GVISOR_VERSION"
-	if gvisor_ok; then
-		flock -u 7
-		return
-	fi
-	tmp=$GVISOR_DIR/bin.tmp.$$
-	log=$GVISOR_DIR/build.log
-	rm -rf "$tmp"
-	mkdir -p "$tmp"
-	: >"$log"
+gvisor_steps() { # TMP LOG
+	local tmp=$1 log=$2 src mgr
 	echo "setup: building gVisor runsc and containerd-shim-runsc-v1 $GVISOR_VERSION into $GVISOR_DIR (about 4 minutes on 2 idle cores the first time; log: $log)" >&2
-	if ! (cd / && GOFLAGS='' CGO_ENABLED=0 GOBIN=$tmp go install \
+	(cd / && GOFLAGS='' CGO_ENABLED=0 GOBIN=$tmp go install \
 		-ldflags "-X gvisor.dev/gvisor/runsc/version.version=$GVISOR_VERSION" \
-		"gvisor.dev/gvisor/runsc@$GVISOR_VERSION") >>"$log" 2>&1; then
-		tail -n 40 "$log" >&2
-		rm -rf "$tmp"
-		die "building gVisor runsc $GVISOR_VERSION failed (log: $log)"
-	fi
+		"gvisor.dev/gvisor/runsc@$GVISOR_VERSION") >>"$log" 2>&1 || return 1
 	src=$(cd / && GOFLAGS='' go mod download -json "gvisor.dev/gvisor@$GVISOR_VERSION" 2>>"$log" |
 		sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p') || true
 	[[ -n $src && -f $src/pkg/shim/v1/manager.go ]] || die "go mod download gvisor.dev/gvisor@$GVISOR_VERSION failed (log: $log)"
@@ -266,17 +262,12 @@ build_gvisor() {
 		die "gVisor $GVISOR_VERSION's pkg/shim/v1/manager.go no longer has the OOM score line setup.sh replaces; review the patch"
 	sed -i -e 's/sys.SetOOMScore(cmd.Process.Pid, oomScoreMax)/shim.AdjustOOMScore(cmd.Process.Pid)/' \
 		-e 's|^	"github.com/containerd/containerd/v2/pkg/sys"$|	_ "github.com/containerd/containerd/v2/pkg/sys"|' "$mgr"
-	if ! (cd "$tmp/src" && GOFLAGS='' GOWORK=off CGO_ENABLED=0 go build -o "$tmp/shim" ./shim) >>"$log" 2>&1; then
-		tail -n 40 "$log" >&2
-		rm -rf "$tmp"
-		die "building gVisor's shim $GVISOR_VERSION failed (log: $log)"
-	fi
-	mv -f "$tmp/runsc" "$RUNSC_BIN"
-	mv -f "$tmp/shim" "$RUNSC_SHIM"
-	rm -rf "$tmp"
-	touch "$GVISOR_DIR/.oom-patched"
-	flock -u 7
-	gvisor_ok || die "$RUNSC_BIN does not report version $GVISOR_VERSION"
+	(cd "$tmp/src" && GOFLAGS='' GOWORK=off CGO_ENABLED=0 go build -o "$tmp/shim" ./shim) >>"$log" 2>&1 || return 1
+	mv -f "$tmp/runsc" "$RUNSC_BIN" && mv -f "$tmp/shim" "$RUNSC_SHIM" && touch "$GVISOR_DIR/.oom-patched"
+}
+build_gvisor() {
+	build_once "gVisor $GVISOR_VERSION" "$GVISOR_DIR" gvisor_ok gvisor_steps \
+		"$RUNSC_BIN does not report version $GVISOR_VERSION"
 }
 if ! gvisor_ok; then
 	if $CHECK_ONLY; then

@@ -173,15 +173,9 @@ func (nb *netBoxd) up(ctx context.Context, e *env) error {
 	nb.proc = cmd
 	// nsenter execs boxd in its place: this is boxd's pid.
 	_ = os.WriteFile(filepath.Join(nb.dir, "boxd.pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
-	nb.api = boxdAPI{rpcclient.New(nb.sock)}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := nb.api.list(ctx); err == nil {
-			break
-		} else if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("boxd in %s did not answer within 20 s: %v\n%s", nb.b, err, tail(logPath, 20))
-		}
-		time.Sleep(50 * time.Millisecond)
+	nb.api = boxdAPI{c: rpcclient.New(nb.sock)}
+	if err := waitBoxd(ctx, nb.api, "boxd in "+nb.b, logPath); err != nil {
+		return err
 	}
 	logf("importing %s into the boxd in netns %s", image, nb.b)
 	if out, err := exec.CommandContext(ctx, e.boxctl, "--socket", nb.sock, "image", "import", "--rootfs", e.rootfs, "--name", image).CombinedOutput(); err != nil {

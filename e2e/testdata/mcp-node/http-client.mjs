@@ -9,6 +9,7 @@ import * as http from "node:http";
 import { Readable } from "node:stream";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { caller, converse } from "./conversation.mjs";
 
 const [socketPath] = process.argv.slice(2);
 
@@ -39,29 +40,8 @@ const transport = new StreamableHTTPClientTransport(new URL("http://localhost/mc
 const client = new Client({ name: "boxd-e2e-node-http", version: "1.0.0" });
 await client.connect(transport);
 
-const text = (r) => r.content.filter((c) => c.type === "text").map((c) => c.text).join("");
-async function call(name, args, wantError = false) {
-  const r = await client.callTool({ name, arguments: args });
-  assert.equal(Boolean(r.isError), wantError, `${name}: ${text(r)}`);
-  return r;
-}
-
-const { tools } = await client.listTools();
-const names = tools.map((t) => t.name).sort();
-for (const want of ["sandbox_create", "sandbox_list", "sandbox_delete", "exec", "read_file", "write_file", "list_files", "edit_file"]) {
-  assert.ok(names.includes(want), `tools ${names} lack ${want}`);
-}
-
-const created = await call("sandbox_create", {});
-const id = created.structuredContent.id;
-assert.ok(id && text(created).includes(id));
-const ran = await call("exec", { sandbox_id: id, command: "echo from-node-http; exit 7" });
-assert.equal(ran.structuredContent.exit_code, 7);
-assert.match(text(ran), /exit code: 7[\s\S]*from-node-http/);
-await call("write_file", { sandbox_id: id, path: "notes/a.txt", content: "héllo\n" });
-const read = await call("read_file", { sandbox_id: id, path: "notes/a.txt" });
-assert.equal(read.structuredContent.content, "héllo\n");
-await call("sandbox_delete", { sandbox_id: id });
+const call = caller(client);
+const { names, id } = await converse(client, "from-node-http");
 const left = (await call("sandbox_create", {})).structuredContent.id;
 const listed = await call("sandbox_list", {});
 assert.deepEqual(listed.structuredContent.sandboxes.map((s) => s.id), [left]);
