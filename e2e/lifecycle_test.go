@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -194,4 +195,41 @@ func countSandboxes(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return len(resp.Msg.Sandboxes)
+}
+
+// ListSandboxes reads every task's state in one call; each sandbox's state
+// and init pid in the list are those inspect reports: running, paused and
+// stopped alike.
+func TestListStates(t *testing.T) {
+	label := "list-states=" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	running := newSandbox(t, "--label", label)
+	paused := newSandbox(t, "--label", label)
+	stopped := newSandbox(t, "--label", label)
+	if _, err := env.api.PauseSandbox(ctx(t), connect.NewRequest(&boxdv1.PauseSandboxRequest{Id: paused})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.api.StopSandbox(ctx(t), connect.NewRequest(&boxdv1.StopSandboxRequest{SandboxId: stopped})); err != nil {
+		t.Fatal(err)
+	}
+	k, v, _ := strings.Cut(label, "=")
+	resp, err := env.api.ListSandboxes(ctx(t), connect.NewRequest(&boxdv1.ListSandboxesRequest{Labels: map[string]string{k: v}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{running: "running", paused: "paused", stopped: "stopped"}
+	if len(resp.Msg.Sandboxes) != 3 {
+		t.Fatalf("listed %d sandboxes, want 3", len(resp.Msg.Sandboxes))
+	}
+	for _, sb := range resp.Msg.Sandboxes {
+		in := inspect(t, sb.Id)
+		if sb.State != want[sb.Id] || sb.State != in.State || sb.InitPid != in.InitPid {
+			t.Errorf("%s listed %s (init pid %d), inspect says %s (%d); want %s", sb.Id, sb.State, sb.InitPid, in.State, in.InitPid, want[sb.Id])
+		}
+		if sb.State == "running" && sb.InitPid <= 0 {
+			t.Errorf("running %s listed without its init pid", sb.Id)
+		}
+	}
+	if _, err := env.api.UnpauseSandbox(ctx(t), connect.NewRequest(&boxdv1.UnpauseSandboxRequest{Id: paused})); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -94,9 +94,16 @@ func runNode(t *testing.T, dir string, timeout time.Duration, args ...string) st
 // input (a dead socket, a sandbox deleted under running streams, non-UTF-8
 // output, call timeouts that must cancel the command in the sandbox, 1 GiB
 // through in bounded memory).
+//
+// BOXD_SDK_TS_PATTERN (default *.test.js) picks compiled test files by
+// name, for a developer's targeted run.
 func TestSDKTypeScript(t *testing.T) {
 	dir := tsBuild(t)
-	tests, err := filepath.Glob(filepath.Join(dir, "dist", "test", "*.test.js"))
+	pattern := os.Getenv("BOXD_SDK_TS_PATTERN")
+	if pattern == "" {
+		pattern = "*.test.js"
+	}
+	tests, err := filepath.Glob(filepath.Join(dir, "dist", "test", pattern))
 	if err != nil || len(tests) == 0 {
 		t.Fatalf("no compiled tests in %s: %v", dir, err)
 	}

@@ -1,12 +1,10 @@
-// Package gvisor finds gVisor's runsc and its containerd shim (which
-// scripts/setup.sh builds) and writes the shim's options.
+// Package gvisor finds gVisor's runsc and its containerd shim, which
+// `create --runtime gvisor` sandboxes run on, and writes the shim's options.
 //
-// A container on gVisor runs its processes on runsc's own kernel (the
-// Sentry, in user space, on the systrap platform: seccomp traps, no KVM
-// needed) rather than on the host's: the host kernel sees only the
-// Sentry's and the gofer's few, seccomp-filtered system calls. boxd's own
-// sandboxes do not run on it yet: see the README's "gVisor" for what is
-// missing.
+// A gVisor sandbox runs its processes on runsc's own kernel (the Sentry, in
+// user space, on the systrap platform: seccomp traps, no KVM needed) rather
+// than on the host's: the host kernel sees only the Sentry's and the
+// gofer's few, seccomp-filtered system calls.
 package gvisor
 
 import (
@@ -23,6 +21,9 @@ import (
 
 	"github.com/containerd/containerd/api/types/runtimeoptions/v1"
 )
+
+// Name is the runtime's name in requests and inspect.
+const Name = "gvisor"
 
 // Pinned is the gVisor module version scripts/setup.sh builds
 // (GVISOR_VERSION in scripts/lib.sh; a unit test keeps the two equal).
@@ -95,18 +96,31 @@ func Probe(ctx context.Context, path string) (Info, error) {
 	return Info{Runsc: abs, Shim: shim, Version: m[1]}, nil
 }
 
-// Flags are the runsc flags a container runs with (the shim's
-// runsc_config):
+// Flags are the runsc flags every gVisor sandbox runs with (the shim's
+// runsc_config). Each is the narrowest setting boxd works with:
 //   - platform systrap: see Platform.
 //   - network none: loopback only, as boxd's sandboxes have by default;
 //     runsc then gives the Sentry no host network at all.
-//
-// runsc's host-uds stays at its default, none: nothing in the container may
-// connect to or create a host Unix socket.
+//   - host-uds create: the init binds the agent socket in the directory
+//     boxd mounts for it, and runsc's gofer makes that a host socket boxd
+//     connects to (agent/gvchannel). gVisor cannot serve a host listening
+//     socket handed in by SCM_RIGHTS, as the runc sandboxes' init does:
+//     the Sentry imports a received host socket as a connected endpoint
+//     (pkg/sentry/fsimpl/host newEndpoint, transport.NewExternal), whose
+//     accept is EINVAL. "create" lets code in the sandbox bind host sockets
+//     in its host-backed mounts; it cannot connect to any host socket
+//     ("open" stays off).
+//   - oci-seccomp: the Sentry applies the runtime-spec's seccomp profile
+//     (containerd's default plus boxd's denials, oci.DeniedSyscalls) to
+//     the sandbox's own system calls, as runc's sandboxes have it; runsc
+//     ignores the profile by default, relying on its own filter of the
+//     Sentry alone.
 func Flags() map[string]string {
 	return map[string]string{
-		"platform": Platform,
-		"network":  "none",
+		"platform":    Platform,
+		"network":     "none",
+		"host-uds":    "create",
+		"oci-seccomp": "true",
 	}
 }
 
@@ -118,7 +132,7 @@ func WriteConfig(dir string, info Info, root string) (string, error) {
 	fmt.Fprintf(&b, "# Written by boxd at start: the options of gVisor's containerd shim.\n")
 	fmt.Fprintf(&b, "binary_name = %q\nroot = %q\n\n[runsc_config]\n", info.Runsc, root)
 	flags := Flags()
-	for _, k := range []string{"network", "platform"} {
+	for _, k := range []string{"host-uds", "network", "oci-seccomp", "platform"} {
 		fmt.Fprintf(&b, "%q = %q\n", k, flags[k])
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {

@@ -84,8 +84,13 @@ func TestWriteConfig(t *testing.T) {
 	if got.RunscConfig["platform"] != "systrap" || got.RunscConfig["network"] != "none" {
 		t.Errorf("runsc_config %v: want platform systrap and network none", got.RunscConfig)
 	}
-	if _, ok := got.RunscConfig["host-uds"]; ok {
-		t.Errorf("runsc_config %v sets host-uds; the default (none) must stay", got.RunscConfig)
+	// The sandbox may bind host sockets (the agent's), never connect to
+	// one: "open" and "all" would let it reach host daemons' sockets.
+	if got.RunscConfig["oci-seccomp"] != "true" {
+		t.Errorf("runsc_config %v: want oci-seccomp (the spec's profile applied in the Sentry)", got.RunscConfig)
+	}
+	if got.RunscConfig["host-uds"] != "create" {
+		t.Errorf("runsc_config %v: want host-uds create (not open, not all)", got.RunscConfig)
 	}
 	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
 		t.Errorf("%s mode %v, want 0600", path, st.Mode())

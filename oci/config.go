@@ -25,6 +25,11 @@ type Config struct {
 	InitBinary  string // host path of the boxd-init binary, bind-mounted read-only at agent.InitPath
 	ChannelDir  string // host directory bind-mounted read-only at agent.ChannelDir (the hand-off socket's)
 	CgroupsPath string // e.g. "/boxd/<id>"
+	// AgentDir, set for a gVisor sandbox only, is the host directory
+	// (the sandbox root's, 0700) bind-mounted read-write at
+	// wire.AgentDir, where the init binds the agent socket; the init then
+	// runs with wire.GvisorFlag (agent/gvchannel).
+	AgentDir string
 
 	// NetNSPath, if set, is a network namespace the sandbox joins instead
 	// of a new empty one (network egress); ResolvConf is then the host

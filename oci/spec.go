@@ -144,8 +144,12 @@ func Spec(ctx context.Context, c Config) (*specs.Spec, error) {
 		return nil, fieldErr("Env", "%v", err)
 	}
 
+	args := []string{wire.InitPath}
+	if c.AgentDir != "" {
+		args = append(args, wire.GvisorFlag)
+	}
 	opts := []coci.SpecOpts{
-		coci.WithProcessArgs(wire.InitPath),
+		coci.WithProcessArgs(args...),
 		// The init chdirs to the workdir itself once it has created it; the
 		// runtime would fail on a directory that does not exist yet.
 		coci.WithProcessCwd("/"),
@@ -266,6 +270,8 @@ func validate(c Config) error {
 		return fieldErr("InitBinary", "must be an absolute host path, got %q", c.InitBinary)
 	case !filepath.IsAbs(c.ChannelDir):
 		return fieldErr("ChannelDir", "must be an absolute host path, got %q", c.ChannelDir)
+	case c.AgentDir != "" && !filepath.IsAbs(c.AgentDir):
+		return fieldErr("AgentDir", "must be an absolute host path, got %q", c.AgentDir)
 	case c.NetNSPath != "" && !filepath.IsAbs(c.NetNSPath):
 		return fieldErr("NetNSPath", "must be an absolute host path, got %q", c.NetNSPath)
 	case c.NetNSPath != "" && !filepath.IsAbs(c.ResolvConf):
@@ -402,6 +408,16 @@ func mounts(c Config) []specs.Mount {
 			Type:        "tmpfs",
 			Source:      "tmpfs",
 			Options:     []string{"nosuid", "nodev", "mode=1777", "size=" + strconv.FormatInt(t.SizeBytes, 10)},
+		})
+	}
+	if c.AgentDir != "" {
+		m = append(m, specs.Mount{
+			Destination: wire.AgentDir,
+			Type:        "bind",
+			Source:      c.AgentDir,
+			// The init binds the agent socket here; boxd opens what is
+			// there without following it (agent/gvchannel).
+			Options: []string{"rbind", "rw", "nosuid", "nodev", "noexec"},
 		})
 	}
 	return append(m,

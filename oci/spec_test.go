@@ -475,6 +475,34 @@ func TestSpecMounts(t *testing.T) {
 	}
 }
 
+// TestSpecGvisorAgentDir: only a gVisor sandbox's spec has the agent
+// directory, read-write but nosuid, nodev and noexec, and an init told so;
+// a runc sandbox's has neither (TestSpecMounts).
+func TestSpecGvisorAgentDir(t *testing.T) {
+	c := baseConfig()
+	if s := mustSpec(t, c); !slices.Equal(s.Process.Args, []string{wire.InitPath}) {
+		t.Errorf("runc init args %q", s.Process.Args)
+	}
+	c.AgentDir = "/var/lib/boxd/sandboxes/x/g"
+	s := mustSpec(t, c)
+	if !slices.Equal(s.Process.Args, []string{wire.InitPath, wire.GvisorFlag}) {
+		t.Errorf("gvisor init args %q", s.Process.Args)
+	}
+	m := mountsByDest(t, s)[wire.AgentDir]
+	if m.Source != c.AgentDir || m.Type != "bind" {
+		t.Fatalf("agent dir mount %+v", m)
+	}
+	for _, o := range []string{"rw", "nosuid", "nodev", "noexec"} {
+		if !slices.Contains(m.Options, o) {
+			t.Errorf("agent dir mount options %q lack %s", m.Options, o)
+		}
+	}
+	c.AgentDir = "relative"
+	if _, err := Spec(context.Background(), c); err == nil {
+		t.Error("a relative AgentDir was accepted")
+	}
+}
+
 func TestSpecCapabilities(t *testing.T) {
 	s := mustSpec(t, baseConfig())
 	caps := s.Process.Capabilities

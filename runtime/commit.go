@@ -57,6 +57,9 @@ func (m *Manager) Commit(ctx context.Context, req CommitRequest) (snapshot.Image
 		return snapshot.Image{}, err
 	}
 	id := ctr.ID()
+	if m.isGvisor(id) {
+		return snapshot.Image{}, gvRefuse("commit", gvNoHostLayer)
+	}
 	if !m.claimWait(ctx, id, 5*time.Second) {
 		return snapshot.Image{}, fmt.Errorf("sandbox %s is being created, restarted or deleted: %w", id, errdefs.ErrConflict)
 	}

@@ -82,7 +82,7 @@ func (m *Manager) agentFor(ctx context.Context, idOrName string) (*host.Client, 
 	// not found (after looking for a sandbox of the caller's so named).
 	if owner, ok := m.inv.visibleOwner(idOrName); ok && mayUse(ctx, owner) && idRe.MatchString(idOrName) {
 		m.awaitRelease(ctx, idOrName, restartWait)
-		if _, err := os.Stat(m.socketPath(idOrName)); err == nil {
+		if m.agentReady(idOrName) {
 			return m.agentClient(ctx, idOrName)
 		}
 	}
@@ -101,7 +101,7 @@ func (m *Manager) agentClient(ctx context.Context, id string) (*host.Client, str
 	if err := m.checkPaused(ctx, id); err != nil {
 		return nil, "", err
 	}
-	return host.NewClient(m.socketPath(id)).Tracked(func() func() { return m.track(id) }), id, nil
+	return m.agent(id).Tracked(func() func() { return m.track(id) }), id, nil
 }
 
 // restartWait bounds how long a call waits for a sandbox's restart (new

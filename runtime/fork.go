@@ -74,6 +74,9 @@ func (m *Manager) Fork(ctx context.Context, req ForkRequest) (_ []*Sandbox, retE
 		return nil, err
 	}
 	srcID := ctr.ID()
+	if m.isGvisor(srcID) {
+		return nil, gvRefuse("fork", gvNoHostLayer)
+	}
 	sb, err := m.describe(ctx, ctr, true)
 	if err != nil {
 		return nil, err
@@ -207,6 +210,8 @@ func (m *Manager) Fork(ctx context.Context, req ForkRequest) (_ []*Sandbox, retE
 // source's settings with the request's over them.
 func (m *Manager) forkRequests(req ForkRequest, sb *Sandbox, count int) ([]resolved, error) {
 	cr := CreateRequest{
+		// A fork runs on its source's runtime.
+		Runtime: sb.Runtime.Name,
 		Image:   sb.Image,
 		Memory:  req.Memory,
 		CPUs:    req.CPUs,

@@ -11,7 +11,6 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 
-	"github.com/boxd-dev/boxd/agent/host"
 	"github.com/boxd-dev/boxd/agent/wire"
 	"github.com/boxd-dev/boxd/events"
 )
@@ -180,7 +179,7 @@ func (m *Manager) checkIdle(ctx context.Context, ctr client.Container, labels ma
 	// the init, on a connection that does not count as use.
 	if !m.isPaused(id) {
 		lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		infos, err := host.NewClient(m.socketPath(id)).ListProcesses(lctx)
+		infos, err := m.agent(id).ListProcesses(lctx)
 		cancel()
 		if err != nil {
 			return false, nil // a dead or busy init: the next pass decides

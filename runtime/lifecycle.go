@@ -18,7 +18,6 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/boxd-dev/boxd/agent/host"
 	"github.com/boxd-dev/boxd/agent/wire"
 	"github.com/boxd-dev/boxd/oci"
 )
@@ -161,7 +160,7 @@ func (m *Manager) Update(ctx context.Context, idOrName string, req UpdateRequest
 				}
 			}
 			if len(req.Env) > 0 || req.Workdir != "" {
-				if err := host.NewClient(m.socketPath(id)).SetDefaults(ctx, wire.Defaults{Env: req.Env, Workdir: req.Workdir}); err != nil {
+				if err := m.agent(id).SetDefaults(ctx, wire.Defaults{Env: req.Env, Workdir: req.Workdir}); err != nil {
 					return nil, fmt.Errorf("update sandbox %s: tell the init: %w", id, err)
 				}
 			}
@@ -263,7 +262,7 @@ func (m *Manager) terminate(ctx context.Context, id string, task client.Task, gr
 		return
 	}
 	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	err := host.NewClient(m.socketPath(id)).Terminate(tctx)
+	err := m.agent(id).Terminate(tctx)
 	cancel()
 	if err != nil {
 		m.log.Warn("graceful stop: SIGTERM not delivered; killing at once", "sandbox", id, "err", err)

@@ -24,6 +24,8 @@ import (
 	"sync"
 	"time"
 
+	tasks "github.com/containerd/containerd/api/services/tasks/v1"
+	"github.com/containerd/containerd/api/types/task"
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/core/snapshots"
 	"github.com/containerd/containerd/v2/pkg/cio"
@@ -33,9 +35,9 @@ import (
 	"github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/boxd-dev/boxd/agent/handoff"
-	"github.com/boxd-dev/boxd/agent/host"
 	"github.com/boxd-dev/boxd/agent/wire"
 	"github.com/boxd-dev/boxd/events"
+	"github.com/boxd-dev/boxd/gvisor"
 	"github.com/boxd-dev/boxd/network"
 	"github.com/boxd-dev/boxd/network/ports"
 	"github.com/boxd-dev/boxd/oci"
@@ -88,6 +90,12 @@ type Config struct {
 	// it anyway); both are recorded in each sandbox made.
 	RuntimeVersion    string
 	RuntimeAdvisories []string
+	// Gvisor is gVisor's runsc and shim if installed (nil: not; GvisorErr
+	// says why), and DefaultRuntime the runtime of a create that names
+	// none ("" is runc).
+	Gvisor         *Gvisor
+	GvisorErr      string
+	DefaultRuntime string
 
 	DefaultImage  string
 	DefaultLimits Limits
@@ -214,12 +222,6 @@ type record struct {
 	// empty: its own.
 	ShimGroup string `json:"shim_group,omitempty"`
 	Tunables
-}
-
-// withRuntime records the runtime this boxd makes sandboxes on.
-func (m *Manager) withRuntime(rec record) record {
-	rec.Runtime, rec.RuntimeVersion, rec.RuntimeAdvisories = "runc", m.cfg.RuntimeVersion, m.cfg.RuntimeAdvisories
-	return rec
 }
 
 // Manager runs sandboxes. It is safe for concurrent use.
@@ -494,7 +496,9 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
 	}
 	var shimGroup string
-	if m.shims.enabled() {
+	// Only runc sandboxes share shims: a group's shim socket follows from
+	// its name, so a gVisor sandbox in a runc group would reach runc's.
+	if m.shims.enabled() && r.runtime != RuntimeGvisor {
 		if shimGroup, err = m.shims.take(ctx, m); err != nil {
 			m.ids.give(hostID)
 			m.inv.forget(id)
@@ -509,6 +513,7 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 		Disk: r.limits.DiskBytes,
 		User: r.user, Tunables: r.tun,
 	}
+	rec.Runtime = r.runtime
 	rec = m.withRuntime(rec)
 	log := m.log.With("sandbox", id)
 
@@ -598,6 +603,11 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 		}
 		spec.Annotations[ShimGroupAnnotation] = shimGroup
 	}
+	if r.runtime == RuntimeGvisor {
+		for k, v := range gvisor.Annotations(id) {
+			spec.Annotations[k] = v
+		}
+	}
 
 	// Listen before anything else is made, so a host port in use fails
 	// the create early; connections wait in the backlog until the init
@@ -640,7 +650,7 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 		client.WithSnapshotter(m.cfg.Images.Snapshotter()),
 		newSnapshot,
 		client.WithSpec(spec),
-		client.WithRuntime(m.cfg.Runtime, runtimeOptions(m.cfg.Runc)),
+		m.containerRuntime(r.runtime),
 		client.WithContainerLabels(labels),
 	)
 	if err != nil {
@@ -734,7 +744,7 @@ func (m *Manager) specFor(ctx context.Context, id string, r resolved, imgSpec oc
 		Env:         append(slices.Clip(env), "HOSTNAME="+hostname),
 		MemoryBytes: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
 		HostUID: hostID, HostGID: hostID, IDMapSize: m.cfg.IDMapSize,
-		InitBinary: m.cfg.InitBinary, ChannelDir: m.handoffDir(id),
+		InitBinary: m.cfg.InitBinary, ChannelDir: m.handoffDir(id), AgentDir: m.gvAgentDirFor(id, r.runtime),
 		CgroupsPath: m.cgPath(id),
 		NetNSPath:   netns, ResolvConf: resolvConf,
 	})
@@ -800,8 +810,14 @@ func (m *Manager) newTask(ctx context.Context, ctr client.Container) (client.Tas
 	// made; a moment later the socket is gone and a new shim starts.
 	var task client.Task
 	var err error
+	ioc := cio.LogFile(logPath)
+	if m.isGvisor(ctr.ID()) {
+		if ioc, err = gvLogFile(logPath); err != nil {
+			return nil, err
+		}
+	}
 	for attempt := 0; ; attempt++ {
-		task, err = ctr.NewTask(ctx, cio.LogFile(logPath))
+		task, err = ctr.NewTask(ctx, ioc)
 		if err == nil || attempt == 3 || !shimGone(err) || ctx.Err() != nil {
 			return task, err
 		}
@@ -850,22 +866,33 @@ func (m *Manager) startInit(ctx context.Context, ctr client.Container, spec *spe
 	if err := m.makeHandoffDir(id); err != nil {
 		return nil, err
 	}
-	agentLn, err := handoff.ListenAgent(m.socketPath(id))
-	if err != nil {
-		return nil, err
-	}
-	// The init holds its own copy once handed over; boxd never serves it.
-	defer agentLn.Close()
-	defer func() {
-		if retErr != nil {
-			_ = os.Remove(m.socketPath(id))
+	// A gVisor sandbox's init gets its channel another way
+	// (agent/gvchannel): Config from a file, and a socket it binds itself.
+	gv := spec.Process != nil && slices.Contains(spec.Process.Args, wire.GvisorFlag)
+	var agentLn *os.File
+	var hs *handoff.Listener
+	if gv {
+		if err := m.gvPrepare(id, cfg, uid, gid); err != nil {
+			return nil, err
 		}
-	}()
-	hs, err := handoff.Listen(filepath.Join(m.handoffDir(id), handoff.SocketName), int(uid), int(gid))
-	if err != nil {
-		return nil, err
+	} else {
+		agentLn, err = handoff.ListenAgent(m.socketPath(id))
+		if err != nil {
+			return nil, err
+		}
+		// The init holds its own copy once handed over; boxd never serves it.
+		defer agentLn.Close()
+		defer func() {
+			if retErr != nil {
+				_ = os.Remove(m.socketPath(id))
+			}
+		}()
+		hs, err = handoff.Listen(filepath.Join(m.handoffDir(id), handoff.SocketName), int(uid), int(gid))
+		if err != nil {
+			return nil, err
+		}
+		defer hs.Close()
 	}
-	defer hs.Close()
 
 	if beforeTask != nil {
 		if err := beforeTask(); err != nil {
@@ -900,7 +927,11 @@ func (m *Manager) startInit(ctx context.Context, ctr client.Container, spec *spe
 	}
 	phase("start")
 	deadline := time.Now().Add(m.cfg.ReadyTimeout)
-	if err := m.handOff(ctx, id, task, hs, handoff.Peer{Pid: int(task.Pid()), UID: uid}, cfg, agentLn, deadline); err != nil {
+	if gv {
+		if err := m.gvPinInit(ctx, id, task, uid, deadline); err != nil {
+			return nil, err
+		}
+	} else if err := m.handOff(ctx, id, task, hs, handoff.Peer{Pid: int(task.Pid()), UID: uid}, cfg, agentLn, deadline); err != nil {
 		return nil, err
 	}
 	phase("handoff")
@@ -957,7 +988,7 @@ func (m *Manager) handOff(ctx context.Context, id string, task client.Task, hs *
 // waitReady polls the init's socket until it answers, the task dies, or
 // deadline passes.
 func (m *Manager) waitReady(ctx context.Context, id string, task client.Task, deadline time.Time) error {
-	c := host.NewClient(m.socketPath(id))
+	c := m.agent(id)
 	delay := time.Millisecond
 	for {
 		pctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -1076,6 +1107,12 @@ func (m *Manager) Get(ctx context.Context, idOrName string) (*Sandbox, error) {
 }
 
 func (m *Manager) describe(ctx context.Context, ctr client.Container, withEnv bool) (*Sandbox, error) {
+	return m.describeKnown(ctx, ctr, withEnv, nil)
+}
+
+// describeKnown is describe with the task's state already known (nil: ask
+// containerd for it).
+func (m *Manager) describeKnown(ctx context.Context, ctr client.Container, withEnv bool, known *task.Process) (*Sandbox, error) {
 	info, err := ctr.Info(ctx, client.WithoutRefreshedMetadata)
 	if err != nil {
 		return nil, fmt.Errorf("inspect sandbox %s: %w", ctr.ID(), err)
@@ -1092,15 +1129,25 @@ func (m *Manager) describe(ctx context.Context, ctr client.Container, withEnv bo
 		}
 	}
 	sb.State = "unknown"
-	task, err := ctr.Task(ctx, nil)
+	var t client.Task
+	err = nil
+	if known == nil {
+		t, err = ctr.Task(ctx, nil)
+	}
 	switch {
 	case errdefs.IsNotFound(err):
 		sb.State = "stopped"
+	case known != nil:
+		sb.InitPID = known.Pid
+		// As the client's Task.Status spells it.
+		sb.State = strings.ToLower(known.Status.String())
 	case err == nil:
-		sb.InitPID = task.Pid()
-		if st, err := task.Status(ctx); err == nil {
+		sb.InitPID = t.Pid()
+		if st, err := t.Status(ctx); err == nil {
 			sb.State = string(st.Status)
 		}
+	}
+	if err == nil && sb.State != "stopped" {
 		// containerd does not see boxd's freezer writes: the kernel's
 		// state is the truth.
 		if sb.State == string(client.Running) {
@@ -1111,7 +1158,14 @@ func (m *Manager) describe(ctx context.Context, ctr client.Container, withEnv bo
 			}
 		}
 		if withEnv && (sb.State == string(client.Running) || sb.State == string(client.Paused)) {
-			if u, err := usage(ctx, task, m.cgPath(sb.ID)); err == nil {
+			if t == nil {
+				t, err = ctr.Task(ctx, nil)
+			}
+			var u *Usage
+			if err == nil {
+				u, err = usage(ctx, t, m.cgPath(sb.ID))
+			}
+			if err == nil {
 				sb.Usage = u
 			} else {
 				m.log.Debug("usage", "sandbox", sb.ID, "err", err)
@@ -1224,9 +1278,20 @@ func (m *Manager) ListFiltered(ctx context.Context, f ListFilter) ([]*Sandbox, e
 	if err != nil {
 		return nil, fmt.Errorf("list sandboxes: %w", err)
 	}
+	// Every task's state in one call, after the containers were listed (a
+	// container whose task is not in it is asked on its own): one call
+	// each for the task and its status was two round trips per sandbox.
+	states := map[string]*task.Process{}
+	if len(ctrs) > 1 {
+		if resp, err := m.cfg.Client.TaskService().List(ctx, &tasks.ListTasksRequest{}); err == nil {
+			for _, t := range resp.Tasks {
+				states[t.ID] = t
+			}
+		}
+	}
 	out := make([]*Sandbox, 0, len(ctrs))
 	for _, ctr := range ctrs {
-		sb, err := m.describe(ctx, ctr, false)
+		sb, err := m.describeKnown(ctx, ctr, false, states[ctr.ID()])
 		if err != nil {
 			if errdefs.IsNotFound(err) {
 				continue // deleted while we listed

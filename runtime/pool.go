@@ -20,7 +20,6 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/boxd-dev/boxd/agent/host"
 	"github.com/boxd-dev/boxd/agent/wire"
 	"github.com/boxd-dev/boxd/network"
 	"github.com/boxd-dev/boxd/snapshot"
@@ -404,7 +403,8 @@ func (m *Manager) fits(r resolved) bool {
 // fromPool hands out a pool member for r, or reports false (and the
 // caller creates cold).
 func (m *Manager) fromPool(ctx context.Context, r resolved, img client.Image, imgSpec ocispec.Image) (*Sandbox, bool) {
-	if !m.fits(r) {
+	// Pool members run on runc.
+	if r.runtime != RuntimeRunc || !m.fits(r) {
 		return nil, false
 	}
 	for {
@@ -482,7 +482,7 @@ func (m *Manager) adopt(ctx context.Context, id string, known *memberInfo, r res
 		d.Workdir = r.workdir
 	}
 	pctx, cancel := context.WithTimeout(ctx, time.Second)
-	cl := host.NewClient(m.socketPath(id))
+	cl := m.agent(id)
 	if d.Env != nil || d.Workdir != "" {
 		err = cl.SetDefaults(pctx, d)
 	} else {
@@ -645,7 +645,7 @@ func (m *Manager) RunPool(ctx context.Context) {
 }
 
 func (m *Manager) addMember(ctx context.Context, image string) error {
-	r, err := m.resolve(CreateRequest{Image: image})
+	r, err := m.resolve(CreateRequest{Image: image, Runtime: RuntimeRunc})
 	if err != nil {
 		return err
 	}
@@ -688,7 +688,7 @@ func (m *Manager) adoptLeftovers(ctx context.Context) {
 		}
 		if ok {
 			pctx, cancel := context.WithTimeout(ctx, time.Second)
-			ok = host.NewClient(m.socketPath(ctr.ID())).Ping(pctx) == nil
+			ok = m.agent(ctr.ID()).Ping(pctx) == nil
 			cancel()
 		}
 		if ok {

@@ -16,7 +16,6 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 
-	"github.com/boxd-dev/boxd/agent/host"
 	"github.com/boxd-dev/boxd/network/ports"
 )
 
@@ -92,7 +91,7 @@ func bindPorts(field string, specs []PortSpec) ([]*ports.Listener, error) {
 func (m *Manager) dialerFor(id string) ports.Dialer {
 	return func(ctx context.Context, port int) (net.Conn, error) {
 		m.awaitRelease(ctx, id, restartWait)
-		return host.NewClient(m.socketPath(id)).Dial(ctx, port)
+		return m.agent(id).Dial(ctx, port)
 	}
 }
 

@@ -44,6 +44,8 @@ type CreateRequest struct {
 	Tunables TunablesRequest
 	// Replace deletes a sandbox of the same name first.
 	Replace bool
+	// Runtime is runc or gvisor; "" the daemon's default.
+	Runtime string
 	// Cold makes the sandbox from its image even when a warm-pool member
 	// could serve the create.
 	Cold bool
@@ -183,6 +185,8 @@ type resolved struct {
 	ttl     time.Duration
 	network string
 	allow   []network.Dest
+	// runtime is the OCI runtime: RuntimeRunc or RuntimeGvisor.
+	runtime string
 	publish []PortSpec
 	owner   uint32 // the caller's uid
 	idle    idlePolicy
@@ -304,6 +308,14 @@ func (m *Manager) resolve(req CreateRequest) (resolved, error) {
 		return r, err
 	}
 	r.publish = p
+	if r.runtime, err = m.pickRuntime(req.Runtime); err != nil {
+		return r, err
+	}
+	if r.runtime == RuntimeGvisor && r.network == network.ModeEgress {
+		// runsc runs with --network none: the Sentry has no host network
+		// to reach boxd's egress bridge through.
+		return r, fmt.Errorf("network: egress is not offered under gvisor (runsc runs with --network none; use --runtime runc for egress): %w", errdefs.ErrFailedPrecondition)
+	}
 	return r, nil
 }
 

@@ -33,7 +33,9 @@ const maxInlineStdin = 64 << 10
 type Client struct {
 	socketPath string
 	dialer     net.Dialer
-	track      func() (release func())
+	// dialFn, if set, replaces dialling socketPath (NewDialClient).
+	dialFn func(context.Context) (net.Conn, error)
+	track  func() (release func())
 }
 
 // NewClient returns a client for the init listening at socketPath. boxd
@@ -42,6 +44,21 @@ type Client struct {
 // can change must never be dialled.
 func NewClient(socketPath string) *Client {
 	return &Client{socketPath: socketPath}
+}
+
+// NewDialClient returns a client whose every connection comes from dial:
+// for an init whose socket boxd must not dial by path (a gVisor sandbox's,
+// agent/gvchannel).
+func NewDialClient(dial func(context.Context) (net.Conn, error)) *Client {
+	return &Client{dialFn: dial}
+}
+
+// dial opens one operation's connection.
+func (c *Client) dial(ctx context.Context) (net.Conn, error) {
+	if c.dialFn != nil {
+		return c.dialFn(ctx)
+	}
+	return c.dialer.DialContext(ctx, "unix", c.socketPath)
 }
 
 // Tracked makes every operation's connection call track when it opens and
@@ -74,7 +91,7 @@ type conn struct {
 }
 
 func (c *Client) open(ctx context.Context, req wire.Request) (*conn, error) {
-	nc, err := c.dialer.DialContext(ctx, "unix", c.socketPath)
+	nc, err := c.dial(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -24,7 +24,7 @@ func (c *Client) Dial(ctx context.Context, port int) (*net.UnixConn, error) {
 	args, _ := json.Marshal(wire.DialArgs{Port: port})
 	ctx, cancel := context.WithTimeout(ctx, dialHandshake)
 	defer cancel()
-	nc, err := c.dialer.DialContext(ctx, "unix", c.socketPath)
+	nc, err := c.dial(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("dial sandbox port %d: %w", port, err)
 	}

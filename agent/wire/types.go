@@ -13,9 +13,12 @@ import "time"
 // host-root directory (0711) in which boxd offers the init its listener
 // while the init starts (agent/handoff); the agent socket itself,
 // SocketName, lives only on the host, in a directory the sandbox never sees.
+// A gVisor sandbox's init instead binds it in AgentDir (agent/gvchannel).
 const (
 	InitPath           = "/.boxd/init"
 	ChannelDir         = "/.boxd/run"
+	AgentDir           = "/.boxd/agent"
+	GvisorFlag         = "--gvisor" // the init's argument in a gVisor sandbox
 	SocketName         = "agent.sock"
 	ExitTimeout        = 124      // exit code reported when a command hits its timeout
 	ExitNotFound       = 127      // exit code reported when the command does not exist

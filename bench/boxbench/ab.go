@@ -65,7 +65,7 @@ func startAB(ctx context.Context, e *env) (*abBoxd, error) {
 		return nil, fmt.Errorf("base boxd: %w", err)
 	}
 	_ = os.WriteFile(filepath.Join(a.dir, "boxd.pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
-	a.api = boxdAPI{rpcclient.New(a.sock)}
+	a.api = boxdAPI{c: rpcclient.New(a.sock)}
 	if err := waitBoxd(ctx, a.api, "base boxd", logPath); err != nil {
 		return nil, errors.Join(err, a.stop())
 	}

@@ -183,7 +183,7 @@ func (e *env) startBoxd(ctx context.Context, boxd, initBin string) (err error) {
 		return err
 	}
 	_ = os.WriteFile(filepath.Join(e.dir, "boxd.pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
-	e.boxd = boxdAPI{rpcclient.New(e.sock)}
+	e.boxd = boxdAPI{c: rpcclient.New(e.sock)}
 	if err := waitBoxd(ctx, e.boxd, "boxd", filepath.Join(e.dir, "boxd.log")); err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@
 // writes a Markdown table and PNG charts (bench/results/).
 //
 // Scenarios (-only picks some): exec, tti, oneshot, files, concurrency,
-// density, ports, sdk, network, commitfork, pull, owner, pause, build. BENCH_QUICK=1 (or -quick) is a small run for development;
+// density, ports, sdk, network, commitfork, pull, owner, pause, build, pool, gvisor (runc vs gVisor). BENCH_QUICK=1 (or -quick) is a small run for development;
 // BENCH_N, BENCH_BURST, BENCH_LEVELS, BENCH_EXECS, BENCH_DENSITY, BENCH_ONLY
 // and BENCH_OUT set the corresponding flags. It exits non-zero if a
 // scenario failed or anything leaked.
@@ -68,7 +68,7 @@ func (c *config) wantsAny(ids string) bool {
 	return false
 }
 
-var scenarioIDs = []string{"exec", "tti", "oneshot", "files", "concurrency", "density", "ports", "sdk", "network", "commitfork", "pull", "owner", "pause", "build", "pool"}
+var scenarioIDs = []string{"exec", "tti", "oneshot", "files", "concurrency", "density", "ports", "sdk", "network", "commitfork", "pull", "owner", "pause", "build", "pool", "gvisor"}
 
 func main() {
 	cfg, err := parseFlags()
@@ -299,6 +299,12 @@ var scenarios = []scenario{
 		r.bursts = append(r.bursts, br...)
 		return err
 	}},
+	{"gvisor", "runc vs gVisor", func(ctx context.Context, e *env, cfg *config, r *report) error {
+		ls, ds, err := scenarioGvisor(ctx, e, cfg)
+		r.lats = append(r.lats, ls...)
+		r.density = append(r.density, ds...)
+		return err
+	}},
 	// Density runs first and hands its sandboxes to the concurrency
 	// scenario, which saves minutes of creating and removing 200; the
 	// cleanliness check therefore comes after both.
@@ -306,7 +312,7 @@ var scenarios = []scenario{
 		var fleet [][]string
 		if cfg.wants("density") {
 			ds, kept, err := scenarioDensity(ctx, e, cfg, cfg.wants("concurrency"))
-			r.density, r.densityShared = ds, cfg.wants("concurrency")
+			r.density, r.densityShared = append(r.density, ds...), cfg.wants("concurrency")
 			if err != nil {
 				return err
 			}

@@ -32,12 +32,20 @@ type sandboxAPI interface {
 // boxdAPI drives boxd through rpc/client, as a Go program would.
 type boxdAPI struct {
 	c boxdv1connect.SandboxServiceClient
+	// runtime, if set, is the create's runtime (runc or gvisor), and
+	// label the peer's name in the report (scenario gvisor).
+	runtime, label string
 }
 
-func (b boxdAPI) name() string { return "boxd API" }
+func (b boxdAPI) name() string {
+	if b.label != "" {
+		return b.label
+	}
+	return "boxd API"
+}
 
 func (b boxdAPI) create(ctx context.Context) (string, error) {
-	r, err := b.c.CreateSandbox(ctx, connect.NewRequest(&boxdv1.CreateSandboxRequest{Labels: map[string]string{"boxbench": "1"}}))
+	r, err := b.c.CreateSandbox(ctx, connect.NewRequest(&boxdv1.CreateSandboxRequest{Labels: map[string]string{"boxbench": "1"}, Runtime: b.runtime}))
 	if err != nil {
 		return "", err
 	}

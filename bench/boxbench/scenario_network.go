@@ -173,7 +173,7 @@ func (nb *netBoxd) up(ctx context.Context, e *env) error {
 	nb.proc = cmd
 	// nsenter execs boxd in its place: this is boxd's pid.
 	_ = os.WriteFile(filepath.Join(nb.dir, "boxd.pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
-	nb.api = boxdAPI{rpcclient.New(nb.sock)}
+	nb.api = boxdAPI{c: rpcclient.New(nb.sock)}
 	if err := waitBoxd(ctx, nb.api, "boxd in "+nb.b, logPath); err != nil {
 		return err
 	}

@@ -31,7 +31,7 @@ func (e *env) uncheckedSocket() string { return filepath.Join(e.dir, "run", "unc
 func apiAsNobody(sock string) boxdAPI {
 	tr := rpcclient.Transport(sock)
 	tr.DialContext = testenv.DialAs(benchUID, benchUID, nil, sock)
-	return boxdAPI{boxdv1connect.NewSandboxServiceClient(&http.Client{Transport: tr}, "http://boxd")}
+	return boxdAPI{c: boxdv1connect.NewSandboxServiceClient(&http.Client{Transport: tr}, "http://boxd")}
 }
 
 func scenarioOwner(ctx context.Context, e *env, cfg *config) (*latency, error) {

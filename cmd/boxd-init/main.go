@@ -14,6 +14,7 @@ package main
 
 import (
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -23,6 +24,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/boxd-dev/boxd/agent/gvchannel"
 	"github.com/boxd-dev/boxd/agent/handoff"
 	"github.com/boxd-dev/boxd/agent/insandbox"
 	"github.com/boxd-dev/boxd/agent/wire"
@@ -49,11 +51,18 @@ func main() {
 		logf("prctl(PR_SET_DUMPABLE): %v", err)
 	}
 
-	path := filepath.Join(wire.ChannelDir, handoff.SocketName)
-	if len(os.Args) == 3 && os.Args[1] == "--handoff" {
-		path = os.Args[2]
+	var hc handoff.Config
+	var ln net.Listener
+	var err error
+	if len(os.Args) == 2 && os.Args[1] == wire.GvisorFlag {
+		hc, ln, err = gvisorChannel()
+	} else {
+		path := filepath.Join(wire.ChannelDir, handoff.SocketName)
+		if len(os.Args) == 3 && os.Args[1] == "--handoff" {
+			path = os.Args[2]
+		}
+		hc, ln, err = handoff.Receive(path, handoffTimeout)
 	}
-	hc, ln, err := handoff.Receive(path, handoffTimeout)
 	if err != nil {
 		logf("%v", err)
 		os.Exit(1)
@@ -77,6 +86,30 @@ func main() {
 		}
 		os.Exit(1)
 	}
+}
+
+// gvisorChannel is the init's channel in a gVisor sandbox
+// (agent/gvchannel): its Config from the read-only file boxd wrote, and an
+// agent socket it binds itself in wire.AgentDir (runsc's gofer makes it a
+// host socket, which boxd connects to).
+func gvisorChannel() (handoff.Config, net.Listener, error) {
+	b, err := os.ReadFile(filepath.Join(wire.ChannelDir, gvchannel.ConfigName))
+	if err != nil {
+		return handoff.Config{}, nil, err
+	}
+	hc, err := handoff.Decode(b)
+	if err != nil {
+		return hc, nil, err
+	}
+	path := filepath.Join(wire.AgentDir, wire.SocketName)
+	_ = os.Remove(path)
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return hc, nil, err
+	}
+	// The listener is kept open for the init's life; its file stays too.
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	return hc, ln, nil
 }
 
 // handoffTimeout bounds the wait for boxd's hand-off; boxd listens before

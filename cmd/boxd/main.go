@@ -27,6 +27,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/boxd-dev/boxd/events"
+	"github.com/boxd-dev/boxd/gvisor"
 	"github.com/boxd-dev/boxd/network"
 	"github.com/boxd-dev/boxd/network/ports"
 	"github.com/boxd-dev/boxd/registry"
@@ -59,6 +60,8 @@ func newApp() *cli.App {
 			&cli.StringFlag{Name: "init-binary", Usage: "static boxd-init binary (default: boxd-init next to boxd, then /usr/local/libexec/boxd/boxd-init)"},
 			&cli.StringFlag{Name: "snapshotter", Value: "overlayfs"},
 			&cli.StringFlag{Name: "runc", Value: runc.PinnedPath(), Usage: "runc binary every sandbox runs on (default: the runc " + runc.Pinned + " scripts/setup.sh builds into $BOXD_DEPS)"},
+			&cli.StringFlag{Name: "runsc", Value: gvisor.PinnedPath(), Usage: "gVisor's runsc for --runtime gvisor sandboxes, with containerd-shim-runsc-v1 next to it (default: the gVisor scripts/setup.sh builds into $BOXD_DEPS); if missing, gvisor sandboxes are refused"},
+			&cli.StringFlag{Name: "default-runtime", Value: runtime.RuntimeRunc, Usage: "runtime of a create that names none: runc or gvisor"},
 			&cli.BoolFlag{Name: "allow-vulnerable-runtime", Usage: "start even if the runc has known container escapes (inspect then lists them on every sandbox)"},
 			&cli.DurationFlag{Name: "default-ttl", Value: time.Hour, Usage: "lifetime of a sandbox whose create names no ttl"},
 			&cli.DurationFlag{Name: "expiry-interval", Value: 5 * time.Second, Usage: "how often boxd looks for expired sandboxes and dead inits"},
@@ -157,6 +160,10 @@ func run(cc *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	gv, gvErr, defaultRuntime, err := checkGvisor(cc, log)
+	if err != nil {
+		return err
+	}
 
 	netMgr, err := newNetwork(cc, log)
 	if err != nil {
@@ -215,6 +222,7 @@ func run(cc *cli.Context) error {
 	mgr, err := runtime.NewManager(runtime.Config{
 		Client: c, Images: images, StateDir: cc.String("state-dir"), InitBinary: initBin, Runc: rt.Path, Namespace: cc.String("namespace"),
 		RuntimeVersion: rt.Version.String(), RuntimeAdvisories: rt.advisories,
+		Gvisor: gv, GvisorErr: gvErr, DefaultRuntime: defaultRuntime,
 		DefaultImage:  cc.String("default-image"),
 		DefaultLimits: runtime.Limits{MemoryBytes: lim.defaultMemory, CPUs: cc.Float64("default-cpus"), Pids: lim.defaultPids, DiskBytes: lim.defaultDisk},
 		DefaultTTL:    cc.Duration("default-ttl"),
@@ -298,6 +306,32 @@ type runtimeInfo struct {
 // a bare name on its own PATH, which need not be boxd's), asks it for its
 // version and refuses one with a known container escape unless
 // --allow-vulnerable-runtime.
+// checkGvisor finds gVisor (--runsc and the shim next to it) and writes the
+// shim's options under the state directory. A missing gVisor is not an
+// error (gvisor sandboxes are then refused, saying why) unless
+// --default-runtime is gvisor.
+func checkGvisor(cc *cli.Context, log *slog.Logger) (_ *runtime.Gvisor, why, def string, _ error) {
+	def, err := runtime.ParseRuntime("--default-runtime", cc.String("default-runtime"))
+	if err != nil {
+		return nil, "", "", err
+	}
+	info, err := gvisor.Probe(context.Background(), cc.String("runsc"))
+	if err != nil {
+		if def == runtime.RuntimeGvisor {
+			return nil, "", "", fmt.Errorf("--default-runtime gvisor: --runsc: %w", err)
+		}
+		log.Info("runtime gvisor not available", "err", err)
+		return nil, err.Error(), def, nil
+	}
+	state := cc.String("state-dir")
+	cfg, err := gvisor.WriteConfig(filepath.Join(state, "gvisor"), info, filepath.Join(state, "gvisor", "root"))
+	if err != nil {
+		return nil, "", "", err
+	}
+	log.Info("runtime", "name", gvisor.Name, "version", info.Version, "path", info.Runsc, "shim", info.Shim, "platform", gvisor.Platform, "default", def == runtime.RuntimeGvisor)
+	return &runtime.Gvisor{Info: info, ConfigPath: cfg}, "", def, nil
+}
+
 func checkRuntime(cc *cli.Context, log *slog.Logger) (runtimeInfo, error) {
 	path := cc.String("runc")
 	if path == "" {

@@ -38,6 +38,7 @@ func createFlags() []cli.Flag {
 		&cli.StringFlag{Name: "exec-timeout", Usage: "default timeout of exec in this sandbox, e.g. 120s"},
 		&cli.Int64Flag{Name: "output-limit", Usage: "default output cap of exec in this sandbox, in bytes"},
 		&cli.BoolFlag{Name: "replace", Usage: "delete a sandbox of the same --name first (gracefully)"},
+		&cli.StringFlag{Name: "runtime", Usage: "runc or gvisor (gVisor's user-space kernel between the sandbox and the host's); default: the daemon's --default-runtime"},
 		&cli.BoolFlag{Name: "cold", Usage: "start the sandbox from its image even if a warm-pool member could serve the create"},
 	}
 }
@@ -89,7 +90,7 @@ func createRequest(c *cli.Context) (*boxdv1.CreateSandboxRequest, error) {
 
 		User: c.String("user"), ReadOnlyRootfs: c.Bool("read-only"), Tmpfs: c.StringSlice("tmpfs"), Ulimits: c.StringSlice("ulimit"),
 		Hostname: c.String("hostname"), CpuWeight: c.Uint64("cpu-weight"), MemoryLow: c.String("memory-low"),
-		ExecTimeout: c.String("exec-timeout"), OutputLimit: c.Int64("output-limit"), Replace: c.Bool("replace"),
+		ExecTimeout: c.String("exec-timeout"), OutputLimit: c.Int64("output-limit"), Replace: c.Bool("replace"), Runtime: c.String("runtime"),
 		Cold: c.Bool("cold"),
 	}, nil
 }

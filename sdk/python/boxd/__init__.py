@@ -27,8 +27,12 @@ from .errors import (
 )
 from .files import Files, SearchResult, UploadResult, Watch
 from .process import PIPE, Execution, Processes, Session, Sessions
-from .sandbox import Sandbox, events, list
+from .sandbox import OutputStream, Sandbox, events, list
+from . import images
 from .types import (
+    BlobProgress,
+    BuildResult,
+    BuildStep,
     DownloadedFile,
     Event,
     EditResult,
@@ -36,14 +40,20 @@ from .types import (
     FileInfo,
     FileResult,
     GrepMatch,
+    Image,
     Line,
     Lines,
+    NetworkStatus,
     Output,
+    PathStat,
+    Pool,
     ProcessInfo,
+    PublishedPort,
     SandboxInfo,
     SandboxStats,
     SessionInfo,
     SessionResult,
+    TransferProgress,
     Usage,
     WatchEvent,
 )
@@ -55,7 +65,8 @@ __all__ = [
     "Sandbox", "list", "events", "Event", "SandboxStats", "PIPE", "Execution", "Files", "Processes", "Session", "Sessions", "UploadResult", "Watch", "WatchEvent",
     "SearchResult", "Line", "Lines", "EditResult", "GrepMatch",
     "ExecResult", "Output", "SandboxInfo", "Usage", "FileInfo", "FileResult", "DownloadedFile",
-    "ProcessInfo", "SessionInfo", "SessionResult",
+    "ProcessInfo", "SessionInfo", "SessionResult", "OutputStream", "images", "Image", "BuildResult", "BuildStep",
+    "PublishedPort", "NetworkStatus", "Pool", "BlobProgress", "TransferProgress", "PathStat",
     "BoxdError", "NotFound", "InvalidArgument", "AlreadyExists", "FailedPrecondition", "ResourceExhausted",
     "DeadlineExceeded", "Unavailable", "PermissionDenied", "Cancelled", "Unimplemented", "Internal", "Unknown",
 ]

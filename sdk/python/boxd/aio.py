@@ -25,12 +25,14 @@ from ._client import _MAX_MESSAGE, CHUNK, _Service, default_socket
 from .files import (Data, SearchResult, UploadItem, UploadResult, _chunks, _grep_request, _read_lines_request,
                     _search_result, _upload_requests, _WRITE_DATA)
 from .process import PIPE, argv, env_list
-from .sandbox import update_request
-from .types import (DownloadedFile, EditResult, Event, ExecResult, FileInfo, FileResult, GrepMatch, Lines, Output,
-                    ProcessInfo, SandboxInfo, SandboxStats, SessionInfo, SessionResult, duration)
-from .v1 import boxd_pb2, events_pb2, files_pb2, process_pb2
+from .images import build_requests, import_requests, pull_request, push_request
+from .sandbox import copy_in_requests, create_request, fork_request, update_request
+from .types import (BuildResult, DownloadedFile, EditResult, Event, ExecResult, FileInfo, FileResult, GrepMatch,
+                    Image, Lines, NetworkStatus, Output, PathStat, Pool, ProcessInfo, PublishedPort, SandboxInfo,
+                    SandboxStats, SessionInfo, SessionResult, TransferProgress, duration)
+from .v1 import boxd_pb2, events_pb2, files_pb2, pool_pb2, process_pb2, registry_pb2
 
-__all__ = ["Client", "Sandbox", "Execution", "list", "events", "PIPE"]
+__all__ = ["Client", "Sandbox", "Execution", "list", "events", "images", "PIPE"]
 
 Env = Union[Mapping[str, str], Sequence[str], None]
 OnOutput = Optional[Callable[[bytes], Any]]
@@ -58,6 +60,9 @@ class Client:
         self.process = _Service(self._channel, process_pb2.DESCRIPTOR.services_by_name["ProcessService"],
                                 process_pb2)
         self.events = _Service(self._channel, events_pb2.DESCRIPTOR.services_by_name["EventService"], events_pb2)
+        self.registry = _Service(self._channel, registry_pb2.DESCRIPTOR.services_by_name["RegistryService"],
+                                 registry_pb2)
+        self.pool = _Service(self._channel, pool_pb2.DESCRIPTOR.services_by_name["PoolService"], pool_pb2)
 
     def _t(self, request_timeout: Optional[float]) -> Optional[float]:
         return self.timeout if request_timeout is None else request_timeout
@@ -140,16 +145,15 @@ class Sandbox:
                name: Optional[str] = None, ttl: Union[float, str, None] = None,
                user: Optional[str] = None, read_only: bool = False, tmpfs: Sequence[str] = (),
                ulimits: Sequence[str] = (), hostname: Optional[str] = None, replace: bool = False,
+               publish: Sequence[Union[int, PublishedPort]] = (), allow: Optional[Sequence[str]] = None,
+               pull: Optional[str] = None, auth: Optional[Mapping[str, str]] = None,
                client: Optional[Client] = None, request_timeout: Optional[float] = None) -> _Creating:
         async def make() -> "Sandbox":
             c = client or default_client()
-            limits = boxd_pb2.Limits(memory=str(memory) if memory is not None else "", cpus=cpus or 0,
-                                     pids=pids or 0)
-            req = boxd_pb2.CreateSandboxRequest(image=image or "", limits=limits, env=env_list(env),
-                                                workdir=workdir or "", labels=dict(labels or {}), name=name or "",
-                                                ttl=duration(ttl), user=user or "", read_only_rootfs=read_only,
-                                            tmpfs=[*tmpfs], ulimits=[*ulimits], hostname=hostname or "",
-                                            replace=replace)
+            req = create_request(image, memory=memory, cpus=cpus, pids=pids, env=env, workdir=workdir,
+                                 labels=labels, name=name, ttl=ttl, user=user, read_only=read_only, tmpfs=tmpfs,
+                                 ulimits=ulimits, hostname=hostname, replace=replace, publish=publish, allow=allow,
+                                 pull=pull, auth=auth)
             r = await c.unary(c.sandbox.CreateSandbox, req, request_timeout)
             return cls(SandboxInfo._from(r.sandbox), c)
 
@@ -215,6 +219,79 @@ class Sandbox:
         async for msg in self._client.stream(self._client.sandbox.Stats, req):
             for x in msg.sandboxes:
                 yield SandboxStats._from(x)
+
+    # -- images, forks, ports, network, tar copies (as boxd.Sandbox) ---------
+
+    async def commit(self, ref: str, *, message: str = "", force: bool = False,
+                     request_timeout: Optional[float] = None) -> Image:
+        req = boxd_pb2.CommitSandboxRequest(sandbox_id=self.id, ref=ref, message=message, force=force)
+        return Image._from((await self._client.unary(self._client.sandbox.CommitSandbox, req, request_timeout)).image)
+
+    async def fork(self, count: int = 0, *, names: Sequence[str] = (), memory: Union[str, int, None] = None,
+                   cpus: Optional[float] = None, pids: Optional[int] = None, env: Env = None,
+                   workdir: Optional[str] = None, labels: Optional[Mapping[str, str]] = None,
+                   ttl: Union[float, str, None] = None, request_timeout: Optional[float] = None) -> List["Sandbox"]:
+        req = fork_request(self.id, count, names=names, memory=memory, cpus=cpus, pids=pids, env=env,
+                           workdir=workdir, labels=labels, ttl=ttl)
+        r = await self._client.unary(self._client.sandbox.ForkSandbox, req, request_timeout)
+        return [Sandbox(SandboxInfo._from(x), self._client) for x in r.sandboxes]
+
+    async def publish_port(self, port: int, *, host_port: int = 0, host_ip: str = "",
+                           request_timeout: Optional[float] = None) -> PublishedPort:
+        req = boxd_pb2.PublishPortRequest(sandbox_id=self.id, port=boxd_pb2.PublishedPort(
+            host_ip=host_ip, host_port=host_port, port=port))
+        r = await self._client.unary(self._client.sandbox.PublishPort, req, request_timeout)
+        return PublishedPort._from(r.port)
+
+    async def unpublish_port(self, port: int = 0, *, host_port: int = 0,
+                             request_timeout: Optional[float] = None) -> List[PublishedPort]:
+        req = boxd_pb2.UnpublishPortRequest(sandbox_id=self.id, port=port, host_port=host_port)
+        r = await self._client.unary(self._client.sandbox.UnpublishPort, req, request_timeout)
+        return [PublishedPort._from(p) for p in r.ports]
+
+    async def ports(self) -> List[PublishedPort]:
+        return (await self.info()).ports
+
+    async def update_network(self, *, allow: Sequence[str] = (), deny: Sequence[str] = (),
+                             request_timeout: Optional[float] = None) -> NetworkStatus:
+        req = boxd_pb2.UpdateNetworkRequest(sandbox_id=self.id, allow=[*allow], deny=[*deny])
+        r = await self._client.unary(self._client.sandbox.UpdateNetwork, req, request_timeout)
+        return NetworkStatus._from(r.network)
+
+    async def copy_in(self, path: str, tar: Data, *, request_timeout: Optional[float] = None) -> None:
+        await self._client.unary(self._client.sandbox.CopyIn, copy_in_requests(self.id, path, tar), request_timeout)
+
+    async def copy_out_stream(self, path: str, *, request_timeout: Optional[float] = None) -> AsyncIterator[bytes]:
+        req = boxd_pb2.CopyOutRequest(sandbox_id=self.id, path=path)
+        async for msg in self._client.stream(self._client.sandbox.CopyOut, req, request_timeout):
+            if msg.data:
+                yield msg.data
+
+    async def copy_out(self, path: str, *, request_timeout: Optional[float] = None) -> bytes:
+        buf = io.BytesIO()
+        async for b in self.copy_out_stream(path, request_timeout=request_timeout):
+            buf.write(b)
+        return buf.getvalue()
+
+    async def stat_path(self, path: str, *, request_timeout: Optional[float] = None) -> PathStat:
+        r = await self._client.unary(self._client.sandbox.StatPath,
+                                     boxd_pb2.StatPathRequest(sandbox_id=self.id, path=path), request_timeout)
+        return PathStat._from(r)
+
+    async def exec_output(self, args: Union[str, Sequence[str]], *, stdin: Union[bytes, str, None] = None,
+                          env: Env = None, workdir: Optional[str] = None, timeout: Union[float, str, None] = None,
+                          output_limit: int = 0, request_timeout: Optional[float] = None) -> AsyncIterator[Any]:
+        """boxd's one-way ExecStream: yields Output pieces as they are
+        produced, then the ExecResult (without output) last."""
+        data = stdin.encode() if isinstance(stdin, str) else bytes(stdin or b"")
+        req = boxd_pb2.ExecRequest(sandbox_id=self.id, args=argv(args), env=env_list(env), workdir=workdir or "",
+                                   timeout=duration(timeout), stdin=data, output_limit=output_limit)
+        async for msg in self._client.stream(self._client.sandbox.ExecStream, req, request_timeout):
+            kind = msg.WhichOneof("event")
+            if kind == "result":
+                yield ExecResult._from(msg.result)
+            elif kind is not None:
+                yield Output(kind, getattr(msg, kind))
 
     async def __aenter__(self) -> "Sandbox":
         return self
@@ -602,3 +679,70 @@ async def events(since: Optional[str] = None, *, filters: Sequence[str] = (), fo
     async for msg in c.stream(c.events.Events, req):
         if msg.HasField("event"):
             yield Event._from(msg.event)
+
+
+class _Images:
+    """``boxd.aio.images``: the calls of boxd.images, awaited."""
+
+    async def list(self, *, client: Optional[Client] = None,  # noqa: A003
+                   request_timeout: Optional[float] = None) -> List[Image]:
+        c = client or default_client()
+        r = await c.unary(c.sandbox.ListImages, boxd_pb2.ListImagesRequest(), request_timeout)
+        return [Image._from(i) for i in r.images]
+
+    async def import_image(self, data: Data, *, name: str = "", rootfs: bool = False, force: bool = False,
+                           client: Optional[Client] = None, request_timeout: Optional[float] = None) -> List[Image]:
+        c = client or default_client()
+        r = await c.unary(c.sandbox.ImportImage, import_requests(data, name, rootfs, force), request_timeout)
+        return [Image._from(i) for i in r.images]
+
+    async def remove(self, name: str, *, force: bool = False, client: Optional[Client] = None,
+                     request_timeout: Optional[float] = None) -> None:
+        c = client or default_client()
+        await c.unary(c.sandbox.RemoveImage, boxd_pb2.RemoveImageRequest(name=name, force=force), request_timeout)
+
+    async def build(self, ref: str, dockerfile: Union[str, bytes], context: Data = b"", *,
+                    build_args: Optional[Mapping[str, str]] = None, force: bool = False, no_cache: bool = False,
+                    client: Optional[Client] = None, request_timeout: Optional[float] = None) -> BuildResult:
+        c = client or default_client()
+        r = await c.unary(c.sandbox.BuildImage, build_requests(ref, dockerfile, context, build_args, force, no_cache),
+                          request_timeout)
+        return BuildResult._from(r)
+
+    async def pull(self, reference: str, *, platform: str = "", auth: Optional[Mapping[str, str]] = None,
+                   force: bool = False, on_progress: Optional[Callable[[TransferProgress], Any]] = None,
+                   client: Optional[Client] = None, request_timeout: Optional[float] = None) -> Image:
+        c = client or default_client()
+        async for msg in c.stream(c.registry.PullImage, pull_request(reference, platform, auth, force),
+                                  request_timeout):
+            if msg.HasField("image"):
+                return Image._from(msg.image)
+            if on_progress is not None and msg.HasField("progress"):
+                on_progress(TransferProgress._from(msg.progress))
+        raise ConnectionError(f"boxd ended the pull of {reference} without an image")
+
+    async def push(self, reference: str, *, source: str = "", auth: Optional[Mapping[str, str]] = None,
+                   on_progress: Optional[Callable[[TransferProgress], Any]] = None,
+                   client: Optional[Client] = None, request_timeout: Optional[float] = None) -> str:
+        c = client or default_client()
+        async for msg in c.stream(c.registry.PushImage, push_request(reference, source, auth), request_timeout):
+            if msg.WhichOneof("msg") == "digest":
+                return str(msg.digest)
+            if on_progress is not None and msg.HasField("progress"):
+                on_progress(TransferProgress._from(msg.progress))
+        raise ConnectionError(f"boxd ended the push of {reference} without a digest")
+
+    async def pool_sizes(self, *, client: Optional[Client] = None,
+                         request_timeout: Optional[float] = None) -> List[Pool]:
+        c = client or default_client()
+        r = await c.unary(c.pool.ListPools, pool_pb2.ListPoolsRequest(), request_timeout)
+        return [Pool._from(p) for p in r.pools]
+
+    async def set_pool_size(self, image: str, size: int, *, client: Optional[Client] = None,
+                            request_timeout: Optional[float] = None) -> Pool:
+        c = client or default_client()
+        r = await c.unary(c.pool.SetPoolSize, pool_pb2.SetPoolSizeRequest(image=image, size=size), request_timeout)
+        return Pool._from(r.pool)
+
+
+images = _Images()

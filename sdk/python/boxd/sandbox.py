@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import io
 from typing import Any, Iterator, List, Mapping, Optional, Sequence, Union
 
-from . import errors
+from . import _wire, errors
 from ._client import Client, default_client
-from .files import Files
+from .files import Data, Files, _chunks
 from .process import PIPE, Execution, OnOutput, Processes, Sessions, Stdin, argv, env_list
-from .types import Event, ExecResult, SandboxInfo, SandboxStats, duration
+from .types import (Event, ExecResult, Image, NetworkStatus, Output, PathStat, PublishedPort, SandboxInfo,
+                    SandboxStats, duration)
 from .v1 import events_pb2
 from .v1 import boxd_pb2, process_pb2
 
@@ -43,19 +45,22 @@ class Sandbox:
                name: Optional[str] = None, ttl: Union[float, str, None] = None,
                user: Optional[str] = None, read_only: bool = False, tmpfs: Sequence[str] = (),
                ulimits: Sequence[str] = (), hostname: Optional[str] = None, replace: bool = False,
+               publish: Sequence[Union[int, PublishedPort]] = (), allow: Optional[Sequence[str]] = None,
+               pull: Optional[str] = None, auth: Optional[Mapping[str, str]] = None,
                client: Optional[Client] = None, request_timeout: Optional[float] = None) -> "Sandbox":
         """Creates and starts a sandbox. memory: "256m", "1g" or bytes; ttl:
         seconds or a Go duration ("1h"); unset fields take boxd's defaults
         (image: the daemon's default image). user, read_only, tmpfs
         (["/cache:8m"]), ulimits (["nofile=4096"]), hostname: see the README's
-        "Sandbox settings"; replace deletes a sandbox of the same name first."""
+        "Sandbox settings"; replace deletes a sandbox of the same name first.
+        publish: sandbox ports (or PublishedPort) to reach from the host;
+        allow: an egress network with this allowlist (None: no network);
+        pull ("missing", "always") fetches the image from its registry first,
+        with auth ({"username", "password"} or {"identity_token"})."""
         c = client or default_client()
-        limits = boxd_pb2.Limits(memory=str(memory) if memory is not None else "", cpus=cpus or 0, pids=pids or 0)
-        req = boxd_pb2.CreateSandboxRequest(image=image or "", limits=limits, env=env_list(env),
-                                            workdir=workdir or "", labels=dict(labels or {}), name=name or "",
-                                            ttl=duration(ttl), user=user or "", read_only_rootfs=read_only,
-                                            tmpfs=[*tmpfs], ulimits=[*ulimits], hostname=hostname or "",
-                                            replace=replace)
+        req = create_request(image, memory=memory, cpus=cpus, pids=pids, env=env, workdir=workdir, labels=labels,
+                             name=name, ttl=ttl, user=user, read_only=read_only, tmpfs=tmpfs, ulimits=ulimits,
+                             hostname=hostname, replace=replace, publish=publish, allow=allow, pull=pull, auth=auth)
         r = c.unary(c.sandbox.CreateSandbox, req, request_timeout)
         return cls(SandboxInfo._from(r.sandbox), c)
 
@@ -139,6 +144,85 @@ class Sandbox:
                 for x in msg.sandboxes:
                     yield SandboxStats._from(x)
 
+    # -- images, forks, ports, network, tar copies ----------------------------
+
+    def commit(self, ref: str, *, message: str = "", force: bool = False,
+               request_timeout: Optional[float] = None) -> Image:
+        """Makes an image named ref from the sandbox's files (its image's
+        layers plus its writable layer); the sandbox runs on. force replaces
+        an image of that name (else AlreadyExists)."""
+        req = boxd_pb2.CommitSandboxRequest(sandbox_id=self.id, ref=ref, message=message, force=force)
+        return Image._from(self._client.unary(self._client.sandbox.CommitSandbox, req, request_timeout).image)
+
+    def fork(self, count: int = 0, *, names: Sequence[str] = (), memory: Union[str, int, None] = None,
+             cpus: Optional[float] = None, pids: Optional[int] = None, env: Env = None,
+             workdir: Optional[str] = None, labels: Optional[Mapping[str, str]] = None,
+             ttl: Union[float, str, None] = None, request_timeout: Optional[float] = None) -> List["Sandbox"]:
+        """Makes count new sandboxes (default one per name, or 1) whose files
+        start as a copy of this one's; each runs a fresh init. Unset fields
+        keep this sandbox's values."""
+        req = fork_request(self.id, count, names=names, memory=memory, cpus=cpus, pids=pids, env=env,
+                           workdir=workdir, labels=labels, ttl=ttl)
+        r = self._client.unary(self._client.sandbox.ForkSandbox, req, request_timeout)
+        return [Sandbox(SandboxInfo._from(x), self._client) for x in r.sandboxes]
+
+    def publish_port(self, port: int, *, host_port: int = 0, host_ip: str = "",
+                     request_timeout: Optional[float] = None) -> PublishedPort:
+        """Makes the sandbox's 127.0.0.1:port reachable on the host at
+        host_ip (default 127.0.0.1):host_port (0: a free port); returns the
+        mapping with the host port chosen."""
+        req = boxd_pb2.PublishPortRequest(sandbox_id=self.id, port=boxd_pb2.PublishedPort(
+            host_ip=host_ip, host_port=host_port, port=port))
+        return PublishedPort._from(self._client.unary(self._client.sandbox.PublishPort, req, request_timeout).port)
+
+    def unpublish_port(self, port: int = 0, *, host_port: int = 0,
+                       request_timeout: Optional[float] = None) -> List[PublishedPort]:
+        """Stops the published ports matching port and/or host_port (0:
+        any, not both), with their connections; returns what was stopped.
+        NotFound if none matches."""
+        req = boxd_pb2.UnpublishPortRequest(sandbox_id=self.id, port=port, host_port=host_port)
+        r = self._client.unary(self._client.sandbox.UnpublishPort, req, request_timeout)
+        return [PublishedPort._from(p) for p in r.ports]
+
+    def ports(self) -> List[PublishedPort]:
+        """The sandbox's published ports, as boxd has them now."""
+        return self.info().ports
+
+    def update_network(self, *, allow: Sequence[str] = (), deny: Sequence[str] = (),
+                       request_timeout: Optional[float] = None) -> NetworkStatus:
+        """Adds allow entries to, and removes deny entries from, an egress
+        sandbox's allowlist; takes effect at once."""
+        req = boxd_pb2.UpdateNetworkRequest(sandbox_id=self.id, allow=[*allow], deny=[*deny])
+        r = self._client.unary(self._client.sandbox.UpdateNetwork, req, request_timeout)
+        return NetworkStatus._from(r.network)
+
+    def copy_in(self, path: str, tar: Data, *, request_timeout: Optional[float] = None) -> None:
+        """Unpacks a tar stream (bytes, a file object or an iterable of bytes)
+        at path in the sandbox, as ``docker cp - SANDBOX:path``."""
+        self._client.unary(self._client.sandbox.CopyIn, copy_in_requests(self.id, path, tar), request_timeout)
+
+    def copy_out_stream(self, path: str, *, request_timeout: Optional[float] = None) -> Iterator[bytes]:
+        """A tar of path (a file or directory) in pieces, as they arrive."""
+        req = boxd_pb2.CopyOutRequest(sandbox_id=self.id, path=path)
+        with self._client.stream(self._client.sandbox.CopyOut, req, request_timeout) as st:
+            for msg in st:
+                if msg.data:
+                    yield msg.data
+
+    def copy_out(self, path: str, *, request_timeout: Optional[float] = None) -> bytes:
+        """A tar of path (a file or directory), whole."""
+        buf = io.BytesIO()
+        for b in self.copy_out_stream(path, request_timeout=request_timeout):
+            buf.write(b)
+        return buf.getvalue()
+
+    def stat_path(self, path: str, *, request_timeout: Optional[float] = None) -> PathStat:
+        """The path as copy_in/copy_out see it (name, size, mode, is_dir,
+        mtime, link target)."""
+        r = self._client.unary(self._client.sandbox.StatPath, boxd_pb2.StatPathRequest(sandbox_id=self.id, path=path),
+                               request_timeout)
+        return PathStat._from(r)
+
     def __enter__(self) -> "Sandbox":
         return self
 
@@ -199,12 +283,119 @@ class Sandbox:
                           output_limit=output_limit)
         return Execution(self, process_pb2.ProcessInput(start=spec), stdin, request_timeout)
 
+    def exec_output(self, args: Union[str, Sequence[str]], *, stdin: Union[bytes, str, None] = None,
+                    env: Env = None, workdir: Optional[str] = None, timeout: Union[float, str, None] = None,
+                    output_limit: int = 0, request_timeout: Optional[float] = None) -> "OutputStream":
+        """Runs a command over boxd's one-way ExecStream: iterate the result
+        for Output pieces as they are produced, then read .result. stdin is
+        sent whole up front (use exec_stream for interactive input).
+        Leaving the with block (or close()) before the end kills it."""
+        data = stdin.encode() if isinstance(stdin, str) else bytes(stdin or b"")
+        req = boxd_pb2.ExecRequest(sandbox_id=self.id, args=argv(args), env=env_list(env), workdir=workdir or "",
+                                   timeout=duration(timeout), stdin=data, output_limit=output_limit)
+        return OutputStream(self._client.stream(self._client.sandbox.ExecStream, req, request_timeout))
+
+
+class OutputStream:
+    """The output of Sandbox.exec_output: iterate for Output pieces; .result
+    (an ExecResult without output) is set once the command has ended."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.result: Optional[ExecResult] = None
+
+    def __iter__(self) -> Iterator[Output]:
+        for msg in self._stream:
+            kind = msg.WhichOneof("event")
+            if kind == "result":
+                self.result = ExecResult._from(msg.result)
+            elif kind is not None:
+                yield Output(kind, getattr(msg, kind))
+
+    def wait(self) -> ExecResult:
+        """Reads to the end; the result with all the output collected."""
+        out: dict = {"stdout": io.BytesIO(), "stderr": io.BytesIO()}
+        for o in self:
+            out[o.stream].write(o.data)
+        if self.result is None:
+            raise errors.Unknown("boxd ended the exec stream without a result")
+        self.result.stdout = out["stdout"].getvalue()
+        self.result.stderr = out["stderr"].getvalue()
+        return self.result
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def __enter__(self) -> "OutputStream":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
 
 def list(labels: Optional[Mapping[str, str]] = None, *, client: Optional[Client] = None) -> List[SandboxInfo]:  # noqa: A001
     """The sandboxes boxd knows (only those with all the given labels)."""
     c = client or default_client()
     r = c.unary(c.sandbox.ListSandboxes, boxd_pb2.ListSandboxesRequest(labels=dict(labels or {})))
     return [SandboxInfo._from(s) for s in r.sandboxes]
+
+
+def _auth(auth: Optional[Mapping[str, str]]) -> Optional[boxd_pb2.RegistryAuth]:
+    if not auth:
+        return None
+    unknown = set(auth) - {"username", "password", "identity_token"}
+    if unknown:
+        raise ValueError(f"auth: unknown keys {sorted(unknown)} (username, password, identity_token)")
+    return boxd_pb2.RegistryAuth(**auth)
+
+
+def _limits(memory: Union[str, int, None], cpus: Optional[float], pids: Optional[int]) -> boxd_pb2.Limits:
+    return boxd_pb2.Limits(memory=str(memory) if memory is not None else "", cpus=cpus or 0, pids=pids or 0)
+
+
+def _port(p: Union[int, PublishedPort]) -> boxd_pb2.PublishedPort:
+    if isinstance(p, int):
+        return boxd_pb2.PublishedPort(port=p)
+    return boxd_pb2.PublishedPort(host_ip=p.host_ip, host_port=p.host_port, port=p.port, protocol=p.protocol)
+
+
+def create_request(image: Optional[str], *, memory: Union[str, int, None], cpus: Optional[float],
+                   pids: Optional[int], env: Env, workdir: Optional[str], labels: Optional[Mapping[str, str]],
+                   name: Optional[str], ttl: Union[float, str, None], user: Optional[str], read_only: bool,
+                   tmpfs: Sequence[str], ulimits: Sequence[str], hostname: Optional[str], replace: bool,
+                   publish: Sequence[Union[int, PublishedPort]] = (), allow: Optional[Sequence[str]] = None,
+                   pull: Optional[str] = None,
+                   auth: Optional[Mapping[str, str]] = None) -> boxd_pb2.CreateSandboxRequest:
+    req = boxd_pb2.CreateSandboxRequest(image=image or "", limits=_limits(memory, cpus, pids), env=env_list(env),
+                                        workdir=workdir or "", labels=dict(labels or {}), name=name or "",
+                                        ttl=duration(ttl), user=user or "", read_only_rootfs=read_only,
+                                        tmpfs=[*tmpfs], ulimits=[*ulimits], hostname=hostname or "",
+                                        replace=replace, publish=[_port(p) for p in publish], pull=pull or "")
+    if allow is not None:
+        req.network.CopyFrom(boxd_pb2.NetworkRequest(mode="egress", allow=[*allow]))
+    a = _auth(auth)
+    if a is not None:
+        req.registry_auth.CopyFrom(a)
+    return req
+
+
+def fork_request(sandbox_id: str, count: int, *, names: Sequence[str], memory: Union[str, int, None],
+                 cpus: Optional[float], pids: Optional[int], env: Env, workdir: Optional[str],
+                 labels: Optional[Mapping[str, str]], ttl: Union[float, str, None]) -> boxd_pb2.ForkSandboxRequest:
+    return boxd_pb2.ForkSandboxRequest(sandbox_id=sandbox_id, count=count, names=[*names],
+                                       limits=_limits(memory, cpus, pids), env=env_list(env), workdir=workdir or "",
+                                       labels=dict(labels or {}), ttl=duration(ttl))
+
+
+_COPY_DATA = boxd_pb2.CopyInRequest.DESCRIPTOR.fields_by_name["data"].number
+
+
+def copy_in_requests(sandbox_id: str, path: str, tar: Data) -> Iterator[Any]:
+    """The CopyIn stream: the destination, then the tar bytes in 1 MiB
+    messages (pre-encoded, no copy into a message object)."""
+    yield boxd_pb2.CopyInRequest(sandbox_id=sandbox_id, path=path)
+    for c in _chunks(tar):
+        yield _wire.data_message(_COPY_DATA, c)
 
 
 def update_request(sandbox_id: str, *, ttl: Union[float, str, None], extend: Union[float, str, None],
@@ -230,4 +421,4 @@ def events(since: Optional[str] = None, *, filters: Sequence[str] = (), follow: 
                 yield Event._from(msg.event)
 
 
-__all__ = ["Sandbox", "list", "events", "PIPE"]
+__all__ = ["Sandbox", "OutputStream", "list", "events", "PIPE"]

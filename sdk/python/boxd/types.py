@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Union
 
 from .errors import BoxdError, from_code
-from .v1 import boxd_pb2, files_pb2, process_pb2
+from .v1 import boxd_pb2, files_pb2, pool_pb2, process_pb2, registry_pb2
 
 __all__ = [
     "ExecResult",
@@ -24,6 +24,15 @@ __all__ = [
     "Lines",
     "EditResult",
     "GrepMatch",
+    "Image",
+    "BuildStep",
+    "BuildResult",
+    "PublishedPort",
+    "NetworkStatus",
+    "Pool",
+    "BlobProgress",
+    "TransferProgress",
+    "PathStat",
     "duration",
 ]
 
@@ -155,6 +164,8 @@ class SandboxInfo:
     init_restarts: int = 0
     restart_refused: str = ""
     usage: Optional[Usage] = None
+    ports: List["PublishedPort"] = field(default_factory=list)
+    network: Optional["NetworkStatus"] = None
 
     @classmethod
     def _from(cls, s: boxd_pb2.Sandbox) -> "SandboxInfo":
@@ -178,6 +189,8 @@ class SandboxInfo:
             init_restarts=s.init_restarts,
             restart_refused=s.restart_refused,
             usage=usage,
+            ports=[PublishedPort._from(p) for p in s.ports],
+            network=NetworkStatus._from(s.network) if s.HasField("network") else None,
         )
 
 
@@ -430,3 +443,127 @@ class GrepMatch:
         if m.binary or not m.HasField("line"):
             return cls(m.path, binary=m.binary)
         return cls(m.path, m.line.number, m.line.text, m.line.cut)
+
+
+@dataclass
+class Image:
+    """An image boxd stores: name, digest, size in bytes, creation time and
+    the record's labels (boxd's audit of who imported or replaced it)."""
+
+    name: str
+    digest: str
+    size: int = 0
+    created_at: str = ""
+    labels: Dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def _from(cls, i: boxd_pb2.Image) -> "Image":
+        return cls(i.name, i.digest, i.size, i.created_at, dict(i.labels))
+
+
+@dataclass
+class BuildStep:
+    """One Dockerfile step of a build: its line, the instruction as written,
+    whether it came from the step cache, and how long it took."""
+
+    line: int
+    instruction: str
+    cached: bool = False
+    duration_ms: int = 0
+
+
+@dataclass
+class BuildResult:
+    """What images.build made: the image and the steps that made it."""
+
+    image: Image
+    steps: List[BuildStep]
+
+    @classmethod
+    def _from(cls, r: boxd_pb2.BuildImageResponse) -> "BuildResult":
+        return cls(Image._from(r.image),
+                   [BuildStep(s.line, s.instruction, s.cached, s.duration_ms) for s in r.steps])
+
+
+@dataclass
+class PublishedPort:
+    """A sandbox port reachable from the host at host_ip:host_port."""
+
+    host_ip: str
+    host_port: int
+    port: int
+    protocol: str = "tcp"
+
+    @classmethod
+    def _from(cls, p: boxd_pb2.PublishedPort) -> "PublishedPort":
+        return cls(p.host_ip, p.host_port, p.port, p.protocol or "tcp")
+
+
+@dataclass
+class NetworkStatus:
+    """A sandbox's network: mode ("none" or "egress"), the canonical allow
+    entries, its address, gateway and resolver on boxd's bridge."""
+
+    mode: str
+    allow: List[str] = field(default_factory=list)
+    address: str = ""
+    gateway: str = ""
+    dns: str = ""
+
+    @classmethod
+    def _from(cls, n: boxd_pb2.NetworkStatus) -> "NetworkStatus":
+        return cls(n.mode, list(n.allow), n.address, n.gateway, n.dns)
+
+
+@dataclass
+class Pool:
+    """An image's warm pool: target size, ready and starting members."""
+
+    image: str
+    size: int
+    ready: int = 0
+    starting: int = 0
+
+    @classmethod
+    def _from(cls, p: pool_pb2.Pool) -> "Pool":
+        return cls(p.image, p.size, p.ready, p.starting)
+
+
+@dataclass
+class BlobProgress:
+    """One blob of a pull or push: digest, kind (index, manifest, config,
+    layer), size, bytes moved so far and its status."""
+
+    digest: str
+    kind: str
+    size: int
+    done: int
+    status: str
+
+
+@dataclass
+class TransferProgress:
+    """How far a pull or push has come: the phase and every blob seen."""
+
+    phase: str
+    blobs: List[BlobProgress]
+
+    @classmethod
+    def _from(cls, p: registry_pb2.TransferProgress) -> "TransferProgress":
+        return cls(p.phase, [BlobProgress(b.digest, b.kind, b.size, b.done, b.status) for b in p.blobs])
+
+
+@dataclass
+class PathStat:
+    """A path as sb.stat_path sees it (the stat behind copy_in/copy_out)."""
+
+    name: str
+    size: int
+    mode: int
+    is_dir: bool
+    mtime: str = ""
+    link_target: str = ""
+
+    @classmethod
+    def _from(cls, r: boxd_pb2.StatPathResponse) -> "PathStat":
+        return cls(r.name, r.size, r.mode, r.is_dir, r.mtime, r.link_target)

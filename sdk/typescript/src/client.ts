@@ -19,6 +19,8 @@ import { SandboxService } from "./gen/boxd/v1/boxd_pb.js";
 import { EventService } from "./gen/boxd/v1/events_pb.js";
 import { FileService } from "./gen/boxd/v1/files_pb.js";
 import { ProcessService } from "./gen/boxd/v1/process_pb.js";
+import { PoolService } from "./gen/boxd/v1/pool_pb.js";
+import { RegistryService } from "./gen/boxd/v1/registry_pb.js";
 import { fromError } from "./errors.js";
 import type { StreamOpener } from "./rawgrpc.js";
 
@@ -71,6 +73,8 @@ export class Client {
   readonly files: RpcClient<typeof FileService>;
   readonly process: RpcClient<typeof ProcessService>;
   readonly events: RpcClient<typeof EventService>;
+  readonly registry: RpcClient<typeof RegistryService>;
+  readonly pool: RpcClient<typeof PoolService>;
   private readonly sessions: Http2SessionManager;
   /** @internal Opens an HTTP/2 stream for a hand-framed gRPC call (rawgrpc.ts). */
   readonly h2stream: StreamOpener;
@@ -144,6 +148,8 @@ export class Client {
     this.files = createClient(FileService, transport);
     this.process = createClient(ProcessService, transport);
     this.events = createClient(EventService, transport);
+    this.registry = createClient(RegistryService, transport);
+    this.pool = createClient(PoolService, transport);
   }
 
   /** Call options for connect: the deadline and the signal. */

@@ -9,7 +9,12 @@ import { CHUNK } from "./client.js";
 import { Internal, NotFound, fromCode } from "./errors.js";
 import {
   ChmodPathRequestSchema,
+  ChownPathRequestSchema,
   DownloadFilesRequestSchema,
+  EditFileRequestSchema,
+  GlobRequestSchema,
+  GrepRequestSchema,
+  ReadLinesRequestSchema,
   ListDirRequestSchema,
   MakeDirRequestSchema,
   ReadFileRequestSchema,
@@ -28,7 +33,14 @@ import { toBytes, type ByteSource, type SandboxRef } from "./process.js";
 import { FieldSplitter, RawCall, dataHeader, enveloped, readOne } from "./rawgrpc.js";
 import {
   concat,
+  editResult,
   fileInfo,
+  grepMatch,
+  lines,
+  type EditResult,
+  type GrepMatch,
+  type Lines,
+  type SearchResult,
   fileResult,
   watchEvent,
   type DownloadedFile,
@@ -48,7 +60,7 @@ const EMPTY = new Uint8Array(0);
 
 
 /** Pieces of at most CHUNK bytes (views, not copies) of any ByteSource. */
-async function* chunks(data: ByteSource): AsyncGenerator<Uint8Array> {
+export async function* chunks(data: ByteSource): AsyncGenerator<Uint8Array> {
   if (typeof data === "string" || data instanceof Uint8Array) {
     const b = toBytes(data);
     for (let i = 0; i < b.length; i += CHUNK) yield b.subarray(i, i + CHUNK);
@@ -218,8 +230,7 @@ export class Files {
     const call = await RawCall.open(c.h2stream, c.socket, READ_FILE, c.callOpts(o));
     let done = false;
     try {
-      await call.write(enveloped(toBinary(ReadFileRequestSchema, req)));
-      call.endRequest();
+      call.sendLast(enveloped(toBinary(ReadFileRequestSchema, req)));
       let out: Uint8Array[] = [];
       const split = new FieldSplitter(READ_DATA, (b) => out.push(b), () => undefined);
       for await (const chunk of call.chunks()) {
@@ -310,6 +321,92 @@ export class Files {
     const c = this.c;
     const req = create(ChmodPathRequestSchema, { sandboxId: this.sb.id, path, user: o.user ?? "", mode });
     await c.unary((opts) => c.files.chmodPath(req, opts), o);
+  }
+
+  // -- agent helpers: done inside the sandbox, only the answer comes back --
+
+  /**
+   * Lines of a text file from line offset+1 (at most limit, default 2000),
+   * numbered: .numbered() prints them like `cat -n`. Long lines are cut at
+   * maxLineBytes (default 4096); .more and .nextOffset say where to read on.
+   */
+  async readLines(path: string, o: UserOpts & { offset?: number; limit?: number; maxLineBytes?: number } = {}): Promise<Lines> {
+    const c = this.c;
+    const req = create(ReadLinesRequestSchema, {
+      sandboxId: this.sb.id,
+      path,
+      user: o.user ?? "",
+      offset: BigInt(o.offset ?? 0),
+      limit: o.limit ?? 0,
+      maxLineBytes: o.maxLineBytes ?? 0,
+    });
+    return lines(await c.unary((opts) => c.files.readLines(req, opts), o));
+  }
+
+  /**
+   * Replaces the exact text oldText by newText: it must occur exactly once
+   * (FailedPrecondition if missing or repeated; nothing changes) unless
+   * replaceAll. The file is rewritten atomically, keeping owner and mode.
+   */
+  async edit(path: string, oldText: string, newText: string, o: UserOpts & { replaceAll?: boolean } = {}): Promise<EditResult> {
+    const c = this.c;
+    const req = create(EditFileRequestSchema, {
+      sandboxId: this.sb.id,
+      path,
+      user: o.user ?? "",
+      oldString: oldText,
+      newString: newText,
+      replaceAll: o.replaceAll ?? false,
+    });
+    return editResult(await c.unary((opts) => c.files.editFile(req, opts), o));
+  }
+
+  /**
+   * FileInfos of the paths matching pattern ("*", "?", "[...]" in a name,
+   * "**" for any directories), relative to path (default: the workdir)
+   * unless absolute. Symlinks below are listed, never entered.
+   */
+  async glob(pattern: string, o: UserOpts & { path?: string; limit?: number } = {}): Promise<SearchResult<FileInfo>> {
+    const c = this.c;
+    const req = create(GlobRequestSchema, { sandboxId: this.sb.id, pattern, path: o.path ?? "", user: o.user ?? "", limit: o.limit ?? 0 });
+    const r = await c.unary((opts) => c.files.glob(req, opts), o);
+    return { matches: r.matches.map(fileInfo), truncated: r.truncated, truncatedReason: r.truncatedReason };
+  }
+
+  /**
+   * The lines matching pattern (RE2; literal for plain text) in a file or
+   * below a directory (default: the workdir), only in files whose name (or
+   * relative path, with "/") matches glob.
+   */
+  async grep(
+    pattern: string,
+    o: UserOpts & { path?: string; glob?: string; ignoreCase?: boolean; literal?: boolean; limit?: number; maxLineBytes?: number } = {},
+  ): Promise<SearchResult<GrepMatch>> {
+    const c = this.c;
+    const req = create(GrepRequestSchema, {
+      sandboxId: this.sb.id,
+      pattern,
+      path: o.path ?? "",
+      glob: o.glob ?? "",
+      user: o.user ?? "",
+      limit: o.limit ?? 0,
+      ignoreCase: o.ignoreCase ?? false,
+      literal: o.literal ?? false,
+      maxLineBytes: o.maxLineBytes ?? 0,
+    });
+    const r = await c.unary((opts) => c.files.grep(req, opts), o);
+    return { matches: r.matches.map(grepMatch), truncated: r.truncated, truncatedReason: r.truncatedReason };
+  }
+
+  /**
+   * Sets the owner: "USER", "USER:GROUP", "USER:" (the user's login group)
+   * or ":GROUP", names or ids of the sandbox. A final symlink is refused;
+   * recursive never follows symlinks in the tree.
+   */
+  async chown(path: string, owner: string, o: UserOpts & { recursive?: boolean } = {}): Promise<void> {
+    const c = this.c;
+    const req = create(ChownPathRequestSchema, { sandboxId: this.sb.id, path, owner, user: o.user ?? "", recursive: o.recursive ?? false });
+    await c.unary((opts) => c.files.chownPath(req, opts), o);
   }
 
   /**

