@@ -110,6 +110,25 @@ func TestBadExecRequests(t *testing.T) {
 	}
 }
 
+// A path through a file (/etc/hostname/x) is the caller's mistake, named
+// as such, not an internal error; a missing one is not_found.
+func TestBadCopyPaths(t *testing.T) {
+	id := newSandbox(t)
+	for path, want := range map[string]connect.Code{
+		"/etc/hostname/x": connect.CodeFailedPrecondition,
+		"/no/such/path":   connect.CodeNotFound,
+	} {
+		err := drainStream(env.api.CopyOut(ctx(t), connect.NewRequest(&boxdv1.CopyOutRequest{SandboxId: id, Path: path})))
+		if connect.CodeOf(err) != want || !strings.Contains(err.Error(), path) {
+			t.Errorf("copy out of %s: %v; want %s naming the path", path, err, want)
+		}
+		_, err = env.api.StatPath(ctx(t), connect.NewRequest(&boxdv1.StatPathRequest{SandboxId: id, Path: path}))
+		if c := connect.CodeOf(err); c != want && c != connect.CodeNotFound {
+			t.Errorf("stat of %s: %v; want %s or not_found", path, err, want)
+		}
+	}
+}
+
 // TestGarbageOnTheSocket: junk, half requests and vanished clients leave
 // boxd serving.
 func TestGarbageOnTheSocket(t *testing.T) {

@@ -121,6 +121,12 @@ func ToRemoteError(err error) *RemoteError {
 		// The sandbox's disk, quota, file size limit or memory: the
 		// caller can free some and retry, unlike an internal error.
 		code = CodeResourceExhausted
+	case errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EISDIR):
+		// A path through a file, or a directory where a file must be:
+		// the caller's path, not the sandbox, is wrong.
+		code = CodeFailedPrecondition
+	case errors.Is(err, syscall.ELOOP), errors.Is(err, syscall.ENAMETOOLONG):
+		code = CodeInvalidArgument
 	}
 	return &RemoteError{Message: err.Error(), Code: code}
 }

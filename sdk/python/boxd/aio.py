@@ -174,8 +174,11 @@ class Sandbox:
         self._info = SandboxInfo._from(r.sandbox)
         return self._info
 
-    async def delete(self) -> None:
-        await self._client.unary(self._client.sandbox.DeleteSandbox, boxd_pb2.DeleteSandboxRequest(id=self.id))
+    async def delete(self, timeout: Union[float, str, None] = None, *, force: bool = False, background: bool = False,
+                     request_timeout: Optional[float] = None) -> None:
+        """As boxd.Sandbox.delete."""
+        req = boxd_pb2.DeleteSandboxRequest(id=self.id, timeout=duration(timeout), force=force, background=background)
+        await self._client.unary(self._client.sandbox.DeleteSandbox, req, request_timeout)
 
     async def update(self, *, ttl: Union[float, str, None] = None, extend: Union[float, str, None] = None,
                      memory: Union[str, int, None] = None, cpus: Optional[float] = None, pids: Optional[int] = None,

@@ -82,9 +82,14 @@ class Sandbox:
         self._info = SandboxInfo._from(r.sandbox)
         return self._info
 
-    def delete(self) -> None:
-        """Deletes the sandbox and everything in it."""
-        self._client.unary(self._client.sandbox.DeleteSandbox, boxd_pb2.DeleteSandboxRequest(id=self.id))
+    def delete(self, timeout: Union[float, str, None] = None, *, force: bool = False, background: bool = False,
+               request_timeout: Optional[float] = None) -> None:
+        """Deletes the sandbox and everything in it: SIGTERM to every
+        process, SIGKILL after timeout (default 10 s; force: at once).
+        background returns once the sandbox is no one's (gone from lists,
+        its name free) and leaves the teardown to boxd."""
+        req = boxd_pb2.DeleteSandboxRequest(id=self.id, timeout=duration(timeout), force=force, background=background)
+        self._client.unary(self._client.sandbox.DeleteSandbox, req, request_timeout)
 
     def update(self, *, ttl: Union[float, str, None] = None, extend: Union[float, str, None] = None,
                memory: Union[str, int, None] = None, cpus: Optional[float] = None, pids: Optional[int] = None,

@@ -72,6 +72,13 @@ class ExecResult:
     user_cpu_usec: int = 0
     system_cpu_usec: int = 0
     max_rss_bytes: int = 0
+    pid: int = 0
+    #: The command died of SIGKILL while the kernel's OOM killer killed a
+    #: process of the sandbox (boxd reads the cgroup's counter).
+    oom_killed: bool = False
+    #: The command's process from the init's fork to its reaping, as the
+    #: init measured it: the floor under the call's round trip.
+    process_usec: int = 0
 
     @property
     def stdout_text(self) -> str:
@@ -100,6 +107,9 @@ class ExecResult:
             user_cpu_usec=r.user_cpu_usec,
             system_cpu_usec=r.system_cpu_usec,
             max_rss_bytes=r.max_rss_bytes,
+            pid=r.pid,
+            oom_killed=r.oom_killed,
+            process_usec=r.process_usec,
         )
 
 

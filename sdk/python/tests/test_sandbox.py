@@ -124,6 +124,18 @@ class ExecTest(SandboxTest):
         self.assertFalse(r.truncated)
         self.assertFalse(r.ok)
         self.assertTrue(self.sb.exec(["true"]).ok)
+        r = self.sb.exec(["sh", "-c", "echo $$; sleep 0.2"])
+        self.assertEqual(r.pid, int(r.stdout))
+        self.assertGreaterEqual(r.process_usec, 200_000)  # the init's fork to reaping
+        self.assertFalse(r.oom_killed)
+
+    def test_delete_background(self) -> None:
+        sb = boxd.Sandbox.create(image=IMAGE, labels=LABELS)
+        sb.exec(["sh", "-c", "trap '' TERM; sleep 60 >/dev/null 2>&1 &"])
+        sb.delete(timeout=5, background=True)  # returns before the grace period ends
+        with self.assertRaises(boxd.NotFound):
+            boxd.Sandbox.connect(sb.id)
+        self.assertNotIn(sb.id, [s.id for s in boxd.list()])
 
     def test_shell_string(self) -> None:
         self.assertEqual(self.sb.exec("echo $((6*7))").stdout_text, "42\n")

@@ -225,10 +225,21 @@ export class Sandbox {
     return this.last;
   }
 
-  /** Deletes the sandbox and everything in it. */
-  async delete(o?: CallOpts): Promise<void> {
+  /**
+   * Deletes the sandbox and everything in it: SIGTERM to every process,
+   * SIGKILL after `timeout` (default 10 s; `force`: at once). `background`
+   * returns once the sandbox is no one's (gone from lists, its name free)
+   * and leaves the teardown to boxd.
+   */
+  async delete(o?: CallOpts & { timeout?: Duration; force?: boolean; background?: boolean }): Promise<void> {
     const c = this.client;
-    await c.unary((opts) => c.sandbox.deleteSandbox(create(DeleteSandboxRequestSchema, { id: this.id }), opts), o);
+    const req = create(DeleteSandboxRequestSchema, {
+      id: this.id,
+      timeout: duration(o?.timeout),
+      force: o?.force ?? false,
+      background: o?.background ?? false,
+    });
+    await c.unary((opts) => c.sandbox.deleteSandbox(req, opts), o);
   }
 
   /**

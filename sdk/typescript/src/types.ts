@@ -71,6 +71,12 @@ export class ExecResult {
   userCpuUsec: number;
   systemCpuUsec: number;
   maxRssBytes: number;
+  /** The command's process id in the sandbox. */
+  pid: number;
+  /** The command died of SIGKILL while the kernel's OOM killer killed a process of the sandbox. */
+  oomKilled: boolean;
+  /** The command's process from the init's fork to its reaping, as the init measured it. */
+  processUsec: number;
 
   constructor(r: PbExecResult | undefined, stdout: Uint8Array = empty, stderr: Uint8Array = empty) {
     this.exitCode = r?.exitCode ?? 0;
@@ -84,6 +90,9 @@ export class ExecResult {
     this.userCpuUsec = Number(r?.userCpuUsec ?? 0n);
     this.systemCpuUsec = Number(r?.systemCpuUsec ?? 0n);
     this.maxRssBytes = Number(r?.maxRssBytes ?? 0n);
+    this.pid = Number(r?.pid ?? 0n);
+    this.oomKilled = r?.oomKilled ?? false;
+    this.processUsec = Number(r?.processUsec ?? 0n);
   }
 
   /** stdout as UTF-8; invalid bytes become U+FFFD. */

@@ -158,6 +158,17 @@ describe("exec", () => {
     assert.ok((await sb.exec(["true"])).ok);
     assert.equal((await sb.exec("echo $((6*7))")).stdoutText, "42\n");
     assert.equal((await sb.exec(["/no/such/command"])).exitCode, 127);
+    const slow = await sb.exec(["sh", "-c", "echo $$; sleep 0.2"]);
+    assert.equal(slow.pid, Number(slow.stdoutText));
+    assert.ok(slow.processUsec >= 200_000, `processUsec ${slow.processUsec}`); // the init's fork to reaping
+    assert.equal(slow.oomKilled, false);
+  });
+
+  test("delete in the background: gone at once", async () => {
+    const doomed = await Sandbox.create({ image: IMAGE, labels: LABELS });
+    await doomed.exec(["sh", "-c", "trap '' TERM; sleep 60 >/dev/null 2>&1 &"]);
+    await doomed.delete({ timeout: 5, background: true });
+    await assert.rejects(Sandbox.connect(doomed.id), boxd.NotFound);
   });
 
   test("non-UTF-8 output bytes are exact", async () => {
