@@ -156,6 +156,12 @@ run boxctl pool ls
 printf '$ time boxctl run -- sh -c ...\n'
 time boxctl run -- sh -c 'echo "hello from $(hostname)"; ls /workspace'
 
+say "a sandbox under gVisor: its own kernel between the code and the host's (--runtime gvisor)"
+GV=$(boxctl create --image "$IMAGE" --runtime gvisor --ttl 5m)
+run boxctl exec "$GV" -- sh -c 'uname -r; dmesg 2>/dev/null | head -2'
+boxctl inspect "$GV" | grep -E '"runtime'
+run boxctl rm -f "$GV"
+
 say "destroy it"
 run boxctl rm "$ID"
 run boxctl ls
