@@ -401,3 +401,20 @@ func TestGvisorPostureFromHost(t *testing.T) {
 		t.Errorf("cgroup memory %d, pids %d, cpu quota %d; want %d, 32, 50000", mem, pids, quota, 64<<20)
 	}
 }
+
+// A disk cap and a read-only root hold under gVisor as under runc: the
+// Sentry's writes reach the host through the gofer, into the capped
+// writable layer.
+func TestGvisorDiskCapAndReadOnly(t *testing.T) {
+	id := newSandbox(t, "--runtime", "gvisor", "--disk", "64m")
+	out := sh(t, id, "dd if=/dev/zero of=/workspace/bomb bs=1M count=150 2>&1; stat -c %s /workspace/bomb")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	size, _ := strconv.ParseInt(lines[len(lines)-1], 10, 64)
+	if !strings.Contains(out, "No space left on device") || size <= 0 || size > 64<<20 {
+		t.Errorf("150 MiB into a 64m cap under gVisor: %q; want ENOSPC before 64 MiB", out)
+	}
+	ro := newSandbox(t, "--runtime", "gvisor", "--read-only")
+	if got := sh(t, ro, "touch /x 2>&1; touch /workspace/y && echo workspace-writable"); !strings.Contains(got, "Read-only file system") || !strings.Contains(got, "workspace-writable") {
+		t.Errorf("--read-only under gVisor: %q; want the root refused and /workspace writable", got)
+	}
+}
