@@ -78,6 +78,12 @@ type buildState struct {
 // cached).
 func (m *Manager) Build(ctx context.Context, req BuildRequest, progress func(BuildStep)) (BuildResult, error) {
 	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
+	// Each step is a commit of the sandbox that ran it, which gVisor
+	// sandboxes do not offer; running the steps under runc instead would
+	// give a Dockerfile less isolation than this host's default promises.
+	if m.cfg.DefaultRuntime == RuntimeGvisor {
+		return BuildResult{}, gvRefuse("build", "each step is a commit, and "+gvNoHostLayer+"; build on a boxd whose --default-runtime is runc")
+	}
 	if _, err := m.cfg.Images.CheckWritable(ctx, req.Ref, req.Opts); err != nil {
 		if errdefs.IsInvalidArgument(err) {
 			return BuildResult{}, fieldErr("ref", "%v", err)

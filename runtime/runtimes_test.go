@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -34,6 +35,11 @@ func TestPickRuntime(t *testing.T) {
 	}
 	if got, err := m.pickRuntime("runc"); got != RuntimeRunc || err != nil {
 		t.Errorf("runc over a gvisor default: %q %v", got, err)
+	}
+	// A build's steps are commits, which gVisor does not offer: refused
+	// up front, not run under runc behind the default's back.
+	if _, err := m.Build(context.Background(), BuildRequest{Ref: "x:1", Dockerfile: []byte("FROM scratch\n")}, nil); !errdefs.IsFailedPrecondition(err) || !strings.Contains(err.Error(), "default-runtime") {
+		t.Errorf("build under a gvisor default: %v, want failed_precondition naming --default-runtime", err)
 	}
 	rec := m.withRuntime(record{Runtime: RuntimeGvisor})
 	if rec.Runtime != "gvisor" || rec.RuntimeVersion != "v1" {
