@@ -402,10 +402,10 @@ func TestGvisorPostureFromHost(t *testing.T) {
 	}
 }
 
-// A disk cap and a read-only root hold under gVisor as under runc: the
-// Sentry's writes reach the host through the gofer, into the capped
-// writable layer.
-func TestGvisorDiskCapAndReadOnly(t *testing.T) {
+// A disk cap, a read-only root and a sized tmpfs hold under gVisor as
+// under runc: runsc's overlay keeps the root's changes in a file inside
+// the capped writable layer.
+func TestGvisorDiskCapReadOnlyTmpfs(t *testing.T) {
 	id := newSandbox(t, "--runtime", "gvisor", "--disk", "64m")
 	out := sh(t, id, "dd if=/dev/zero of=/workspace/bomb bs=1M count=150 2>&1; stat -c %s /workspace/bomb")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -413,8 +413,11 @@ func TestGvisorDiskCapAndReadOnly(t *testing.T) {
 	if !strings.Contains(out, "No space left on device") || size <= 0 || size > 64<<20 {
 		t.Errorf("150 MiB into a 64m cap under gVisor: %q; want ENOSPC before 64 MiB", out)
 	}
-	ro := newSandbox(t, "--runtime", "gvisor", "--read-only")
+	ro := newSandbox(t, "--runtime", "gvisor", "--read-only", "--tmpfs", "/scratch:8m")
 	if got := sh(t, ro, "touch /x 2>&1; touch /workspace/y && echo workspace-writable"); !strings.Contains(got, "Read-only file system") || !strings.Contains(got, "workspace-writable") {
 		t.Errorf("--read-only under gVisor: %q; want the root refused and /workspace writable", got)
+	}
+	if got := sh(t, ro, "dd if=/dev/zero of=/scratch/f bs=1M count=16 2>&1; stat -c %s /scratch/f"); !strings.Contains(got, "No space left on device") || strings.Contains(got, "\n16777216") {
+		t.Errorf("16 MiB into an 8m --tmpfs under gVisor: %q; want ENOSPC at 8 MiB", got)
 	}
 }
