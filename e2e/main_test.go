@@ -196,6 +196,11 @@ func teardown() error {
 			errs = append(errs, err)
 		}
 	}
+	if env.dir != "" {
+		if err := testenv.ReleaseGvisorRoots(env.dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if env.dir != "" && len(errs) == 0 {
 		os.RemoveAll(env.dir)
 	} else if env.dir != "" {

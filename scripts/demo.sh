@@ -28,6 +28,12 @@ cleanup() {
 	if [[ -n $WORK ]]; then
 		[[ -n ${BOXD_PID:-} ]] && kill "$BOXD_PID" 2>/dev/null && wait "$BOXD_PID" 2>/dev/null
 		"$REPO/scripts/containerd.sh" stop "$WORK/ctrd" >/dev/null 2>&1 || true
+		# runsc pins one empty network namespace per state root
+		# (null-netns) and keeps it; unmount it before removing the root.
+		local m
+		for m in $(awk -v w="$WORK/" 'index($5, w) == 1 && $5 ~ /\/null-netns$/ {print $5}' /proc/self/mountinfo | sort -u); do
+			while umount -l "$m" 2>/dev/null; do :; done
+		done
 		rm -rf "$WORK"
 	fi
 	exit $rc

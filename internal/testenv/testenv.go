@@ -372,6 +372,27 @@ func MountsUnder(dir string) ([]string, error) {
 	return out, nil
 }
 
+// ReleaseGvisorRoots detaches runsc's null-netns pins under dir. runsc
+// bind-mounts one empty network namespace per state root (null-netns,
+// shared by its sandboxes' gofers, kept on purpose for faster starts) and
+// leaves it when the last sandbox goes; its own docs say to unmount it
+// before removing the root, which otherwise fails with EBUSY. Stacked
+// pins (concurrent first creates) are detached one by one.
+func ReleaseGvisorRoots(dir string) error {
+	mps, err := MountsUnder(dir)
+	if err != nil {
+		return err
+	}
+	for _, mp := range mps {
+		if filepath.Base(mp) != "null-netns" {
+			continue
+		}
+		for syscall.Unmount(mp, syscall.MNT_DETACH) == nil {
+		}
+	}
+	return nil
+}
+
 // unescapeMountinfo undoes the octal escapes (\040 for space, ...) of
 // /proc/self/mountinfo.
 func unescapeMountinfo(s string) string {
