@@ -80,21 +80,7 @@ func TestGvisorRuntime(t *testing.T) {
 		}
 	})
 
-	t.Run("pty", func(t *testing.T) {
-		pc := startExec(t, ctx(t), &boxdv1.ProcessSpec{
-			SandboxId: id, Tty: true, Window: &boxdv1.WindowSize{Rows: 33, Cols: 101},
-			Args: []string{"sh", "-c", "tty; stty size; echo term=$TERM; read x; stty size; exit 7"},
-		})
-		pc.until("term=xterm")
-		if out := pc.stdout.String(); !strings.Contains(out, "/dev/pts/") || !strings.Contains(out, "33 101") {
-			t.Fatalf("tty output %q", out)
-		}
-		pc.send(&boxdv1.ProcessInput{Event: &boxdv1.ProcessInput_Resize{Resize: &boxdv1.WindowSize{Rows: 40, Cols: 120}}})
-		pc.stdin("go\r")
-		if res := pc.result(); res.ExitCode != 7 || !strings.Contains(pc.stdout.String(), "40 120") {
-			t.Fatalf("after resize: %q %+v", pc.stdout.String(), res)
-		}
-	})
+	t.Run("pty", func(t *testing.T) { checkPTY(t, id) })
 
 	t.Run("session", func(t *testing.T) {
 		if _, err := boxctl(nil, "session", "create", id, "s1"); err != nil {

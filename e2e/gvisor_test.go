@@ -168,6 +168,14 @@ func (s *syncBuffer) String() string {
 // line names root.
 func procsNamed(t *testing.T, name, root string) []int {
 	t.Helper()
+	return procsWhere(func(args []string, cmdline string) bool {
+		return args[0] == name && strings.Contains(cmdline, root)
+	})
+}
+
+// procsWhere lists the host's processes whose command line (split at NUL,
+// and whole) match says yes to.
+func procsWhere(match func(args []string, cmdline string) bool) []int {
 	var pids []int
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
@@ -175,8 +183,7 @@ func procsNamed(t *testing.T, name, root string) []int {
 		if err != nil {
 			continue
 		}
-		args := strings.Split(string(b), "\x00")
-		if args[0] == name && strings.Contains(string(b), root) {
+		if match(strings.Split(string(b), "\x00"), string(b)) {
 			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
 			pids = append(pids, pid)
 		}
@@ -204,20 +211,13 @@ func procUID(t *testing.T, pid int) int {
 // shimOf finds the containerd-shim-runsc-v1 process serving container id.
 func shimOf(t *testing.T, id string) int {
 	t.Helper()
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(b), "\x00")
-		if len(args) > 2 && filepath.Base(args[0]) == gvisor.ShimName && strings.Contains(string(b), "\x00"+id+"\x00") {
-			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
-			return pid
-		}
+	pids := procsWhere(func(args []string, cmdline string) bool {
+		return len(args) > 2 && filepath.Base(args[0]) == gvisor.ShimName && strings.Contains(cmdline, "\x00"+id+"\x00")
+	})
+	if len(pids) == 0 {
+		t.Fatalf("no %s process names container %s", gvisor.ShimName, id)
 	}
-	t.Fatalf("no %s process names container %s", gvisor.ShimName, id)
-	return 0
+	return pids[0]
 }
 
 // daemonPid is the private containerd's pid.

@@ -328,7 +328,13 @@ func TestProcessReattachAfterRestart(t *testing.T) {
 }
 
 func TestProcessPTY(t *testing.T) {
-	id := newSandbox(t)
+	checkPTY(t, newSandbox(t))
+}
+
+// checkPTY runs a command on a terminal in sandbox id: it sees its tty,
+// the window size asked for, TERM, and a resize; nothing comes on stderr.
+func checkPTY(t *testing.T, id string) {
+	t.Helper()
 	pc := startExec(t, ctx(t), &boxdv1.ProcessSpec{
 		SandboxId: id, Tty: true, Window: &boxdv1.WindowSize{Rows: 33, Cols: 101},
 		Args: []string{"sh", "-c", "tty; stty size; echo term=$TERM; read x; stty size; exit 7"},
