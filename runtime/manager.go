@@ -1129,8 +1129,7 @@ func (m *Manager) describeKnown(ctx context.Context, ctr client.Container, withE
 		}
 	}
 	sb.State = "unknown"
-	var t client.Task
-	err = nil
+	var t client.Task // err is nil here: Info succeeded
 	if known == nil {
 		t, err = ctr.Task(ctx, nil)
 	}
