@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -270,6 +271,40 @@ func TestGvisorAgentChannelAttacks(t *testing.T) {
 		_, stderr, code := boxctlRun("exec", id, "--", "true")
 		if code == 0 || !strings.Contains(stderr, "not the socket the init bound") {
 			t.Errorf("exec after root replaced the agent socket: %d %q, want the refusal", code, stderr)
+		}
+		if b, err := os.ReadFile(hits); err != nil || string(b) != "0" {
+			t.Errorf("the impostor's hits: %q %v, want 0", b, err)
+		}
+	})
+	t.Run("root-chown-dir", func(t *testing.T) {
+		// Root hands the agent directory to another id of the block:
+		// boxd takes the socket's expected owner from its own record of
+		// the sandbox, not from the directory, so the init's socket still
+		// answers, and a socket the directory's new owner binds there is
+		// refused for its owner before any connect.
+		id := newSandbox(t, "--runtime", "gvisor")
+		sockHelper(t, id)
+		sh(t, id, "chown sandbox:sandbox /.boxd/agent && chmod 0700 /.boxd/agent")
+		um := strings.Split(inspect(t, id).Security.UidMap, ":") // 0:HOST:SIZE
+		root, err := strconv.Atoi(um[1])
+		if err != nil {
+			t.Fatalf("uid map %v: %v", um, err)
+		}
+		fi, err := os.Lstat(filepath.Join(env.stateDir, "sandboxes", id, "g"))
+		if err != nil || fi.Sys().(*syscall.Stat_t).Uid != uint32(root+1000) {
+			t.Fatalf("the agent directory after the chown: %v %v, want host uid %d", fi, err, root+1000)
+		}
+		if out := sh(t, id, "echo still"); out != "still\n" {
+			t.Fatalf("exec after the chown: %q", out)
+		}
+		hits := filepath.Join(env.stateDir, "sandboxes", id, "g", "hits")
+		if _, stderr, code := boxctlRun("exec", "-u", "sandbox", id, "--", "sh", "-c",
+			"rm "+agentSock+" && (setsid /tmp/sockhelper listen "+agentSock+" /.boxd/agent/hits </dev/null >/tmp/l 2>&1 &) ; sleep 0.5; grep -q listening /tmp/l"); code != 0 {
+			t.Fatalf("the directory's new owner could not bind there: %q", stderr)
+		}
+		_, stderr, code := boxctlRun("exec", id, "--", "true")
+		if code == 0 || !strings.Contains(stderr, "want the sandbox root's") {
+			t.Errorf("exec after the directory's owner replaced the socket: %d %q, want the owner refusal", code, stderr)
 		}
 		if b, err := os.ReadFile(hits); err != nil || string(b) != "0" {
 			t.Errorf("the impostor's hits: %q %v, want 0", b, err)

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/cio"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 
 	"github.com/boxd-dev/boxd/agent/gvchannel"
@@ -130,12 +132,37 @@ func (m *Manager) agent(id string) *host.Client {
 		if err != nil {
 			return nil, err
 		}
-		fi, err := os.Stat(dir)
-		if err != nil {
-			return nil, err
+		if pin.UID == 0 {
+			// A pin written before boxd kept the owner in it: the
+			// sandbox's record names its uid block. Never the agent
+			// directory's owner, which the sandbox's root can change.
+			uid, err := m.recordedRootUID(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			pin = pin.WithUID(uid)
 		}
-		return gvchannel.Dial(ctx, dir, fi.Sys().(*syscall.Stat_t).Uid, pin)
+		return gvchannel.Dial(ctx, dir, pin)
 	})
+}
+
+// recordedRootUID is the host uid of sandbox id's root as its label
+// records it (the first id of its uid block).
+func (m *Manager) recordedRootUID(ctx context.Context, id string) (uint32, error) {
+	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
+	ctr, err := m.cfg.Client.LoadContainer(ctx, id)
+	if err != nil {
+		return 0, fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	labels, err := ctr.Labels(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("sandbox %s: labels: %w", id, err)
+	}
+	var rec record
+	if err := json.Unmarshal([]byte(labels[LabelSandbox]), &rec); err != nil || rec.HostUID == 0 {
+		return 0, fmt.Errorf("sandbox %s: no uid block in its %s label (%v)", id, LabelSandbox, err)
+	}
+	return rec.HostUID, nil
 }
 
 // agentReady reports whether sandbox id's init has a channel boxd can
@@ -166,7 +193,8 @@ func (m *Manager) gvPrepare(id string, cfg handoff.Config, uid, gid uint32) erro
 // gvPinInit waits for a gVisor sandbox's new init to bind its agent
 // socket and pins that socket. Nothing else runs in the sandbox until boxd
 // has talked to this init, so the first socket of the sandbox root's
-// there is the init's.
+// there is the init's. uid is the sandbox root's host uid from boxd's
+// record (the spec's uid map is made from it); the pin keeps it.
 func (m *Manager) gvPinInit(ctx context.Context, id string, task client.Task, uid uint32, deadline time.Time) error {
 	for delay := time.Millisecond; ; {
 		pin, err := gvchannel.Find(m.gvAgentDir(id), uid)

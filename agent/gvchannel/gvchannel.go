@@ -24,7 +24,9 @@
 //     directory, checks that it is a socket of the sandbox root's uid on the
 //     directory's own filesystem, and connects through /proc/self/fd/N, so a
 //     symlink (to containerd's socket, say) or anything but a socket is
-//     refused before any connect.
+//     refused before any connect. The sandbox root's uid is boxd's own
+//     record (the sandbox's uid block), kept in the pin: never the
+//     directory's owner, which the sandbox's root can chown.
 //   - boxd pins the socket the init bound: when a sandbox's init starts,
 //     nothing else runs in the sandbox until boxd has talked to the init
 //     (commands start only through it), so the first socket there is the
@@ -58,13 +60,21 @@ const ConfigName = "config.json"
 // pinned agent socket.
 var ErrRefused = errors.New("gvchannel: refused")
 
-// Pin identifies one socket file.
+// Pin identifies one socket file, and the host uid (the sandbox root's,
+// from boxd's record of the sandbox) that must own it.
 type Pin struct {
 	Dev       uint64 `json:"dev"`
 	Ino       uint64 `json:"ino"`
 	CtimeSec  int64  `json:"ctime_sec"`
 	CtimeNsec int64  `json:"ctime_nsec"`
+	// UID is 0 in a pin written before boxd recorded it; Dial refuses
+	// such a pin (the caller supplies the uid from the sandbox's record,
+	// WithUID).
+	UID uint32 `json:"uid,omitempty"`
 }
+
+// WithUID is pin with the owner uid set (for a pin that lacks it).
+func (p Pin) WithUID(uid uint32) Pin { p.UID = uid; return p }
 
 // Prepare makes dir (whose parent must be host root's) the agent directory
 // of a sandbox whose root is uid:gid on the host, removing the socket and
@@ -164,11 +174,12 @@ func open(dir string, uid uint32) (int, Pin, error) {
 		unix.Close(fd)
 		return -1, Pin{}, err
 	}
-	return fd, Pin{Dev: st.Dev, Ino: st.Ino, CtimeSec: st.Ctim.Sec, CtimeNsec: st.Ctim.Nsec}, nil
+	return fd, Pin{Dev: st.Dev, Ino: st.Ino, CtimeSec: st.Ctim.Sec, CtimeNsec: st.Ctim.Nsec, UID: uid}, nil
 }
 
 // Find reports the identity of the socket now in dir, if it is one of
-// uid's (see the package comment for when that is the init's).
+// uid's (see the package comment for when that is the init's); uid is the
+// sandbox root's host uid as boxd recorded it.
 func Find(dir string, uid uint32) (Pin, error) {
 	fd, pin, err := open(dir, uid)
 	if err != nil {
@@ -205,9 +216,12 @@ func ReadPin(path string) (Pin, error) {
 }
 
 // Dial connects to the socket in dir if it is the pinned one, owned by
-// uid.
-func Dial(ctx context.Context, dir string, uid uint32, pin Pin) (net.Conn, error) {
-	fd, got, err := open(dir, uid)
+// the pin's uid. Whoever owns dir does not matter.
+func Dial(ctx context.Context, dir string, pin Pin) (net.Conn, error) {
+	if pin.UID == 0 {
+		return nil, fmt.Errorf("%w: the pin names no owner uid", ErrRefused)
+	}
+	fd, got, err := open(dir, pin.UID)
 	if err != nil {
 		return nil, err
 	}
