@@ -252,6 +252,11 @@ func poolDaemon(t *testing.T, ns string, extra ...string) (sock, dir string, kil
 		_ = daemon.Process.Kill()
 		_, _ = daemon.Process.Wait()
 		destroyAll(t, c)
+		// runsc's null-netns pin of a gVisor member's state root, or the
+		// directory cannot be removed.
+		if err := testenv.ReleaseGvisorRoots(dir); err != nil {
+			t.Errorf("release gVisor roots: %v", err)
+		}
 	})
 	if out, err := exec.Command(env.boxctl, "--socket", sock, "image", "import", "--rootfs", env.busybox, "--name", testImage).CombinedOutput(); err != nil {
 		t.Fatalf("import: %v %s", err, out)
@@ -295,22 +300,7 @@ func TestPoolAdoptionSameAsCold(t *testing.T) {
 	if slices.Contains(members, cold.Msg.Sandbox.Id) {
 		t.Fatal("a create with cold set took a pool member")
 	}
-	norm := func(sb *boxdv1.Sandbox) string {
-		sb = proto.Clone(sb).(*boxdv1.Sandbox)
-		sb.Id, sb.Name, sb.CreatedAt, sb.ExpiresAt, sb.InitPid, sb.LastActivityAt = "", "", "", "", 0, ""
-		// Each sandbox has its own uid block, and its id is its hostname.
-		sb.Security.UidMap, sb.Hostname = "", ""
-		// Live use differs from moment to moment; the limit must not.
-		if u := sb.Usage; u != nil {
-			u.MemoryBytes, u.MemoryPeakBytes, u.CpuUsec, u.Pids, u.BlockReadBytes, u.BlockWriteBytes = 0, 0, 0, 0, 0, 0
-		}
-		for i, e := range sb.Env {
-			if strings.HasPrefix(e, "HOSTNAME=") {
-				sb.Env[i] = "HOSTNAME=?"
-			}
-		}
-		return protojson.Format(sb)
-	}
+	norm := normSandbox
 	// What create returned and what inspect shows later.
 	if a, b := norm(pooled.Msg.Sandbox), norm(cold.Msg.Sandbox); a != b {
 		t.Errorf("create answers differ:\npool %s\ncold %s", a, b)
@@ -374,6 +364,26 @@ func TestPoolAdoptionSameAsCold(t *testing.T) {
 	}
 }
 
+// normSandbox is a sandbox's inspect without what differs between two
+// sandboxes made from the same request (ids, names, times, uid block,
+// hostname, live use), to compare a pooled create with a cold one.
+func normSandbox(sb *boxdv1.Sandbox) string {
+	sb = proto.Clone(sb).(*boxdv1.Sandbox)
+	sb.Id, sb.Name, sb.CreatedAt, sb.ExpiresAt, sb.InitPid, sb.LastActivityAt = "", "", "", "", 0, ""
+	// Each sandbox has its own uid block, and its id is its hostname.
+	sb.Security.UidMap, sb.Hostname = "", ""
+	// Live use differs from moment to moment; the limit must not.
+	if u := sb.Usage; u != nil {
+		u.MemoryBytes, u.MemoryPeakBytes, u.CpuUsec, u.Pids, u.BlockReadBytes, u.BlockWriteBytes = 0, 0, 0, 0, 0, 0
+	}
+	for i, e := range sb.Env {
+		if strings.HasPrefix(e, "HOSTNAME=") {
+			sb.Env[i] = "HOSTNAME=?"
+		}
+	}
+	return protojson.Format(sb)
+}
+
 // TestPoolResizeAndNoReuse: pool sizes change at run time through the API
 // (boxctl pool set/ls); concurrent creates each get a member of their own,
 // never one twice; the pool refills; a member handed out and deleted is
@@ -393,7 +403,7 @@ func TestPoolResizeAndNoReuse(t *testing.T) {
 	}
 	first := waitPool(t, c, 4, dir)
 	out, err := exec.Command(env.boxctl, "--socket", sock, "pool", "ls").CombinedOutput()
-	if err != nil || !strings.Contains(strings.Join(strings.Fields(string(out)), " "), "SIZE READY STARTING "+testImage+" 4 4 0") {
+	if err != nil || !strings.Contains(strings.Join(strings.Fields(string(out)), " "), "SIZE READY STARTING RUNTIME "+testImage+" 4 4 0 runc") {
 		t.Errorf("boxctl pool ls: %v\n%s", err, out)
 	}
 	// Eight creates at once: four from the pool, the rest cold or from

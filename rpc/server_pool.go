@@ -19,22 +19,26 @@ type poolServer struct{ s *Server }
 var _ boxdv1connect.PoolServiceHandler = (*poolServer)(nil)
 
 func poolProto(p runtime.PoolStatus) *boxdv1.Pool {
-	return &boxdv1.Pool{Image: p.Image, Size: int32(p.Size), Ready: int32(p.Ready), Starting: int32(p.Starting)}
+	return &boxdv1.Pool{Image: p.Image, Runtime: p.Runtime, Size: int32(p.Size), Ready: int32(p.Ready), Starting: int32(p.Starting)}
 }
 
 func (p *poolServer) SetPoolSize(ctx context.Context, req *connect.Request[boxdv1.SetPoolSizeRequest]) (*connect.Response[boxdv1.SetPoolSizeResponse], error) {
-	if err := p.s.Manager.SetPoolSize(ctx, req.Msg.Image, int(req.Msg.Size)); err != nil {
+	if err := p.s.Manager.SetPoolSize(ctx, req.Msg.Image, req.Msg.Runtime, int(req.Msg.Size)); err != nil {
 		return nil, ToConnect(err)
 	}
 	out := &boxdv1.SetPoolSizeResponse{}
 	name, _ := p.s.Manager.PoolImageName(req.Msg.Image)
+	rt := req.Msg.Runtime
+	if rt == "" {
+		rt = runtime.RuntimeRunc
+	}
 	for _, st := range p.s.Manager.PoolStatus() {
-		if st.Image == name {
+		if st.Image == name && st.Runtime == rt {
 			out.Pool = poolProto(st)
 		}
 	}
 	if out.Pool == nil {
-		out.Pool = &boxdv1.Pool{Image: name}
+		out.Pool = &boxdv1.Pool{Image: name, Runtime: rt}
 	}
 	return connect.NewResponse(out), nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/boxd-dev/boxd/agent/wire"
+	"github.com/boxd-dev/boxd/gvisor"
 	"github.com/boxd-dev/boxd/network"
 	"github.com/boxd-dev/boxd/snapshot"
 )
@@ -28,8 +29,10 @@ import (
 // The warm pool keeps sandboxes of chosen images started and idle, so a
 // create that fits one is a relabel, a cgroup update and (for a custom env
 // or workdir) one call to the init instead of a shim, runc and init start
-// (about 200 ms here). Each image has its own target size (--warm-pool
-// IMAGE=N, SetPoolSize at run time). Members are ordinary containers
+// (about 200 ms here; under gVisor a shim, runsc create and start, and the
+// Sentry's boot: most of a second). Each image and runtime has its own
+// target size (--warm-pool IMAGE=N or IMAGE=N@gvisor, SetPoolSize at run
+// time). Members are ordinary containers
 // labelled boxd.io/pool (value: the image), invisible to clients and
 // quotas, and survive a boxd restart like any sandbox. A member is handed
 // out once: adoption turns it into a client's sandbox for good, and a
@@ -47,18 +50,35 @@ const poolFillers = 4
 // finds it at restart and destroys the member instead of taking it back.
 const handedMarker = "handed"
 
-// PoolSize is one image's warm-pool target.
+// PoolSize is one image's warm-pool target on one runtime.
 type PoolSize struct {
-	Image string
-	Size  int
+	Image   string
+	Runtime string // RuntimeRunc or RuntimeGvisor; "" is runc
+	Size    int
 }
 
-// PoolStatus is one image's pool as it stands.
+// PoolStatus is one image's pool on one runtime as it stands.
 type PoolStatus struct {
 	Image    string // normalized name
+	Runtime  string // RuntimeRunc or RuntimeGvisor
 	Size     int    // target
 	Ready    int    // started, idle members
 	Starting int    // members being started
+}
+
+// poolKey names one pool: an image's members on one runtime. A member's
+// image is its pool label's value and its runtime its record's, so a
+// restarted boxd files each member it takes back under the right key.
+type poolKey struct {
+	image, runtime string
+}
+
+// keyOf is the pool key of image on runtime ("" is runc).
+func keyOf(image, runtime string) poolKey {
+	if runtime == "" {
+		runtime = RuntimeRunc
+	}
+	return poolKey{image: image, runtime: runtime}
 }
 
 type imagePool struct {
@@ -71,7 +91,7 @@ type imagePool struct {
 
 type pool struct {
 	mu   sync.Mutex
-	by   map[string]*imagePool // by normalized image name
+	by   map[poolKey]*imagePool // by normalized image name and runtime
 	wake chan struct{}
 
 	// known holds what this boxd recorded when it started each member,
@@ -145,30 +165,30 @@ func (p *pool) holdOff(now time.Time) time.Duration {
 	return wait
 }
 
-func (p *pool) get(image string) *imagePool {
+func (p *pool) get(k poolKey) *imagePool {
 	if p.by == nil {
-		p.by = map[string]*imagePool{}
+		p.by = map[poolKey]*imagePool{}
 	}
-	ip := p.by[image]
+	ip := p.by[k]
 	if ip == nil {
 		ip = &imagePool{}
-		p.by[image] = ip
+		p.by[k] = ip
 	}
 	return ip
 }
 
-func (p *pool) setWant(image string, n int) {
+func (p *pool) setWant(k poolKey, n int) {
 	p.mu.Lock()
-	ip := p.get(image)
+	ip := p.get(k)
 	ip.want, ip.retryAt, ip.backoff = n, time.Time{}, 0
 	p.mu.Unlock()
 	p.signal()
 }
 
-func (p *pool) wanted(image string) int {
+func (p *pool) wanted(k poolKey) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if ip := p.by[image]; ip != nil {
+	if ip := p.by[k]; ip != nil {
 		return ip.want
 	}
 	return 0
@@ -185,12 +205,12 @@ func (p *pool) isStarting() bool {
 	return false
 }
 
-// take hands out a ready member of image and what is known of it (nil:
+// take hands out a ready member of pool k and what is known of it (nil:
 // read it from containerd); each id is handed out once.
-func (p *pool) take(image string) (string, *memberInfo, bool) {
+func (p *pool) take(k poolKey) (string, *memberInfo, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ip := p.by[image]
+	ip := p.by[k]
 	if ip == nil || len(ip.ready) == 0 {
 		return "", nil, false
 	}
@@ -204,16 +224,19 @@ func (p *pool) take(image string) (string, *memberInfo, bool) {
 	return id, info, true
 }
 
-// takeAll takes every ready member of image out of the pool.
+// takeAll takes every ready member of image, on any runtime, out of the
+// pool.
 func (p *pool) takeAll(image string) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ip := p.by[image]
-	if ip == nil {
-		return nil
+	var ids []string
+	for k, ip := range p.by {
+		if k.image != image {
+			continue
+		}
+		ids = append(ids, ip.ready...)
+		ip.ready = nil
 	}
-	ids := ip.ready
-	ip.ready = nil
 	for _, id := range ids {
 		delete(p.known, id)
 	}
@@ -253,8 +276,8 @@ type memberInfo struct {
 	runtime     RuntimeInfo
 }
 
-// put adds a ready member of image; info is nil if not known.
-func (p *pool) put(image, id string, info *memberInfo) {
+// put adds a ready member of pool k; info is nil if not known.
+func (p *pool) put(k poolKey, id string, info *memberInfo) {
 	p.mu.Lock()
 	if info != nil {
 		if p.known == nil {
@@ -262,7 +285,7 @@ func (p *pool) put(image, id string, info *memberInfo) {
 		}
 		p.known[id] = *info
 	}
-	ip := p.get(image)
+	ip := p.get(k)
 	ip.ready = append(ip.ready, id)
 	ip.backoff, ip.retryAt = 0, time.Time{}
 	p.mu.Unlock()
@@ -283,37 +306,45 @@ func (p *pool) surplus() []string {
 	return out
 }
 
-// next picks an image short of members and counts one more starting for
+// next picks a pool short of members and counts one more starting for
 // it; false when none needs one now.
-func (p *pool) next(now time.Time) (string, bool) {
+func (p *pool) next(now time.Time) (poolKey, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	images := make([]string, 0, len(p.by))
-	for img := range p.by {
-		images = append(images, img)
+	keys := make([]poolKey, 0, len(p.by))
+	for k := range p.by {
+		keys = append(keys, k)
 	}
-	sort.Strings(images)
-	// The image with the largest gap first, so one big pool does not keep
+	sort.Slice(keys, func(i, j int) bool { return keyLess(keys[i], keys[j]) })
+	// The pool with the largest gap first, so one big pool does not keep
 	// a small one empty.
-	best, gap := "", 0
-	for _, img := range images {
-		ip := p.by[img]
+	var best poolKey
+	gap := 0
+	for _, k := range keys {
+		ip := p.by[k]
 		if g := ip.want - len(ip.ready) - ip.starting; g > gap && !now.Before(ip.retryAt) {
-			best, gap = img, g
+			best, gap = k, g
 		}
 	}
 	if gap == 0 {
-		return "", false
+		return poolKey{}, false
 	}
 	p.by[best].starting++
 	return best, true
 }
 
-// started ends a member start of image; err says how it went.
-func (p *pool) started(image string, err error) {
+func keyLess(a, b poolKey) bool {
+	if a.image != b.image {
+		return a.image < b.image
+	}
+	return a.runtime < b.runtime
+}
+
+// started ends a member start of pool k; err says how it went.
+func (p *pool) started(k poolKey, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ip := p.get(image)
+	ip := p.get(k)
 	ip.starting--
 	if err != nil {
 		// Short: a missing image may be imported, a full max-sandboxes freed,
@@ -327,13 +358,15 @@ func (p *pool) status() []PoolStatus {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make([]PoolStatus, 0, len(p.by))
-	for img, ip := range p.by {
+	for k, ip := range p.by {
 		if ip.want == 0 && len(ip.ready) == 0 && ip.starting == 0 {
 			continue
 		}
-		out = append(out, PoolStatus{Image: img, Size: ip.want, Ready: len(ip.ready), Starting: ip.starting})
+		out = append(out, PoolStatus{Image: k.image, Runtime: k.runtime, Size: ip.want, Ready: len(ip.ready), Starting: ip.starting})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Image < out[j].Image })
+	sort.Slice(out, func(i, j int) bool {
+		return keyLess(poolKey{out[i].Image, out[i].Runtime}, poolKey{out[j].Image, out[j].Runtime})
+	})
 	return out
 }
 
@@ -357,11 +390,12 @@ func (m *Manager) poolImage(image string) (string, error) {
 	return n, nil
 }
 
-// SetPoolSize changes an image's pool target at run time (0 empties it).
-// The image must exist. Members are started or destroyed in the
+// SetPoolSize changes the target of an image's pool on runtime ("":
+// runc) at run time (0 empties it). The image must exist, and gVisor be
+// available for a gVisor pool. Members are started or destroyed in the
 // background; the target lasts until boxd restarts, which takes its
 // flags' sizes again.
-func (m *Manager) SetPoolSize(ctx context.Context, image string, n int) error {
+func (m *Manager) SetPoolSize(ctx context.Context, image, runtime string, n int) error {
 	if n < 0 || n > MaxPoolSize {
 		return fieldErr("size", "%d must be from 0 to %d", n, MaxPoolSize)
 	}
@@ -369,6 +403,10 @@ func (m *Manager) SetPoolSize(ctx context.Context, image string, n int) error {
 		return fieldErr("size", "%d members would not fit under the daemon's max-sandboxes of %d", n, m.cfg.MaxSandboxes)
 	}
 	name, err := m.poolImage(image)
+	if err != nil {
+		return err
+	}
+	rt, err := m.poolRuntime(runtime)
 	if err != nil {
 		return err
 	}
@@ -381,9 +419,23 @@ func (m *Manager) SetPoolSize(ctx context.Context, image string, n int) error {
 			return err
 		}
 	}
-	m.pool.setWant(name, n)
-	m.log.Info("warm pool size set", "image", name, "size", n)
+	m.pool.setWant(keyOf(name, rt), n)
+	m.log.Info("warm pool size set", "image", name, "runtime", rt, "size", n)
 	return nil
+}
+
+// poolRuntime checks a pool's runtime ("" is runc, whatever the daemon's
+// default runtime: a pool says what its members run on); gVisor must be
+// available.
+func (m *Manager) poolRuntime(name string) (string, error) {
+	rt, err := ParseRuntime("runtime", name)
+	if err != nil {
+		return "", err
+	}
+	if rt == "" {
+		rt = RuntimeRunc
+	}
+	return m.pickRuntime(rt)
 }
 
 // PoolStatus lists every image's pool.
@@ -393,22 +445,33 @@ func (m *Manager) PoolStatus() []PoolStatus { return m.pool.status() }
 // that a started sandbox cannot take any more (network, published ports,
 // the default user, mounts, rlimits, hostname, cpu weight, disk cap, a
 // fork's layer) must be what a member was started with.
+//
+// Under gVisor the limits too: runsc's Sentry reads them from the spec
+// when it boots (runsc/boot/loader.go sizes the sandbox's memory to the
+// memory limit, MemTotal inside; runsc/boot/vfs.go sets the sandbox's own
+// cgroupfs memory and cpu quota defaults from them), so a host cgroup
+// update would leave the sandbox seeing its member's limits, unlike a cold
+// create of the same request.
 func (m *Manager) fits(r resolved) bool {
 	t := r.tun
-	return !r.cold && r.network == network.ModeNone && len(r.publish) == 0 && !r.userSet && r.forkParent == "" &&
+	ok := !r.cold && r.network == network.ModeNone && len(r.publish) == 0 && !r.userSet && r.forkParent == "" &&
 		!t.ReadOnly && len(t.Tmpfs) == 0 && t.Ulimits.zero() && t.Hostname == "" && t.CPUWeight == 0 &&
 		r.limits.DiskBytes == m.cfg.DefaultLimits.DiskBytes
+	if ok && r.runtime == RuntimeGvisor {
+		d := m.cfg.DefaultLimits
+		ok = r.limits.MemoryBytes == d.MemoryBytes && r.limits.CPUs == d.CPUs && r.limits.Pids == d.Pids && t.MemoryLow == 0
+	}
+	return ok
 }
 
 // fromPool hands out a pool member for r, or reports false (and the
 // caller creates cold).
 func (m *Manager) fromPool(ctx context.Context, r resolved, img client.Image, imgSpec ocispec.Image) (*Sandbox, bool) {
-	// Pool members run on runc.
-	if r.runtime != RuntimeRunc || !m.fits(r) {
+	if !m.fits(r) {
 		return nil, false
 	}
 	for {
-		id, info, ok := m.pool.take(img.Name())
+		id, info, ok := m.pool.take(keyOf(img.Name(), r.runtime))
 		if !ok {
 			return nil, false
 		}
@@ -459,6 +522,13 @@ func (m *Manager) adopt(ctx context.Context, id string, known *memberInfo, r res
 	if err != nil {
 		return nil, err
 	}
+	if r.runtime == RuntimeGvisor {
+		// As a cold create's spec has them: an init restarted from the
+		// stored spec needs them (gvisor.Annotations).
+		for k, v := range gvisor.Annotations(id) {
+			spec.Annotations[k] = v
+		}
+	}
 	phase("prepare")
 	if err := setLimits(spec.Linux.CgroupsPath, spec.Linux.Resources); err != nil {
 		m.log.Debug("direct cgroup update failed; updating through the task", "sandbox", id, "err", err)
@@ -500,6 +570,7 @@ func (m *Manager) adopt(ctx context.Context, id string, known *memberInfo, r res
 		Disk: r.limits.DiskBytes,
 		User: r.user, Tunables: r.tun,
 	}
+	rec.Runtime = r.runtime
 	rec = m.withRuntime(rec)
 	// The member may have been made by an earlier boxd, on another runc.
 	if known.runtime.Name != "" {
@@ -588,7 +659,12 @@ func (m *Manager) RunPool(ctx context.Context) {
 			m.log.Error("warm pool: bad image", "image", ps.Image, "err", err)
 			continue
 		}
-		m.pool.setWant(name, ps.Size)
+		rt, err := m.poolRuntime(ps.Runtime)
+		if err != nil {
+			m.log.Error("warm pool: runtime", "image", ps.Image, "runtime", ps.Runtime, "err", err)
+			continue
+		}
+		m.pool.setWant(keyOf(name, rt), ps.Size)
 	}
 	m.adoptLeftovers(ctx)
 	sem := make(chan struct{}, poolFillers)
@@ -610,7 +686,7 @@ func (m *Manager) RunPool(ctx context.Context) {
 			default:
 				break fill // all fillers busy; one signals when done
 			}
-			image, ok := m.pool.next(time.Now())
+			key, ok := m.pool.next(time.Now())
 			if !ok {
 				<-sem
 				break
@@ -618,15 +694,15 @@ func (m *Manager) RunPool(ctx context.Context) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				err := m.addMember(ctx, image)
-				m.pool.started(image, err)
+				err := m.addMember(ctx, key)
+				m.pool.started(key, err)
 				<-sem
 				switch {
 				case err == nil:
 				case errdefs.IsResourceExhausted(err), errdefs.IsNotFound(err), ctx.Err() != nil:
-					m.log.Debug("warm pool: not refilled", "image", image, "err", err)
+					m.log.Debug("warm pool: not refilled", "image", key.image, "runtime", key.runtime, "err", err)
 				default:
-					m.log.Warn("warm pool: could not start a member", "image", image, "err", err)
+					m.log.Warn("warm pool: could not start a member", "image", key.image, "runtime", key.runtime, "err", err)
 				}
 				m.pool.signal()
 			}()
@@ -644,8 +720,8 @@ func (m *Manager) RunPool(ctx context.Context) {
 	}
 }
 
-func (m *Manager) addMember(ctx context.Context, image string) error {
-	r, err := m.resolve(CreateRequest{Image: image, Runtime: RuntimeRunc})
+func (m *Manager) addMember(ctx context.Context, key poolKey) error {
+	r, err := m.resolve(CreateRequest{Image: key.image, Runtime: key.runtime})
 	if err != nil {
 		return err
 	}
@@ -664,7 +740,7 @@ func (m *Manager) addMember(ctx context.Context, image string) error {
 	if err != nil {
 		return err
 	}
-	m.pool.put(img.Name(), sb.ID, &memberInfo{pid: sb.InitPID, hostID: sb.hostUID, imageDigest: img.Target().Digest.String(), runtime: sb.Runtime})
+	m.pool.put(keyOf(img.Name(), r.runtime), sb.ID, &memberInfo{pid: sb.InitPID, hostID: sb.hostUID, imageDigest: img.Target().Digest.String(), runtime: sb.Runtime})
 	return nil
 }
 
@@ -677,11 +753,16 @@ func (m *Manager) adoptLeftovers(ctx context.Context) {
 		m.log.Warn("warm pool: list leftovers", "err", err)
 		return
 	}
-	kept := map[string]int{}
+	kept := map[poolKey]int{}
 	for _, ctr := range ctrs {
 		labels, err := ctr.Labels(ctx)
-		image := labels[LabelPool]
-		ok := err == nil && kept[image] < m.pool.wanted(image)
+		// The pool label names the image; the record, the runtime.
+		var rec record
+		if err == nil {
+			err = json.Unmarshal([]byte(labels[LabelSandbox]), &rec)
+		}
+		key := keyOf(labels[LabelPool], rec.Runtime)
+		ok := err == nil && kept[key] < m.pool.wanted(key)
 		if ok {
 			_, serr := os.Stat(filepath.Join(m.sandboxDir(ctr.ID()), handedMarker))
 			ok = errors.Is(serr, os.ErrNotExist)
@@ -692,8 +773,8 @@ func (m *Manager) adoptLeftovers(ctx context.Context) {
 			cancel()
 		}
 		if ok {
-			kept[image]++
-			m.pool.put(image, ctr.ID(), nil)
+			kept[key]++
+			m.pool.put(key, ctr.ID(), nil)
 			continue
 		}
 		if err := m.destroy(ctx, ctr); err != nil && !errdefs.IsNotFound(err) {

@@ -16,22 +16,23 @@ import (
 // gives back the surplus.
 func TestPoolBookkeeping(t *testing.T) {
 	p := &pool{wake: make(chan struct{}, 1)}
-	p.setWant("a", 3)
-	p.setWant("b", 1)
+	a, b := keyOf("a", ""), keyOf("b", RuntimeRunc)
+	p.setWant(a, 3)
+	p.setWant(b, 1)
 	var started []string
 	for {
-		img, ok := p.next(time.Now())
+		k, ok := p.next(time.Now())
 		if !ok {
 			break
 		}
-		started = append(started, img)
+		started = append(started, k.image)
 	}
 	if fmt.Sprint(started) != "[a a b a]" && fmt.Sprint(started) != "[a b a a]" && fmt.Sprint(started) != "[a a a b]" {
 		t.Errorf("starts asked for: %v, want three of a and one of b", started)
 	}
 	for i, img := range started {
-		p.put(img, fmt.Sprintf("%s%d", img, i), &memberInfo{pid: uint32(100 + i), hostID: uint32(1000 * i)})
-		p.started(img, nil)
+		p.put(keyOf(img, ""), fmt.Sprintf("%s%d", img, i), &memberInfo{pid: uint32(100 + i), hostID: uint32(1000 * i)})
+		p.started(keyOf(img, ""), nil)
 	}
 	if _, ok := p.next(time.Now()); ok {
 		t.Error("a full pool asked for another member")
@@ -47,7 +48,7 @@ func TestPoolBookkeeping(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if id, info, ok := p.take("a"); ok {
+			if id, info, ok := p.take(a); ok {
 				mu.Lock()
 				seen[id]++
 				if info == nil || info.pid != pidOf[id] {
@@ -67,19 +68,19 @@ func TestPoolBookkeeping(t *testing.T) {
 		}
 	}
 	// A failed start backs off.
-	img, ok := p.next(time.Now())
-	if !ok || img != "a" {
-		t.Fatalf("refill: %q %v", img, ok)
+	k, ok := p.next(time.Now())
+	if !ok || k != a {
+		t.Fatalf("refill: %v %v", k, ok)
 	}
-	p.started(img, errors.New("boom"))
-	if img, ok := p.next(time.Now()); ok {
-		t.Errorf("asked to start %s right after a failure", img)
+	p.started(k, errors.New("boom"))
+	if k, ok := p.next(time.Now()); ok {
+		t.Errorf("asked to start %v right after a failure", k)
 	}
 	if _, ok := p.next(time.Now().Add(6 * time.Second)); !ok {
 		t.Error("no retry after the backoff")
 	}
 	// Lowering b's target to 0 gives its member back for destruction.
-	p.setWant("b", 0)
+	p.setWant(b, 0)
 	if s := p.surplus(); len(s) != 1 || s[0][0] != 'b' {
 		t.Errorf("surplus after emptying b: %v", s)
 	}
@@ -90,8 +91,47 @@ func TestPoolBookkeeping(t *testing.T) {
 		t.Errorf("what is known of members no longer in the pool kept: %v", p.known)
 	}
 	st := p.status()
-	if len(st) != 1 || st[0].Image != "a" || st[0].Size != 3 || st[0].Starting != 1 {
+	if len(st) != 1 || st[0].Image != "a" || st[0].Runtime != RuntimeRunc || st[0].Size != 3 || st[0].Starting != 1 {
 		t.Errorf("status = %+v", st)
+	}
+}
+
+// TestPoolKeysByRuntime: an image's pools on runc and on gVisor are
+// separate: a member of one is never handed out for the other, each is
+// refilled and listed on its own, and removing the image takes both.
+func TestPoolKeysByRuntime(t *testing.T) {
+	p := &pool{wake: make(chan struct{}, 1)}
+	runc, gv := keyOf("img", ""), keyOf("img", RuntimeGvisor)
+	p.setWant(runc, 1)
+	p.setWant(gv, 1)
+	var asked []poolKey
+	for {
+		k, ok := p.next(time.Now())
+		if !ok {
+			break
+		}
+		asked = append(asked, k)
+	}
+	if len(asked) != 2 || asked[0] == asked[1] {
+		t.Fatalf("starts asked for: %v, want one of each runtime", asked)
+	}
+	p.put(runc, "r1", nil)
+	p.started(runc, nil)
+	if id, _, ok := p.take(gv); ok {
+		t.Errorf("the gVisor pool handed out %s, a runc member", id)
+	}
+	p.put(gv, "g1", nil)
+	p.started(gv, nil)
+	if id, _, ok := p.take(gv); !ok || id != "g1" {
+		t.Errorf("gVisor take: %q %v, want g1", id, ok)
+	}
+	p.put(gv, "g2", nil)
+	st := p.status()
+	if len(st) != 2 || st[0].Runtime != RuntimeGvisor || st[1].Runtime != RuntimeRunc || st[0].Ready != 1 || st[1].Ready != 1 {
+		t.Errorf("status = %+v, want the gvisor and runc pools of img, one ready each", st)
+	}
+	if ids := p.takeAll("img"); len(ids) != 2 {
+		t.Errorf("takeAll(img) = %v, want r1 and g2", ids)
 	}
 }
 

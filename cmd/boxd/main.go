@@ -164,6 +164,9 @@ func run(cc *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := checkPoolRuntimes(lim.pools, gv, gvErr); err != nil {
+		return err
+	}
 
 	netMgr, err := newNetwork(cc, log)
 	if err != nil {

@@ -20,11 +20,13 @@ const defaultPoolSize = 2
 
 func poolFlag() cli.Flag {
 	return &cli.StringSliceFlag{Name: "warm-pool", Value: cli.NewStringSlice(strconv.Itoa(defaultPoolSize)),
-		Usage: "idle sandboxes kept started for fast creates: IMAGE=N per image (repeatable), or N for the default image; 0 turns the default image's pool off"}
+		Usage: "idle sandboxes kept started for fast creates: IMAGE=N per image (repeatable), or N for the default image; N@gvisor for gVisor members (runc otherwise); 0 turns the default image's pool off"}
 }
 
-// parsePools reads --warm-pool. The default's size shrinks to fit
-// --max-sandboxes; sizes given explicitly that do not fit are an error.
+// parsePools reads --warm-pool: [IMAGE=]N[@RUNTIME]. The runtime goes
+// after the size, where no image reference puts an "@" (a digest's is in
+// the image part). The default's size shrinks to fit --max-sandboxes;
+// sizes given explicitly that do not fit are an error.
 func parsePools(cc *cli.Context, maxSandboxes int) ([]runtime.PoolSize, error) {
 	var out []runtime.PoolSize
 	seen := map[string]bool{}
@@ -34,26 +36,51 @@ func parsePools(cc *cli.Context, maxSandboxes int) ([]runtime.PoolSize, error) {
 		if !ok {
 			image, size = "", v
 		}
+		size, rt, hasRT := strings.Cut(size, "@")
 		n, err := strconv.Atoi(strings.TrimSpace(size))
 		if err != nil || n < 0 || n > runtime.MaxPoolSize {
-			return nil, fmt.Errorf("--warm-pool: %q: want IMAGE=N or N, N from 0 to %d", v, runtime.MaxPoolSize)
+			return nil, fmt.Errorf("--warm-pool: %q: want IMAGE=N, N, IMAGE=N@RUNTIME or N@RUNTIME, N from 0 to %d", v, runtime.MaxPoolSize)
+		}
+		rt = strings.TrimSpace(rt)
+		if hasRT {
+			if got, err := runtime.ParseRuntime("--warm-pool", rt); err != nil || got == "" {
+				return nil, fmt.Errorf("--warm-pool: %q: unknown runtime %q after the size: runc or gvisor", v, rt)
+			}
+		}
+		if rt == "" {
+			rt = runtime.RuntimeRunc
 		}
 		image = strings.TrimSpace(image)
 		if ok && image == "" {
 			return nil, fmt.Errorf("--warm-pool: %q names no image", v)
 		}
-		if seen[image] {
-			return nil, fmt.Errorf("--warm-pool: %q: the image's pool is sized twice", v)
+		if seen[image+"@"+rt] {
+			return nil, fmt.Errorf("--warm-pool: %q: the image's %s pool is sized twice", v, rt)
 		}
-		seen[image] = true
+		seen[image+"@"+rt] = true
 		total += n
-		out = append(out, runtime.PoolSize{Image: image, Size: n})
+		out = append(out, runtime.PoolSize{Image: image, Runtime: rt, Size: n})
 	}
 	if maxSandboxes > 0 && total > maxSandboxes {
 		if !cc.IsSet("warm-pool") {
-			return []runtime.PoolSize{{Size: maxSandboxes}}, nil
+			return []runtime.PoolSize{{Runtime: runtime.RuntimeRunc, Size: maxSandboxes}}, nil
 		}
 		return nil, fmt.Errorf("--warm-pool: %d members would not fit under --max-sandboxes %d", total, maxSandboxes)
 	}
 	return out, nil
+}
+
+// checkPoolRuntimes stops boxd at start when a gVisor pool is sized but
+// gVisor was not found (why says why), rather than failing every refill.
+func checkPoolRuntimes(pools []runtime.PoolSize, gv *runtime.Gvisor, why string) error {
+	for _, p := range pools {
+		if p.Runtime == runtime.RuntimeGvisor && p.Size > 0 && gv == nil {
+			name := p.Image
+			if name == "" {
+				name = "the default image"
+			}
+			return fmt.Errorf("--warm-pool: a gvisor pool of %s, but gVisor is not available (%s; see --runsc)", name, why)
+		}
+	}
+	return nil
 }

@@ -22,6 +22,7 @@ func poolCommand() *cli.Command {
 				Name:      "set",
 				Usage:     "set an image's pool size (admins only; lasts until boxd restarts; 0 empties it)",
 				ArgsUsage: "IMAGE N",
+				Flags:     []cli.Flag{&cli.StringFlag{Name: "runtime", Usage: "the members' runtime: runc (the default) or gvisor; each runtime has its own pool"}},
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 2 {
 						return fmt.Errorf("usage: boxctl pool set IMAGE N")
@@ -31,13 +32,13 @@ func poolCommand() *cli.Command {
 						return fmt.Errorf("boxctl pool set: N %q is not a number of members", c.Args().Get(1))
 					}
 					resp, err := rpcclient.NewPool(c.String("socket")).SetPoolSize(c.Context, connect.NewRequest(&boxdv1.SetPoolSizeRequest{
-						Image: c.Args().Get(0), Size: int32(n),
+						Image: c.Args().Get(0), Size: int32(n), Runtime: c.String("runtime"),
 					}))
 					if err != nil {
 						return boxdErr{err}
 					}
 					p := resp.Msg.Pool
-					fmt.Printf("%s: size %d (%d ready, %d starting)\n", p.Image, p.Size, p.Ready, p.Starting)
+					fmt.Printf("%s (%s): size %d (%d ready, %d starting)\n", p.Image, p.Runtime, p.Size, p.Ready, p.Starting)
 					return nil
 				},
 			},
@@ -54,9 +55,9 @@ func poolCommand() *cli.Command {
 						return printJSONArray(resp.Msg.Pools)
 					}
 					tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-					fmt.Fprintln(tw, "IMAGE\tSIZE\tREADY\tSTARTING")
+					fmt.Fprintln(tw, "IMAGE\tSIZE\tREADY\tSTARTING\tRUNTIME")
 					for _, p := range resp.Msg.Pools {
-						fmt.Fprintf(tw, "%s\t%d\t%d\t%d\n", p.Image, p.Size, p.Ready, p.Starting)
+						fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", p.Image, p.Size, p.Ready, p.Starting, p.Runtime)
 					}
 					return tw.Flush()
 				},

@@ -22,9 +22,13 @@ const (
 )
 
 type SetPoolSizeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Image         string                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"` // empty: the daemon's default image
-	Size          int32                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Image string                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"` // empty: the daemon's default image
+	Size  int32                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	// The members' runtime: "runc" or "gvisor"; empty is runc (whatever
+	// the daemon's default runtime). Each image has a pool per runtime, and
+	// a create is served only by a member of its own runtime.
+	Runtime       string `protobuf:"bytes,101,opt,name=runtime,proto3" json:"runtime,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -71,6 +75,13 @@ func (x *SetPoolSizeRequest) GetSize() int32 {
 		return x.Size
 	}
 	return 0
+}
+
+func (x *SetPoolSizeRequest) GetRuntime() string {
+	if x != nil {
+		return x.Runtime
+	}
+	return ""
 }
 
 type SetPoolSizeResponse struct {
@@ -203,6 +214,7 @@ type Pool struct {
 	Size          int32                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`   // target
 	Ready         int32                  `protobuf:"varint,3,opt,name=ready,proto3" json:"ready,omitempty"` // started and idle
 	Starting      int32                  `protobuf:"varint,4,opt,name=starting,proto3" json:"starting,omitempty"`
+	Runtime       string                 `protobuf:"bytes,101,opt,name=runtime,proto3" json:"runtime,omitempty"` // the members' runtime: runc or gvisor
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -265,24 +277,33 @@ func (x *Pool) GetStarting() int32 {
 	return 0
 }
 
+func (x *Pool) GetRuntime() string {
+	if x != nil {
+		return x.Runtime
+	}
+	return ""
+}
+
 var File_boxd_v1_pool_proto protoreflect.FileDescriptor
 
 const file_boxd_v1_pool_proto_rawDesc = "" +
 	"\n" +
-	"\x12boxd/v1/pool.proto\x12\aboxd.v1\">\n" +
+	"\x12boxd/v1/pool.proto\x12\aboxd.v1\"X\n" +
 	"\x12SetPoolSizeRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x12\n" +
-	"\x04size\x18\x02 \x01(\x05R\x04size\"8\n" +
+	"\x04size\x18\x02 \x01(\x05R\x04size\x12\x18\n" +
+	"\aruntime\x18e \x01(\tR\aruntime\"8\n" +
 	"\x13SetPoolSizeResponse\x12!\n" +
 	"\x04pool\x18\x01 \x01(\v2\r.boxd.v1.PoolR\x04pool\"\x12\n" +
 	"\x10ListPoolsRequest\"8\n" +
 	"\x11ListPoolsResponse\x12#\n" +
-	"\x05pools\x18\x01 \x03(\v2\r.boxd.v1.PoolR\x05pools\"b\n" +
+	"\x05pools\x18\x01 \x03(\v2\r.boxd.v1.PoolR\x05pools\"|\n" +
 	"\x04Pool\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x05R\x04size\x12\x14\n" +
 	"\x05ready\x18\x03 \x01(\x05R\x05ready\x12\x1a\n" +
-	"\bstarting\x18\x04 \x01(\x05R\bstarting2\x9b\x01\n" +
+	"\bstarting\x18\x04 \x01(\x05R\bstarting\x12\x18\n" +
+	"\aruntime\x18e \x01(\tR\aruntime2\x9b\x01\n" +
 	"\vPoolService\x12H\n" +
 	"\vSetPoolSize\x12\x1b.boxd.v1.SetPoolSizeRequest\x1a\x1c.boxd.v1.SetPoolSizeResponse\x12B\n" +
 	"\tListPools\x12\x19.boxd.v1.ListPoolsRequest\x1a\x1a.boxd.v1.ListPoolsResponseB1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"

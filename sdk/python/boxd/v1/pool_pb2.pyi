@@ -16,24 +16,28 @@ class ListPoolsResponse(_message.Message):
     def __init__(self, pools: _Optional[_Iterable[_Union[Pool, _Mapping]]] = ...) -> None: ...
 
 class Pool(_message.Message):
-    __slots__ = ["image", "ready", "size", "starting"]
+    __slots__ = ["image", "ready", "runtime", "size", "starting"]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
     STARTING_FIELD_NUMBER: _ClassVar[int]
     image: str
     ready: int
+    runtime: str
     size: int
     starting: int
-    def __init__(self, image: _Optional[str] = ..., size: _Optional[int] = ..., ready: _Optional[int] = ..., starting: _Optional[int] = ...) -> None: ...
+    def __init__(self, image: _Optional[str] = ..., size: _Optional[int] = ..., ready: _Optional[int] = ..., starting: _Optional[int] = ..., runtime: _Optional[str] = ...) -> None: ...
 
 class SetPoolSizeRequest(_message.Message):
-    __slots__ = ["image", "size"]
+    __slots__ = ["image", "runtime", "size"]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
+    RUNTIME_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
     image: str
+    runtime: str
     size: int
-    def __init__(self, image: _Optional[str] = ..., size: _Optional[int] = ...) -> None: ...
+    def __init__(self, image: _Optional[str] = ..., size: _Optional[int] = ..., runtime: _Optional[str] = ...) -> None: ...
 
 class SetPoolSizeResponse(_message.Message):
     __slots__ = ["pool"]

@@ -41,13 +41,16 @@ const (
 
 // PoolServiceClient is a client for the boxd.v1.PoolService service.
 type PoolServiceClient interface {
-	// SetPoolSize sets an image's pool target; members are started or
-	// destroyed in the background. 0 empties the pool. The size lasts until
-	// boxd restarts (then its flags' sizes apply). Errors: invalid_argument
-	// (size out of 0-1000 or above --max-sandboxes, a malformed image
-	// name), not_found (no such image), permission_denied (not an admin).
+	// SetPoolSize sets the target of an image's pool on a runtime; members
+	// are started or destroyed in the background. 0 empties the pool. The
+	// size lasts until boxd restarts (then its flags' sizes apply). Errors:
+	// invalid_argument (size out of 0-1000 or above --max-sandboxes, a
+	// malformed image name, an unknown runtime), not_found (no such image),
+	// failed_precondition (runtime gvisor on a boxd without gVisor),
+	// permission_denied (not an admin).
 	SetPoolSize(context.Context, *connect.Request[v1.SetPoolSizeRequest]) (*connect.Response[v1.SetPoolSizeResponse], error)
-	// ListPools lists every image's pool: target, ready and starting members.
+	// ListPools lists every pool (image and runtime): target, ready and
+	// starting members.
 	ListPools(context.Context, *connect.Request[v1.ListPoolsRequest]) (*connect.Response[v1.ListPoolsResponse], error)
 }
 
@@ -95,13 +98,16 @@ func (c *poolServiceClient) ListPools(ctx context.Context, req *connect.Request[
 
 // PoolServiceHandler is an implementation of the boxd.v1.PoolService service.
 type PoolServiceHandler interface {
-	// SetPoolSize sets an image's pool target; members are started or
-	// destroyed in the background. 0 empties the pool. The size lasts until
-	// boxd restarts (then its flags' sizes apply). Errors: invalid_argument
-	// (size out of 0-1000 or above --max-sandboxes, a malformed image
-	// name), not_found (no such image), permission_denied (not an admin).
+	// SetPoolSize sets the target of an image's pool on a runtime; members
+	// are started or destroyed in the background. 0 empties the pool. The
+	// size lasts until boxd restarts (then its flags' sizes apply). Errors:
+	// invalid_argument (size out of 0-1000 or above --max-sandboxes, a
+	// malformed image name, an unknown runtime), not_found (no such image),
+	// failed_precondition (runtime gvisor on a boxd without gVisor),
+	// permission_denied (not an admin).
 	SetPoolSize(context.Context, *connect.Request[v1.SetPoolSizeRequest]) (*connect.Response[v1.SetPoolSizeResponse], error)
-	// ListPools lists every image's pool: target, ready and starting members.
+	// ListPools lists every pool (image and runtime): target, ready and
+	// starting members.
 	ListPools(context.Context, *connect.Request[v1.ListPoolsRequest]) (*connect.Response[v1.ListPoolsResponse], error)
 }
 

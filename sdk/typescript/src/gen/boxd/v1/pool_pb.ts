@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file boxd/v1/pool.proto.
  */
 export const file_boxd_v1_pool: GenFile = /*@__PURE__*/
-  fileDesc("ChJib3hkL3YxL3Bvb2wucHJvdG8SB2JveGQudjEiMQoSU2V0UG9vbFNpemVSZXF1ZXN0Eg0KBWltYWdlGAEgASgJEgwKBHNpemUYAiABKAUiMgoTU2V0UG9vbFNpemVSZXNwb25zZRIbCgRwb29sGAEgASgLMg0uYm94ZC52MS5Qb29sIhIKEExpc3RQb29sc1JlcXVlc3QiMQoRTGlzdFBvb2xzUmVzcG9uc2USHAoFcG9vbHMYASADKAsyDS5ib3hkLnYxLlBvb2wiRAoEUG9vbBINCgVpbWFnZRgBIAEoCRIMCgRzaXplGAIgASgFEg0KBXJlYWR5GAMgASgFEhAKCHN0YXJ0aW5nGAQgASgFMpsBCgtQb29sU2VydmljZRJICgtTZXRQb29sU2l6ZRIbLmJveGQudjEuU2V0UG9vbFNpemVSZXF1ZXN0GhwuYm94ZC52MS5TZXRQb29sU2l6ZVJlc3BvbnNlEkIKCUxpc3RQb29scxIZLmJveGQudjEuTGlzdFBvb2xzUmVxdWVzdBoaLmJveGQudjEuTGlzdFBvb2xzUmVzcG9uc2VCMVovZ2l0aHViLmNvbS9ib3hkLWRldi9ib3hkL3JwYy9nZW4vYm94ZC92MTtib3hkdjFiBnByb3RvMw");
+  fileDesc("ChJib3hkL3YxL3Bvb2wucHJvdG8SB2JveGQudjEiQgoSU2V0UG9vbFNpemVSZXF1ZXN0Eg0KBWltYWdlGAEgASgJEgwKBHNpemUYAiABKAUSDwoHcnVudGltZRhlIAEoCSIyChNTZXRQb29sU2l6ZVJlc3BvbnNlEhsKBHBvb2wYASABKAsyDS5ib3hkLnYxLlBvb2wiEgoQTGlzdFBvb2xzUmVxdWVzdCIxChFMaXN0UG9vbHNSZXNwb25zZRIcCgVwb29scxgBIAMoCzINLmJveGQudjEuUG9vbCJVCgRQb29sEg0KBWltYWdlGAEgASgJEgwKBHNpemUYAiABKAUSDQoFcmVhZHkYAyABKAUSEAoIc3RhcnRpbmcYBCABKAUSDwoHcnVudGltZRhlIAEoCTKbAQoLUG9vbFNlcnZpY2USSAoLU2V0UG9vbFNpemUSGy5ib3hkLnYxLlNldFBvb2xTaXplUmVxdWVzdBocLmJveGQudjEuU2V0UG9vbFNpemVSZXNwb25zZRJCCglMaXN0UG9vbHMSGS5ib3hkLnYxLkxpc3RQb29sc1JlcXVlc3QaGi5ib3hkLnYxLkxpc3RQb29sc1Jlc3BvbnNlQjFaL2dpdGh1Yi5jb20vYm94ZC1kZXYvYm94ZC9ycGMvZ2VuL2JveGQvdjE7Ym94ZHYxYgZwcm90bzM");
 
 /**
  * @generated from message boxd.v1.SetPoolSizeRequest
@@ -27,6 +27,15 @@ export type SetPoolSizeRequest = Message<"boxd.v1.SetPoolSizeRequest"> & {
    * @generated from field: int32 size = 2;
    */
   size: number;
+
+  /**
+   * The members' runtime: "runc" or "gvisor"; empty is runc (whatever
+   * the daemon's default runtime). Each image has a pool per runtime, and
+   * a create is served only by a member of its own runtime.
+   *
+   * @generated from field: string runtime = 101;
+   */
+  runtime: string;
 };
 
 /**
@@ -112,6 +121,13 @@ export type Pool = Message<"boxd.v1.Pool"> & {
    * @generated from field: int32 starting = 4;
    */
   starting: number;
+
+  /**
+   * the members' runtime: runc or gvisor
+   *
+   * @generated from field: string runtime = 101;
+   */
+  runtime: string;
 };
 
 /**
@@ -132,11 +148,13 @@ export const PoolSchema: GenMessage<Pool> = /*@__PURE__*/
  */
 export const PoolService: GenService<{
   /**
-   * SetPoolSize sets an image's pool target; members are started or
-   * destroyed in the background. 0 empties the pool. The size lasts until
-   * boxd restarts (then its flags' sizes apply). Errors: invalid_argument
-   * (size out of 0-1000 or above --max-sandboxes, a malformed image
-   * name), not_found (no such image), permission_denied (not an admin).
+   * SetPoolSize sets the target of an image's pool on a runtime; members
+   * are started or destroyed in the background. 0 empties the pool. The
+   * size lasts until boxd restarts (then its flags' sizes apply). Errors:
+   * invalid_argument (size out of 0-1000 or above --max-sandboxes, a
+   * malformed image name, an unknown runtime), not_found (no such image),
+   * failed_precondition (runtime gvisor on a boxd without gVisor),
+   * permission_denied (not an admin).
    *
    * @generated from rpc boxd.v1.PoolService.SetPoolSize
    */
@@ -146,7 +164,8 @@ export const PoolService: GenService<{
     output: typeof SetPoolSizeResponseSchema;
   },
   /**
-   * ListPools lists every image's pool: target, ready and starting members.
+   * ListPools lists every pool (image and runtime): target, ready and
+   * starting members.
    *
    * @generated from rpc boxd.v1.PoolService.ListPools
    */
