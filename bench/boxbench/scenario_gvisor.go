@@ -9,14 +9,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
+
+	"connectrpc.com/connect"
 
 	client "github.com/boxd-dev/boxd/rpc/client"
+	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 )
 
 func scenarioGvisor(ctx context.Context, e *env, cfg *config) ([]*latency, []densityPoint, error) {
@@ -29,6 +34,13 @@ func scenarioGvisor(ctx context.Context, e *env, cfg *config) ([]*latency, []den
 		[]peer{ttiPeer(runc), ttiPeer(gv), ttiPeer(e.docker)}))
 	if ctx.Err() != nil {
 		return rs, nil, ctx.Err()
+	}
+	pooled, err := gvisorPooled(ctx, e, cfg)
+	if pooled != nil {
+		rs = append(rs, pooled)
+	}
+	if err != nil {
+		return rs, nil, err
 	}
 
 	ids := make([]string, len(apis))
@@ -172,4 +184,57 @@ func gvisorDensity(ctx context.Context, e *env, cfg *config, apis []sandboxAPI) 
 		}
 	}
 	return out, nil
+}
+
+// gvisorPoolSize is each runtime's warm pool in the pooled row.
+const gvisorPoolSize = 2
+
+// gvisorPooled is the pooled row: time to interactive of creates served
+// by a warm-pool member, runc's and gVisor's side by side, each sample
+// with both pools full (the refills are waited for, untimed). With
+// BENCH_AB the base build's gVisor create joins the same rounds: the
+// same request, which the base serves as it can (main: always cold).
+func gvisorPooled(ctx context.Context, e *env, cfg *config) (*latency, error) {
+	set := func(ctx context.Context, n int) error {
+		pools := client.NewPool(e.sock)
+		for _, rt := range []string{"runc", "gvisor"} {
+			if _, err := pools.SetPoolSize(ctx, connect.NewRequest(&boxdv1.SetPoolSizeRequest{Size: int32(n), Runtime: rt})); err != nil {
+				return fmt.Errorf("set the %s pool to %d: %w", rt, n, err)
+			}
+		}
+		return e.waitPool(ctx, 2*n, 5*time.Minute)
+	}
+	if err := set(ctx, gvisorPoolSize); err != nil {
+		return nil, err
+	}
+	full := func(p peer) peer {
+		after := p.after
+		p.after = func(ctx context.Context, i int) error {
+			if err := after(ctx, i); err != nil {
+				return err
+			}
+			return e.waitPool(ctx, 2*gvisorPoolSize, 2*time.Minute)
+		}
+		return p
+	}
+	peers := []peer{
+		full(ttiPeer(boxdAPI{c: e.boxd.c, runtime: "runc", label: "boxd runc, from the warm pool"})),
+		full(ttiPeer(boxdAPI{c: e.boxd.c, runtime: "gvisor", label: "gVisor (boxd), from the warm pool"})),
+	}
+	ab, err := startAB(ctx, e)
+	if err != nil {
+		return nil, errors.Join(err, set(context.WithoutCancel(ctx), 0))
+	}
+	if ab != nil {
+		peers = append(peers, ttiPeer(boxdAPI{c: ab.api.c, runtime: "gvisor", label: "gVisor (boxd), base build"}))
+	}
+	l := measure(ctx, "runc vs gVisor: time to interactive from the warm pool (create + first command)", cfg.warm, cfg.ttiN, peers)
+	err = set(context.WithoutCancel(ctx), 0)
+	if werr := e.waitNoMembers(context.WithoutCancel(ctx), namespace, 2*time.Minute); err == nil {
+		err = werr
+	}
+	if serr := ab.stop(); serr != nil && err == nil {
+		err = fmt.Errorf("A/B: stop base boxd: %w", serr)
+	}
+	return l, err
 }
