@@ -71,6 +71,11 @@ func (s *Server) exec(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWriter,
 
 	timedOut, abandoned := e.wait()
 	ended := time.Now()
+	if keep && !abandoned {
+		// Start taking the read side back (release) while the output
+		// drains, rather than after.
+		conn.SetReadDeadline(ended)
+	}
 	e.drain(&pumps, func() { closeFiles(e.cmd.stdout, e.cmd.stderr) }, e.cmd.stdout, e.cmd.stderr)
 	if abandoned || e.broken.Load() {
 		return false
@@ -89,11 +94,11 @@ func (s *Server) exec(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWriter,
 }
 
 // release takes the connection's read side back from readInput, for the
-// next request of a kept connection: a read deadline in the past ends its
-// wait. The connection is clean only if that is what ended it; a frame
-// from the host meanwhile, or its hang-up, ends the connection instead.
+// next request of a kept connection: a read deadline in the past (set by
+// exec once the command exited) ends its wait. The connection is clean
+// only if that is what ended it; a frame from the host meanwhile, or its
+// hang-up, ends the connection instead.
 func (e *execution) release(inputDone <-chan error) bool {
-	e.conn.SetReadDeadline(time.Now())
 	defer e.conn.SetReadDeadline(time.Time{})
 	select {
 	case err := <-inputDone:
