@@ -75,22 +75,11 @@ func scenarioExec(ctx context.Context, e *env, cfg *config) ([]*latency, error) 
 	}
 	defer bare.stop()
 	// With BENCH_AB, the base build's exec runs in the same rounds.
-	ab, err := startAB(ctx, e)
+	ab, abSb, abDone, err := startABSandbox(ctx, e)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err := ab.stop(); err != nil {
-			logf("A/B: stop base boxd: %v", err)
-		}
-	}()
-	var abSb string
-	if ab != nil {
-		if abSb, err = ab.api.create(ctx); err != nil {
-			return nil, fmt.Errorf("base boxd create: %w", err)
-		}
-		defer ab.api.remove(context.WithoutCancel(ctx), abSb)
-	}
+	defer abDone()
 	floor := execFloor(ctx, e.sock, e.boxd, sb, bare, ab, abSb, cfg.warm*3, cfg.apiN)
 	return []*latency{cli, cliRow, api, floor}, ctx.Err()
 }
