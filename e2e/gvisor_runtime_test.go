@@ -251,6 +251,14 @@ func waitAnswers(t *testing.T, id string) {
 // boxd opens the entry without following it); boxd reports the refusal.
 func TestGvisorAgentChannelAttacks(t *testing.T) {
 	const agentSock = "/.boxd/agent/agent.sock"
+	// freshExec runs a command with its stdin streamed (boxctl exec -i,
+	// empty stdin), which never rides a kept connection (wire.Keepable):
+	// it dials the agent socket anew, where a replaced socket is seen. A
+	// plain exec may still use a connection to the genuine init kept from
+	// before the attack, which is the init's and fine.
+	freshExec := func(id string, args ...string) (string, string, int) {
+		return boxctlRun(append([]string{"exec", "-i", id, "--"}, args...)...)
+	}
 	t.Run("user", func(t *testing.T) {
 		id := newSandbox(t, "--runtime", "gvisor")
 		sockHelper(t, id)
@@ -268,7 +276,7 @@ func TestGvisorAgentChannelAttacks(t *testing.T) {
 		// The hits file is in the agent dir: the host sees it there.
 		hits := filepath.Join(env.stateDir, "sandboxes", id, "g", "hits")
 		sh(t, id, "setsid /tmp/sockhelper listen "+agentSock+" /.boxd/agent/hits </dev/null >/tmp/l 2>&1 & sleep 0.5; grep -q listening /tmp/l")
-		_, stderr, code := boxctlRun("exec", id, "--", "true")
+		_, stderr, code := freshExec(id, "true")
 		if code == 0 || !strings.Contains(stderr, "not the socket the init bound") {
 			t.Errorf("exec after root replaced the agent socket: %d %q, want the refusal", code, stderr)
 		}
@@ -294,15 +302,15 @@ func TestGvisorAgentChannelAttacks(t *testing.T) {
 		if err != nil || fi.Sys().(*syscall.Stat_t).Uid != uint32(root+1000) {
 			t.Fatalf("the agent directory after the chown: %v %v, want host uid %d", fi, err, root+1000)
 		}
-		if out := sh(t, id, "echo still"); out != "still\n" {
-			t.Fatalf("exec after the chown: %q", out)
+		if out, stderr, code := freshExec(id, "echo", "still"); code != 0 || out != "still\n" {
+			t.Fatalf("exec after the chown, on a new connection: %d %q %q", code, out, stderr)
 		}
 		hits := filepath.Join(env.stateDir, "sandboxes", id, "g", "hits")
 		if _, stderr, code := boxctlRun("exec", "-u", "sandbox", id, "--", "sh", "-c",
 			"rm "+agentSock+" && (setsid /tmp/sockhelper listen "+agentSock+" /.boxd/agent/hits </dev/null >/tmp/l 2>&1 &) ; sleep 0.5; grep -q listening /tmp/l"); code != 0 {
 			t.Fatalf("the directory's new owner could not bind there: %q", stderr)
 		}
-		_, stderr, code := boxctlRun("exec", id, "--", "true")
+		_, stderr, code := freshExec(id, "true")
 		if code == 0 || !strings.Contains(stderr, "want the sandbox root's") {
 			t.Errorf("exec after the directory's owner replaced the socket: %d %q, want the owner refusal", code, stderr)
 		}
@@ -327,7 +335,7 @@ func TestGvisorAgentChannelAttacks(t *testing.T) {
 			}
 		}()
 		sh(t, id, "rm "+agentSock+" && ln -s "+hostSock+" "+agentSock)
-		_, stderr, code := boxctlRun("exec", id, "--", "true")
+		_, stderr, code := freshExec(id, "true")
 		if code == 0 || !strings.Contains(stderr, "is not a socket") {
 			t.Errorf("exec after root put a symlink there: %d %q, want the refusal", code, stderr)
 		}
