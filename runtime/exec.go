@@ -101,7 +101,25 @@ func (m *Manager) agentClient(ctx context.Context, id string) (*host.Client, str
 	if err := m.checkPaused(ctx, id); err != nil {
 		return nil, "", err
 	}
-	return m.agent(id).Tracked(func() func() { return m.track(id) }), id, nil
+	return m.agent(id).Tracked(func() func() { return m.track(id) }).Pooled(m.agentPool(id)), id, nil
+}
+
+// agentPool is the pool of kept connections to sandbox id's init: execs
+// and pings reuse them instead of dialling (host.Pool).
+func (m *Manager) agentPool(id string) *host.Pool {
+	if p, ok := m.agentPools.Load(id); ok {
+		return p.(*host.Pool)
+	}
+	p, _ := m.agentPools.LoadOrStore(id, host.NewPool())
+	return p.(*host.Pool)
+}
+
+// dropAgentPool closes sandbox id's kept connections: at delete, and when
+// its init is replaced (they would only find the old one gone).
+func (m *Manager) dropAgentPool(id string) {
+	if p, ok := m.agentPools.LoadAndDelete(id); ok {
+		p.(*host.Pool).Close()
+	}
 }
 
 // restartWait bounds how long a call waits for a sandbox's restart (new

@@ -260,6 +260,9 @@ type Manager struct {
 	execDefs sync.Map
 	// oomFiles holds each sandbox's cgroup OOM counter file open.
 	oomFiles openFiles
+	// agentPools keeps a few connections to each sandbox's init open
+	// between execs (*host.Pool, keyed by id; see agentPool).
+	agentPools sync.Map
 }
 
 // claim marks id busy; it reports false if something else holds it.
@@ -1390,6 +1393,7 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 	m.inv.forget(id)
 	m.execDefs.Delete(id)
 	m.oomFiles.forget(id)
+	m.dropAgentPool(id)
 	m.pool.signal() // a slot under max-sandboxes may be free for a member
 	m.forgetActivity(id)
 	if err := os.RemoveAll(m.sandboxDir(id)); err != nil {

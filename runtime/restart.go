@@ -269,6 +269,8 @@ func (m *Manager) startNewInit(ctx context.Context, ctr client.Container, timeou
 	if err := m.renewNetwork(sctx, ctr); err != nil {
 		return err
 	}
+	// Kept connections went to the init being replaced.
+	m.dropAgentPool(ctr.ID())
 	// startInit deletes the task it made if anything fails.
 	_, err = m.startInit(sctx, ctr, spec, nil, nil, nil)
 	return err

@@ -16,6 +16,7 @@ import (
 	"net"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/boxd-dev/boxd/agent/wire"
 )
@@ -29,13 +30,15 @@ const MaxControlPayload = 64 << 10
 const maxInlineStdin = 64 << 10
 
 // Client talks to one sandbox's init. It holds no connection: every call
-// dials the socket, so a Client is cheap and safe for concurrent use.
+// dials the socket (or, with Pooled, reuses a kept one), so a Client is cheap
+// and safe for concurrent use.
 type Client struct {
 	socketPath string
 	dialer     net.Dialer
 	// dialFn, if set, replaces dialling socketPath (NewDialClient).
 	dialFn func(context.Context) (net.Conn, error)
 	track  func() (release func())
+	pool   *Pool
 }
 
 // NewClient returns a client for the init listening at socketPath. boxd
@@ -69,6 +72,13 @@ func (c *Client) Tracked(track func() (release func())) *Client {
 	return c
 }
 
+// Pooled makes the ops that may keep their connection (wire.Keepable) take
+// it from p and give it back: p belongs to this client's sandbox.
+func (c *Client) Pooled(p *Pool) *Client {
+	c.pool = p
+	return c
+}
+
 // trackedConn releases its tracking once, on the first Close.
 type trackedConn struct {
 	net.Conn
@@ -88,27 +98,71 @@ type conn struct {
 	fr   *wire.FrameReader
 	fw   *wire.FrameWriter
 	stop func() bool
+
+	// For a kept connection (Pooled, a keepable op): pool takes it back
+	// at close if the op set clean; release ends this op's tracking.
+	pool      *Pool
+	release   func()
+	clean     bool
+	closed    bool
+	idleSince time.Time
 }
 
 func (c *Client) open(ctx context.Context, req wire.Request) (*conn, error) {
+	if c.pool != nil && keepable(&req) {
+		req.Keep = true
+		for cn := c.pool.get(); cn != nil; cn = c.pool.get() {
+			if err := cn.begin(ctx, c, req); err == nil {
+				return cn, nil
+			}
+			cn.close() // its init went away; another or a fresh one
+		}
+	}
 	nc, err := c.dial(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if c.track != nil {
-		nc = &trackedConn{Conn: nc, release: c.track()}
-	}
 	cn := &conn{c: nc, fr: wire.NewFrameReader(nc), fw: wire.NewFrameWriter(nc)}
-	cn.stop = context.AfterFunc(ctx, func() { nc.Close() })
-	if err := cn.fw.WriteJSON(wire.FrameRequest, req); err != nil {
+	if req.Keep {
+		cn.pool = c.pool
+	} else if c.track != nil {
+		cn.c = &trackedConn{Conn: nc, release: c.track()}
+	}
+	if err := cn.begin(ctx, c, req); err != nil {
 		cn.close()
 		return nil, ctxErr(ctx, err)
 	}
 	return cn, nil
 }
 
+// begin starts one op on cn: its cancellation, its tracking if kept, and
+// the request.
+func (cn *conn) begin(ctx context.Context, c *Client, req wire.Request) error {
+	cn.clean, cn.closed = false, false
+	if cn.pool != nil && c.track != nil {
+		cn.release = c.track()
+	}
+	nc := cn.c
+	cn.stop = context.AfterFunc(ctx, func() { nc.Close() })
+	return cn.fw.WriteJSON(wire.FrameRequest, req)
+}
+
+// close ends the op: a kept connection whose op ended well (clean), whose
+// context never fired and that holds nothing unread goes back to its pool;
+// any other is closed.
 func (cn *conn) close() {
-	cn.stop()
+	if cn.closed {
+		return
+	}
+	cn.closed = true
+	stopped := cn.stop()
+	if cn.release != nil {
+		cn.release()
+		cn.release = nil
+	}
+	if cn.pool != nil && cn.clean && stopped && cn.fr.Buffered() == 0 && cn.pool.put(cn) {
+		return
+	}
 	cn.c.Close()
 }
 
@@ -156,10 +210,20 @@ func (c *Client) Ping(ctx context.Context) error {
 		return fmt.Errorf("ping: %w", err)
 	}
 	defer cn.close()
-	if err := cn.readReply(wire.FrameOK, nil); err != nil {
-		return fmt.Errorf("ping: %w", ctxErr(ctx, err))
+	f, err := cn.fr.ReadFrame()
+	switch {
+	case err == io.EOF:
+		err = fmt.Errorf("%w: connection closed without a reply", wire.ErrProtocol)
+	case err != nil:
+	case f.Type == wire.FrameOK:
+		cn.clean = bytes.Equal(f.Payload, wire.KeptPayload)
+		return nil
+	case f.Type == wire.FrameError && len(f.Payload) <= MaxControlPayload:
+		err = wire.DecodeRemoteError(f.Payload)
+	default:
+		err = wire.UnexpectedFrame(f.Type)
 	}
-	return nil
+	return fmt.Errorf("ping: %w", ctxErr(ctx, err))
 }
 
 // Stat describes path inside the sandbox without following a final symlink.
@@ -353,6 +417,7 @@ func (c *Client) Exec(ctx context.Context, req wire.ExecRequest, stdin io.Reader
 		}
 		return wire.ExecResult{}, fmt.Errorf("exec %q: %w", name, err)
 	}
+	cn.clean, res.Kept = res.Kept, false
 	return res, nil
 }
 

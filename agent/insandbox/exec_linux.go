@@ -3,8 +3,10 @@
 package insandbox
 
 import (
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -22,7 +24,10 @@ type execution struct {
 
 // exec runs one command for the host: output streams back as it is
 // produced and a result frame ends the exchange, unless the host left.
-func (s *Server) exec(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWriter, req *wire.ExecRequest) {
+// With keep (an exec without stdin whose host asked to keep the
+// connection) it reports whether the connection stays for another
+// request, which the result's Kept tells the host too.
+func (s *Server) exec(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWriter, req *wire.ExecRequest, keep bool) bool {
 	name := ""
 	if len(req.Args) > 0 {
 		name = req.Args[0]
@@ -36,7 +41,7 @@ func (s *Server) exec(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWriter,
 		} else {
 			s.replyError(fw, op, err)
 		}
-		return
+		return false
 	}
 	if !s.track(cmd.child, cmd.reaper) {
 		cmd.kill() // Close ran meanwhile
@@ -54,7 +59,8 @@ func (s *Server) exec(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWriter,
 		go e.writeStdin(cmd.stdin, stdinCh)
 		defer cmd.stdin.Close() // unblocks a write to a command that stopped reading
 	}
-	go e.readInput(stdinCh)
+	inputDone := make(chan error, 1)
+	go func() { inputDone <- e.readInput(stdinCh) }()
 	var pumps sync.WaitGroup
 	pumps.Add(1)
 	go e.pump(cmd.stdout, wire.FrameStdout, &pumps)
@@ -65,13 +71,40 @@ func (s *Server) exec(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWriter,
 
 	timedOut, abandoned := e.wait()
 	ended := time.Now()
+	if keep && !abandoned {
+		// Start taking the read side back (release) while the output
+		// drains, rather than after.
+		conn.SetReadDeadline(ended)
+	}
 	e.drain(&pumps, func() { closeFiles(e.cmd.stdout, e.cmd.stderr) }, e.cmd.stdout, e.cmd.stderr)
 	if abandoned || e.broken.Load() {
-		return
+		return false
 	}
+	// A kept connection's read side comes back before the result goes
+	// out: once the host has the result it may send its next request,
+	// which readInput must not take for a stray frame.
+	kept := keep && e.release(inputDone)
 	res := e.result(started, ended, timedOut)
+	res.Kept = kept
 	if err := fw.WriteJSON(wire.FrameResult, res); err != nil {
 		s.logf("%s: send result: %v", op, err)
+		return false
+	}
+	return kept
+}
+
+// release takes the connection's read side back from readInput, for the
+// next request of a kept connection: a read deadline in the past (set by
+// exec once the command exited) ends its wait. The connection is clean
+// only if that is what ended it; a frame from the host meanwhile, or its
+// hang-up, ends the connection instead.
+func (e *execution) release(inputDone <-chan error) bool {
+	defer e.conn.SetReadDeadline(time.Time{})
+	select {
+	case err := <-inputDone:
+		return errors.Is(err, os.ErrDeadlineExceeded)
+	case <-time.After(time.Second): // blocked elsewhere than the read: give the connection up
+		return false
 	}
 }
 

@@ -27,7 +27,8 @@ import (
 const requestTimeout = 30 * time.Second
 
 // Server is the init side of the channel. Each accepted connection carries one
-// operation and is handled in its own goroutine.
+// operation (or, kept, several in turn: wire.Request.Keep) and is handled in
+// its own goroutine.
 type Server struct {
 	BaseEnv []string // environment every exec starts from
 	Workdir string   // default working directory, and base for relative paths
@@ -178,34 +179,59 @@ func (s *Server) handle(conn net.Conn) {
 	}()
 
 	// A connection that never says what it wants must not pin a goroutine
-	// and a descriptor in PID 1 forever.
-	conn.SetReadDeadline(time.Now().Add(requestTimeout))
+	// and a descriptor in PID 1 forever; nor may a kept one left idle.
+	for first := true; ; first = false {
+		req, ok := s.readRequest(conn, fr, fw, first)
+		if !ok || !s.serve(conn, fr, fw, &req) || !req.Keep || !wire.Keepable(&req) {
+			return
+		}
+	}
+}
+
+// readRequest reads a connection's next request. A kept connection that
+// goes idle or is closed between requests ends quietly.
+func (s *Server) readRequest(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWriter, first bool) (wire.Request, bool) {
+	var req wire.Request
+	wait := requestTimeout
+	if !first {
+		wait = wire.KeepIdle
+	}
+	conn.SetReadDeadline(time.Now().Add(wait))
 	f, err := fr.ReadFrame()
 	conn.SetReadDeadline(time.Time{})
 	if err != nil {
-		if err != io.EOF {
+		if err != io.EOF && first {
 			s.replyError(fw, "read request", fmt.Errorf("%w: %v", wire.ErrInvalid, err))
 		}
-		return
+		return req, false
 	}
 	if f.Type != wire.FrameRequest {
 		s.replyError(fw, "read request", fmt.Errorf("%w: first frame is %s, want request", wire.ErrInvalid, f.Type))
-		return
+		return req, false
 	}
-	var req wire.Request
 	if err := json.Unmarshal(f.Payload, &req); err != nil {
 		s.replyError(fw, "read request", fmt.Errorf("%w: malformed request: %v", wire.ErrInvalid, err))
-		return
+		return req, false
 	}
+	return req, true
+}
+
+// serve runs one op and reports whether it ended well and left the
+// connection clean for another request (which only matters if the
+// request asked to keep it).
+func (s *Server) serve(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWriter, req *wire.Request) bool {
 	switch req.Op {
 	case wire.OpPing:
-		fw.WriteFrame(wire.FrameOK, nil)
+		if req.Keep {
+			return fw.WriteFrame(wire.FrameOK, wire.KeptPayload) == nil
+		}
+		return fw.WriteFrame(wire.FrameOK, nil) == nil
 	case wire.OpExec:
 		if req.Exec == nil {
 			s.replyError(fw, "exec", fmt.Errorf("%w: exec request without exec field", wire.ErrInvalid))
-			return
+			return false
 		}
-		s.exec(conn, fr, fw, req.Exec)
+		return s.exec(conn, fr, fw, req.Exec, req.Keep && wire.Keepable(req))
 	case wire.OpStat:
 		s.stat(fw, req.Path)
 	case wire.OpCopyIn:
@@ -214,11 +240,12 @@ func (s *Server) handle(conn net.Conn) {
 		s.copyOut(conn, fw, req.Path)
 	default:
 		if h, ok := opHandlers[req.Op]; ok {
-			h(s, conn, fr, fw, &req)
-			return
+			h(s, conn, fr, fw, req)
+			return false
 		}
 		s.replyError(fw, "request", fmt.Errorf("%w: unknown op %q", wire.ErrInvalid, req.Op))
 	}
+	return false
 }
 
 // opHandler serves one operation on its connection. Operations beyond the

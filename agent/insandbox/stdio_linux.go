@@ -22,8 +22,9 @@ const hangupPoll = 200 * time.Millisecond
 var chunkPool = sync.Pool{New: func() any { return new([wire.DataChunk]byte) }}
 
 // readInput owns the connection's read side during an exec: it forwards
-// stdin and notices the host going away.
-func (e *execution) readInput(stdin chan<- []byte) {
+// stdin and notices the host going away. It returns what ended it: the
+// read's error, or nil for a frame that has no place here.
+func (e *execution) readInput(stdin chan<- []byte) error {
 	open := true
 	closeStdin := func() {
 		if open {
@@ -33,7 +34,7 @@ func (e *execution) readInput(stdin chan<- []byte) {
 	}
 	defer closeStdin()
 	if len(e.req.Stdin) > 0 && !e.send(stdin, e.req.Stdin) {
-		return
+		return nil
 	}
 	if !e.req.StdinStream {
 		closeStdin()
@@ -42,19 +43,19 @@ func (e *execution) readInput(stdin chan<- []byte) {
 		f, err := e.fr.ReadFrame()
 		if err != nil {
 			e.hangUp() // EOF: the host closed or cancelled
-			return
+			return err
 		}
 		switch {
 		case f.Type == wire.FrameStdin && open:
 			if !e.send(stdin, bytes.Clone(f.Payload)) {
-				return
+				return nil
 			}
 		case f.Type == wire.FrameStdinClose && open:
 			closeStdin()
 		default:
 			// A confused host: stop as if it had gone.
 			e.hangUp()
-			return
+			return nil
 		}
 	}
 }

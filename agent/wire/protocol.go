@@ -15,6 +15,14 @@ package wire
 // During an exec the host keeps the connection open until the result: if it
 // closes it, the init kills the command's process tree. Error frames carry
 // JSON {message, code}; see the Code constants.
+//
+// A ping, and an exec with no stdin, may ask to keep the connection
+// (request.keep). If the init can, it says so in the op's last frame (the
+// result's "kept", or an ok frame whose payload is KeptPayload) and then
+// reads another request on the same connection instead of closing it,
+// which spares a dial and an accept on the exec path. After an error
+// frame, a result without "kept", or any other op, the connection ends. An
+// idle kept connection is closed by the init after KeepIdle.
 
 import (
 	"encoding/json"
@@ -45,6 +53,30 @@ type Request struct {
 	// Args carries the parameters of ops registered with registerOp, each
 	// decoding its own type.
 	Args json.RawMessage `json:"args,omitempty"`
+	// Keep asks the init to read another request on this connection once
+	// the op has ended well (only ping and an exec without stdin honour
+	// it; see Keepable).
+	Keep bool `json:"keep,omitempty"`
+}
+
+// KeepIdle is how long the init keeps an idle kept connection open. The
+// host reuses one only for a much shorter time, so the init does not
+// close a connection under a request that is on its way.
+const KeepIdle = 60 * time.Second
+
+// KeptPayload is the payload of a ping's ok frame when the init keeps the
+// connection.
+var KeptPayload = []byte("kept")
+
+// Keepable reports whether req is an op that may keep its connection.
+func Keepable(req *Request) bool {
+	switch req.Op {
+	case OpPing:
+		return true
+	case OpExec:
+		return req.Exec != nil && !req.Exec.StdinStream && len(req.Exec.Stdin) == 0
+	}
+	return false
 }
 
 // FileInfo is what OpStat returns, from Lstat inside the sandbox.

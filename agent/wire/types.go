@@ -70,4 +70,9 @@ type ExecResult struct {
 	// and the kernel's OOM killer killed a process of the sandbox while it
 	// ran (the cgroup's oom_kill counter went up).
 	OOMKilled bool `json:"oom_killed,omitempty"`
+	// Kept is the channel's, not the command's: the init will read another
+	// request on this connection (it was asked to keep it, Request.Keep,
+	// and could). The host client reuses a connection only then, and
+	// clears the field before the result goes further.
+	Kept bool `json:"kept,omitempty"`
 }

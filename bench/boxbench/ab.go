@@ -80,6 +80,29 @@ func (a *abBoxd) boxctlCmd(ctx context.Context, args ...string) *exec.Cmd {
 	return exec.CommandContext(ctx, a.boxctl, append([]string{"--socket", a.sock}, args...)...)
 }
 
+// startABSandbox is startAB with a sandbox of the base boxd's own to
+// measure in; without BENCH_AB it returns nil and "". done removes the
+// sandbox and stops the base boxd.
+func startABSandbox(ctx context.Context, e *env) (ab *abBoxd, sb string, done func(), err error) {
+	ab, err = startAB(ctx, e)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	stop := func() {
+		if err := ab.stop(); err != nil {
+			logf("A/B: stop base boxd: %v", err)
+		}
+	}
+	if ab == nil {
+		return nil, "", stop, nil
+	}
+	if sb, err = ab.api.create(ctx); err != nil {
+		stop()
+		return nil, "", nil, fmt.Errorf("base boxd create: %w", err)
+	}
+	return ab, sb, func() { ab.api.remove(context.WithoutCancel(ctx), sb); stop() }, nil
+}
+
 // stop ends the base boxd.
 func (a *abBoxd) stop() error {
 	if a == nil || a.proc == nil {

@@ -91,6 +91,12 @@ func TestRender(t *testing.T) {
 			scenario: "exec", peers: []string{"boxctl exec", "docker exec"},
 			samples: map[string][]time.Duration{"boxctl exec": durations(30*time.Millisecond, 10), "docker exec": durations(150*time.Millisecond, 10)},
 			errors:  map[string]int{"docker exec": 1}, firstErr: map[string]string{"docker exec": "exit 1 | `x`"},
+		}, {
+			// A difference row can be negative: in the table, not on the
+			// chart's log scale (which would panic).
+			scenario: "floor", peers: []string{"part", "beyond"},
+			samples: map[string][]time.Duration{"part": durations(time.Millisecond, 10), "beyond": append(durations(time.Millisecond, 9), -time.Millisecond)},
+			errors:  map[string]int{}, firstErr: map[string]string{},
 		}},
 		bursts: []*burstResult{{peer: "boxd API", n: 5, samples: durations(time.Second, 5), walls: []time.Duration{2 * time.Second}}},
 		conc: []*concResult{

@@ -11,6 +11,7 @@ import (
 	"image/color"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -96,7 +97,10 @@ func latencyPanels(lats []*latency, bursts []*burstResult) []boxPanel {
 	for _, l := range lats {
 		p := boxPanel{title: l.scenario}
 		for _, name := range l.peers {
-			if len(l.samples[name]) > 0 {
+			// The chart's scale is logarithmic: a row that can go to zero
+			// or below (a difference, such as boxd's part beyond the
+			// transport's floor) is in the table only.
+			if len(l.samples[name]) > 0 && slices.Min(l.samples[name]) > 0 {
 				p.names = append(p.names, name)
 				p.samples = append(p.samples, l.samples[name])
 			}

@@ -46,21 +46,12 @@ func scenarioCommitFork(ctx context.Context, e *env, cfg *config) ([]*latency, e
 
 	// With BENCH_AB, the base build's boxd forks and commits a sandbox of
 	// its own in the same rounds.
-	ab, err := startAB(ctx, e)
+	ab, abSb, abDone, err := startABSandbox(ctx, e)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err := ab.stop(); err != nil {
-			logf("A/B: stop base boxd: %v", err)
-		}
-	}()
-	var abSb string
+	defer abDone()
 	if ab != nil {
-		if abSb, err = ab.api.create(ctx); err != nil {
-			return nil, fmt.Errorf("base boxd create: %w", err)
-		}
-		defer ab.api.remove(context.WithoutCancel(ctx), abSb)
 		if _, err := execOK(ctx, ab.api, abSb, write...); err != nil {
 			return nil, fmt.Errorf("base boxd: write %d MiB: %w", cfg.bigMiB, err)
 		}

@@ -69,7 +69,18 @@ func scenarioExec(ctx context.Context, e *env, cfg *config) ([]*latency, error) 
 		apiExecPeer(e.boxd, sb),
 		apiExecPeer(e.docker, dk),
 	})
-	floor := execFloor(ctx, e.sock, e.boxd, sb, cfg.warm*3, cfg.apiN)
+	bare, err := startBareConnect(ctx, e.dir)
+	if err != nil {
+		return nil, err
+	}
+	defer bare.stop()
+	// With BENCH_AB, the base build's exec runs in the same rounds.
+	ab, abSb, abDone, err := startABSandbox(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	defer abDone()
+	floor := execFloor(ctx, e.sock, e.boxd, sb, bare, ab, abSb, cfg.warm*3, cfg.apiN)
 	return []*latency{cli, cliRow, api, floor}, ctx.Err()
 }
 
@@ -78,49 +89,86 @@ func scenarioExec(ctx context.Context, e *env, cfg *config) ([]*latency, error) 
 // own life as the init in the sandbox measured it (fork, exec and exit to
 // its reaping, ExecResult.process_usec) and the round trip minus that. The
 // rows are medians of each; the difference is per call, so the machine's
-// drift between calls cancels (target: at most 0.5 ms). Two more rows say
+// drift between calls cancels (target: at most 0.5 ms). More rows say
 // where boxd's part goes: the init's own work around the process (its
-// span from request to reaping, minus the process), and a call that does
-// nothing, the gRPC health check on a client of the same transport, made
-// right after each exec: what HTTP/2 and Connect cost any call.
-func execFloor(ctx context.Context, sock string, b boxdAPI, id string, warm, n int) *latency {
+// span from request to reaping, minus the process); a call that does
+// nothing on the same client (the health check, same transport and
+// protocol) made right after each exec; the same call to a bare ConnectRPC
+// server with no boxd code (bareconnect.go), which is the transport's own
+// floor; and, per call, boxd's part minus that floor. With BENCH_AB the
+// base build's exec takes turns with this one's, and its part is a row.
+func execFloor(ctx context.Context, sock string, b boxdAPI, id string, bare *bareConnect, ab *abBoxd, abID string, warm, n int) *latency {
 	const (
-		rt     = "boxd exec round trip"
-		proc   = "the process itself (init: fork to reaping)"
-		added  = "boxd's part (round trip minus the process, per call)"
-		inInit = "of boxd's part: the init around the process"
-		noop   = "of boxd's part: an API call that does nothing (health check)"
+		rt      = "boxd exec round trip"
+		proc    = "the process itself (init: fork to reaping)"
+		added   = "boxd's part (round trip minus the process, per call)"
+		inInit  = "of boxd's part: the init around the process"
+		noop    = "of boxd's part: an API call that does nothing (health check, same client)"
+		bareRow = "the same call to a bare ConnectRPC server (no boxd code): the transport's floor"
+		beyond  = "boxd's part beyond the transport's floor (per call)"
+		base    = "boxd's part (base)"
 	)
+	peers := []string{rt, proc, added, inInit, noop, bareRow, beyond}
+	if ab != nil {
+		peers = append(peers, base)
+	}
 	l := &latency{scenario: "exec `true` from a Go client, back to back: the floor and boxd's part (target: boxd's part at most 0.5 ms)",
-		peers: []string{rt, proc, added, inInit, noop}, samples: map[string][]time.Duration{}, errors: map[string]int{}, firstErr: map[string]string{}}
+		peers: peers, samples: map[string][]time.Duration{}, errors: map[string]int{}, firstErr: map[string]string{}}
 	logf("%s: %d warm-up + %d calls", l.scenario, warm, n)
-	health := grpchealth.NewClient(&http.Client{Transport: rpcclient.Transport(sock)}, "http://boxd", connect.WithGRPC())
+	health := grpchealth.NewClient(&http.Client{Transport: rpcclient.Transport(sock)}, "http://boxd")
 	req := &boxdv1.ExecRequest{SandboxId: id, Args: []string{"true"}}
-	fail := func(err error) {
-		l.errors[rt]++
-		if l.firstErr[rt] == "" {
-			l.firstErr[rt] = err.Error()
+	fail := func(row string, err error) {
+		l.errors[row]++
+		if l.firstErr[row] == "" {
+			l.firstErr[row] = err.Error()
 		}
 	}
-	for i := -warm; i < n && ctx.Err() == nil; i++ {
+	// execPart is one exec's round trip and its process's life.
+	execPart := func(c boxdAPI, id string) (d, p time.Duration, res *boxdv1.ExecResult, err error) {
 		start := time.Now()
-		r, err := b.c.Exec(ctx, connect.NewRequest(req))
-		d := time.Since(start)
+		r, err := c.c.Exec(ctx, connect.NewRequest(&boxdv1.ExecRequest{SandboxId: id, Args: req.Args}))
+		d = time.Since(start)
 		if err == nil && r.Msg.Result.GetExitCode() != 0 {
 			err = fmt.Errorf("exit %d", r.Msg.Result.GetExitCode())
 		}
-		hstart := time.Now()
-		_, herr := health.Check(ctx, &grpchealth.CheckRequest{})
-		h := time.Since(hstart)
+		if err != nil {
+			return 0, 0, nil, err
+		}
+		return d, time.Duration(r.Msg.Result.GetProcessUsec()) * time.Microsecond, r.Msg.Result, nil
+	}
+	timed := func(f func() error) (time.Duration, error) {
+		start := time.Now()
+		err := f()
+		return time.Since(start), err
+	}
+	for i := -warm; i < n && ctx.Err() == nil; i++ {
+		// The base build goes first on odd calls, so neither always
+		// follows the same call.
+		var bd, bp time.Duration
+		var berr error
+		if ab != nil && i%2 != 0 {
+			bd, bp, _, berr = execPart(ab.api, abID)
+		}
+		d, p, res, err := execPart(b, id)
+		h, herr := timed(func() error { _, err := health.Check(ctx, &grpchealth.CheckRequest{}); return err })
+		f, ferr := timed(func() error { _, err := bare.health.Check(ctx, &grpchealth.CheckRequest{}); return err })
+		if ab != nil && i%2 == 0 {
+			bd, bp, _, berr = execPart(ab.api, abID)
+		}
 		if i < 0 {
 			continue
 		}
-		if err != nil || herr != nil {
-			fail(errors.Join(err, herr))
+		if ab != nil {
+			if berr != nil {
+				fail(base, berr)
+			} else {
+				l.samples[base] = append(l.samples[base], bd-bp)
+			}
+		}
+		if err != nil || herr != nil || ferr != nil {
+			fail(rt, errors.Join(err, herr, ferr))
 			continue
 		}
-		res := r.Msg.Result
-		p := time.Duration(res.GetProcessUsec()) * time.Microsecond
 		began, _ := time.Parse(time.RFC3339Nano, res.GetStartedAt())
 		ended, _ := time.Parse(time.RFC3339Nano, res.GetEndedAt())
 		l.samples[rt] = append(l.samples[rt], d)
@@ -128,10 +176,16 @@ func execFloor(ctx context.Context, sock string, b boxdAPI, id string, warm, n i
 		l.samples[added] = append(l.samples[added], d-p)
 		l.samples[inInit] = append(l.samples[inInit], ended.Sub(began)-p)
 		l.samples[noop] = append(l.samples[noop], h)
+		l.samples[bareRow] = append(l.samples[bareRow], f)
+		l.samples[beyond] = append(l.samples[beyond], d-p-f)
 	}
-	logf("%s: round trip %s, process %s, boxd's part %s (init %s, a call that does nothing %s)", l.scenario,
+	logf("%s: round trip %s, process %s, boxd's part %s (init %s, a call that does nothing %s; to a bare ConnectRPC server %s; beyond that floor %s)", l.scenario,
 		ms(quantile(l.samples[rt], 0.5)), ms(quantile(l.samples[proc], 0.5)), ms(quantile(l.samples[added], 0.5)),
-		ms(quantile(l.samples[inInit], 0.5)), ms(quantile(l.samples[noop], 0.5)))
+		ms(quantile(l.samples[inInit], 0.5)), ms(quantile(l.samples[noop], 0.5)), ms(quantile(l.samples[bareRow], 0.5)),
+		ms(quantile(l.samples[beyond], 0.5)))
+	if ab != nil {
+		logf("%s: base build's part %s", l.scenario, ms(quantile(l.samples[base], 0.5)))
+	}
 	return l
 }
 

@@ -134,22 +134,13 @@ func scenarioFiles(ctx context.Context, e *env, cfg *config) ([]*latency, error)
 	// VM's) passes over every inode freed in the last minutes when it
 	// allocates one (recently_deleted), so each sample would be slower
 	// than the last, for every peer alike (README, Performance).
-	ab, err := startAB(ctx, e)
+	ab, abSb, abDone, err := startABSandbox(ctx, e)
 	if err != nil {
 		return rs, err
 	}
-	defer func() {
-		if err := ab.stop(); err != nil {
-			logf("base boxd: %v", err)
-		}
-	}()
-	var abSb string
+	defer abDone()
 	var abFc boxdv1connect.FileServiceClient
 	if ab != nil {
-		if abSb, err = ab.api.create(ctx); err != nil {
-			return rs, fmt.Errorf("base boxd create: %w", err)
-		}
-		defer ab.api.remove(context.WithoutCancel(ctx), abSb)
 		abFc = rpcclient.NewFiles(ab.sock)
 	}
 	seq := 0
