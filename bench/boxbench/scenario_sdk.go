@@ -101,9 +101,21 @@ func scenarioSDK(ctx context.Context, e *env, cfg *config) ([]*latency, error) {
 	if !exists(filepath.Join(sdkDir, "boxd", "__init__.py")) {
 		return nil, fmt.Errorf("%s: no Python SDK there (run from the repository's root)", sdkDir)
 	}
-	tsDir, err := buildTypeScriptSDK(e)
+	tsSrc, err := filepath.Abs("sdk/typescript")
 	if err != nil {
 		return nil, err
+	}
+	tsDir, err := buildTypeScriptSDK(e, tsSrc, "ts-sdk")
+	if err != nil {
+		return nil, err
+	}
+	// BENCH_AB_TS: another TypeScript SDK (a base commit's sdk/typescript)
+	// measured in the same rounds, for an A/B of an SDK change.
+	var tsBaseDir string
+	if base := os.Getenv("BENCH_AB_TS"); base != "" {
+		if tsBaseDir, err = buildTypeScriptSDK(e, base, "ts-sdk-base"); err != nil {
+			return nil, fmt.Errorf("BENCH_AB_TS: %w", err)
+		}
 	}
 	sb, err := e.boxd.create(ctx)
 	if err != nil {
@@ -124,13 +136,29 @@ func scenarioSDK(ctx context.Context, e *env, cfg *config) ([]*latency, error) {
 		return nil, err
 	}
 	defer ts.stop()
-	l := measure(ctx, "exec `true` from a running client: Go, Python and TypeScript SDK", cfg.warm*3, cfg.apiN, []peer{
+	var base *sdkDriverProc
+	if tsBaseDir != "" {
+		base, err = startSDKDriver(ctx, "TypeScript (base)", exec.CommandContext(ctx, "node", filepath.Join(tsBaseDir, "driver.mjs"), sb, strconv.FormatInt(size, 10), sdkFile),
+			"BOXD_SOCKET="+e.sock)
+		if err != nil {
+			return nil, err
+		}
+		defer base.stop()
+	}
+	// withBase adds the base TypeScript SDK's peer, if there is one.
+	withBase := func(peers []peer, name, op string) []peer {
+		if base == nil {
+			return peers
+		}
+		return append(peers, peer{name: name, run: func(context.Context, int) error { return base.call(op) }})
+	}
+	l := measure(ctx, "exec `true` from a running client: Go, Python and TypeScript SDK", cfg.warm*3, cfg.apiN, withBase([]peer{
 		apiExecPeer(e.boxd, sb),
 		{name: "Python SDK exec", run: func(context.Context, int) error { return py.call("x") }},
 		{name: "TypeScript SDK exec", run: func(context.Context, int) error { return ts.call("x") }},
-	})
+	}, "TypeScript SDK (base) exec", "x"))
 	g := quantile(l.samples["boxd API exec"], 0.5)
-	for _, name := range []string{"Python SDK exec", "TypeScript SDK exec"} {
+	for _, name := range []string{"Python SDK exec", "TypeScript SDK exec", "TypeScript SDK (base) exec"} {
 		if p := quantile(l.samples[name], 0.5); g > 0 && p > 0 {
 			logf("%s: %s median minus Go client median: %s (target: at most 1.50 ms)", l.scenario, strings.TrimSuffix(name, " exec"), ms(p-g))
 		}
@@ -147,37 +175,34 @@ func scenarioSDK(ctx context.Context, e *env, cfg *config) ([]*latency, error) {
 	}
 	fc := rpcclient.NewFiles(e.sock)
 	name := fmt.Sprintf("%d MiB through the SDKs", cfg.bigMiB)
-	w := measure(ctx, name+", write", 1, cfg.bigN, []peer{
+	w := measure(ctx, name+", write", 1, cfg.bigN, withBase([]peer{
 		{name: "Go client write", run: func(ctx context.Context, _ int) error { return goWriteBytes(ctx, fc, sb, sdkFile, data) }},
 		{name: "Python SDK write", run: func(context.Context, int) error { return py.call("w") }},
 		{name: "TypeScript SDK write", run: func(context.Context, int) error { return ts.call("w") }},
-	})
+	}, "TypeScript SDK (base) write", "w"))
 	logThroughput(w, size)
 	out = append(out, w)
-	r := measure(ctx, name+", read", 1, cfg.bigN, []peer{
+	r := measure(ctx, name+", read", 1, cfg.bigN, withBase([]peer{
 		{name: "Go client read", run: func(ctx context.Context, _ int) error { return goReadDiscard(ctx, fc, sb, sdkFile, size) }},
 		{name: "Python SDK read", run: func(context.Context, int) error { return py.call("r") }},
 		{name: "TypeScript SDK read", run: func(context.Context, int) error { return ts.call("r") }},
-	})
+	}, "TypeScript SDK (base) read", "r"))
 	logThroughput(r, size)
 	out = append(out, r)
 	return out, ctx.Err()
 }
 
-// buildTypeScriptSDK compiles sdk/typescript in a scratch directory next
+// buildTypeScriptSDK compiles the TypeScript SDK at src (sdk/typescript,
+// or a base commit's for BENCH_AB_TS) in the scratch directory name next
 // to the node_modules its committed lockfile pins (scripts/npm-modules.sh,
 // the cache the tests use) and writes the driver there.
-func buildTypeScriptSDK(e *env) (string, error) {
-	src, err := filepath.Abs("sdk/typescript")
-	if err != nil {
-		return "", err
-	}
+func buildTypeScriptSDK(e *env, src, name string) (string, error) {
 	out, err := exec.Command("bash", "scripts/npm-modules.sh", src).Output()
 	if err != nil {
 		return "", fmt.Errorf("npm packages of the TypeScript SDK: %w", err)
 	}
 	mods := strings.TrimSpace(string(out))
-	dir := filepath.Join(e.dir, "ts-sdk")
+	dir := filepath.Join(e.dir, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}

@@ -1,5 +1,6 @@
 // The connection to boxd: one HTTP/2 connection on the Unix socket, shared
-// by every call of a Client.
+// by every call of a Client, plus up to four kept HTTP/1.1 connections for
+// the unary exec (http1.ts: Node's http2 costs about 1 ms of CPU per call).
 //
 // boxd serves gRPC (besides Connect and gRPC-Web) from one handler, over
 // HTTP/2 without TLS on its socket. connect-node's gRPC transport does the
@@ -22,6 +23,7 @@ import { ProcessService } from "./gen/boxd/v1/process_pb.js";
 import { PoolService } from "./gen/boxd/v1/pool_pb.js";
 import { RegistryService } from "./gen/boxd/v1/registry_pb.js";
 import { fromError } from "./errors.js";
+import { UnaryPool } from "./http1.js";
 import type { StreamOpener } from "./rawgrpc.js";
 
 export const DEFAULT_SOCKET = "/run/boxd/boxd.sock";
@@ -79,12 +81,15 @@ export class Client {
   /** @internal Opens an HTTP/2 stream for a hand-framed gRPC call (rawgrpc.ts). */
   readonly h2stream: StreamOpener;
   private readonly open = new Map<http2.ClientHttp2Stream, string>();
+  /** @internal Unary calls over HTTP/1.1 (http1.ts): exec's fast path. */
+  readonly http1: UnaryPool;
 
   constructor(options: ClientOptions | string = {}) {
     const o = typeof options === "string" ? { socket: options } : options;
     this.socket = path.resolve(o.socket || defaultSocket());
     this.requestTimeoutMs = o.requestTimeoutMs;
     const socket = this.socket;
+    this.http1 = new UnaryPool(socket);
     this.sessions = new Http2SessionManager(
       "http://localhost",
       {},
@@ -184,17 +189,19 @@ export class Client {
 
   /**
    * The methods of the HTTP/2 streams still open on this client's
-   * connection, e.g. "/boxd.v1.ProcessService/Exec". An open stream keeps
+   * connection, e.g. "/boxd.v1.ProcessService/Exec", and of the unary calls
+   * in progress on its HTTP/1.1 connections (http1.ts). An open stream keeps
    * Node from exiting; every finished or cancelled call must have closed
    * its own (the tests check this).
    */
   openStreams(): string[] {
-    return [...this.open.values()];
+    return [...this.open.values(), ...this.http1.openCalls()];
   }
 
   /** Closes the connection; calls after it open a new one. */
   close(): void {
     this.sessions.abort();
+    this.http1.close();
   }
 }
 

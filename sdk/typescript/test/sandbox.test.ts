@@ -9,6 +9,7 @@ import * as path from "node:path";
 import { after, before, describe, test } from "node:test";
 import * as boxd from "../src/index.js";
 import { Sandbox } from "../src/index.js";
+import { MAX_CONNS } from "../src/http1.js";
 import { IMAGE, LABELS, bytes, ps, sandbox, sleep, until } from "./support.js";
 
 describe("lifecycle", () => {
@@ -92,6 +93,9 @@ describe("lifecycle", () => {
       // The streaming path fails the same way.
       const fake = new Sandbox({ id: "x" } as boxd.SandboxInfo, c);
       await assert.rejects(fake.exec(["true"], { stdin: [bytes("x")] }), boxd.Unavailable);
+      // The unary path (HTTP/1.1) names the socket too.
+      const uerr = await fake.exec(["true"]).catch((e: unknown) => e);
+      assert.ok(uerr instanceof boxd.Unavailable && uerr.message.includes(dead), String(uerr));
       await assert.rejects(fake.files.read("/etc/passwd"), boxd.Unavailable);
       c.close();
       c2.close();
@@ -330,6 +334,39 @@ describe("exec", () => {
       await ex[Symbol.asyncIterator]().next();
     }
     assert.ok(await until(async () => !(await ps(sb)).includes("sleep 36")), "await using must kill the command");
+  });
+
+  test("exec over kept HTTP/1.1 connections: big output exact, reused, HTTP/2 when all are busy", async () => {
+    const c = new boxd.Client();
+    try {
+      const sb2 = await Sandbox.connect(sb.id, { client: c });
+      // 3 MB of random bytes: a chunked answer arriving in many reads.
+      const r = await sb2.exec(["sh", "-c", "head -c 3000000 /dev/urandom >/tmp/big; sha256sum /tmp/big >&2; cat /tmp/big; rm /tmp/big"]);
+      assert.equal(r.exitCode, 0, r.stderrText);
+      assert.equal(r.stdout.length, 3000000);
+      assert.equal(r.stderrText.split(" ")[0], createHash("sha256").update(r.stdout).digest("hex"));
+      assert.equal(c.http1.connections(), 1);
+      for (let i = 0; i < 5; i++) assert.ok((await sb2.exec(["true"])).ok);
+      assert.equal(c.http1.connections(), 1, "calls one after another reuse one connection");
+      // More calls at once than connections: the others go over HTTP/2.
+      const n = MAX_CONNS * 3;
+      const rs = await Promise.all([...Array(n).keys()].map((i) => sb2.exec(["sh", "-c", `sleep 0.3; echo ${i}`])));
+      assert.deepEqual(
+        rs.map((x) => x.stdoutText),
+        [...Array(n).keys()].map((i) => `${i}\n`),
+      );
+      assert.equal(c.http1.connections(), MAX_CONNS);
+      // Errors come back typed from the JSON answer, naming the field.
+      const err = await sb2.exec(["true"], { workdir: "rel" }).catch((e: unknown) => e);
+      assert.ok(err instanceof boxd.InvalidArgument, String(err));
+      assert.equal(err.field, "workdir", err.message);
+      c.close();
+      assert.equal(c.http1.connections(), 0);
+      assert.ok((await sb2.exec(["true"])).ok, "a call after close() opens a new connection");
+      assert.deepEqual(c.openStreams(), []);
+    } finally {
+      c.close();
+    }
   });
 
   test("concurrent execs on one connection", async () => {
