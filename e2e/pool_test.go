@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"github.com/boxd-dev/boxd/internal/testenv"
 	"os"
@@ -315,6 +316,25 @@ func TestPoolAdoptionSameAsCold(t *testing.T) {
 	}
 	if a, b := norm(got[0]), norm(got[1]); a != b {
 		t.Errorf("inspect differs:\npool %s\ncold %s", a, b)
+	}
+	// Both share a shim, and their records say which, so its place is
+	// given back when they go and counted after a restart (a hand-out
+	// used to drop it from the record).
+	for _, sb := range got {
+		ct, err := env.ctr.LoadContainer(c, sb.Id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		labels, err := ct.Labels(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec struct {
+			ShimGroup string `json:"shim_group"`
+		}
+		if err := json.Unmarshal([]byte(labels[runtime.LabelSandbox]), &rec); err != nil || rec.ShimGroup == "" {
+			t.Errorf("%s (%s): no shim group in its record (%v)", sb.Id, sb.Name, err)
+		}
 	}
 	if d := mustTime(t, got[0].ExpiresAt).Sub(mustTime(t, got[0].CreatedAt)); d != 7*time.Minute {
 		t.Errorf("pooled ttl = %v", d)

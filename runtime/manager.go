@@ -182,6 +182,8 @@ type Sandbox struct {
 	Runtime       RuntimeInfo
 
 	hostUID uint32 // first host id of its uid block (the pool keeps it)
+	// shimGroup is the shim it shares (the pool keeps it too).
+	shimGroup string
 }
 
 // RuntimeInfo is the OCI runtime a sandbox was made on.
@@ -1216,7 +1218,7 @@ func (m *Manager) toSandbox(id string, labels map[string]string, rec record) *Sa
 		Runtime:  RuntimeInfo{Name: rec.Runtime, Version: rec.RuntimeVersion, Advisories: rec.RuntimeAdvisories},
 		Idle:     m.idleInfo(id, labels),
 		User:     rec.User, Tunables: rec.Tunables,
-		hostUID: rec.HostUID,
+		hostUID: rec.HostUID, shimGroup: rec.ShimGroup,
 	}
 	if t, err := time.Parse(time.RFC3339, labels[LabelStopped]); err == nil {
 		sb.StoppedAt = t

@@ -272,6 +272,7 @@ func (p *pool) takeAny() (string, bool) {
 type memberInfo struct {
 	pid         uint32 // its init's
 	hostID      uint32 // first host id of its uid block
+	shimGroup   string // the shim it shares ("": its own)
 	imageDigest string
 	runtime     RuntimeInfo
 }
@@ -569,6 +570,9 @@ func (m *Manager) adopt(ctx context.Context, id string, known *memberInfo, r res
 		Workdir: r.workdir, CreatedAt: now, ExpiresAt: now.Add(r.ttl), HostUID: hostID, IDMapSize: m.cfg.IDMapSize,
 		Disk: r.limits.DiskBytes,
 		User: r.user, Tunables: r.tun,
+		// Still in the member's shim: its place there is given back when
+		// the sandbox is destroyed, and counted after a restart.
+		ShimGroup: known.shimGroup,
 	}
 	rec.Runtime = r.runtime
 	rec = m.withRuntime(rec)
@@ -630,7 +634,7 @@ func (m *Manager) readMember(ctx context.Context, id string) (*memberInfo, error
 	if err != nil {
 		return nil, fmt.Errorf("task: %w", err)
 	}
-	return &memberInfo{pid: task.Pid(), hostID: hostID, imageDigest: rec.ImageDigest,
+	return &memberInfo{pid: task.Pid(), hostID: hostID, shimGroup: rec.ShimGroup, imageDigest: rec.ImageDigest,
 		runtime: RuntimeInfo{Name: rec.Runtime, Version: rec.RuntimeVersion, Advisories: rec.RuntimeAdvisories}}, nil
 }
 
@@ -740,7 +744,7 @@ func (m *Manager) addMember(ctx context.Context, key poolKey) error {
 	if err != nil {
 		return err
 	}
-	m.pool.put(keyOf(img.Name(), r.runtime), sb.ID, &memberInfo{pid: sb.InitPID, hostID: sb.hostUID, imageDigest: img.Target().Digest.String(), runtime: sb.Runtime})
+	m.pool.put(keyOf(img.Name(), r.runtime), sb.ID, &memberInfo{pid: sb.InitPID, hostID: sb.hostUID, shimGroup: sb.shimGroup, imageDigest: img.Target().Digest.String(), runtime: sb.Runtime})
 	return nil
 }
 
