@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/boxd-dev/boxd/internal/testenv"
@@ -70,7 +71,10 @@ func startAB(ctx context.Context, e *env) (*abBoxd, error) {
 		return nil, errors.Join(err, a.stop())
 	}
 	logf("A/B: base boxd from %s; importing %s into it", bin, image)
-	if out, err := a.boxctlCmd(ctx, "image", "import", "--rootfs", e.rootfs, "--name", image).CombinedOutput(); err != nil {
+	// An earlier scenario of this run may have imported it already (its
+	// base boxd used the same namespace and root file system).
+	if out, err := a.boxctlCmd(ctx, "image", "import", "--rootfs", e.rootfs, "--name", image).CombinedOutput(); err != nil &&
+		!strings.Contains(string(out), "already_exists") {
 		return nil, errors.Join(fmt.Errorf("boxctl image import (base boxd): %v %s", err, out), a.stop())
 	}
 	return a, nil
