@@ -741,10 +741,11 @@ class _Images:
         r = await c.unary(c.pool.ListPools, pool_pb2.ListPoolsRequest(), request_timeout)
         return [Pool._from(p) for p in r.pools]
 
-    async def set_pool_size(self, image: str, size: int, *, client: Optional[Client] = None,
+    async def set_pool_size(self, image: str, size: int, *, runtime: str = "", client: Optional[Client] = None,
                             request_timeout: Optional[float] = None) -> Pool:
         c = client or default_client()
-        r = await c.unary(c.pool.SetPoolSize, pool_pb2.SetPoolSizeRequest(image=image, size=size), request_timeout)
+        r = await c.unary(c.pool.SetPoolSize, pool_pb2.SetPoolSizeRequest(image=image, size=size, runtime=runtime),
+                          request_timeout)
         return Pool._from(r.pool)
 
 

@@ -138,10 +138,12 @@ def pool_sizes(*, client: Optional[Client] = None, request_timeout: Optional[flo
     return [Pool._from(p) for p in c.unary(c.pool.ListPools, pool_pb2.ListPoolsRequest(), request_timeout).pools]
 
 
-def set_pool_size(image: str, size: int, *, client: Optional[Client] = None,
+def set_pool_size(image: str, size: int, *, runtime: str = "", client: Optional[Client] = None,
                   request_timeout: Optional[float] = None) -> Pool:
     """Sets an image's warm-pool target (admins only; 0 empties it; lasts
-    until boxd restarts). image "": the daemon's default image."""
+    until boxd restarts). image "": the daemon's default image. runtime:
+    the members' ("runc", the default, or "gvisor"): each image has a pool
+    per runtime."""
     c = client or default_client()
-    r = c.unary(c.pool.SetPoolSize, pool_pb2.SetPoolSizeRequest(image=image, size=size), request_timeout)
+    r = c.unary(c.pool.SetPoolSize, pool_pb2.SetPoolSizeRequest(image=image, size=size, runtime=runtime), request_timeout)
     return Pool._from(r.pool)

@@ -527,16 +527,18 @@ class NetworkStatus:
 
 @dataclass
 class Pool:
-    """An image's warm pool: target size, ready and starting members."""
+    """An image's warm pool: target size, ready and starting members, and
+    the members' runtime ("runc" or "gvisor")."""
 
     image: str
     size: int
     ready: int = 0
     starting: int = 0
+    runtime: str = ""
 
     @classmethod
     def _from(cls, p: pool_pb2.Pool) -> "Pool":
-        return cls(p.image, p.size, p.ready, p.starting)
+        return cls(p.image, p.size, p.ready, p.starting, p.runtime)
 
 
 @dataclass

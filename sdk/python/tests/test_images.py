@@ -90,7 +90,11 @@ class ImagesTest(unittest.TestCase):
             base = sb.info().image
         before = {p.image: p.size for p in pools}
         p = boxd.images.set_pool_size(base, before.get(base, 0))
-        self.assertEqual(p.size, before.get(base, 0))
+        self.assertEqual((p.size, p.runtime), (before.get(base, 0), "runc"))
+        p = boxd.images.set_pool_size(base, before.get(base, 0), runtime="runc")
+        self.assertEqual((p.image, p.runtime), (base, "runc"))
+        with self.assertRaises(boxd.InvalidArgument):
+            boxd.images.set_pool_size(base, 0, runtime="no-such-runtime")
         with self.assertRaises(boxd.InvalidArgument):
             boxd.images.set_pool_size(base, -1)
         with self.assertRaises(boxd.NotFound):

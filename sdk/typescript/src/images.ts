@@ -126,8 +126,12 @@ export async function poolSizes(o: Opts = {}): Promise<Pool[]> {
   return (await c.unary((opts) => c.pool.listPools(create(ListPoolsRequestSchema, {}), opts), o)).pools.map(pool);
 }
 
-/** Sets an image's warm-pool target (admins only; 0 empties it; until boxd restarts). "": the default image. */
-export async function setPoolSize(imageName: string, size: number, o: Opts = {}): Promise<Pool> {
+/**
+ * Sets an image's warm-pool target (admins only; 0 empties it; until boxd restarts). "": the default image.
+ * runtime: the members' ("runc", the default, or "gvisor"); each image has a pool per runtime.
+ */
+export async function setPoolSize(imageName: string, size: number, o: Opts & { runtime?: string } = {}): Promise<Pool> {
   const c = o.client ?? defaultClient();
-  return pool((await c.unary((opts) => c.pool.setPoolSize(create(SetPoolSizeRequestSchema, { image: imageName, size }), opts), o)).pool);
+  const req = create(SetPoolSizeRequestSchema, { image: imageName, size, runtime: o.runtime ?? "" });
+  return pool((await c.unary((opts) => c.pool.setPoolSize(req, opts), o)).pool);
 }

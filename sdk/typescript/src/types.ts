@@ -463,11 +463,13 @@ export interface Pool {
   size: number;
   ready: number;
   starting: number;
+  /** The members' runtime: "runc" or "gvisor". */
+  runtime: string;
 }
 
 export function pool(p: PbPool | undefined): Pool {
   if (!p) throw new TypeError("boxd sent no pool");
-  return { image: p.image, size: p.size, ready: p.ready, starting: p.starting };
+  return { image: p.image, size: p.size, ready: p.ready, starting: p.starting, runtime: p.runtime };
 }
 
 /** How far a pull or push has come. */

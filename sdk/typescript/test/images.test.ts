@@ -113,7 +113,10 @@ describe("images", () => {
     await using sb = await sandbox();
     const base = (await sb.info()).image;
     const size = pools.find((p) => p.image === base)?.size ?? 0;
-    assert.equal((await boxd.images.setPoolSize(base, size)).size, size);
+    const set = await boxd.images.setPoolSize(base, size);
+    assert.deepEqual([set.size, set.runtime], [size, "runc"]);
+    assert.equal((await boxd.images.setPoolSize(base, size, { runtime: "runc" })).runtime, "runc");
+    await assert.rejects(boxd.images.setPoolSize(base, 0, { runtime: "no-such-runtime" }), boxd.InvalidArgument);
     await assert.rejects(boxd.images.setPoolSize(base, -1), boxd.InvalidArgument);
     await assert.rejects(boxd.images.setPoolSize("sdk-ts/no-such-image:v1", 1), boxd.NotFound);
   });
