@@ -109,7 +109,7 @@ type conn struct {
 }
 
 func (c *Client) open(ctx context.Context, req wire.Request) (*conn, error) {
-	if c.pool != nil && keepable(&req) {
+	if c.pool != nil && wire.Keepable(&req) {
 		req.Keep = true
 		for cn := c.pool.get(); cn != nil; cn = c.pool.get() {
 			if err := cn.begin(ctx, c, req); err == nil {

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/boxd-dev/boxd/agent/wire"
 )
 
 // Pool keeps a few connections to one init open between calls, for the ops
@@ -110,6 +108,3 @@ func quiet(c net.Conn) bool {
 	})
 	return err == nil && fit
 }
-
-// keepable is whether req may use a pooled connection.
-func keepable(req *wire.Request) bool { return wire.Keepable(req) }
