@@ -71,8 +71,12 @@ func (c *config) wantsAny(ids string) bool {
 var scenarioIDs = []string{"exec", "tti", "oneshot", "files", "concurrency", "density", "ports", "sdk", "network", "commitfork", "pull", "owner", "pause", "build", "pool", "gvisor"}
 
 func main() {
-	if len(os.Args) == 3 && os.Args[1] == bareConnectArg {
-		fmt.Fprintln(os.Stderr, "boxbench bare-connect:", serveBareConnect(os.Args[2]))
+	if len(os.Args) == 4 && os.Args[1] == bareConnectArg {
+		fmt.Fprintln(os.Stderr, "boxbench bare-connect:", serveBareConnect(os.Args[2], os.Args[3]))
+		os.Exit(1)
+	}
+	if len(os.Args) == 3 && os.Args[1] == bareSpawnerArg {
+		fmt.Fprintln(os.Stderr, "boxbench bare-spawner:", serveBareSpawner(os.Args[2]))
 		os.Exit(1)
 	}
 	cfg, err := parseFlags()

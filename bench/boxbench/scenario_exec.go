@@ -95,8 +95,13 @@ func scenarioExec(ctx context.Context, e *env, cfg *config) ([]*latency, error) 
 // nothing on the same client (the health check, same transport and
 // protocol) made right after each exec; the same call to a bare ConnectRPC
 // server with no boxd code (bareconnect.go), which is the transport's own
-// floor; and, per call, boxd's part minus that floor. With BENCH_AB the
-// base build's exec takes turns with this one's, and its part is a row.
+// floor; and, per call, boxd's part minus that floor. Then the barest exec
+// that crosses the same two hops (bareconnect.go: that server hands the
+// command to a spawner process of its own over a kept connection), its
+// round trip minus its process, which no daemon that runs commands in a
+// separate process can go below on this machine, and boxd's part minus
+// that, per call: what boxd's own code adds. With BENCH_AB the base
+// build's exec takes turns with this one's, and its part is a row.
 func execFloor(ctx context.Context, sock string, b boxdAPI, id string, bare *bareConnect, ab *abBoxd, abID string, warm, n int) *latency {
 	const (
 		rt      = "boxd exec round trip"
@@ -106,9 +111,11 @@ func execFloor(ctx context.Context, sock string, b boxdAPI, id string, bare *bar
 		noop    = "of boxd's part: an API call that does nothing (health check, same client)"
 		bareRow = "the same call to a bare ConnectRPC server (no boxd code): the transport's floor"
 		beyond  = "boxd's part beyond the transport's floor (per call)"
+		twoHop  = "the barest exec over the same two hops (bare server, kept connection to a spawner; no boxd code): round trip minus the process"
+		own     = "boxd's own code: boxd's part minus the barest exec's (per call)"
 		base    = "boxd's part (base)"
 	)
-	peers := []string{rt, proc, added, inInit, noop, bareRow, beyond}
+	peers := []string{rt, proc, added, inInit, noop, bareRow, beyond, twoHop, own}
 	if ab != nil {
 		peers = append(peers, base)
 	}
@@ -152,6 +159,7 @@ func execFloor(ctx context.Context, sock string, b boxdAPI, id string, bare *bar
 		d, p, res, err := execPart(b, id)
 		h, herr := timed(func() error { _, err := health.Check(ctx, &grpchealth.CheckRequest{}); return err })
 		f, ferr := timed(func() error { _, err := bare.health.Check(ctx, &grpchealth.CheckRequest{}); return err })
+		td, tp, _, terr := execPart(bare.exec, id)
 		if ab != nil && i%2 == 0 {
 			bd, bp, _, berr = execPart(ab.api, abID)
 		}
@@ -165,8 +173,8 @@ func execFloor(ctx context.Context, sock string, b boxdAPI, id string, bare *bar
 				l.samples[base] = append(l.samples[base], bd-bp)
 			}
 		}
-		if err != nil || herr != nil || ferr != nil {
-			fail(rt, errors.Join(err, herr, ferr))
+		if err != nil || herr != nil || ferr != nil || terr != nil {
+			fail(rt, errors.Join(err, herr, ferr, terr))
 			continue
 		}
 		began, _ := time.Parse(time.RFC3339Nano, res.GetStartedAt())
@@ -178,11 +186,13 @@ func execFloor(ctx context.Context, sock string, b boxdAPI, id string, bare *bar
 		l.samples[noop] = append(l.samples[noop], h)
 		l.samples[bareRow] = append(l.samples[bareRow], f)
 		l.samples[beyond] = append(l.samples[beyond], d-p-f)
+		l.samples[twoHop] = append(l.samples[twoHop], td-tp)
+		l.samples[own] = append(l.samples[own], (d-p)-(td-tp))
 	}
-	logf("%s: round trip %s, process %s, boxd's part %s (init %s, a call that does nothing %s; to a bare ConnectRPC server %s; beyond that floor %s)", l.scenario,
+	logf("%s: round trip %s, process %s, boxd's part %s (init %s, a call that does nothing %s; to a bare ConnectRPC server %s; beyond that floor %s; the barest exec's part %s; boxd's own code %s)", l.scenario,
 		ms(quantile(l.samples[rt], 0.5)), ms(quantile(l.samples[proc], 0.5)), ms(quantile(l.samples[added], 0.5)),
 		ms(quantile(l.samples[inInit], 0.5)), ms(quantile(l.samples[noop], 0.5)), ms(quantile(l.samples[bareRow], 0.5)),
-		ms(quantile(l.samples[beyond], 0.5)))
+		ms(quantile(l.samples[beyond], 0.5)), ms(quantile(l.samples[twoHop], 0.5)), ms(quantile(l.samples[own], 0.5)))
 	if ab != nil {
 		logf("%s: base build's part %s", l.scenario, ms(quantile(l.samples[base], 0.5)))
 	}
