@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/boxd-dev/boxd/internal/jsonline"
 )
 
 // Entry is one audited call.
@@ -21,6 +23,36 @@ type Entry struct {
 	Sandbox string    `json:"sandbox,omitempty"` // id or name as the caller gave it; the new id for a create
 	Result  string    `json:"result"`            // "ok" or the API error code (not_found, ...)
 	Error   string    `json:"error,omitempty"`
+}
+
+// appendJSON appends the entry as json.Marshal encodes it (jsonline: one
+// is written per mutating call, every exec among them).
+func (e *Entry) appendJSON(b []byte) ([]byte, error) {
+	start := len(b)
+	b = append(b, '{')
+	b = jsonline.Key(b, "time")
+	b, ok := jsonline.Time(b, e.Time)
+	if !ok {
+		j, err := json.Marshal(e)
+		return append(b[:start], j...), err
+	}
+	b = jsonline.Key(b, "uid")
+	b = jsonline.Int(b, e.UID)
+	b = jsonline.Key(b, "pid")
+	b = jsonline.Int(b, int64(e.PID))
+	b = jsonline.Key(b, "method")
+	b = jsonline.String(b, e.Method)
+	if e.Sandbox != "" {
+		b = jsonline.Key(b, "sandbox")
+		b = jsonline.String(b, e.Sandbox)
+	}
+	b = jsonline.Key(b, "result")
+	b = jsonline.String(b, e.Result)
+	if e.Error != "" {
+		b = jsonline.Key(b, "error")
+		b = jsonline.String(b, e.Error)
+	}
+	return append(b, '}'), nil
 }
 
 // FileName is the live log's name in its directory; rotated files are
@@ -83,7 +115,7 @@ func (l *Log) Path() string { return l.path }
 // Write appends e as one line, rotating first if the line would take the
 // file past its size limit.
 func (l *Log) Write(e Entry) error {
-	b, err := json.Marshal(e)
+	b, err := e.appendJSON(make([]byte, 0, 256))
 	if err != nil {
 		return fmt.Errorf("audit log: %w", err)
 	}

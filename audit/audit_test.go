@@ -76,3 +76,27 @@ func TestOpenBadLimits(t *testing.T) {
 		t.Error("keep 0 accepted")
 	}
 }
+
+// Entries are written with a hand-made encoder (jsonline); each line must
+// be what json.Marshal wrote before, for any entry.
+func TestEntryJSONMatchesEncodingJSON(t *testing.T) {
+	for _, e := range []Entry{
+		{},
+		{Time: time.Now().UTC(), UID: -1, Method: "/boxd.v1.SandboxService/Exec", Result: "ok"},
+		{Time: time.Now(), UID: 1000, PID: 4242, Method: "/boxd.v1.SandboxService/CreateSandbox", Sandbox: "my<box>\u2028", Result: "invalid_argument",
+			Error: "invalid_argument: memory: \"12q\" is not a size \x00\xff & more"},
+	} {
+		want, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.appendJSON(nil)
+		if err != nil || string(got) != string(want) {
+			t.Errorf("appendJSON(%+v) = %s, %v; json.Marshal = %s", e, got, err, want)
+		}
+	}
+	// A year json.Marshal refuses fails as it did.
+	if _, err := (&Entry{Time: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}).appendJSON(nil); err == nil {
+		t.Error("an entry json.Marshal refuses was encoded")
+	}
+}

@@ -16,6 +16,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/boxd-dev/boxd/internal/jsonline"
 )
 
 // Event types boxd emits.
@@ -188,8 +190,7 @@ func (l *Log) Emit(typ, sandbox string, attrs map[string]string) {
 }
 
 func (l *Log) write(ev Event) {
-	b, _ := json.Marshal(ev)
-	b = append(b, '\n')
+	b := append(ev.appendJSON(make([]byte, 0, 256)), '\n')
 	if l.size+int64(len(b)) > l.cfg.MaxFileBytes {
 		if err := l.rotate(); err != nil {
 			l.logErr(err)
@@ -222,6 +223,30 @@ func (l *Log) logErr(err error) {
 		l.lastErr = err.Error()
 		l.cfg.Logger.Error("events: write", "err", err)
 	}
+}
+
+// appendJSON appends the event as json.Marshal encodes it (jsonline: this
+// runs twice per exec).
+func (ev *Event) appendJSON(b []byte) []byte {
+	start := len(b)
+	b = append(b, '{')
+	b = jsonline.Key(b, "seq")
+	b = jsonline.Uint(b, ev.Seq)
+	b = jsonline.Key(b, "time")
+	b, ok := jsonline.Time(b, ev.Time)
+	if !ok {
+		j, _ := json.Marshal(ev)
+		return append(b[:start], j...)
+	}
+	b = jsonline.Key(b, "type")
+	b = jsonline.String(b, ev.Type)
+	b = jsonline.Key(b, "sandbox")
+	b = jsonline.String(b, ev.Sandbox)
+	if len(ev.Attrs) > 0 {
+		b = jsonline.Key(b, "attrs")
+		b = jsonline.StringMap(b, ev.Attrs)
+	}
+	return append(b, '}')
 }
 
 // Close closes the file and ends every subscription.

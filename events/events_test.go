@@ -1,6 +1,7 @@
 package events
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -172,5 +173,30 @@ func TestStaleEventsTrimmedInBatches(t *testing.T) {
 	l.Emit(ExecStarted, "new", nil)
 	if l.ring[0].Time.Before(time.Now().Add(-time.Hour)) {
 		t.Errorf("a sixth of the ring stale, and it was not trimmed: %d events, first %+v", len(l.ring), l.ring[0])
+	}
+}
+
+// The events file is written with a hand-made encoder (jsonline); its
+// lines must be what json.Marshal wrote before, for any event.
+func TestEventJSONMatchesEncodingJSON(t *testing.T) {
+	evs := []Event{
+		{},
+		{Seq: 1, Time: time.Now().UTC(), Type: ExecStarted, Sandbox: "0123456789ab", Attrs: map[string]string{"args": "sh -c 'echo \"<hi>\" & \x00\xff'"}},
+		{Seq: 1 << 62, Time: time.Now(), Type: Died, Sandbox: "n\u2028", Attrs: map[string]string{}},
+		{Seq: 7, Time: time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("y", 3600)), Type: ExecExited, Attrs: map[string]string{"exit_code": "1", "signal": "SIGKILL", "a": ""}},
+		{Seq: 8, Time: time.Date(12000, 1, 1, 0, 0, 0, 0, time.UTC), Type: OOM}, // a year json.Marshal refuses
+	}
+	for _, ev := range evs {
+		want, werr := json.Marshal(ev)
+		got := ev.appendJSON([]byte("prefix"))
+		if werr != nil {
+			if string(got[len("prefix"):]) != "" {
+				t.Errorf("%+v: json.Marshal fails (%v) but appendJSON wrote %s", ev, werr, got)
+			}
+			continue
+		}
+		if string(got) != "prefix"+string(want) {
+			t.Errorf("appendJSON(%+v) = %s, json.Marshal = %s", ev, got, want)
+		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -82,7 +83,9 @@ func (m *Manager) agentFor(ctx context.Context, idOrName string) (*host.Client, 
 	// not found (after looking for a sandbox of the caller's so named).
 	if owner, ok := m.inv.visibleOwner(idOrName); ok && mayUse(ctx, owner) && idRe.MatchString(idOrName) {
 		m.awaitRelease(ctx, idOrName, restartWait)
-		if m.agentReady(idOrName) {
+		// A kept connection to the init stands for its socket: the
+		// pool is dropped whenever the init is replaced.
+		if m.agentLinkFor(idOrName).live() || m.agentReady(idOrName) {
 			return m.agentClient(ctx, idOrName)
 		}
 	}
@@ -101,24 +104,47 @@ func (m *Manager) agentClient(ctx context.Context, id string) (*host.Client, str
 	if err := m.checkPaused(ctx, id); err != nil {
 		return nil, "", err
 	}
-	return m.agent(id).Tracked(func() func() { return m.track(id) }).Pooled(m.agentPool(id)), id, nil
-}
-
-// agentPool is the pool of kept connections to sandbox id's init: execs
-// and pings reuse them instead of dialling (host.Pool).
-func (m *Manager) agentPool(id string) *host.Pool {
-	if p, ok := m.agentPools.Load(id); ok {
-		return p.(*host.Pool)
+	l := m.agentLinkFor(id)
+	if c := l.client.Load(); c != nil {
+		return c, id, nil
 	}
-	p, _ := m.agentPools.LoadOrStore(id, host.NewPool())
-	return p.(*host.Pool)
+	c := m.agent(id).Tracked(func() func() { return m.track(id) }).Pooled(l.pool)
+	l.client.Store(c)
+	return c, id, nil
 }
 
-// dropAgentPool closes sandbox id's kept connections: at delete, and when
-// its init is replaced (they would only find the old one gone).
+// agentLink is what the exec path keeps per sandbox between calls: the
+// pool of kept connections to its init (execs and pings reuse them
+// instead of dialling, host.Pool) and the client that uses it, built once
+// (which runtime the sandbox is on is a look at the state directory). It
+// lives as long as the init: dropped when the sandbox is deleted or its
+// init replaced.
+type agentLink struct {
+	pool   *host.Pool
+	client atomic.Pointer[host.Client]
+}
+
+// live reports whether the link holds a kept connection to the init, which
+// is then known to be up (a check for its socket is not needed).
+func (l *agentLink) live() bool { return l.client.Load() != nil && l.pool.Idle() > 0 }
+
+func (m *Manager) agentLinkFor(id string) *agentLink {
+	if l, ok := m.agentLinks.Load(id); ok {
+		return l.(*agentLink)
+	}
+	l, _ := m.agentLinks.LoadOrStore(id, &agentLink{pool: host.NewPool()})
+	return l.(*agentLink)
+}
+
+// agentPool is the pool of kept connections to sandbox id's init.
+func (m *Manager) agentPool(id string) *host.Pool { return m.agentLinkFor(id).pool }
+
+// dropAgentPool closes sandbox id's kept connections and forgets its
+// client: at delete, and when its init is replaced (they would only find
+// the old one gone).
 func (m *Manager) dropAgentPool(id string) {
-	if p, ok := m.agentPools.LoadAndDelete(id); ok {
-		p.(*host.Pool).Close()
+	if l, ok := m.agentLinks.LoadAndDelete(id); ok {
+		l.(*agentLink).pool.Close()
 	}
 }
 

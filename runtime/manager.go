@@ -263,9 +263,9 @@ type Manager struct {
 	execDefs sync.Map
 	// oomFiles holds each sandbox's cgroup OOM counter file open.
 	oomFiles openFiles
-	// agentPools keeps a few connections to each sandbox's init open
-	// between execs (*host.Pool, keyed by id; see agentPool).
-	agentPools sync.Map
+	// agentLinks holds each sandbox's agentLink (exec.go): its kept
+	// connections to the init and the client that uses them.
+	agentLinks sync.Map
 }
 
 // claim marks id busy; it reports false if something else holds it.

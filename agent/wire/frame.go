@@ -162,6 +162,9 @@ func (fw *FrameWriter) WriteFrame(t FrameType, payload []byte) error {
 
 // WriteJSON writes v as the JSON payload of one frame.
 func (fw *FrameWriter) WriteJSON(t FrameType, v any) error {
+	if b, ok := appendJSON(make([]byte, 0, 256), v); ok {
+		return fw.WriteFrame(t, b)
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return fmt.Errorf("encode %s frame: %w", t, err)
