@@ -286,6 +286,13 @@ func sandboxOf(m any) string {
 	if !ok || pm == nil {
 		return ""
 	}
+	// The usual case, every exec's, without reflection: a sandbox_id at
+	// the top (the generated getter of that field and no other).
+	if s, ok := m.(interface{ GetSandboxId() string }); ok {
+		if id := s.GetSandboxId(); id != "" {
+			return id
+		}
+	}
 	return sandboxIn(pm.ProtoReflect(), true, 2)
 }
 
