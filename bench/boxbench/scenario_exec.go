@@ -114,10 +114,11 @@ func execFloor(ctx context.Context, sock string, b boxdAPI, id string, bare *bar
 		twoHop  = "the barest exec over the same two hops (bare server, kept connection to a spawner; no boxd code): round trip minus the process"
 		own     = "boxd's own code: boxd's part minus the barest exec's (per call)"
 		base    = "boxd's part (base)"
+		baseOwn = "boxd's own code (base): its part minus the barest exec's (per call)"
 	)
 	peers := []string{rt, proc, added, inInit, noop, bareRow, beyond, twoHop, own}
 	if ab != nil {
-		peers = append(peers, base)
+		peers = append(peers, base, baseOwn)
 	}
 	l := &latency{scenario: "exec `true` from a Go client, back to back: the floor and boxd's part (target: boxd's part at most 0.5 ms)",
 		peers: peers, samples: map[string][]time.Duration{}, errors: map[string]int{}, firstErr: map[string]string{}}
@@ -173,6 +174,9 @@ func execFloor(ctx context.Context, sock string, b boxdAPI, id string, bare *bar
 				l.samples[base] = append(l.samples[base], bd-bp)
 			}
 		}
+		if ab != nil && berr == nil && terr == nil {
+			l.samples[baseOwn] = append(l.samples[baseOwn], (bd-bp)-(td-tp))
+		}
 		if err != nil || herr != nil || ferr != nil || terr != nil {
 			fail(rt, errors.Join(err, herr, ferr, terr))
 			continue
@@ -194,7 +198,7 @@ func execFloor(ctx context.Context, sock string, b boxdAPI, id string, bare *bar
 		ms(quantile(l.samples[inInit], 0.5)), ms(quantile(l.samples[noop], 0.5)), ms(quantile(l.samples[bareRow], 0.5)),
 		ms(quantile(l.samples[beyond], 0.5)), ms(quantile(l.samples[twoHop], 0.5)), ms(quantile(l.samples[own], 0.5)))
 	if ab != nil {
-		logf("%s: base build's part %s", l.scenario, ms(quantile(l.samples[base], 0.5)))
+		logf("%s: base build's part %s, its own code %s", l.scenario, ms(quantile(l.samples[base], 0.5)), ms(quantile(l.samples[baseOwn], 0.5)))
 	}
 	return l
 }
