@@ -1,13 +1,14 @@
 """File reads over HTTP/1.1 in the Connect protocol (boxd/_http1.py).
 
-ReadHTTP1Test runs against the real boxd: exact bytes at every size that
-matters to the framing, errors typed exactly as over gRPC, deadlines, and
-calls left early, checked on boxd's side (its end of the connection goes).
-HostileAnswerTest plays a hostile or broken daemon on a socket of its own:
+ReadHTTP1Test (sync) and AioReadHTTP1Test (boxd.aio) run against the real
+boxd: exact bytes at every size that matters to the framing, errors typed
+exactly as over gRPC, deadlines, and calls left early, checked on boxd's
+side (its end of the connection goes). HostileAnswerTest plays a hostile or broken daemon on a socket of its own:
 answers boxd never sends (oversized, cut, malformed, stalled) must give a
 clear typed error, never a hang or a wrong result.
 """
 
+import asyncio
 import io
 import os
 import socket
@@ -18,7 +19,8 @@ import unittest
 from typing import Callable, List
 
 import support  # noqa: F401  (puts the SDK on sys.path)
-from support import SandboxTest, boxd
+from support import IMAGE, LABELS, SandboxTest, boxd
+import boxd.aio as aio
 from boxd import _client, files
 from boxd.v1 import files_pb2
 
@@ -170,6 +172,93 @@ class ReadHTTP1Test(SandboxTest):
                 sb.files.read("/etc/hostname", request_timeout=2)
             self.assertLess(time.monotonic() - t, 5)
             c.close()
+
+
+class AioReadHTTP1Test(unittest.IsolatedAsyncioTestCase):
+    async def asyncSetUp(self) -> None:
+        self.c = aio.Client()
+        self.sb = await aio.Sandbox.create(image=IMAGE, memory="256m", ttl=600, labels=LABELS, client=self.c)
+
+    async def asyncTearDown(self) -> None:
+        await self.sb.delete()
+        await self.c.close()
+
+    async def test_exact_bytes_errors_and_ends(self) -> None:
+        f = self.sb.files
+        for size in (0, 1, 65537, MiB, 3 * MiB + 12345):
+            data = os.urandom(size)
+            await f.write("/tmp/r.bin", data)
+            self.assertEqual(await f.read("/tmp/r.bin"), data, size)
+            pieces = [p async for p in f.read_stream("/tmp/r.bin")]
+            self.assertTrue(all(type(p) is bytes for p in pieces))  # copies: safe to keep
+            self.assertEqual(b"".join(pieces), data, size)
+            out = io.BytesIO()
+            self.assertEqual(await f.read_into("/tmp/r.bin", out), size)
+            self.assertEqual(out.getvalue(), data)
+        self.assertEqual(await f.read("/tmp/r.bin", offset=MiB - 1, length=3), data[MiB - 1:MiB + 2])
+        self.assertEqual(self.c.http1.idle_connections(), 1)
+        got = await f.download(["/tmp/r.bin", "/nope"])
+        self.assertEqual(got[0].data, data)
+        self.assertIsInstance(got[1].error, boxd.NotFound)
+        with self.assertRaises(boxd.NotFound):
+            await f.read("/no/such/file")
+        with self.assertRaises(boxd.InvalidArgument) as cm:
+            await f.read("/tmp/r.bin", length=-3)
+        self.assertEqual(cm.exception.field, "length")
+        with self.assertRaises(boxd.FailedPrecondition):
+            await f.read("/tmp")
+
+        # Left early: the call's connection goes, on boxd's side too.
+        await f.write("/workspace/big.bin", os.urandom(48 * MiB))
+        await asyncio.sleep(0.2)
+        kept = self.c.http1.idle_connections()  # the read takes a kept connection if there is one
+        during = boxd_connections() + (0 if kept else 1)
+        it = f.read_stream("/workspace/big.bin")
+        await it.__anext__()
+        self.assertEqual(self.c.http1.open_calls(), 1)
+        self.assertEqual(boxd_connections(), during)
+        await it.aclose()
+        self.assertEqual(self.c.http1.open_calls(), 0)
+        self.assertEqual(self.c.http1.idle_connections(), max(kept - 1, 0))  # not kept: left early
+        for _ in range(300):
+            if boxd_connections() == during - 1:
+                break
+            await asyncio.sleep(0.05)
+        self.assertEqual(boxd_connections(), during - 1)
+
+        # A deadline mid-stream.
+        t = time.monotonic()
+        with self.assertRaises(boxd.DeadlineExceeded):
+            async for _ in f.read_stream("/workspace/big.bin", request_timeout=0.5):
+                await asyncio.sleep(0.2)
+        self.assertLess(time.monotonic() - t, 5)
+        self.assertEqual(self.c.http1.open_calls(), 0)
+
+    async def test_dead_socket_and_stalled_daemon(self) -> None:
+        with tempfile.TemporaryDirectory() as d:
+            c = aio.Client(os.path.join(d, "dead.sock"))
+            with self.assertRaises(boxd.Unavailable) as cm:
+                await aio.Sandbox(self.sb._info, c).files.read("/etc/hostname")
+            self.assertIn("dead.sock", str(cm.exception))
+            await c.close()
+        fake = Daemon(lambda conn, _: conn.sendall(OK_HEAD))  # a head, then nothing
+        c = aio.Client(fake.path)
+        try:
+            t = time.monotonic()
+            with self.assertRaises(boxd.DeadlineExceeded):
+                await aio.Sandbox(self.sb._info, c).files.read("/f", request_timeout=0.5)
+            self.assertLess(time.monotonic() - t, 3)
+        finally:
+            await c.close()
+            fake.close()
+        fake = Daemon(lambda conn, _: conn.sendall(OK_HEAD + b"5\r\n\x00\xff\xff\xff\xff\r\n"))
+        c = aio.Client(fake.path)
+        try:
+            with self.assertRaises(boxd.Internal):
+                await aio.Sandbox(self.sb._info, c).files.read("/f", request_timeout=5)
+        finally:
+            await c.close()
+            fake.close()
 
 
 class Daemon:
