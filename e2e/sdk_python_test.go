@@ -79,8 +79,9 @@ func TestSDKPythonExamples(t *testing.T) {
 }
 
 // TestSDKPythonDaemonRestart kills boxd while the Python SDK holds a
-// streaming exec open, then starts it again: the stream must fail with
-// boxd.Unavailable (no hang), and the same client must reach the new boxd,
+// streaming exec and a half-read file (HTTP/1.1) open, then starts it
+// again: both must fail with boxd.Unavailable (no hang), and the same
+// client must reach the new boxd,
 // with the sandbox and its background process intact
 // (sdk/python/tests/restart_client.py).
 func TestSDKPythonDaemonRestart(t *testing.T) {
@@ -131,7 +132,8 @@ func TestSDKPythonDaemonRestart(t *testing.T) {
 	out.Write(rest)
 	err = cmd.Wait()
 	t.Logf("python:\n%s%s", out.String(), stderr.String())
-	if err != nil || !strings.Contains(out.String(), "stream failed after") || !strings.HasSuffix(out.String(), "OK\n") {
+	if err != nil || !strings.Contains(out.String(), "stream failed after") ||
+		!strings.Contains(out.String(), "read failed after") || !strings.HasSuffix(out.String(), "OK\n") {
 		t.Fatalf("restart client: %v\n%s%s", err, out.String(), stderr.String())
 	}
 }

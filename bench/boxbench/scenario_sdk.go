@@ -136,7 +136,7 @@ func scenarioSDK(ctx context.Context, e *env, cfg *config) ([]*latency, error) {
 		return nil, err
 	}
 	defer ts.stop()
-	var base *sdkDriverProc
+	var base, pyBase *sdkDriverProc
 	if tsBaseDir != "" {
 		base, err = startSDKDriver(ctx, "TypeScript (base)", exec.CommandContext(ctx, "node", filepath.Join(tsBaseDir, "driver.mjs"), sb, strconv.FormatInt(size, 10), sdkFile),
 			"BOXD_SOCKET="+e.sock)
@@ -145,20 +145,40 @@ func scenarioSDK(ctx context.Context, e *env, cfg *config) ([]*latency, error) {
 		}
 		defer base.stop()
 	}
-	// withBase adds the base TypeScript SDK's peer, if there is one.
-	withBase := func(peers []peer, name, op string) []peer {
-		if base == nil {
-			return peers
+	// BENCH_AB_PY: another Python SDK (a base commit's sdk/python) measured
+	// in the same rounds, for an A/B of a Python SDK change.
+	if dir := os.Getenv("BENCH_AB_PY"); dir != "" {
+		if dir, err = filepath.Abs(dir); err != nil {
+			return nil, err
 		}
-		return append(peers, peer{name: name, run: func(context.Context, int) error { return base.call(op) }})
+		if !exists(filepath.Join(dir, "boxd", "__init__.py")) {
+			return nil, fmt.Errorf("BENCH_AB_PY: %s is not an sdk/python directory (no boxd/__init__.py)", dir)
+		}
+		pyBase, err = startSDKDriver(ctx, "Python (base)", exec.CommandContext(ctx, pythonBin, "-c", sdkDriver, sb, strconv.FormatInt(size, 10), sdkFile),
+			"PYTHONPATH="+dir, "BOXD_SOCKET="+e.sock)
+		if err != nil {
+			return nil, err
+		}
+		defer pyBase.stop()
+	}
+	// withBase adds the base SDKs' peers, if there are any: op is the
+	// driver's operation, what the row's last word.
+	withBase := func(peers []peer, what, op string) []peer {
+		if pyBase != nil {
+			peers = append(peers, peer{name: "Python SDK (base) " + what, run: func(context.Context, int) error { return pyBase.call(op) }})
+		}
+		if base != nil {
+			peers = append(peers, peer{name: "TypeScript SDK (base) " + what, run: func(context.Context, int) error { return base.call(op) }})
+		}
+		return peers
 	}
 	l := measure(ctx, "exec `true` from a running client: Go, Python and TypeScript SDK", cfg.warm*3, cfg.apiN, withBase([]peer{
 		apiExecPeer(e.boxd, sb),
 		{name: "Python SDK exec", run: func(context.Context, int) error { return py.call("x") }},
 		{name: "TypeScript SDK exec", run: func(context.Context, int) error { return ts.call("x") }},
-	}, "TypeScript SDK (base) exec", "x"))
+	}, "exec", "x"))
 	g := quantile(l.samples["boxd API exec"], 0.5)
-	for _, name := range []string{"Python SDK exec", "TypeScript SDK exec", "TypeScript SDK (base) exec"} {
+	for _, name := range []string{"Python SDK exec", "Python SDK (base) exec", "TypeScript SDK exec", "TypeScript SDK (base) exec"} {
 		if p := quantile(l.samples[name], 0.5); g > 0 && p > 0 {
 			logf("%s: %s median minus Go client median: %s (target: at most 1.50 ms)", l.scenario, strings.TrimSuffix(name, " exec"), ms(p-g))
 		}
@@ -179,14 +199,14 @@ func scenarioSDK(ctx context.Context, e *env, cfg *config) ([]*latency, error) {
 		{name: "Go client write", run: func(ctx context.Context, _ int) error { return goWriteBytes(ctx, fc, sb, sdkFile, data) }},
 		{name: "Python SDK write", run: func(context.Context, int) error { return py.call("w") }},
 		{name: "TypeScript SDK write", run: func(context.Context, int) error { return ts.call("w") }},
-	}, "TypeScript SDK (base) write", "w"))
+	}, "write", "w"))
 	logThroughput(w, size)
 	out = append(out, w)
 	r := measure(ctx, name+", read", 1, cfg.bigN, withBase([]peer{
 		{name: "Go client read", run: func(ctx context.Context, _ int) error { return goReadDiscard(ctx, fc, sb, sdkFile, size) }},
 		{name: "Python SDK read", run: func(context.Context, int) error { return py.call("r") }},
 		{name: "TypeScript SDK read", run: func(context.Context, int) error { return ts.call("r") }},
-	}, "TypeScript SDK (base) read", "r"))
+	}, "read", "r"))
 	logThroughput(r, size)
 	out = append(out, r)
 	return out, ctx.Err()

@@ -17,7 +17,7 @@ from typing import Any, Callable, Dict, Iterator, Optional, TypeVar
 import grpc
 import grpc.experimental  # ChannelOptions; not imported by "import grpc"
 
-from . import _wire, errors
+from . import _http1, _wire, errors
 from .v1 import boxd_pb2, events_pb2, files_pb2, pool_pb2, process_pb2, registry_pb2
 
 DEFAULT_SOCKET = "/run/boxd/boxd.sock"
@@ -126,6 +126,9 @@ class Client:
         self.registry = _Service(self._channel, registry_pb2.DESCRIPTOR.services_by_name["RegistryService"],
                                  registry_pb2)
         self.pool = _Service(self._channel, pool_pb2.DESCRIPTOR.services_by_name["PoolService"], pool_pb2)
+        # File reads (ReadFile, DownloadFiles) go over HTTP/1.1 instead, in
+        # the Connect protocol: see _http1 for why.
+        self.http1 = _http1.Pool(self.socket)
 
     # -- calling helpers -------------------------------------------------
 
@@ -148,7 +151,17 @@ class Client:
             raise errors.from_rpc_error(e, self.socket) from None
         return Stream(call, self.socket)
 
+    def read_stream(self, method: str, request: Any, split: Callable[[Any], T],
+                    request_timeout: Optional[float] = None) -> Iterator[T]:
+        """Calls a server-streaming method ("/boxd.v1.FileService/ReadFile")
+        over HTTP/1.1 (see _http1): each response is split(view of the
+        message), the view valid until the next one. Leaving the loop early
+        (or closing the iterator) cancels the call."""
+        for mv in self.http1.server_stream(method, request.SerializeToString(), self._timeout(request_timeout)):
+            yield split(mv)
+
     def close(self) -> None:
+        self.http1.close()
         self._channel.close()
 
     def __enter__(self) -> "Client":

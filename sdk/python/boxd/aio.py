@@ -1,4 +1,6 @@
-"""The asyncio variant of the SDK: the same calls, awaited, on grpc.aio.
+"""The asyncio variant of the SDK: the same calls, awaited, on grpc.aio
+(file reads over HTTP/1.1 on the event loop, as in the sync SDK: see
+boxd/_http1.py).
 
     import boxd.aio
     async with boxd.aio.Sandbox.create(memory="256m", ttl="1h") as sb:
@@ -20,10 +22,10 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Generator, List, Map
 import grpc
 import grpc.aio
 
-from . import _wire, errors
+from . import _http1, _wire, errors
 from ._client import _MAX_MESSAGE, CHUNK, _Service, default_socket
 from .files import (Data, SearchResult, UploadItem, UploadResult, _chunks, _grep_request, _read_lines_request,
-                    _search_result, _upload_requests, _WRITE_DATA)
+                    _search_result, _upload_requests, _DOWNLOAD_SPLIT, _READ_SPLIT, _WRITE_DATA)
 from .process import PIPE, argv, env_list
 from .images import build_requests, import_requests, pull_request, push_request
 from .sandbox import copy_in_requests, create_request, fork_request, update_request
@@ -63,6 +65,8 @@ class Client:
         self.registry = _Service(self._channel, registry_pb2.DESCRIPTOR.services_by_name["RegistryService"],
                                  registry_pb2)
         self.pool = _Service(self._channel, pool_pb2.DESCRIPTOR.services_by_name["PoolService"], pool_pb2)
+        # File reads go over HTTP/1.1, as in the sync client (see _http1).
+        self.http1 = _http1.AsyncPool(self.socket)
 
     def _t(self, request_timeout: Optional[float]) -> Optional[float]:
         return self.timeout if request_timeout is None else request_timeout
@@ -83,7 +87,17 @@ class Client:
         finally:
             call.cancel()
 
+    async def read_stream(self, method: str, request: Any, split: Callable[[Any], Any],
+                          request_timeout: Optional[float] = None) -> AsyncIterator[Any]:
+        """boxd.Client.read_stream, awaited: each response is split(view of
+        the message), the view valid until the next one."""
+        async with _aclosing(self.http1.server_stream(method, request.SerializeToString(),
+                                                      self._t(request_timeout))) as s:
+            async for mv in s:
+                yield split(mv)
+
     async def close(self) -> None:
+        self.http1.close()
         await self._channel.close()
 
     async def __aenter__(self) -> "Client":
@@ -91,6 +105,22 @@ class Client:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+class _aclosing:
+    """Closes an async generator when the block is left, at once (an async
+    generator left in an async for is otherwise closed by the garbage
+    collector, later): a file read left early cancels its call then.
+    contextlib.aclosing, which Python 3.9 lacks."""
+
+    def __init__(self, it: Any) -> None:
+        self.it = it
+
+    async def __aenter__(self) -> Any:
+        return self.it
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.it.aclose()
 
 
 # grpc.aio channels belong to the loop they were made in.
@@ -474,19 +504,43 @@ class Files:
         r = await self._c.unary(self._c.files.WriteFile, requests(), request_timeout)
         return FileInfo._from(r.info)
 
-    async def read_stream(self, path: str, *, offset: int = 0, length: int = 0, user: Optional[str] = None,
-                          no_follow: bool = False, request_timeout: Optional[float] = None) -> AsyncIterator[bytes]:
+    async def _views(self, path: str, offset: int, length: int, user: Optional[str], no_follow: bool,
+                     request_timeout: Optional[float]) -> AsyncIterator[memoryview]:
         req = files_pb2.ReadFileRequest(sandbox_id=self._sb.id, path=path, user=user or "", offset=offset,
                                         length=length, no_follow=no_follow)
-        async for msg in self._c.stream(self._c.files.ReadFileSplit, req, request_timeout):
-            if msg.data is not None and len(msg.data):
-                yield msg.data
+        # Views of the connection's buffer, valid until the next is asked for.
+        async with _aclosing(self._c.read_stream("/boxd.v1.FileService/ReadFile", req, _READ_SPLIT,
+                                                 request_timeout)) as s:
+            async for msg in s:
+                if msg.data is not None and len(msg.data):
+                    yield msg.data
 
-    async def read(self, path: str, **kw: Any) -> bytes:
+    async def read_stream(self, path: str, *, offset: int = 0, length: int = 0, user: Optional[str] = None,
+                          no_follow: bool = False, request_timeout: Optional[float] = None) -> AsyncIterator[bytes]:
+        async with _aclosing(self._views(path, offset, length, user, no_follow, request_timeout)) as s:
+            async for v in s:
+                yield bytes(v)
+
+    async def read(self, path: str, *, offset: int = 0, length: int = 0, user: Optional[str] = None,
+                   no_follow: bool = False, request_timeout: Optional[float] = None) -> bytes:
         buf = io.BytesIO()  # see boxd.Files.read
-        async for v in self.read_stream(path, **kw):
-            buf.write(v)
+        async with _aclosing(self._views(path, offset, length, user, no_follow, request_timeout)) as s:
+            async for v in s:
+                buf.write(v)
         return buf.getvalue()
+
+    async def read_into(self, path: str, out: Any, *, offset: int = 0, length: int = 0, user: Optional[str] = None,
+                        no_follow: bool = False, request_timeout: Optional[float] = None) -> int:
+        """Streams the file into a binary file object (its write() may be a
+        coroutine function); returns the size."""
+        n = 0
+        async with _aclosing(self._views(path, offset, length, user, no_follow, request_timeout)) as s:
+            async for v in s:
+                r = out.write(v)
+                if asyncio.iscoroutine(r):
+                    await r
+                n += len(v)
+        return n
 
     async def read_text(self, path: str, encoding: str = "utf-8", **kw: Any) -> str:
         return (await self.read(path, **kw)).decode(encoding)
@@ -570,19 +624,21 @@ class Files:
                                              no_follow=no_follow)
         out = [DownloadedFile(index=i, path=p) for i, p in enumerate(paths)]
         parts = [io.BytesIO() for _ in paths]
-        async for msg in self._c.stream(self._c.files.DownloadFilesSplit, req, request_timeout):
-            rest = msg.rest
-            i = rest.index if rest is not None else 0
-            if not 0 <= i < len(out):
-                continue
-            if msg.data is not None:
-                parts[i].write(msg.data)
-                continue
-            kind = rest.WhichOneof("event") if rest is not None else None
-            if kind == "start":
-                out[i].info = FileInfo._from(rest.start)
-            elif kind == "done" and rest.done.HasField("error"):
-                out[i].error = errors.from_code(rest.done.error.code, rest.done.error.message)
+        async with _aclosing(self._c.read_stream("/boxd.v1.FileService/DownloadFiles", req, _DOWNLOAD_SPLIT,
+                                                 request_timeout)) as s:
+            async for msg in s:
+                rest = msg.rest
+                i = rest.index if rest is not None else 0
+                if not 0 <= i < len(out):
+                    continue
+                if msg.data is not None:
+                    parts[i].write(msg.data)
+                    continue
+                kind = rest.WhichOneof("event") if rest is not None else None
+                if kind == "start":
+                    out[i].info = FileInfo._from(rest.start)
+                elif kind == "done" and rest.done.HasField("error"):
+                    out[i].error = errors.from_code(rest.done.error.code, rest.done.error.message)
         for f, p in zip(out, parts):
             f.data = b"" if f.error else p.getvalue()
         return out

@@ -157,6 +157,37 @@ def from_code(code: str, message: str) -> BoxdError:
     return cls(message, code=code or None)
 
 
+# Connect's code names (the HTTP/1.1 file reads, boxd/_http1.py) -> the
+# same classes as the gRPC status codes above.
+_BY_CONNECT: Dict[str, Type[BoxdError]] = {
+    "not_found": NotFound,
+    "invalid_argument": InvalidArgument,
+    "out_of_range": InvalidArgument,
+    "already_exists": AlreadyExists,
+    "failed_precondition": FailedPrecondition,
+    "aborted": FailedPrecondition,
+    "resource_exhausted": ResourceExhausted,
+    "deadline_exceeded": DeadlineExceeded,
+    "unavailable": Unavailable,
+    "permission_denied": PermissionDenied,
+    "unauthenticated": PermissionDenied,
+    "canceled": Cancelled,
+    "unimplemented": Unimplemented,
+    "internal": Internal,
+    "data_loss": Internal,
+}
+
+
+def from_connect(code: str, message: str, socket: str = "") -> BoxdError:
+    """The exception for an error in the Connect protocol (its code name and
+    message), mapped exactly as from_rpc_error maps the gRPC status."""
+    cls = _BY_CONNECT.get(code, Unknown)
+    details = message or code
+    if cls is Unavailable and socket:
+        details = f"boxd is not reachable on {socket}: {details}"
+    return cls(details)
+
+
 def from_rpc_error(err: grpc.RpcError, socket: str = "") -> BoxdError:
     """Turns a gRPC error into the matching typed exception."""
     status = err.code() if hasattr(err, "code") else grpc.StatusCode.UNKNOWN

@@ -1,7 +1,9 @@
 """Files inside a sandbox (``sb.files``), over boxd's FileService.
 
 File data travels as binary protobuf in 1 MiB messages, never as JSON or
-base64. Paths are the sandbox's: relative ones start at its workdir.
+base64. Reads (read, read_into, read_stream, download) go over HTTP/1.1 in
+the Connect protocol (boxd/_http1.py says why), everything else over gRPC.
+Paths are the sandbox's: relative ones start at its workdir.
 """
 
 from __future__ import annotations
@@ -20,6 +22,11 @@ if TYPE_CHECKING:
 
 Data = Union[bytes, bytearray, memoryview, str, IO[bytes], Iterable[bytes]]
 UploadItem = Union[Tuple[str, Data], Tuple[str, Data, int]]
+
+# The file-data responses, the data field read as a view (see _wire).
+_READ_SPLIT = _wire.splitter(files_pb2.ReadFileResponse, files_pb2.ReadFileResponse.DESCRIPTOR.fields_by_name["data"].number)
+_DOWNLOAD_SPLIT = _wire.splitter(files_pb2.DownloadFilesResponse,
+                                 files_pb2.DownloadFilesResponse.DESCRIPTOR.fields_by_name["data"].number)
 
 # Field numbers of the data fields: WriteFileRequest.data, UploadFilesRequest.data.
 _WRITE_DATA = files_pb2.WriteFileRequest.DESCRIPTOR.fields_by_name["data"].number
@@ -150,10 +157,11 @@ class Files:
                request_timeout: Optional[float]) -> Iterator[memoryview]:
         req = files_pb2.ReadFileRequest(sandbox_id=self._sb.id, path=path, user=user or "", offset=offset,
                                         length=length, no_follow=no_follow)
-        with self._c.stream(self._c.files.ReadFileSplit, req, request_timeout) as s:
-            for msg in s:
-                if msg.data is not None and len(msg.data):
-                    yield msg.data
+        # Over HTTP/1.1 (see boxd/_http1.py): each view is of the
+        # connection's message buffer, valid until the next is asked for.
+        for msg in self._c.read_stream("/boxd.v1.FileService/ReadFile", req, _READ_SPLIT, request_timeout):
+            if msg.data is not None and len(msg.data):
+                yield msg.data
 
     def read_stream(self, path: str, *, offset: int = 0, length: int = 0, user: Optional[str] = None,
                     no_follow: bool = False, request_timeout: Optional[float] = None) -> Iterator[bytes]:
@@ -164,9 +172,9 @@ class Files:
     def read(self, path: str, *, offset: int = 0, length: int = 0, user: Optional[str] = None,
              no_follow: bool = False, request_timeout: Optional[float] = None) -> bytes:
         """The file's content (or length bytes from offset; 0: to the end)."""
-        # Each received message is copied out and freed as it arrives (so
-        # its memory is reused for the next), and BytesIO hands over its
-        # buffer without another copy: only the result is new memory.
+        # Each received message is copied out of the connection's buffer
+        # (which is reused for the next), and BytesIO hands over its buffer
+        # without another copy: only the result is new memory.
         buf = io.BytesIO()
         for v in self._views(path, offset, length, user, no_follow, request_timeout):
             buf.write(v)
@@ -305,20 +313,19 @@ class Files:
                                              no_follow=no_follow)
         out = [DownloadedFile(index=i, path=p) for i, p in enumerate(paths)]
         parts = [io.BytesIO() for _ in paths]
-        with self._c.stream(self._c.files.DownloadFilesSplit, req, request_timeout) as s:
-            for msg in s:
-                rest = msg.rest
-                i = rest.index if rest is not None else 0
-                if not 0 <= i < len(out):
-                    continue
-                if msg.data is not None:
-                    parts[i].write(msg.data)
-                    continue
-                kind = rest.WhichOneof("event") if rest is not None else None
-                if kind == "start":
-                    out[i].info = FileInfo._from(rest.start)
-                elif kind == "done" and rest.done.HasField("error"):
-                    out[i].error = from_code(rest.done.error.code, rest.done.error.message)
+        for msg in self._c.read_stream("/boxd.v1.FileService/DownloadFiles", req, _DOWNLOAD_SPLIT, request_timeout):
+            rest = msg.rest
+            i = rest.index if rest is not None else 0
+            if not 0 <= i < len(out):
+                continue
+            if msg.data is not None:
+                parts[i].write(msg.data)
+                continue
+            kind = rest.WhichOneof("event") if rest is not None else None
+            if kind == "start":
+                out[i].info = FileInfo._from(rest.start)
+            elif kind == "done" and rest.done.HasField("error"):
+                out[i].error = from_code(rest.done.error.code, rest.done.error.message)
         for f, p in zip(out, parts):
             f.data = b"" if f.error else p.getvalue()
         return out
