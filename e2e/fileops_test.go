@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,7 +27,11 @@ import (
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 )
 
-func filesAPI() boxdv1connect.FileServiceClient { return rpcclient.NewFiles(env.socket) }
+// filesAPI is one FileService client for the whole run, as a program would
+// hold one: a client per call opened a connection per call (each new client
+// has its own transport), and the idle ones piled up against boxd's
+// --max-connections (256) when the file tests ran back to back.
+var filesAPI = sync.OnceValue(func() boxdv1connect.FileServiceClient { return rpcclient.NewFiles(env.socket) })
 
 func u32p(v uint32) *uint32 { return &v }
 
