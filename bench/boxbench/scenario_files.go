@@ -261,10 +261,20 @@ func scenarioFiles(ctx context.Context, e *env, cfg *config) ([]*latency, error)
 			return e.docker.getTree(ctx, dk, "/workspace/tree", filepath.Join(outDir, name))
 		}, after: checkOutTree("Docker Engine API")},
 	}
+	// The same download into memory (each file's bytes counted, nothing
+	// written on the host): boxd's side without the client's file
+	// creation, which the rows above share with Docker's peers.
+	apiOutMem := func(fc boxdv1connect.FileServiceClient, id string) func(context.Context, int) error {
+		return func(ctx context.Context, _ int) error {
+			return boxdDownloadTree(ctx, fc, id, "/workspace/tree", rels, "")
+		}
+	}
+	outPeers = append(outPeers, peer{name: "boxd API into memory", run: apiOutMem(fc, sb)})
 	if ab != nil {
 		outPeers = append(outPeers,
 			peer{name: "boxctl cp (base)", run: cpOut("boxctl cp (base)", ab.boxctlCmd, abSb), after: checkOutTree("boxctl cp (base)")},
-			peer{name: "boxd API (base)", run: apiOut("boxd API (base)", abFc, abSb), after: checkOutTree("boxd API (base)")})
+			peer{name: "boxd API (base)", run: apiOut("boxd API (base)", abFc, abSb), after: checkOutTree("boxd API (base)")},
+			peer{name: "boxd API into memory (base)", run: apiOutMem(abFc, abSb)})
 	}
 	rs = append(rs, measure(ctx, fmt.Sprintf("tree of %d small files out", cfg.treeFiles), 1, cfg.treeN, outPeers))
 	return rs, ctx.Err()
@@ -517,7 +527,8 @@ func (d *dockerAPI) putTree(ctx context.Context, id, local, dir, name string) er
 }
 
 // boxdDownloadTree copies the files rels under dir in the sandbox to the
-// host directory local in one DownloadFiles call, as a Go program would.
+// host directory local in one DownloadFiles call, as a Go program would;
+// with local empty it only counts each file's bytes (into memory).
 func boxdDownloadTree(ctx context.Context, fc boxdv1connect.FileServiceClient, id, dir string, rels []string, local string) error {
 	paths := make([]string, len(rels))
 	for i, rel := range rels {
@@ -529,11 +540,15 @@ func boxdDownloadTree(ctx context.Context, fc boxdv1connect.FileServiceClient, i
 	}
 	defer rs.Close()
 	var f *os.File
+	var got int64
 	done := 0
 	for rs.Receive() {
 		m := rs.Msg()
 		switch ev := m.Event.(type) {
 		case *boxdv1.DownloadFilesResponse_Start:
+			if local == "" {
+				continue
+			}
 			p := filepath.Join(local, filepath.FromSlash(rels[m.Index]))
 			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 				return err
@@ -542,6 +557,10 @@ func boxdDownloadTree(ctx context.Context, fc boxdv1connect.FileServiceClient, i
 				return err
 			}
 		case *boxdv1.DownloadFilesResponse_Data:
+			if local == "" {
+				got += int64(len(ev.Data))
+				continue
+			}
 			if f == nil {
 				return fmt.Errorf("download: data before a start")
 			}
@@ -570,6 +589,9 @@ func boxdDownloadTree(ctx context.Context, fc boxdv1connect.FileServiceClient, i
 	}
 	if done != len(rels) {
 		return fmt.Errorf("download: %d of %d files", done, len(rels))
+	}
+	if local == "" && got == 0 {
+		return fmt.Errorf("download: no bytes came")
 	}
 	return nil
 }
