@@ -7,8 +7,9 @@ import (
 )
 
 // The exec request and its result cross the channel on every exec, and a
-// cold json.Marshal of either costs tens of µs on this kind of host: they
-// encode themselves (jsonline) to the same bytes json.Marshal writes, which
+// download's marks twice per file; a cold json.Marshal of one costs tens
+// of µs on this kind of host, a warm one several: they are appended by hand
+// (jsonline) to the same bytes json.Marshal writes, which
 // TestAppendJSONMatchesEncodingJSON checks. Decoding stays encoding/json's:
 // it reads what the other side sent, which may be hostile.
 
@@ -26,8 +27,86 @@ func appendJSON(b []byte, v any) (_ []byte, ok bool) {
 		return appendResult(b, &x)
 	case *ExecResult:
 		return appendResult(b, x)
+	case DownloadMark:
+		return appendDownloadMark(b, &x)
+	case *DownloadMark:
+		return appendDownloadMark(b, x)
+	case FileResult:
+		return appendFileResult(b, &x), true
+	case *FileResult:
+		return appendFileResult(b, x), true
 	}
 	return b, false
+}
+
+// A download sends two of these per file (and an upload one result).
+func appendDownloadMark(b []byte, m *DownloadMark) ([]byte, bool) {
+	b = append(b, '{')
+	b = jsonline.Key(b, "index")
+	b = jsonline.Int(b, int64(m.Index))
+	if m.Start != nil {
+		var ok bool
+		b = jsonline.Key(b, "start")
+		if b, ok = appendFileStat(b, m.Start); !ok {
+			return b, false
+		}
+	}
+	if m.Done != nil {
+		b = jsonline.Key(b, "done")
+		b = appendFileResult(b, m.Done)
+	}
+	return append(b, '}'), true
+}
+
+func appendFileStat(b []byte, f *FileStat) ([]byte, bool) {
+	b = append(b, '{')
+	b = jsonline.Key(b, "path")
+	b = jsonline.String(b, f.Path)
+	b = jsonline.Key(b, "name")
+	b = jsonline.String(b, f.Name)
+	b = jsonline.Key(b, "type")
+	b = jsonline.String(b, f.Type)
+	b = jsonline.Key(b, "size")
+	b = jsonline.Int(b, f.Size)
+	b = jsonline.Key(b, "mode")
+	b = jsonline.Uint(b, uint64(f.Mode))
+	b = jsonline.Key(b, "uid")
+	b = jsonline.Uint(b, uint64(f.UID))
+	b = jsonline.Key(b, "gid")
+	b = jsonline.Uint(b, uint64(f.GID))
+	var ok bool
+	b = jsonline.Key(b, "mtime")
+	if b, ok = jsonline.Time(b, f.Mtime); !ok {
+		return b, false
+	}
+	if f.LinkTarget != "" {
+		b = jsonline.Key(b, "link_target")
+		b = jsonline.String(b, f.LinkTarget)
+	}
+	if f.Error != "" {
+		b = jsonline.Key(b, "error")
+		b = jsonline.String(b, f.Error)
+	}
+	return append(b, '}'), true
+}
+
+func appendFileResult(b []byte, r *FileResult) []byte {
+	b = append(b, '{')
+	b = jsonline.Key(b, "index")
+	b = jsonline.Int(b, int64(r.Index))
+	b = jsonline.Key(b, "path")
+	b = jsonline.String(b, r.Path)
+	b = jsonline.Key(b, "size")
+	b = jsonline.Int(b, r.Size)
+	if r.Code != "" {
+		b = jsonline.Key(b, "code")
+		b = jsonline.String(b, r.Code)
+	}
+	if r.Message != "" {
+		b = jsonline.Key(b, "message")
+		b = jsonline.String(b, r.Message)
+	}
+	return append(b, '}')
 }
 
 func appendRequest(b []byte, r *Request) ([]byte, bool) {
