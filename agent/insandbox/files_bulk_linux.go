@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -136,17 +137,41 @@ func (s *Server) fileDownload(conn net.Conn, fr *wire.FrameReader, fw *wire.Fram
 		return
 	}
 	wire.SetFileSocketBuffer(conn)
+	// The frames of many small files go out in batches: one write per
+	// frame (three per file) cost a system call here and a wake-up of
+	// boxd's reader for each. What is buffered goes out when the buffer
+	// fills (a big file's data bypasses it), at least every
+	// downloadFlushEvery while files keep coming (a slow file does not
+	// hold back the marks of those before it for longer), and at the end.
+	bw := bufio.NewWriterSize(conn, downloadBatch)
+	bfw := wire.NewFrameWriter(bw)
+	flushed := time.Now()
 	for i, path := range a.Paths {
 		res := wire.FileResult{Index: i, Path: path}
-		if err := s.downloadOne(fw, id, &a, i, &res); err != nil {
+		if err := s.downloadOne(bfw, id, &a, i, &res); err != nil {
 			return // the host left
 		}
-		if err := fw.WriteJSON(wire.FrameResult, wire.DownloadMark{Index: i, Done: &res}); err != nil {
+		if err := bfw.WriteJSON(wire.FrameResult, wire.DownloadMark{Index: i, Done: &res}); err != nil {
 			return
 		}
+		if time.Since(flushed) >= downloadFlushEvery {
+			if bw.Flush() != nil {
+				return
+			}
+			flushed = time.Now()
+		}
 	}
-	fw.WriteFrame(wire.FrameOK, nil)
+	if bfw.WriteFrame(wire.FrameOK, nil) == nil {
+		bw.Flush()
+	}
 }
+
+// downloadBatch is how much of a download the init gathers before it
+// writes; downloadFlushEvery bounds how long a file's marks wait.
+const (
+	downloadBatch      = 256 << 10
+	downloadFlushEvery = 5 * time.Millisecond
+)
 
 // downloadOne sends one file's start mark and data, recording a failure in
 // res. Its error is only for a host that went away.
