@@ -54,9 +54,10 @@ func fakeInit(t *testing.T, reply []byte) *Client {
 	return serveInit(t, func(c net.Conn, _ *wire.FrameReader) { c.Write(reply) })
 }
 
-// serveInit listens where a Client dials and, on every connection, reads
-// the request and then runs play, as code that took over the init would.
-func serveInit(t *testing.T, play func(c net.Conn, fr *wire.FrameReader)) *Client {
+// serveConns listens on a fresh socket (its path is returned) until the
+// test ends and runs handle on every connection, closing it after: the
+// fake inits of these tests.
+func serveConns(t *testing.T, handle func(c net.Conn)) string {
 	t.Helper()
 	sock := filepath.Join(shortTempDir(t), "s")
 	ln, err := net.Listen("unix", sock)
@@ -72,15 +73,24 @@ func serveInit(t *testing.T, play func(c net.Conn, fr *wire.FrameReader)) *Clien
 			}
 			go func() {
 				defer c.Close()
-				fr := wire.NewFrameReader(c)
-				if _, err := fr.ReadFrame(); err != nil { // the request
-					return
-				}
-				play(c, fr)
+				handle(c)
 			}()
 		}
 	}()
-	return NewClient(sock)
+	return sock
+}
+
+// serveInit listens where a Client dials and, on every connection, reads
+// the request and then runs play, as code that took over the init would.
+func serveInit(t *testing.T, play func(c net.Conn, fr *wire.FrameReader)) *Client {
+	t.Helper()
+	return NewClient(serveConns(t, func(c net.Conn) {
+		fr := wire.NewFrameReader(c)
+		if _, err := fr.ReadFrame(); err != nil { // the request
+			return
+		}
+		play(c, fr)
+	}))
 }
 
 func TestClientDistrustsInit(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"net"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -30,46 +29,31 @@ func serveKeepInit(t *testing.T, after func(c net.Conn, fw *wire.FrameWriter) (k
 
 func serveKeepInitAs(t *testing.T, k *keepInit, after func(c net.Conn, fw *wire.FrameWriter) (keepGoing bool)) (*keepInit, string) {
 	t.Helper()
-	sock := filepath.Join(shortTempDir(t), "s")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
 	k.keeps = make(chan bool, 100)
-	go func() {
+	sock := serveConns(t, func(c net.Conn) {
+		k.accepts.Add(1)
+		fr, fw := wire.NewFrameReader(c), wire.NewFrameWriter(c)
 		for {
-			c, err := ln.Accept()
+			f, err := fr.ReadFrame()
 			if err != nil {
 				return
 			}
-			k.accepts.Add(1)
-			go func() {
-				defer c.Close()
-				fr, fw := wire.NewFrameReader(c), wire.NewFrameWriter(c)
-				for {
-					f, err := fr.ReadFrame()
-					if err != nil {
-						return
-					}
-					var req wire.Request
-					if json.Unmarshal(f.Payload, &req) != nil || req.Exec == nil {
-						return
-					}
-					k.keeps <- req.Keep
-					if req.Exec.Args[0] == "hang" {
-						fr.ReadFrame() // until the host gives up
-						return
-					}
-					fw.WriteFrame(wire.FrameStdout, []byte(req.Exec.Args[0]))
-					fw.WriteJSON(wire.FrameResult, wire.ExecResult{Kept: req.Keep && !k.liar})
-					if !req.Keep || (after != nil && !after(c, fw)) {
-						return
-					}
-				}
-			}()
+			var req wire.Request
+			if json.Unmarshal(f.Payload, &req) != nil || req.Exec == nil {
+				return
+			}
+			k.keeps <- req.Keep
+			if req.Exec.Args[0] == "hang" {
+				fr.ReadFrame() // until the host gives up
+				return
+			}
+			fw.WriteFrame(wire.FrameStdout, []byte(req.Exec.Args[0]))
+			fw.WriteJSON(wire.FrameResult, wire.ExecResult{Kept: req.Keep && !k.liar})
+			if !req.Keep || (after != nil && !after(c, fw)) {
+				return
+			}
 		}
-	}()
+	})
 	return k, sock
 }
 
