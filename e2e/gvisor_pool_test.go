@@ -60,31 +60,7 @@ func TestGvisorPool(t *testing.T) {
 			ExecTimeout: "30s", OutputLimit: 4096, IdleTimeout: "10m", OnIdle: "delete", Cold: cold,
 		}
 	}
-	pooled, err := api.CreateSandbox(c, connect.NewRequest(req("pooled", false)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(members, pooled.Msg.Sandbox.Id) {
-		t.Fatalf("a gVisor create got %s, not the member %v", pooled.Msg.Sandbox.Id, members)
-	}
-	cold, err := api.CreateSandbox(c, connect.NewRequest(req("cold", true)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a, b := normSandbox(pooled.Msg.Sandbox), normSandbox(cold.Msg.Sandbox); a != b {
-		t.Errorf("create answers differ:\npool %s\ncold %s", a, b)
-	}
-	var got []*boxdv1.Sandbox
-	for _, id := range []string{"pooled", "cold"} {
-		g, err := api.GetSandbox(c, connect.NewRequest(&boxdv1.GetSandboxRequest{Id: id}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, g.Msg.Sandbox)
-	}
-	if a, b := normSandbox(got[0]), normSandbox(got[1]); a != b {
-		t.Errorf("inspect differs:\npool %s\ncold %s", a, b)
-	}
+	got := createPooledAndCold(t, c, api, members, req)
 	if got[0].Runtime != "gvisor" || got[0].RuntimeVersion == "" {
 		t.Errorf("pooled sandbox runtime %q %q, want gvisor and its version", got[0].Runtime, got[0].RuntimeVersion)
 	}
@@ -109,8 +85,8 @@ func TestGvisorPool(t *testing.T) {
 	// Limits other than the member's make a gVisor create cold: the
 	// Sentry sized itself to the member's at boot.
 	refilled := waitPool(t, c, 1, dir)
-	if slices.Contains(refilled, pooled.Msg.Sandbox.Id) {
-		t.Fatalf("the pool holds %s again after handing it out", pooled.Msg.Sandbox.Id)
+	if slices.Contains(refilled, got[0].Id) {
+		t.Fatalf("the pool holds %s again after handing it out", got[0].Id)
 	}
 	big, err := api.CreateSandbox(c, connect.NewRequest(&boxdv1.CreateSandboxRequest{Runtime: "gvisor", Limits: &boxdv1.Limits{Memory: "96m"}}))
 	if err != nil {
@@ -160,7 +136,7 @@ func TestGvisorPool(t *testing.T) {
 		ids = append(ids, sb.Id)
 	}
 	slices.Sort(ids)
-	want := []string{rc.Msg.Sandbox.Id, cold.Msg.Sandbox.Id, big.Msg.Sandbox.Id, back.Msg.Sandbox.Id}
+	want := []string{rc.Msg.Sandbox.Id, got[1].Id, big.Msg.Sandbox.Id, back.Msg.Sandbox.Id}
 	slices.Sort(want)
 	if !slices.Equal(ids, want) {
 		t.Errorf("list shows %v, want the four client sandboxes %v (members stay hidden, the deleted one gone)", ids, want)

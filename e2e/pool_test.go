@@ -24,6 +24,7 @@ import (
 
 	rpcclient "github.com/boxd-dev/boxd/rpc/client"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
+	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 	"github.com/boxd-dev/boxd/runtime"
 )
 
@@ -287,36 +288,7 @@ func TestPoolAdoptionSameAsCold(t *testing.T) {
 			ExecTimeout: "30s", OutputLimit: 4096, IdleTimeout: "10m", OnIdle: "delete", Cold: cold,
 		}
 	}
-	pooled, err := api.CreateSandbox(c, connect.NewRequest(req("pooled", false)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Contains(members, pooled.Msg.Sandbox.Id) {
-		t.Fatalf("create got %s, not the member %v", pooled.Msg.Sandbox.Id, members)
-	}
-	cold, err := api.CreateSandbox(c, connect.NewRequest(req("cold", true)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if slices.Contains(members, cold.Msg.Sandbox.Id) {
-		t.Fatal("a create with cold set took a pool member")
-	}
-	norm := normSandbox
-	// What create returned and what inspect shows later.
-	if a, b := norm(pooled.Msg.Sandbox), norm(cold.Msg.Sandbox); a != b {
-		t.Errorf("create answers differ:\npool %s\ncold %s", a, b)
-	}
-	var got []*boxdv1.Sandbox
-	for _, id := range []string{"pooled", "cold"} {
-		g, err := api.GetSandbox(c, connect.NewRequest(&boxdv1.GetSandboxRequest{Id: id}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, g.Msg.Sandbox)
-	}
-	if a, b := norm(got[0]), norm(got[1]); a != b {
-		t.Errorf("inspect differs:\npool %s\ncold %s", a, b)
-	}
+	got := createPooledAndCold(t, c, api, members, req)
 	// Both share a shim, and their records say which, so its place is
 	// given back when they go and counted after a restart (a hand-out
 	// used to drop it from the record).
@@ -382,6 +354,44 @@ func TestPoolAdoptionSameAsCold(t *testing.T) {
 			t.Errorf("events about %s, which no client created (a pool member?): %v", id, types[id])
 		}
 	}
+}
+
+// createPooledAndCold creates the sandbox req describes twice: "pooled",
+// which must be handed one of the pool's members, and "cold" (Cold set),
+// which must not. What create answered for the two, and what inspect shows
+// of them afterwards, must be alike (normSandbox); it returns the
+// inspected pair, pooled first.
+func createPooledAndCold(t *testing.T, c context.Context, api boxdv1connect.SandboxServiceClient, members []string, req func(name string, cold bool) *boxdv1.CreateSandboxRequest) []*boxdv1.Sandbox {
+	t.Helper()
+	pooled, err := api.CreateSandbox(c, connect.NewRequest(req("pooled", false)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(members, pooled.Msg.Sandbox.Id) {
+		t.Fatalf("create got %s (runtime %s), not the member %v", pooled.Msg.Sandbox.Id, pooled.Msg.Sandbox.Runtime, members)
+	}
+	cold, err := api.CreateSandbox(c, connect.NewRequest(req("cold", true)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(members, cold.Msg.Sandbox.Id) {
+		t.Fatal("a create with cold set took a pool member")
+	}
+	if a, b := normSandbox(pooled.Msg.Sandbox), normSandbox(cold.Msg.Sandbox); a != b {
+		t.Errorf("create answers differ:\npool %s\ncold %s", a, b)
+	}
+	var got []*boxdv1.Sandbox
+	for _, id := range []string{"pooled", "cold"} {
+		g, err := api.GetSandbox(c, connect.NewRequest(&boxdv1.GetSandboxRequest{Id: id}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, g.Msg.Sandbox)
+	}
+	if a, b := normSandbox(got[0]), normSandbox(got[1]); a != b {
+		t.Errorf("inspect differs:\npool %s\ncold %s", a, b)
+	}
+	return got
 }
 
 // normSandbox is a sandbox's inspect without what differs between two
