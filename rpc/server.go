@@ -92,7 +92,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(boxdv1connect.NewRegistryServiceHandler(&registryServer{s}, s.handlerOptions()...))
 	mux.Handle(boxdv1connect.NewPoolServiceHandler(&poolServer{s}, s.handlerOptions()...))
 	s.describe(mux)
-	return coalesceBulk(mux)
+	return coalesceBulk(bufferStreams(mux))
 }
 
 // APIServices are the services boxd serves, as gRPC names them.

@@ -72,6 +72,12 @@ func (c *Client) simpleFileOp(ctx context.Context, op, name, path string, args a
 	return nil
 }
 
+// bulkReaders are the frame readers of downloads, whose files arrive as
+// many small frames that the init writes in batches of up to 256 KiB
+// (files_bulk_linux.go): with the connection's usual 4 KiB buffer a
+// download of a thousand small files took a thousand read calls or more.
+var bulkReaders = sync.Pool{New: func() any { return wire.NewFrameReaderSize(nil, 256<<10) }}
+
 // fileSendBufs holds the client's send buffers for readers that are not
 // ChunkSources.
 var fileSendBufs = sync.Pool{New: func() any { return new([wire.FileChunk]byte) }}
@@ -479,10 +485,18 @@ func (c *Client) DownloadFiles(ctx context.Context, a wire.DownloadArgs, h Downl
 		return fileError(ctx, "download", "", err)
 	}
 	defer cn.close()
+	fr := cn.fr
+	if cn.pool == nil && fr.Buffered() == 0 {
+		// A download is many small frames: read them in big pieces.
+		bfr := bulkReaders.Get().(*wire.FrameReader)
+		bfr.Reset(cn.c)
+		defer func() { bfr.Reset(nil); bulkReaders.Put(bfr) }()
+		fr = bfr
+	}
 	current := -1 // index of the file whose data is flowing
 	next := 0     // index of the next file to finish
 	for {
-		f, err := cn.fr.ReadFrame()
+		f, err := fr.ReadFrame()
 		switch {
 		case err == io.EOF:
 			err = fmt.Errorf("%w: connection closed before the download's end", wire.ErrProtocol)
@@ -500,7 +514,7 @@ func (c *Client) DownloadFiles(ctx context.Context, a wire.DownloadArgs, h Downl
 			continue
 		case f.Type == wire.FrameResult && len(f.Payload) <= MaxControlPayload:
 			var m wire.DownloadMark
-			if err = json.Unmarshal(f.Payload, &m); err != nil {
+			if err = wire.DecodeDownloadMark(f.Payload, &m); err != nil {
 				err = fmt.Errorf("%w: malformed download frame: %v", wire.ErrProtocol, err)
 				break
 			}

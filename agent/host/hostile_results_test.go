@@ -3,7 +3,9 @@
 package host
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"errors"
 	"io"
 	"net"
@@ -169,5 +171,63 @@ func TestDownloadResultsBounded(t *testing.T) {
 	}
 	if len(got) != 1 || got[0].Path != "/a" || len(got[0].Message) > maxResultMessage+len("…") {
 		t.Fatalf("results = %+v, want one for /a with its message cut", got)
+	}
+}
+
+// A download's marks in any JSON form decode as encoding/json decodes
+// them (the fast path takes only the init's own form), a malformed one is
+// refused, and many files sent in one write, frames straddling the read
+// buffer's edges, arrive whole and in order.
+func TestDownloadMarksInAnyForm(t *testing.T) {
+	const files = 3000
+	download := func(last string) (starts, data int, err error) {
+		c := serveInit(t, func(conn net.Conn, _ *wire.FrameReader) {
+			var all bytes.Buffer
+			w := wire.NewFrameWriter(&all)
+			for i := range files {
+				start := fmt.Sprintf(`{"index":%d,"start":{"path":"/f%d","name":"f","type":"file","size":3,"mode":420,"uid":0,"gid":0,"mtime":"2026-01-01T00:00:00Z"}}`, i, i)
+				if i%3 == 1 { // white space, keys out of order, an escape: encoding/json's to read
+					start = fmt.Sprintf(`{ "start" : {"mtime":"2026-01-01T00:00:00Z","path":"\u002ff%d","name":"f","type":"file","size":3,"mode":420,"uid":0,"gid":0}, "index" : %d }`, i, i)
+				}
+				done := fmt.Sprintf(`{"index":%d,"done":{"index":%d,"path":"/f%d","size":%d}}`, i, i, i, 1+i%300)
+				if i == files-1 {
+					done = last
+				}
+				_ = w.WriteFrame(wire.FrameResult, []byte(start))
+				_ = w.WriteFrame(wire.FrameFileData, bytes.Repeat([]byte{byte(i)}, 1+i%300))
+				_ = w.WriteFrame(wire.FrameResult, []byte(done))
+			}
+			_ = w.WriteFrame(wire.FrameOK, nil)
+			_, _ = conn.Write(all.Bytes())
+		})
+		paths := make([]string, files)
+		for i := range paths {
+			paths[i] = fmt.Sprintf("/f%d", i)
+		}
+		err = c.DownloadFiles(testCtx(t), wire.DownloadArgs{Paths: paths}, DownloadHandler{
+			Start: func(i int, fi wire.FileStat) error {
+				if fi.Path != paths[i] || fi.Mode != 0o644 || fi.Mtime.Year() != 2026 {
+					return fmt.Errorf("file %d: start %+v", i, fi)
+				}
+				starts++
+				return nil
+			},
+			Data: func(i int, p []byte) error {
+				if len(p) != 1+i%300 || p[0] != byte(i) || p[len(p)-1] != byte(i) {
+					return fmt.Errorf("file %d: %d bytes of %d", i, len(p), p[0])
+				}
+				data++
+				return nil
+			},
+		})
+		return starts, data, err
+	}
+	if starts, data, err := download(fmt.Sprintf(`{"index":%d,"done":{"index":0,"path":"x","size":1}}`, files-1)); err != nil || starts != files || data != files {
+		t.Fatalf("%d starts, %d data, %v; want %d of each", starts, data, err, files)
+	}
+	for _, bad := range []string{`{"index":2999,"done":{"index":0,"path":"x","size":1}`, `{"index":2999,"done":{"size":"x"}}`, `{"index":-0x1}`} {
+		if _, _, err := download(bad); !errors.Is(err, wire.ErrProtocol) {
+			t.Errorf("last mark %s: %v, want a protocol error", bad, err)
+		}
 	}
 }

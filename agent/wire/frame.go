@@ -88,6 +88,15 @@ func NewFrameReader(r io.Reader) *FrameReader {
 	return &FrameReader{r: bufio.NewReaderSize(r, 4096)}
 }
 
+// NewFrameReaderSize is NewFrameReader with a buffer of size bytes, for a
+// stream of many small frames.
+func NewFrameReaderSize(r io.Reader, size int) *FrameReader {
+	return &FrameReader{r: bufio.NewReaderSize(r, size)}
+}
+
+// Reset makes fr read from r, dropping anything buffered.
+func (fr *FrameReader) Reset(r io.Reader) { fr.r.Reset(r) }
+
 // Buffered is how many bytes are read from the stream but not yet
 // returned as frames.
 func (fr *FrameReader) Buffered() int { return fr.r.Buffered() }

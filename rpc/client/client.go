@@ -49,7 +49,9 @@ func NewRegistry(path string) boxdv1connect.RegistryServiceClient {
 	return boxdv1connect.NewRegistryServiceClient(hc, baseURL, options(hc)...)
 }
 
-func httpClient(path string) *http.Client { return &http.Client{Transport: Transport(path)} }
+func httpClient(path string) *http.Client {
+	return &http.Client{Transport: bufferedBodies{Transport(path)}}
+}
 
 // options: bounded messages, no gzip, which on a local socket costs far
 // more CPU than it saves, for keystrokes and file chunks alike, and
