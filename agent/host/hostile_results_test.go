@@ -5,8 +5,8 @@ package host
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
