@@ -439,6 +439,7 @@ func removeTree(dir string) error {
 		logf("keeping %s (BENCH_KEEP)", dir)
 		return nil
 	}
+	defer noteFreed() // the sandboxes' layers, the registry's blobs (settle.go)
 	return os.RemoveAll(dir)
 }
 

@@ -37,10 +37,16 @@ func scenarioFiles(ctx context.Context, e *env, cfg *config) ([]*latency, error)
 	big := filepath.Join(dir, "big.bin")
 	tree := filepath.Join(dir, "tree")
 	outDir := filepath.Join(dir, "out")
+	if err := settleFreedInodes(ctx); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	defer func() {
+		os.RemoveAll(dir)
+		noteFreed()
+	}()
 	bigSize := int64(cfg.bigMiB) << 20
 	if err := writeRandom(big, bigSize); err != nil {
 		return nil, err
