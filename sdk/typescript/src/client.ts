@@ -81,6 +81,9 @@ export class Client {
   /** @internal Opens an HTTP/2 stream for a hand-framed gRPC call (rawgrpc.ts). */
   readonly h2stream: StreamOpener;
   private readonly open = new Map<http2.ClientHttp2Stream, string>();
+  /** Numbers the streams opened, so the tests can tell them apart. */
+  private opened = 0;
+  private readonly openSeq = new Map<http2.ClientHttp2Stream, number>();
   /** @internal Unary calls over HTTP/1.1 (http1.ts): exec's fast path. */
   readonly http1: UnaryPool;
 
@@ -104,12 +107,17 @@ export class Client {
     );
     const sessions = this.sessions;
     const open = this.open;
+    const openSeq = this.openSeq;
     const widened = new WeakSet<http2.Http2Session>();
     // Every stream of this client, connect's and the SDK's own (rawgrpc.ts).
     const request = async (method: string, p: string, headers: http2.OutgoingHttpHeaders, options: Omit<http2.ClientSessionRequestOptions, "signal">) => {
       const stream = await sessions.request(method, p, headers, options);
       open.set(stream, p);
-      stream.once("close", () => open.delete(stream));
+      openSeq.set(stream, ++this.opened);
+      stream.once("close", () => {
+        open.delete(stream);
+        openSeq.delete(stream);
+      });
       // A call cancelled with response data still buffered: Node destroys
       // a closed stream only once its readable side is consumed, and
       // nobody reads it any more, so its 'close' never comes and the
@@ -196,6 +204,15 @@ export class Client {
    */
   openStreams(): string[] {
     return [...this.open.values(), ...this.http1.openCalls()];
+  }
+
+  /**
+   * @internal The HTTP/2 streams still open, each as its method and its
+   * number in the order this client opened them ("/boxd.v1.ProcessService/Exec#57"):
+   * the tests name the test that opened a stream left open.
+   */
+  openStreamIds(): string[] {
+    return [...this.open].map(([s, p]) => `${p}#${this.openSeq.get(s) ?? 0}`);
   }
 
   /** Closes the connection; calls after it open a new one. */

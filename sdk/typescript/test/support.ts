@@ -3,7 +3,7 @@
 // and use the image $BOXD_TEST_IMAGE (default: the daemon's default image).
 
 import assert from "node:assert/strict";
-import { after } from "node:test";
+import { after, afterEach } from "node:test";
 import { Sandbox, defaultClient } from "../src/index.js";
 
 export const IMAGE = process.env.BOXD_TEST_IMAGE || undefined;
@@ -45,10 +45,22 @@ export function sleep(ms: number): Promise<void> {
 // connection is closed. A stream a test abandoned ends once boxd has
 // killed its command and the init has said so, which on a loaded CI
 // machine took more than 3 s once; a stream that leaks never ends.
+//
+// Each stream still open when a test ends is put down to that test, so
+// that a stream left open for good names the test that opened it.
+const openedIn = new Map<string, string>();
+afterEach((t) => {
+  for (const id of defaultClient().openStreamIds()) {
+    if (!openedIn.has(id)) openedIn.set(id, t.name);
+  }
+});
 after(async () => {
   const c = defaultClient();
   const closed = await until(async () => c.openStreams().length === 0, 15000);
-  const left = c.openStreams();
+  const left = [
+    ...c.openStreamIds().map((id) => `${id} (open since the test "${openedIn.get(id) ?? "?"}")`),
+    ...c.http1.openCalls().map((p) => `${p} (HTTP/1.1)`),
+  ];
   c.close();
   assert.ok(closed, `streams left open after the tests: ${left.join(", ")}`);
 });
