@@ -128,26 +128,22 @@ func (s *Scanner) digits() string {
 
 // Int reads an integer that fits in bits bits.
 func (s *Scanner) Int(bits int) int64 {
-	t := s.digits()
-	if s.bad {
-		return 0
-	}
-	n, err := strconv.ParseInt(t, 10, bits)
-	if err != nil {
-		s.bad = true
-	}
+	n, err := strconv.ParseInt(s.digits(), 10, bits)
+	s.check(err)
 	return n
 }
 
 // Uint reads an unsigned integer that fits in bits bits.
 func (s *Scanner) Uint(bits int) uint64 {
-	t := s.digits()
-	if s.bad {
-		return 0
-	}
-	n, err := strconv.ParseUint(t, 10, bits)
+	n, err := strconv.ParseUint(s.digits(), 10, bits)
+	s.check(err)
+	return n
+}
+
+// check marks the input as outside the form if a number did not parse
+// (digits gives "" once the input is, which never parses).
+func (s *Scanner) check(err error) {
 	if err != nil {
 		s.bad = true
 	}
-	return n
 }
