@@ -42,16 +42,10 @@ func (e *Entry) appendJSON(b []byte) ([]byte, error) {
 	b = jsonline.Int(b, int64(e.PID))
 	b = jsonline.Key(b, "method")
 	b = jsonline.String(b, e.Method)
-	if e.Sandbox != "" {
-		b = jsonline.Key(b, "sandbox")
-		b = jsonline.String(b, e.Sandbox)
-	}
+	b = jsonline.OmitEmpty(b, "sandbox", e.Sandbox)
 	b = jsonline.Key(b, "result")
 	b = jsonline.String(b, e.Result)
-	if e.Error != "" {
-		b = jsonline.Key(b, "error")
-		b = jsonline.String(b, e.Error)
-	}
+	b = jsonline.OmitEmpty(b, "error", e.Error)
 	return append(b, '}'), nil
 }
 

@@ -81,14 +81,8 @@ func appendFileStat(b []byte, f *FileStat) ([]byte, bool) {
 	if b, ok = jsonline.Time(b, f.Mtime); !ok {
 		return b, false
 	}
-	if f.LinkTarget != "" {
-		b = jsonline.Key(b, "link_target")
-		b = jsonline.String(b, f.LinkTarget)
-	}
-	if f.Error != "" {
-		b = jsonline.Key(b, "error")
-		b = jsonline.String(b, f.Error)
-	}
+	b = jsonline.OmitEmpty(b, "link_target", f.LinkTarget)
+	b = jsonline.OmitEmpty(b, "error", f.Error)
 	return append(b, '}'), true
 }
 
@@ -100,14 +94,8 @@ func appendFileResult(b []byte, r *FileResult) []byte {
 	b = jsonline.String(b, r.Path)
 	b = jsonline.Key(b, "size")
 	b = jsonline.Int(b, r.Size)
-	if r.Code != "" {
-		b = jsonline.Key(b, "code")
-		b = jsonline.String(b, r.Code)
-	}
-	if r.Message != "" {
-		b = jsonline.Key(b, "message")
-		b = jsonline.String(b, r.Message)
-	}
+	b = jsonline.OmitEmpty(b, "code", r.Code)
+	b = jsonline.OmitEmpty(b, "message", r.Message)
 	return append(b, '}')
 }
 
@@ -122,10 +110,7 @@ func appendRequest(b []byte, r *Request) ([]byte, bool) {
 		b = jsonline.Key(b, "exec")
 		b = appendExecRequest(b, r.Exec)
 	}
-	if r.Path != "" {
-		b = jsonline.Key(b, "path")
-		b = jsonline.String(b, r.Path)
-	}
+	b = jsonline.OmitEmpty(b, "path", r.Path)
 	if r.Keep {
 		b = jsonline.Key(b, "keep")
 		b = append(b, "true"...)
@@ -141,10 +126,7 @@ func appendExecRequest(b []byte, e *ExecRequest) []byte {
 		b = jsonline.Key(b, "env")
 		b = appendStrings(b, e.Env)
 	}
-	if e.Dir != "" {
-		b = jsonline.Key(b, "dir")
-		b = jsonline.String(b, e.Dir)
-	}
+	b = jsonline.OmitEmpty(b, "dir", e.Dir)
 	if e.Timeout != 0 {
 		b = jsonline.Key(b, "timeout")
 		b = jsonline.Int(b, int64(e.Timeout))
@@ -163,10 +145,7 @@ func appendExecRequest(b []byte, e *ExecRequest) []byte {
 		b = jsonline.Key(b, "stdin_stream")
 		b = append(b, "true"...)
 	}
-	if e.User != "" {
-		b = jsonline.Key(b, "user")
-		b = jsonline.String(b, e.User)
-	}
+	b = jsonline.OmitEmpty(b, "user", e.User)
 	if e.Combined {
 		b = jsonline.Key(b, "combined")
 		b = append(b, "true"...)
@@ -178,10 +157,7 @@ func appendResult(b []byte, r *ExecResult) ([]byte, bool) {
 	b = append(b, '{')
 	b = jsonline.Key(b, "exit_code")
 	b = jsonline.Int(b, int64(r.ExitCode))
-	if r.Signal != "" {
-		b = jsonline.Key(b, "signal")
-		b = jsonline.String(b, r.Signal)
-	}
+	b = jsonline.OmitEmpty(b, "signal", r.Signal)
 	if r.TimedOut {
 		b = jsonline.Key(b, "timed_out")
 		b = append(b, "true"...)
@@ -293,12 +269,8 @@ func scanFileStat(s *jsonline.Scanner, f *FileStat) {
 			s.Fail()
 		}
 	}
-	if s.Field("link_target") {
-		f.LinkTarget = s.String()
-	}
-	if s.Field("error") {
-		f.Error = s.String()
-	}
+	f.LinkTarget = s.OptString("link_target")
+	f.Error = s.OptString("error")
 	s.Close()
 }
 
@@ -310,11 +282,7 @@ func scanFileResult(s *jsonline.Scanner, r *FileResult) {
 	r.Path = s.String()
 	s.Need("size")
 	r.Size = s.Int(64)
-	if s.Field("code") {
-		r.Code = s.String()
-	}
-	if s.Field("message") {
-		r.Message = s.String()
-	}
+	r.Code = s.OptString("code")
+	r.Message = s.OptString("message")
 	s.Close()
 }

@@ -36,6 +36,15 @@ func Key(b []byte, name string) []byte {
 	return append(b, ':')
 }
 
+// OmitEmpty appends "name":s unless s is empty, as json.Marshal does for a
+// string field tagged omitempty.
+func OmitEmpty(b []byte, name, s string) []byte {
+	if s == "" {
+		return b
+	}
+	return String(Key(b, name), s)
+}
+
 // Time appends t as json.Marshal does (RFC 3339 with nanoseconds); ok is
 // false for a year json.Marshal refuses (outside 0-9999).
 func Time(b []byte, t time.Time) (_ []byte, ok bool) {

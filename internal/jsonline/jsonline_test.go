@@ -87,3 +87,19 @@ func TestKeyAndNumbers(t *testing.T) {
 		t.Fatalf("got %s, want %s", b, want)
 	}
 }
+
+// OmitEmpty writes what json.Marshal writes for a string field tagged
+// omitempty, set and unset.
+func TestOmitEmptyMatchesEncodingJSON(t *testing.T) {
+	type v struct {
+		A int    `json:"a"`
+		S string `json:"s,omitempty"`
+	}
+	for _, s := range []string{"", "x", "<&\"\n"} {
+		want, _ := json.Marshal(v{S: s})
+		got := append(OmitEmpty(Int(Key([]byte("{"), "a"), 0), "s", s), '}')
+		if string(got) != string(want) {
+			t.Errorf("%q: got %s, want %s", s, got, want)
+		}
+	}
+}

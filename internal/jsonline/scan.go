@@ -99,6 +99,15 @@ func (s *Scanner) String() string {
 	return string(q[1 : len(q)-1])
 }
 
+// OptString reads the string field name if it is there ("" if not), the
+// reading side of OmitEmpty.
+func (s *Scanner) OptString(name string) string {
+	if !s.Field(name) {
+		return ""
+	}
+	return s.String()
+}
+
 // digits reads an integer's text: an optional '-' then 0 or digits
 // without a leading zero ("-0" is left to encoding/json).
 func (s *Scanner) digits() string {
