@@ -786,14 +786,16 @@ func TestFileWatch(t *testing.T) {
 		expect := func(want wire.WatchEvent) {
 			t.Helper()
 			timeout := time.After(5 * time.Second)
+			var seen []wire.WatchEvent
 			for {
 				select {
 				case ev := <-evc:
 					if ev == want {
 						return
 					}
+					seen = append(seen, ev)
 				case <-timeout:
-					t.Fatalf("no event %+v", want)
+					t.Fatalf("no event %+v; saw %+v", want, seen)
 				}
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -32,6 +33,13 @@ const (
 	fsWatchBatchBytes = 64 << 10
 	// fsWatchReadBuf holds what one read of the inotify descriptor returns.
 	fsWatchReadBuf = 64 << 10
+	// fsWatchPairWait is how long a batch ending in the first half of a
+	// rename waits for the second. The kernel queues IN_MOVED_FROM and
+	// IN_MOVED_TO one after the other, and a read woken by the first can
+	// return before the second is queued; a busy machine makes that
+	// common. A rename out of the watched tree has no second half and is
+	// reported this much later.
+	fsWatchPairWait = 50 * time.Millisecond
 )
 
 // fsWatcher follows one directory (or file), and with recursive every
@@ -169,10 +177,74 @@ func (w *fsWatcher) moveTree(from, to string) {
 	}
 }
 
-// handle translates the events of one read. It reports whether the
-// watched root is gone, which ends the watch.
-func (w *fsWatcher) handle(buf []byte) (rootGone bool) {
+// readBatch reads the next events from the inotify descriptor and
+// translates them into w.out. A rename whose second half has not been
+// queued yet is waited for, so it is reported as one rename rather than a
+// remove and a create. It reports whether the watched root is gone,
+// which ends the watch.
+func (w *fsWatcher) readBatch(events *os.File, buf []byte) (rootGone bool, err error) {
+	n, err := events.Read(buf)
+	if err != nil {
+		return false, err
+	}
 	w.moved = map[uint32]int{}
+	rootGone = w.handle(buf[:n])
+	if !rootGone && len(w.moved) > 0 {
+		if rootGone, err = w.awaitPairs(events, buf); err != nil {
+			return false, err
+		}
+	}
+	w.settleMoves()
+	return rootGone, nil
+}
+
+// awaitPairs reads on while a rename in the batch lacks its second half,
+// for at most fsWatchPairWait in all: a sandbox that keeps renaming
+// cannot hold the batch back longer. Then it takes, without waiting,
+// whatever is already queued: in a starved process the deadline can win
+// over events that did arrive in time.
+func (w *fsWatcher) awaitPairs(events *os.File, buf []byte) (rootGone bool, err error) {
+	if err := events.SetReadDeadline(time.Now().Add(fsWatchPairWait)); err != nil {
+		return false, err
+	}
+	for !rootGone && len(w.moved) > 0 {
+		n, err := events.Read(buf)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			break
+		}
+		if err != nil {
+			return false, err
+		}
+		rootGone = w.handle(buf[:n])
+	}
+	if err := events.SetReadDeadline(time.Time{}); err != nil {
+		return false, err
+	}
+	if rootGone || len(w.moved) == 0 {
+		return rootGone, nil
+	}
+	rc, err := events.SyscallConn()
+	if err != nil {
+		return false, err
+	}
+	var n int
+	var rerr error
+	if err := rc.Read(func(fd uintptr) bool {
+		n, rerr = unix.Read(int(fd), buf) // EAGAIN when nothing is queued
+		return true
+	}); err != nil {
+		return false, err
+	}
+	if rerr == nil && n > 0 {
+		rootGone = w.handle(buf[:n])
+	}
+	return rootGone, nil
+}
+
+// handle translates the events of one read, pairing the halves of
+// renames through w.moved, which the caller resets once per batch. It
+// reports whether the watched root is gone, which ends the watch.
+func (w *fsWatcher) handle(buf []byte) (rootGone bool) {
 	for len(buf) >= unix.SizeofInotifyEvent {
 		wd := int32(binary.NativeEndian.Uint32(buf[0:]))
 		mask := binary.NativeEndian.Uint32(buf[4:])
@@ -245,14 +317,20 @@ func (w *fsWatcher) handle(buf []byte) (rootGone bool) {
 			}
 		}
 	}
-	// Moved out of the watched tree: its watches would report under the
-	// old paths.
+	return false
+}
+
+// settleMoves ends a batch: a first half of a rename still unpaired was
+// a move out of the watched tree, and stays reported as a remove. A
+// directory's watches would go on reporting under its old paths, so they
+// are dropped.
+func (w *fsWatcher) settleMoves() {
 	for _, i := range w.moved {
 		if ev := w.out[i]; ev.IsDir && w.recursive {
 			w.forget(ev.Path, true)
 		}
 	}
-	return false
+	w.moved = nil
 }
 
 // emit appends ev unless it repeats the previous event: a large write is
@@ -362,14 +440,13 @@ func (s *Server) fileWatch(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWr
 	}()
 	buf := make([]byte, fsWatchReadBuf)
 	for {
-		n, err := events.Read(buf)
+		gone, err := w.readBatch(events, buf)
 		if err != nil {
 			if !errors.Is(err, os.ErrClosed) {
 				s.replyError(fw, "watch", fsFail("watch", p, err))
 			}
 			return
 		}
-		gone := w.handle(buf[:n])
 		if err := w.flush(fw); err != nil {
 			return
 		}
