@@ -767,22 +767,7 @@ func TestFileWatch(t *testing.T) {
 
 		ctx, cancel := context.WithCancel(testCtx(t))
 		defer cancel()
-		ready := make(chan struct{})
-		evc := make(chan wire.WatchEvent, 1000)
-		errc := make(chan error, 1)
-		go func() {
-			errc <- tg.client.Watch(ctx, wire.WatchArgs{Path: "watched", Recursive: true}, func() { close(ready) }, func(evs []wire.WatchEvent) error {
-				for _, ev := range evs {
-					evc <- ev
-				}
-				return nil
-			})
-		}()
-		select {
-		case <-ready:
-		case err := <-errc:
-			t.Fatal(err)
-		}
+		evc, errc := startWatch(ctx, t, tg, wire.WatchArgs{Path: "watched", Recursive: true})
 		expect := func(want wire.WatchEvent) {
 			t.Helper()
 			timeout := time.After(5 * time.Second)
@@ -837,10 +822,7 @@ func TestFileWatch(t *testing.T) {
 		// Cancelling ends a watch too.
 		os.Mkdir(root, 0o755)
 		ctx2, cancel2 := context.WithCancel(testCtx(t))
-		go func() {
-			errc <- tg.client.Watch(ctx2, wire.WatchArgs{Path: root}, cancel2, func([]wire.WatchEvent) error { return nil })
-		}()
-		if err := <-errc; !errors.Is(err, context.Canceled) {
+		if err := tg.client.Watch(ctx2, wire.WatchArgs{Path: root}, cancel2, func([]wire.WatchEvent) error { return nil }); !errors.Is(err, context.Canceled) {
 			t.Errorf("cancelled watch: %v", err)
 		}
 		if err := tg.client.Watch(testCtx(t), wire.WatchArgs{Path: "nope"}, nil, nil); !errdefs.IsNotFound(err) {

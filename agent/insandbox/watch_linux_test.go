@@ -166,22 +166,7 @@ func TestFileWatchRenamesStayWhole(t *testing.T) {
 		}
 		ctx, cancel := context.WithCancel(testCtx(t))
 		defer cancel()
-		ready := make(chan struct{})
-		evc := make(chan wire.WatchEvent, 1<<16)
-		errc := make(chan error, 1)
-		go func() {
-			errc <- tg.client.Watch(ctx, wire.WatchArgs{Path: "watched"}, func() { close(ready) }, func(evs []wire.WatchEvent) error {
-				for _, ev := range evs {
-					evc <- ev
-				}
-				return nil
-			})
-		}()
-		select {
-		case <-ready:
-		case err := <-errc:
-			t.Fatal(err)
-		}
+		evc, _ := startWatch(ctx, t, tg, wire.WatchArgs{Path: "watched"})
 		const n = 2000
 		for i := range n {
 			f := filepath.Join(root, fmt.Sprint("f", i))
@@ -211,4 +196,27 @@ func TestFileWatchRenamesStayWhole(t *testing.T) {
 			t.Fatalf("%d of %d renames were reported as a remove and a create", split, n)
 		}
 	})
+}
+
+// startWatch starts a watch and returns once it is in place: its events
+// one by one, and how it ended.
+func startWatch(ctx context.Context, t *testing.T, tg *target, args wire.WatchArgs) (<-chan wire.WatchEvent, <-chan error) {
+	t.Helper()
+	ready := make(chan struct{})
+	evc := make(chan wire.WatchEvent, 1<<16)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- tg.client.Watch(ctx, args, func() { close(ready) }, func(evs []wire.WatchEvent) error {
+			for _, ev := range evs {
+				evc <- ev
+			}
+			return nil
+		})
+	}()
+	select {
+	case <-ready:
+	case err := <-errc:
+		t.Fatal(err)
+	}
+	return evc, errc
 }
