@@ -40,6 +40,11 @@ const (
 	// common. A rename out of the watched tree has no second half and is
 	// reported this much later.
 	fsWatchPairWait = 50 * time.Millisecond
+	// fsWatchPairEvents ends that wait early once the batch holds this
+	// many events: a sandbox flooding the watch while a rename is
+	// unpaired cannot make the init hold more than this (a read without
+	// the wait gives at most fsWatchReadBuf/16 = 4,096).
+	fsWatchPairEvents = 16384
 )
 
 // fsWatcher follows one directory (or file), and with recursive every
@@ -199,15 +204,16 @@ func (w *fsWatcher) readBatch(events *os.File, buf []byte) (rootGone bool, err e
 }
 
 // awaitPairs reads on while a rename in the batch lacks its second half,
-// for at most fsWatchPairWait in all: a sandbox that keeps renaming
-// cannot hold the batch back longer. Then it takes, without waiting,
+// for at most fsWatchPairWait in all and up to fsWatchPairEvents events:
+// a sandbox that keeps renaming cannot hold the batch back longer, nor
+// make it larger. Then it takes, without waiting,
 // whatever is already queued: in a starved process the deadline can win
 // over events that did arrive in time.
 func (w *fsWatcher) awaitPairs(events *os.File, buf []byte) (rootGone bool, err error) {
 	if err := events.SetReadDeadline(time.Now().Add(fsWatchPairWait)); err != nil {
 		return false, err
 	}
-	for !rootGone && len(w.moved) > 0 {
+	for !rootGone && len(w.moved) > 0 && len(w.out) < fsWatchPairEvents {
 		n, err := events.Read(buf)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			break
@@ -220,7 +226,7 @@ func (w *fsWatcher) awaitPairs(events *os.File, buf []byte) (rootGone bool, err 
 	if err := events.SetReadDeadline(time.Time{}); err != nil {
 		return false, err
 	}
-	if rootGone || len(w.moved) == 0 {
+	if rootGone || len(w.moved) == 0 || len(w.out) >= fsWatchPairEvents {
 		return rootGone, nil
 	}
 	rc, err := events.SyscallConn()

@@ -155,6 +155,47 @@ func TestWatchPairWaitIsBounded(t *testing.T) {
 	}
 }
 
+// Nor can a flood make the batch larger than fsWatchPairEvents (and one
+// read): the wait ends there, though its deadline is still ahead.
+func TestWatchPairWaitHoldsBoundedEvents(t *testing.T) {
+	r, pw := eventPipe(t)
+	w := newTestWatcher()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		var chunk []byte
+		cookie := uint32(1)
+		for {
+			chunk = chunk[:0]
+			for len(chunk) < 64<<10 {
+				chunk = append(chunk, inotifyEvent(1, unix.IN_MOVED_FROM, cookie, "x")...)
+				cookie++
+			}
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := pw.Write(chunk); err != nil {
+				return
+			}
+		}
+	}()
+	buf := make([]byte, fsWatchReadBuf)
+	if _, err := w.readBatch(r, buf); err != nil {
+		t.Fatal(err)
+	}
+	if fsWatchPairEvents > 1<<16 {
+		t.Fatalf("fsWatchPairEvents is %d: a batch could hold that many events", fsWatchPairEvents)
+	}
+	if most := fsWatchPairEvents + len(buf)/unix.SizeofInotifyEvent; len(w.out) > most {
+		t.Fatalf("one batch held %d events; at most %d expected", len(w.out), most)
+	}
+	if len(w.out) < fsWatchPairEvents {
+		t.Logf("the deadline came first: %d events", len(w.out))
+	}
+}
+
 // The same through the real kernel: thousands of renames, each reported
 // as one rename. Before the wait, 3 to 14 in 3,000 came out as a remove
 // and a create on this machine.
