@@ -45,6 +45,26 @@ func eventPipe(t *testing.T) (r, w *os.File) {
 	return r, w
 }
 
+// floodFirstHalves writes first halves of renames, each with a new
+// cookie so none is ever paired: perWrite events a write, pause between
+// writes, until the test's cleanup closes the pipe.
+func floodFirstHalves(pw *os.File, perWrite int, pause time.Duration) {
+	go func() {
+		var chunk []byte
+		for cookie := uint32(1); ; {
+			chunk = chunk[:0]
+			for range perWrite {
+				chunk = append(chunk, inotifyEvent(1, unix.IN_MOVED_FROM, cookie, "x")...)
+				cookie++
+			}
+			if _, err := pw.Write(chunk); err != nil {
+				return
+			}
+			time.Sleep(pause)
+		}
+	}()
+}
+
 func newTestWatcher() *fsWatcher {
 	return &fsWatcher{ifd: -1, root: "/w", recursive: true, rootWD: 1, dirs: map[int32]string{1: "/w", 2: "/w/d"}}
 }
@@ -124,19 +144,7 @@ func TestWatchMoveOutIsARemove(t *testing.T) {
 func TestWatchPairWaitIsBounded(t *testing.T) {
 	r, pw := eventPipe(t)
 	w := newTestWatcher()
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		for cookie := uint32(1); ; cookie++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			pw.Write(inotifyEvent(1, unix.IN_MOVED_FROM, cookie, "x"))
-			time.Sleep(time.Millisecond)
-		}
-	}()
+	floodFirstHalves(pw, 1, time.Millisecond)
 	done := make(chan error, 1)
 	go func() {
 		_, err := w.readBatch(r, make([]byte, fsWatchReadBuf))
@@ -160,27 +168,7 @@ func TestWatchPairWaitIsBounded(t *testing.T) {
 func TestWatchPairWaitHoldsBoundedEvents(t *testing.T) {
 	r, pw := eventPipe(t)
 	w := newTestWatcher()
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		var chunk []byte
-		cookie := uint32(1)
-		for {
-			chunk = chunk[:0]
-			for len(chunk) < 64<<10 {
-				chunk = append(chunk, inotifyEvent(1, unix.IN_MOVED_FROM, cookie, "x")...)
-				cookie++
-			}
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			if _, err := pw.Write(chunk); err != nil {
-				return
-			}
-		}
-	}()
+	floodFirstHalves(pw, 2048, 0) // 64 KiB a write
 	buf := make([]byte, fsWatchReadBuf)
 	if _, err := w.readBatch(r, buf); err != nil {
 		t.Fatal(err)
