@@ -9,6 +9,7 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -125,5 +126,74 @@ func TestRender(t *testing.T) {
 		if err != nil || !bytes.HasPrefix(data, []byte("\x89PNG")) {
 			t.Errorf("%s: not a PNG (%v)", png, err)
 		}
+	}
+}
+
+// TestTicksHostileRange: a log axis from zero, below zero or to infinity
+// gets no ticks instead of a loop over powers of ten that never ends.
+func TestTicksHostileRange(t *testing.T) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, r := range [][2]float64{{0, 10}, {-1, 10}, {math.Inf(-1), 10}, {1, math.Inf(1)}, {math.NaN(), 1}, {10, 1}} {
+			if ts := (ticks125{}).Ticks(r[0], r[1]); len(ts) != 0 {
+				t.Errorf("ticks for %v: %v", r, ts)
+			}
+		}
+	}()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("ticks for a hostile range did not return within 10 s")
+	}
+}
+
+// TestRenderHostileValues: rows whose values cannot stand on a log scale
+// (zero, negative, a zero wall time) are left out of the charts and named
+// in the report, the tables are all there, and it all ends in time.
+func TestRenderHostileValues(t *testing.T) {
+	dir := t.TempDir()
+	zeros := make([]time.Duration, 5)
+	rep := &report{
+		started: time.Now(), elapsed: time.Minute,
+		cfg:     &config{n: 3, burst: 5, burstRounds: 1, levels: []int{1, 5}, execsPer: 2, density: []int{5}},
+		machine: [][2]string{{"CPU", "2 cores"}},
+		lats: []*latency{{
+			scenario: "exec", peers: []string{"boxctl exec", "broken"},
+			samples: map[string][]time.Duration{"boxctl exec": durations(30*time.Millisecond, 10), "broken": zeros},
+			errors:  map[string]int{}, firstErr: map[string]string{},
+		}, {
+			scenario: "all below zero", peers: []string{"diff"},
+			samples: map[string][]time.Duration{"diff": {-time.Millisecond, -2 * time.Millisecond}},
+			errors:  map[string]int{}, firstErr: map[string]string{},
+		}},
+		bursts: []*burstResult{{peer: "boxd API", n: 5, samples: zeros, walls: []time.Duration{0}}},
+		conc: []*concResult{
+			{level: 1, peer: "boxd API", execs: 2, wall: 0, lat: zeros},
+			{level: 5, peer: "boxd API", execs: 10, wall: time.Second, lat: zeros},
+		},
+	}
+	done := make(chan error, 1)
+	go func() { done <- writeResults(dir, rep) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("writeResults did not end within 30 s on hostile values")
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "latest.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| exec | broken |", "latency.png leaves out exec, broken", "latency.png leaves out all below zero, diff",
+		"latency.png leaves out time to interactive, burst of 5, boxd API", "concurrency.png leaves out concurrency 5, boxd API", "![latency](latency.png)"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("latest.md lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(string(md), "![concurrency]") {
+		t.Errorf("a concurrency chart with no drawable point is listed:\n%s", md)
 	}
 }

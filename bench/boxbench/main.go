@@ -434,22 +434,39 @@ func (e *env) removeLeftovers() {
 	}
 }
 
+// writeResults writes the tables first, so that nothing a chart does can
+// lose them, then the charts, each under a time limit, then the tables
+// again with the charts and whatever was left out of them.
 func writeResults(dir string, rep *report) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
+	write := func() error {
+		return os.WriteFile(filepath.Join(dir, "latest.md"), []byte(rep.markdown()), 0o644)
+	}
+	if err := write(); err != nil {
+		return err
+	}
 	charts := []struct {
 		name string
-		draw func(string) error
+		draw func(string) ([]string, error)
 	}{
-		{"latency.png", func(p string) error { return writeLatencyChart(p, latencyPanels(rep.lats, rep.bursts)) }},
-		{"concurrency.png", func(p string) error { return writeConcurrencyChart(p, rep.conc) }},
+		{"latency.png", func(p string) ([]string, error) {
+			panels, omitted := latencyPanels(rep.lats, rep.bursts)
+			return omitted, writeLatencyChart(p, panels)
+		}},
+		{"concurrency.png", func(p string) ([]string, error) { return writeConcurrencyChart(p, rep.conc) }},
 	}
 	for _, c := range charts {
 		path := filepath.Join(dir, c.name)
 		_ = os.Remove(path) // never leave a chart of an earlier run
-		if err := c.draw(path); err != nil {
+		omitted, err := drawWithin(chartTimeLimit, func() ([]string, error) { return c.draw(path) })
+		for _, o := range omitted {
+			rep.chartNotes = append(rep.chartNotes, fmt.Sprintf("%s leaves out %s: a value at or below zero, or not finite, has no place on its log scale", c.name, o))
+		}
+		if err != nil {
 			rep.problems = append(rep.problems, fmt.Sprintf("chart %s: %v", c.name, err))
+			_ = os.Remove(path)
 			continue
 		}
 		if exists(path) {
@@ -459,4 +476,29 @@ func writeResults(dir string, rep *report) error {
 	md := rep.markdown()
 	fmt.Print(md)
 	return os.WriteFile(filepath.Join(dir, "latest.md"), []byte(md), 0o644)
+}
+
+// chartTimeLimit bounds one chart's drawing; a chart that takes longer is
+// reported as a problem and left out, and the run ends with its tables.
+const chartTimeLimit = time.Minute
+
+// drawWithin runs draw and gives up on it after limit. A drawing that
+// never ends keeps its goroutine until the process exits, which it soon
+// does: writing the results is the run's last step.
+func drawWithin(limit time.Duration, draw func() ([]string, error)) ([]string, error) {
+	type result struct {
+		omitted []string
+		err     error
+	}
+	done := make(chan result, 1)
+	go func() {
+		o, err := draw()
+		done <- result{o, err}
+	}()
+	select {
+	case r := <-done:
+		return r.omitted, r.err
+	case <-time.After(limit):
+		return nil, fmt.Errorf("not drawn within %s", limit)
+	}
 }

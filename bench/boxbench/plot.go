@@ -41,6 +41,11 @@ func peerColor(name string) color.Color {
 type ticks125 struct{}
 
 func (ticks125) Ticks(lo, hi float64) []plot.Tick {
+	// A log axis has no tick at or below zero, and an infinite bound
+	// would never end the loop over powers of ten below.
+	if !logDrawable(lo) || !logDrawable(hi) || lo > hi {
+		return nil
+	}
 	mark := func(ms []float64) []plot.Tick {
 		var ts []plot.Tick
 		for e := math.Floor(math.Log10(lo)); e <= math.Ceil(math.Log10(hi)); e++ {
@@ -77,6 +82,18 @@ func wrap(s string, width int) string {
 	return strings.Join(append(lines, line), "\n")
 }
 
+// logDrawable reports whether v can stand on a log axis: finite and above
+// zero. A zero, negative, NaN or infinite value makes gonum's log scale
+// draw from -Inf (which spins for ever), so such rows stay in the tables
+// and are left out of the charts, and the report says so.
+func logDrawable(v float64) bool {
+	return v > 0 && !math.IsInf(v, 0) && !math.IsNaN(v)
+}
+
+func samplesDrawable(s []time.Duration) bool {
+	return len(s) > 0 && slices.Min(s) > 0
+}
+
 func msValues(s []time.Duration) plotter.Values {
 	v := make(plotter.Values, len(s))
 	for i, d := range s {
@@ -92,34 +109,40 @@ type boxPanel struct {
 	samples [][]time.Duration
 }
 
-func latencyPanels(lats []*latency, bursts []*burstResult) []boxPanel {
-	var ps []boxPanel
+// latencyPanels gives the panels of the latency chart and the rows left
+// out of it. The chart's scale is logarithmic: a row with a value at zero
+// or below (a difference, such as boxd's part beyond the transport's
+// floor, or a measurement gone wrong) is in the table only.
+func latencyPanels(lats []*latency, bursts []*burstResult) (ps []boxPanel, omitted []string) {
+	add := func(p *boxPanel, name string, s []time.Duration) {
+		switch {
+		case len(s) == 0:
+		case samplesDrawable(s):
+			p.names = append(p.names, name)
+			p.samples = append(p.samples, s)
+		default:
+			omitted = append(omitted, p.title+", "+name)
+		}
+	}
 	for _, l := range lats {
 		p := boxPanel{title: l.scenario}
 		for _, name := range l.peers {
-			// The chart's scale is logarithmic: a row that can go to zero
-			// or below (a difference, such as boxd's part beyond the
-			// transport's floor) is in the table only.
-			if len(l.samples[name]) > 0 && slices.Min(l.samples[name]) > 0 {
-				p.names = append(p.names, name)
-				p.samples = append(p.samples, l.samples[name])
-			}
+			add(&p, name, l.samples[name])
 		}
 		if len(p.names) > 0 {
 			ps = append(ps, p)
 		}
 	}
-	if len(bursts) > 0 && len(bursts[0].samples) > 0 {
+	if len(bursts) > 0 {
 		p := boxPanel{title: fmt.Sprintf("time to interactive, burst of %d", bursts[0].n)}
 		for _, b := range bursts {
-			if len(b.samples) > 0 {
-				p.names = append(p.names, b.peer)
-				p.samples = append(p.samples, b.samples)
-			}
+			add(&p, b.peer, b.samples)
 		}
-		ps = append(ps, p)
+		if len(p.names) > 0 {
+			ps = append(ps, p)
+		}
 	}
-	return ps
+	return ps, omitted
 }
 
 func (bp boxPanel) plot() (*plot.Plot, error) {
@@ -170,10 +193,10 @@ func writeLatencyChart(path string, panels []boxPanel) error {
 }
 
 // writeConcurrencyChart draws throughput and p50/p99 latency against the
-// number of sandboxes busy at once.
-func writeConcurrencyChart(path string, rs []*concResult) error {
+// number of sandboxes busy at once, and says which points it left out.
+func writeConcurrencyChart(path string, rs []*concResult) (omitted []string, err error) {
 	if len(rs) == 0 {
-		return nil
+		return nil, nil
 	}
 	byPeer := map[string][]*concResult{}
 	var peers []string
@@ -209,9 +232,13 @@ func writeConcurrencyChart(path string, rs []*concResult) error {
 				continue
 			}
 			x := float64(r.level)
+			a, b := float64(quantile(r.lat, 0.5))/1e6, float64(quantile(r.lat, 0.99))/1e6
+			if !logDrawable(x) || !logDrawable(a) || !logDrawable(b) || !logDrawable(r.throughput()) {
+				omitted = append(omitted, fmt.Sprintf("concurrency %d, %s", r.level, name))
+				continue
+			}
 			thr = append(thr, plotter.XY{X: x, Y: r.throughput()})
 			top = math.Max(top, r.throughput())
-			a, b := float64(quantile(r.lat, 0.5))/1e6, float64(quantile(r.lat, 0.99))/1e6
 			p50 = append(p50, plotter.XY{X: x, Y: a})
 			p99 = append(p99, plotter.XY{X: x, Y: b})
 			lo, hi = math.Min(lo, a), math.Max(hi, b)
@@ -228,7 +255,7 @@ func writeConcurrencyChart(path string, rs []*concResult) error {
 		}{{tp, thr, name, false}, {lp, p50, name + " p50", false}, {lp, p99, name + " p99", true}} {
 			l, pts, err := plotter.NewLinePoints(s.xys)
 			if err != nil {
-				return err
+				return omitted, err
 			}
 			l.Color, pts.Color = c, c
 			l.Width = vg.Points(1.5)
@@ -241,10 +268,11 @@ func writeConcurrencyChart(path string, rs []*concResult) error {
 	}
 	// Head room for the legends.
 	tp.Y.Min, tp.Y.Max = 0, top*1.4
-	if hi > 0 {
-		lp.Y.Min, lp.Y.Max = lo/1.5, hi*6
+	if top == 0 {
+		return omitted, nil // no point could be drawn
 	}
-	return drawGrid(path, [][]*plot.Plot{{tp, lp}}, 10*vg.Inch, 4*vg.Inch)
+	lp.Y.Min, lp.Y.Max = lo/1.5, hi*6
+	return omitted, drawGrid(path, [][]*plot.Plot{{tp, lp}}, 10*vg.Inch, 4*vg.Inch)
 }
 
 func drawGrid(path string, plots [][]*plot.Plot, w, h vg.Length) error {

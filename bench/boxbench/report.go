@@ -33,6 +33,8 @@ type report struct {
 	clean         []cleanRow
 	problems      []string
 	charts        []string
+	// chartNotes say which rows the charts left out, and why.
+	chartNotes []string
 }
 
 // describe collects what the numbers depend on: hardware, kernel and the
@@ -233,6 +235,12 @@ func (r *report) markdown() string {
 		for _, c := range r.charts {
 			p("![%s](%s)\n\n", strings.TrimSuffix(c, ".png"), c)
 		}
+	}
+	for _, n := range r.chartNotes {
+		p("- %s\n", oneLine(n))
+	}
+	if len(r.chartNotes) > 0 {
+		p("\n")
 	}
 	if len(r.problems) > 0 {
 		p("## Problems in this run\n\n")
