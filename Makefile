@@ -59,6 +59,7 @@ check-generated: setup
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -C bench ./...
 
 # Every test, unit and integration, against a real containerd and runc.
 # Fails if any test skipped.

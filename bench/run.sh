@@ -30,7 +30,8 @@ if ! command -v dockerd >/dev/null; then
 	command -v dockerd >/dev/null || { echo "bench: dockerd still missing after installing docker.io" >&2; exit 1; }
 fi
 
-go run ./bench/boxbench
+go build -C bench -o ../bin/boxbench ./boxbench
+bin/boxbench
 
 if [[ ${BENCH_QUICK:-} =~ ^(1|t|T|true|TRUE|True)$ ]]; then
 	exit 0
