@@ -259,3 +259,21 @@ func TestLinkCheckCatchesBrokenLinks(t *testing.T) {
 		t.Fatalf("anchors: %v", a)
 	}
 }
+
+// TestNoOutsideReferences fails on a tracked file that points at the
+// directory beside the repository (a path only its authors' machines
+// have). The needle is built so this file does not match itself.
+func TestNoOutsideReferences(t *testing.T) {
+	root := repoRoot(t)
+	needle := []byte(".." + "/shared")
+	cmd := exec.Command("git", "grep", "-l", "-I", "-F", string(needle))
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err == nil {
+		t.Errorf("tracked files refer to %s, outside the repository:\n%s", needle, out)
+		return
+	}
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("git grep in %s: %v", root, err) // 1 is "no match"; anything else is a failure to search
+	}
+}
