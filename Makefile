@@ -28,15 +28,16 @@ build:
 	$(GO) build -o $(BIN)/boxctl ./cmd/boxctl
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s -o $(BIN)/boxd-init ./cmd/boxd-init
 
-# Installs the programs, boxd-init, the systemd units and a default config
+# Installs the programs, boxd-init, the documentation, the systemd units and a default config
 # (kept if one is there: it may have been edited). Paths in the units and
 # the config follow PREFIX and SYSCONFDIR.
 install: build
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/libexec/boxd $(DESTDIR)$(PREFIX)/share/doc/boxd \
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/libexec/boxd $(DESTDIR)$(PREFIX)/share/doc/boxd/docs \
 		$(DESTDIR)$(SYSTEMDDIR) $(DESTDIR)$(SYSCONFDIR)/boxd
 	install -m 0755 $(BIN)/boxd $(BIN)/boxctl $(BIN)/boxctl-full $(BIN)/boxctl-mcp $(DESTDIR)$(PREFIX)/bin/
 	install -m 0755 $(BIN)/boxd-init $(DESTDIR)$(PREFIX)/libexec/boxd/boxd-init
-	install -m 0644 README.md $(DESTDIR)$(PREFIX)/share/doc/boxd/README.md
+	install -m 0644 README.md CHANGELOG.md $(DESTDIR)$(PREFIX)/share/doc/boxd/
+	install -m 0644 docs/*.md $(DESTDIR)$(PREFIX)/share/doc/boxd/docs/
 	for u in boxd.service boxd.socket; do \
 		sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' systemd/$$u > $(DESTDIR)$(SYSTEMDDIR)/$$u && \
 		chmod 0644 $(DESTDIR)$(SYSTEMDDIR)/$$u || exit 1; \

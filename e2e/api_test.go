@@ -40,7 +40,7 @@ func postJSON(t *testing.T, method, body string) httpResult {
 	return httpResult{resp.StatusCode, string(b)}
 }
 
-// TestJSONOverHTTP is the curl path of the README.
+// TestJSONOverHTTP is the curl path of docs/clients.md.
 func TestJSONOverHTTP(t *testing.T) {
 	r := postJSON(t, "CreateSandbox", `{"limits":{"memory":"64m"},"labels":{"via":"curl"}}`)
 	if r.status != 200 {

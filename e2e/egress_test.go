@@ -354,7 +354,7 @@ func TestEgress(t *testing.T) {
 	})
 
 	// Create time with --network egress next to none, interleaved; the
-	// figures go to the log (the README quotes them).
+	// figures go to the log (docs/network.md quotes them).
 	t.Run("CreateTime", func(t *testing.T) {
 		const n = 10
 		var none, egress []time.Duration

@@ -13,7 +13,7 @@ import (
 
 // BenchmarkFileAPI moves 100 MiB into and out of a real sandbox through
 // the API from a Go client (FileService WriteFile and ReadFile, 1 MiB
-// messages, received buffers recycled), as issue 3's targets count it:
+// messages, received buffers recycled):
 //
 //	go test ./e2e -run '^$' -bench FileAPI -benchtime 10x
 func BenchmarkFileAPI(b *testing.B) {

@@ -20,8 +20,8 @@ import (
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 )
 
-// TestImageReplaceNeedsForce is hole 4 of issue 8 as another user of the
-// socket would try it: replace or remove an image a running sandbox uses.
+// TestImageReplaceNeedsForce is what another user of the socket would
+// try: replace or remove an image a running sandbox uses.
 // Every path that writes an image name is refused without force, naming
 // the image and the sandboxes; a forced replace is atomic, audited in the
 // image's labels, and leaves the running sandbox's files alone.

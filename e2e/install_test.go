@@ -31,6 +31,7 @@ func TestMakeInstall(t *testing.T) {
 	for path, mode := range map[string]os.FileMode{
 		"opt/bx/bin/boxd": 0o755, "opt/bx/bin/boxctl": 0o755, "opt/bx/bin/boxctl-full": 0o755, "opt/bx/bin/boxctl-mcp": 0o755,
 		"opt/bx/libexec/boxd/boxd-init": 0o755, "opt/bx/share/doc/boxd/README.md": 0o644,
+		"opt/bx/share/doc/boxd/CHANGELOG.md": 0o644, "opt/bx/share/doc/boxd/docs/security.md": 0o644,
 		"lib/systemd/system/boxd.service": 0o644, "lib/systemd/system/boxd.socket": 0o644, "etc/boxd/config.toml": 0o644,
 	} {
 		st, err := os.Stat(filepath.Join(dest, path))

@@ -15,8 +15,9 @@ import (
 )
 
 // TestSDKGoExamples builds and runs each Go example under sdk/go/examples
-// (seeds S0 and S2 on rpc/client) against the test daemon: each exits
-// non-zero if it did not do what it claims, and ends with "<seed> OK".
+// (a task sandbox and an agent's code tool on rpc/client) against the test
+// daemon: each exits non-zero if it did not do what it claims, and ends
+// with "<its directory's name> OK".
 func TestSDKGoExamples(t *testing.T) {
 	dirs, err := filepath.Glob(filepath.Join(testenv.RepoRoot(), "sdk", "go", "examples", "*"))
 	if err != nil || len(dirs) < 2 {
@@ -38,9 +39,8 @@ func TestSDKGoExamples(t *testing.T) {
 			run.Env = append(os.Environ(), "BOXD_SOCKET="+env.socket, "BOXD_TEST_IMAGE="+testImage)
 			out, err := run.CombinedOutput()
 			t.Logf("%s:\n%s", name, out)
-			seed := strings.ToUpper(strings.SplitN(name, "_", 2)[0])
-			if err != nil || !strings.HasSuffix(string(out), seed+" OK\n") {
-				t.Fatalf("%s: %v; want its output to end with %q", name, err, seed+" OK")
+			if err != nil || !strings.HasSuffix(string(out), name+" OK\n") {
+				t.Fatalf("%s: %v; want its output to end with %q", name, err, name+" OK")
 			}
 		})
 	}

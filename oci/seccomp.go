@@ -16,7 +16,7 @@ import (
 // loosening of the capability set would silently open these too; boxd
 // closes them by name instead. Each is something untrusted code has no use
 // for in a sandbox and that has been a route to kernel bugs or to the host.
-// The README's security section says why per group.
+// docs/security.md says why per group.
 var DeniedSyscalls = []string{
 	// New namespaces and joining others': the sandbox's namespaces are
 	// fixed by boxd (clone with namespace flags is refused by containerd's

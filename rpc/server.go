@@ -66,7 +66,7 @@ type Server struct {
 	// context ends; new calls get unavailable meanwhile.
 	DrainTimeout time.Duration
 	// Unchecked, if set, is served too, with the ownership check off
-	// (--bench-unchecked-socket: a benchmark aid, see README).
+	// (--bench-unchecked-socket: a benchmark aid, see docs/multi-user.md).
 	Unchecked net.Listener
 
 	health   *grpchealth.StaticChecker // set by Handler; NOT_SERVING while draining

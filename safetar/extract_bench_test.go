@@ -29,8 +29,8 @@ func BenchmarkExtractTree(b *testing.B) {
 	}
 	arch := buildTar(b, entries...)
 	// Not b.TempDir: removing 1,000s of files just before the next run
-	// would time ext4's slow reuse of freshly freed inodes (README,
-	// Performance). $BENCH_EXTRACT_DIR, if set, is used and left as it is.
+	// would time ext4's slow reuse of freshly freed inodes (bench/README.md,
+	// files). $BENCH_EXTRACT_DIR, if set, is used and left as it is.
 	dest := os.Getenv("BENCH_EXTRACT_DIR")
 	if dest == "" {
 		dest = b.TempDir()

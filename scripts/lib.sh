@@ -8,7 +8,7 @@ BOXD_DEPS=${BOXD_DEPS:-/opt/boxd-deps}
 # The runc every sandbox runs on (boxd's default --runc is
 # $BOXD_DEPS/runc-$RUNC_VERSION/runc; package runc's Pinned must match, a
 # unit test checks). Not older than the newest release fixing a known
-# container escape: see the README's "The runtime".
+# container escape: see docs/runtimes.md, "runc".
 RUNC_VERSION=v1.5.2
 
 # gVisor's runsc and its containerd shim (containerd-shim-runsc-v1), which

@@ -236,7 +236,7 @@ fi
 # 3380): it sets its score to containerd's + 1, so that under memory
 # pressure a shim dies before the daemon that manages it. The replacement
 # calls that same containerd function (shim.AdjustOOMScore). It lowers
-# nothing and needs no capability. See the README's "gVisor".
+# nothing and needs no capability. See docs/gvisor.md, "The shim".
 GVISOR_DIR=$BOXD_DEPS/gvisor-$GVISOR_VERSION
 RUNSC_BIN=$GVISOR_DIR/runsc
 RUNSC_SHIM=$GVISOR_DIR/containerd-shim-runsc-v1

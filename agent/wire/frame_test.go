@@ -130,12 +130,12 @@ func TestFrameWriterRejects(t *testing.T) {
 }
 
 func FuzzReadFrame(f *testing.F) {
-	var seed bytes.Buffer
-	fw := NewFrameWriter(&seed)
+	var sample bytes.Buffer
+	fw := NewFrameWriter(&sample)
 	fw.WriteFrame(FrameRequest, []byte(`{"op":"exec","exec":{"args":["true"]}}`))
 	fw.WriteFrame(FrameStdout, []byte("hello"))
 	fw.WriteFrame(FrameOK, nil)
-	f.Add(seed.Bytes())
+	f.Add(sample.Bytes())
 	f.Add(header(FrameTar, MaxFramePayload+1))
 	f.Add(header(99, 0))
 	f.Add([]byte{1, 0})

@@ -139,7 +139,7 @@ func scenarioFiles(ctx context.Context, e *env, cfg *config) ([]*latency, error)
 	// would mostly measure the file system: ext4 without a journal (this
 	// VM's) passes over every inode freed in the last minutes when it
 	// allocates one (recently_deleted), so each sample would be slower
-	// than the last, for every peer alike (README, Performance).
+	// than the last, for every peer alike (bench/README.md, files).
 	ab, abSb, abDone, err := startABSandbox(ctx, e)
 	if err != nil {
 		return rs, err

@@ -1,11 +1,11 @@
 """Backends for agent frameworks, built on boxd's server-side file helpers.
 
-``BoxdSandbox`` has the method set and result shapes of seed S3's
-deepagents Docker backend (``execute`` with exit 124 on timeout,
+``BoxdSandbox`` has the method set and result shapes of a
+deepagents Docker sandbox backend (``execute`` with exit 124 on timeout,
 ``upload_files``/``download_files`` with per-file errors) and of the file
 operations such a backend provides (``ls_info``, ``read`` with line
 ranges, ``write``, ``edit`` by exact replacement, ``glob_info``,
-``grep_raw``). Where S3's base class runs shell pipelines through
+``grep_raw``). Where that backend's base class runs shell pipelines through
 ``execute`` for each of those, here each is one call that boxd's init does
 inside the sandbox, so a file name or content never passes through a
 shell.
@@ -104,7 +104,7 @@ def _file_error(e: errors.BoxdError) -> str:
 
 
 class BoxdSandbox:
-    """A sandbox backend with S3's surface, on boxd.
+    """A deepagents-style sandbox backend, on boxd.
 
     Pass ``sandbox_id`` to reattach to an existing sandbox (by id or name),
     or create settings for a new one. ``close()`` (or leaving a with block)

@@ -51,8 +51,8 @@ class Sandbox:
         """Creates and starts a sandbox. memory: "256m", "1g" or bytes; ttl:
         seconds or a Go duration ("1h"); unset fields take boxd's defaults
         (image: the daemon's default image). user, read_only, tmpfs
-        (["/cache:8m"]), ulimits (["nofile=4096"]), hostname: see the README's
-        "Sandbox settings"; replace deletes a sandbox of the same name first.
+        (["/cache:8m"]), ulimits (["nofile=4096"]), hostname: see docs/sandboxes.md,
+        "Settings"; replace deletes a sandbox of the same name first.
         publish: sandbox ports (or PublishedPort) to reach from the host;
         allow: an egress network with this allowlist (None: no network);
         pull ("missing", "always") fetches the image from its registry first,

@@ -1,4 +1,4 @@
-"""boxd.integrations.BoxdSandbox (seed S3's backend surface) against a real boxd."""
+"""boxd.integrations.BoxdSandbox (an agent framework's sandbox backend) against a real boxd."""
 
 import time
 import unittest

@@ -6,8 +6,8 @@
 // of CPU per request on the 2-core VM this was measured on, against about
 // 0.45 ms for this; in `BENCH_ONLY=sdk make bench` a bare http2 request
 // for Exec, with no SDK around it, was already 1.2-1.7 ms slower than
-// boxd's Go client, the whole budget of the SDK target (see the README's
-// Performance). boxd serves the Connect protocol over HTTP/1.1 on the same
+// boxd's Go client, the whole budget of the SDK target (see
+// docs/performance.md). boxd serves the Connect protocol over HTTP/1.1 on the same
 // socket (Go's net/http): the message is the bare binary protobuf
 // (application/proto), an error a JSON body with its code and message.
 //

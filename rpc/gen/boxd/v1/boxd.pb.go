@@ -1064,7 +1064,7 @@ type CreateSandboxRequest struct {
 	// nothing.
 	Pull         string        `protobuf:"bytes,40,opt,name=pull,proto3" json:"pull,omitempty"`
 	RegistryAuth *RegistryAuth `protobuf:"bytes,41,opt,name=registry_auth,json=registryAuth,proto3" json:"registry_auth,omitempty"` // credentials for that pull
-	// Settings (see the README's "Sandbox settings").
+	// Settings (see docs/sandboxes.md, "Settings").
 	// Default user of exec, processes, sessions and file operations: NAME,
 	// UID, NAME:GROUP or UID:GID, resolved in the sandbox's /etc/passwd by
 	// its init. Empty: the image's USER, else root.
@@ -1086,7 +1086,7 @@ type CreateSandboxRequest struct {
 	// Delete a sandbox of the same name first (gracefully), then create.
 	Replace bool `protobuf:"varint,59,opt,name=replace,proto3" json:"replace,omitempty"`
 	// Make the sandbox from its image even if a warm-pool member could serve
-	// the create (see the README's "Warm pool"; the result is the same).
+	// the create (see docs/pool.md; the result is the same).
 	Cold bool `protobuf:"varint,105,opt,name=cold,proto3" json:"cold,omitempty"`
 	// The OCI runtime: "runc" or "gvisor" (gVisor's runsc: its own kernel
 	// in user space between the sandbox and the host's); empty: the

@@ -594,7 +594,7 @@ export type CreateSandboxRequest = Message<"boxd.v1.CreateSandboxRequest"> & {
   registryAuth?: RegistryAuth | undefined;
 
   /**
-   * Settings (see the README's "Sandbox settings").
+   * Settings (see docs/sandboxes.md, "Settings").
    * Default user of exec, processes, sessions and file operations: NAME,
    * UID, NAME:GROUP or UID:GID, resolved in the sandbox's /etc/passwd by
    * its init. Empty: the image's USER, else root.
@@ -671,7 +671,7 @@ export type CreateSandboxRequest = Message<"boxd.v1.CreateSandboxRequest"> & {
 
   /**
    * Make the sandbox from its image even if a warm-pool member could serve
-   * the create (see the README's "Warm pool"; the result is the same).
+   * the create (see docs/pool.md; the result is the same).
    *
    * @generated from field: bool cold = 105;
    */

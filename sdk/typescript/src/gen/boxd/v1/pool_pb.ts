@@ -139,7 +139,7 @@ export const PoolSchema: GenMessage<Pool> = /*@__PURE__*/
 
 /**
  * PoolService sizes the warm pools: per image, sandboxes kept started and
- * idle, which serve the creates they fit (see the README's "Warm pool").
+ * idle, which serve the creates they fit (see docs/pool.md).
  * Members are invisible to clients and quotas. Changing a size is for
  * admins (root and --admin-group) only: members use the daemon's
  * resources on no one's quota.

@@ -1,16 +1,17 @@
-// Seed S4 (a TypeScript SandboxManager over dockerode) on boxd.
+// A sandbox manager service: a TypeScript SandboxManager, as one would
+// write over dockerode, on boxd.
 //
-// S4 keeps a map of sandboxes, creates each from an image with a memory
+// Such a manager keeps a map of sandboxes, creates each from an image with a memory
 // limit, a CPU limit, env and a working directory, runs commands in them
 // (demultiplexing Docker's 8-byte stream headers by hand, trimming the
 // output), reports stats, removes each after a timeout with a cleanup
 // scheduler, and emits lifecycle events. On boxd the same class is a few
 // lines over @boxd/sdk: boxd keeps the sandboxes (so list() survives this
 // process), stdout and stderr arrive apart and byte-exact, the TTL removes
-// a sandbox even if this process dies, and there is no image to pull.
-// S4's pause/resume has no boxd call yet; everything else maps one to one.
+// a sandbox even if this process dies, there is no image to pull, and
+// pause and resume freeze and thaw every process of the sandbox.
 //
-// Run: BOXD_SOCKET=/run/boxd/boxd.sock node dist/examples/s4_sandbox_manager.js
+// Run: BOXD_SOCKET=/run/boxd/boxd.sock node dist/examples/sandbox_manager.js
 // (in your own code, import from "@boxd/sdk").
 
 import { EventEmitter } from "node:events";
@@ -38,10 +39,10 @@ export interface SandboxStats {
   pids: number;
 }
 
-const LABEL = "s4-manager";
+const LABEL = "sandbox-manager-example";
 
 export class SandboxManager extends EventEmitter {
-  /** Checks that boxd answers (S4 pinged Docker and pulled an image). */
+  /** Checks that boxd answers (a Docker version pings Docker and pulls an image). */
   async initialize(): Promise<void> {
     await list({ labels: { app: LABEL } });
     this.emit("initialized");
@@ -73,6 +74,16 @@ export class SandboxManager extends EventEmitter {
     return { cpuUsec: u?.cpuUsec ?? 0, memoryUsage: u?.memoryBytes ?? 0, pids: u?.pids ?? 0 };
   }
 
+  async pauseSandbox(sandboxId: string): Promise<void> {
+    await (await Sandbox.connect(sandboxId)).pause();
+    this.emit("sandbox:paused", sandboxId);
+  }
+
+  async resumeSandbox(sandboxId: string): Promise<void> {
+    await (await Sandbox.connect(sandboxId)).resume();
+    this.emit("sandbox:resumed", sandboxId);
+  }
+
   async cleanupSandbox(sandboxId: string): Promise<void> {
     try {
       await (await Sandbox.connect(sandboxId)).delete();
@@ -101,16 +112,16 @@ export class SandboxManager extends EventEmitter {
   }
 }
 
-// The seed's own use, checked: exits non-zero if anything is not as S4 promises.
+// The manager's own use, checked: exits non-zero if anything is not as it promises.
 async function main(): Promise<void> {
   const m = new SandboxManager();
   const events: string[] = [];
-  for (const e of ["initialized", "sandbox:created", "sandbox:cleaned", "shutdown"]) m.on(e, () => events.push(e));
+  for (const e of ["initialized", "sandbox:created", "sandbox:paused", "sandbox:resumed", "sandbox:cleaned", "shutdown"]) m.on(e, () => events.push(e));
   await m.initialize();
-  const name = `s4-${process.pid}`;
+  const name = `manager-${process.pid}`;
   const info = await m.createSandbox(name, { image: process.env.BOXD_TEST_IMAGE || undefined, memoryLimit: "128m", cpuLimit: 0.5, env: { GREETING: "hello" }, timeout: 60000 });
   const check = (ok: boolean, what: string): void => {
-    if (!ok) throw new Error(`S4 on boxd: ${what}`);
+    if (!ok) throw new Error(`sandbox manager on boxd: ${what}`);
   };
   try {
     check(info.memoryBytes === 128 << 20 && info.cpus === 0.5, `limits ${info.memoryBytes} ${info.cpus}`);
@@ -120,12 +131,17 @@ async function main(): Promise<void> {
     check(stats.memoryUsage > 0, `stats ${JSON.stringify(stats)}`);
     check((await m.listSandboxes()).some((s) => s.id === info.id), "listed");
     check((await m.getSandbox(name))?.id === info.id, "found by name");
+    await m.pauseSandbox(info.id);
+    check((await m.getSandbox(info.id))?.state === "paused", "paused");
+    await m.resumeSandbox(info.id);
+    const again = await m.executeInSandbox(info.id, ["echo", "back"]);
+    check(again.stdout === "back" && again.exitCode === 0, `after resume ${JSON.stringify(again)}`);
     console.log(JSON.stringify({ result: r, stats, expiresAt: info.expiresAt }));
   } finally {
     await m.shutdown();
   }
   check((await m.getSandbox(info.id)) === undefined, "removed");
-  check(events.join(",") === "initialized,sandbox:created,sandbox:cleaned,shutdown", events.join(","));
+  check(events.join(",") === "initialized,sandbox:created,sandbox:paused,sandbox:resumed,sandbox:cleaned,shutdown", events.join(","));
   console.log("OK");
 }
 

@@ -1,14 +1,14 @@
-"""Seed S1 (docker-agent-sandbox's DockerSandbox) on boxd.
+"""An agent's sandbox: a Docker-style DockerSandbox class on boxd.
 
-S1 keeps one long-running container per agent: start it (removing an old
+The class keeps one long-running container per agent: start it (removing an old
 one of the same name), write files into it (parents created), run shell
 commands with a timeout returning (exit_code, combined output) with 124 on
 timeout, and remove it at the end. Here the same class is a few lines over
-the boxd SDK, with no network by default instead of S1's bridge, and a
+the boxd SDK, with no network by default instead of a Docker bridge, and a
 timeout that kills the command's whole process tree instead of abandoning
 the socket.
 
-Run: BOXD_SOCKET=/run/boxd/boxd.sock python3 s1_docker_agent_sandbox.py
+Run: BOXD_SOCKET=/run/boxd/boxd.sock python3 agent_sandbox.py
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import boxd  # noqa: E402
 
 
 class BoxdSandbox:
-    """S1's DockerSandbox surface: start, stop, write_file, exec."""
+    """The DockerSandbox surface: start, stop, write_file, exec."""
 
     def __init__(self, container_name: str, image: Optional[str] = None,
                  environment: Optional[Dict[str, str]] = None, working_dir: str = "/workspace",
@@ -51,7 +51,7 @@ class BoxdSandbox:
             pass
         self._sb = boxd.Sandbox.create(image=self._image, name=self.container_name, env=self._env,
                                        workdir=self._working_dir, memory=self._memory, ttl="1h",
-                                       labels={"example": "s1"})
+                                       labels={"example": "agent_sandbox"})
 
     def stop(self) -> None:
         if self._sb is not None:
@@ -72,7 +72,7 @@ class BoxdSandbox:
 
     def exec(self, command: str, timeout: int = 120) -> Tuple[int, str]:
         """Runs a shell command; returns (exit_code, stdout+stderr). A
-        timeout gives 124, like S1."""
+        timeout gives 124, like timeout(1)."""
         if self._sb is None:
             return 1, "Sandbox is not running."
         try:
@@ -86,7 +86,7 @@ class BoxdSandbox:
 
 def main() -> int:
     image = os.environ.get("BOXD_TEST_IMAGE") or None
-    with BoxdSandbox("s1-example", image=image, environment={"GREETING": "hello"}) as sb:
+    with BoxdSandbox("agent-sandbox-example", image=image, environment={"GREETING": "hello"}) as sb:
         sb.start()
         sb.start()  # a re-run replaces the sandbox of the same name
         sb.write_file("pkg/main.sh", 'echo "$GREETING from $(pwd)"; echo oops >&2; exit 3\n')
@@ -99,11 +99,11 @@ def main() -> int:
         code, out = sb.exec("ping -c1 -W1 10.0.0.1 || echo no network")
         assert "no network" in out, out
     try:
-        boxd.Sandbox.connect("s1-example")
+        boxd.Sandbox.connect("agent-sandbox-example")
         raise AssertionError("the sandbox outlived stop()")
     except boxd.NotFound:
         pass
-    print("S1 OK")
+    print("agent_sandbox OK")
     return 0
 
 

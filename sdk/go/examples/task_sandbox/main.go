@@ -1,12 +1,13 @@
-// Command s0_docker_sandbox is seed S0 (a Go Docker sandbox: create a
-// container per task, run shell commands, write and read files through tar,
-// destroy) on boxd's Go client, rpc/client.
+// Command task_sandbox is a Docker-style task sandbox (create a container
+// per task, run shell commands, write and read files, destroy) on boxd's Go
+// client, rpc/client.
 //
-// S0 bind-mounts a host temp directory as the workspace and copies files
-// with tar; here the workspace lives in the sandbox and files move through
-// boxd's file API, so no host path is ever shared with the sandbox.
+// A Docker version typically bind-mounts a host temp directory as the
+// workspace and copies files with tar; here the workspace lives in the
+// sandbox and files move through boxd's file API, so no host path is ever
+// shared with the sandbox.
 //
-// Run: BOXD_SOCKET=/run/boxd/boxd.sock go run ./sdk/go/examples/s0_docker_sandbox
+// Run: BOXD_SOCKET=/run/boxd/boxd.sock go run ./sdk/go/examples/task_sandbox
 package main
 
 import (
@@ -26,7 +27,7 @@ import (
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 )
 
-// Sandbox is S0's Sandbox: one isolated environment for a task.
+// Sandbox is one isolated environment for a task.
 type Sandbox struct {
 	ID        string
 	Workspace string
@@ -35,14 +36,14 @@ type Sandbox struct {
 	ctx       context.Context
 }
 
-// CommandResult is S0's CommandResult.
+// CommandResult is what a command gave: its output and exit code.
 type CommandResult struct {
 	StdOut, StdErr string
 	ExitCode       int
 }
 
 // CreateSandbox makes a sandbox from image ("" for boxd's default) with
-// S0's limits: 2 CPUs (or all there are) and 2 GiB.
+// The task's limits: 2 CPUs (or all there are) and 2 GiB.
 func CreateSandbox(ctx context.Context, image string) (*Sandbox, error) {
 	socket := os.Getenv("BOXD_SOCKET")
 	if socket == "" {
@@ -53,7 +54,7 @@ func CreateSandbox(ctx context.Context, image string) (*Sandbox, error) {
 	res, err := api.CreateSandbox(ctx, connect.NewRequest(&boxdv1.CreateSandboxRequest{
 		Image: image, Workdir: workspace, Ttl: "2h",
 		Limits: &boxdv1.Limits{Cpus: float64(min(2, runtime.NumCPU())), Memory: "2g"},
-		Labels: map[string]string{"example": "s0"},
+		Labels: map[string]string{"example": "task_sandbox"},
 	}))
 	if err != nil {
 		return nil, fmt.Errorf("create sandbox: %w", err)
@@ -134,5 +135,5 @@ func main() {
 	if _, err := sb.RunCommand("true"); connect.CodeOf(err) != connect.CodeNotFound {
 		log.Fatalf("the sandbox outlived DestroySandbox: %v", err)
 	}
-	fmt.Println("S0 OK")
+	fmt.Println("task_sandbox OK")
 }

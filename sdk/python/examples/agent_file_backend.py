@@ -1,6 +1,6 @@
-"""Seed S3 (a deepagents Docker backend) on boxd.
+"""A file backend for an agent framework (deepagents' sandbox backend) on boxd.
 
-S3 is the sandbox backend of an agent framework: execute shell commands
+The backend is the sandbox side of an agent framework: execute shell commands
 with a timeout (exit 124 and a [TIMEOUT] note when it passes), upload and
 download files with an error per file instead of failing the batch, and
 close the container at the end. Its base class implements the agent's file
@@ -9,7 +9,7 @@ through execute; boxd.integrations.BoxdSandbox does each in one call that
 boxd's init serves inside the sandbox, and kills a timed-out command's
 whole process tree instead of relying on timeout(1).
 
-Run: BOXD_SOCKET=/run/boxd/boxd.sock python3 s3_deepagents_backend.py
+Run: BOXD_SOCKET=/run/boxd/boxd.sock python3 agent_file_backend.py
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from boxd.integrations import BoxdSandbox  # noqa: E402
 def main() -> int:
     image = os.environ.get("BOXD_TEST_IMAGE") or None
     with BoxdSandbox(image=image, memory="512m", pids=256, environment={"MODE": "agent"},
-                     default_timeout=300, labels={"example": "s3"}) as backend:
+                     default_timeout=300, labels={"example": "agent_file_backend"}) as backend:
         print(f"sandbox {backend.id}")
 
         r = backend.execute('echo "mode=$MODE in $(pwd)"; echo warn >&2; exit 2')
@@ -68,7 +68,7 @@ def main() -> int:
         raise AssertionError("the sandbox outlived close()")
     except NotFound:
         pass
-    print("S3 OK")
+    print("agent_file_backend OK")
     return 0
 
 

@@ -1,6 +1,6 @@
-// Command s2_execution_sandbox is seed S2 (a Go ExecutionSandbox interface
-// with rich configuration, resource usage and typed errors) implemented on
-// boxd's Go client, rpc/client.
+// Command execution_sandbox is an agent's code tool: an ExecutionSandbox
+// interface with rich configuration, resource usage and typed errors,
+// implemented on boxd's Go client, rpc/client.
 //
 // The interface's methods map onto one or two API calls each: Initialize
 // is CreateSandbox (resources, environment, working directory, labels;
@@ -8,9 +8,9 @@
 // environment, stdin, timeout that kills the whole tree, separate and
 // combined output), the file methods are FileService calls,
 // GetResourceUsage reads the live cgroup through GetSandbox, and API codes
-// become S2's typed errors.
+// become the interface's typed errors.
 //
-// Run: BOXD_SOCKET=/run/boxd/boxd.sock go run ./sdk/go/examples/s2_execution_sandbox
+// Run: BOXD_SOCKET=/run/boxd/boxd.sock go run ./sdk/go/examples/execution_sandbox
 package main
 
 import (
@@ -33,7 +33,7 @@ import (
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 )
 
-// The parts of S2's types this example fills in.
+// The parts of the interface's types this example fills in.
 type (
 	SandboxConfig struct {
 		Image       string
@@ -85,7 +85,7 @@ type (
 
 func (e *SandboxError) Error() string { return e.Code + ": " + e.Message + ": " + e.Details }
 
-// fileError is S2's error for a file operation: a missing file is a
+// fileError is the interface's error for a file operation: a missing file is a
 // failed file operation, not a missing sandbox.
 func fileError(err error) error {
 	if connect.CodeOf(err) == connect.CodeNotFound && strings.Contains(err.Error(), "no such file") {
@@ -94,7 +94,7 @@ func fileError(err error) error {
 	return sandboxError(err)
 }
 
-// sandboxError turns an API error into S2's typed error.
+// sandboxError turns an API error into the interface's typed error.
 func sandboxError(err error) error {
 	if err == nil {
 		return nil
@@ -117,7 +117,7 @@ func sandboxError(err error) error {
 	return &SandboxError{Code: code, Message: "boxd", Details: err.Error()}
 }
 
-// BoxdSandbox implements S2's ExecutionSandbox on boxd.
+// BoxdSandbox implements ExecutionSandbox on boxd.
 type BoxdSandbox struct {
 	id      string
 	cfg     SandboxConfig
@@ -313,7 +313,7 @@ func main() {
 	err := sb.Initialize(ctx, &SandboxConfig{
 		Image: os.Getenv("BOXD_TEST_IMAGE"), Resources: ResourceLimits{CPULimit: 1, MemoryLimit: 256 << 20, ProcessLimit: 128},
 		Environment: map[string]string{"STAGE": "test"}, WorkingDir: "/repo", Timeout: 30 * time.Second,
-		Labels: map[string]string{"example": "s2"},
+		Labels: map[string]string{"example": "execution_sandbox"},
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -368,5 +368,5 @@ func main() {
 	must(sb.Cleanup())
 	_, err = sb.GetResourceUsage(ctx)
 	check(errors.As(err, &se) && se.Code == "SANDBOX_NOT_FOUND", "after cleanup: %v", err)
-	fmt.Println("S2 OK")
+	fmt.Println("execution_sandbox OK")
 }
