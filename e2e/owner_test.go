@@ -286,6 +286,9 @@ var sandboxRPCs = []rpcCase{
 		_, err := c.procs.DeleteSession(ctx, connect.NewRequest(&boxdv1.DeleteSessionRequest{SandboxId: id, Name: "s1"}))
 		return err
 	}},
+	{"Stats", func(ctx context.Context, c clientsAs, id string) error {
+		return drainStream(c.sb.Stats(ctx, connect.NewRequest(&boxdv1.StatsRequest{Ids: []string{id}, Interval: "100ms"})))
+	}},
 	{"ForkSandbox", func(ctx context.Context, c clientsAs, id string) error {
 		r, err := c.sb.ForkSandbox(ctx, connect.NewRequest(&boxdv1.ForkSandboxRequest{SandboxId: id, Count: 1, Limits: &boxdv1.Limits{Memory: "64m"}}))
 		if err == nil {
@@ -595,6 +598,22 @@ func TestOwnership(t *testing.T) {
 		_, stderr, code, _ := as(ua, "create", "--memory", "64m")
 		if code == 0 || !strings.Contains(stderr, "max-sandboxes-per-user") {
 			t.Errorf("quota after restart: exit %d %s", code, stderr)
+		}
+	})
+
+	// Streams that name no sandbox (events, stats of all, images): b gets
+	// nothing of a's, or is refused.
+	t.Run("streams", func(t *testing.T) {
+		execIn := func(u hostUser, id string) func(args ...string) {
+			return func(args ...string) {
+				if _, stderr, code, _ := as(u, append([]string{"exec", id, "--"}, args...)...); code != 0 {
+					t.Fatalf("exec as %s in %s: exit %d %s", u.name, id, code, stderr)
+				}
+			}
+		}
+		w := streamWorld{a: ua, b: ub, sbA: sbA, sbB: sbB, apiB: streamClientsAs(ub, d.sock), execA: execIn(ua, sbA), execB: execIn(ub, sbB)}
+		for _, sc := range streamCases {
+			t.Run(sc.name, func(t *testing.T) { sc.check(t, c, w) })
 		}
 	})
 }

@@ -41,11 +41,15 @@ var Types = []string{Created, Started, ExecStarted, ExecExited, OOM, Died, Pause
 
 // Event is one thing that happened to one sandbox.
 type Event struct {
-	Seq     uint64            `json:"seq"`
-	Time    time.Time         `json:"time"`
-	Type    string            `json:"type"`
-	Sandbox string            `json:"sandbox"`
-	Attrs   map[string]string `json:"attrs,omitempty"`
+	Seq     uint64    `json:"seq"`
+	Time    time.Time `json:"time"`
+	Type    string    `json:"type"`
+	Sandbox string    `json:"sandbox"`
+	// Owner is the host uid of the sandbox's owner: only that user and
+	// admins see the event. An event recorded without one (0) is root's,
+	// so admins alone see it.
+	Owner uint32            `json:"owner"`
+	Attrs map[string]string `json:"attrs,omitempty"`
 }
 
 // Config bounds a Log.
@@ -96,8 +100,8 @@ func Open(cfg Config) (*Log, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
-		return nil, fmt.Errorf("events: %w", err)
+	if err := secureDir(cfg.Dir); err != nil {
+		return nil, err
 	}
 	l := &Log{cfg: cfg, subs: map[*Sub]struct{}{}}
 	cutoff := time.Now().Add(-cfg.Keep)
@@ -120,6 +124,32 @@ func Open(cfg Config) (*Log, error) {
 }
 
 func (l *Log) path() string { return filepath.Join(l.cfg.Dir, "events.jsonl") }
+
+// secureDir makes dir root's alone: 0700, and its files 0600. Events name
+// every user's sandboxes (and, with argv recording, their commands), and
+// a directory or file left readable by an older boxd or by hand is fixed
+// here at every start.
+func secureDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("events: %w", err)
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("events: %w", err)
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("events: %w", err)
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		if err := os.Chmod(filepath.Join(dir, e.Name()), 0o600); err != nil {
+			return fmt.Errorf("events: %w", err)
+		}
+	}
+	return nil
+}
 
 // load reads one file into the ring; a torn or corrupt line (a write cut
 // by SIGKILL) is skipped.
@@ -156,16 +186,17 @@ func (l *Log) push(ev Event) {
 	l.ring = append(l.ring, ev)
 }
 
-// Emit records an event for sandbox and hands it to every subscriber. It
-// never fails the caller: a write error is logged once per distinct error.
-func (l *Log) Emit(typ, sandbox string, attrs map[string]string) {
+// Emit records an event for sandbox, owned by the host uid owner, and hands
+// it to every subscriber that may see it. It never fails the caller: a
+// write error is logged once per distinct error.
+func (l *Log) Emit(typ, sandbox string, owner uint32, attrs map[string]string) {
 	if l == nil {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.seq++
-	ev := Event{Seq: l.seq, Time: time.Now().UTC(), Type: typ, Sandbox: sandbox, Attrs: attrs}
+	ev := Event{Seq: l.seq, Time: time.Now().UTC(), Type: typ, Sandbox: sandbox, Owner: owner, Attrs: attrs}
 	// Trim what is older than Keep as we go, so an idle boxd does not keep
 	// stale events forever.
 	// The ring moves down only once a sixteenth of it (or 1024 events) is
@@ -242,6 +273,8 @@ func (ev *Event) appendJSON(b []byte) []byte {
 	b = jsonline.String(b, ev.Type)
 	b = jsonline.Key(b, "sandbox")
 	b = jsonline.String(b, ev.Sandbox)
+	b = jsonline.Key(b, "owner")
+	b = jsonline.Uint(b, uint64(ev.Owner))
 	if len(ev.Attrs) > 0 {
 		b = jsonline.Key(b, "attrs")
 		b = jsonline.StringMap(b, ev.Attrs)
@@ -263,10 +296,14 @@ func (l *Log) Close() error {
 type Filter struct {
 	Sandboxes map[string]bool
 	Types     map[string]bool
+	// Owner, if set, restricts the events to that uid's sandboxes: the
+	// API sets it for every caller that is not an admin.
+	Owner *uint32
 }
 
 func (f Filter) match(ev Event) bool {
-	return (len(f.Sandboxes) == 0 || f.Sandboxes[ev.Sandbox]) && (len(f.Types) == 0 || f.Types[ev.Type])
+	return (f.Owner == nil || *f.Owner == ev.Owner) &&
+		(len(f.Sandboxes) == 0 || f.Sandboxes[ev.Sandbox]) && (len(f.Types) == 0 || f.Types[ev.Type])
 }
 
 // ErrSlow ends a subscription whose consumer fell more than its buffer

@@ -51,7 +51,7 @@ func TestEventsFollowStartsAtOnce(t *testing.T) {
 	if !stream.Receive() || !stream.Msg().Live {
 		t.Fatalf("no live marker: %v", stream.Err())
 	}
-	evlog.Emit(events.Created, "abc", nil)
+	evlog.Emit(events.Created, "abc", 0, nil)
 	if !stream.Receive() || stream.Msg().Event.GetType() != events.Created {
 		t.Fatalf("no event: %v", stream.Err())
 	}

@@ -141,7 +141,19 @@ func parseFilters(fs []string) (events.Filter, error) {
 }
 
 func eventProto(ev events.Event) *boxdv1.Event {
-	return &boxdv1.Event{Seq: ev.Seq, Time: ev.Time.UTC().Format(time.RFC3339Nano), Type: ev.Type, Sandbox: ev.Sandbox, Attrs: ev.Attrs}
+	return &boxdv1.Event{Seq: ev.Seq, Time: ev.Time.UTC().Format(time.RFC3339Nano), Type: ev.Type, Sandbox: ev.Sandbox, OwnerUid: ev.Owner, Attrs: ev.Attrs}
+}
+
+// eventsOwner is the uid whose events alone ctx's caller may see, or nil
+// for an admin, who sees every event. A caller the gate let in always has
+// an identity; one without (it cannot happen) sees root's events only.
+func eventsOwner(ctx context.Context) *uint32 {
+	c, ok := runtime.CallerFrom(ctx)
+	if ok && (c.Admin || c.Unchecked) {
+		return nil
+	}
+	uid := c.UID
+	return &uid
 }
 
 func (e *eventServer) Events(ctx context.Context, req *connect.Request[boxdv1.EventsRequest], stream *connect.ServerStream[boxdv1.EventsResponse]) error {
@@ -156,6 +168,7 @@ func (e *eventServer) Events(ctx context.Context, req *connect.Request[boxdv1.Ev
 	if e.s.Events == nil {
 		return connect.NewError(connect.CodeUnavailable, fmt.Errorf("events: this boxd keeps no event log"))
 	}
+	f.Owner = eventsOwner(ctx)
 	replay, sub := e.s.Events.Subscribe(since, f, req.Msg.Follow)
 	if sub != nil {
 		defer sub.Close()

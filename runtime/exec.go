@@ -11,7 +11,6 @@ import (
 	"os"
 	"regexp"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -215,7 +214,7 @@ func (m *Manager) ExecWithin(ctx context.Context, idOrName string, req ExecReque
 	if err != nil {
 		return ExecResult{}, err
 	}
-	m.emit(events.ExecStarted, id, map[string]string{"args": truncate(strings.Join(req.Args, " "), 256)})
+	m.execStarted(id, req.Args)
 	if req.Timeout == 0 || req.OutputLimit == 0 {
 		d := m.execDefaults(ctx, id)
 		if req.Timeout == 0 {

@@ -55,6 +55,17 @@ func (v *inventory) visibleOwner(id string) (uint32, bool) {
 	return o.uid, ok
 }
 
+// ownerOf returns the owner of a sandbox clients see or one being deleted.
+func (v *inventory) ownerOf(id string) (uint32, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if o, ok := v.visible[id]; ok {
+		return o.uid, true
+	}
+	o, ok := v.leaving[id]
+	return o.uid, ok
+}
+
 // reserveQuota takes o's share of its owner's quota under token until
 // settle or release; it fails naming the quota that would be exceeded.
 func (v *inventory) reserveQuota(token string, o owned, q Quotas) error {

@@ -143,6 +143,10 @@ type Config struct {
 	Ports ports.Policy
 	// Events records what happens to sandboxes; nil records nothing.
 	Events *events.Log
+	// EventsArgv records a command's arguments in its exec_started event
+	// (--events-argv). Off, the event says only that a command started:
+	// arguments often carry secrets (sh -c 'export TOKEN=...').
+	EventsArgv bool
 	// IdleTimeout and OnIdle are the idle policy of a create that names
 	// none: 0 never expires on idleness.
 	IdleTimeout time.Duration
@@ -476,9 +480,22 @@ func (m *Manager) created(id string) {
 	m.emit(events.Started, id, nil)
 }
 
-// emit records an event about a sandbox.
+// emit records an event about a client-visible sandbox, as its owner's
+// (the inventory knows it; a sandbox it does not know is root's, so only
+// admins see the event).
 func (m *Manager) emit(typ, id string, attrs map[string]string) {
-	m.cfg.Events.Emit(typ, id, attrs)
+	uid, _ := m.inv.ownerOf(id)
+	m.cfg.Events.Emit(typ, id, uid, attrs)
+}
+
+// execStarted records that a command started in id; its arguments only
+// with --events-argv.
+func (m *Manager) execStarted(id string, args []string) {
+	var attrs map[string]string
+	if m.cfg.EventsArgv {
+		attrs = map[string]string{"args": truncate(strings.Join(args, " "), 256)}
+	}
+	m.emit(events.ExecStarted, id, attrs)
 }
 
 // createResolved makes a sandbox from a validated request; a pool member
@@ -1249,6 +1266,28 @@ type ListFilter struct {
 	Owner  *uint32 // only this uid's
 }
 
+// listOwnerFilter is the containerd filter for the client-visible
+// sandboxes f's owner fields and ctx's caller allow a listing to show:
+// the caller's own, unless an admin asks for all or another owner's.
+func listOwnerFilter(ctx context.Context, f ListFilter) (string, error) {
+	filter := fmt.Sprintf(`labels."%s"==true`, LabelManaged)
+	if c, ok := CallerFrom(ctx); ok || f.Owner != nil {
+		uid := c.UID
+		switch {
+		case f.Owner != nil && (c.Admin || c.Unchecked || *f.Owner == c.UID || !ok):
+			uid = *f.Owner
+		case f.Owner != nil:
+			return "", fmt.Errorf("owner: only root and --admin-group members may list another user's sandboxes: %w", errdefs.ErrPermissionDenied)
+		case f.All && !(c.Admin || c.Unchecked):
+			return "", fmt.Errorf("all: only root and --admin-group members may list every user's sandboxes: %w", errdefs.ErrPermissionDenied)
+		}
+		if f.Owner != nil || !f.All {
+			filter += fmt.Sprintf(`,labels."%s"==%s`, LabelOwner, strconv.Quote(strconv.FormatUint(uint64(uid), 10)))
+		}
+	}
+	return filter, nil
+}
+
 // List returns the sandboxes the caller may see (see ListFilter), or those
 // of them carrying all the given labels, sorted by creation time.
 func (m *Manager) List(ctx context.Context, labels map[string]string) ([]*Sandbox, error) {
@@ -1258,20 +1297,9 @@ func (m *Manager) List(ctx context.Context, labels map[string]string) ([]*Sandbo
 // ListFiltered is List with an owner filter.
 func (m *Manager) ListFiltered(ctx context.Context, f ListFilter) ([]*Sandbox, error) {
 	labels := f.Labels
-	filter := fmt.Sprintf(`labels."%s"==true`, LabelManaged)
-	if c, ok := CallerFrom(ctx); ok || f.Owner != nil {
-		uid := c.UID
-		switch {
-		case f.Owner != nil && (c.Admin || c.Unchecked || *f.Owner == c.UID || !ok):
-			uid = *f.Owner
-		case f.Owner != nil:
-			return nil, fmt.Errorf("owner: only root and --admin-group members may list another user's sandboxes: %w", errdefs.ErrPermissionDenied)
-		case f.All && !(c.Admin || c.Unchecked):
-			return nil, fmt.Errorf("all: only root and --admin-group members may list every user's sandboxes: %w", errdefs.ErrPermissionDenied)
-		}
-		if f.Owner != nil || !f.All {
-			filter += fmt.Sprintf(`,labels."%s"==%s`, LabelOwner, strconv.Quote(strconv.FormatUint(uint64(uid), 10)))
-		}
+	filter, err := listOwnerFilter(ctx, f)
+	if err != nil {
+		return nil, err
 	}
 	for k, v := range labels {
 		if !labelKeyRe.MatchString(k) {
@@ -1335,9 +1363,9 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 	m.inv.hide(id)
 	m.ports.Release(id, nil)
 	// A warm-pool member was never a client's sandbox: its end is no event.
-	member := false
+	member, owner := false, uint32(0)
 	if info, err := ctr.Info(ctx, client.WithoutRefreshedMetadata); err == nil {
-		member = info.Labels[LabelPool] != ""
+		member, owner = info.Labels[LabelPool] != "", ownerOf(info.Labels)
 	}
 	task, err := ctr.Task(ctx, nil)
 	if err == nil {
@@ -1404,7 +1432,7 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 	}
 	m.log.Info("deleted", "sandbox", id)
 	if !member {
-		m.emit(events.Deleted, id, nil)
+		m.cfg.Events.Emit(events.Deleted, id, owner, nil) // forgotten by the inventory: the owner from its labels
 	}
 	return nil
 }
@@ -1475,7 +1503,7 @@ func (m *Manager) ReconcileOnce(ctx context.Context) (expired, restarted int, _ 
 		}
 		if exp, err := time.Parse(time.RFC3339, labels[LabelExpiresAt]); err == nil && !now.Before(exp) {
 			m.log.Info("ttl expired", "sandbox", ctr.ID(), "expired_at", exp)
-			m.emit(events.Expired, ctr.ID(), map[string]string{"expires_at": exp.UTC().Format(time.RFC3339)})
+			m.cfg.Events.Emit(events.Expired, ctr.ID(), ownerOf(labels), map[string]string{"expires_at": exp.UTC().Format(time.RFC3339)})
 			if err := m.destroy(ctx, ctr); err != nil {
 				errs = append(errs, err)
 				continue

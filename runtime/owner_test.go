@@ -6,8 +6,11 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/containerd/errdefs"
+
+	"github.com/boxd-dev/boxd/events"
 )
 
 func TestMayUse(t *testing.T) {
@@ -82,6 +85,68 @@ func TestQuotaReserve(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		if err := inv.reserveQuota("r"+string(rune('a'+i)), owned{uid: 0, memory: 4 << 30}, q); err != nil {
 			t.Fatalf("root: %v", err)
+		}
+	}
+}
+
+// TestListOwnerFilter: the filter ls and stats share lists a caller's own
+// sandboxes, an admin's own unless it asks for all or another owner's,
+// and refuses those asks from anyone else.
+func TestListOwnerFilter(t *testing.T) {
+	bg := context.Background()
+	user, admin := WithCaller(bg, Caller{UID: 1000}), WithCaller(bg, Caller{UID: 1001, Admin: true})
+	other := uint32(1002)
+	own := func(uid string) string { return `labels."boxd.io/managed"==true,labels."boxd.io/owner"=="` + uid + `"` }
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		f    ListFilter
+		want string // "": refused
+	}{
+		{"user", user, ListFilter{}, own("1000")},
+		{"user all", user, ListFilter{All: true}, ""},
+		{"user other owner", user, ListFilter{Owner: &other}, ""},
+		{"admin", admin, ListFilter{}, own("1001")},
+		{"admin all", admin, ListFilter{All: true}, `labels."boxd.io/managed"==true`},
+		{"admin other owner", admin, ListFilter{Owner: &other}, own("1002")},
+		{"boxd itself", bg, ListFilter{}, `labels."boxd.io/managed"==true`},
+	} {
+		got, err := listOwnerFilter(tc.ctx, tc.f)
+		if tc.want == "" {
+			if !errdefs.IsPermissionDenied(err) {
+				t.Errorf("%s: %q %v, want permission_denied", tc.name, got, err)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("%s: %q %v, want %q", tc.name, got, err, tc.want)
+		}
+	}
+}
+
+// TestEmitOwnerAndArgv: an event is its sandbox's owner's (a sandbox being
+// deleted too; one boxd does not know is root's), and exec_started
+// carries the arguments only with EventsArgv.
+func TestEmitOwnerAndArgv(t *testing.T) {
+	for _, argv := range []bool{false, true} {
+		log, err := events.Open(events.Config{Dir: t.TempDir()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer log.Close()
+		m := &Manager{cfg: Config{Events: log, EventsArgv: argv}, inv: newInventory(0)}
+		m.inv.showOwned("a", owned{uid: 1000})
+		m.inv.showOwned("b", owned{uid: 1001})
+		m.inv.hide("b")
+		m.execStarted("a", []string{"sh", "-c", "export TOKEN=x"})
+		m.emit(events.Paused, "b", nil)
+		m.emit(events.Died, "unknown", nil)
+		evs, _ := log.Subscribe(time.Now().Add(-time.Minute), events.Filter{}, false)
+		if len(evs) != 3 || evs[0].Owner != 1000 || evs[1].Owner != 1001 || evs[2].Owner != 0 {
+			t.Fatalf("argv %v: owners of %+v, want 1000, 1001, 0", argv, evs)
+		}
+		if got, want := evs[0].Attrs["args"], map[bool]string{true: "sh -c export TOKEN=x"}[argv]; got != want || (!argv && len(evs[0].Attrs) != 0) {
+			t.Errorf("argv %v: exec_started attrs %v, want args %q", argv, evs[0].Attrs, want)
 		}
 	}
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/boxd-dev/boxd/agent/host"
 	"github.com/boxd-dev/boxd/agent/wire"
-	"github.com/boxd-dev/boxd/events"
 )
 
 // Bounds on process and session requests, checked before anything reaches
@@ -118,7 +117,7 @@ func (m *Manager) ExecProcess(ctx context.Context, idOrName string, spec wire.Pr
 	if err != nil {
 		return nil, err
 	}
-	m.emit(events.ExecStarted, id, map[string]string{"args": truncate(strings.Join(spec.Args, " "), 256)})
+	m.execStarted(id, spec.Args)
 	if spec.Timeout == 0 || spec.OutputLimit == 0 {
 		d := m.execDefaults(ctx, id)
 		if spec.Timeout == 0 {

@@ -29,9 +29,10 @@ type Stats struct {
 // MaxStatsSandboxes bounds the ids one stats call may name.
 const MaxStatsSandboxes = 256
 
-// Stats samples the named sandboxes, or every sandbox when none is named.
-// A named sandbox that does not exist is not_found; one without a running
-// init reports its state with zero figures.
+// Stats samples the named sandboxes, or, when none is named, the ones
+// List shows the caller (its own). A named sandbox that does not exist,
+// or is another user's, is not_found; one without a running init reports
+// its state with zero figures.
 func (m *Manager) Stats(ctx context.Context, idsOrNames []string) ([]Stats, error) {
 	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
 	if len(idsOrNames) > MaxStatsSandboxes {
@@ -39,7 +40,11 @@ func (m *Manager) Stats(ctx context.Context, idsOrNames []string) ([]Stats, erro
 	}
 	var ctrs []client.Container
 	if len(idsOrNames) == 0 {
-		all, err := m.cfg.Client.Containers(ctx, fmt.Sprintf(`labels."%s"==true`, LabelManaged))
+		filter, err := listOwnerFilter(ctx, ListFilter{})
+		if err != nil {
+			return nil, err
+		}
+		all, err := m.cfg.Client.Containers(ctx, filter)
 		if err != nil {
 			return nil, fmt.Errorf("stats: list: %w", err)
 		}

@@ -240,6 +240,7 @@ func run(cc *cli.Context) error {
 		Network:     netMgr,
 		Ports:       publish,
 		Events:      evlog,
+		EventsArgv:  cc.Bool("events-argv"),
 		IdleTimeout: cc.Duration("idle-timeout"), OnIdle: onIdle,
 		Logger: log,
 	})

@@ -231,10 +231,12 @@ func (*UnpauseSandboxResponse) Descriptor() ([]byte, []int) {
 }
 
 type StatsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ids           []string               `protobuf:"bytes,1,rep,name=ids,proto3" json:"ids,omitempty"`           // ids or names; empty: every sandbox
-	Stream        bool                   `protobuf:"varint,2,opt,name=stream,proto3" json:"stream,omitempty"`    // keep sending, one message per interval
-	Interval      string                 `protobuf:"bytes,3,opt,name=interval,proto3" json:"interval,omitempty"` // Go duration, 100ms to 1m; empty: 1s
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ids or names (another user's is not_found); empty: the sandboxes
+	// ListSandboxes without all shows the caller, its own
+	Ids           []string `protobuf:"bytes,1,rep,name=ids,proto3" json:"ids,omitempty"`
+	Stream        bool     `protobuf:"varint,2,opt,name=stream,proto3" json:"stream,omitempty"`    // keep sending, one message per interval
+	Interval      string   `protobuf:"bytes,3,opt,name=interval,proto3" json:"interval,omitempty"` // Go duration, 100ms to 1m; empty: 1s
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }

@@ -150,11 +150,15 @@ type Event struct {
 	// resumed, expired, idle, restarted, deleted
 	Type    string `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
 	Sandbox string `protobuf:"bytes,4,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
-	// Details by type: exec_started args; exec_exited exit_code, signal,
+	// Details by type: exec_started args (only on a boxd started with
+	// --events-argv; otherwise no attrs); exec_exited exit_code, signal,
 	// timed_out or error; died exit_status, reason; paused reason (user,
 	// idle); resumed reason (user, exec); idle action, idle_timeout;
 	// restarted reason, restarts; expired expires_at.
-	Attrs         map[string]string `protobuf:"bytes,5,rep,name=attrs,proto3" json:"attrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Attrs map[string]string `protobuf:"bytes,5,rep,name=attrs,proto3" json:"attrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The host uid of the sandbox's owner. A caller that is not root or an
+	// --admin-group member gets only the events of its own sandboxes.
+	OwnerUid      uint32 `protobuf:"varint,6,opt,name=owner_uid,json=ownerUid,proto3" json:"owner_uid,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -224,6 +228,13 @@ func (x *Event) GetAttrs() map[string]string {
 	return nil
 }
 
+func (x *Event) GetOwnerUid() uint32 {
+	if x != nil {
+		return x.OwnerUid
+	}
+	return 0
+}
+
 var File_boxd_v1_events_proto protoreflect.FileDescriptor
 
 const file_boxd_v1_events_proto_rawDesc = "" +
@@ -235,13 +246,14 @@ const file_boxd_v1_events_proto_rawDesc = "" +
 	"\rEventsRequest\x12\x14\n" +
 	"\x05since\x18\x01 \x01(\tR\x05since\x12\x18\n" +
 	"\afilters\x18\x02 \x03(\tR\afilters\x12\x16\n" +
-	"\x06follow\x18\x03 \x01(\bR\x06follow\"\xc6\x01\n" +
+	"\x06follow\x18\x03 \x01(\bR\x06follow\"\xe3\x01\n" +
 	"\x05Event\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04time\x18\x02 \x01(\tR\x04time\x12\x12\n" +
 	"\x04type\x18\x03 \x01(\tR\x04type\x12\x18\n" +
 	"\asandbox\x18\x04 \x01(\tR\asandbox\x12/\n" +
-	"\x05attrs\x18\x05 \x03(\v2\x19.boxd.v1.Event.AttrsEntryR\x05attrs\x1a8\n" +
+	"\x05attrs\x18\x05 \x03(\v2\x19.boxd.v1.Event.AttrsEntryR\x05attrs\x12\x1b\n" +
+	"\towner_uid\x18\x06 \x01(\rR\bownerUid\x1a8\n" +
 	"\n" +
 	"AttrsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +

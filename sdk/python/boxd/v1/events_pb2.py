@@ -13,7 +13,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14\x62oxd/v1/events.proto\x12\x07\x62oxd.v1\"=\n\x0e\x45ventsResponse\x12\x1d\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x0e.boxd.v1.Event\x12\x0c\n\x04live\x18\x02 \x01(\x08\"?\n\rEventsRequest\x12\r\n\x05since\x18\x01 \x01(\t\x12\x0f\n\x07\x66ilters\x18\x02 \x03(\t\x12\x0e\n\x06\x66ollow\x18\x03 \x01(\x08\"\x99\x01\n\x05\x45vent\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x0c\n\x04time\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x0f\n\x07sandbox\x18\x04 \x01(\t\x12(\n\x05\x61ttrs\x18\x05 \x03(\x0b\x32\x19.boxd.v1.Event.AttrsEntry\x1a,\n\nAttrsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x32K\n\x0c\x45ventService\x12;\n\x06\x45vents\x12\x16.boxd.v1.EventsRequest\x1a\x17.boxd.v1.EventsResponse0\x01\x42\x31Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x14\x62oxd/v1/events.proto\x12\x07\x62oxd.v1\"=\n\x0e\x45ventsResponse\x12\x1d\n\x05\x65vent\x18\x01 \x01(\x0b\x32\x0e.boxd.v1.Event\x12\x0c\n\x04live\x18\x02 \x01(\x08\"?\n\rEventsRequest\x12\r\n\x05since\x18\x01 \x01(\t\x12\x0f\n\x07\x66ilters\x18\x02 \x03(\t\x12\x0e\n\x06\x66ollow\x18\x03 \x01(\x08\"\xac\x01\n\x05\x45vent\x12\x0b\n\x03seq\x18\x01 \x01(\x04\x12\x0c\n\x04time\x18\x02 \x01(\t\x12\x0c\n\x04type\x18\x03 \x01(\t\x12\x0f\n\x07sandbox\x18\x04 \x01(\t\x12(\n\x05\x61ttrs\x18\x05 \x03(\x0b\x32\x19.boxd.v1.Event.AttrsEntry\x12\x11\n\towner_uid\x18\x06 \x01(\r\x1a,\n\nAttrsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\x32K\n\x0c\x45ventService\x12;\n\x06\x45vents\x12\x16.boxd.v1.EventsRequest\x1a\x17.boxd.v1.EventsResponse0\x01\x42\x31Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'boxd.v1.events_pb2', globals())
@@ -28,9 +28,9 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _EVENTSREQUEST._serialized_start=96
   _EVENTSREQUEST._serialized_end=159
   _EVENT._serialized_start=162
-  _EVENT._serialized_end=315
-  _EVENT_ATTRSENTRY._serialized_start=271
-  _EVENT_ATTRSENTRY._serialized_end=315
-  _EVENTSERVICE._serialized_start=317
-  _EVENTSERVICE._serialized_end=392
+  _EVENT._serialized_end=334
+  _EVENT_ATTRSENTRY._serialized_start=290
+  _EVENT_ATTRSENTRY._serialized_end=334
+  _EVENTSERVICE._serialized_start=336
+  _EVENTSERVICE._serialized_end=411
 # @@protoc_insertion_point(module_scope)

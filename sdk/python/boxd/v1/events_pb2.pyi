@@ -6,7 +6,7 @@ from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Map
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Event(_message.Message):
-    __slots__ = ["attrs", "sandbox", "seq", "time", "type"]
+    __slots__ = ["attrs", "owner_uid", "sandbox", "seq", "time", "type"]
     class AttrsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -15,16 +15,18 @@ class Event(_message.Message):
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     ATTRS_FIELD_NUMBER: _ClassVar[int]
+    OWNER_UID_FIELD_NUMBER: _ClassVar[int]
     SANDBOX_FIELD_NUMBER: _ClassVar[int]
     SEQ_FIELD_NUMBER: _ClassVar[int]
     TIME_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     attrs: _containers.ScalarMap[str, str]
+    owner_uid: int
     sandbox: str
     seq: int
     time: str
     type: str
-    def __init__(self, seq: _Optional[int] = ..., time: _Optional[str] = ..., type: _Optional[str] = ..., sandbox: _Optional[str] = ..., attrs: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    def __init__(self, seq: _Optional[int] = ..., time: _Optional[str] = ..., type: _Optional[str] = ..., sandbox: _Optional[str] = ..., attrs: _Optional[_Mapping[str, str]] = ..., owner_uid: _Optional[int] = ...) -> None: ...
 
 class EventsRequest(_message.Message):
     __slots__ = ["filters", "follow", "since"]

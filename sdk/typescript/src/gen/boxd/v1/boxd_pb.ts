@@ -77,7 +77,8 @@ export const UnpauseSandboxResponseSchema: GenMessage<UnpauseSandboxResponse> = 
  */
 export type StatsRequest = Message<"boxd.v1.StatsRequest"> & {
   /**
-   * ids or names; empty: every sandbox
+   * ids or names (another user's is not_found); empty: the sandboxes
+   * ListSandboxes without all shows the caller, its own
    *
    * @generated from field: repeated string ids = 1;
    */

@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file boxd/v1/events.proto.
  */
 export const file_boxd_v1_events: GenFile = /*@__PURE__*/
-  fileDesc("ChRib3hkL3YxL2V2ZW50cy5wcm90bxIHYm94ZC52MSI9Cg5FdmVudHNSZXNwb25zZRIdCgVldmVudBgBIAEoCzIOLmJveGQudjEuRXZlbnQSDAoEbGl2ZRgCIAEoCCI/Cg1FdmVudHNSZXF1ZXN0Eg0KBXNpbmNlGAEgASgJEg8KB2ZpbHRlcnMYAiADKAkSDgoGZm9sbG93GAMgASgIIpkBCgVFdmVudBILCgNzZXEYASABKAQSDAoEdGltZRgCIAEoCRIMCgR0eXBlGAMgASgJEg8KB3NhbmRib3gYBCABKAkSKAoFYXR0cnMYBSADKAsyGS5ib3hkLnYxLkV2ZW50LkF0dHJzRW50cnkaLAoKQXR0cnNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBMksKDEV2ZW50U2VydmljZRI7CgZFdmVudHMSFi5ib3hkLnYxLkV2ZW50c1JlcXVlc3QaFy5ib3hkLnYxLkV2ZW50c1Jlc3BvbnNlMAFCMVovZ2l0aHViLmNvbS9ib3hkLWRldi9ib3hkL3JwYy9nZW4vYm94ZC92MTtib3hkdjFiBnByb3RvMw");
+  fileDesc("ChRib3hkL3YxL2V2ZW50cy5wcm90bxIHYm94ZC52MSI9Cg5FdmVudHNSZXNwb25zZRIdCgVldmVudBgBIAEoCzIOLmJveGQudjEuRXZlbnQSDAoEbGl2ZRgCIAEoCCI/Cg1FdmVudHNSZXF1ZXN0Eg0KBXNpbmNlGAEgASgJEg8KB2ZpbHRlcnMYAiADKAkSDgoGZm9sbG93GAMgASgIIqwBCgVFdmVudBILCgNzZXEYASABKAQSDAoEdGltZRgCIAEoCRIMCgR0eXBlGAMgASgJEg8KB3NhbmRib3gYBCABKAkSKAoFYXR0cnMYBSADKAsyGS5ib3hkLnYxLkV2ZW50LkF0dHJzRW50cnkSEQoJb3duZXJfdWlkGAYgASgNGiwKCkF0dHJzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ATJLCgxFdmVudFNlcnZpY2USOwoGRXZlbnRzEhYuYm94ZC52MS5FdmVudHNSZXF1ZXN0GhcuYm94ZC52MS5FdmVudHNSZXNwb25zZTABQjFaL2dpdGh1Yi5jb20vYm94ZC1kZXYvYm94ZC9ycGMvZ2VuL2JveGQvdjE7Ym94ZHYxYgZwcm90bzM");
 
 /**
  * @generated from message boxd.v1.EventsResponse
@@ -108,7 +108,8 @@ export type Event = Message<"boxd.v1.Event"> & {
   sandbox: string;
 
   /**
-   * Details by type: exec_started args; exec_exited exit_code, signal,
+   * Details by type: exec_started args (only on a boxd started with
+   * --events-argv; otherwise no attrs); exec_exited exit_code, signal,
    * timed_out or error; died exit_status, reason; paused reason (user,
    * idle); resumed reason (user, exec); idle action, idle_timeout;
    * restarted reason, restarts; expired expires_at.
@@ -116,6 +117,14 @@ export type Event = Message<"boxd.v1.Event"> & {
    * @generated from field: map<string, string> attrs = 5;
    */
   attrs: { [key: string]: string };
+
+  /**
+   * The host uid of the sandbox's owner. A caller that is not root or an
+   * --admin-group member gets only the events of its own sandboxes.
+   *
+   * @generated from field: uint32 owner_uid = 6;
+   */
+  ownerUid: number;
 };
 
 /**
@@ -126,10 +135,12 @@ export const EventSchema: GenMessage<Event> = /*@__PURE__*/
   messageDesc(file_boxd_v1_events, 2);
 
 /**
- * EventService streams what happens to sandboxes. boxd keeps the events of
- * at least the last hour (bounded in number) in its state directory, so a
- * consumer that reconnects with since set to its last event's time misses
- * nothing, across a boxd restart too.
+ * EventService streams what happens to sandboxes. Each caller gets the
+ * events of its own sandboxes only; root and --admin-group members get
+ * every sandbox's. boxd keeps the events of at least the last hour
+ * (bounded in number) in its state directory, so a consumer that
+ * reconnects with since set to its last event's time misses nothing,
+ * across a boxd restart too.
  *
  * @generated from service boxd.v1.EventService
  */
