@@ -184,7 +184,7 @@ func (q Quotas) check(o owned, h held) error {
 		if o.layerOnly {
 			what = "the new fork layer"
 		}
-		return quotaErr("uid %d's sandboxes would hold %d bytes of disk (disk caps plus the fork layers they sit on, %d now) with %s, above the per-user limit (max-disk-per-user) of %d bytes", o.uid, h.disk, before, what, q.MaxDisk)
+		return quotaErr("uid %d's sandboxes would hold %d bytes of disk with %s (%d without), counting disk caps and the fork layers they sit on; the per-user limit (max-disk-per-user) is %d bytes", o.uid, h.disk, what, before, q.MaxDisk)
 	}
 	return nil
 }
