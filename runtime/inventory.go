@@ -61,7 +61,7 @@ func (v *inventory) visibleOwner(id string) (uint32, bool) {
 func (v *inventory) reserveQuota(token string, o owned, q Quotas) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	h := held{layers: map[string]bool{}}
+	var h held
 	for _, m := range []map[string]owned{v.visible, v.pending, v.leaving} {
 		for _, x := range m {
 			if x.uid == o.uid {

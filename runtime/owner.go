@@ -145,6 +145,9 @@ func (u *held) add(o owned) {
 		u.disk += o.disk
 	}
 	for _, l := range o.layers {
+		if u.layers == nil {
+			u.layers = map[string]bool{}
+		}
 		if !u.layers[l.Key] {
 			u.layers[l.Key] = true
 			u.disk += l.Bytes
