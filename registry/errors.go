@@ -29,7 +29,12 @@ func (r *Registry) explain(ref Ref, err error) error {
 		netErr  net.Error
 	)
 	var le *layerError
+	var ge *guardError
 	switch {
+	case errors.As(err, &ge):
+		// Where the registry sent boxd, and why not: the rest of the
+		// chain (containerd's and net/http's wrapping) says nothing more.
+		return fmt.Errorf("registry %s, %s: %w", host, ref.Name, ge)
 	case errors.As(err, &le):
 		return fmt.Errorf("pull %s: %w", ref.Name, le)
 	case errdefs.IsInvalidArgument(err), errdefs.IsResourceExhausted(err), errdefs.IsAlreadyExists(err):

@@ -86,7 +86,8 @@ func (r *Registry) Pull(ctx context.Context, req PullRequest, report Reporter) (
 	}()
 	lctx := leases.WithLease(ctx, l.ID)
 
-	resolver := r.resolver(ref.Host, req.Auth, nil)
+	resolver, closeConns := r.resolver(ref.Host, req.Auth, nil)
+	defer closeConns()
 	name, desc, err := resolver.Resolve(lctx, ref.Name)
 	if err != nil {
 		return snapshot.Image{}, r.explain(ref, err)

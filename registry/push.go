@@ -53,7 +53,9 @@ func (r *Registry) Push(ctx context.Context, req PushRequest, report Reporter) (
 	t := newTracker(report)
 	defer t.close()
 	t.setPhase("uploading")
-	res := &trackedResolver{Resolver: r.resolver(ref.Host, req.Auth, docker.NewInMemoryTracker()), t: t}
+	resolver, closeConns := r.resolver(ref.Host, req.Auth, docker.NewInMemoryTracker())
+	defer closeConns()
+	res := &trackedResolver{Resolver: resolver, t: t}
 	// Every platform the image holds: a multi-platform index is pushed
 	// whole or not at all.
 	if err := c.Push(ctx, ref.Name, rec.Target, client.WithResolver(res), client.WithPlatformMatcher(platforms.All)); err != nil {

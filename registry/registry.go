@@ -9,7 +9,8 @@
 // The daemon never reads a caller's files: credentials come in the request
 // (boxctl reads the caller's docker config). Registries are reached over
 // HTTPS with the system's roots plus boxd's --registry-ca; plain HTTP only
-// for hosts named with --insecure-registry.
+// for hosts named with --insecure-registry. Where a registry redirects boxd
+// or sends it for a token is checked (guard).
 package registry
 
 import (
@@ -20,6 +21,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -29,6 +32,7 @@ import (
 	"github.com/containerd/containerd/v2/core/remotes"
 	"github.com/containerd/containerd/v2/core/remotes/docker"
 
+	"github.com/boxd-dev/boxd/network"
 	"github.com/boxd-dev/boxd/snapshot"
 )
 
@@ -53,6 +57,10 @@ type Config struct {
 	// MaxImageSize bounds the uncompressed size of a pulled image's layers
 	// (0: no bound).
 	MaxImageSize int64
+	// BridgeSubnet is boxd's --bridge-subnet, part of the always-blocked
+	// set redirects and realms may not reach (network.DefaultSubnet if
+	// unset).
+	BridgeSubnet netip.Prefix
 }
 
 // Auth is what a caller sends to log in to the registry its reference
@@ -68,8 +76,11 @@ type Auth struct {
 type Registry struct {
 	store    *snapshot.Store
 	cfg      Config
-	client   *http.Client
+	tls      *tls.Config
 	insecure map[string]bool
+	// lookup resolves a redirect's or realm's host for guard's check by
+	// name (a test stands in for DNS with it).
+	lookup func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
 // New checks cfg and loads its CAs.
@@ -93,25 +104,51 @@ func New(store *snapshot.Store, cfg Config) (*Registry, error) {
 		}
 		insecure[strings.ToLower(h)] = true
 	}
-	dialer := &net.Dialer{Timeout: cfg.Timeout, KeepAlive: 30 * time.Second}
+	if !cfg.BridgeSubnet.IsValid() {
+		cfg.BridgeSubnet = netip.MustParsePrefix(network.DefaultSubnet)
+	}
+	return &Registry{store: store, cfg: cfg, insecure: insecure,
+		tls: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
+		lookup: func(ctx context.Context, host string) ([]netip.Addr, error) {
+			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		}}, nil
+}
+
+// client is the HTTP client of one pull or push from host: its own
+// transport, so no connection is shared with another reference's
+// requests, kept in bounds by a guard. The caller closes its idle
+// connections when done.
+func (r *Registry) client(host string) (*http.Client, *guard) {
+	scheme := "https"
+	if r.insecure[strings.ToLower(host)] {
+		scheme = "http"
+	}
+	g := &guard{
+		registry: hostPort(&url.URL{Scheme: scheme, Host: host}),
+		tls:      scheme == "https",
+		insecure: r.insecure,
+		blocked:  func() ([]netip.Prefix, error) { return network.Blocked(r.cfg.BridgeSubnet) },
+		lookup:   r.lookup,
+	}
+	dial := g.DialContext(&net.Dialer{Timeout: r.cfg.Timeout, KeepAlive: 30 * time.Second})
 	tr := &http.Transport{
-		Proxy: http.ProxyFromEnvironment,
+		Proxy: g.Proxy,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := dialer.DialContext(ctx, network, addr)
+			c, err := dial(ctx, network, addr)
 			if err != nil {
 				return nil, err
 			}
-			return &idleConn{Conn: c, idle: cfg.Timeout}, nil
+			return &idleConn{Conn: c, idle: r.cfg.Timeout}, nil
 		},
-		TLSClientConfig:       &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12},
-		TLSHandshakeTimeout:   cfg.Timeout,
-		ResponseHeaderTimeout: cfg.Timeout,
+		TLSClientConfig:       r.tls,
+		TLSHandshakeTimeout:   r.cfg.Timeout,
+		ResponseHeaderTimeout: r.cfg.Timeout,
 		ExpectContinueTimeout: 5 * time.Second,
 		MaxIdleConns:          16,
 		IdleConnTimeout:       90 * time.Second,
 		ForceAttemptHTTP2:     true,
 	}
-	return &Registry{store: store, cfg: cfg, client: &http.Client{Transport: tr}, insecure: insecure}, nil
+	return &http.Client{Transport: g.RoundTripper(tr)}, g
 }
 
 // addCAs adds the certificates of a PEM file, or of every *.pem and *.crt
@@ -163,8 +200,9 @@ func (c *idleConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
-// resolver reaches host only, with auth's credentials for that host.
-func (r *Registry) resolver(host string, auth Auth, tracker docker.StatusTracker) remotes.Resolver {
+// resolver reaches host only, with auth's credentials for that host. done
+// closes its connections.
+func (r *Registry) resolver(host string, auth Auth, tracker docker.StatusTracker) (_ remotes.Resolver, done func()) {
 	creds := func(h string) (string, string, error) {
 		if h != host {
 			return "", "", nil
@@ -174,9 +212,11 @@ func (r *Registry) resolver(host string, auth Auth, tracker docker.StatusTracker
 		}
 		return auth.Username, auth.Password, nil
 	}
-	authorizer := docker.NewDockerAuthorizer(docker.WithAuthClient(r.client), docker.WithAuthCreds(creds))
+	client, g := r.client(host)
+	authorizer := guardedAuthorizer{g: g,
+		Authorizer: docker.NewDockerAuthorizer(docker.WithAuthClient(client), docker.WithAuthCreds(creds))}
 	scheme := "https"
-	if r.insecure[strings.ToLower(host)] {
+	if !g.tls {
 		scheme = "http"
 	}
 	hosts := func(h string) ([]docker.RegistryHost, error) {
@@ -184,9 +224,9 @@ func (r *Registry) resolver(host string, auth Auth, tracker docker.StatusTracker
 			return nil, fmt.Errorf("registry %s is not the one the reference names (%s)", h, host)
 		}
 		return []docker.RegistryHost{{
-			Client: r.client, Authorizer: authorizer, Host: h, Scheme: scheme, Path: "/v2",
+			Client: client, Authorizer: authorizer, Host: h, Scheme: scheme, Path: "/v2",
 			Capabilities: docker.HostCapabilityPull | docker.HostCapabilityResolve | docker.HostCapabilityPush,
 		}}, nil
 	}
-	return docker.NewResolver(docker.ResolverOptions{Hosts: hosts, Tracker: tracker})
+	return docker.NewResolver(docker.ResolverOptions{Hosts: hosts, Tracker: tracker}), client.CloseIdleConnections
 }

@@ -147,7 +147,7 @@ func (m *Manager) Fork(ctx context.Context, req ForkRequest) (_ []*Sandbox, retE
 	cctx := context.WithoutCancel(lctx)
 
 	active := src.layers[len(src.layers)-1]
-	base, frozen, err := m.forkLayer(lctx, ctr, src, active)
+	base, charge, frozen, err := m.forkLayer(lctx, ctr, src, active)
 	if err != nil {
 		return nil, fmt.Errorf("fork %s: %w", srcID, err)
 	}
@@ -157,6 +157,18 @@ func (m *Manager) Fork(ctx context.Context, req ForkRequest) (_ []*Sandbox, retE
 			m.pruneForkLayers(cctx, src.sn, base)
 		}
 	}()
+	// The new layer, and those under it that the source's deletion would
+	// no longer release, count against the owner's disk until the last
+	// fork on them is deleted.
+	chain, err := forkChain(lctx, src, LayerCharge{Key: base, Bytes: charge})
+	if err != nil {
+		return nil, fmt.Errorf("fork %s: %w", srcID, err)
+	}
+	releaseLayers, err := m.reserveLayers(owner, chain)
+	if err != nil {
+		return nil, fmt.Errorf("fork %s: %w", srcID, err)
+	}
+	defer releaseLayers()
 
 	img := client.NewImageWithPlatform(m.cfg.Client, images.Image{
 		Name:   src.rec.Image,
@@ -171,7 +183,7 @@ func (m *Manager) Fork(ctx context.Context, req ForkRequest) (_ []*Sandbox, retE
 	errs := make([]error, count)
 	var wg sync.WaitGroup
 	for i := range rs {
-		rs[i].forkParent = base
+		rs[i].forkParent, rs[i].forkLayers = base, chain
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -268,14 +280,15 @@ func (m *Manager) forkRequests(req ForkRequest, sb *Sandbox, count int) ([]resol
 
 // forkLayer copies the source's writable layer, with the source frozen,
 // into a new snapshot on the same parent, unshifted as an image layer is,
-// and commits it as a fork layer. It returns the fork layer's key and how
-// long the source was frozen.
-func (m *Manager) forkLayer(ctx context.Context, ctr client.Container, src *source, active layerSrc) (string, time.Duration, error) {
+// and commits it as a fork layer. It returns the fork layer's key, the
+// host disk it is charged at (forkCharge) and how long the source was
+// frozen.
+func (m *Manager) forkLayer(ctx context.Context, ctr client.Container, src *source, active layerSrc) (string, int64, time.Duration, error) {
 	sn := src.sn
 	tmp := "boxd-fork-tmp-" + newID()
 	tm, err := sn.Prepare(ctx, tmp, active.parent)
 	if err != nil {
-		return "", 0, fmt.Errorf("prepare fork layer: %w", err)
+		return "", 0, 0, fmt.Errorf("prepare fork layer: %w", err)
 	}
 	committed := false
 	defer func() {
@@ -285,20 +298,20 @@ func (m *Manager) forkLayer(ctx context.Context, ctr client.Container, src *sour
 	}()
 	upper, _, err := layerdiff.OverlayDirs(tm)
 	if err != nil {
-		return "", 0, err
+		return "", 0, 0, err
 	}
 	if upper == "" {
-		return "", 0, fmt.Errorf("fork layer %s has no overlay upperdir: %w", tmp, errdefs.ErrFailedPrecondition)
+		return "", 0, 0, fmt.Errorf("fork layer %s has no overlay upperdir: %w", tmp, errdefs.ErrFailedPrecondition)
 	}
 	srcUpper, cleanup, err := layerDir(ctx, sn, active)
 	if err != nil {
-		return "", 0, err
+		return "", 0, 0, err
 	}
 	defer cleanup()
 	t := time.Now()
 	thaw, err := m.freezeChecked(ctx, ctr)
 	if err != nil {
-		return "", 0, err
+		return "", 0, 0, err
 	}
 	tf := time.Now()
 	// The new layer sits on the source layer's own parent, so a copy of
@@ -309,16 +322,54 @@ func (m *Manager) forkLayer(ctx context.Context, ctr client.Container, src *sour
 	thaw()
 	frozen := time.Since(t)
 	if err != nil {
-		return "", frozen, err
+		return "", 0, frozen, err
 	}
 	m.log.Debug("fork layer copied", "sandbox", ctr.ID(), "entries", st.Entries, "bytes", st.Bytes,
 		"freeze", tf.Sub(t).Round(time.Millisecond), "copy", tc.Sub(tf).Round(time.Millisecond), "thaw", time.Since(tc).Round(time.Millisecond))
 	key := "boxd-fork-" + newID()
-	if err := sn.Commit(ctx, key, tmp, snapshots.WithLabels(map[string]string{LabelForkLayer: ctr.ID()})); err != nil {
-		return "", frozen, fmt.Errorf("commit fork layer: %w", err)
+	charge := forkCharge(st)
+	if err := sn.Commit(ctx, key, tmp, snapshots.WithLabels(map[string]string{LabelForkLayer: ctr.ID(),
+		LabelForkLayerBytes: strconv.FormatInt(charge, 10)})); err != nil {
+		return "", 0, frozen, fmt.Errorf("commit fork layer: %w", err)
 	}
 	committed = true
-	return key, frozen, nil
+	return key, charge, frozen, nil
+}
+
+// forkCharge is the host disk a fork layer is charged at: its file data
+// plus a block for each entry, so a layer of many small files or empty
+// directories is not free.
+func forkCharge(st layerdiff.CopyStats) int64 {
+	return st.Bytes + int64(st.Entries)*4096
+}
+
+// forkChain is the fork layers a fork of src sits on, bottom first: the
+// source's own and the new one.
+func forkChain(ctx context.Context, src *source, top LayerCharge) ([]LayerCharge, error) {
+	out, err := layerCharges(ctx, src.sn, src.layers)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, top), nil
+}
+
+// layerCharges are the fork layers of ls (rootfsLayers) with their
+// charges, from their labels.
+func layerCharges(ctx context.Context, sn snapshots.Snapshotter, ls []layerSrc) ([]LayerCharge, error) {
+	var out []LayerCharge
+	for _, l := range ls {
+		if l.active {
+			continue
+		}
+		info, err := sn.Stat(ctx, l.key)
+		if err != nil {
+			return nil, fmt.Errorf("fork layer %s: %w", l.key, err)
+		}
+		// A layer made before charges were recorded counts as empty.
+		n, _ := strconv.ParseInt(info.Labels[LabelForkLayerBytes], 10, 64)
+		out = append(out, LayerCharge{Key: l.key, Bytes: n})
+	}
+	return out, nil
 }
 
 // withSnapshotOn gives a new container a new writable snapshot named key

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 )
@@ -71,16 +72,15 @@ func (v *inventory) ownerOf(id string) (uint32, bool) {
 func (v *inventory) reserveQuota(token string, o owned, q Quotas) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	n, mem := 0, int64(0)
+	var h held
 	for _, m := range []map[string]owned{v.visible, v.pending, v.leaving} {
 		for _, x := range m {
 			if x.uid == o.uid {
-				n++
-				mem += x.memory
+				h.add(x)
 			}
 		}
 	}
-	if err := q.check(o, n, mem); err != nil {
+	if err := q.check(o, h); err != nil {
 		return err
 	}
 	v.pending[token] = o
@@ -235,11 +235,11 @@ func (m *Manager) Load(ctx context.Context) error {
 	for _, r := range recs {
 		switch {
 		case r.Labels[LabelManaged] == "true":
-			m.inv.showOwned(r.ID, ownedFrom(r.Labels))
+			m.inv.showOwned(r.ID, m.ownedOfContainer(ctx, r))
 			visible = append(visible, r.ID)
 		case r.Labels[LabelDeleting] != "":
 			// A background delete the previous boxd did not finish.
-			m.inv.addLeaving(r.ID, ownedFrom(r.Labels))
+			m.inv.addLeaving(r.ID, m.ownedOfContainer(ctx, r))
 			go m.finishDelete(ctx, r.ID, 0)
 		default:
 			m.inv.add(r.ID)
@@ -324,12 +324,33 @@ func (m *Manager) AddVisibleForTest(id string) { m.inv.show(id) }
 // AddOwnedForTest is AddVisibleForTest for a sandbox owned by uid.
 func (m *Manager) AddOwnedForTest(id string, uid uint32) { m.inv.showOwned(id, owned{uid: uid}) }
 
-// ownedFrom reads the owner and memory limit of a sandbox from its labels.
+// ownedFrom reads the owner, memory limit and disk cap of a sandbox from
+// its labels.
 func ownedFrom(labels map[string]string) owned {
 	o := owned{uid: ownerOf(labels)}
 	var rec record
 	if json.Unmarshal([]byte(labels[LabelSandbox]), &rec) == nil {
-		o.memory = rec.Memory
+		o.memory, o.disk = rec.Memory, rec.Disk
+	}
+	return o
+}
+
+// ownedOfContainer is ownedFrom with, under max-disk-per-user, the fork
+// layers the sandbox sits on read back from the snapshotter (the labels
+// cannot hold them: containerd bounds a label at 4 KiB, a chain of forks
+// has no such bound).
+func (m *Manager) ownedOfContainer(ctx context.Context, c containers.Container) owned {
+	o := ownedFrom(c.Labels)
+	if m.cfg.Quotas.MaxDisk <= 0 || c.SnapshotKey == "" {
+		return o
+	}
+	sn := m.cfg.Client.SnapshotService(c.Snapshotter)
+	ls, err := rootfsLayers(ctx, sn, c.SnapshotKey)
+	if err == nil {
+		o.layers, err = layerCharges(ctx, sn, ls)
+	}
+	if err != nil {
+		m.log.Warn("max-disk-per-user: the sandbox's fork layers are not counted", "sandbox", c.ID, "err", err)
 	}
 	return o
 }

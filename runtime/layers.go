@@ -27,6 +27,10 @@ import (
 // removed when the last snapshot on it goes (pruneForkLayers).
 const LabelForkLayer = "boxd.io/fork-layer"
 
+// LabelForkLayerBytes is on a fork layer: the host disk it is charged at
+// against its forks' owners' max-disk-per-user (forkCharge).
+const LabelForkLayerBytes = "boxd.io/fork-layer-bytes"
+
 // LabelFrozen was on a sandbox while a commit or fork had it frozen (the
 // time it was frozen) until boxd marked that with a file (frozenFile);
 // a left-over label is still honoured.

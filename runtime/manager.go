@@ -720,7 +720,7 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	m.servePorts(id, lns)
 	m.execDefs.Store(id, Tunables{ExecTimeout: r.tun.ExecTimeout, OutputLimit: r.tun.OutputLimit})
 	if !member {
-		m.inv.showOwned(id, owned{uid: r.owner, memory: r.limits.MemoryBytes})
+		m.inv.showOwned(id, ownedOf(r))
 	}
 	log.Debug("create timing", phases...)
 	log.Info("created", "image", rec.Image, "memory", rec.Memory, "cpus", rec.CPUs, "pids", rec.Pids, "ttl", r.ttl)

@@ -5,6 +5,7 @@ package runtime
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 
 	"github.com/containerd/errdefs"
@@ -98,6 +99,9 @@ func notFound(idOrName string) error {
 type Quotas struct {
 	MaxSandboxes int
 	MaxMemory    int64
+	// MaxDisk bounds the host disk one uid's sandboxes may hold: their
+	// disk caps plus the fork layers under them (see owned).
+	MaxDisk int64
 }
 
 // owned is what the inventory keeps about a client-visible sandbox for
@@ -105,6 +109,50 @@ type Quotas struct {
 type owned struct {
 	uid    uint32
 	memory int64
+	// disk is the sandbox's disk cap (0: none), and layers the fork layers
+	// its writable layer sits on: committed snapshots on the host's
+	// filesystem, outside any cap, that stay while any fork on them does.
+	// A layer is counted once per owner however many forks share it.
+	disk   int64
+	layers []LayerCharge
+	// layerOnly is a reservation of a new fork layer, not a sandbox.
+	layerOnly bool
+}
+
+// LayerCharge is a fork layer and the host disk it is charged at.
+type LayerCharge struct {
+	Key   string `json:"key"`
+	Bytes int64  `json:"bytes"`
+}
+
+// ownedOf is what a sandbox made from r counts against its owner.
+func ownedOf(r resolved) owned {
+	return owned{uid: r.owner, memory: r.limits.MemoryBytes, disk: r.limits.DiskBytes, layers: r.forkLayers}
+}
+
+// held is what one uid holds, as the quotas count it.
+type held struct {
+	count  int
+	memory int64
+	disk   int64           // caps and layers
+	layers map[string]bool // fork layers counted
+}
+
+func (u *held) add(o owned) {
+	if !o.layerOnly {
+		u.count++
+		u.memory += o.memory
+		u.disk += o.disk
+	}
+	for _, l := range o.layers {
+		if u.layers == nil {
+			u.layers = map[string]bool{}
+		}
+		if !u.layers[l.Key] {
+			u.layers[l.Key] = true
+			u.disk += l.Bytes
+		}
+	}
 }
 
 // quotaErr names the quota a create would exceed.
@@ -112,17 +160,34 @@ func quotaErr(format string, args ...any) error {
 	return fmt.Errorf(format+": %w", append(args, errdefs.ErrResourceExhausted)...)
 }
 
-// checkQuota reports whether adding o to what uid already holds (held,
+// check reports whether adding o to what uid already holds (held,
 // pending creates included) stays within q.
-func (q Quotas) check(o owned, count int, memory int64) error {
+func (q Quotas) check(o owned, h held) error {
 	if o.uid == 0 {
 		return nil
 	}
-	if q.MaxSandboxes > 0 && count+1 > q.MaxSandboxes {
+	count, memory := h.count, h.memory
+	if !o.layerOnly && q.MaxSandboxes > 0 && count+1 > q.MaxSandboxes {
 		return quotaErr("uid %d already has %d sandboxes (counting any still being deleted), the per-user limit (max-sandboxes-per-user) is %d", o.uid, count, q.MaxSandboxes)
 	}
-	if q.MaxMemory > 0 && memory+o.memory > q.MaxMemory {
+	if !o.layerOnly && q.MaxMemory > 0 && memory+o.memory > q.MaxMemory {
 		return quotaErr("uid %d's sandboxes would have %d bytes of memory with this one's %d, above the per-user limit (max-memory-per-user) of %d bytes", o.uid, memory+o.memory, o.memory, q.MaxMemory)
+	}
+	if q.MaxDisk <= 0 {
+		return nil
+	}
+	if !o.layerOnly && o.disk == 0 {
+		return quotaErr("uid %d's sandbox would have no disk cap, and the per-user disk limit (max-disk-per-user) of %d bytes counts caps: give it a disk cap (create --disk)", o.uid, q.MaxDisk)
+	}
+	before := h.disk
+	h.layers = maps.Clone(h.layers)
+	h.add(o)
+	if h.disk > q.MaxDisk {
+		what := "this sandbox's disk cap and the fork layers under it"
+		if o.layerOnly {
+			what = "the new fork layer"
+		}
+		return quotaErr("uid %d's sandboxes would hold %d bytes of disk with %s (%d without), counting disk caps and the fork layers they sit on; the per-user limit (max-disk-per-user) is %d bytes", o.uid, h.disk, what, before, q.MaxDisk)
 	}
 	return nil
 }
@@ -132,7 +197,18 @@ func (q Quotas) check(o owned, count int, memory int64) error {
 // failed), so creates and forks racing each other cannot overshoot.
 func (m *Manager) reserveQuota(r resolved) (release func(), _ error) {
 	token := "quota:" + newID()
-	if err := m.inv.reserveQuota(token, owned{uid: r.owner, memory: r.limits.MemoryBytes}, m.cfg.Quotas); err != nil {
+	if err := m.inv.reserveQuota(token, ownedOf(r), m.cfg.Quotas); err != nil {
+		return nil, err
+	}
+	return func() { m.inv.releaseQuota(token) }, nil
+}
+
+// reserveLayers holds fork layers' disk against owner's quota until the
+// returned release (by then the forks on them count them). A layer owner
+// is charged already is not charged twice.
+func (m *Manager) reserveLayers(owner uint32, ls []LayerCharge) (release func(), _ error) {
+	token := "quota:" + newID()
+	if err := m.inv.reserveQuota(token, owned{uid: owner, layers: ls, layerOnly: true}, m.cfg.Quotas); err != nil {
 		return nil, err
 	}
 	return func() { m.inv.releaseQuota(token) }, nil

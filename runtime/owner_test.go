@@ -150,3 +150,60 @@ func TestEmitOwnerAndArgv(t *testing.T) {
 		}
 	}
 }
+
+// TestDiskQuota: max-disk-per-user counts disk caps and the fork layers
+// under a uid's sandboxes, each layer once, for as long as a sandbox on it
+// is there (a deleted fork's source does not release them).
+func TestDiskQuota(t *testing.T) {
+	inv := newInventory(0)
+	q := Quotas{MaxDisk: 300 << 20}
+	f1 := LayerCharge{Key: "boxd-fork-1", Bytes: 60 << 20}
+	f2 := LayerCharge{Key: "boxd-fork-2", Bytes: 60 << 20}
+	// A source with a 64m cap, then its fork: the fork's new layer is
+	// reserved, then the fork on it counts it.
+	inv.showOwned("aaaaaaaaaaaa", owned{uid: 1000, disk: 64 << 20})
+	if err := inv.reserveQuota("l1", owned{uid: 1000, layers: []LayerCharge{f1}, layerOnly: true}, q); err != nil {
+		t.Fatal(err)
+	}
+	inv.showOwned("bbbbbbbbbbbb", owned{uid: 1000, disk: 64 << 20, layers: []LayerCharge{f1}})
+	inv.releaseQuota("l1")
+	// The source goes; its fork keeps the layer, which still counts.
+	inv.forget("aaaaaaaaaaaa")
+	// Two forks sharing a layer count it once: 64m + 60m + 64m fits.
+	if err := inv.reserveQuota("c", owned{uid: 1000, disk: 64 << 20, layers: []LayerCharge{f1}}, q); err != nil {
+		t.Fatalf("a second fork on the same layer: %v", err)
+	}
+	inv.releaseQuota("c")
+	// A fork of the fork: its layer and the one under it. 64m + 60m + 60m
+	// (layer) and the new fork's 64m is 248m; another fork layer past the
+	// quota is refused, naming it.
+	if err := inv.reserveQuota("l2", owned{uid: 1000, layers: []LayerCharge{f1, f2}, layerOnly: true}, q); err != nil {
+		t.Fatal(err)
+	}
+	inv.showOwned("cccccccccccc", owned{uid: 1000, disk: 64 << 20, layers: []LayerCharge{f1, f2}})
+	inv.releaseQuota("l2")
+	inv.forget("bbbbbbbbbbbb")
+	err := inv.reserveQuota("l3", owned{uid: 1000, layers: []LayerCharge{f1, f2, {Key: "boxd-fork-3", Bytes: 200 << 20}}, layerOnly: true}, q)
+	if !errdefs.IsResourceExhausted(err) || !strings.Contains(err.Error(), "max-disk-per-user") || !strings.Contains(err.Error(), "fork layer") {
+		t.Fatalf("a fork layer past the disk quota: %v", err)
+	}
+	// A layer-only reservation is no sandbox for the count quota.
+	if err := inv.reserveQuota("l4", owned{uid: 1000, layers: []LayerCharge{f2}, layerOnly: true}, Quotas{MaxSandboxes: 1, MaxDisk: q.MaxDisk}); err != nil {
+		t.Fatalf("a layer already counted, at the count quota: %v", err)
+	}
+	inv.releaseQuota("l4")
+	// A sandbox without a cap cannot be counted: refused under the quota.
+	err = inv.reserveQuota("u", owned{uid: 1001, memory: 1 << 20}, q)
+	if !errdefs.IsResourceExhausted(err) || !strings.Contains(err.Error(), "no disk cap") {
+		t.Fatalf("an uncapped sandbox under max-disk-per-user: %v", err)
+	}
+	// Once the last sandbox on the layers goes, they count no more.
+	inv.forget("cccccccccccc")
+	if err := inv.reserveQuota("d", owned{uid: 1000, disk: 300 << 20}, q); err != nil {
+		t.Fatalf("after the last fork: %v", err)
+	}
+	// Root is not limited.
+	if err := inv.reserveQuota("r", owned{uid: 0}, q); err != nil {
+		t.Fatalf("root: %v", err)
+	}
+}

@@ -592,7 +592,7 @@ func (m *Manager) adopt(ctx context.Context, id string, known *memberInfo, r res
 	}
 	phase("relabel")
 	m.execDefs.Store(id, Tunables{ExecTimeout: r.tun.ExecTimeout, OutputLimit: r.tun.OutputLimit})
-	m.inv.showOwned(id, owned{uid: r.owner, memory: r.limits.MemoryBytes})
+	m.inv.showOwned(id, ownedOf(r))
 	m.log.Info("created from the warm pool", "sandbox", id, "image", rec.Image, "memory", rec.Memory, "cpus", rec.CPUs, "pids", rec.Pids, "ttl", r.ttl)
 	sb := m.toSandbox(id, labels, rec)
 	sb.Env, sb.State, sb.InitPID = env, "running", pid

@@ -201,6 +201,9 @@ type resolved struct {
 	// forkParent, set for a fork, is the committed snapshot the new
 	// sandbox's writable layer sits on instead of its image's top layer.
 	forkParent string
+	// forkLayers are forkParent and the fork layers under it, as charged
+	// to the owner (record.ForkLayers).
+	forkLayers []LayerCharge
 	// cold: never served from the warm pool.
 	cold bool
 }

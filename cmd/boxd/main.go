@@ -406,7 +406,11 @@ func newRegistry(cc *cli.Context, images *snapshot.Store) (*registry.Registry, e
 	if cc.Duration("registry-timeout") <= 0 {
 		return nil, fmt.Errorf("--registry-timeout: %v must be positive", cc.Duration("registry-timeout"))
 	}
+	// Part of the always-blocked set a registry may not send boxd to;
+	// newNetwork has already refused a bad value.
+	subnet, _ := netip.ParsePrefix(cc.String("bridge-subnet"))
 	return registry.New(images, registry.Config{
+		BridgeSubnet: subnet,
 		Insecure:     cc.StringSlice("insecure-registry"),
 		CAs:          cc.StringSlice("registry-ca"),
 		Timeout:      cc.Duration("registry-timeout"),

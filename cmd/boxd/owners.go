@@ -22,6 +22,7 @@ func ownerFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "admin-group", Usage: "group whose members, like root, see and manage every user's sandboxes and may import, pull or remove images (repeatable; default: root only)"},
 		&cli.IntFlag{Name: "max-sandboxes-per-user", Usage: "most sandboxes one uid may have at once (root is not limited; unset: no per-user limit)"},
 		&cli.StringFlag{Name: "max-memory-per-user", Usage: "most memory (sum of limits) one uid's sandboxes may have (root is not limited; unset: no per-user limit)"},
+		&cli.StringFlag{Name: "max-disk-per-user", Usage: "most host disk one uid's sandboxes may hold: their disk caps plus the fork layers they sit on; a sandbox without a disk cap is refused (root is not limited; unset: no per-user limit)"},
 		&cli.StringFlag{Name: "audit-max-size", Value: "10m", Usage: "size at which the audit log (STATE-DIR/audit.log) is rotated"},
 		&cli.IntFlag{Name: "audit-keep", Value: 5, Usage: "rotated audit logs kept (audit.log.1 newest)"},
 		&cli.DurationFlag{Name: "drain-timeout", Value: 30 * time.Second, Usage: "on SIGTERM, how long calls in flight (a running exec) may finish while new calls get unavailable; sandboxes keep running"},
@@ -49,6 +50,17 @@ func parseQuotas(cc *cli.Context) (runtime.Quotas, error) {
 			return q, fmt.Errorf("--max-memory-per-user: %q must be positive (leave it unset for no per-user limit)", v)
 		}
 		q.MaxMemory = n
+	}
+	if cc.IsSet("max-disk-per-user") {
+		v := cc.String("max-disk-per-user")
+		n, err := runtime.ParseSize(v)
+		if err != nil {
+			return q, fmt.Errorf("--max-disk-per-user: %w", err)
+		}
+		if n <= 0 {
+			return q, fmt.Errorf("--max-disk-per-user: %q must be positive (leave it unset for no per-user limit)", v)
+		}
+		q.MaxDisk = n
 	}
 	return q, nil
 }
