@@ -277,3 +277,43 @@ func BenchmarkGateAdmitExec(b *testing.B) {
 		g.done()
 	}
 }
+
+// oneMessageConn is a stream whose one request message is msg.
+type oneMessageConn struct {
+	connect.StreamingHandlerConn
+	proc string
+	msg  proto.Message
+}
+
+func (c *oneMessageConn) Spec() connect.Spec { return connect.Spec{Procedure: c.proc} }
+
+func (c *oneMessageConn) Receive(m any) error {
+	proto.Merge(m.(proto.Message), c.msg)
+	return nil
+}
+
+// TestGateFieldRulesStream: a stream's request messages are checked as
+// the handler receives them.
+func TestGateFieldRulesStream(t *testing.T) {
+	const proc = "/boxd.v1.Test/Stream"
+	procRules[proc] = &procRule{check: compileCheck((&boxdv1.CreateSandboxRequest{}).ProtoReflect().Descriptor(), map[protoreflect.FullName]*msgCheck{})}
+	defer delete(procRules, proc)
+	g := newGate(&Server{})
+	h := g.WrapStreamingHandler(func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		return conn.Receive(&boxdv1.CreateSandboxRequest{})
+	})
+	for _, tc := range []struct {
+		admin bool
+		msg   *boxdv1.CreateSandboxRequest
+		code  connect.Code
+	}{
+		{false, &boxdv1.CreateSandboxRequest{Pull: "always"}, connect.CodePermissionDenied},
+		{false, &boxdv1.CreateSandboxRequest{Pull: "never"}, 0},
+		{true, &boxdv1.CreateSandboxRequest{Pull: "always"}, 0},
+	} {
+		err := h(callerCtx(tc.admin), &oneMessageConn{proc: proc, msg: tc.msg})
+		if connect.CodeOf(err) != tc.code && !(tc.code == 0 && err == nil) {
+			t.Errorf("stream of %v (admin %v): %v, want code %v", tc.msg, tc.admin, err, tc.code)
+		}
+	}
+}

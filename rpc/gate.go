@@ -222,7 +222,9 @@ func (g *gate) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 		}
 		defer g.done()
 		if err := g.checkFields(ctx, pr, req.Any()); err != nil {
-			g.audit(ctx, proc, sandboxOf(req.Any()), err)
+			if mutating(proc) { // as the handler's own refusals are
+				g.audit(ctx, proc, sandboxOf(req.Any()), err)
+			}
 			return nil, err
 		}
 		resp, err := next(ctx, req)

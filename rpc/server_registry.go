@@ -105,7 +105,7 @@ func (s *Server) pullForCreate(ctx context.Context, m *boxdv1.CreateSandboxReque
 	// The gate refuses a non-admin's pull (requestRules); this holds it
 	// if the image went away since.
 	if c, _ := runtime.CallerFrom(ctx); !c.Admin {
-		return fmt.Errorf("pull: image %q is not present, and only root and members of boxd's --admin-group may pull images: %w", name, errdefs.ErrPermissionDenied)
+		return fmt.Errorf("pull: %s of %s: only root and members of boxd's --admin-group may pull images: %w", mode, name, errdefs.ErrPermissionDenied)
 	}
 	_, err := s.Registry.Pull(ctx, registry.PullRequest{Ref: name, Auth: authOf(m.RegistryAuth), Write: s.imageWrite(ctx, mode == "always")}, nil)
 	if mode == "missing" && errdefs.IsAlreadyExists(err) {
