@@ -109,17 +109,6 @@ func procGroups(pid int32) []uint32 {
 	return nil
 }
 
-// adminOnly are the calls that change images, which every sandbox of every
-// user may be made from: only admins make them (committing a sandbox makes
-// or replaces an image too). Everyone may list images and create
-// sandboxes from them.
-// Sizing the warm pools is admin-only too: members use the daemon's
-// resources on no one's quota.
-var adminOnly = map[string]bool{
-	"ImportImage": true, "RemoveImage": true, "PullImage": true, "PushImage": true, "TagImage": true, "CommitSandbox": true, "BuildImage": true,
-	"SetPoolSize": true,
-}
-
 // readOnlyPrefixes name the calls that change nothing; every other call is
 // audited, so a call added later is audited unless it is named here.
 var readOnlyPrefixes = []string{"Get", "List", "Stat", "Read", "Watch", "Download", "Wait", "Inspect", "Describe", "CopyOut", "Stats", "Events"}
@@ -151,16 +140,19 @@ func newGate(s *Server) *gate { return &gate{s: s, idle: make(chan struct{})} }
 
 // admit lets a call in or says why not; a call let in must call done.
 func (g *gate) admit(ctx context.Context, procedure string) error {
+	return g.admitRule(ctx, procedure, procRules[procedure])
+}
+
+// admitRule is admit with the procedure's rule looked up: a call of
+// admins only (requestRules) is refused here to anyone else; the fields
+// of its requests are checked as they arrive (checkFields).
+func (g *gate) admitRule(ctx context.Context, procedure string, pr *procRule) error {
 	if _, ok := PeerFrom(ctx); !ok {
 		return connect.NewError(connect.CodePermissionDenied, errors.New("no peer credentials: boxd serves only callers on its Unix socket, whose uid it can read"))
 	}
-	if adminOnly[method(procedure)] {
+	if pr != nil && pr.adminCall != "" {
 		if c, _ := runtime.CallerFrom(ctx); !c.Admin {
-			what := "change images"
-			if method(procedure) == "SetPoolSize" {
-				what = "size the warm pools"
-			}
-			return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("%s: only root and members of boxd's --admin-group may %s", method(procedure), what))
+			return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("%s: only root and members of boxd's --admin-group may %s", method(procedure), pr.adminCall))
 		}
 	}
 	g.mu.Lock()
@@ -169,6 +161,25 @@ func (g *gate) admit(ctx context.Context, procedure string) error {
 		return connect.NewError(connect.CodeUnavailable, errors.New("boxd is shutting down (draining): retry when it is back"))
 	}
 	g.inFlight++
+	return nil
+}
+
+// checkFields refuses a request message whose fields ask what only an
+// admin may (requestRules), naming the field.
+func (g *gate) checkFields(ctx context.Context, pr *procRule, m any) error {
+	if pr == nil || pr.check == nil {
+		return nil
+	}
+	if c, _ := runtime.CallerFrom(ctx); c.Admin {
+		return nil
+	}
+	pm, ok := m.(proto.Message)
+	if !ok {
+		return connect.NewError(connect.CodeInternal, fmt.Errorf("gate: request %T is not a protobuf message", m))
+	}
+	if err := pr.check.run(ctx, g.s, pm.ProtoReflect(), ""); err != nil {
+		return connect.NewError(connect.CodePermissionDenied, err)
+	}
 	return nil
 }
 
@@ -204,11 +215,18 @@ func (g *gate) drain(grace time.Duration) int {
 func (g *gate) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		proc := req.Spec().Procedure
-		if err := g.admit(ctx, proc); err != nil {
+		pr := procRules[proc]
+		if err := g.admitRule(ctx, proc, pr); err != nil {
 			g.audit(ctx, proc, sandboxOf(req.Any()), err)
 			return nil, err
 		}
 		defer g.done()
+		if err := g.checkFields(ctx, pr, req.Any()); err != nil {
+			if mutating(proc) { // as the handler's own refusals are
+				g.audit(ctx, proc, sandboxOf(req.Any()), err)
+			}
+			return nil, err
+		}
 		resp, err := next(ctx, req)
 		if mutating(proc) {
 			sb := sandboxOf(req.Any())
@@ -228,12 +246,16 @@ func (g *gate) WrapStreamingClient(next connect.StreamingClientFunc) connect.Str
 func (g *gate) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
 		proc := conn.Spec().Procedure
-		if err := g.admit(ctx, proc); err != nil {
+		pr := procRules[proc]
+		if err := g.admitRule(ctx, proc, pr); err != nil {
 			g.audit(ctx, proc, "", err)
 			return err
 		}
 		defer g.done()
 		rc := &recordingConn{StreamingHandlerConn: conn}
+		if pr != nil && pr.check != nil {
+			rc.check = func(m any) error { return g.checkFields(ctx, pr, m) }
+		}
 		err := next(ctx, rc)
 		if mutating(proc) {
 			g.audit(ctx, proc, rc.sandbox, err)
@@ -242,16 +264,22 @@ func (g *gate) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.S
 	}
 }
 
-// recordingConn notes the sandbox a stream's first message names.
+// recordingConn notes the sandbox a stream's first message names, and
+// checks the fields of each message it receives if the call has rules
+// for them.
 type recordingConn struct {
 	connect.StreamingHandlerConn
 	sandbox string
+	check   func(m any) error
 }
 
 func (c *recordingConn) Receive(m any) error {
 	err := c.StreamingHandlerConn.Receive(m)
 	if err == nil && c.sandbox == "" {
 		c.sandbox = sandboxOf(m)
+	}
+	if err == nil && c.check != nil {
+		err = c.check(m)
 	}
 	return err
 }

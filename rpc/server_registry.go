@@ -13,6 +13,7 @@ import (
 	"github.com/boxd-dev/boxd/registry"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
+	"github.com/boxd-dev/boxd/runtime"
 )
 
 // registryServer implements boxdv1connect.RegistryServiceHandler.
@@ -100,6 +101,11 @@ func (s *Server) pullForCreate(ctx context.Context, m *boxdv1.CreateSandboxReque
 		if err == nil || !errdefs.IsNotFound(err) {
 			return nil // present, or an error the create itself reports
 		}
+	}
+	// The gate refuses a non-admin's pull (requestRules); this holds it
+	// if the image went away since.
+	if c, _ := runtime.CallerFrom(ctx); !c.Admin {
+		return fmt.Errorf("pull: %s of %s: only root and members of boxd's --admin-group may pull images: %w", mode, name, errdefs.ErrPermissionDenied)
 	}
 	_, err := s.Registry.Pull(ctx, registry.PullRequest{Ref: name, Auth: authOf(m.RegistryAuth), Write: s.imageWrite(ctx, mode == "always")}, nil)
 	if mode == "missing" && errdefs.IsAlreadyExists(err) {
