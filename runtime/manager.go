@@ -618,7 +618,7 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	// Listen before anything else is made, so a host port in use fails
 	// the create early; connections wait in the backlog until the init
 	// is ready.
-	lns, err := bindPorts("publish", r.publish)
+	lns, err := bindPorts(ctx, "publish", r.publish)
 	if err != nil {
 		return nil, err
 	}
