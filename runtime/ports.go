@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
@@ -323,7 +322,7 @@ func (m *Manager) relistenOne(owner uint32, w PortSpec) (*ports.Listener, string
 	}
 	l, err := ports.Bind(w)
 	if err != nil {
-		if errors.Is(err, syscall.EADDRINUSE) {
+		if ports.InUse(err) {
 			return nil, ports.DownInUse, err
 		}
 		return nil, ports.DownFailed, err

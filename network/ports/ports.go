@@ -166,13 +166,13 @@ func Bind(m Mapping) (*Listener, error) {
 	if err != nil {
 		switch {
 		case errors.Is(err, syscall.EADDRINUSE):
-			return nil, &bindError{"host_port", fmt.Errorf("%s is already in use on the host: %w", m.HostAddr(), errdefs.ErrFailedPrecondition)}
+			return nil, &bindError{"host_port", fmt.Errorf("%s is already in use on the host: %w", m.HostAddr(), errdefs.ErrFailedPrecondition), true}
 		case errors.Is(err, syscall.EADDRNOTAVAIL):
-			return nil, &bindError{"host_ip", fmt.Errorf("%s is not an address of this host: %w", m.HostIP, errdefs.ErrInvalidArgument)}
+			return nil, &bindError{"host_ip", fmt.Errorf("%s is not an address of this host: %w", m.HostIP, errdefs.ErrInvalidArgument), false}
 		case errors.Is(err, syscall.EACCES):
-			return nil, &bindError{"host_port", fmt.Errorf("%s: %v: %w", m.HostAddr(), err, errdefs.ErrFailedPrecondition)}
+			return nil, &bindError{"host_port", fmt.Errorf("%s: %v: %w", m.HostAddr(), err, errdefs.ErrFailedPrecondition), false}
 		}
-		return nil, &bindError{"host_port", fmt.Errorf("listen on %s: %w", m.HostAddr(), err)}
+		return nil, &bindError{"host_port", fmt.Errorf("listen on %s: %w", m.HostAddr(), err), false}
 	}
 	tl := ln.(*net.TCPListener)
 	m.HostPort = tl.Addr().(*net.TCPAddr).Port
@@ -183,6 +183,7 @@ func Bind(m Mapping) (*Listener, error) {
 type bindError struct {
 	field string
 	err   error
+	inUse bool // EADDRINUSE
 }
 
 func (e *bindError) Error() string { return e.err.Error() }
@@ -196,6 +197,12 @@ func BindField(err error) string {
 		return be.field
 	}
 	return ""
+}
+
+// InUse reports whether a Bind error says the port is in use.
+func InUse(err error) bool {
+	var be *bindError
+	return errors.As(err, &be) && be.inUse
 }
 
 // Mapping is what l serves, with its actual host port.
@@ -309,10 +316,12 @@ func (p *Publisher) GaveUp(id string, m Mapping) bool {
 func (p *Publisher) Forget(id string, match func(Mapping) bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.gaveUp[id] = slices.DeleteFunc(p.gaveUp[id], match)
-	if len(p.gaveUp[id]) == 0 {
+	left := slices.DeleteFunc(p.gaveUp[id], match)
+	if len(left) == 0 {
 		delete(p.gaveUp, id)
+		return
 	}
+	p.gaveUp[id] = left
 }
 
 // Published lists what sandbox id has listening now.

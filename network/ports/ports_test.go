@@ -60,8 +60,8 @@ func TestBindInUse(t *testing.T) {
 	}
 	defer busy.Close()
 	_, err = Bind(Mapping{HostIP: "127.0.0.1", HostPort: busy.Addr().(*net.TCPAddr).Port, Port: 80, Protocol: "tcp"})
-	if !errdefs.IsFailedPrecondition(err) || BindField(err) != "host_port" {
-		t.Errorf("bind of a port in use: %v (field %q), want failed-precondition about host_port", err, BindField(err))
+	if !errdefs.IsFailedPrecondition(err) || BindField(err) != "host_port" || !InUse(err) {
+		t.Errorf("bind of a port in use: %v (field %q, in use %v), want failed-precondition about host_port", err, BindField(err), InUse(err))
 	}
 }
 
@@ -261,5 +261,29 @@ func TestConnLimits(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	if got := alive(b2, 4); got != 3 {
 		t.Errorf("port b2 carries %d of 4 after a's release, want 3 (b's bound 5, 2 held)", got)
+	}
+}
+
+// TestGiveUp: what GiveUp records is found by GaveUp, whatever the record-
+// only fields, and Forget (also before anything was given up) and Release
+// drop it.
+func TestGiveUp(t *testing.T) {
+	p := &Publisher{}
+	m := Mapping{HostIP: "127.0.0.1", HostPort: 8080, Port: 80, Protocol: "tcp"}
+	p.Forget("sb", m.Same) // nothing recorded yet
+	p.GiveUp("sb", m)
+	down := m
+	down.Down = DownInUse
+	if !p.GaveUp("sb", down) || p.GaveUp("other", m) {
+		t.Error("GaveUp does not find what GiveUp recorded, or finds it for another sandbox")
+	}
+	p.Forget("sb", m.Same)
+	if p.GaveUp("sb", m) {
+		t.Error("GaveUp after Forget")
+	}
+	p.GiveUp("sb", m)
+	p.Release("sb", nil)
+	if p.GaveUp("sb", m) {
+		t.Error("GaveUp after Release of all ports")
 	}
 }
