@@ -411,6 +411,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 		return nil, err
 	}
 	r.owner = ownerUID(ctx)
+	if err := checkPublish(ctx, r.publish); err != nil {
+		return nil, err
+	}
 	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
 	img, err := m.cfg.Images.Get(ctx, r.image)
 	if err != nil {

@@ -99,6 +99,17 @@ func bindPorts(ctx context.Context, field string, specs []PortSpec) ([]*ports.Li
 	return lns, nil
 }
 
+// checkPublish is mayListen for a create's ports, before anything of the
+// sandbox is made (bindPorts checks again when it listens).
+func checkPublish(ctx context.Context, specs []PortSpec) error {
+	for i, s := range specs {
+		if _, err := mayListen(ctx, fmt.Sprintf("publish[%d].", i), s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // mayListen refuses a host port below net.ipv4.ip_unprivileged_port_start
 // (read now) to a caller that is not an admin: the caller could not bind
 // it itself, and a root-owned listener there could stand in for a host
