@@ -201,15 +201,17 @@ func (m *Manager) PublishPort(ctx context.Context, idOrName string, spec PortSpe
 		return PortSpec{}, fmt.Errorf("publish on %s: %w", id, err)
 	}
 	cur := parsePorts(labels[LabelPorts])
-	// A mapping boxd gave up on (Down) is published again in its place.
+	// A mapping boxd gave up on (Down) is published again in its place,
+	// unless a live one matches too.
 	again := -1
 	for i, c := range cur {
 		if c.HostIP == n.HostIP && c.Port == n.Port && c.Protocol == n.Protocol && (n.HostPort == 0 || n.HostPort == c.HostPort) {
 			if c.Down == "" {
 				return c, nil
 			}
-			again = i
-			break
+			if again < 0 {
+				again = i
+			}
 		}
 	}
 	if again < 0 && len(cur) >= MaxPublish {
