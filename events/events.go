@@ -34,10 +34,13 @@ const (
 	Idle        = "idle"         // the idle timeout fired (attrs: action pause|delete)
 	Restarted   = "restarted"    // a dead init was replaced (attrs: reason)
 	Deleted     = "deleted"      // the sandbox and its data are gone
+	// PortUnpublished: boxd could not listen on a published port again
+	// after a restart and gave it up (attrs: host_addr, port, reason, error).
+	PortUnpublished = "port_unpublished"
 )
 
 // Types lists every event type, for filter validation.
-var Types = []string{Created, Started, ExecStarted, ExecExited, OOM, Died, Paused, Resumed, Expired, Idle, Restarted, Deleted}
+var Types = []string{Created, Started, ExecStarted, ExecExited, OOM, Died, Paused, Resumed, Expired, Idle, Restarted, Deleted, PortUnpublished}
 
 // Event is one thing that happened to one sandbox.
 type Event struct {

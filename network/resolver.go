@@ -33,6 +33,7 @@ type resolver struct {
 	upstream string
 	log      *slog.Logger
 	udp, tcp *dns.Server
+	lim      *dnsLimits // see resolver_limits.go
 }
 
 // upstreamFrom is addr with a default port, or the first nameserver of
@@ -78,14 +79,21 @@ func (r *resolver) start(gw netip.Addr) error {
 		pc.Close()
 		return fmt.Errorf("dns: listen tcp %s: %w", addr, err)
 	}
+	r.lim = newDNSLimits()
 	r.udp = &dns.Server{PacketConn: pc, Handler: r}
-	r.tcp = &dns.Server{Listener: ln, Handler: r}
+	r.tcp = &dns.Server{Listener: &limitedListener{Listener: ln, lim: r.lim}, Handler: r,
+		IdleTimeout: func() time.Duration { return DNSIdleTimeout }}
 	go func() { _ = r.udp.ActivateAndServe() }()
 	go func() { _ = r.tcp.ActivateAndServe() }()
 	return nil
 }
 
 func (r *resolver) ServeDNS(w dns.ResponseWriter, q *dns.Msg) {
+	done, ok := r.admitQuery(w, q)
+	if !ok {
+		return
+	}
+	defer done()
 	resp := r.answer(w, q)
 	_ = w.WriteMsg(resp)
 }

@@ -42,8 +42,10 @@ var requestRules = map[protoreflect.Name]msgRules{
 	"CreateSandboxRequest": {anyone: "image limits env workdir labels name ttl publish network idle_timeout on_idle registry_auth " +
 		"user read_only_rootfs tmpfs ulimits hostname cpu_weight memory_low exec_timeout output_limit replace cold runtime",
 		cond: map[protoreflect.Name]*condRule{"pull": pullRule}},
-	"Limits":                {anyone: "memory cpus pids disk"},
-	"PublishedPort":         {anyone: "host_ip host_port port protocol"},
+	"Limits": {anyone: "memory cpus pids disk"},
+	// state and error are boxd's report of a port; portSpec never reads them
+	// from a request.
+	"PublishedPort":         {anyone: "host_ip host_port port protocol state error"},
 	"NetworkRequest":        {anyone: "mode allow"},
 	"RegistryAuth":          {anyone: "username password identity_token"},
 	"ListSandboxesRequest":  {anyone: "labels", admin: "all", cond: map[protoreflect.Name]*condRule{"owner": ownerRule}},

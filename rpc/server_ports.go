@@ -7,6 +7,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/boxd-dev/boxd/network/ports"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/runtime"
 )
@@ -29,7 +30,12 @@ func portSpecs(ps []*boxdv1.PublishedPort) []runtime.PortSpec {
 func portsProto(ms []runtime.PortSpec) []*boxdv1.PublishedPort {
 	out := make([]*boxdv1.PublishedPort, 0, len(ms))
 	for _, m := range ms {
-		out = append(out, &boxdv1.PublishedPort{HostIp: m.HostIP, HostPort: uint32(m.HostPort), Port: uint32(m.Port), Protocol: m.Protocol})
+		state := "published"
+		if m.Down != "" {
+			state = "unpublished"
+		}
+		out = append(out, &boxdv1.PublishedPort{HostIp: m.HostIP, HostPort: uint32(m.HostPort), Port: uint32(m.Port), Protocol: m.Protocol,
+			State: state, Error: ports.DownReason(m.Down)})
 	}
 	return out
 }

@@ -415,6 +415,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 		return nil, err
 	}
 	r.owner = ownerUID(ctx)
+	if err := checkPublish(ctx, r.publish); err != nil {
+		return nil, err
+	}
 	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
 	img, err := m.cfg.Images.Get(ctx, r.image)
 	if err != nil {
@@ -635,7 +638,7 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	// Listen before anything else is made, so a host port in use fails
 	// the create early; connections wait in the backlog until the init
 	// is ready.
-	lns, err := bindPorts("publish", r.publish)
+	lns, err := bindPorts(ctx, "publish", r.publish)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 
+	"github.com/boxd-dev/boxd/events"
 	"github.com/boxd-dev/boxd/network/ports"
 )
 
@@ -64,10 +66,25 @@ func portFieldErr(prefix string, err error) error {
 	return err
 }
 
-// bindPorts listens on every spec (before the sandbox exists, so a port in
-// use fails the create before anything is made). On error nothing is left
-// listening. field names the list in errors ("" for a single port).
-func bindPorts(field string, specs []PortSpec) ([]*ports.Listener, error) {
+// bindPorts listens on every spec for ctx's caller (before the sandbox
+// exists, so a port in use fails the create before anything is made). It
+// is the one place every path that publishes listens through, so the
+// privileged-port check lives here. On error nothing is left listening.
+// field names the list in errors ("" for a single port).
+func bindPorts(ctx context.Context, field string, specs []PortSpec) ([]*ports.Listener, error) {
+	prefix := func(i int) string {
+		if field == "" {
+			return ""
+		}
+		return fmt.Sprintf("%s[%d].", field, i)
+	}
+	specs = slices.Clone(specs)
+	for i := range specs {
+		var err error
+		if specs[i], err = mayListen(ctx, prefix(i), specs[i]); err != nil {
+			return nil, err
+		}
+	}
 	var lns []*ports.Listener
 	for i, s := range specs {
 		l, err := ports.Bind(s)
@@ -75,14 +92,41 @@ func bindPorts(field string, specs []PortSpec) ([]*ports.Listener, error) {
 			for _, l := range lns {
 				l.Close()
 			}
-			if field == "" {
-				return nil, fmt.Errorf("%s: %w", ports.BindField(err), err)
-			}
-			return nil, fmt.Errorf("%s[%d].%s: %w", field, i, ports.BindField(err), err)
+			return nil, fmt.Errorf("%s%s: %w", prefix(i), ports.BindField(err), err)
 		}
 		lns = append(lns, l)
 	}
 	return lns, nil
+}
+
+// checkPublish is mayListen for a create's ports, before anything of the
+// sandbox is made (bindPorts checks again when it listens).
+func checkPublish(ctx context.Context, specs []PortSpec) error {
+	for i, s := range specs {
+		if _, err := mayListen(ctx, fmt.Sprintf("publish[%d].", i), s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mayListen refuses a host port below net.ipv4.ip_unprivileged_port_start
+// (read now) to a caller that is not an admin: the caller could not bind
+// it itself, and a root-owned listener there could stand in for a host
+// service (while it restarts, say). Port 0 (any free port) is fine. An
+// admin's such port is marked so a restarted boxd listens on it again.
+func mayListen(ctx context.Context, prefix string, s PortSpec) (PortSpec, error) {
+	s.Admin = false
+	start := ports.UnprivilegedPortStart()
+	if s.HostPort == 0 || s.HostPort >= start {
+		return s, nil
+	}
+	if c, ok := CallerFrom(ctx); ok && !c.Admin {
+		return s, fmt.Errorf("%shost_port: %d is below net.ipv4.ip_unprivileged_port_start (%d): only root and --admin-group members may publish it: %w",
+			prefix, s.HostPort, start, errdefs.ErrPermissionDenied)
+	}
+	s.Admin = true
+	return s, nil
 }
 
 // dialerFor opens connections into sandbox id through its init. It dials
@@ -157,22 +201,38 @@ func (m *Manager) PublishPort(ctx context.Context, idOrName string, spec PortSpe
 		return PortSpec{}, fmt.Errorf("publish on %s: %w", id, err)
 	}
 	cur := parsePorts(labels[LabelPorts])
-	for _, c := range cur {
+	// A mapping boxd gave up on (Down) is published again in its place,
+	// unless a live one matches too.
+	again := -1
+	for i, c := range cur {
 		if c.HostIP == n.HostIP && c.Port == n.Port && c.Protocol == n.Protocol && (n.HostPort == 0 || n.HostPort == c.HostPort) {
-			return c, nil
+			if c.Down == "" {
+				return c, nil
+			}
+			if again < 0 {
+				again = i
+			}
 		}
 	}
-	if len(cur) >= MaxPublish {
+	if again < 0 && len(cur) >= MaxPublish {
 		return PortSpec{}, fmt.Errorf("port: sandbox %s already publishes %d ports, the most allowed: %w", id, MaxPublish, errdefs.ErrResourceExhausted)
 	}
-	lns, err := bindPorts("", []PortSpec{n})
+	lns, err := bindPorts(ctx, "", []PortSpec{n})
 	if err != nil {
 		return PortSpec{}, err
 	}
 	got := lns[0].Mapping()
-	if _, err := ctr.SetLabels(ctx, map[string]string{LabelPorts: portsLabel(append(cur, got))}); err != nil {
+	next := append(slices.Clone(cur), got)
+	if again >= 0 {
+		next = slices.Clone(cur)
+		next[again] = got
+	}
+	if _, err := ctr.SetLabels(ctx, map[string]string{LabelPorts: portsLabel(next)}); err != nil {
 		lns[0].Close()
 		return PortSpec{}, fmt.Errorf("publish on %s: record: %w", id, err)
+	}
+	if again >= 0 {
+		m.ports.Forget(id, cur[again].Same)
 	}
 	m.servePorts(id, lns)
 	m.log.Info("port published", "sandbox", id, "port", got.String())
@@ -215,14 +275,18 @@ func (m *Manager) UnpublishPort(ctx context.Context, idOrName string, port, host
 		return nil, fmt.Errorf("unpublish on %s: record: %w", id, err)
 	}
 	gone := m.ports.Release(id, match)
+	m.ports.Forget(id, match)
 	m.log.Info("port unpublished", "sandbox", id, "ports", gone)
 	return slices.DeleteFunc(cur, func(c PortSpec) bool { return !match(c) }), nil
 }
 
-// relistenPorts listens again on the ports a sandbox's labels record and
-// that boxd does not serve now: after a boxd restart, or when a port was
-// taken by something else meanwhile (retried on each reconcile pass). A
-// mapping the daemon's policy no longer allows stays down.
+// relistenPorts listens again on the ports a sandbox's labels record
+// (boxd's own record: user labels cannot name it) and that boxd does not
+// serve now: after a boxd restart. A port that cannot be listened on (in
+// use, no longer allowed by the daemon's settings, privileged and not an
+// admin's) is marked down in the record, with an event, and never tried
+// again by boxd: retrying could take the port from whatever holds it when
+// that restarts. Publishing it again does.
 func (m *Manager) relistenPorts(ctx context.Context, ctr client.Container, labels map[string]string) {
 	want := parsePorts(labels[LabelPorts])
 	if len(want) == 0 {
@@ -230,22 +294,53 @@ func (m *Manager) relistenPorts(ctx context.Context, ctr client.Container, label
 	}
 	id := ctr.ID()
 	have := m.ports.Published(id)
-	for _, w := range want {
-		if slices.Contains(have, w) {
+	owner := ownerOf(labels)
+	downs := 0
+	for i, w := range want {
+		if w.Down != "" || slices.ContainsFunc(have, w.Same) || m.ports.GaveUp(id, w) {
 			continue
 		}
-		if _, err := m.cfg.Ports.Normalize(w); err != nil || w.HostPort == 0 {
-			m.log.Warn("published port not allowed by this daemon's settings; not listening", "sandbox", id, "port", w.String(), "err", err)
-			continue
-		}
-		l, err := ports.Bind(w)
+		l, down, err := m.relistenOne(owner, w)
 		if err != nil {
-			m.log.Warn("published port: cannot listen again (retried)", "sandbox", id, "port", w.String(), "err", err)
+			want[i].Down = down
+			downs++
+			m.ports.GiveUp(id, w)
+			m.log.Warn("published port: cannot listen again; it stays unpublished (not retried)", "sandbox", id, "port", w.String(), "reason", down, "err", err)
+			m.emit(events.PortUnpublished, id, map[string]string{"host_addr": w.HostAddr(), "port": strconv.Itoa(w.Port),
+				"reason": down, "error": truncate(err.Error(), 256)})
 			continue
 		}
 		m.ports.Serve(id, l, m.dialerFor(id))
 		m.log.Info("published port listening again", "sandbox", id, "port", w.String())
 	}
+	if downs == 0 {
+		return
+	}
+	if _, err := ctr.SetLabels(ctx, map[string]string{LabelPorts: portsLabel(want)}); err != nil {
+		m.log.Error("published port: record it as down", "sandbox", id, "err", err)
+	}
+}
+
+// relistenOne listens on a recorded mapping again, for a sandbox owned by
+// owner; on failure down says why (a ports.Down* reason).
+func (m *Manager) relistenOne(owner uint32, w PortSpec) (*ports.Listener, string, error) {
+	if _, err := m.cfg.Ports.Normalize(w); err != nil || w.HostPort == 0 {
+		return nil, ports.DownNotAllowed, fmt.Errorf("not allowed by this daemon's settings: %v", err)
+	}
+	// A port below the unprivileged start is listened on again only if an
+	// admin published it (or the owner is root): a record from a boxd that
+	// did not check gains a non-admin nothing.
+	if start := ports.UnprivilegedPortStart(); w.HostPort < start && !w.Admin && owner != 0 {
+		return nil, ports.DownPrivileged, fmt.Errorf("host port %d is below net.ipv4.ip_unprivileged_port_start (%d) and was not published by an admin: %w", w.HostPort, start, errdefs.ErrPermissionDenied)
+	}
+	l, err := ports.Bind(w)
+	if err != nil {
+		if ports.InUse(err) {
+			return nil, ports.DownInUse, err
+		}
+		return nil, ports.DownFailed, err
+	}
+	return l, "", nil
 }
 
 // relistenAll is relistenPorts for every client-visible sandbox.

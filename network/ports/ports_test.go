@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"syscall"
 	"testing"
 	"time"
@@ -59,8 +60,8 @@ func TestBindInUse(t *testing.T) {
 	}
 	defer busy.Close()
 	_, err = Bind(Mapping{HostIP: "127.0.0.1", HostPort: busy.Addr().(*net.TCPAddr).Port, Port: 80, Protocol: "tcp"})
-	if !errdefs.IsFailedPrecondition(err) || BindField(err) != "host_port" {
-		t.Errorf("bind of a port in use: %v (field %q), want failed-precondition about host_port", err, BindField(err))
+	if !errdefs.IsFailedPrecondition(err) || BindField(err) != "host_port" || !InUse(err) {
+		t.Errorf("bind of a port in use: %v (field %q, in use %v), want failed-precondition about host_port", err, BindField(err), InUse(err))
 	}
 }
 
@@ -178,5 +179,111 @@ func TestReleaseEndsEverything(t *testing.T) {
 	}
 	if got := p.Published("sb"); len(got) != 0 {
 		t.Errorf("Published after Release = %v", got)
+	}
+}
+
+// TestConnLimits: connections beyond the port's, the sandbox's (over all
+// its ports) or the daemon's bound are reset at accept, and a slot freed
+// is usable again.
+func TestConnLimits(t *testing.T) {
+	srv, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	go func() {
+		for {
+			c, err := srv.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held until the test ends
+		}
+	}()
+	p := &Publisher{MaxConns: 3, MaxSandboxConns: 5, MaxTotalConns: 7}
+	dial := func(ctx context.Context, _ int) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", srv.Addr().String())
+	}
+	serve := func(id string) string {
+		l, err := Bind(Mapping{HostIP: "127.0.0.1", Port: 1, Protocol: "tcp"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Serve(id, l, dial)
+		return l.Mapping().HostAddr()
+	}
+	a1, a2, b1, b2 := serve("a"), serve("a"), serve("b"), serve("b")
+	t.Cleanup(func() { p.Release("a", nil); p.Release("b", nil) })
+	// alive opens n connections to addr and reports how many the
+	// publisher carries (not reset within 300 ms).
+	var held []net.Conn
+	t.Cleanup(func() {
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	alive := func(addr string, n int) int {
+		var cs []net.Conn
+		for range n {
+			c, err := net.Dial("tcp", addr)
+			if err == nil {
+				cs = append(cs, c)
+			}
+			time.Sleep(20 * time.Millisecond) // accepted in order
+		}
+		got := 0
+		for _, c := range cs {
+			c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+			if _, err := c.Read(make([]byte, 1)); errors.Is(err, os.ErrDeadlineExceeded) {
+				got++
+				held = append(held, c)
+			} else {
+				c.Close()
+			}
+		}
+		return got
+	}
+	if got := alive(a1, 5); got != 3 {
+		t.Errorf("port a1 carries %d of 5, want the port's 3", got)
+	}
+	if got := alive(a2, 5); got != 2 {
+		t.Errorf("port a2 carries %d of 5, want the sandbox's remaining 2", got)
+	}
+	if got := alive(b1, 3); got != 2 {
+		t.Errorf("port b1 carries %d of 3, want the daemon's remaining 2", got)
+	}
+	if got := alive(b2, 1); got != 0 {
+		t.Errorf("port b2 carries %d, want 0 (daemon bound reached)", got)
+	}
+	// Freeing sandbox a's connections frees daemon slots for b.
+	p.Release("a", nil)
+	time.Sleep(100 * time.Millisecond)
+	if got := alive(b2, 4); got != 3 {
+		t.Errorf("port b2 carries %d of 4 after a's release, want 3 (b's bound 5, 2 held)", got)
+	}
+}
+
+// TestGiveUp: what GiveUp records is found by GaveUp, whatever the record-
+// only fields, and Forget (also before anything was given up) and Release
+// drop it.
+func TestGiveUp(t *testing.T) {
+	p := &Publisher{}
+	m := Mapping{HostIP: "127.0.0.1", HostPort: 8080, Port: 80, Protocol: "tcp"}
+	p.Forget("sb", m.Same) // nothing recorded yet
+	p.GiveUp("sb", m)
+	down := m
+	down.Down = DownInUse
+	if !p.GaveUp("sb", down) || p.GaveUp("other", m) {
+		t.Error("GaveUp does not find what GiveUp recorded, or finds it for another sandbox")
+	}
+	p.Forget("sb", m.Same)
+	if p.GaveUp("sb", m) {
+		t.Error("GaveUp after Forget")
+	}
+	p.GiveUp("sb", m)
+	p.Release("sb", nil)
+	if p.GaveUp("sb", m) {
+		t.Error("GaveUp after Release of all ports")
 	}
 }

@@ -83,6 +83,10 @@ func portCommand() *cli.Command {
 					return err
 				}
 				for _, p := range resp.Msg.Sandbox.Ports {
+					if p.State == "unpublished" {
+						fmt.Printf("%s -> %d/%s unpublished: %s\n", portAddr(p), p.Port, p.Protocol, p.Error)
+						continue
+					}
 					fmt.Printf("%s -> %d/%s\n", portAddr(p), p.Port, p.Protocol)
 				}
 				return nil

@@ -699,7 +699,14 @@ type PublishedPort struct {
 	// Port inside the sandbox; boxd connects to 127.0.0.1:port there.
 	Port uint32 `protobuf:"varint,3,opt,name=port,proto3" json:"port,omitempty"`
 	// "tcp" (the default and, for now, the only one).
-	Protocol      string `protobuf:"bytes,4,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	Protocol string `protobuf:"bytes,4,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	// In answers: "published" (boxd listens on the host port) or
+	// "unpublished": boxd could not listen on it again after a restart (in
+	// use, or no longer allowed) and gave it up without retrying; it stays
+	// so until it is published again (PublishPort) or unpublished.
+	State string `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
+	// Why the port is unpublished; empty while it is published.
+	Error         string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -758,6 +765,20 @@ func (x *PublishedPort) GetPort() uint32 {
 func (x *PublishedPort) GetProtocol() string {
 	if x != nil {
 		return x.Protocol
+	}
+	return ""
+}
+
+func (x *PublishedPort) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *PublishedPort) GetError() string {
+	if x != nil {
+		return x.Error
 	}
 	return ""
 }
@@ -4382,12 +4403,14 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"E\n" +
 	"\x13ForkSandboxResponse\x12.\n" +
-	"\tsandboxes\x18\x01 \x03(\v2\x10.boxd.v1.SandboxR\tsandboxes\"u\n" +
+	"\tsandboxes\x18\x01 \x03(\v2\x10.boxd.v1.SandboxR\tsandboxes\"\xa1\x01\n" +
 	"\rPublishedPort\x12\x17\n" +
 	"\ahost_ip\x18\x01 \x01(\tR\x06hostIp\x12\x1b\n" +
 	"\thost_port\x18\x02 \x01(\rR\bhostPort\x12\x12\n" +
 	"\x04port\x18\x03 \x01(\rR\x04port\x12\x1a\n" +
-	"\bprotocol\x18\x04 \x01(\tR\bprotocol\"_\n" +
+	"\bprotocol\x18\x04 \x01(\tR\bprotocol\x12\x14\n" +
+	"\x05state\x18\x05 \x01(\tR\x05state\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\"_\n" +
 	"\x12PublishPortRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12*\n" +

@@ -431,16 +431,20 @@ class PublishPortResponse(_message.Message):
     def __init__(self, port: _Optional[_Union[PublishedPort, _Mapping]] = ...) -> None: ...
 
 class PublishedPort(_message.Message):
-    __slots__ = ["host_ip", "host_port", "port", "protocol"]
+    __slots__ = ["error", "host_ip", "host_port", "port", "protocol", "state"]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
     HOST_IP_FIELD_NUMBER: _ClassVar[int]
     HOST_PORT_FIELD_NUMBER: _ClassVar[int]
     PORT_FIELD_NUMBER: _ClassVar[int]
     PROTOCOL_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    error: str
     host_ip: str
     host_port: int
     port: int
     protocol: str
-    def __init__(self, host_ip: _Optional[str] = ..., host_port: _Optional[int] = ..., port: _Optional[int] = ..., protocol: _Optional[str] = ...) -> None: ...
+    state: str
+    def __init__(self, host_ip: _Optional[str] = ..., host_port: _Optional[int] = ..., port: _Optional[int] = ..., protocol: _Optional[str] = ..., state: _Optional[str] = ..., error: _Optional[str] = ...) -> None: ...
 
 class RegistryAuth(_message.Message):
     __slots__ = ["identity_token", "password", "username"]

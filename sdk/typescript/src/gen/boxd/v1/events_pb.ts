@@ -96,7 +96,7 @@ export type Event = Message<"boxd.v1.Event"> & {
 
   /**
    * created, started, exec_started, exec_exited, oom, died, paused,
-   * resumed, expired, idle, restarted, deleted
+   * resumed, expired, idle, restarted, deleted, port_unpublished
    *
    * @generated from field: string type = 3;
    */
@@ -112,7 +112,9 @@ export type Event = Message<"boxd.v1.Event"> & {
    * --events-argv; otherwise no attrs); exec_exited exit_code, signal,
    * timed_out or error; died exit_status, reason; paused reason (user,
    * idle); resumed reason (user, exec); idle action, idle_timeout;
-   * restarted reason, restarts; expired expires_at.
+   * restarted reason, restarts; expired expires_at; port_unpublished
+   * host_addr, port, reason (in_use, privileged, not_allowed, failed),
+   * error.
    *
    * @generated from field: map<string, string> attrs = 5;
    */
