@@ -24,8 +24,8 @@ import (
 // TestEgressBlocked attacks the always-blocked set from egress sandboxes
 // of a second boxd in the test's own namespaces (see egressNet): UDP to
 // the host through broadcast and multicast, directly and through names
-// the upstream answers with such addresses, and addresses and routes the
-// host gains while a sandbox runs.
+// the upstream answers with such addresses, addresses and routes the host
+// gains while a sandbox runs, and the admin's --block.
 func TestEgressBlocked(t *testing.T) {
 	e := newEgressNet(t)
 	e.namespace = namespace + "-egress-blocked" // TestEgress imports the image into its own
@@ -89,6 +89,26 @@ func TestEgressBlocked(t *testing.T) {
 	})
 
 	t.Run("HostChanges", func(t *testing.T) { e.hostChanges(t) })
+
+	// The admin's --block: H2's network, which '*' reaches otherwise.
+	t.Run("BlockFlag", func(t *testing.T) {
+		e.stop(t, syscall.SIGTERM)
+		e.start(t, "--block", "198.18.1.0/24")
+		t.Cleanup(func() {
+			e.stop(t, syscall.SIGTERM)
+			e.start(t)
+		})
+		id := e.create(t, "*")
+		e.reaches(t, id, "http://"+h1Addr+"/", "h1")
+		e.refused(t, id, "http://"+h2Addr+"/")
+		// denied.test is H2's address: the record is removed.
+		if got := e.lookup(t, id, "denied.test"); len(got) != 0 {
+			t.Errorf("denied.test resolved to %v under --block 198.18.1.0/24", got)
+		}
+		// A CIDR entry still opens it, as for the rest of the set.
+		named := e.create(t, "198.18.1.0/24:80")
+		e.reaches(t, named, "http://"+h2Addr+"/", "h2")
+	})
 }
 
 // hostChanges adds an address and a route to boxd's host while a '*'
