@@ -157,6 +157,8 @@ var testNames = map[string]string{
 	"a.wild.test.":   h2Addr,
 	"metadata.test.": metaAddr, // an allowed name pointing at a blocked address
 	"boxdhost.test.": bAddr,
+	"evil.test.":     "255.255.255.255", // non-unicast answers
+	"mcast.test.":    "224.0.0.1",
 }
 
 func serveDNS(t *testing.T, addr string) {

@@ -6,16 +6,17 @@ import (
 	"net/netip"
 )
 
-// Blocked is the always-blocked set of a boxd whose bridge is subnet, for
+// Blocked is the always-blocked set of a boxd whose bridge is subnet and
+// whose administrator added block (--block), for
 // connections boxd makes itself from the host's network (a registry's
 // redirects and bearer realm): the IPv4 set the sandboxes' firewall
 // refuses (blocked), plus its IPv6 counterparts, since the host, unlike a
 // sandbox, routes IPv6. An IPv4-mapped IPv6 address is to be unmapped,
 // and the IPv4 address inside a NAT64 one (64:ff9b::/96) taken out,
 // before it is looked up (BlockedAddr).
-func Blocked(subnet netip.Prefix) ([]netip.Prefix, error) {
-	// blocked reads nothing of the manager but its subnet.
-	out, err := (&Manager{cfg: Config{Subnet: subnet}}).blocked()
+func Blocked(subnet netip.Prefix, block []netip.Prefix) ([]netip.Prefix, error) {
+	// blocked reads nothing of the manager but its subnet and block.
+	out, err := (&Manager{cfg: Config{Subnet: subnet, Block: block}}).blocked()
 	if err != nil {
 		return nil, err
 	}

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/containerd/errdefs"
@@ -42,7 +42,10 @@ type Config struct {
 	// DNSUpstream is the resolver boxd's DNS forwards allowed names to
 	// (host:port); empty means the first nameserver of /etc/resolv.conf.
 	DNSUpstream string
-	Logger      *slog.Logger
+	// Block is what the admin adds to the always-blocked set (--block):
+	// IPv4 networks, host bits zero.
+	Block  []netip.Prefix
+	Logger *slog.Logger
 }
 
 // Attachment is what a sandbox's network is, as the runtime stores it.
@@ -70,6 +73,10 @@ type Manager struct {
 	byID  map[string]*member
 
 	dns *resolver
+	// blockedNow is the always-blocked set last written, for the
+	// resolver; nil before the first (then every address counts as
+	// blocked).
+	blockedNow atomic.Pointer[[]netip.Prefix]
 }
 
 // member is a running egress sandbox as the resolver sees it.
@@ -99,6 +106,11 @@ func New(cfg Config) (*Manager, error) {
 	}
 	if !cfg.Subnet.Addr().Is4() || cfg.Subnet.Bits() > 28 || cfg.Subnet.Masked() != cfg.Subnet {
 		return nil, fmt.Errorf("bridge-subnet %s: must be an IPv4 network (host bits zero) of /28 or larger", cfg.Subnet)
+	}
+	for _, p := range cfg.Block {
+		if !p.Addr().Is4() || p.Masked() != p {
+			return nil, fmt.Errorf("block %s: must be an IPv4 network with host bits zero", p)
+		}
 	}
 	if len(cfg.Bridge) > 15 || strings.ContainsAny(cfg.Bridge, "/ \x00") {
 		return nil, fmt.Errorf("bridge %q: not a usable interface name", cfg.Bridge)
@@ -281,33 +293,38 @@ func (m *Manager) Attach(ctx context.Context, id string, allow []Dest) (*Attachm
 	return att, nil
 }
 
-// attach installs id's rules, with a refresh of the always-blocked set (the
-// host's addresses can change), in one nftables transaction, and registers
-// it with the resolver. fresh says id is new here, so none of its rules can
-// exist yet (a restore may find them).
+// attach installs id's rules, with a refresh of the always-blocked set, in
+// one nftables transaction, and registers it with the resolver. fresh says
+// id is new here, so none of its rules can exist yet (a restore may find
+// them). The set is read under mu, so a refresh by watchHost cannot be
+// overwritten by an older reading.
 func (m *Manager) attach(id string, att *Attachment, allow []Dest, fresh bool) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	blocked, err := m.blocked()
 	if err != nil {
 		return err
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
 	if err := m.fw.install(id, att.Addr, att.Veth, allow, blocked, fresh); err != nil {
 		return err
 	}
+	m.blockedNow.Store(&blocked)
 	mb := &member{id: id, addr: att.Addr, allow: allow}
 	m.bySrc[att.Addr] = mb
 	m.byID[id] = mb
 	return nil
 }
 
-// prepare makes boxd's tables if they are missing and starts the resolver
-// once per process. The always-blocked set is filled in by each attach,
-// in the same transaction as the sandbox's rules.
+// prepare makes boxd's tables if they are missing (and, once per process,
+// writes the rules for traffic to the host again, so tables an older boxd
+// made get this one's), and starts the resolver and the watch of the
+// host's addresses and routes once per process. The always-blocked set is
+// also filled in by each attach, in the same transaction as the sandbox's
+// rules.
 func (m *Manager) prepare() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.fw.ensure(); err != nil {
+	if err := m.fw.ensure(!m.ready); err != nil {
 		return err
 	}
 	if !m.ready {
@@ -315,6 +332,7 @@ func (m *Manager) prepare() error {
 			return err
 		}
 		m.log.Info("network: resolver for egress sandboxes", "addr", m.fw.gw, "upstream", m.dns.upstream)
+		go m.watchHost()
 	}
 	m.ready = true
 	return nil
@@ -520,41 +538,6 @@ func (m *Manager) leases() (map[string][]lease, error) {
 		id, ifn, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
 		id = strings.TrimSpace(id)
 		out[id] = append(out[id], lease{addr: e.Name(), ifName: strings.TrimSpace(ifn)})
-	}
-	return out, nil
-}
-
-// blocked is the always-blocked set: "this network", loopback, link-local
-// (cloud metadata), multicast, the bridge's subnet (other sandboxes, the
-// gateway), every address of the host, and the whole connected network of
-// each host address in a private range.
-func (m *Manager) blocked() ([]netip.Prefix, error) {
-	out := []netip.Prefix{
-		netip.MustParsePrefix("0.0.0.0/8"), netip.MustParsePrefix("127.0.0.0/8"),
-		netip.MustParsePrefix("169.254.0.0/16"), netip.MustParsePrefix("224.0.0.0/4"),
-		m.cfg.Subnet,
-	}
-	private := []netip.Prefix{
-		netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("172.16.0.0/12"),
-		netip.MustParsePrefix("192.168.0.0/16"), netip.MustParsePrefix("100.64.0.0/10"),
-	}
-	addrs, err := net.InterfaceAddrs()
-	if err != nil {
-		return nil, fmt.Errorf("network: host addresses: %w", err)
-	}
-	for _, a := range addrs {
-		ipn, ok := a.(*net.IPNet)
-		if !ok || ipn.IP.To4() == nil {
-			continue
-		}
-		ip, _ := netip.AddrFromSlice(ipn.IP.To4())
-		out = append(out, netip.PrefixFrom(ip, 32))
-		ones, _ := ipn.Mask.Size()
-		for _, p := range private {
-			if p.Contains(ip) {
-				out = append(out, netip.PrefixFrom(ip, ones).Masked())
-			}
-		}
 	}
 	return out, nil
 }

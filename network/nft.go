@@ -19,7 +19,8 @@ import (
 //	                    from the bridge → jump from_sandbox
 //	               chain input (hook input): from the bridge → jump to_host
 //	               chain to_host: established → accept; DNS to the gateway → accept;
-//	                    jump from_sandbox; drop
+//	                    reject (every other address of the host, broadcast and
+//	                    multicast included: those arrive on the bridge as input)
 //	               chain from_sandbox: ip saddr A → jump sb_ID (one rule per
 //	                    sandbox, tagged with its id); IPv6 → drop; reject
 //	               chain sb_ID: the sandbox's CIDRs → accept; @blocked → reject;
@@ -71,19 +72,75 @@ func conn() (*nftables.Conn, error) {
 	return c, nil
 }
 
-// ensure creates boxd's tables if they are missing. The always-blocked
-// set starts empty; every install refreshes it, in its own transaction,
-// before any sandbox's traffic can reach it (until then nothing is
-// accepted from the bridge).
-func (f *firewall) ensure() error {
+// ensure creates boxd's tables if they are missing; rewrite says to write
+// the to_host chain again in tables that exist (once per process: tables
+// an older boxd made keep their rules across its restart). The
+// always-blocked set starts empty; every install refreshes it, in its own
+// transaction, before any sandbox's traffic can reach it (until then
+// nothing is accepted from the bridge).
+func (f *firewall) ensure(rewrite bool) error {
 	c, err := conn()
 	if err != nil {
 		return err
 	}
 	if _, err := c.ListTableOfFamily(f.table, nftables.TableFamilyINet); err != nil {
-		if err := f.create(c); err != nil {
-			return err
-		}
+		return f.create(c)
+	}
+	if !rewrite {
+		return nil
+	}
+	toHost := f.chain(chainToHost)
+	c.FlushChain(toHost)
+	f.toHostRules(c, toHost)
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("nftables: rules of %s: %w", chainToHost, err)
+	}
+	return nil
+}
+
+// toHostRules fills the to_host chain: what a sandbox sends to the host
+// itself. Only DNS to the gateway (boxd's resolver) is let in; every other
+// address and port of the host, and broadcast and multicast (which the
+// host takes in on the bridge), is refused whatever the sandbox's
+// allowlist says.
+func (f *firewall) toHostRules(c *nftables.Conn, toHost *nftables.Chain) {
+	add := func(e ...[]expr.Any) {
+		c.AddRule(&nftables.Rule{Table: toHost.Table, Chain: toHost, Exprs: slices.Concat(e...)})
+	}
+	add(established(), verdict(expr.VerdictAccept))
+	for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
+		add(ipv4(), daddrIs(f.gw), l4proto(proto), dport(53), verdict(expr.VerdictAccept))
+	}
+	add(reject())
+}
+
+// blockedSetOf is the always-blocked set of table t.
+func blockedSetOf(t *nftables.Table) *nftables.Set {
+	return &nftables.Set{Table: t, Name: setBlocked, KeyType: nftables.TypeIPAddr, Interval: true}
+}
+
+// fillBlocked queues the replacement of the always-blocked set's elements
+// on c: committed with c's other changes, in one transaction.
+func (f *firewall) fillBlocked(c *nftables.Conn, blocked []netip.Prefix) error {
+	set := blockedSetOf(f.inet())
+	c.FlushSet(set)
+	if err := c.SetAddElements(set, intervalElements(blocked)); err != nil {
+		return fmt.Errorf("nftables: blocked set: %w", err)
+	}
+	return nil
+}
+
+// setBlocked replaces the always-blocked set.
+func (f *firewall) setBlocked(blocked []netip.Prefix) error {
+	c, err := conn()
+	if err != nil {
+		return err
+	}
+	if err := f.fillBlocked(c, blocked); err != nil {
+		return err
+	}
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("nftables: blocked set: %w", err)
 	}
 	return nil
 }
@@ -99,7 +156,7 @@ func (f *firewall) create(c *nftables.Conn) error {
 	fromSb := c.AddChain(&nftables.Chain{Name: chainFromSb, Table: t})
 	post := c.AddChain(&nftables.Chain{Name: chainPost, Table: t, Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookPostrouting, Priority: nftables.ChainPriorityNATSource, Policy: &accept})
-	if err := c.AddSet(&nftables.Set{Table: t, Name: setBlocked, KeyType: nftables.TypeIPAddr, Interval: true}, nil); err != nil {
+	if err := c.AddSet(blockedSetOf(t), nil); err != nil {
 		return fmt.Errorf("nftables: blocked set: %w", err)
 	}
 
@@ -111,12 +168,7 @@ func (f *firewall) create(c *nftables.Conn) error {
 	add(fwd, iifname(f.bridge), jump(chainFromSb))
 	add(in, iifname(f.bridge), jump(chainToHost))
 
-	add(toHost, established(), verdict(expr.VerdictAccept))
-	for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
-		add(toHost, ipv4(), daddrIs(f.gw), l4proto(proto), dport(53), verdict(expr.VerdictAccept))
-	}
-	add(toHost, jump(chainFromSb))
-	add(toHost, verdict(expr.VerdictDrop))
+	f.toHostRules(c, toHost)
 
 	add(fromSb, nfproto(unix.NFPROTO_IPV6), verdict(expr.VerdictDrop))
 	add(fromSb, reject())
@@ -148,10 +200,8 @@ func (f *firewall) install(id string, addr netip.Addr, veth string, allow []Dest
 		return err
 	}
 	t := f.inet()
-	set := &nftables.Set{Table: t, Name: setBlocked, KeyType: nftables.TypeIPAddr, Interval: true}
-	c.FlushSet(set)
-	if err := c.SetAddElements(set, intervalElements(blocked)); err != nil {
-		return fmt.Errorf("nftables: blocked set: %w", err)
+	if err := f.fillBlocked(c, blocked); err != nil {
+		return err
 	}
 	ch := c.AddChain(&nftables.Chain{Name: sbChainPrefix + id, Table: t})
 	dyn := &nftables.Set{Table: t, Name: dynSetPrefix + id, KeyType: nftables.TypeIPAddr, HasTimeout: true}

@@ -120,16 +120,8 @@ func (r *resolver) answer(w dns.ResponseWriter, q *dns.Msg) *dns.Msg {
 		r.log.Warn("dns: upstream", "sandbox", mb.id, "name", qn, "err", err)
 		return resp.SetRcode(q, dns.RcodeServerFailure)
 	}
-	var addrs []netip.Addr
-	ttl := maxAdmit
-	for _, rr := range up.Answer {
-		if a, ok := rr.(*dns.A); ok {
-			if ip, ok := netip.AddrFromSlice(a.A.To4()); ok {
-				addrs = append(addrs, ip)
-				ttl = min(ttl, time.Duration(a.Hdr.Ttl)*time.Second)
-			}
-		}
-	}
+	// Records of non-unicast and always-blocked addresses leave the answer.
+	addrs, ttl := r.m.screenAnswer(mb.allow, up)
 	if len(addrs) > 0 {
 		ttl = max(ttl, minAdmit)
 		if err := r.m.admit(mb.id, addrs, ports, ttl); err != nil {

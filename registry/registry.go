@@ -61,6 +61,8 @@ type Config struct {
 	// set redirects and realms may not reach (network.DefaultSubnet if
 	// unset).
 	BridgeSubnet netip.Prefix
+	// Block is boxd's --block: the administrator's additions to that set.
+	Block []netip.Prefix
 }
 
 // Auth is what a caller sends to log in to the registry its reference
@@ -127,7 +129,7 @@ func (r *Registry) client(host string) (*http.Client, *guard) {
 		registry: hostPort(&url.URL{Scheme: scheme, Host: host}),
 		tls:      scheme == "https",
 		insecure: r.insecure,
-		blocked:  func() ([]netip.Prefix, error) { return network.Blocked(r.cfg.BridgeSubnet) },
+		blocked:  func() ([]netip.Prefix, error) { return network.Blocked(r.cfg.BridgeSubnet, r.cfg.Block) },
 		lookup:   r.lookup,
 	}
 	dial := g.DialContext(&net.Dialer{Timeout: r.cfg.Timeout, KeepAlive: 30 * time.Second})

@@ -81,6 +81,7 @@ func newApp() *cli.App {
 			&cli.StringFlag{Name: "bridge", Value: network.DefaultBridge, Usage: "bridge of --network egress sandboxes (made on first use)"},
 			&cli.StringFlag{Name: "bridge-subnet", Value: network.DefaultSubnet, Usage: "IPv4 network egress sandboxes get addresses from (the gateway is .1)"},
 			&cli.StringFlag{Name: "dns-upstream", Usage: "resolver (host[:port]) egress sandboxes' allowed names are forwarded to (default: the first nameserver in /etc/resolv.conf)"},
+			&cli.StringSliceFlag{Name: "block", Usage: "IPv4 CIDR or address added to the set egress sandboxes never reach, whatever their allowlist's names or '*' (repeatable)"},
 			&cli.StringFlag{Name: "cni-plugin-dir", Value: strings.Join(network.DefaultPluginDirs, ":"), Usage: "where the CNI plugins bridge and host-local are (colon-separated)"},
 			&cli.StringSliceFlag{Name: "allow-publish-address", Usage: "host address other than loopback that sandbox ports may be published on (repeatable); such ports are reachable from other machines"},
 			&cli.StringSliceFlag{Name: "insecure-registry", Usage: "registry HOST:PORT reached over plain HTTP instead of HTTPS (repeatable); every other registry is HTTPS only"},
@@ -382,18 +383,37 @@ func newNetwork(cc *cli.Context, log *slog.Logger) (*network.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--bridge-subnet: %w", err)
 	}
+	block, err := blockFlag(cc)
+	if err != nil {
+		return nil, err
+	}
 	m, err := network.New(network.Config{
 		StateDir:    filepath.Join(cc.String("state-dir"), "network"),
 		PluginDirs:  filepath.SplitList(cc.String("cni-plugin-dir")),
 		Bridge:      cc.String("bridge"),
 		Subnet:      subnet,
 		DNSUpstream: cc.String("dns-upstream"),
+		Block:       block,
 		Logger:      log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("network: %w", err)
 	}
 	return m, nil
+}
+
+// blockFlag reads --block: what the administrator adds to the
+// always-blocked set, for sandboxes and for where a registry may send boxd.
+func blockFlag(cc *cli.Context) ([]netip.Prefix, error) {
+	var block []netip.Prefix
+	for _, v := range cc.StringSlice("block") {
+		p, err := network.ParseBlock(v)
+		if err != nil {
+			return nil, fmt.Errorf("--block: %w", err)
+		}
+		block = append(block, p)
+	}
+	return block, nil
 }
 
 // newRegistry reads the registry flags; a CA that cannot be read stops
@@ -409,8 +429,10 @@ func newRegistry(cc *cli.Context, images *snapshot.Store) (*registry.Registry, e
 	// Part of the always-blocked set a registry may not send boxd to;
 	// newNetwork has already refused a bad value.
 	subnet, _ := netip.ParsePrefix(cc.String("bridge-subnet"))
+	block, _ := blockFlag(cc)
 	return registry.New(images, registry.Config{
 		BridgeSubnet: subnet,
+		Block:        block,
 		Insecure:     cc.StringSlice("insecure-registry"),
 		CAs:          cc.StringSlice("registry-ca"),
 		Timeout:      cc.Duration("registry-timeout"),
