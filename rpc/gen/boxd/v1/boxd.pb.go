@@ -1084,7 +1084,9 @@ type CreateSandboxRequest struct {
 	// (pull, and replace the local image if the registry's differs, as
 	// PullImage with force). Pulling needs a full reference
 	// (HOST[:PORT]/PATH[:TAG]); the pull's errors fail the create and leave
-	// nothing.
+	// nothing. Only root and --admin-group members may pull: for anyone else
+	// "always", and "missing" of an image that is not present, are
+	// permission_denied naming pull.
 	Pull         string        `protobuf:"bytes,40,opt,name=pull,proto3" json:"pull,omitempty"`
 	RegistryAuth *RegistryAuth `protobuf:"bytes,41,opt,name=registry_auth,json=registryAuth,proto3" json:"registry_auth,omitempty"` // credentials for that pull
 	// Settings (see docs/sandboxes.md, "Settings").

@@ -598,7 +598,9 @@ export type CreateSandboxRequest = Message<"boxd.v1.CreateSandboxRequest"> & {
    * (pull, and replace the local image if the registry's differs, as
    * PullImage with force). Pulling needs a full reference
    * (HOST[:PORT]/PATH[:TAG]); the pull's errors fail the create and leave
-   * nothing.
+   * nothing. Only root and --admin-group members may pull: for anyone else
+   * "always", and "missing" of an image that is not present, are
+   * permission_denied naming pull.
    *
    * @generated from field: string pull = 40;
    */
