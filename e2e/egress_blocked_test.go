@@ -28,7 +28,6 @@ import (
 // gains while a sandbox runs, and the admin's --block.
 func TestEgressBlocked(t *testing.T) {
 	e := newEgressNet(t)
-	e.namespace = namespace + "-egress-blocked" // TestEgress imports the image into its own
 	e.start(t)
 	t.Cleanup(func() { e.stop(t, syscall.SIGTERM) })
 	e.must(t, "image", "import", "--rootfs", env.busybox, "--name", testImage)

@@ -67,7 +67,10 @@ func ipCmd(t *testing.T, args ...string) {
 
 func newEgressNet(t *testing.T) *egressNet {
 	tag := fmt.Sprintf("bxe%d", os.Getpid()%100000)
-	e := &egressNet{tag: tag, b: tag + "-b", h1: tag + "-h1", h2: tag + "-h2", dir: t.TempDir(), namespace: namespace + "-egress"}
+	// A containerd namespace per test: each test's boxd imports the image
+	// into its own, so the tests do not see each other's.
+	ns := namespace + "-" + strings.ToLower(strings.TrimPrefix(t.Name(), "Test"))
+	e := &egressNet{tag: tag, b: tag + "-b", h1: tag + "-h1", h2: tag + "-h2", dir: t.TempDir(), namespace: ns}
 	e.socket = filepath.Join(e.dir, "boxd.sock")
 	e.stateDir = filepath.Join(e.dir, "state")
 	e.log = filepath.Join(e.dir, "boxd.log")
