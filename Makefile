@@ -23,8 +23,8 @@ setup:
 
 build:
 	$(GO) build -o $(BIN)/boxd ./cmd/boxd
-	$(GO) build -tags urfave_cli_no_docs -o $(BIN)/boxctl-full ./cmd/boxctl/full
-	$(GO) build -o $(BIN)/boxctl-mcp ./cmd/boxctl/mcp
+	$(GO) build -tags urfave_cli_no_docs -o $(BIN)/boxctl-full ./cmd/boxctl-full
+	$(GO) build -o $(BIN)/boxctl-mcp ./cmd/boxctl-mcp
 	$(GO) build -o $(BIN)/boxctl ./cmd/boxctl
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags=-s -o $(BIN)/boxd-init ./cmd/boxd-init
 

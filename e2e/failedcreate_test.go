@@ -14,9 +14,9 @@ import (
 	"github.com/containerd/containerd/v2/core/snapshots"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 
+	"github.com/boxd-dev/boxd/internal/safetar"
 	"github.com/boxd-dev/boxd/internal/testenv"
 	"github.com/boxd-dev/boxd/runtime"
-	"github.com/boxd-dev/boxd/safetar"
 	"github.com/boxd-dev/boxd/snapshot"
 )
 

@@ -16,7 +16,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/containerd/cgroups/v3"
 
-	"github.com/boxd-dev/boxd/gvisor"
+	"github.com/boxd-dev/boxd/internal/gvisor"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 )
 

@@ -19,7 +19,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/cio"
 	coci "github.com/containerd/containerd/v2/pkg/oci"
 
-	"github.com/boxd-dev/boxd/gvisor"
+	"github.com/boxd-dev/boxd/internal/gvisor"
 	"github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/boxd-dev/boxd/internal/testenv"

@@ -12,7 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/boxd-dev/boxd/audit"
+	"github.com/boxd-dev/boxd/internal/audit"
 	"github.com/boxd-dev/boxd/internal/testenv"
 	rpcclient "github.com/boxd-dev/boxd/rpc/client"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"

@@ -15,8 +15,8 @@ import (
 	"github.com/containerd/containerd/api/types/runc/options"
 	"github.com/containerd/typeurl/v2"
 
+	"github.com/boxd-dev/boxd/internal/runc"
 	"github.com/boxd-dev/boxd/internal/testenv"
-	"github.com/boxd-dev/boxd/runc"
 )
 
 // TestRuntimePinned: sandboxes run on the runc scripts/setup.sh pins, and

@@ -13,9 +13,9 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/boxd-dev/boxd/internal/safetar"
 	rpcclient "github.com/boxd-dev/boxd/rpc/client"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
-	"github.com/boxd-dev/boxd/safetar"
 )
 
 // BenchmarkTree moves a tree of 1,000 small files (100 B to 8 KiB, in

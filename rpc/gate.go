@@ -21,7 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
-	"github.com/boxd-dev/boxd/audit"
+	"github.com/boxd-dev/boxd/internal/audit"
 	"github.com/boxd-dev/boxd/runtime"
 )
 

@@ -23,8 +23,8 @@ import (
 	"github.com/containerd/errdefs"
 
 	"github.com/boxd-dev/boxd/agent/wire"
-	"github.com/boxd-dev/boxd/audit"
-	"github.com/boxd-dev/boxd/events"
+	"github.com/boxd-dev/boxd/internal/audit"
+	"github.com/boxd-dev/boxd/internal/events"
 	"github.com/boxd-dev/boxd/registry"
 	"github.com/boxd-dev/boxd/rpc/client"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"

@@ -9,7 +9,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/boxd-dev/boxd/build"
+	"github.com/boxd-dev/boxd/internal/dockerfile"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/runtime"
 )
@@ -29,7 +29,7 @@ func (s *Server) BuildImage(ctx context.Context, stream *connect.ClientStream[bo
 		return nil, invalid("dockerfile: empty in the first message")
 	}
 	m := &boxdv1.BuildImageRequest{Ref: first.Ref, Dockerfile: first.Dockerfile, BuildArgs: first.BuildArgs, Force: first.Force, NoCache: first.NoCache}
-	bctx, err := build.ReadContext(&contextReader{cur: first.Context, next: func() ([]byte, error) {
+	bctx, err := dockerfile.ReadContext(&contextReader{cur: first.Context, next: func() ([]byte, error) {
 		if !stream.Receive() {
 			if err := stream.Err(); err != nil {
 				return nil, err

@@ -11,7 +11,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/containerd/errdefs"
 
-	"github.com/boxd-dev/boxd/events"
+	"github.com/boxd-dev/boxd/internal/events"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/runtime"
 )

@@ -24,8 +24,8 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/boxd-dev/boxd/agent/wire"
-	"github.com/boxd-dev/boxd/build"
-	"github.com/boxd-dev/boxd/layerdiff"
+	"github.com/boxd-dev/boxd/internal/dockerfile"
+	"github.com/boxd-dev/boxd/internal/layerdiff"
 	"github.com/boxd-dev/boxd/snapshot"
 )
 
@@ -41,7 +41,7 @@ type BuildRequest struct {
 	Ref        string
 	Dockerfile []byte
 	BuildArgs  map[string]string
-	Context    *build.Context
+	Context    *dockerfile.Context
 	NoCache    bool
 	Opts       snapshot.WriteOptions // Force, caller, users (for REF)
 }
@@ -95,12 +95,12 @@ func (m *Manager) Build(ctx context.Context, req BuildRequest, progress func(Bui
 			return BuildResult{}, fieldErr("build_args", "%q is not a valid name", k)
 		}
 	}
-	df, err := build.Parse(req.Dockerfile)
+	df, err := dockerfile.Parse(req.Dockerfile)
 	if err != nil {
 		return BuildResult{}, err
 	}
 	if req.Context == nil {
-		req.Context, _ = build.ReadContext(bytes.NewReader(nil))
+		req.Context, _ = dockerfile.ReadContext(bytes.NewReader(nil))
 	}
 	lex := shell.NewLex('\\')
 
@@ -117,15 +117,15 @@ func (m *Manager) Build(ctx context.Context, req BuildRequest, progress func(Bui
 	}
 	fromName, _, err := lex.ProcessWord(df.From.BaseName, envGetter{vars: meta})
 	if err != nil {
-		return BuildResult{}, build.Errf(df.FromLine, nil, "FROM %s: %v", df.From.BaseName, err)
+		return BuildResult{}, dockerfile.Errf(df.FromLine, nil, "FROM %s: %v", df.From.BaseName, err)
 	}
 	base, err := m.cfg.Images.Get(ctx, fromName)
 	if err != nil {
-		return BuildResult{}, build.Errf(df.FromLine, errUnwrapKind(err), "FROM %s: %v", fromName, err)
+		return BuildResult{}, dockerfile.Errf(df.FromLine, errUnwrapKind(err), "FROM %s: %v", fromName, err)
 	}
 	spec, err := base.Spec(ctx)
 	if err != nil {
-		return BuildResult{}, build.Errf(df.FromLine, nil, "FROM %s: read its config: %v", fromName, err)
+		return BuildResult{}, dockerfile.Errf(df.FromLine, nil, "FROM %s: read its config: %v", fromName, err)
 	}
 	st := &buildState{img: base.Metadata(), cfg: spec.Config, args: map[string]string{}}
 	res := BuildResult{}
@@ -225,9 +225,9 @@ func setEnv(env []string, k, v string) []string {
 
 // buildStep runs one instruction from st, moving st on; it reports
 // whether the result came from the cache.
-func (m *Manager) buildStep(ctx context.Context, req BuildRequest, st *buildState, lex *shell.Lex, s build.Step) (bool, error) {
+func (m *Manager) buildStep(ctx context.Context, req BuildRequest, st *buildState, lex *shell.Lex, s dockerfile.Step) (bool, error) {
 	lineErr := func(cause error, format string, args ...any) error {
-		return build.Errf(s.Line, cause, format, args...)
+		return dockerfile.Errf(s.Line, cause, format, args...)
 	}
 	if ex, ok := s.Cmd.(instructions.SupportsSingleWordExpansion); ok {
 		vars := envGetter{vars: st.vars()}
@@ -361,7 +361,7 @@ func (m *Manager) buildStep(ctx context.Context, req BuildRequest, st *buildStat
 		img, err = m.buildInSandbox(ctx, req, st, s, spec, file)
 	}
 	if err != nil {
-		var le *build.LineError
+		var le *dockerfile.LineError
 		if errors.As(err, &le) {
 			return false, err
 		}
@@ -401,37 +401,37 @@ func cmdLine(c instructions.ShellDependantCmdLine) []string {
 }
 
 // buildCopyTar reads what a COPY or ADD takes from the context.
-func (m *Manager) buildCopyTar(bctx *build.Context, s build.Step, sd instructions.SourcesAndDest, cfg ocispec.ImageConfig, add bool) (*build.Copy, error) {
+func (m *Manager) buildCopyTar(bctx *dockerfile.Context, s dockerfile.Step, sd instructions.SourcesAndDest, cfg ocispec.ImageConfig, add bool) (*dockerfile.Copy, error) {
 	var srcs []string
 	for _, p := range sd.SourcePaths {
 		if add {
 			l := strings.ToLower(p)
 			if strings.Contains(l, "://") || strings.HasPrefix(l, "git@") {
-				return nil, build.Errf(s.Line, nil, "ADD of a URL (%s) is not supported by boxd build; download it into the context", p)
+				return nil, dockerfile.Errf(s.Line, nil, "ADD of a URL (%s) is not supported by boxd build; download it into the context", p)
 			}
 			for _, ext := range []string{".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar.zst"} {
 				if strings.HasSuffix(l, ext) {
-					return nil, build.Errf(s.Line, nil, "ADD of an archive (%s) is not supported by boxd build (it would be unpacked); use RUN tar", p)
+					return nil, dockerfile.Errf(s.Line, nil, "ADD of an archive (%s) is not supported by boxd build (it would be unpacked); use RUN tar", p)
 				}
 			}
 		}
 		srcs = append(srcs, p)
 	}
 	if len(sd.SourceContents) > 0 {
-		return nil, build.Errf(s.Line, nil, "inline sources are not supported by boxd build")
+		return nil, dockerfile.Errf(s.Line, nil, "inline sources are not supported by boxd build")
 	}
 	if len(srcs) == 0 {
-		return nil, build.Errf(s.Line, nil, "%s: no source", s.Original)
+		return nil, dockerfile.Errf(s.Line, nil, "%s: no source", s.Original)
 	}
 	cp, err := bctx.CopyTar(srcs, sd.DestPath, cfg.WorkingDir)
 	if err != nil {
 		switch {
-		case build.IsOutside(err):
-			return nil, build.Errf(s.Line, nil, "%s: refused: %v", s.Original, err)
+		case dockerfile.IsOutside(err):
+			return nil, dockerfile.Errf(s.Line, nil, "%s: refused: %v", s.Original, err)
 		case errdefs.IsNotFound(err):
-			return nil, build.Errf(s.Line, nil, "%s: %v (not in the build context)", s.Original, err)
+			return nil, dockerfile.Errf(s.Line, nil, "%s: %v (not in the build context)", s.Original, err)
 		}
-		return nil, build.Errf(s.Line, nil, "%s: %v", s.Original, err)
+		return nil, dockerfile.Errf(s.Line, nil, "%s: %v", s.Original, err)
 	}
 	return cp, nil
 }
@@ -439,7 +439,7 @@ func (m *Manager) buildCopyTar(bctx *build.Context, s build.Step, sd instruction
 // buildInSandbox makes a sandbox from st's image, lets file change its
 // files, and commits its writable layer as one layer; the sandbox goes
 // whatever happens.
-func (m *Manager) buildInSandbox(ctx context.Context, req BuildRequest, st *buildState, s build.Step, spec snapshot.CommitSpec, file func(id string) error) (snapshot.Image, error) {
+func (m *Manager) buildInSandbox(ctx context.Context, req BuildRequest, st *buildState, s dockerfile.Step, spec snapshot.CommitSpec, file func(id string) error) (snapshot.Image, error) {
 	// Root in /: each step names its own user and directory, as Docker
 	// runs a build's steps, whatever USER and WORKDIR the image has so far.
 	sb, err := m.Create(ctx, CreateRequest{Image: st.img.Name, Labels: map[string]string{LabelBuild: "true"}, TTL: "1h", User: "0:0", Workdir: "/"})
@@ -484,13 +484,13 @@ const maxRunTail = 2048
 
 // buildRun runs a RUN's command in the step sandbox as the image's user
 // in its workdir.
-func (m *Manager) buildRun(ctx context.Context, id string, s build.Step, args, env []string, cfg ocispec.ImageConfig) error {
+func (m *Manager) buildRun(ctx context.Context, id string, s dockerfile.Step, args, env []string, cfg ocispec.ImageConfig) error {
 	if err := m.ensureDir(ctx, id, cfg.WorkingDir); err != nil {
-		return build.Errf(s.Line, nil, "WORKDIR %s: %v", cfg.WorkingDir, err)
+		return dockerfile.Errf(s.Line, nil, "WORKDIR %s: %v", cfg.WorkingDir, err)
 	}
 	ps, err := m.ExecProcess(ctx, id, wire.ProcessSpec{ExecRequest: wire.ExecRequest{Args: args, Env: env, Dir: cfg.WorkingDir, User: cfg.User}})
 	if err != nil {
-		return build.Errf(s.Line, errUnwrapKind(err), "%s: %v", s.Original, err)
+		return dockerfile.Errf(s.Line, errUnwrapKind(err), "%s: %v", s.Original, err)
 	}
 	defer ps.Close()
 	var tail []byte
@@ -501,7 +501,7 @@ func (m *Manager) buildRun(ctx context.Context, id string, s build.Step, args, e
 			break
 		}
 		if err != nil {
-			return build.Errf(s.Line, errdefs.ErrUnknown, "%s: %v", s.Original, err)
+			return dockerfile.Errf(s.Line, errdefs.ErrUnknown, "%s: %v", s.Original, err)
 		}
 		if ev.Result != nil {
 			res = ev.Result
@@ -513,27 +513,27 @@ func (m *Manager) buildRun(ctx context.Context, id string, s build.Step, args, e
 		}
 	}
 	if res == nil {
-		return build.Errf(s.Line, errdefs.ErrUnknown, "%s: no exit status", s.Original)
+		return dockerfile.Errf(s.Line, errdefs.ErrUnknown, "%s: no exit status", s.Original)
 	}
 	if res.ExitCode != 0 || res.Signal != "" {
 		how := fmt.Sprintf("exit code %d", res.ExitCode)
 		if res.Signal != "" {
 			how = "killed by " + res.Signal
 		}
-		return build.Errf(s.Line, errdefs.ErrFailedPrecondition, "%s: failed (%s); output ends: %s", s.Original, how, strings.TrimSpace(string(tail)))
+		return dockerfile.Errf(s.Line, errdefs.ErrFailedPrecondition, "%s: failed (%s); output ends: %s", s.Original, how, strings.TrimSpace(string(tail)))
 	}
 	return nil
 }
 
 // buildCopy extracts a COPY's tar in the step sandbox and applies --chown
 // to what it copied.
-func (m *Manager) buildCopy(ctx context.Context, id string, s build.Step, cp *build.Copy, chown string) error {
+func (m *Manager) buildCopy(ctx context.Context, id string, s dockerfile.Step, cp *dockerfile.Copy, chown string) error {
 	if err := m.ensureDir(ctx, id, cp.Dir); err != nil {
-		return build.Errf(s.Line, nil, "%s: destination %s: %v", s.Original, cp.Dir, err)
+		return dockerfile.Errf(s.Line, nil, "%s: destination %s: %v", s.Original, cp.Dir, err)
 	}
 	for _, t := range cp.Tars {
 		if err := m.CopyIn(ctx, id, cp.Dir, bytes.NewReader(t)); err != nil {
-			return build.Errf(s.Line, errUnwrapKind(err), "%s: %v", s.Original, err)
+			return dockerfile.Errf(s.Line, errUnwrapKind(err), "%s: %v", s.Original, err)
 		}
 	}
 	if chown == "" {
@@ -541,7 +541,7 @@ func (m *Manager) buildCopy(ctx context.Context, id string, s build.Step, cp *bu
 	}
 	for _, t := range cp.Tops {
 		if err := m.ChownPath(ctx, id, wire.ChownArgs{Path: path.Join(cp.Dir, t), Owner: chown, Recursive: true}); err != nil {
-			return build.Errf(s.Line, errUnwrapKind(err), "%s: --chown=%s: %v", s.Original, chown, err)
+			return dockerfile.Errf(s.Line, errUnwrapKind(err), "%s: --chown=%s: %v", s.Original, chown, err)
 		}
 	}
 	return nil

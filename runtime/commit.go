@@ -14,7 +14,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 
-	"github.com/boxd-dev/boxd/layerdiff"
+	"github.com/boxd-dev/boxd/internal/layerdiff"
 	"github.com/boxd-dev/boxd/snapshot"
 )
 

@@ -9,7 +9,7 @@ import (
 	"github.com/containerd/containerd/v2/client"
 	"golang.org/x/sys/unix"
 
-	"github.com/boxd-dev/boxd/disk"
+	"github.com/boxd-dev/boxd/internal/disk"
 )
 
 // diskImage is the host file holding a capped sandbox's writable layer. It

@@ -21,7 +21,7 @@ import (
 
 	"github.com/boxd-dev/boxd/agent/host"
 	"github.com/boxd-dev/boxd/agent/wire"
-	"github.com/boxd-dev/boxd/events"
+	"github.com/boxd-dev/boxd/internal/events"
 )
 
 // ExecExited records how a command run through the process API ended;

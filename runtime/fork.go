@@ -20,7 +20,7 @@ import (
 	"github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/boxd-dev/boxd/layerdiff"
+	"github.com/boxd-dev/boxd/internal/layerdiff"
 )
 
 // MaxForks bounds how many sandboxes one fork call makes.

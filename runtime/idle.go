@@ -12,7 +12,7 @@ import (
 	"github.com/containerd/containerd/v2/client"
 
 	"github.com/boxd-dev/boxd/agent/wire"
-	"github.com/boxd-dev/boxd/events"
+	"github.com/boxd-dev/boxd/internal/events"
 )
 
 // LabelIdle holds a sandbox's idle policy (JSON of idlePolicy), so it

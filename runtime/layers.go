@@ -18,7 +18,7 @@ import (
 	"github.com/containerd/errdefs"
 	"github.com/opencontainers/runtime-spec/specs-go"
 
-	"github.com/boxd-dev/boxd/layerdiff"
+	"github.com/boxd-dev/boxd/internal/layerdiff"
 )
 
 // LabelForkLayer marks a committed snapshot boxd made for a fork: the

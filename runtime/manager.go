@@ -37,8 +37,8 @@ import (
 
 	"github.com/boxd-dev/boxd/agent/handoff"
 	"github.com/boxd-dev/boxd/agent/wire"
-	"github.com/boxd-dev/boxd/events"
-	"github.com/boxd-dev/boxd/gvisor"
+	"github.com/boxd-dev/boxd/internal/events"
+	"github.com/boxd-dev/boxd/internal/gvisor"
 	"github.com/boxd-dev/boxd/network"
 	"github.com/boxd-dev/boxd/network/ports"
 	"github.com/boxd-dev/boxd/oci"

@@ -10,7 +10,7 @@ import (
 
 	"github.com/containerd/errdefs"
 
-	"github.com/boxd-dev/boxd/events"
+	"github.com/boxd-dev/boxd/internal/events"
 )
 
 func TestMayUse(t *testing.T) {

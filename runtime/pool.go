@@ -21,7 +21,7 @@ import (
 	"github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/boxd-dev/boxd/agent/wire"
-	"github.com/boxd-dev/boxd/gvisor"
+	"github.com/boxd-dev/boxd/internal/gvisor"
 	"github.com/boxd-dev/boxd/network"
 	"github.com/boxd-dev/boxd/snapshot"
 )

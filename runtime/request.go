@@ -12,7 +12,7 @@ import (
 	"github.com/containerd/errdefs"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/boxd-dev/boxd/disk"
+	"github.com/boxd-dev/boxd/internal/disk"
 	"github.com/boxd-dev/boxd/network"
 )
 

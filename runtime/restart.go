@@ -15,7 +15,7 @@ import (
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/errdefs"
 
-	"github.com/boxd-dev/boxd/events"
+	"github.com/boxd-dev/boxd/internal/events"
 
 	"golang.org/x/sys/unix"
 )

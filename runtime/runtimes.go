@@ -19,7 +19,7 @@ import (
 	"github.com/boxd-dev/boxd/agent/gvchannel"
 	"github.com/boxd-dev/boxd/agent/handoff"
 	"github.com/boxd-dev/boxd/agent/host"
-	"github.com/boxd-dev/boxd/gvisor"
+	"github.com/boxd-dev/boxd/internal/gvisor"
 )
 
 // The OCI runtimes a sandbox can run on (CreateRequest.Runtime).

@@ -8,7 +8,7 @@ import (
 
 	"github.com/containerd/errdefs"
 
-	"github.com/boxd-dev/boxd/gvisor"
+	"github.com/boxd-dev/boxd/internal/gvisor"
 )
 
 // TestPickRuntime: an unknown runtime is invalid_argument naming the

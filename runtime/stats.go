@@ -14,7 +14,7 @@ import (
 
 	apievents "github.com/containerd/containerd/api/events"
 
-	"github.com/boxd-dev/boxd/events"
+	"github.com/boxd-dev/boxd/internal/events"
 	"github.com/boxd-dev/boxd/network"
 )
 

@@ -26,7 +26,7 @@ import (
 	ocispecs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/boxd-dev/boxd/layerdiff"
+	"github.com/boxd-dev/boxd/internal/layerdiff"
 )
 
 // LabelCommittedFrom is set on an image made by a commit: the sandbox it

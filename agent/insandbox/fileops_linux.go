@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/boxd-dev/boxd/agent/wire"
-	"github.com/boxd-dev/boxd/safetar"
+	"github.com/boxd-dev/boxd/internal/safetar"
 )
 
 func (s *Server) stat(fw *wire.FrameWriter, path string) {

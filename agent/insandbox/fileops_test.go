@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/boxd-dev/boxd/safetar"
+	"github.com/boxd-dev/boxd/internal/safetar"
 	"github.com/containerd/errdefs"
 )
 

@@ -26,10 +26,10 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/boxd-dev/boxd/internal/safetar"
 	rpcclient "github.com/boxd-dev/boxd/rpc/client"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
-	"github.com/boxd-dev/boxd/safetar"
 )
 
 func scenarioFiles(ctx context.Context, e *env, cfg *config) ([]*latency, error) {

@@ -42,7 +42,7 @@ func buildCLIs(t *testing.T) string {
 		}
 		for _, args := range [][]string{
 			{"build", "-o", filepath.Join(binDir, "boxctl"), "."},
-			{"build", "-tags", "urfave_cli_no_docs", "-o", filepath.Join(binDir, "boxctl-full"), "./full"},
+			{"build", "-tags", "urfave_cli_no_docs", "-o", filepath.Join(binDir, "boxctl-full"), "../boxctl-full"},
 		} {
 			if out, err := exec.Command(goTool, args...).CombinedOutput(); err != nil {
 				buildErr = errors.New(string(out))

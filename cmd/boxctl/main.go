@@ -6,7 +6,7 @@
 // small binary serves the common `boxctl exec ID -- CMD` itself through
 // rpc/lite, and hands everything else, with the same argv, environment and
 // stdio, to the full CLI: boxctl-full, installed next to it, source
-// cmd/boxctl/full. Whatever it does not understand exactly goes to the full
+// cmd/boxctl-full. Whatever it does not understand exactly goes to the full
 // CLI too, so boxctl behaves as the full CLI does, only faster.
 //
 // It links neither os nor time: their initialisation alone (os imports

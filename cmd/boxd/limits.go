@@ -12,7 +12,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/boxd-dev/boxd/disk"
+	"github.com/boxd-dev/boxd/internal/disk"
 	"github.com/boxd-dev/boxd/runtime"
 )
 

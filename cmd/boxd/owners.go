@@ -11,7 +11,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/boxd-dev/boxd/audit"
+	"github.com/boxd-dev/boxd/internal/audit"
 	"github.com/boxd-dev/boxd/runtime"
 )
 

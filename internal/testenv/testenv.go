@@ -32,8 +32,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/boxd-dev/boxd/gvisor"
-	"github.com/boxd-dev/boxd/runc"
+	"github.com/boxd-dev/boxd/internal/gvisor"
+	"github.com/boxd-dev/boxd/internal/runc"
 	"io"
 	"os"
 	"os/exec"
@@ -449,8 +449,8 @@ func fileExists(p string) bool {
 	return err == nil
 }
 
-// BuildBinaries builds ./cmd/boxd, ./cmd/boxctl, ./cmd/boxctl/full (as
-// boxctl-full, which boxctl runs from its own directory), ./cmd/boxctl/mcp
+// BuildBinaries builds ./cmd/boxd, ./cmd/boxctl, ./cmd/boxctl-full (as
+// boxctl-full, which boxctl runs from its own directory), ./cmd/boxctl-mcp
 // (as boxctl-mcp, which `boxctl mcp` runs likewise) and ./cmd/boxd-init
 // (the last with CGO_ENABLED=0, so it runs inside any rootfs) into dir and
 // returns their paths.

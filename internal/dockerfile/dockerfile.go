@@ -2,7 +2,7 @@
 // (buildkit's parser, then boxd's subset of instructions) and the build
 // context the client sent (a tar held in memory), from which COPY and ADD
 // take files without ever leaving it. Running the steps is runtime's job.
-package build
+package dockerfile
 
 import (
 	"bytes"

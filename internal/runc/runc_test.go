@@ -87,7 +87,7 @@ func TestPinnedIsSafe(t *testing.T) {
 	if vs := Vulnerable(v); len(vs) > 0 {
 		t.Errorf("pinned runc %s is vulnerable: %v", Pinned, vs)
 	}
-	b, err := os.ReadFile(filepath.Join("..", "scripts", "lib.sh"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "scripts", "lib.sh"))
 	if err != nil {
 		t.Fatal(err)
 	}

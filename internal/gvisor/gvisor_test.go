@@ -14,7 +14,7 @@ import (
 // TestPinnedMatchesSetup keeps boxd's default --runsc and setup.sh's build
 // in step.
 func TestPinnedMatchesSetup(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join("..", "scripts", "lib.sh"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "scripts", "lib.sh"))
 	if err != nil {
 		t.Fatal(err)
 	}

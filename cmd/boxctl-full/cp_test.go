@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/boxd-dev/boxd/safetar"
+	"github.com/boxd-dev/boxd/internal/safetar"
 )
 
 type tarEntry struct {

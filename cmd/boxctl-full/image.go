@@ -11,8 +11,8 @@ import (
 	"connectrpc.com/connect"
 	"github.com/urfave/cli/v2"
 
+	"github.com/boxd-dev/boxd/internal/safetar"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
-	"github.com/boxd-dev/boxd/safetar"
 )
 
 func imageCommand() *cli.Command {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/boxd-dev/boxd/internal/safetar"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
-	"github.com/boxd-dev/boxd/safetar"
 )
 
 func buildCommand() *cli.Command {

@@ -10,7 +10,7 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// mcpName is the MCP server's binary (source cmd/boxctl/mcp), installed
+// mcpName is the MCP server's binary (source cmd/boxctl-mcp), installed
 // next to boxctl-full. It is a binary of its own because the MCP SDK's
 // package initialisation would slow every other command of this one (so
 // this file does not import package mcpserver either).

@@ -12,9 +12,9 @@ import (
 	"connectrpc.com/connect"
 	"github.com/urfave/cli/v2"
 
+	"github.com/boxd-dev/boxd/internal/safetar"
 	rpcclient "github.com/boxd-dev/boxd/rpc/client"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
-	"github.com/boxd-dev/boxd/safetar"
 )
 
 // splitRemote parses "ID:PATH"; a local path containing ':' can be given as
