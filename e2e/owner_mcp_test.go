@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -63,6 +64,13 @@ func TestOwnershipMCPSessions(t *testing.T) {
 		sort.Strings(without)
 		if got := strings.Join(without, " "); got != "sandbox_create sandbox_list" {
 			t.Errorf("tools without a sandbox_id: %s; the attack above covers only tools that take one", got)
+		}
+
+		// The official TypeScript SDK's client tries the same as a third
+		// session (testdata/mcp-node/http-intruder.mjs).
+		out := runNodeMCPClient(t, "http-intruder.mjs", path, id, name)
+		if !bytes.Contains(out, []byte(`"exec"`)) || !bytes.Contains(out, []byte(`"sandbox_delete"`)) {
+			t.Errorf("node intruder attacked too little: %s", out)
 		}
 
 		// a's sandbox is as a left it: b's write, edit, exec, kill and
