@@ -42,7 +42,9 @@ func TestOwnershipMCPSessions(t *testing.T) {
 		}
 		// sandbox_delete last: should it get through, the rest still
 		// show what they would reach.
-		sort.SliceStable(tools.Tools, func(i, j int) bool { return tools.Tools[j].Name == "sandbox_delete" && tools.Tools[i].Name != "sandbox_delete" })
+		sort.SliceStable(tools.Tools, func(i, j int) bool {
+			return tools.Tools[j].Name == "sandbox_delete" && tools.Tools[i].Name != "sandbox_delete"
+		})
 		var without []string
 		for _, tool := range tools.Tools {
 			if !hasSandboxID(tool) {
