@@ -23,12 +23,13 @@ import (
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 )
 
-// mcpHTTPServer starts `boxctl mcp --http-socket` (through the front) and
-// waits for its socket.
-func mcpHTTPServer(t *testing.T, idle time.Duration) (string, *exec.Cmd) {
+// mcpHTTPServer starts `boxctl mcp --http-socket` (through the front),
+// with extra flags if any, and waits for its socket.
+func mcpHTTPServer(t *testing.T, idle time.Duration, extra ...string) (string, *exec.Cmd) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "mcp.sock")
-	cmd := exec.Command(env.boxctl, "--socket", env.socket, "mcp", "--http-socket", path, "--idle-timeout", idle.String())
+	args := append([]string{"--socket", env.socket, "mcp", "--http-socket", path, "--idle-timeout", idle.String()}, extra...)
+	cmd := exec.Command(env.boxctl, args...)
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -311,7 +311,9 @@ var sandboxRPCs = []rpcCase{
 // exist), names are per user, an --admin-group member sees and manages
 // all, quotas hold per user, image changes need an admin, every mutating
 // call is in the audit log with the caller's uid and pid, and all of it
-// survives a boxd SIGKILL.
+// survives a boxd SIGKILL. The same attack between MCP sessions of one
+// user on a shared `boxctl mcp --http-socket` is TestOwnershipMCPSessions
+// (owner_mcp_test.go).
 func TestOwnership(t *testing.T) {
 	sockGroup, adminGroup, ua, ub, uc := hostUsers(t)
 	d := startBoxd(t, "boxd-e2e-owner", true, "--socket-group", sockGroup, "--admin-group", adminGroup,

@@ -41,7 +41,7 @@ type execOut struct {
 }
 
 func (s *Server) addExec(srv *mcp.Server) {
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(s, srv, &mcp.Tool{
 		Name: "exec",
 		Description: "Run a command in a sandbox and return its exit code, stdout and stderr. The command is killed at " +
 			"its timeout; output beyond the limit is dropped, and the result says so.",

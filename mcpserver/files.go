@@ -90,21 +90,21 @@ type editOut struct {
 }
 
 func (s *Server) addFiles(srv *mcp.Server) {
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(s, srv, &mcp.Tool{
 		Name:        "read_file",
 		Description: "Read a file in a sandbox, or a byte range of it. Text comes back as is; a file that is not UTF-8 comes back as base64.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, s.readFile)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(s, srv, &mcp.Tool{
 		Name:        "write_file",
 		Description: "Create or replace a file in a sandbox (atomically), creating missing parent directories.",
 	}, s.writeFile)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(s, srv, &mcp.Tool{
 		Name:        "list_files",
 		Description: "List a directory in a sandbox: one line per entry with type, size, mode and path. Symlinks are listed, not entered.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, s.listFiles)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(s, srv, &mcp.Tool{
 		Name:        "edit_file",
 		Description: "Edit a file in a sandbox by exact replacement: old_text must occur exactly once (or use replace_all); otherwise nothing changes. The file is replaced atomically, keeping its owner and mode.",
 	}, s.editFile)

@@ -22,6 +22,10 @@ type HTTPOptions struct {
 	// IdleTimeout ends a session that sent no request for this long (a
 	// client that went away without ending its session); 0: never.
 	IdleTimeout time.Duration
+	// SharedSessions lets every session use every sandbox of this user,
+	// as boxd allows any of its clients; by default a session may use
+	// only the sandboxes it created (Server.lookup).
+	SharedSessions bool
 }
 
 // ServeHTTP serves MCP's streamable HTTP transport on ln until ctx ends.
@@ -29,6 +33,10 @@ type HTTPOptions struct {
 // of its own, so the sandboxes it creates carry its own session label and
 // are deleted when that session ends: the client's DELETE, IdleTimeout
 // passing, or ServeHTTP returning. Sandboxes created with keep stay.
+// Every session reaches boxd as the same user, so boxd's owner check
+// cannot keep them apart: unless o.SharedSessions, each Server allows its
+// session only the sandboxes it created, and answers another session's
+// sandbox exactly like a missing one.
 func ServeHTTP(ctx context.Context, ln net.Listener, o HTTPOptions) error {
 	log := o.Log
 	if log == nil {
@@ -45,6 +53,7 @@ func ServeHTTP(ctx context.Context, ln net.Listener, o HTTPOptions) error {
 			log.Error("new MCP session", "err", err)
 			return nil // the handler answers 400
 		}
+		s.isolated = !o.SharedSessions
 		srv := s.mcpServer(o.Version)
 		// The session's end is known once it exists: watch it from the
 		// first request it serves (initialize), whatever comes next.

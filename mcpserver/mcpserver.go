@@ -6,7 +6,10 @@
 //
 // Sandboxes that a client creates carry the label mcp-session=<id> of its
 // session and are deleted when the session ends (the client closes stdin
-// or goes away), unless the client asked to keep them.
+// or goes away), unless the client asked to keep them. All sessions act on
+// boxd as the same user, so boxd cannot tell them apart: over HTTP, each
+// session may use only the sandboxes it created (Server.lookup), unless
+// the server was started to share them.
 package mcpserver
 
 import (
@@ -40,6 +43,10 @@ type Server struct {
 	procs   boxdv1connect.ProcessServiceClient
 	log     *slog.Logger
 	session string
+	// isolated: this session may use only the sandboxes it created
+	// (lookup), as an HTTP session among others is unless the server
+	// shares them (--shared-sessions).
+	isolated bool
 
 	mu      sync.Mutex
 	created map[string]bool // sandbox id -> keep

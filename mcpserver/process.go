@@ -68,20 +68,20 @@ type processListOut struct {
 }
 
 func (s *Server) addProcesses(srv *mcp.Server) {
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(s, srv, &mcp.Tool{
 		Name:        "process_start",
 		Description: "Start a command in the background (a server, a long build) and return its process id at once. boxd keeps the last 1 MiB of its output; read it with process_read.",
 	}, s.processStart)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(s, srv, &mcp.Tool{
 		Name:        "process_read",
 		Description: "Read a background process's state and output so far, optionally waiting for it to exit.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, s.processRead)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(s, srv, &mcp.Tool{
 		Name:        "process_kill",
 		Description: "Send a signal to a background process (default SIGKILL, which ends its whole process tree).",
 	}, s.processKill)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(s, srv, &mcp.Tool{
 		Name:        "process_list",
 		Description: "List the background processes of a sandbox, running or exited.",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},

@@ -35,7 +35,7 @@ type sandboxOut struct {
 }
 
 type listIn struct {
-	All bool `json:"all,omitempty" jsonschema:"list every sandbox on this boxd, not only those this session created"`
+	All bool `json:"all,omitempty" jsonschema:"list every sandbox of this user on this boxd, not only those this session created; refused by an HTTP server that keeps its sessions apart"`
 }
 
 type listOut struct {
@@ -53,16 +53,16 @@ func sandboxOf(sb *boxdv1.Sandbox) sandboxOut {
 }
 
 func (s *Server) addTools(srv *mcp.Server) {
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(s, srv, &mcp.Tool{
 		Name:        "sandbox_create",
 		Description: "Create an isolated Linux sandbox (no network) and return its id. Commands and files then refer to it by sandbox_id.",
 	}, s.create)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(s, srv, &mcp.Tool{
 		Name:        "sandbox_list",
 		Description: "List the sandboxes this session created (or, with all, every sandbox on this boxd).",
 		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
 	}, s.list)
-	mcp.AddTool(srv, &mcp.Tool{
+	addTool(s, srv, &mcp.Tool{
 		Name:        "sandbox_delete",
 		Description: "Delete a sandbox and everything in it.",
 		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)},
@@ -100,6 +100,9 @@ func (s *Server) create(ctx context.Context, _ *mcp.CallToolRequest, in createIn
 }
 
 func (s *Server) list(ctx context.Context, _ *mcp.CallToolRequest, in listIn) (*mcp.CallToolResult, listOut, error) {
+	if in.All && s.isolated {
+		return nil, listOut{}, fmt.Errorf("all: this MCP server keeps its sessions apart, so a session lists only the sandboxes it created (start boxctl mcp with --shared-sessions to share them)")
+	}
 	req := &boxdv1.ListSandboxesRequest{}
 	if !in.All {
 		req.Labels = map[string]string{SessionLabel: s.session}
@@ -111,6 +114,9 @@ func (s *Server) list(ctx context.Context, _ *mcp.CallToolRequest, in listIn) (*
 	out := listOut{Sandboxes: []sandboxOut{}}
 	var b strings.Builder
 	for _, sb := range resp.Msg.GetSandboxes() {
+		if s.isolated && !s.owns(sb.GetId()) {
+			continue // the label alone could be set by any client of this user
+		}
 		out.Sandboxes = append(out.Sandboxes, sandboxOf(sb))
 		fmt.Fprintf(&b, "%s\t%s\t%s\t%s\n", sb.GetId(), sb.GetState(), sb.GetImage(), sb.GetName())
 	}
@@ -121,10 +127,8 @@ func (s *Server) list(ctx context.Context, _ *mcp.CallToolRequest, in listIn) (*
 }
 
 func (s *Server) delete(ctx context.Context, _ *mcp.CallToolRequest, in idIn) (*mcp.CallToolResult, empty, error) {
-	if in.SandboxID == "" {
-		return nil, empty{}, fmt.Errorf("sandbox_id is required")
-	}
-	// Resolve a name to the id this session remembers.
+	// Resolve a name to the id this session remembers (lookup has done
+	// so already when the server keeps its sessions apart).
 	id := in.SandboxID
 	if g, err := s.api.GetSandbox(ctx, connect.NewRequest(&boxdv1.GetSandboxRequest{Id: id})); err == nil {
 		id = g.Msg.GetSandbox().GetId()

@@ -26,16 +26,22 @@ func mcpCommand() *cli.Command {
 			"client closes stdin (or boxctl gets SIGINT or SIGTERM), unless created with keep=true.\n" +
 			"With --http-socket PATH it serves MCP's streamable HTTP transport on that Unix socket (mode 0600)\n" +
 			"instead: every MCP session gets its own label, and its sandboxes are deleted when the session\n" +
-			"ends (the client's DELETE, --idle-timeout without a request, or boxctl mcp stopping).\n" +
+			"ends (the client's DELETE, --idle-timeout without a request, or boxctl mcp stopping). All sessions\n" +
+			"act on boxd as this user, so each may use only the sandboxes it created (another's answers\n" +
+			"not_found, like a missing id) unless --shared-sessions lets them share this user's sandboxes.\n" +
 			"Logs go to stderr; stdout carries the protocol. Served by " + mcpName + ", installed next to boxctl.",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "debug", Usage: "log every session event to stderr"},
 			&cli.StringFlag{Name: "http-socket", Usage: "serve streamable HTTP on this Unix socket instead of stdio"},
+			&cli.BoolFlag{Name: "shared-sessions", Usage: "with --http-socket: let every session use every sandbox of this user, not only those it created"},
 			&cli.DurationFlag{Name: "idle-timeout", Value: 10 * time.Minute, Usage: "with --http-socket: end a session after this long without a request (0: never)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
-				return fmt.Errorf("usage: boxctl mcp [--debug] [--http-socket PATH [--idle-timeout D]]")
+				return fmt.Errorf("usage: boxctl mcp [--debug] [--http-socket PATH [--idle-timeout D] [--shared-sessions]]")
+			}
+			if c.Bool("shared-sessions") && c.String("http-socket") == "" {
+				return fmt.Errorf("--shared-sessions: only with --http-socket (stdio serves one session)")
 			}
 			self, err := os.Executable()
 			if err != nil {
@@ -48,6 +54,9 @@ func mcpCommand() *cli.Command {
 			}
 			if p := c.String("http-socket"); p != "" {
 				args = append(args, "--http-socket", p, "--idle-timeout", c.Duration("idle-timeout").String())
+				if c.Bool("shared-sessions") {
+					args = append(args, "--shared-sessions")
+				}
 			}
 			// Replace this process: the MCP client's stdio, signals and
 			// wait belong to the server itself.

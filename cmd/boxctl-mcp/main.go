@@ -32,10 +32,15 @@ func main() {
 	flag.StringVar(&socket, "socket", socket, "boxd's Unix socket (env BOXD_SOCKET)")
 	dbg := flag.Bool("debug", false, "log every session event to stderr")
 	httpSocket := flag.String("http-socket", "", "serve MCP's streamable HTTP transport on this Unix socket instead of stdio")
+	shared := flag.Bool("shared-sessions", false, "with --http-socket: let every session use every sandbox of this user, not only those it created")
 	idle := flag.Duration("idle-timeout", 10*time.Minute, "with --http-socket: end a session after this long without a request (0: never)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "boxctl mcp: unexpected arguments %q\n", flag.Args())
+		os.Exit(2)
+	}
+	if *shared && *httpSocket == "" {
+		fmt.Fprintln(os.Stderr, "boxctl mcp: --shared-sessions: only with --http-socket (stdio serves one session)")
 		os.Exit(2)
 	}
 	level := slog.LevelWarn
@@ -45,7 +50,7 @@ func main() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 	var err error
 	if *httpSocket != "" {
-		err = runHTTP(socket, *httpSocket, *idle, log)
+		err = runHTTP(socket, *httpSocket, *idle, *shared, log)
 	} else {
 		err = run(socket, log)
 	}
@@ -71,8 +76,9 @@ func run(socket string, log *slog.Logger) error {
 // runHTTP serves streamable HTTP on a Unix socket until SIGINT or SIGTERM;
 // the sessions still open then end and their sandboxes are deleted. The
 // socket is the user's alone (0600): whoever reaches it acts on boxd as
-// this user.
-func runHTTP(socket, path string, idle time.Duration, log *slog.Logger) error {
+// this user. Sessions are kept apart (each uses only the sandboxes it
+// created) unless shared.
+func runHTTP(socket, path string, idle time.Duration, shared bool, log *slog.Logger) error {
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {
 			return fmt.Errorf("--http-socket %s: exists and is not a socket", path)
@@ -94,8 +100,8 @@ func runHTTP(socket, path string, idle time.Duration, log *slog.Logger) error {
 	defer os.Remove(path)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	log.Info("serving MCP over streamable HTTP", "http_socket", path, "socket", socket, "idle_timeout", idle)
-	return mcpserver.ServeHTTP(ctx, ln, mcpserver.HTTPOptions{Socket: socket, Version: version(), Log: log, IdleTimeout: idle})
+	log.Info("serving MCP over streamable HTTP", "http_socket", path, "socket", socket, "idle_timeout", idle, "shared_sessions", shared)
+	return mcpserver.ServeHTTP(ctx, ln, mcpserver.HTTPOptions{Socket: socket, Version: version(), Log: log, IdleTimeout: idle, SharedSessions: shared})
 }
 
 // version is the module version this was built from, for the handshake.
