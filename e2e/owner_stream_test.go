@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,8 +20,6 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
-	"github.com/boxd-dev/boxd/internal/testenv"
-	rpcclient "github.com/boxd-dev/boxd/rpc/client"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 )
@@ -34,31 +31,12 @@ import (
 // tables as user b against user a; TestOwnershipCoversStreams fails when
 // a streaming RPC is in neither.
 
-// streamsAs are u's clients of the services sandboxRPCs' clientsAs lacks.
-type streamsAs struct {
-	events   boxdv1connect.EventServiceClient
-	registry boxdv1connect.RegistryServiceClient
-	sb       boxdv1connect.SandboxServiceClient
-}
-
-func streamClientsAs(u hostUser, sock string) streamsAs {
-	tr := rpcclient.Transport(sock)
-	tr.DialContext = testenv.DialAs(u.uid, u.gid, u.groups, sock)
-	hc := &http.Client{Transport: tr}
-	const base = "http://boxd"
-	return streamsAs{
-		events:   boxdv1connect.NewEventServiceClient(hc, base),
-		registry: boxdv1connect.NewRegistryServiceClient(hc, base),
-		sb:       boxdv1connect.NewSandboxServiceClient(hc, base),
-	}
-}
-
 // streamWorld is what a streamCase needs: b's clients, and a's and b's
 // users and sandboxes, and a way to run a command in a's sandbox as a.
 type streamWorld struct {
 	a, b     hostUser
 	sbA, sbB string
-	apiB     streamsAs
+	apiB     clientsAs
 	execA    func(args ...string) // as user a, in sbA
 	execB    func(args ...string) // as user b, in sbB
 }

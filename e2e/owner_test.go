@@ -83,9 +83,11 @@ func hostUsers(t *testing.T) (sockGroup, adminGroup string, a, b, admin hostUser
 
 // clientsAs are API clients whose connections are u's.
 type clientsAs struct {
-	sb    boxdv1connect.SandboxServiceClient
-	files boxdv1connect.FileServiceClient
-	procs boxdv1connect.ProcessServiceClient
+	sb       boxdv1connect.SandboxServiceClient
+	files    boxdv1connect.FileServiceClient
+	procs    boxdv1connect.ProcessServiceClient
+	events   boxdv1connect.EventServiceClient
+	registry boxdv1connect.RegistryServiceClient
 }
 
 func apiAs(u hostUser, sock string) clientsAs {
@@ -94,9 +96,11 @@ func apiAs(u hostUser, sock string) clientsAs {
 	hc := &http.Client{Transport: tr}
 	const base = "http://boxd"
 	return clientsAs{
-		sb:    boxdv1connect.NewSandboxServiceClient(hc, base),
-		files: boxdv1connect.NewFileServiceClient(hc, base),
-		procs: boxdv1connect.NewProcessServiceClient(hc, base),
+		sb:       boxdv1connect.NewSandboxServiceClient(hc, base),
+		files:    boxdv1connect.NewFileServiceClient(hc, base),
+		procs:    boxdv1connect.NewProcessServiceClient(hc, base),
+		events:   boxdv1connect.NewEventServiceClient(hc, base),
+		registry: boxdv1connect.NewRegistryServiceClient(hc, base),
 	}
 }
 
@@ -613,7 +617,7 @@ func TestOwnership(t *testing.T) {
 				}
 			}
 		}
-		w := streamWorld{a: ua, b: ub, sbA: sbA, sbB: sbB, apiB: streamClientsAs(ub, d.sock), execA: execIn(ua, sbA), execB: execIn(ub, sbB)}
+		w := streamWorld{a: ua, b: ub, sbA: sbA, sbB: sbB, apiB: apiAs(ub, d.sock), execA: execIn(ua, sbA), execB: execIn(ub, sbB)}
 		for _, sc := range streamCases {
 			t.Run(sc.name, func(t *testing.T) { sc.check(t, c, w) })
 		}
