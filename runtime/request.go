@@ -5,11 +5,11 @@ import (
 	"math"
 	"path"
 	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/containerd/errdefs"
+	units "github.com/docker/go-units"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/boxd-dev/boxd/internal/disk"
@@ -89,6 +89,11 @@ const (
 	maxPathBytes = 4096
 )
 
+// sizeRe is the size grammar boxd documents: decimal digits with an
+// optional fraction, optional space, an optional binary unit and an
+// optional "b" or "ib". go-units' own grammar is wider (exponents such as
+// "1e9", hex floats, a leading ".", "p" for peta, "MIB"), so this decides
+// what is a size and go-units only converts the number and the unit.
 var sizeRe = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)\s*([kmgtKMGT]?)(?:i?[bB])?$`)
 
 // ParseSize parses a memory size such as "256m", "1.5g", "512MiB" or a plain
@@ -99,16 +104,16 @@ func ParseSize(s string) (int64, error) {
 	if m == nil {
 		return 0, fmt.Errorf("%q is not a size (examples: 256m, 1g, 1073741824)", s)
 	}
-	v, err := strconv.ParseFloat(m[1], 64)
+	b, err := units.RAMInBytes(m[1] + m[2])
 	if err != nil {
 		return 0, fmt.Errorf("%q is not a size: %v", s, err)
 	}
-	mult := map[string]float64{"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}[strings.ToLower(m[2])]
-	b := v * mult
-	if b >= math.MaxInt64/2 {
+	// A product past int64's range converts to a negative or saturated
+	// number: both fall outside the limit of half that range.
+	if b < 0 || b >= math.MaxInt64/2 {
 		return 0, fmt.Errorf("%q is too large", s)
 	}
-	return int64(b), nil
+	return b, nil
 }
 
 var (
