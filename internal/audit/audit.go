@@ -8,10 +8,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/boxd-dev/boxd/internal/jsonline"
+	"github.com/boxd-dev/boxd/internal/rotfile"
 )
 
 // Entry is one audited call.
@@ -56,12 +56,7 @@ const FileName = "audit.log"
 // Log is an append-only, size-rotated JSON-lines file. It is safe for
 // concurrent use.
 type Log struct {
-	mu   sync.Mutex
-	path string
-	max  int64 // rotate once the file would grow past this
-	keep int   // rotated files kept
-	f    *os.File
-	size int64
+	f *rotfile.File
 }
 
 // Open opens (or creates, 0600) dir/FileName for appending. maxBytes > 0
@@ -77,34 +72,15 @@ func Open(dir string, maxBytes int64, keep int) (*Log, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("audit log dir %s: %w", dir, err)
 	}
-	l := &Log{path: filepath.Join(dir, FileName), max: maxBytes, keep: keep}
-	if err := l.open(); err != nil {
-		return nil, err
-	}
-	return l, nil
-}
-
-func (l *Log) open() error {
-	f, err := os.OpenFile(l.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	f, err := rotfile.Open(filepath.Join(dir, FileName), maxBytes, keep)
 	if err != nil {
-		return fmt.Errorf("audit log %s: %w", l.path, err)
+		return nil, fmt.Errorf("audit log: %w", err)
 	}
-	// A file left by an older boxd or made by hand may be wider.
-	if err := f.Chmod(0o600); err != nil {
-		f.Close()
-		return fmt.Errorf("audit log %s: %w", l.path, err)
-	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return fmt.Errorf("audit log %s: %w", l.path, err)
-	}
-	l.f, l.size = f, st.Size()
-	return nil
+	return &Log{f: f}, nil
 }
 
 // Path is the live file's path.
-func (l *Log) Path() string { return l.path }
+func (l *Log) Path() string { return l.f.Path() }
 
 // Write appends e as one line, rotating first if the line would take the
 // file past its size limit.
@@ -113,52 +89,11 @@ func (l *Log) Write(e Entry) error {
 	if err != nil {
 		return fmt.Errorf("audit log: %w", err)
 	}
-	b = append(b, '\n')
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.f == nil {
-		return fmt.Errorf("audit log %s: closed", l.path)
-	}
-	if l.size > 0 && l.size+int64(len(b)) > l.max {
-		if err := l.rotate(); err != nil {
-			return err
-		}
-	}
-	n, err := l.f.Write(b)
-	l.size += int64(n)
-	if err != nil {
-		return fmt.Errorf("audit log %s: %w", l.path, err)
+	if err := l.f.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("audit log: %w", err)
 	}
 	return nil
 }
 
-// rotate shifts FileName.i to FileName.i+1 (dropping the oldest beyond
-// keep) and starts a new live file.
-func (l *Log) rotate() error {
-	if err := l.f.Close(); err != nil {
-		return fmt.Errorf("audit log %s: %w", l.path, err)
-	}
-	l.f = nil
-	_ = os.Remove(fmt.Sprintf("%s.%d", l.path, l.keep))
-	for i := l.keep - 1; i >= 1; i-- {
-		if err := os.Rename(fmt.Sprintf("%s.%d", l.path, i), fmt.Sprintf("%s.%d", l.path, i+1)); err != nil && !os.IsNotExist(err) {
-			return fmt.Errorf("audit log rotate: %w", err)
-		}
-	}
-	if err := os.Rename(l.path, l.path+".1"); err != nil {
-		return fmt.Errorf("audit log rotate: %w", err)
-	}
-	return l.open()
-}
-
 // Close closes the live file.
-func (l *Log) Close() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.f == nil {
-		return nil
-	}
-	err := l.f.Close()
-	l.f = nil
-	return err
-}
+func (l *Log) Close() error { return l.f.Close() }

@@ -2,8 +2,8 @@
 // in-memory ring of the recent events, mirrored to an append-only JSON-lines
 // file in the state directory so a consumer that reconnects (with a since
 // time) misses nothing, even across a boxd restart or SIGKILL. Writes are
-// not fsynced: a killed boxd loses nothing the kernel already has, only a
-// host crash can lose the last few lines.
+// not fsynced (internal/rotfile): a killed boxd loses nothing the kernel
+// already has, only a host crash can lose the last few lines.
 package events
 
 import (
@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/boxd-dev/boxd/internal/jsonline"
+	"github.com/boxd-dev/boxd/internal/rotfile"
 )
 
 // Event types boxd emits.
@@ -83,8 +84,7 @@ type Log struct {
 	mu      sync.Mutex
 	ring    []Event // oldest first; at most cfg.MaxEvents
 	seq     uint64
-	f       *os.File
-	size    int64
+	f       *rotfile.File
 	subs    map[*Sub]struct{}
 	lastErr string
 }
@@ -113,16 +113,11 @@ func Open(cfg Config) (*Log, error) {
 			return nil, err
 		}
 	}
-	f, err := os.OpenFile(l.path(), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	f, err := rotfile.Open(l.path(), cfg.MaxFileBytes, 1)
 	if err != nil {
 		return nil, fmt.Errorf("events: %w", err)
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("events: %w", err)
-	}
-	l.f, l.size = f, st.Size()
+	l.f = f
 	return l, nil
 }
 
@@ -223,33 +218,14 @@ func (l *Log) Emit(typ, sandbox string, owner uint32, attrs map[string]string) {
 	}
 }
 
+// write appends ev to the file, which rotates to events.jsonl.1 (replacing
+// the previous one) at MaxFileBytes. The ring is in memory; the files only
+// back it.
 func (l *Log) write(ev Event) {
 	b := append(ev.appendJSON(make([]byte, 0, 256)), '\n')
-	if l.size+int64(len(b)) > l.cfg.MaxFileBytes {
-		if err := l.rotate(); err != nil {
-			l.logErr(err)
-		}
+	if err := l.f.Write(b); err != nil {
+		l.logErr(fmt.Errorf("events: %w", err))
 	}
-	n, err := l.f.Write(b)
-	l.size += int64(n)
-	if err != nil {
-		l.logErr(err)
-	}
-}
-
-// rotate moves the file to events.jsonl.1 (replacing the previous one) and
-// starts a new one. The ring is in memory; the files only back it.
-func (l *Log) rotate() error {
-	if err := os.Rename(l.path(), l.path()+".1"); err != nil {
-		return fmt.Errorf("events: rotate: %w", err)
-	}
-	f, err := os.OpenFile(l.path(), os.O_CREATE|os.O_APPEND|os.O_WRONLY|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("events: rotate: %w", err)
-	}
-	l.f.Close()
-	l.f, l.size = f, 0
-	return nil
 }
 
 func (l *Log) logErr(err error) {
