@@ -18,7 +18,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 
@@ -160,26 +159,4 @@ func (l Layer) Usage() (used, size int64, _ error) {
 		return 0, 0, fmt.Errorf("disk: statfs %s: %w", l.Dir, err)
 	}
 	return int64(st.Blocks-st.Bfree) * st.Bsize, int64(st.Blocks) * st.Bsize, nil
-}
-
-// Allocated is how many bytes the image really occupies on the host.
-func Allocated(image string) (int64, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(image, &st); err != nil {
-		return 0, err
-	}
-	return st.Blocks * 512, nil
-}
-
-// FormatSize prints bytes the way ParseSize reads them.
-func FormatSize(b int64) string {
-	for _, u := range []struct {
-		s string
-		n int64
-	}{{"t", 1 << 40}, {"g", 1 << 30}, {"m", 1 << 20}, {"k", 1 << 10}} {
-		if b >= u.n && b%u.n == 0 {
-			return strconv.FormatInt(b/u.n, 10) + u.s
-		}
-	}
-	return strconv.FormatInt(b, 10)
 }
