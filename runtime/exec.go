@@ -63,14 +63,6 @@ func runtimeOptions(runc string) any {
 	return &options.Options{BinaryName: runc}
 }
 
-func cgroupsPath(ctx context.Context, id string) string {
-	ns, ok := namespaces.Namespace(ctx)
-	if !ok {
-		ns = "boxd"
-	}
-	return "/" + ns + "/" + id
-}
-
 // agentFor returns the channel to a sandbox's init. An id the inventory
 // knows as client-visible needs no containerd round trip: this is the exec
 // hot path. Anything else (a name, a warm-pool member not yet handed out,
@@ -134,9 +126,6 @@ func (m *Manager) agentLinkFor(id string) *agentLink {
 	l, _ := m.agentLinks.LoadOrStore(id, &agentLink{pool: host.NewPool()})
 	return l.(*agentLink)
 }
-
-// agentPool is the pool of kept connections to sandbox id's init.
-func (m *Manager) agentPool(id string) *host.Pool { return m.agentLinkFor(id).pool }
 
 // dropAgentPool closes sandbox id's kept connections and forgets its
 // client: at delete, and when its init is replaced (they would only find

@@ -122,9 +122,3 @@ func (r *idRanges) give(start uint32) {
 	r.used[start]--
 }
 
-// inUse is how many blocks are taken (for tests and inspect of the daemon).
-func (r *idRanges) inUse() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.used)
-}

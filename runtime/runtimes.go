@@ -91,9 +91,6 @@ func (m *Manager) withRuntime(rec record) record {
 	return rec
 }
 
-// gvisorRec reports whether rec is a gVisor sandbox's.
-func gvisorRec(rec record) bool { return rec.Runtime == RuntimeGvisor }
-
 // gvAgentDir is the host directory a gVisor sandbox's init binds its
 // agent socket in (agent/gvchannel), and gvPinPath the file that pins
 // that socket: both in the sandbox's host-root-only directory. A runc

@@ -3,7 +3,6 @@
 package insandbox
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -79,8 +78,3 @@ func resizePty(master *os.File, ws wire.WindowSize) error {
 	return ierr
 }
 
-// ptyEOF reports whether a master read error just means the slave side is
-// closed: Linux says EIO there rather than EOF.
-func ptyEOF(err error) bool {
-	return errors.Is(err, unix.EIO)
-}
