@@ -39,7 +39,7 @@ func main() {
 		},
 		HideHelpCommand: true,
 	}
-	err := app.Run(os.Args)
+	err := app.Run(flagsFirst(app, os.Args))
 	var ee exitError
 	switch {
 	case err == nil:
