@@ -59,6 +59,7 @@ var requestRules = map[protoreflect.Name]msgRules{
 	"ImportImageRequest":    {adminCall: "change images", admin: "name format data force"},
 	"ListImagesRequest":     {},
 	"RemoveImageRequest":    {adminCall: "change images", admin: "name force"},
+	"TagImageRequest":       {adminCall: "change images", admin: "source target force"},
 	"PublishPortRequest":    {anyone: "sandbox_id port"},
 	"UnpublishPortRequest":  {anyone: "sandbox_id port host_port"},
 	"CommitSandboxRequest":  {adminCall: "change images", admin: "sandbox_id ref message force"},

@@ -247,7 +247,8 @@ func TestGateFieldRules(t *testing.T) {
 	}
 	// The calls of admins only are refused before any message.
 	for _, proc := range []string{"/boxd.v1.SandboxService/ImportImage", "/boxd.v1.SandboxService/CommitSandbox",
-		"/boxd.v1.SandboxService/BuildImage", "/boxd.v1.SandboxService/RemoveImage", "/boxd.v1.RegistryService/PullImage",
+		"/boxd.v1.SandboxService/BuildImage", "/boxd.v1.SandboxService/RemoveImage", "/boxd.v1.SandboxService/TagImage",
+		"/boxd.v1.RegistryService/PullImage",
 		"/boxd.v1.RegistryService/PushImage", "/boxd.v1.PoolService/SetPoolSize"} {
 		if err := g.admit(callerCtx(false), proc); connect.CodeOf(err) != connect.CodePermissionDenied || !strings.Contains(err.Error(), "--admin-group") {
 			t.Errorf("%s by a non-admin: %v, want permission_denied", proc, err)

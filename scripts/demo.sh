@@ -11,7 +11,44 @@ BIN=$REPO/bin
 CACHE=${BOXD_CACHE:-/var/cache/boxd}
 IMAGE=boxd/debian:bookworm
 say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-run() { printf '$ %s\n' "$*"; "$@"; }
+# quote spells its arguments as a shell reads them back: a word that needs
+# no quotes as it is, else in single quotes, or double quotes for one
+# holding a single quote and nothing a shell expands in double quotes
+# (newlines kept as they are).
+quote() {
+	local a out=()
+	for a; do
+		if [[ $a =~ ^[A-Za-z0-9_./:=@%+,-]+$ ]]; then
+			out+=("$a")
+		elif [[ $a != *"'"* ]]; then
+			out+=("'$a'")
+		elif [[ $a != *[\$\`\\\"!]* ]]; then
+			out+=("\"$a\"")
+		else
+			out+=("${a@Q}")
+		fi
+	done
+	printf '%s' "${out[*]}"
+}
+# run shows a command exactly as it runs, quoted so it can be pasted, and
+# runs it.
+run() { printf '$ %s\n' "$(quote "$@")"; "$@"; }
+# capture VAR CMD... shows and runs VAR=$(CMD...).
+capture() {
+	local var=$1 out
+	shift
+	printf '$ %s=$(%s)\n' "$var" "$(quote "$@")"
+	out=$("$@") || return
+	printf -v "$var" '%s' "$out"
+}
+# runpipe CMD... '|' FILTER... shows and runs CMD 2>&1 | FILTER.
+runpipe() {
+	local i
+	for ((i = 1; i <= $#; i++)); do [[ ${!i} == '|' ]] && break; done
+	local left=("${@:1:i-1}") right=("${@:i+1}")
+	printf '$ %s 2>&1 | %s\n' "$(quote "${left[@]}")" "$(quote "${right[@]}")"
+	"${left[@]}" 2>&1 | "${right[@]}"
+}
 
 [[ $(id -u) -eq 0 ]] || { echo "demo: run as root (it starts containerd and boxd)" >&2; exit 1; }
 
@@ -55,6 +92,9 @@ if ! "$BIN/boxctl" ls >/dev/null 2>&1; then
 	"$BIN/boxctl" ls >/dev/null || { cat "$WORK/boxd.log"; exit 1; }
 fi
 boxctl() { "$BIN/boxctl" "$@"; }
+# The commands below are shown as they run; with this set, and boxctl on
+# PATH, each can be pasted into a shell.
+printf '$ export BOXD_SOCKET=%s\n' "$(quote "$BOXD_SOCKET")"
 
 if ! boxctl image ls | grep -q "^$IMAGE"; then
 	say "importing the Debian rootfs as $IMAGE"
@@ -62,7 +102,7 @@ if ! boxctl image ls | grep -q "^$IMAGE"; then
 fi
 
 say "create a sandbox: 256 MiB, 1 CPU, 64 processes, 10 minute ttl, no network"
-ID=$(boxctl create --image "$IMAGE" --memory 256m --cpus 1 --pids 64 --ttl 10m --label demo=true)
+capture ID boxctl create --image "$IMAGE" --memory 256m --cpus 1 --pids 64 --ttl 10m --label demo=true
 echo "sandbox $ID"
 # The demo's exit status is the failing step's, not the clean-up's.
 trap 'rc=$?; boxctl rm -f "$ID" >/dev/null 2>&1 || true; cleanup $rc' EXIT
@@ -86,8 +126,19 @@ PY
 run boxctl cp "$PROG" "$ID:/workspace/"
 run boxctl exec "$ID" -- python3 /workspace/primes.py
 
-say "the limits, as inspect reports them and as the sandbox sees them"
-boxctl inspect "$ID" | grep -E '"(memory_bytes|cpus|pids|expires_at|network|uid_map|runtime|runtime_version)"'
+say "the limits, as inspect reports them (with the usage now, apart) and as the sandbox sees them"
+# Debian's python3, which has the SDK's python3-grpcio (setup.sh installs it).
+PY=/usr/bin/python3
+# inspect has the limits at the top and the live usage under "usage", with
+# some of the same keys: print them apart.
+runpipe boxctl inspect "$ID" '|' $PY -c '
+import json, sys
+s = json.load(sys.stdin)
+pick = lambda d, *ks: " ".join(f"{k}={d.get(k)}" for k in ks)
+print("limits:    ", pick(s, "memory_bytes", "cpus", "pids", "expires_at"))
+print("usage now: ", pick(s.get("usage") or {}, "memory_bytes", "pids", "cpu_usec"))
+print("security:  ", pick(s.get("security") or {}, "network", "uid_map"), pick(s, "runtime", "runtime_version"))
+'
 run boxctl exec "$ID" -- sh -c 'cat /proc/self/uid_map; grep -E "^(CapEff|NoNewPrivs|Seccomp):" /proc/self/status; ulimit -c -n'
 
 say "the network is unreachable (loopback only)"
@@ -108,15 +159,13 @@ set +e
 run boxctl cp "$ID:/workspace/out" "$OUT"
 echo "exit code: $? (the link to /etc/passwd is refused; --safe-links would leave it out)"
 set -e
-ls -la "$OUT"
+run ls -la "$OUT"
 rm -rf "$OUT"
 
 say "a web server in the sandbox, published on the host's loopback (the sandbox itself still has no network)"
 run boxctl exec -d "$ID" -- python3 -m http.server 8080 --bind 127.0.0.1 --directory /workspace >/dev/null
-ADDR=$(boxctl port "$ID" 8080)
+capture ADDR boxctl port "$ID" 8080
 echo "published at $ADDR"
-# Debian's python3, which has the SDK's python3-grpcio (setup.sh installs it).
-PY=/usr/bin/python3
 for _ in $(seq 50); do $PY -c "import urllib.request,sys; urllib.request.urlopen('http://$ADDR/primes.py', timeout=1)" 2>/dev/null && break; sleep 0.1; done
 run $PY -c "import urllib.request; print(urllib.request.urlopen('http://$ADDR/primes.py', timeout=5).read().decode().splitlines()[0])"
 
@@ -131,7 +180,7 @@ print(sb.files.read('/workspace/from-python.txt'))
 "
 
 say "fork it: two new sandboxes start with its files as they are now (processes are not copied)"
-FORKS=$(boxctl fork -n 2 "$ID")
+capture FORKS boxctl fork "$ID" -n 2
 echo "$FORKS"
 for F in $FORKS; do
 	run boxctl exec "$F" -- sh -c "ls /workspace; echo written-in-$F > /workspace/mine"
@@ -146,26 +195,27 @@ run boxctl unpause "$ID"
 run boxctl exec "$ID" -- echo running again
 
 say "a disk cap: writes past it fail with ENOSPC and the host keeps only what was written"
-DISK=$(boxctl create --image "$IMAGE" --disk 64m --ttl 5m)
+capture DISK boxctl create --image "$IMAGE" --disk 64m --ttl 5m
 run boxctl exec "$DISK" -- sh -c 'dd if=/dev/zero of=/workspace/bomb bs=1M count=200 2>&1 | grep -E "No space|copied"; df -h /workspace | tail -1'
 run boxctl rm -f "$DISK"
 
 say "a fork bomb hits the 64-process cap, and the timeout kills its whole tree"
 set +e
-run boxctl exec --timeout 3s "$ID" -- bash -c 'bomb() { bomb | bomb & }; bomb; sleep 10' 2>&1 | tail -3
-echo "exit code: ${PIPESTATUS[0]} (124 = timed out)"
+runpipe boxctl exec --timeout 3s "$ID" -- bash -c 'bomb() { bomb | bomb & }; bomb; sleep 10' '|' tail -3
+echo "exit code: $? (124 = timed out)"
 set -e
 run boxctl exec "$ID" -- sh -c 'echo "still alive; processes now: $(ls -d /proc/[0-9]* | wc -l)"'
 
 say "a one-shot run from the warm pool: a fresh sandbox that never ran code before, deleted after"
 run boxctl pool ls
-printf '$ time boxctl run -- sh -c ...\n'
-time boxctl run -- sh -c 'echo "hello from $(hostname)"; ls /workspace'
+ONE=(boxctl run -- sh -c 'echo "hello from $(hostname)"; ls /workspace')
+printf '$ time %s\n' "$(quote "${ONE[@]}")"
+time "${ONE[@]}"
 
 say "a sandbox under gVisor: its own kernel between the code and the host's (--runtime gvisor)"
-GV=$(boxctl create --image "$IMAGE" --runtime gvisor --ttl 5m)
+capture GV boxctl create --image "$IMAGE" --runtime gvisor --ttl 5m
 run boxctl exec "$GV" -- sh -c 'uname -r; dmesg 2>/dev/null | head -2'
-boxctl inspect "$GV" | grep -E '"runtime'
+runpipe boxctl inspect "$GV" '|' grep -E '"runtime'
 run boxctl rm -f "$GV"
 
 say "destroy it"

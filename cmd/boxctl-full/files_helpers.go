@@ -13,48 +13,11 @@ import (
 
 // The agent file helpers: files read, edit, glob, grep and chown.
 
-// helperArgs returns the positional arguments, applying flags written
-// after them (boxctl files read ID PATH --offset 3, as the helpers'
-// usage reads): urfave/cli stops parsing flags at the first argument.
-// "--" ends the flags, for an argument that starts with '-'.
+// helperArgs returns the positional arguments, padded to max, or the
+// usage. Flags written after them (boxctl files read ID PATH --offset 3,
+// as the helpers' usage reads) flagsFirst has moved before them.
 func helperArgs(c *cli.Context, min, max int, usage string) ([]string, error) {
-	args := c.Args().Slice()
-	var pos []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		if a == "--" {
-			pos = append(pos, args[i+1:]...)
-			break
-		}
-		if !strings.HasPrefix(a, "-") || a == "-" {
-			pos = append(pos, a)
-			continue
-		}
-		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		var flag cli.Flag
-		for _, f := range c.Command.Flags {
-			for _, n := range f.Names() {
-				if n == name {
-					flag = f
-				}
-			}
-		}
-		if flag == nil {
-			return nil, fmt.Errorf("unknown flag %s; usage: boxctl files %s %s", a, c.Command.Name, usage)
-		}
-		if _, isBool := flag.(*cli.BoolFlag); isBool && !hasVal {
-			val, hasVal = "true", true
-		}
-		if !hasVal {
-			if i++; i >= len(args) {
-				return nil, fmt.Errorf("flag %s needs a value; usage: boxctl files %s %s", a, c.Command.Name, usage)
-			}
-			val = args[i]
-		}
-		if err := c.Set(flag.Names()[0], val); err != nil {
-			return nil, fmt.Errorf("flag %s: %w", a, err)
-		}
-	}
+	pos := c.Args().Slice()
 	if len(pos) < min || len(pos) > max {
 		return nil, fmt.Errorf("usage: boxctl files %s %s", c.Command.Name, usage)
 	}

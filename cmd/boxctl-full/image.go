@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -18,7 +17,7 @@ import (
 func imageCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "image",
-		Usage: "import, pull, push, list and remove images",
+		Usage: "import, pull, push, tag, list and remove images",
 		Subcommands: []*cli.Command{
 			imagePullCommand(),
 			imagePushCommand(),
@@ -53,6 +52,7 @@ func imageCommand() *cli.Command {
 					return tw.Flush()
 				},
 			},
+			imageTagCommand(),
 			{
 				Name:      "rm",
 				Usage:     "remove images; one that sandboxes use needs --force",
@@ -61,16 +61,7 @@ func imageCommand() *cli.Command {
 					&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "remove even if sandboxes use the image (they keep running on their own copy)"},
 				},
 				Action: func(c *cli.Context) error {
-					force, refs := c.Bool("force"), []string{}
-					// urfave/cli v2 stops at the first argument; "rm REF --force"
-					// is accepted too.
-					for _, a := range c.Args().Slice() {
-						if a == "--force" || a == "-f" {
-							force = true
-							continue
-						}
-						refs = append(refs, a)
-					}
+					force, refs := c.Bool("force"), c.Args().Slice()
 					if len(refs) == 0 {
 						return fmt.Errorf("usage: boxctl image rm [--force] REF...")
 					}
@@ -100,10 +91,9 @@ func humanSize(b int64) string {
 }
 
 func imageImport(c *cli.Context) error {
-	name, rootfs, force, args, err := importArgs(c)
-	if err != nil {
-		return err
-	}
+	// flagsFirst has read the flags written after FILE (the documented
+	// order, image import FILE.tar --name REF).
+	name, rootfs, force, args := c.String("name"), c.String("rootfs"), c.Bool("force"), c.Args().Slice()
 	var (
 		open   func() (io.ReadCloser, error)
 		format boxdv1.ImageFormat
@@ -166,26 +156,26 @@ func importOnce(c *cli.Context, open func() (io.ReadCloser, error), name string,
 	return stream.CloseAndReceive()
 }
 
-// importArgs accepts the flags after FILE as well ("image import FILE.tar
-// --name REF", the documented order), which urfave/cli v2 alone does not.
-func importArgs(c *cli.Context) (name, rootfs string, force bool, args []string, err error) {
-	name, rootfs, force = c.String("name"), c.String("rootfs"), c.Bool("force")
-	rest := c.Args().Slice()
-	for len(rest) > 0 {
-		if len(rest[0]) > 1 && rest[0][0] == '-' {
-			fs := flag.NewFlagSet("image import", flag.ContinueOnError)
-			fs.SetOutput(io.Discard)
-			fs.StringVar(&name, "name", name, "")
-			fs.StringVar(&rootfs, "rootfs", rootfs, "")
-			fs.BoolVar(&force, "force", force, "")
-			if err := fs.Parse(rest); err != nil {
-				return "", "", false, nil, fmt.Errorf("image import: %w", err)
+func imageTagCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "tag",
+		Usage:     "give an image a second name: TARGET names the same image as SOURCE (same digest), as docker tag does",
+		ArgsUsage: "SOURCE TARGET",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "replace an image that already exists under TARGET, even if sandboxes use it (they keep their files)"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 2 {
+				return fmt.Errorf("usage: boxctl image tag [--force] SOURCE TARGET")
 			}
-			rest = fs.Args()
-			continue
-		}
-		args = append(args, rest[0])
-		rest = rest[1:]
+			resp, err := apiClient(c).TagImage(c.Context, connect.NewRequest(&boxdv1.TagImageRequest{
+				Source: c.Args().Get(0), Target: c.Args().Get(1), Force: c.Bool("force"),
+			}))
+			if err != nil {
+				return err
+			}
+			fmt.Printf("%s %s\n", resp.Msg.Image.GetName(), resp.Msg.Image.GetDigest())
+			return nil
+		},
 	}
-	return name, rootfs, force, args, nil
 }

@@ -30,16 +30,10 @@ func main() {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "socket", Value: rpcclient.DefaultSocket, EnvVars: []string{"BOXD_SOCKET"}, Usage: "boxd's Unix socket"},
 		},
-		Commands: []*cli.Command{
-			imageCommand(), createCommand(), execCommand(), runCommand(), cpCommand(),
-			lsCommand(), inspectCommand(), rmCommand(), updateCommand(), stopCommand(), startCommand(),
-			psCommand(), killCommand(), waitCommand(), attachCommand(), sessionCommand(),
-			filesCommand(), portCommand(), networkCommand(), mcpCommand(), commitCommand(), forkCommand(), buildCommand(),
-			pauseCommand(), unpauseCommand(), statsCommand(), eventsCommand(), poolCommand(),
-		},
+		Commands:        commands(),
 		HideHelpCommand: true,
 	}
-	err := app.Run(os.Args)
+	err := app.Run(flagsFirst(app, os.Args))
 	var ee exitError
 	switch {
 	case err == nil:
@@ -52,6 +46,17 @@ func main() {
 			os.Exit(ExitBoxdError)
 		}
 		os.Exit(1)
+	}
+}
+
+// commands are boxctl's commands.
+func commands() []*cli.Command {
+	return []*cli.Command{
+		imageCommand(), createCommand(), execCommand(), runCommand(), cpCommand(),
+		lsCommand(), inspectCommand(), rmCommand(), updateCommand(), stopCommand(), startCommand(),
+		psCommand(), killCommand(), waitCommand(), attachCommand(), sessionCommand(),
+		filesCommand(), portCommand(), networkCommand(), mcpCommand(), commitCommand(), forkCommand(), buildCommand(),
+		pauseCommand(), unpauseCommand(), statsCommand(), eventsCommand(), poolCommand(),
 	}
 }
 

@@ -28,6 +28,12 @@ type invocation struct {
 // other command or flag (-i, -t, -d, -u, --help, ...), a usage error, or a
 // value the full CLI would rewrite or refuse, and `exec help ...`. Those go to the full CLI,
 // which does what it always did.
+//
+// exec's flags end at the sandbox id, as docker exec's end at the
+// container: the words after it are the command's, `ls -la` and even
+// `--timeout 5s` alike. The full CLI reads exec the same way (its
+// flagsFirst, which lets other commands take flags after their
+// arguments, leaves exec's argv as written).
 func parseExec(argv []string, getenv func(string) (string, bool)) (*invocation, string) {
 	inv := &invocation{}
 	socketSet := false

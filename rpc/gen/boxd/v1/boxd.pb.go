@@ -3737,6 +3737,110 @@ func (*RemoveImageResponse) Descriptor() ([]byte, []int) {
 	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{49}
 }
 
+type TagImageRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Source        string                 `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"` // an existing image's name
+	Target        string                 `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"` // the new name; ":latest" is added without a tag
+	Force         bool                   `protobuf:"varint,3,opt,name=force,proto3" json:"force,omitempty"`  // replace an existing target
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TagImageRequest) Reset() {
+	*x = TagImageRequest{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TagImageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TagImageRequest) ProtoMessage() {}
+
+func (x *TagImageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TagImageRequest.ProtoReflect.Descriptor instead.
+func (*TagImageRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *TagImageRequest) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *TagImageRequest) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *TagImageRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+type TagImageResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Image         *Image                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TagImageResponse) Reset() {
+	*x = TagImageResponse{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TagImageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TagImageResponse) ProtoMessage() {}
+
+func (x *TagImageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TagImageResponse.ProtoReflect.Descriptor instead.
+func (*TagImageResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *TagImageResponse) GetImage() *Image {
+	if x != nil {
+		return x.Image
+	}
+	return nil
+}
+
 type UpdateNetworkRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SandboxId     string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
@@ -3748,7 +3852,7 @@ type UpdateNetworkRequest struct {
 
 func (x *UpdateNetworkRequest) Reset() {
 	*x = UpdateNetworkRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[50]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3760,7 +3864,7 @@ func (x *UpdateNetworkRequest) String() string {
 func (*UpdateNetworkRequest) ProtoMessage() {}
 
 func (x *UpdateNetworkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[50]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3773,7 +3877,7 @@ func (x *UpdateNetworkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNetworkRequest.ProtoReflect.Descriptor instead.
 func (*UpdateNetworkRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{50}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *UpdateNetworkRequest) GetSandboxId() string {
@@ -3806,7 +3910,7 @@ type UpdateNetworkResponse struct {
 
 func (x *UpdateNetworkResponse) Reset() {
 	*x = UpdateNetworkResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[51]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3818,7 +3922,7 @@ func (x *UpdateNetworkResponse) String() string {
 func (*UpdateNetworkResponse) ProtoMessage() {}
 
 func (x *UpdateNetworkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[51]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3831,7 +3935,7 @@ func (x *UpdateNetworkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateNetworkResponse.ProtoReflect.Descriptor instead.
 func (*UpdateNetworkResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{51}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *UpdateNetworkResponse) GetNetwork() *NetworkStatus {
@@ -3855,7 +3959,7 @@ type UpdateSandboxRequest struct {
 
 func (x *UpdateSandboxRequest) Reset() {
 	*x = UpdateSandboxRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[52]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3867,7 +3971,7 @@ func (x *UpdateSandboxRequest) String() string {
 func (*UpdateSandboxRequest) ProtoMessage() {}
 
 func (x *UpdateSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[52]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3880,7 +3984,7 @@ func (x *UpdateSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSandboxRequest.ProtoReflect.Descriptor instead.
 func (*UpdateSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{52}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *UpdateSandboxRequest) GetSandboxId() string {
@@ -3934,7 +4038,7 @@ type UpdateSandboxResponse struct {
 
 func (x *UpdateSandboxResponse) Reset() {
 	*x = UpdateSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[53]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3946,7 +4050,7 @@ func (x *UpdateSandboxResponse) String() string {
 func (*UpdateSandboxResponse) ProtoMessage() {}
 
 func (x *UpdateSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[53]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3959,7 +4063,7 @@ func (x *UpdateSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateSandboxResponse.ProtoReflect.Descriptor instead.
 func (*UpdateSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{53}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *UpdateSandboxResponse) GetSandbox() *Sandbox {
@@ -3979,7 +4083,7 @@ type StopSandboxRequest struct {
 
 func (x *StopSandboxRequest) Reset() {
 	*x = StopSandboxRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[54]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3991,7 +4095,7 @@ func (x *StopSandboxRequest) String() string {
 func (*StopSandboxRequest) ProtoMessage() {}
 
 func (x *StopSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[54]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4004,7 +4108,7 @@ func (x *StopSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSandboxRequest.ProtoReflect.Descriptor instead.
 func (*StopSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{54}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *StopSandboxRequest) GetSandboxId() string {
@@ -4030,7 +4134,7 @@ type StopSandboxResponse struct {
 
 func (x *StopSandboxResponse) Reset() {
 	*x = StopSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[55]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4042,7 +4146,7 @@ func (x *StopSandboxResponse) String() string {
 func (*StopSandboxResponse) ProtoMessage() {}
 
 func (x *StopSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[55]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4055,7 +4159,7 @@ func (x *StopSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopSandboxResponse.ProtoReflect.Descriptor instead.
 func (*StopSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{55}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *StopSandboxResponse) GetSandbox() *Sandbox {
@@ -4074,7 +4178,7 @@ type StartSandboxRequest struct {
 
 func (x *StartSandboxRequest) Reset() {
 	*x = StartSandboxRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[56]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4086,7 +4190,7 @@ func (x *StartSandboxRequest) String() string {
 func (*StartSandboxRequest) ProtoMessage() {}
 
 func (x *StartSandboxRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[56]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4099,7 +4203,7 @@ func (x *StartSandboxRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartSandboxRequest.ProtoReflect.Descriptor instead.
 func (*StartSandboxRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{56}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *StartSandboxRequest) GetSandboxId() string {
@@ -4118,7 +4222,7 @@ type StartSandboxResponse struct {
 
 func (x *StartSandboxResponse) Reset() {
 	*x = StartSandboxResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[57]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4130,7 +4234,7 @@ func (x *StartSandboxResponse) String() string {
 func (*StartSandboxResponse) ProtoMessage() {}
 
 func (x *StartSandboxResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[57]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4143,7 +4247,7 @@ func (x *StartSandboxResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartSandboxResponse.ProtoReflect.Descriptor instead.
 func (*StartSandboxResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{57}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *StartSandboxResponse) GetSandbox() *Sandbox {
@@ -4167,7 +4271,7 @@ type BuildImageRequest struct {
 
 func (x *BuildImageRequest) Reset() {
 	*x = BuildImageRequest{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[58]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4179,7 +4283,7 @@ func (x *BuildImageRequest) String() string {
 func (*BuildImageRequest) ProtoMessage() {}
 
 func (x *BuildImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[58]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4192,7 +4296,7 @@ func (x *BuildImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildImageRequest.ProtoReflect.Descriptor instead.
 func (*BuildImageRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{58}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *BuildImageRequest) GetRef() string {
@@ -4249,7 +4353,7 @@ type BuildStep struct {
 
 func (x *BuildStep) Reset() {
 	*x = BuildStep{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[59]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4261,7 +4365,7 @@ func (x *BuildStep) String() string {
 func (*BuildStep) ProtoMessage() {}
 
 func (x *BuildStep) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[59]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4274,7 +4378,7 @@ func (x *BuildStep) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildStep.ProtoReflect.Descriptor instead.
 func (*BuildStep) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{59}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *BuildStep) GetLine() uint32 {
@@ -4315,7 +4419,7 @@ type BuildImageResponse struct {
 
 func (x *BuildImageResponse) Reset() {
 	*x = BuildImageResponse{}
-	mi := &file_boxd_v1_boxd_proto_msgTypes[60]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4327,7 +4431,7 @@ func (x *BuildImageResponse) String() string {
 func (*BuildImageResponse) ProtoMessage() {}
 
 func (x *BuildImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_boxd_proto_msgTypes[60]
+	mi := &file_boxd_v1_boxd_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4340,7 +4444,7 @@ func (x *BuildImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BuildImageResponse.ProtoReflect.Descriptor instead.
 func (*BuildImageResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{60}
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *BuildImageResponse) GetImage() *Image {
@@ -4671,7 +4775,13 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x12RemoveImageRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05force\x18\x02 \x01(\bR\x05force\"\x15\n" +
-	"\x13RemoveImageResponse\"_\n" +
+	"\x13RemoveImageResponse\"W\n" +
+	"\x0fTagImageRequest\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12\x16\n" +
+	"\x06target\x18\x02 \x01(\tR\x06target\x12\x14\n" +
+	"\x05force\x18\x03 \x01(\bR\x05force\"8\n" +
+	"\x10TagImageResponse\x12$\n" +
+	"\x05image\x18\x01 \x01(\v2\x0e.boxd.v1.ImageR\x05image\"_\n" +
 	"\x14UpdateNetworkRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x14\n" +
@@ -4725,7 +4835,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\vImageFormat\x12\x1c\n" +
 	"\x18IMAGE_FORMAT_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10IMAGE_FORMAT_TAR\x10\x01\x12\x17\n" +
-	"\x13IMAGE_FORMAT_ROOTFS\x10\x022\xe8\r\n" +
+	"\x13IMAGE_FORMAT_ROOTFS\x10\x022\xa9\x0e\n" +
 	"\x0eSandboxService\x12N\n" +
 	"\rCreateSandbox\x12\x1d.boxd.v1.CreateSandboxRequest\x1a\x1e.boxd.v1.CreateSandboxResponse\x12N\n" +
 	"\rListSandboxes\x12\x1d.boxd.v1.ListSandboxesRequest\x1a\x1e.boxd.v1.ListSandboxesResponse\x12E\n" +
@@ -4742,7 +4852,8 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\vImportImage\x12\x1b.boxd.v1.ImportImageRequest\x1a\x1c.boxd.v1.ImportImageResponse(\x01\x12E\n" +
 	"\n" +
 	"ListImages\x12\x1a.boxd.v1.ListImagesRequest\x1a\x1b.boxd.v1.ListImagesResponse\x12H\n" +
-	"\vRemoveImage\x12\x1b.boxd.v1.RemoveImageRequest\x1a\x1c.boxd.v1.RemoveImageResponse\x12H\n" +
+	"\vRemoveImage\x12\x1b.boxd.v1.RemoveImageRequest\x1a\x1c.boxd.v1.RemoveImageResponse\x12?\n" +
+	"\bTagImage\x12\x18.boxd.v1.TagImageRequest\x1a\x19.boxd.v1.TagImageResponse\x12H\n" +
 	"\vPublishPort\x12\x1b.boxd.v1.PublishPortRequest\x1a\x1c.boxd.v1.PublishPortResponse\x12N\n" +
 	"\rUnpublishPort\x12\x1d.boxd.v1.UnpublishPortRequest\x1a\x1e.boxd.v1.UnpublishPortResponse\x12N\n" +
 	"\rCommitSandbox\x12\x1d.boxd.v1.CommitSandboxRequest\x1a\x1e.boxd.v1.CommitSandboxResponse\x12H\n" +
@@ -4769,7 +4880,7 @@ func file_boxd_v1_boxd_proto_rawDescGZIP() []byte {
 }
 
 var file_boxd_v1_boxd_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_boxd_v1_boxd_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
+var file_boxd_v1_boxd_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_boxd_v1_boxd_proto_goTypes = []any{
 	(ImageFormat)(0),               // 0: boxd.v1.ImageFormat
 	(*PauseSandboxRequest)(nil),    // 1: boxd.v1.PauseSandboxRequest
@@ -4822,40 +4933,42 @@ var file_boxd_v1_boxd_proto_goTypes = []any{
 	(*ListImagesResponse)(nil),     // 48: boxd.v1.ListImagesResponse
 	(*RemoveImageRequest)(nil),     // 49: boxd.v1.RemoveImageRequest
 	(*RemoveImageResponse)(nil),    // 50: boxd.v1.RemoveImageResponse
-	(*UpdateNetworkRequest)(nil),   // 51: boxd.v1.UpdateNetworkRequest
-	(*UpdateNetworkResponse)(nil),  // 52: boxd.v1.UpdateNetworkResponse
-	(*UpdateSandboxRequest)(nil),   // 53: boxd.v1.UpdateSandboxRequest
-	(*UpdateSandboxResponse)(nil),  // 54: boxd.v1.UpdateSandboxResponse
-	(*StopSandboxRequest)(nil),     // 55: boxd.v1.StopSandboxRequest
-	(*StopSandboxResponse)(nil),    // 56: boxd.v1.StopSandboxResponse
-	(*StartSandboxRequest)(nil),    // 57: boxd.v1.StartSandboxRequest
-	(*StartSandboxResponse)(nil),   // 58: boxd.v1.StartSandboxResponse
-	(*BuildImageRequest)(nil),      // 59: boxd.v1.BuildImageRequest
-	(*BuildStep)(nil),              // 60: boxd.v1.BuildStep
-	(*BuildImageResponse)(nil),     // 61: boxd.v1.BuildImageResponse
-	nil,                            // 62: boxd.v1.ForkSandboxRequest.LabelsEntry
-	nil,                            // 63: boxd.v1.CreateSandboxRequest.LabelsEntry
-	nil,                            // 64: boxd.v1.Sandbox.LabelsEntry
-	nil,                            // 65: boxd.v1.ListSandboxesRequest.LabelsEntry
-	nil,                            // 66: boxd.v1.Image.LabelsEntry
-	nil,                            // 67: boxd.v1.BuildImageRequest.BuildArgsEntry
+	(*TagImageRequest)(nil),        // 51: boxd.v1.TagImageRequest
+	(*TagImageResponse)(nil),       // 52: boxd.v1.TagImageResponse
+	(*UpdateNetworkRequest)(nil),   // 53: boxd.v1.UpdateNetworkRequest
+	(*UpdateNetworkResponse)(nil),  // 54: boxd.v1.UpdateNetworkResponse
+	(*UpdateSandboxRequest)(nil),   // 55: boxd.v1.UpdateSandboxRequest
+	(*UpdateSandboxResponse)(nil),  // 56: boxd.v1.UpdateSandboxResponse
+	(*StopSandboxRequest)(nil),     // 57: boxd.v1.StopSandboxRequest
+	(*StopSandboxResponse)(nil),    // 58: boxd.v1.StopSandboxResponse
+	(*StartSandboxRequest)(nil),    // 59: boxd.v1.StartSandboxRequest
+	(*StartSandboxResponse)(nil),   // 60: boxd.v1.StartSandboxResponse
+	(*BuildImageRequest)(nil),      // 61: boxd.v1.BuildImageRequest
+	(*BuildStep)(nil),              // 62: boxd.v1.BuildStep
+	(*BuildImageResponse)(nil),     // 63: boxd.v1.BuildImageResponse
+	nil,                            // 64: boxd.v1.ForkSandboxRequest.LabelsEntry
+	nil,                            // 65: boxd.v1.CreateSandboxRequest.LabelsEntry
+	nil,                            // 66: boxd.v1.Sandbox.LabelsEntry
+	nil,                            // 67: boxd.v1.ListSandboxesRequest.LabelsEntry
+	nil,                            // 68: boxd.v1.Image.LabelsEntry
+	nil,                            // 69: boxd.v1.BuildImageRequest.BuildArgsEntry
 }
 var file_boxd_v1_boxd_proto_depIdxs = []int32{
 	7,  // 0: boxd.v1.StatsResponse.sandboxes:type_name -> boxd.v1.SandboxStats
 	25, // 1: boxd.v1.SandboxStats.usage:type_name -> boxd.v1.Usage
 	45, // 2: boxd.v1.CommitSandboxResponse.image:type_name -> boxd.v1.Image
 	17, // 3: boxd.v1.ForkSandboxRequest.limits:type_name -> boxd.v1.Limits
-	62, // 4: boxd.v1.ForkSandboxRequest.labels:type_name -> boxd.v1.ForkSandboxRequest.LabelsEntry
+	64, // 4: boxd.v1.ForkSandboxRequest.labels:type_name -> boxd.v1.ForkSandboxRequest.LabelsEntry
 	24, // 5: boxd.v1.ForkSandboxResponse.sandboxes:type_name -> boxd.v1.Sandbox
 	12, // 6: boxd.v1.PublishPortRequest.port:type_name -> boxd.v1.PublishedPort
 	12, // 7: boxd.v1.PublishPortResponse.port:type_name -> boxd.v1.PublishedPort
 	12, // 8: boxd.v1.UnpublishPortResponse.ports:type_name -> boxd.v1.PublishedPort
 	17, // 9: boxd.v1.CreateSandboxRequest.limits:type_name -> boxd.v1.Limits
-	63, // 10: boxd.v1.CreateSandboxRequest.labels:type_name -> boxd.v1.CreateSandboxRequest.LabelsEntry
+	65, // 10: boxd.v1.CreateSandboxRequest.labels:type_name -> boxd.v1.CreateSandboxRequest.LabelsEntry
 	12, // 11: boxd.v1.CreateSandboxRequest.publish:type_name -> boxd.v1.PublishedPort
 	22, // 12: boxd.v1.CreateSandboxRequest.network:type_name -> boxd.v1.NetworkRequest
 	19, // 13: boxd.v1.CreateSandboxRequest.registry_auth:type_name -> boxd.v1.RegistryAuth
-	64, // 14: boxd.v1.Sandbox.labels:type_name -> boxd.v1.Sandbox.LabelsEntry
+	66, // 14: boxd.v1.Sandbox.labels:type_name -> boxd.v1.Sandbox.LabelsEntry
 	26, // 15: boxd.v1.Sandbox.security:type_name -> boxd.v1.Security
 	25, // 16: boxd.v1.Sandbox.usage:type_name -> boxd.v1.Usage
 	12, // 17: boxd.v1.Sandbox.ports:type_name -> boxd.v1.PublishedPort
@@ -4863,76 +4976,79 @@ var file_boxd_v1_boxd_proto_depIdxs = []int32{
 	20, // 19: boxd.v1.Sandbox.tmpfs:type_name -> boxd.v1.TmpfsMount
 	21, // 20: boxd.v1.Sandbox.ulimits:type_name -> boxd.v1.Ulimits
 	24, // 21: boxd.v1.CreateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	65, // 22: boxd.v1.ListSandboxesRequest.labels:type_name -> boxd.v1.ListSandboxesRequest.LabelsEntry
+	67, // 22: boxd.v1.ListSandboxesRequest.labels:type_name -> boxd.v1.ListSandboxesRequest.LabelsEntry
 	24, // 23: boxd.v1.ListSandboxesResponse.sandboxes:type_name -> boxd.v1.Sandbox
 	24, // 24: boxd.v1.GetSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
 	35, // 25: boxd.v1.ExecResponse.result:type_name -> boxd.v1.ExecResult
 	35, // 26: boxd.v1.ExecStreamResponse.result:type_name -> boxd.v1.ExecResult
 	0,  // 27: boxd.v1.ImportImageRequest.format:type_name -> boxd.v1.ImageFormat
-	66, // 28: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
+	68, // 28: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
 	45, // 29: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
 	45, // 30: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
-	23, // 31: boxd.v1.UpdateNetworkResponse.network:type_name -> boxd.v1.NetworkStatus
-	17, // 32: boxd.v1.UpdateSandboxRequest.limits:type_name -> boxd.v1.Limits
-	24, // 33: boxd.v1.UpdateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	24, // 34: boxd.v1.StopSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	24, // 35: boxd.v1.StartSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	67, // 36: boxd.v1.BuildImageRequest.build_args:type_name -> boxd.v1.BuildImageRequest.BuildArgsEntry
-	45, // 37: boxd.v1.BuildImageResponse.image:type_name -> boxd.v1.Image
-	60, // 38: boxd.v1.BuildImageResponse.steps:type_name -> boxd.v1.BuildStep
-	18, // 39: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
-	28, // 40: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
-	30, // 41: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
-	32, // 42: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
-	51, // 43: boxd.v1.SandboxService.UpdateNetwork:input_type -> boxd.v1.UpdateNetworkRequest
-	34, // 44: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
-	34, // 45: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
-	38, // 46: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
-	40, // 47: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
-	42, // 48: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
-	44, // 49: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
-	47, // 50: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
-	49, // 51: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
-	13, // 52: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
-	15, // 53: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
-	8,  // 54: boxd.v1.SandboxService.CommitSandbox:input_type -> boxd.v1.CommitSandboxRequest
-	10, // 55: boxd.v1.SandboxService.ForkSandbox:input_type -> boxd.v1.ForkSandboxRequest
-	53, // 56: boxd.v1.SandboxService.UpdateSandbox:input_type -> boxd.v1.UpdateSandboxRequest
-	55, // 57: boxd.v1.SandboxService.StopSandbox:input_type -> boxd.v1.StopSandboxRequest
-	57, // 58: boxd.v1.SandboxService.StartSandbox:input_type -> boxd.v1.StartSandboxRequest
-	1,  // 59: boxd.v1.SandboxService.PauseSandbox:input_type -> boxd.v1.PauseSandboxRequest
-	3,  // 60: boxd.v1.SandboxService.UnpauseSandbox:input_type -> boxd.v1.UnpauseSandboxRequest
-	5,  // 61: boxd.v1.SandboxService.Stats:input_type -> boxd.v1.StatsRequest
-	59, // 62: boxd.v1.SandboxService.BuildImage:input_type -> boxd.v1.BuildImageRequest
-	27, // 63: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
-	29, // 64: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
-	31, // 65: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
-	33, // 66: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
-	52, // 67: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
-	36, // 68: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
-	37, // 69: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
-	39, // 70: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
-	41, // 71: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
-	43, // 72: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
-	46, // 73: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
-	48, // 74: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
-	50, // 75: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
-	14, // 76: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
-	16, // 77: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
-	9,  // 78: boxd.v1.SandboxService.CommitSandbox:output_type -> boxd.v1.CommitSandboxResponse
-	11, // 79: boxd.v1.SandboxService.ForkSandbox:output_type -> boxd.v1.ForkSandboxResponse
-	54, // 80: boxd.v1.SandboxService.UpdateSandbox:output_type -> boxd.v1.UpdateSandboxResponse
-	56, // 81: boxd.v1.SandboxService.StopSandbox:output_type -> boxd.v1.StopSandboxResponse
-	58, // 82: boxd.v1.SandboxService.StartSandbox:output_type -> boxd.v1.StartSandboxResponse
-	2,  // 83: boxd.v1.SandboxService.PauseSandbox:output_type -> boxd.v1.PauseSandboxResponse
-	4,  // 84: boxd.v1.SandboxService.UnpauseSandbox:output_type -> boxd.v1.UnpauseSandboxResponse
-	6,  // 85: boxd.v1.SandboxService.Stats:output_type -> boxd.v1.StatsResponse
-	61, // 86: boxd.v1.SandboxService.BuildImage:output_type -> boxd.v1.BuildImageResponse
-	63, // [63:87] is the sub-list for method output_type
-	39, // [39:63] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	45, // 31: boxd.v1.TagImageResponse.image:type_name -> boxd.v1.Image
+	23, // 32: boxd.v1.UpdateNetworkResponse.network:type_name -> boxd.v1.NetworkStatus
+	17, // 33: boxd.v1.UpdateSandboxRequest.limits:type_name -> boxd.v1.Limits
+	24, // 34: boxd.v1.UpdateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	24, // 35: boxd.v1.StopSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	24, // 36: boxd.v1.StartSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	69, // 37: boxd.v1.BuildImageRequest.build_args:type_name -> boxd.v1.BuildImageRequest.BuildArgsEntry
+	45, // 38: boxd.v1.BuildImageResponse.image:type_name -> boxd.v1.Image
+	62, // 39: boxd.v1.BuildImageResponse.steps:type_name -> boxd.v1.BuildStep
+	18, // 40: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
+	28, // 41: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
+	30, // 42: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
+	32, // 43: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
+	53, // 44: boxd.v1.SandboxService.UpdateNetwork:input_type -> boxd.v1.UpdateNetworkRequest
+	34, // 45: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
+	34, // 46: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
+	38, // 47: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
+	40, // 48: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
+	42, // 49: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
+	44, // 50: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
+	47, // 51: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
+	49, // 52: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
+	51, // 53: boxd.v1.SandboxService.TagImage:input_type -> boxd.v1.TagImageRequest
+	13, // 54: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
+	15, // 55: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
+	8,  // 56: boxd.v1.SandboxService.CommitSandbox:input_type -> boxd.v1.CommitSandboxRequest
+	10, // 57: boxd.v1.SandboxService.ForkSandbox:input_type -> boxd.v1.ForkSandboxRequest
+	55, // 58: boxd.v1.SandboxService.UpdateSandbox:input_type -> boxd.v1.UpdateSandboxRequest
+	57, // 59: boxd.v1.SandboxService.StopSandbox:input_type -> boxd.v1.StopSandboxRequest
+	59, // 60: boxd.v1.SandboxService.StartSandbox:input_type -> boxd.v1.StartSandboxRequest
+	1,  // 61: boxd.v1.SandboxService.PauseSandbox:input_type -> boxd.v1.PauseSandboxRequest
+	3,  // 62: boxd.v1.SandboxService.UnpauseSandbox:input_type -> boxd.v1.UnpauseSandboxRequest
+	5,  // 63: boxd.v1.SandboxService.Stats:input_type -> boxd.v1.StatsRequest
+	61, // 64: boxd.v1.SandboxService.BuildImage:input_type -> boxd.v1.BuildImageRequest
+	27, // 65: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
+	29, // 66: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
+	31, // 67: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
+	33, // 68: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
+	54, // 69: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
+	36, // 70: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
+	37, // 71: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
+	39, // 72: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
+	41, // 73: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
+	43, // 74: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
+	46, // 75: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
+	48, // 76: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
+	50, // 77: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
+	52, // 78: boxd.v1.SandboxService.TagImage:output_type -> boxd.v1.TagImageResponse
+	14, // 79: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
+	16, // 80: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
+	9,  // 81: boxd.v1.SandboxService.CommitSandbox:output_type -> boxd.v1.CommitSandboxResponse
+	11, // 82: boxd.v1.SandboxService.ForkSandbox:output_type -> boxd.v1.ForkSandboxResponse
+	56, // 83: boxd.v1.SandboxService.UpdateSandbox:output_type -> boxd.v1.UpdateSandboxResponse
+	58, // 84: boxd.v1.SandboxService.StopSandbox:output_type -> boxd.v1.StopSandboxResponse
+	60, // 85: boxd.v1.SandboxService.StartSandbox:output_type -> boxd.v1.StartSandboxResponse
+	2,  // 86: boxd.v1.SandboxService.PauseSandbox:output_type -> boxd.v1.PauseSandboxResponse
+	4,  // 87: boxd.v1.SandboxService.UnpauseSandbox:output_type -> boxd.v1.UnpauseSandboxResponse
+	6,  // 88: boxd.v1.SandboxService.Stats:output_type -> boxd.v1.StatsResponse
+	63, // 89: boxd.v1.SandboxService.BuildImage:output_type -> boxd.v1.BuildImageResponse
+	65, // [65:90] is the sub-list for method output_type
+	40, // [40:65] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_boxd_v1_boxd_proto_init() }
@@ -4951,7 +5067,7 @@ func file_boxd_v1_boxd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_boxd_v1_boxd_proto_rawDesc), len(file_boxd_v1_boxd_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   67,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -661,6 +661,22 @@ class StopSandboxResponse(_message.Message):
     sandbox: Sandbox
     def __init__(self, sandbox: _Optional[_Union[Sandbox, _Mapping]] = ...) -> None: ...
 
+class TagImageRequest(_message.Message):
+    __slots__ = ["force", "source", "target"]
+    FORCE_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    force: bool
+    source: str
+    target: str
+    def __init__(self, source: _Optional[str] = ..., target: _Optional[str] = ..., force: bool = ...) -> None: ...
+
+class TagImageResponse(_message.Message):
+    __slots__ = ["image"]
+    IMAGE_FIELD_NUMBER: _ClassVar[int]
+    image: Image
+    def __init__(self, image: _Optional[_Union[Image, _Mapping]] = ...) -> None: ...
+
 class TmpfsMount(_message.Message):
     __slots__ = ["path", "size_bytes"]
     PATH_FIELD_NUMBER: _ClassVar[int]

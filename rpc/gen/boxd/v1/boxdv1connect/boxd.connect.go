@@ -68,6 +68,8 @@ const (
 	// SandboxServiceRemoveImageProcedure is the fully-qualified name of the SandboxService's
 	// RemoveImage RPC.
 	SandboxServiceRemoveImageProcedure = "/boxd.v1.SandboxService/RemoveImage"
+	// SandboxServiceTagImageProcedure is the fully-qualified name of the SandboxService's TagImage RPC.
+	SandboxServiceTagImageProcedure = "/boxd.v1.SandboxService/TagImage"
 	// SandboxServicePublishPortProcedure is the fully-qualified name of the SandboxService's
 	// PublishPort RPC.
 	SandboxServicePublishPortProcedure = "/boxd.v1.SandboxService/PublishPort"
@@ -130,6 +132,13 @@ type SandboxServiceClient interface {
 	ListImages(context.Context, *connect.Request[v1.ListImagesRequest]) (*connect.Response[v1.ListImagesResponse], error)
 	// RemoveImage refuses an image sandboxes use unless force.
 	RemoveImage(context.Context, *connect.Request[v1.RemoveImageRequest]) (*connect.Response[v1.RemoveImageResponse], error)
+	// TagImage gives an image a second name, as docker tag does: target then
+	// names the same image as source (the same digest, no copy). Admins'
+	// only. Errors: invalid_argument naming source or target (not a valid
+	// reference), not_found (no image source), already_exists (target
+	// exists, without force; with force target is pointed at source's image
+	// even if sandboxes use the old one, which they keep running on).
+	TagImage(context.Context, *connect.Request[v1.TagImageRequest]) (*connect.Response[v1.TagImageResponse], error)
 	// PublishPort makes a port of a running sandbox reachable from the host:
 	// boxd listens on host_ip:host_port and joins each connection, through
 	// the sandbox's init, to 127.0.0.1:port inside the sandbox (no network
@@ -293,6 +302,12 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sandboxServiceMethods.ByName("RemoveImage")),
 			connect.WithClientOptions(opts...),
 		),
+		tagImage: connect.NewClient[v1.TagImageRequest, v1.TagImageResponse](
+			httpClient,
+			baseURL+SandboxServiceTagImageProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("TagImage")),
+			connect.WithClientOptions(opts...),
+		),
 		publishPort: connect.NewClient[v1.PublishPortRequest, v1.PublishPortResponse](
 			httpClient,
 			baseURL+SandboxServicePublishPortProcedure,
@@ -377,6 +392,7 @@ type sandboxServiceClient struct {
 	importImage    *connect.Client[v1.ImportImageRequest, v1.ImportImageResponse]
 	listImages     *connect.Client[v1.ListImagesRequest, v1.ListImagesResponse]
 	removeImage    *connect.Client[v1.RemoveImageRequest, v1.RemoveImageResponse]
+	tagImage       *connect.Client[v1.TagImageRequest, v1.TagImageResponse]
 	publishPort    *connect.Client[v1.PublishPortRequest, v1.PublishPortResponse]
 	unpublishPort  *connect.Client[v1.UnpublishPortRequest, v1.UnpublishPortResponse]
 	commitSandbox  *connect.Client[v1.CommitSandboxRequest, v1.CommitSandboxResponse]
@@ -453,6 +469,11 @@ func (c *sandboxServiceClient) ListImages(ctx context.Context, req *connect.Requ
 // RemoveImage calls boxd.v1.SandboxService.RemoveImage.
 func (c *sandboxServiceClient) RemoveImage(ctx context.Context, req *connect.Request[v1.RemoveImageRequest]) (*connect.Response[v1.RemoveImageResponse], error) {
 	return c.removeImage.CallUnary(ctx, req)
+}
+
+// TagImage calls boxd.v1.SandboxService.TagImage.
+func (c *sandboxServiceClient) TagImage(ctx context.Context, req *connect.Request[v1.TagImageRequest]) (*connect.Response[v1.TagImageResponse], error) {
+	return c.tagImage.CallUnary(ctx, req)
 }
 
 // PublishPort calls boxd.v1.SandboxService.PublishPort.
@@ -538,6 +559,13 @@ type SandboxServiceHandler interface {
 	ListImages(context.Context, *connect.Request[v1.ListImagesRequest]) (*connect.Response[v1.ListImagesResponse], error)
 	// RemoveImage refuses an image sandboxes use unless force.
 	RemoveImage(context.Context, *connect.Request[v1.RemoveImageRequest]) (*connect.Response[v1.RemoveImageResponse], error)
+	// TagImage gives an image a second name, as docker tag does: target then
+	// names the same image as source (the same digest, no copy). Admins'
+	// only. Errors: invalid_argument naming source or target (not a valid
+	// reference), not_found (no image source), already_exists (target
+	// exists, without force; with force target is pointed at source's image
+	// even if sandboxes use the old one, which they keep running on).
+	TagImage(context.Context, *connect.Request[v1.TagImageRequest]) (*connect.Response[v1.TagImageResponse], error)
 	// PublishPort makes a port of a running sandbox reachable from the host:
 	// boxd listens on host_ip:host_port and joins each connection, through
 	// the sandbox's init, to 127.0.0.1:port inside the sandbox (no network
@@ -697,6 +725,12 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sandboxServiceMethods.ByName("RemoveImage")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sandboxServiceTagImageHandler := connect.NewUnaryHandler(
+		SandboxServiceTagImageProcedure,
+		svc.TagImage,
+		connect.WithSchema(sandboxServiceMethods.ByName("TagImage")),
+		connect.WithHandlerOptions(opts...),
+	)
 	sandboxServicePublishPortHandler := connect.NewUnaryHandler(
 		SandboxServicePublishPortProcedure,
 		svc.PublishPort,
@@ -791,6 +825,8 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 			sandboxServiceListImagesHandler.ServeHTTP(w, r)
 		case SandboxServiceRemoveImageProcedure:
 			sandboxServiceRemoveImageHandler.ServeHTTP(w, r)
+		case SandboxServiceTagImageProcedure:
+			sandboxServiceTagImageHandler.ServeHTTP(w, r)
 		case SandboxServicePublishPortProcedure:
 			sandboxServicePublishPortHandler.ServeHTTP(w, r)
 		case SandboxServiceUnpublishPortProcedure:
@@ -872,6 +908,10 @@ func (UnimplementedSandboxServiceHandler) ListImages(context.Context, *connect.R
 
 func (UnimplementedSandboxServiceHandler) RemoveImage(context.Context, *connect.Request[v1.RemoveImageRequest]) (*connect.Response[v1.RemoveImageResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.RemoveImage is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) TagImage(context.Context, *connect.Request[v1.TagImageRequest]) (*connect.Response[v1.TagImageResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.TagImage is not implemented"))
 }
 
 func (UnimplementedSandboxServiceHandler) PublishPort(context.Context, *connect.Request[v1.PublishPortRequest]) (*connect.Response[v1.PublishPortResponse], error) {
