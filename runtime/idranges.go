@@ -121,4 +121,3 @@ func (r *idRanges) give(start uint32) {
 	}
 	r.used[start]--
 }
-

@@ -77,4 +77,3 @@ func resizePty(master *os.File, ws wire.WindowSize) error {
 	}
 	return ierr
 }
-
