@@ -23,6 +23,40 @@ type createIn struct {
 	Env     []string `json:"env,omitempty" jsonschema:"environment of every command, as KEY=VALUE"`
 	Workdir string   `json:"workdir,omitempty" jsonschema:"working directory of commands and relative paths; default /workspace"`
 	Keep    bool     `json:"keep,omitempty" jsonschema:"keep the sandbox when this MCP session ends; by default it is deleted then"`
+	createSettings
+}
+
+// createSettings are the rest of CreateSandboxRequest's settings, in the
+// forms boxctl create takes (sizes "256m", durations "30m").
+// sdk/create-options.json maps each to its API field.
+type createSettings struct {
+	Pids        int64             `json:"pids,omitempty" jsonschema:"maximum number of processes; 0: the daemon's default"`
+	Disk        string            `json:"disk,omitempty" jsonschema:"disk cap of the writable layer and /workspace, e.g. 2g (writes past it fail with ENOSPC); empty: the daemon's default"`
+	Labels      map[string]string `json:"labels,omitempty" jsonschema:"labels to set on the sandbox, KEY: VALUE (mcp-session and mcp-keep are this server's own)"`
+	Network     string            `json:"network,omitempty" jsonschema:"none (the default: loopback only) or egress (only the allow destinations)"`
+	Allow       []string          `json:"allow,omitempty" jsonschema:"egress destinations (implies network egress): CIDR[:PORT], NAME[:PORT], *.SUFFIX or *"`
+	Publish     []publishIn       `json:"publish,omitempty" jsonschema:"sandbox ports to reach from the host"`
+	IdleTimeout string            `json:"idle_timeout,omitempty" jsonschema:"pause or delete (on_idle) the sandbox after this long without an exec or file call, e.g. 15m; 0: never; empty: the daemon's default"`
+	OnIdle      string            `json:"on_idle,omitempty" jsonschema:"what the idle timeout does: pause or delete; empty: the daemon's default"`
+	Pull        string            `json:"pull,omitempty" jsonschema:"pull the image from its registry first: never (default), missing or always (public images only: no credentials)"`
+	User        string            `json:"user,omitempty" jsonschema:"default user of exec and files: NAME, UID, NAME:GROUP or UID:GID; empty: the image's USER, else root"`
+	ReadOnly    bool              `json:"read_only,omitempty" jsonschema:"mount the root filesystem read-only (/workspace becomes a tmpfs)"`
+	Tmpfs       []string          `json:"tmpfs,omitempty" jsonschema:"tmpfs mounts as PATH[:SIZE], e.g. /cache:64m"`
+	Ulimits     []string          `json:"ulimits,omitempty" jsonschema:"rlimits as NAME=VALUE: nofile, nproc, cpu (seconds), fsize (size)"`
+	Hostname    string            `json:"hostname,omitempty" jsonschema:"host name (RFC 1123); default the sandbox id"`
+	CPUWeight   uint64            `json:"cpu_weight,omitempty" jsonschema:"CPU weight under contention, 1-10000; 0: the default (100)"`
+	MemoryLow   string            `json:"memory_low,omitempty" jsonschema:"memory protected from reclaim, e.g. 64m (at most memory)"`
+	ExecTimeout string            `json:"exec_timeout,omitempty" jsonschema:"default timeout of exec in this sandbox, e.g. 120s"`
+	OutputLimit int64             `json:"output_limit,omitempty" jsonschema:"default output cap of exec in this sandbox, in bytes"`
+	Runtime     string            `json:"runtime,omitempty" jsonschema:"runc or gvisor; empty: the daemon's default"`
+	Cold        bool              `json:"cold,omitempty" jsonschema:"start from the image even if a warm-pool sandbox could serve the create"`
+}
+
+type publishIn struct {
+	Port     uint32 `json:"port" jsonschema:"port inside the sandbox"`
+	HostPort uint32 `json:"host_port,omitempty" jsonschema:"host port; 0: a free one"`
+	HostIP   string `json:"host_ip,omitempty" jsonschema:"host address; default 127.0.0.1"`
+	Protocol string `json:"protocol,omitempty" jsonschema:"tcp (the default and only one)"`
 }
 
 type sandboxOut struct {
@@ -54,8 +88,9 @@ func sandboxOf(sb *boxdv1.Sandbox) sandboxOut {
 
 func (s *Server) addTools(srv *mcp.Server) {
 	addTool(s, srv, &mcp.Tool{
-		Name:        "sandbox_create",
-		Description: "Create an isolated Linux sandbox (no network) and return its id. Commands and files then refer to it by sandbox_id.",
+		Name: "sandbox_create",
+		Description: "Create an isolated Linux sandbox and return its id. Commands and files then refer to it by sandbox_id. " +
+			"It has no network unless network is egress (then only the allow destinations).",
 	}, s.create)
 	addTool(s, srv, &mcp.Tool{
 		Name:        "sandbox_list",
@@ -75,13 +110,9 @@ func (s *Server) addTools(srv *mcp.Server) {
 func ptr[T any](v T) *T { return &v }
 
 func (s *Server) create(ctx context.Context, _ *mcp.CallToolRequest, in createIn) (*mcp.CallToolResult, sandboxOut, error) {
-	labels := map[string]string{SessionLabel: s.session}
-	if in.Keep {
-		labels[KeepLabel] = "true"
-	}
-	req := &boxdv1.CreateSandboxRequest{Image: in.Image, Env: in.Env, Workdir: in.Workdir, Labels: labels, Name: in.Name, Ttl: in.TTL}
-	if in.Memory != "" || in.CPUs != 0 {
-		req.Limits = &boxdv1.Limits{Memory: in.Memory, Cpus: in.CPUs}
+	req, err := s.createRequest(in)
+	if err != nil {
+		return nil, sandboxOut{}, err
 	}
 	resp, err := s.api.CreateSandbox(ctx, connect.NewRequest(req))
 	if err != nil {
@@ -97,6 +128,41 @@ func (s *Server) create(ctx context.Context, _ *mcp.CallToolRequest, in createIn
 		fate += "; boxd deletes it at " + sb.GetExpiresAt() + " in any case"
 	}
 	return text(fmt.Sprintf("created sandbox %s (image %s, workdir %s); %s", sb.GetId(), sb.GetImage(), sb.GetWorkdir(), fate)), sandboxOf(sb), nil
+}
+
+// createRequest is in's CreateSandboxRequest, labelled with this session.
+func (s *Server) createRequest(in createIn) (*boxdv1.CreateSandboxRequest, error) {
+	labels := map[string]string{}
+	for k, v := range in.Labels {
+		if k == SessionLabel || k == KeepLabel {
+			return nil, fmt.Errorf("labels: %s is set by this MCP server (use keep to keep a sandbox)", k)
+		}
+		labels[k] = v
+	}
+	labels[SessionLabel] = s.session
+	if in.Keep {
+		labels[KeepLabel] = "true"
+	}
+	req := &boxdv1.CreateSandboxRequest{
+		Image: in.Image, Env: in.Env, Workdir: in.Workdir, Labels: labels, Name: in.Name, Ttl: in.TTL,
+		IdleTimeout: in.IdleTimeout, OnIdle: in.OnIdle, Pull: in.Pull, User: in.User, ReadOnlyRootfs: in.ReadOnly,
+		Tmpfs: in.Tmpfs, Ulimits: in.Ulimits, Hostname: in.Hostname, CpuWeight: in.CPUWeight, MemoryLow: in.MemoryLow,
+		ExecTimeout: in.ExecTimeout, OutputLimit: in.OutputLimit, Runtime: in.Runtime, Cold: in.Cold,
+	}
+	if in.Memory != "" || in.CPUs != 0 || in.Pids != 0 || in.Disk != "" {
+		req.Limits = &boxdv1.Limits{Memory: in.Memory, Cpus: in.CPUs, Pids: in.Pids, Disk: in.Disk}
+	}
+	if in.Network != "" || len(in.Allow) > 0 {
+		mode := in.Network
+		if mode == "" {
+			mode = "egress" // an allowlist means egress, as in the SDKs
+		}
+		req.Network = &boxdv1.NetworkRequest{Mode: mode, Allow: in.Allow}
+	}
+	for _, p := range in.Publish {
+		req.Publish = append(req.Publish, &boxdv1.PublishedPort{Port: p.Port, HostPort: p.HostPort, HostIp: p.HostIP, Protocol: p.Protocol})
+	}
+	return req, nil
 }
 
 func (s *Server) list(ctx context.Context, _ *mcp.CallToolRequest, in listIn) (*mcp.CallToolResult, listOut, error) {

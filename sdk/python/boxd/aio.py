@@ -177,13 +177,20 @@ class Sandbox:
                ulimits: Sequence[str] = (), hostname: Optional[str] = None, replace: bool = False,
                publish: Sequence[Union[int, PublishedPort]] = (), allow: Optional[Sequence[str]] = None,
                pull: Optional[str] = None, auth: Optional[Mapping[str, str]] = None,
+               disk: Union[str, int, None] = None, network: Optional[str] = None,
+               idle_timeout: Union[float, str, None] = None, on_idle: Optional[str] = None,
+               cpu_weight: Optional[int] = None, memory_low: Union[str, int, None] = None,
+               exec_timeout: Union[float, str, None] = None, output_limit: Optional[int] = None,
+               runtime: Optional[str] = None, cold: bool = False,
                client: Optional[Client] = None, request_timeout: Optional[float] = None) -> _Creating:
         async def make() -> "Sandbox":
             c = client or default_client()
             req = create_request(image, memory=memory, cpus=cpus, pids=pids, env=env, workdir=workdir,
                                  labels=labels, name=name, ttl=ttl, user=user, read_only=read_only, tmpfs=tmpfs,
                                  ulimits=ulimits, hostname=hostname, replace=replace, publish=publish, allow=allow,
-                                 pull=pull, auth=auth)
+                                 pull=pull, auth=auth, disk=disk, network=network, idle_timeout=idle_timeout,
+                                 on_idle=on_idle, cpu_weight=cpu_weight, memory_low=memory_low,
+                                 exec_timeout=exec_timeout, output_limit=output_limit, runtime=runtime, cold=cold)
             r = await c.unary(c.sandbox.CreateSandbox, req, request_timeout)
             return cls(SandboxInfo._from(r.sandbox), c)
 

@@ -47,6 +47,11 @@ class Sandbox:
                ulimits: Sequence[str] = (), hostname: Optional[str] = None, replace: bool = False,
                publish: Sequence[Union[int, PublishedPort]] = (), allow: Optional[Sequence[str]] = None,
                pull: Optional[str] = None, auth: Optional[Mapping[str, str]] = None,
+               disk: Union[str, int, None] = None, network: Optional[str] = None,
+               idle_timeout: Union[float, str, None] = None, on_idle: Optional[str] = None,
+               cpu_weight: Optional[int] = None, memory_low: Union[str, int, None] = None,
+               exec_timeout: Union[float, str, None] = None, output_limit: Optional[int] = None,
+               runtime: Optional[str] = None, cold: bool = False,
                client: Optional[Client] = None, request_timeout: Optional[float] = None) -> "Sandbox":
         """Creates and starts a sandbox. memory: "256m", "1g" or bytes; ttl:
         seconds or a Go duration ("1h"); unset fields take boxd's defaults
@@ -56,11 +61,20 @@ class Sandbox:
         publish: sandbox ports (or PublishedPort) to reach from the host;
         allow: an egress network with this allowlist (None: no network);
         pull ("missing", "always") fetches the image from its registry first,
-        with auth ({"username", "password"} or {"identity_token"})."""
+        with auth ({"username", "password"} or {"identity_token"}).
+        disk: cap of the writable layer ("2g"); network: "none" or "egress"
+        (allow implies egress); idle_timeout ("15m", "0": never) and on_idle
+        ("pause", "delete"); cpu_weight (1-10000), memory_low ("64m"),
+        exec_timeout ("120s") and output_limit (bytes): defaults of exec;
+        runtime: "runc" or "gvisor"; cold: never from the warm pool.
+        sdk/create-options.json maps every option to its API field."""
         c = client or default_client()
         req = create_request(image, memory=memory, cpus=cpus, pids=pids, env=env, workdir=workdir, labels=labels,
                              name=name, ttl=ttl, user=user, read_only=read_only, tmpfs=tmpfs, ulimits=ulimits,
-                             hostname=hostname, replace=replace, publish=publish, allow=allow, pull=pull, auth=auth)
+                             hostname=hostname, replace=replace, publish=publish, allow=allow, pull=pull, auth=auth,
+                             disk=disk, network=network, idle_timeout=idle_timeout, on_idle=on_idle,
+                             cpu_weight=cpu_weight, memory_low=memory_low, exec_timeout=exec_timeout,
+                             output_limit=output_limit, runtime=runtime, cold=cold)
         r = c.unary(c.sandbox.CreateSandbox, req, request_timeout)
         return cls(SandboxInfo._from(r.sandbox), c)
 
@@ -364,20 +378,36 @@ def _port(p: Union[int, PublishedPort]) -> boxd_pb2.PublishedPort:
     return boxd_pb2.PublishedPort(host_ip=p.host_ip, host_port=p.host_port, port=p.port, protocol=p.protocol)
 
 
+def _size(v: Union[str, int, None]) -> str:
+    return str(v) if v is not None else ""
+
+
 def create_request(image: Optional[str], *, memory: Union[str, int, None], cpus: Optional[float],
                    pids: Optional[int], env: Env, workdir: Optional[str], labels: Optional[Mapping[str, str]],
                    name: Optional[str], ttl: Union[float, str, None], user: Optional[str], read_only: bool,
                    tmpfs: Sequence[str], ulimits: Sequence[str], hostname: Optional[str], replace: bool,
                    publish: Sequence[Union[int, PublishedPort]] = (), allow: Optional[Sequence[str]] = None,
-                   pull: Optional[str] = None,
-                   auth: Optional[Mapping[str, str]] = None) -> boxd_pb2.CreateSandboxRequest:
-    req = boxd_pb2.CreateSandboxRequest(image=image or "", limits=_limits(memory, cpus, pids), env=env_list(env),
+                   pull: Optional[str] = None, auth: Optional[Mapping[str, str]] = None,
+                   disk: Union[str, int, None] = None, network: Optional[str] = None,
+                   idle_timeout: Union[float, str, None] = None, on_idle: Optional[str] = None,
+                   cpu_weight: Optional[int] = None, memory_low: Union[str, int, None] = None,
+                   exec_timeout: Union[float, str, None] = None, output_limit: Optional[int] = None,
+                   runtime: Optional[str] = None, cold: bool = False) -> boxd_pb2.CreateSandboxRequest:
+    limits = _limits(memory, cpus, pids)
+    limits.disk = _size(disk)
+    req = boxd_pb2.CreateSandboxRequest(image=image or "", limits=limits, env=env_list(env),
                                         workdir=workdir or "", labels=dict(labels or {}), name=name or "",
                                         ttl=duration(ttl), user=user or "", read_only_rootfs=read_only,
                                         tmpfs=[*tmpfs], ulimits=[*ulimits], hostname=hostname or "",
-                                        replace=replace, publish=[_port(p) for p in publish], pull=pull or "")
-    if allow is not None:
-        req.network.CopyFrom(boxd_pb2.NetworkRequest(mode="egress", allow=[*allow]))
+                                        replace=replace, publish=[_port(p) for p in publish], pull=pull or "",
+                                        idle_timeout=duration(idle_timeout), on_idle=on_idle or "",
+                                        cpu_weight=cpu_weight or 0, memory_low=_size(memory_low),
+                                        exec_timeout=duration(exec_timeout), output_limit=output_limit or 0,
+                                        runtime=runtime or "", cold=cold)
+    if allow is not None or network:
+        # allow alone means egress; network="none" with an allowlist is
+        # left for boxd to refuse, naming the field.
+        req.network.CopyFrom(boxd_pb2.NetworkRequest(mode=network or "egress", allow=[*(allow or ())]))
     a = _auth(auth)
     if a is not None:
         req.registry_auth.CopyFrom(a)

@@ -7,6 +7,7 @@ import time
 import unittest
 import uuid
 
+from boxd.v1 import boxd_pb2
 from support import IMAGE, LABELS, SandboxTest, boxd
 
 
@@ -42,6 +43,32 @@ class LifecycleTest(unittest.TestCase):
         with self.assertRaises(boxd.InvalidArgument) as cm:
             boxd.Sandbox.create(image=IMAGE, ulimits=["nofile=lots"], labels=LABELS)
         self.assertIn("ulimits", str(cm.exception))
+
+    def test_every_create_option(self) -> None:
+        # The settings sdk/create-options.json lists for Python, on a real
+        # boxd, as GetSandbox reports them (the egress network needs its
+        # own topology: test_create_options checks its mapping).
+        with boxd.Sandbox.create(image=IMAGE, memory="256m", cpus=0.5, pids=200, disk="64m", env={"MODE": "all"},
+                                 workdir="/tmp", labels=LABELS, name="py-all-options", ttl="10m", user="sandbox",
+                                 read_only=True, tmpfs=["/cache:4m"], ulimits=["nofile=512", "nproc=300"],
+                                 hostname="py-all", cpu_weight=300, memory_low="32m", exec_timeout="20s",
+                                 output_limit=1000, idle_timeout="10m", on_idle="delete", runtime="runc",
+                                 cold=True, replace=True, pull="never") as sb:
+            out = sb.exec(["sh", "-c", "id -u; hostname; ulimit -n; echo $MODE; pwd; touch /x 2>/dev/null || echo ro"])
+            self.assertEqual(out.stdout, b"1000\npy-all\n512\nall\n/tmp\nro\n")
+            self.assertEqual(len(sb.exec(["head", "-c", "5000", "/dev/zero"]).stdout), 1000)
+            c = sb._client
+            got = c.unary(c.sandbox.GetSandbox, boxd_pb2.GetSandboxRequest(id=sb.id)).sandbox
+            self.assertEqual((got.name, got.memory_bytes, got.cpus, got.pids, got.disk_bytes, got.workdir),
+                             ("py-all-options", 256 << 20, 0.5, 200, 64 << 20, "/tmp"))
+            self.assertEqual((got.user, got.hostname, got.security.read_only_rootfs, got.ulimits.nofile,
+                              got.ulimits.nproc), ("sandbox", "py-all", True, 512, 300))
+            self.assertIn("/cache", [m.path for m in got.tmpfs])
+            self.assertEqual((got.cpu_weight, got.memory_low_bytes, got.exec_timeout, got.output_limit),
+                             (300, 32 << 20, "20s", 1000))
+            self.assertEqual((got.idle_timeout, got.on_idle, got.runtime), ("10m0s", "delete", "runc"))
+            self.assertIn("MODE=all", got.env)
+            self.assertEqual(got.labels.get("sdk-test"), "python")
 
     def test_connect_unknown(self) -> None:
         with self.assertRaises(boxd.NotFound) as cm:

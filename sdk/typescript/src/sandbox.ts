@@ -97,7 +97,86 @@ export interface CreateOptions extends CallOpts {
   pull?: string;
   /** Credentials for that pull (that registry only, never stored). */
   auth?: RegistryAuth;
+  /** Disk cap of the writable layer and /workspace, e.g. "2g"; "0": none. */
+  disk?: string | number;
+  /** "none" (loopback only) or "egress" (only the `allow` destinations); `allow` alone means egress. */
+  network?: string;
+  /** Pause or delete (`onIdle`) after this long without use, e.g. "15m"; "0": never. */
+  idleTimeout?: Duration;
+  /** "pause" or "delete". */
+  onIdle?: string;
+  /** Default user of exec, processes and files: NAME, UID, NAME:GROUP or UID:GID. */
+  user?: string;
+  /** Mount the root filesystem read-only (/workspace becomes a tmpfs). */
+  readOnly?: boolean;
+  /** PATH[:SIZE] tmpfs mounts, e.g. "/cache:8m". */
+  tmpfs?: string[];
+  /** NAME=VALUE rlimits: nofile, nproc, cpu (seconds), fsize (size). */
+  ulimits?: string[];
+  /** RFC 1123 host name; default the sandbox id. */
+  hostname?: string;
+  /** CPU weight under contention, 1-10000. */
+  cpuWeight?: number;
+  /** Memory protected from reclaim, e.g. "64m" (at most `memory`). */
+  memoryLow?: string | number;
+  /** Default timeout of exec in this sandbox, e.g. "120s". */
+  execTimeout?: Duration;
+  /** Default output cap of exec in this sandbox, in bytes. */
+  outputLimit?: number;
+  /** Delete a sandbox of the same name first (gracefully). */
+  replace?: boolean;
+  /** "runc" or "gvisor"; unset: the daemon's default. */
+  runtime?: string;
+  /** Start from the image even if a warm-pool sandbox could serve the create. */
+  cold?: boolean;
   client?: Client;
+}
+
+function size(v: string | number | undefined): string {
+  return v === undefined ? "" : String(v);
+}
+
+/**
+ * The CreateSandboxRequest of `o` (sdk/create-options.json maps each
+ * option to its field).
+ * @internal
+ */
+export function createRequest(o: CreateOptions) {
+  return create(CreateSandboxRequestSchema, {
+    image: o.image ?? "",
+    limits: create(LimitsSchema, {
+      memory: size(o.memory),
+      cpus: o.cpus ?? 0,
+      pids: BigInt(o.pids ?? 0),
+      disk: size(o.disk),
+    }),
+    env: envList(o.env),
+    workdir: o.workdir ?? "",
+    labels: { ...(o.labels ?? {}) },
+    name: o.name ?? "",
+    ttl: duration(o.ttl),
+    publish: (o.publish ?? []).map((p) =>
+      create(PublishedPortSchema, typeof p === "number" ? { port: p } : { hostIp: p.hostIp ?? "", hostPort: p.hostPort ?? 0, port: p.port ?? 0, protocol: p.protocol ?? "" }),
+    ),
+    // An allowlist alone means egress; network "none" with one is left for boxd to refuse.
+    network: o.allow || o.network ? create(NetworkRequestSchema, { mode: o.network || "egress", allow: [...(o.allow ?? [])] }) : undefined,
+    idleTimeout: duration(o.idleTimeout),
+    onIdle: o.onIdle ?? "",
+    pull: o.pull ?? "",
+    registryAuth: registryAuth(o.auth),
+    user: o.user ?? "",
+    readOnlyRootfs: o.readOnly ?? false,
+    tmpfs: [...(o.tmpfs ?? [])],
+    ulimits: [...(o.ulimits ?? [])],
+    hostname: o.hostname ?? "",
+    cpuWeight: BigInt(o.cpuWeight ?? 0),
+    memoryLow: size(o.memoryLow),
+    execTimeout: duration(o.execTimeout),
+    outputLimit: BigInt(o.outputLimit ?? 0),
+    replace: o.replace ?? false,
+    runtime: o.runtime ?? "",
+    cold: o.cold ?? false,
+  });
 }
 
 /** A login to one registry: username and password, or an identity token. */
@@ -187,25 +266,7 @@ export class Sandbox {
    */
   static async create(o: CreateOptions = {}): Promise<Sandbox> {
     const c = o.client ?? defaultClient();
-    const req = create(CreateSandboxRequestSchema, {
-      image: o.image ?? "",
-      limits: create(LimitsSchema, {
-        memory: o.memory === undefined ? "" : String(o.memory),
-        cpus: o.cpus ?? 0,
-        pids: BigInt(o.pids ?? 0),
-      }),
-      env: envList(o.env),
-      workdir: o.workdir ?? "",
-      labels: { ...(o.labels ?? {}) },
-      name: o.name ?? "",
-      ttl: duration(o.ttl),
-      publish: (o.publish ?? []).map((p) =>
-        create(PublishedPortSchema, typeof p === "number" ? { port: p } : { hostIp: p.hostIp ?? "", hostPort: p.hostPort ?? 0, port: p.port ?? 0, protocol: p.protocol ?? "" }),
-      ),
-      network: o.allow ? create(NetworkRequestSchema, { mode: "egress", allow: [...o.allow] }) : undefined,
-      pull: o.pull ?? "",
-      registryAuth: registryAuth(o.auth),
-    });
+    const req = createRequest(o);
     const r = await c.unary((opts) => c.sandbox.createSandbox(req, opts), o);
     return new Sandbox(sandboxInfo(r.sandbox), c);
   }

@@ -9,10 +9,38 @@ import * as path from "node:path";
 import { after, before, describe, test } from "node:test";
 import * as boxd from "../src/index.js";
 import { Sandbox } from "../src/index.js";
+import { create } from "@bufbuild/protobuf";
+import { GetSandboxRequestSchema } from "../src/gen/boxd/v1/boxd_pb.js";
 import { MAX_CONNS } from "../src/http1.js";
 import { IMAGE, LABELS, bytes, ps, sandbox, sleep, until } from "./support.js";
 
 describe("lifecycle", () => {
+  test("every create option, as inspect shows it", async () => {
+    // The settings sdk/create-options.json lists for TypeScript, on a real
+    // boxd (the egress network needs its own topology: createoptions.test
+    // checks its mapping).
+    const sb = await Sandbox.create({
+      image: IMAGE, memory: "256m", cpus: 0.5, pids: 200, disk: "64m", env: { MODE: "all" }, workdir: "/tmp", labels: LABELS,
+      name: "ts-all-options", ttl: "10m", user: "sandbox", readOnly: true, tmpfs: ["/cache:4m"], ulimits: ["nofile=512", "nproc=300"],
+      hostname: "ts-all", cpuWeight: 300, memoryLow: "32m", execTimeout: "20s", outputLimit: 1000, idleTimeout: "10m", onIdle: "delete",
+      runtime: "runc", cold: true, replace: true, pull: "never",
+    });
+    try {
+      const out = await sb.exec(["sh", "-c", "id -u; hostname; ulimit -n; echo $MODE; pwd; touch /x 2>/dev/null || echo ro"]);
+      assert.equal(out.stdoutText, "1000\nts-all\n512\nall\n/tmp\nro\n");
+      assert.equal((await sb.exec(["head", "-c", "5000", "/dev/zero"])).stdout.length, 1000);
+      const got = (await boxd.defaultClient().sandbox.getSandbox(create(GetSandboxRequestSchema, { id: sb.id }))).sandbox!;
+      assert.deepEqual([got.name, got.memoryBytes, got.cpus, got.pids, got.diskBytes, got.workdir], ["ts-all-options", BigInt(256 << 20), 0.5, 200n, BigInt(64 << 20), "/tmp"]);
+      assert.deepEqual([got.user, got.hostname, got.security?.readOnlyRootfs, got.ulimits?.nofile, got.ulimits?.nproc], ["sandbox", "ts-all", true, 512n, 300n]);
+      assert.ok(got.tmpfs.some((m) => m.path === "/cache"));
+      assert.deepEqual([got.cpuWeight, got.memoryLowBytes, got.execTimeout, got.outputLimit], [300n, BigInt(32 << 20), "20s", 1000n]);
+      assert.deepEqual([got.idleTimeout, got.onIdle, got.runtime], ["10m0s", "delete", "runc"]);
+      assert.ok(got.env.includes("MODE=all"));
+    } finally {
+      await sb.delete();
+    }
+  });
+
   test("create, info, list, connect by id and name, delete", async () => {
     const name = "ts-" + randomBytes(4).toString("hex");
     const sb = await Sandbox.create({ image: IMAGE, memory: "64m", cpus: 0.5, pids: 64, ttl: 600, name, env: { MODE: "test" }, labels: LABELS });
