@@ -89,7 +89,7 @@ func (s *Server) Run(ctx context.Context, t mcp.Transport, version string) error
 // mcpServer is the MCP server of this session, with its tools.
 func (s *Server) mcpServer(version string) *mcp.Server {
 	srv := mcp.NewServer(&mcp.Implementation{Name: "boxd", Title: "boxd sandboxes", Version: version}, &mcp.ServerOptions{
-		Instructions: "boxd runs untrusted code in isolated Linux sandboxes (containers without network). " +
+		Instructions: "boxd runs untrusted code in isolated Linux sandboxes (containers without network unless created with network egress). " +
 			"Create a sandbox with sandbox_create, run commands in it with exec, move files with read_file, " +
 			"write_file, edit_file and list_files, run background processes with process_start and process_read, and delete it with sandbox_delete when done. Sandboxes this " +
 			"session creates are deleted when it ends unless created with keep=true.",
