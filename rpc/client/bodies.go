@@ -3,10 +3,14 @@ package client
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
+
+	"connectrpc.com/connect"
 )
 
 // streamReadBytes is how much of a message stream either end takes from
@@ -33,11 +37,33 @@ type bufferedBodies struct{ next http.RoundTripper }
 
 func (b bufferedBodies) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := b.next.RoundTrip(req)
-	if err == nil && resp.Body != nil && IsStream(resp.Header.Get("Content-Type")) {
-		resp.Body = NewStreamBody(resp.Body)
+	if err == nil && resp.Body != nil {
+		if IsStream(resp.Header.Get("Content-Type")) {
+			resp.Body = NewStreamBody(resp.Body)
+		}
+		resp.Body = lostBody{resp.Body}
 	}
 	return resp, err
 }
+
+// lostBody reports an answer cut off by the connection's end (boxd killed
+// or restarted mid-call) as unavailable, the code for "try again when boxd
+// is back". connect-go would call it invalid_argument ("protocol error:
+// incomplete envelope") or unknown, as if boxd had sent a bad message;
+// it passes a *connect.Error from the body through as it is.
+type lostBody struct{ io.ReadCloser }
+
+func (b lostBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && (errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)) {
+		err = connect.NewError(connect.CodeUnavailable, fmt.Errorf("%s: %w", LostConnection, err))
+	}
+	return n, err
+}
+
+// LostConnection is how both clients (this one and rpc/lite) begin the
+// message of an answer cut off by the connection's end.
+const LostConnection = "connection to boxd lost mid-call"
 
 // IsStream reports whether contentType is one of the Connect protocol's
 // streaming content types or gRPC's (whose every call is a message stream).

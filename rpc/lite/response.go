@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"strconv"
+	"syscall"
 )
 
 // MaxMessageBytes bounds one message, as rpc/client.MaxMessageBytes does for
@@ -39,6 +40,8 @@ func ReadResponse(r io.Reader, stdout, stderr io.Writer) (*Result, error) {
 		case err == io.EOF:
 			// connect-go's words for a stream cut before its end message.
 			return nil, &Error{"internal", "protocol error: unexpected EOF"}
+		case b.lost(err):
+			return nil, lostErr(err)
 		case err != nil:
 			return nil, &Error{"invalid_argument", "protocol error: incomplete envelope: " + err.Error()}
 		}
@@ -56,6 +59,9 @@ func ReadResponse(r io.Reader, stdout, stderr io.Writer) (*Result, error) {
 		if got, err := io.ReadFull(b, payload); err != nil {
 			if err == io.EOF || err == io.ErrUnexpectedEOF && !b.broken {
 				return nil, &Error{"invalid_argument", "protocol error: promised " + itoa(size) + " bytes in enveloped message, got " + itoa(int64(got)) + " bytes"}
+			}
+			if b.lost(err) {
+				return nil, lostErr(err)
 			}
 			return nil, &Error{"unknown", "read enveloped message: " + err.Error()}
 		}
@@ -104,6 +110,13 @@ func ReadResponse(r io.Reader, stdout, stderr io.Writer) (*Result, error) {
 			res = ev.result
 		}
 	}
+}
+
+// lostErr reports an answer cut off by the connection's end (boxd killed
+// or restarted mid-call) in rpc/client's words (its lostBody): unavailable,
+// where connect-go would say invalid_argument or unknown.
+func lostErr(err error) *Error {
+	return &Error{"unavailable", "connection to boxd lost mid-call: " + err.Error()}
 }
 
 // drain reads r to its end and counts the bytes. (io.Discard would take an
@@ -314,6 +327,13 @@ type body struct {
 	broken  bool
 	// chunkSeen: a chunk was read, so a CRLF precedes the next size line.
 	chunkSeen bool
+}
+
+// lost reports whether err, from Read, means the connection ended or
+// failed mid-body, rather than a body that ended early or a bad framing.
+func (b *body) lost(err error) bool {
+	_, errno := err.(syscall.Errno)
+	return err == io.ErrUnexpectedEOF && b.broken || errno
 }
 
 func (b *body) Read(p []byte) (int, error) {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"testing/iotest"
 
@@ -62,7 +63,8 @@ func run(r io.Reader) outcome {
 }
 
 // TestReadResponse: framings, events and each way a stream can break, with
-// the words connect-go uses for the breaks.
+// the words connect-go uses for the breaks, except a connection cut
+// mid-answer: unavailable, as rpc/client says.
 func TestReadResponse(t *testing.T) {
 	ok := &Result{}
 	long := envelope(0, `{"result":{"signal":"SIGKILLSIGKILL"}}`)
@@ -101,11 +103,11 @@ func TestReadResponse(t *testing.T) {
 		{"cut in a message", head + chunked(envelope(0, `{"stdout":"eA=="}`)[:9], 64),
 			outcome{err: "invalid_argument: protocol error: promised 17 bytes in enveloped message, got 4 bytes", errType: "*lite.Error"}},
 		{"connection cut in a chunk", head + "20\r\n" + envelope(0, `{}`)[:4],
-			outcome{err: "invalid_argument: protocol error: incomplete envelope: unexpected EOF", errType: "*lite.Error"}},
+			outcome{err: "unavailable: connection to boxd lost mid-call: unexpected EOF", errType: "*lite.Error"}},
 		{"connection cut in a message", head + "20\r\n" + envelope(0, `{"stdout":"eA=="}`)[:9],
-			outcome{err: "unknown: read enveloped message: unexpected EOF", errType: "*lite.Error"}},
+			outcome{err: "unavailable: connection to boxd lost mid-call: unexpected EOF", errType: "*lite.Error"}},
 		{"connection cut between chunks", head + "5\r\n" + envelope(0, "") + "\r\n",
-			outcome{err: "invalid_argument: protocol error: incomplete envelope: unexpected EOF", errType: "*lite.Error"}},
+			outcome{err: "unavailable: connection to boxd lost mid-call: unexpected EOF", errType: "*lite.Error"}},
 		{"connection cut after the end message", head + "7\r\n" + end,
 			outcome{err: "internal: corrupt response: I/O error after end-stream message: unexpected EOF", errType: "*lite.Error"}},
 		{"too large", head + chunked("\x00\x00\x80\x00\x01"+strings.Repeat(" ", 1<<23+1)+end, 1<<20),
@@ -139,6 +141,17 @@ func TestReadResponse(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestConnectionReset: a connection reset mid-answer (boxd killed with
+// unread input) is unavailable too.
+func TestConnectionReset(t *testing.T) {
+	in := head + chunked(envelope(0, `{"stdout":"eA=="}`), 64)
+	r := io.MultiReader(strings.NewReader(in[:len(in)-5]), iotest.ErrReader(syscall.ECONNRESET))
+	want := outcome{stdout: "x", err: "unavailable: connection to boxd lost mid-call: connection reset by peer", errType: "*lite.Error"}
+	if got := run(r); !got.equal(want) {
+		t.Fatalf("got %+v, want %+v", got, want)
 	}
 }
 

@@ -1,0 +1,72 @@
+//go:build linux
+
+package e2e
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDaemonKilledMidCallIsUnavailable: boxd SIGKILLed while an exec runs.
+// boxctl's fast path (rpc/lite) and boxctl-full both report unavailable, the
+// code to retry on, not invalid_argument ("incomplete envelope") as if the
+// request had been bad.
+func TestDaemonKilledMidCallIsUnavailable(t *testing.T) {
+	id := newSandbox(t)
+	type run struct {
+		name   string
+		cmd    *exec.Cmd
+		stderr bytes.Buffer
+	}
+	runs := []*run{{name: "front"}, {name: "full"}}
+	for _, r := range runs {
+		bin, extra := fullCLI(), []string(nil)
+		if r.name == "front" {
+			bin, extra = env.boxctl, []string{"BOXCTL_NO_FULL=1"}
+		}
+		r.cmd = exec.Command(bin, "--socket", env.socket, "exec", id, "--", "sh", "-c", "echo started; sleep 5")
+		r.cmd.Env = append(os.Environ(), extra...)
+		out := &lineWaiter{ch: make(chan struct{})}
+		r.cmd.Stdout, r.cmd.Stderr = out, &r.stderr
+		if err := r.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-out.ch:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: the command did not start", r.name)
+		}
+	}
+	killDaemon()
+	restartErr := startDaemon()
+	for _, r := range runs {
+		err := r.cmd.Wait()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 125 ||
+			!strings.Contains(r.stderr.String(), "boxctl: unavailable: connection to boxd lost mid-call") {
+			t.Errorf("%s: %v, stderr %q; want exit 125 and unavailable: connection to boxd lost mid-call", r.name, err, r.stderr.String())
+		}
+	}
+	if restartErr != nil {
+		t.Fatal(restartErr)
+	}
+}
+
+// lineWaiter closes ch at the first write: the command has started.
+type lineWaiter struct {
+	ch   chan struct{}
+	seen bool
+}
+
+func (w *lineWaiter) Write(p []byte) (int, error) {
+	if !w.seen {
+		w.seen = true
+		close(w.ch)
+	}
+	return len(p), nil
+}
