@@ -10,6 +10,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"connectrpc.com/connect"
+
+	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 )
 
 // TestDaemonKilledMidCallIsUnavailable: boxd SIGKILLed while an exec runs.
@@ -69,4 +73,23 @@ func (w *lineWaiter) Write(p []byte) (int, error) {
 		close(w.ch)
 	}
 	return len(p), nil
+}
+
+// TestErrorsSayTheirClassOnce: a missing id and an existing image name, through
+// boxctl and the API: the message says "not found" / "already exists" once,
+// the code says it again, and nothing else repeats it.
+func TestErrorsSayTheirClassOnce(t *testing.T) {
+	_, stderr, code := boxctlRun("inspect", "nope")
+	if want := "boxctl: not_found: sandbox \"nope\" not found\n"; stderr != want || code == 0 {
+		t.Errorf("inspect nope: exit %d, stderr %q, want %q", code, stderr, want)
+	}
+	_, err := env.api.GetSandbox(ctx(t), connect.NewRequest(&boxdv1.GetSandboxRequest{Id: "nope"}))
+	var ce *connect.Error
+	if !errors.As(err, &ce) || ce.Code() != connect.CodeNotFound || ce.Message() != `sandbox "nope" not found` {
+		t.Errorf("GetSandbox nope: %v", err)
+	}
+	_, stderr, _ = boxctlRun("image", "import", "--rootfs", env.busybox, "--name", testImage)
+	if !strings.HasPrefix(stderr, "boxctl: already_exists: ") || strings.Count(stderr, "already exists") != 1 {
+		t.Errorf("image import of an existing name: stderr %q, want already_exists saying it once", stderr)
+	}
 }
