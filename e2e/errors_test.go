@@ -93,3 +93,18 @@ func TestErrorsSayTheirClassOnce(t *testing.T) {
 		t.Errorf("image import of an existing name: stderr %q, want already_exists saying it once", stderr)
 	}
 }
+
+// TestZeroLimitsRefused: boxctl create --cpus 0 or --pids 0 is refused,
+// naming the flag, and makes nothing; omitted, the daemon's default holds.
+func TestZeroLimitsRefused(t *testing.T) {
+	for _, flag := range []string{"--cpus", "--pids"} {
+		_, stderr, code := boxctlRun("create", "--label", "errors=zero", flag, "0")
+		if code == 0 || !strings.HasPrefix(stderr, "boxctl: invalid_argument: "+flag+" 0: ") {
+			t.Errorf("create %s 0: exit %d, stderr %q", flag, code, stderr)
+		}
+	}
+	if out, err := boxctl(nil, "ls", "--json", "--label", "errors=zero"); err != nil || strings.Contains(out, "errors") {
+		t.Errorf("a refused create left a sandbox: %v %s", err, out)
+	}
+	newSandbox(t) // omitted: the defaults
+}

@@ -67,6 +67,11 @@ func createRequest(c *cli.Context) (*boxdv1.CreateSandboxRequest, error) {
 	if err != nil {
 		return nil, err
 	}
+	limits, err := limitFlags(c)
+	if err != nil {
+		return nil, err
+	}
+	limits.Disk = c.String("disk")
 	var auth *boxdv1.RegistryAuth
 	if p := c.String("pull"); p != "" && p != "never" {
 		if auth, err = dockerConfigAuth(registryHost(c.String("image"))); err != nil {
@@ -78,7 +83,7 @@ func createRequest(c *cli.Context) (*boxdv1.CreateSandboxRequest, error) {
 		RegistryAuth: auth,
 		Publish:      publish,
 		Image:        c.String("image"),
-		Limits:       &boxdv1.Limits{Memory: c.String("memory"), Cpus: c.Float64("cpus"), Pids: c.Int64("pids"), Disk: c.String("disk")},
+		Limits:       limits,
 		Env:          c.StringSlice("env"),
 		Workdir:      c.String("workdir"),
 		Labels:       labels,

@@ -40,10 +40,13 @@ func forkCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
+			limits, err := limitFlags(c)
+			if err != nil {
+				return err
+			}
 			resp, err := apiClient(c).ForkSandbox(c.Context, connect.NewRequest(&boxdv1.ForkSandboxRequest{
 				SandboxId: c.Args().First(), Count: uint32(n), Names: c.StringSlice("name"),
-				Limits: &boxdv1.Limits{Memory: c.String("memory"), Cpus: c.Float64("cpus"), Pids: c.Int64("pids")},
-				Env:    c.StringSlice("env"), Workdir: c.String("workdir"), Labels: labels, Ttl: c.String("ttl"),
+				Limits: limits, Env: c.StringSlice("env"), Workdir: c.String("workdir"), Labels: labels, Ttl: c.String("ttl"),
 			}))
 			if err != nil {
 				return err

@@ -27,10 +27,13 @@ func updateCommand() *cli.Command {
 			if c.NArg() != 1 {
 				return fmt.Errorf("usage: boxctl update [flags] ID")
 			}
+			limits, err := limitFlags(c)
+			if err != nil {
+				return err
+			}
 			resp, err := apiClient(c).UpdateSandbox(c.Context, connect.NewRequest(&boxdv1.UpdateSandboxRequest{
 				SandboxId: c.Args().First(), Ttl: c.String("ttl"), Extend: c.String("extend"),
-				Limits: &boxdv1.Limits{Memory: c.String("memory"), Cpus: c.Float64("cpus"), Pids: c.Int64("pids")},
-				Env:    c.StringSlice("env"), Workdir: c.String("workdir"),
+				Limits: limits, Env: c.StringSlice("env"), Workdir: c.String("workdir"),
 			}))
 			if err != nil {
 				return err
