@@ -108,3 +108,17 @@ func TestZeroLimitsRefused(t *testing.T) {
 	}
 	newSandbox(t) // omitted: the defaults
 }
+
+// TestImportNotAnArchive: image import of a file that is no tar is
+// invalid_argument naming the file and saying what it is not, not
+// "unexpected EOF".
+func TestImportNotAnArchive(t *testing.T) {
+	_, stderr, code := boxctlRun("image", "import", "/etc/hostname", "--name", "errors/not-a-tar")
+	want := "boxctl: invalid_argument: /etc/hostname: import image archive: data: not a tar or OCI archive"
+	if code == 0 || !strings.HasPrefix(stderr, want) {
+		t.Errorf("import /etc/hostname: exit %d, stderr %q, want %q...", code, stderr, want)
+	}
+	if out, _ := boxctl(nil, "image", "ls"); strings.Contains(out, "not-a-tar") {
+		t.Errorf("a refused import left an image:\n%s", out)
+	}
+}

@@ -94,6 +94,9 @@ func (s *Store) ImportArchive(ctx context.Context, r io.Reader, name string, opt
 		return nil, fmt.Errorf("import image archive: lease: %w", err)
 	}
 	defer done(context.WithoutCancel(ctx))
+	if r, err = sniffTar(r); err != nil {
+		return nil, fmt.Errorf("import image archive: %w", err)
+	}
 	index, err := archive.ImportIndex(ctx, s.c.ContentStore(), r)
 	if err != nil {
 		return nil, fmt.Errorf("import image archive: %w", wrapInvalid(err))

@@ -120,6 +120,11 @@ func imageImport(c *cli.Context) error {
 		return fmt.Errorf("usage: boxctl image import FILE.tar [--name REF] | --rootfs DIR --name REF")
 	}
 	resp, err := importOnce(c, open, name, format, force)
+	var ce *connect.Error
+	if errors.As(err, &ce) && ce.Code() == connect.CodeInvalidArgument && len(args) == 1 {
+		// boxd names the request's field (data); the user knows the file.
+		return connect.NewError(ce.Code(), fmt.Errorf("%s: %s", args[0], ce.Message()))
+	}
 	if err != nil {
 		return err
 	}
