@@ -122,3 +122,39 @@ func TestImportNotAnArchive(t *testing.T) {
 		t.Errorf("a refused import left an image:\n%s", out)
 	}
 }
+
+// TestExecAtPidsLimitIsResourceExhausted: with the sandbox's pids limit
+// filled by sleeps, an exec is resource_exhausted naming the pids limit,
+// not internal "resource temporarily unavailable"; freed, it runs again.
+func TestExecAtPidsLimitIsResourceExhausted(t *testing.T) {
+	id := newSandbox(t, "--pids", "16")
+	fill := exec.Command(env.boxctl, "--socket", env.socket, "exec", "--timeout", "60s", id, "--",
+		"sh", "-c", "i=0; while [ $i -lt 32 ]; do sleep 600 </dev/null >/dev/null 2>&1 & i=$((i+1)); done; sleep 600")
+	if err := fill.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = fill.Process.Kill()
+		_ = fill.Wait()
+	}()
+	var stderr string
+	var code int
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if _, stderr, code = boxctlRun("exec", id, "--", "true"); code != 0 {
+			break
+		}
+	}
+	if code != 125 || !strings.HasPrefix(stderr, `boxctl: resource_exhausted: exec "true": `) || !strings.Contains(stderr, "pids limit (limits.pids)") {
+		t.Fatalf("exec at the pids limit: exit %d, stderr %q, want 125 and resource_exhausted naming the pids limit", code, stderr)
+	}
+	_ = fill.Process.Kill() // boxd kills the command's tree when its caller goes
+	_ = fill.Wait()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if _, stderr, code = boxctlRun("exec", id, "--", "true"); code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("exec after the sleeps went: exit %d, stderr %q", code, stderr)
+		}
+	}
+}

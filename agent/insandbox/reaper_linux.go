@@ -3,6 +3,7 @@
 package insandbox
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
 	"sync"
@@ -101,6 +102,11 @@ func (r *reaper) spawn(fork func() (int, error)) (*child, error) {
 	pid, err := fork()
 	if err != nil {
 		r.mu.Unlock()
+		if err == syscall.EAGAIN {
+			// fork's EAGAIN in a sandbox is its pids cgroup full (or an
+			// nproc ulimit): say so, not "resource temporarily unavailable".
+			err = fmt.Errorf("cannot start a process: the sandbox is at its pids limit (limits.pids) or nproc ulimit: %w", err)
+		}
 		return nil, err
 	}
 	c := &child{pid: pid, done: make(chan struct{}), forked: forked}

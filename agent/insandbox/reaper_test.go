@@ -3,6 +3,8 @@
 package insandbox
 
 import (
+	"errors"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -67,5 +69,14 @@ func TestPidReaperReapsConcurrentChildren(t *testing.T) {
 	defer r.mu.Unlock()
 	if len(r.live) != 0 {
 		t.Errorf("%d children still registered", len(r.live))
+	}
+}
+
+// A fork refused with EAGAIN (the sandbox's pids cgroup full) says which
+// limit, and stays EAGAIN for the wire's resource_exhausted.
+func TestSpawnEAGAINNamesThePidsLimit(t *testing.T) {
+	_, err := newPidReaper().spawn(func() (int, error) { return 0, syscall.EAGAIN })
+	if !errors.Is(err, syscall.EAGAIN) || !strings.Contains(err.Error(), "pids limit (limits.pids)") {
+		t.Fatalf("spawn: %v, want EAGAIN naming the pids limit", err)
 	}
 }

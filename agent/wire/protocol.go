@@ -149,9 +149,11 @@ func ToRemoteError(err error) *RemoteError {
 	case errors.Is(err, fs.ErrExist):
 		code = CodeAlreadyExists
 	case errors.Is(err, syscall.ENOSPC), errors.Is(err, syscall.EDQUOT), errors.Is(err, syscall.EFBIG),
-		errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE), errors.Is(err, syscall.ENOMEM):
-		// The sandbox's disk, quota, file size limit or memory: the
-		// caller can free some and retry, unlike an internal error.
+		errors.Is(err, syscall.EMFILE), errors.Is(err, syscall.ENFILE), errors.Is(err, syscall.ENOMEM),
+		errors.Is(err, syscall.EAGAIN):
+		// The sandbox's disk, quota, file size limit, memory or pids
+		// (fork's EAGAIN): the caller can free some and retry, unlike an
+		// internal error.
 		code = CodeResourceExhausted
 	case errors.Is(err, syscall.ENOTDIR), errors.Is(err, syscall.EISDIR):
 		// A path through a file, or a directory where a file must be:

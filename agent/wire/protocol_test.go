@@ -31,6 +31,7 @@ func TestRemoteErrorClass(t *testing.T) {
 		{"quota", pathErr(syscall.EDQUOT), CodeResourceExhausted, errdefs.ErrResourceExhausted},
 		{"file size limit", pathErr(syscall.EFBIG), CodeResourceExhausted, errdefs.ErrResourceExhausted},
 		{"out of descriptors", pathErr(syscall.EMFILE), CodeResourceExhausted, errdefs.ErrResourceExhausted},
+		{"out of pids", fmt.Errorf("cannot start a process: the sandbox is at its pids limit (limits.pids): %w", syscall.EAGAIN), CodeResourceExhausted, errdefs.ErrResourceExhausted},
 		{"through a file", pathErr(syscall.ENOTDIR), CodeFailedPrecondition, errdefs.ErrFailedPrecondition},
 		{"a directory", pathErr(syscall.EISDIR), CodeFailedPrecondition, errdefs.ErrFailedPrecondition},
 		{"symlink loop", pathErr(syscall.ELOOP), CodeInvalidArgument, errdefs.ErrInvalidArgument},
