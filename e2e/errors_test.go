@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -156,5 +157,28 @@ func TestExecAtPidsLimitIsResourceExhausted(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("exec after the sleeps went: exit %d, stderr %q", code, stderr)
 		}
+	}
+}
+
+// TestWriteIntoProcSysIsPermissionDenied: a file write and a cp onto
+// /proc/sys/kernel/hostname are permission_denied, not not_found of a file
+// that is there; the host name is unchanged.
+func TestWriteIntoProcSysIsPermissionDenied(t *testing.T) {
+	id := newSandbox(t)
+	before := sh(t, id, "cat /proc/sys/kernel/hostname")
+	src := filepath.Join(t.TempDir(), "hostname")
+	if err := os.WriteFile(src, []byte("evil\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := boxctl([]byte("evil\n"), "files", "write", id, "/proc/sys/kernel/hostname"); err == nil ||
+		!strings.Contains(err.Error(), "boxctl: permission_denied: ") {
+		t.Errorf("files write /proc/sys/kernel/hostname: %v, want permission_denied", err)
+	}
+	if _, stderr, code := boxctlRun("cp", src, id+":/proc/sys/kernel/hostname"); code == 0 ||
+		!strings.HasPrefix(stderr, "boxctl: permission_denied: ") {
+		t.Errorf("cp onto /proc/sys/kernel/hostname: exit %d, stderr %q, want permission_denied", code, stderr)
+	}
+	if after := sh(t, id, "cat /proc/sys/kernel/hostname"); after != before {
+		t.Errorf("host name changed from %q to %q", before, after)
 	}
 }

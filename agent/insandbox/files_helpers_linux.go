@@ -32,6 +32,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/boxd-dev/boxd/agent/wire"
+	"github.com/boxd-dev/boxd/internal/safetar"
 )
 
 func init() {
@@ -304,7 +305,7 @@ func fsEdit(p string, a *wire.EditArgs, res *wire.EditResult) error {
 	tmp := ".boxd-edit-" + hex.EncodeToString(rnd[:])
 	tfd, err := fsOpen(dirfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW, 0o600, 0)
 	if err != nil {
-		return err
+		return safetar.CreateError(dirfd, err)
 	}
 	committed := false
 	defer func() {

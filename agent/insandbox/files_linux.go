@@ -40,6 +40,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/boxd-dev/boxd/agent/wire"
+	"github.com/boxd-dev/boxd/internal/safetar"
 )
 
 func init() {
@@ -289,7 +290,7 @@ func (t *fsWriteTarget) openTemp() error {
 	if err != nil {
 		t.tmp = ""
 	}
-	return err
+	return safetar.CreateError(t.dirfd, err)
 }
 
 // commit gives the file its owner and mode and, in atomic mode, renames it

@@ -412,7 +412,7 @@ func createTemp(parent int, base string) (string, int, error) {
 		name := tempName(base)
 		fd, err := unix.Openat(parent, name, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 		if err != unix.EEXIST {
-			return name, fd, err
+			return name, fd, CreateError(parent, err)
 		}
 	}
 	return "", -1, unix.EEXIST
@@ -633,4 +633,20 @@ func futimens(fd int, t time.Time) error {
 		return errno
 	}
 	return nil
+}
+
+// CreateError corrects the error of an O_CREAT of a new name in the open
+// directory dirfd. procfs (/proc, /proc/sys) has a fixed set of names and
+// answers ENOENT, which reads as "no such file" of a file that is there:
+// it is EACCES, as sysfs answers, unless the directory itself was removed
+// meanwhile (no links left).
+func CreateError(dirfd int, err error) error {
+	if err != unix.ENOENT {
+		return err
+	}
+	var st unix.Stat_t
+	if unix.Fstat(dirfd, &st) == nil && st.Nlink > 0 {
+		return unix.EACCES
+	}
+	return err
 }
