@@ -125,38 +125,28 @@ func TestImportNotAnArchive(t *testing.T) {
 }
 
 // TestExecAtPidsLimitIsResourceExhausted: with the sandbox's pids limit
-// filled by sleeps, an exec is resource_exhausted naming the pids limit,
-// not internal "resource temporarily unavailable"; freed, it runs again.
+// filled by detached sleeps, starting one more, and an exec through the
+// fast path, are resource_exhausted naming the pids limit, not internal
+// "resource temporarily unavailable".
 func TestExecAtPidsLimitIsResourceExhausted(t *testing.T) {
 	id := newSandbox(t, "--pids", "16")
-	fill := exec.Command(env.boxctl, "--socket", env.socket, "exec", "--timeout", "60s", id, "--",
-		"sh", "-c", "i=0; while [ $i -lt 32 ]; do sleep 600 </dev/null >/dev/null 2>&1 & i=$((i+1)); done; sleep 600")
-	if err := fill.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		_ = fill.Process.Kill()
-		_ = fill.Wait()
-	}()
+	const want = "pids limit (limits.pids)"
 	var stderr string
 	var code int
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
-		if _, stderr, code = boxctlRun("exec", id, "--", "true"); code != 0 {
+	for i := 0; ; i++ {
+		if _, stderr, code = boxctlRun("exec", "-d", id, "--", "sleep", "600"); code != 0 {
 			break
 		}
-	}
-	if code != 125 || !strings.HasPrefix(stderr, `boxctl: resource_exhausted: exec "true": `) || !strings.Contains(stderr, "pids limit (limits.pids)") {
-		t.Fatalf("exec at the pids limit: exit %d, stderr %q, want 125 and resource_exhausted naming the pids limit", code, stderr)
-	}
-	_ = fill.Process.Kill() // boxd kills the command's tree when its caller goes
-	_ = fill.Wait()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		if _, stderr, code = boxctlRun("exec", id, "--", "true"); code == 0 {
-			break
+		if i == 16 {
+			t.Fatalf("16 detached sleeps started under --pids 16")
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("exec after the sleeps went: exit %d, stderr %q", code, stderr)
-		}
+	}
+	if !strings.HasPrefix(stderr, "boxctl: resource_exhausted: ") || !strings.Contains(stderr, want) {
+		t.Errorf("exec -d at the pids limit: exit %d, stderr %q, want resource_exhausted naming the pids limit", code, stderr)
+	}
+	_, stderr, code = cliRun(t, env.boxctl, []string{"BOXCTL_NO_FULL=1"}, "", "--socket", env.socket, "exec", id, "--", "true")
+	if code != 125 || !strings.HasPrefix(stderr, `boxctl: resource_exhausted: exec "true": `) || !strings.Contains(stderr, want) {
+		t.Errorf("exec at the pids limit: exit %d, stderr %q, want 125 and resource_exhausted naming the pids limit", code, stderr)
 	}
 }
 
