@@ -35,8 +35,8 @@ func TestSniffTar(t *testing.T) {
 		ok   bool
 	}{
 		{"ustar", mk(tar.FormatUSTAR, "index.json"), true},
-		{"pax", mk(tar.FormatPAX, strings.Repeat("d/", 80) + "index.json"), true},
-		{"gnu", mk(tar.FormatGNU, strings.Repeat("d/", 80) + "index.json"), true},
+		{"pax", mk(tar.FormatPAX, strings.Repeat("d/", 80)+"index.json"), true},
+		{"gnu", mk(tar.FormatGNU, strings.Repeat("d/", 80)+"index.json"), true},
 		{"empty tar", make([]byte, 1024), true},
 		{"hostname", []byte("sandbox-host\n"), false},
 		{"nothing", nil, false},
