@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
@@ -180,23 +179,7 @@ func typescriptHas(t *testing.T) func(opt, key string) bool {
 // an MCP client lists them.
 func mcpCreateProps(t *testing.T) map[string]any {
 	t.Helper()
-	s, err := New(filepath.Join(t.TempDir(), "no-boxd.sock"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := s.mcpServer("test").Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "t"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
-	tools, err := cs.ListTools(ctx, nil)
+	tools, err := inMemoryClient(t, false).ListTools(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

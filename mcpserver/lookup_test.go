@@ -19,23 +19,8 @@ import (
 // some other way fails here. The e2e TestOwnershipMCPSessions performs the
 // same calls against a real boxd from another session.
 func TestToolsGoThroughLookup(t *testing.T) {
-	s, err := New(filepath.Join(t.TempDir(), "no-boxd.sock"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.isolated = true
 	ctx := context.Background()
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := s.mcpServer("test").Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "t"}, nil).Connect(ctx, ct, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cs.Close()
+	cs := inMemoryClient(t, true)
 	tools, err := cs.ListTools(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -63,6 +48,31 @@ func TestToolsGoThroughLookup(t *testing.T) {
 	if got := strings.Join(without, " "); got != "sandbox_create sandbox_list" {
 		t.Errorf("tools without a sandbox_id: %s; want sandbox_create sandbox_list", got)
 	}
+}
+
+// inMemoryClient is an MCP client session with a server whose boxd socket
+// does not exist, joined by in-memory transports and closed when the test
+// ends; isolated makes the server's sessions isolated, as over HTTP.
+func inMemoryClient(t *testing.T, isolated bool) *mcp.ClientSession {
+	t.Helper()
+	s, err := New(filepath.Join(t.TempDir(), "no-boxd.sock"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.isolated = isolated
+	ctx := context.Background()
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := s.mcpServer("test").Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "t", Version: "t"}, nil).Connect(ctx, ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs
 }
 
 // argsFor is a valid input for tool with sandbox_id x, false if the tool
