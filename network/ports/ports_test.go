@@ -138,14 +138,15 @@ func TestRefusedIsReset(t *testing.T) {
 	}
 }
 
-// TestReleaseEndsEverything: releasing a port closes its listener and the
-// connections it carries.
-func TestReleaseEndsEverything(t *testing.T) {
+// holdingServer listens on loopback and holds every connection it accepts
+// until the test ends.
+func holdingServer(t *testing.T) net.Listener {
+	t.Helper()
 	srv, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close()
+	t.Cleanup(func() { srv.Close() })
 	go func() {
 		for {
 			c, err := srv.Accept()
@@ -155,6 +156,13 @@ func TestReleaseEndsEverything(t *testing.T) {
 			defer c.Close()
 		}
 	}()
+	return srv
+}
+
+// TestReleaseEndsEverything: releasing a port closes its listener and the
+// connections it carries.
+func TestReleaseEndsEverything(t *testing.T) {
+	srv := holdingServer(t)
 	p, addr := publish(t, srv.Addr().String(), nil)
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -186,20 +194,7 @@ func TestReleaseEndsEverything(t *testing.T) {
 // its ports) or the daemon's bound are reset at accept, and a slot freed
 // is usable again.
 func TestConnLimits(t *testing.T) {
-	srv, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	go func() {
-		for {
-			c, err := srv.Accept()
-			if err != nil {
-				return
-			}
-			defer c.Close() // held until the test ends
-		}
-	}()
+	srv := holdingServer(t)
 	p := &Publisher{MaxConns: 3, MaxSandboxConns: 5, MaxTotalConns: 7}
 	dial := func(ctx context.Context, _ int) (net.Conn, error) {
 		var d net.Dialer
