@@ -25,6 +25,7 @@ import (
 
 	"github.com/boxd-dev/boxd/agent/wire"
 	"github.com/boxd-dev/boxd/internal/events"
+	"github.com/boxd-dev/boxd/internal/keyedlock"
 	"github.com/boxd-dev/boxd/network/ports"
 )
 
@@ -98,8 +99,7 @@ type Manager struct {
 	// busy holds the ids being created or destroyed, which the background
 	// reconciler must leave alone (a container without a task is normal
 	// then, not a dead sandbox).
-	busyMu sync.Mutex
-	busy   map[string]bool
+	busy keyedlock.Set
 
 	// freezer pauses sandboxes; paused mirrors the kernel's freezer state
 	// of each sandbox for the exec hot path (refreshed on every reconcile).
@@ -119,52 +119,22 @@ type Manager struct {
 }
 
 // claim marks id busy; it reports false if something else holds it.
-func (m *Manager) claim(id string) bool {
-	m.busyMu.Lock()
-	defer m.busyMu.Unlock()
-	if m.busy[id] {
-		return false
-	}
-	if m.busy == nil {
-		m.busy = map[string]bool{}
-	}
-	m.busy[id] = true
-	return true
-}
+func (m *Manager) claim(id string) bool { return m.busy.TryLock(id) }
 
 // claimWait claims id, waiting up to d for another holder to let go.
 func (m *Manager) claimWait(ctx context.Context, id string, d time.Duration) bool {
-	deadline := time.Now().Add(d)
-	for !m.claim(id) {
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return false
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	return true
+	return m.busy.Lock(ctx, id, d)
 }
 
 // awaitRelease waits up to d for whatever holds id (a create, a delete or a
 // restart of a dead init) to finish, so a caller that reaches the sandbox
 // then sees its outcome rather than a half-made state.
 func (m *Manager) awaitRelease(ctx context.Context, id string, d time.Duration) {
-	deadline := time.Now().Add(d)
-	for {
-		m.busyMu.Lock()
-		held := m.busy[id]
-		m.busyMu.Unlock()
-		if !held || time.Now().After(deadline) || ctx.Err() != nil {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	m.busy.Wait(ctx, id, d)
 }
 
-func (m *Manager) release(id string) {
-	m.busyMu.Lock()
-	defer m.busyMu.Unlock()
-	delete(m.busy, id)
-}
+// release lets go of id and wakes whoever waits for it.
+func (m *Manager) release(id string) { m.busy.Unlock(id) }
 
 // NewManager checks cfg and prepares the state directory.
 func NewManager(cfg Config) (*Manager, error) {

@@ -202,10 +202,7 @@ func (m *Manager) thawForDelete(ctx context.Context, id string) {
 // go.
 func (m *Manager) refreshPaused(ctx context.Context, ids []string) {
 	for _, id := range ids {
-		m.busyMu.Lock()
-		busy := m.busy[id]
-		m.busyMu.Unlock()
-		if busy {
+		if m.busy.Held(id) {
 			continue
 		}
 		f, err := m.freezer.frozen(m.cgPath(id))
