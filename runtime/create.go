@@ -19,7 +19,6 @@ import (
 	"github.com/opencontainers/runtime-spec/specs-go"
 
 	"github.com/boxd-dev/boxd/internal/events"
-	"github.com/boxd-dev/boxd/internal/gvisor"
 	"github.com/boxd-dev/boxd/oci"
 )
 
@@ -110,130 +109,31 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	if err := m.admit(ctx, id, member); err != nil {
 		return nil, err
 	}
-	phases := make([]any, 0, 12)
-	phase := func(name string) {
-		phases = append(phases, name, time.Since(t0).Round(time.Microsecond))
-	}
-	phase("image")
-	hostID, err := m.ids.take(ctx, m)
-	if err != nil {
-		m.inv.forget(id)
+	c := &creation{m: m, id: id, r: r, t0: t0, phases: make([]any, 0, 12), log: m.log.With("sandbox", id)}
+	c.phase("image")
+	if err := c.takeIDs(ctx); err != nil {
 		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
 	}
-	var shimGroup string
-	// Only runc sandboxes share shims: a group's shim socket follows from
-	// its name, so a gVisor sandbox in a runc group would reach runc's.
-	if m.shims.enabled() && r.runtime != RuntimeGvisor {
-		if shimGroup, err = m.shims.take(ctx, m); err != nil {
-			m.ids.give(hostID)
-			m.inv.forget(id)
-			return nil, fmt.Errorf("create sandbox %s: %w", id, err)
-		}
-	}
-	now := time.Now().UTC().Truncate(time.Second)
-	rec := record{
-		ShimGroup: shimGroup,
-		Name:      r.name, Image: img.Name(), ImageDigest: img.Target().Digest.String(), Memory: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
-		Workdir: r.workdir, CreatedAt: now, ExpiresAt: now.Add(r.ttl), HostUID: hostID, IDMapSize: m.cfg.IDMapSize,
-		Disk: r.limits.DiskBytes,
-		User: r.user, Tunables: r.tun,
-	}
-	rec.Runtime = r.runtime
-	rec = m.withRuntime(rec)
-	log := m.log.With("sandbox", id)
-
-	// Undo in reverse order whatever got made, whatever step failed. The
-	// uid block goes back first in this list, so last: after the
-	// container and its writable layer are gone.
-	undo := []func(context.Context){func(context.Context) { m.inv.forget(id) }, func(context.Context) {
-		m.ids.give(hostID)
-		m.shims.give(shimGroup)
-	}}
+	c.newRecord(img)
+	// Undo in reverse order whatever got made, whatever step failed.
 	defer func() {
-		if retErr == nil {
-			return
+		if retErr != nil {
+			c.rollback(ctx, retErr)
 		}
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-		defer cancel()
-		for i := len(undo) - 1; i >= 0; i-- {
-			undo[i](cctx)
-		}
-		log.Warn("create failed, cleaned up", "err", retErr)
 	}()
 
 	if err := os.MkdirAll(m.sandboxDir(id), 0o700); err != nil {
 		return nil, fmt.Errorf("create sandbox %s: state dir: %w", id, err)
 	}
-	undo = append(undo, func(context.Context) { _ = os.RemoveAll(m.sandboxDir(id)) })
-
-	// The network namespace is made while the container is created and
-	// attached (CNI, firewall) while the task is created; the namespace
-	// must exist before the task is created (runc joins it then) and the
-	// attach be finished before the task starts. The spec joins it by path.
-	net, waitNetNS, waitNet, err := m.startNetwork(ctx, id, r)
-	if net != nil {
-		undo = append(undo, func(c context.Context) {
-			if waitNet != nil {
-				_, _ = waitNet() // let the attach finish before undoing it
-			}
-			if err := m.teardownNetwork(c, id); err != nil {
-				log.Error("cleanup: network", "err", err)
-			}
-		})
-	}
-	if err != nil {
+	c.onFail(func(context.Context) { _ = os.RemoveAll(m.sandboxDir(id)) })
+	if err := c.startNetwork(ctx); err != nil {
 		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
 	}
-	var beforeTask, beforeStart func() error
-	// netCtr is the container once made; netLabelErr gets the result of
-	// storing the attached network in its label (beforeStart starts that).
-	var (
-		netCtr      client.Container
-		netLabel    string
-		netLabelErr = make(chan error, 1)
-	)
-	if waitNet != nil {
-		beforeTask = func() error {
-			err := waitNetNS()
-			phase("netns")
-			return err
-		}
-		beforeStart = func() error {
-			full, err := waitNet()
-			if err != nil {
-				return err
-			}
-			net = full
-			phase("network")
-			// The label gets the address CNI handed out while the init
-			// starts: a containerd metadata write, which on a busy host
-			// took as long as the rest of an egress create's extra time.
-			// Create waits for it before it returns.
-			netLabel = net.label()
-			go func() {
-				_, err := netCtr.SetLabels(ctx, map[string]string{LabelNetwork: netLabel})
-				netLabelErr <- err
-			}()
-			return nil
-		}
-	}
-
-	spec, env, err := m.specFor(ctx, id, r, imgSpec, net, hostID)
+	beforeTask, beforeStart := c.networkHooks(ctx)
+	spec, env, err := c.spec(ctx, imgSpec)
 	if err != nil {
 		return nil, fmt.Errorf("create sandbox %s: spec: %w", id, err)
 	}
-	if shimGroup != "" {
-		if spec.Annotations == nil {
-			spec.Annotations = map[string]string{}
-		}
-		spec.Annotations[ShimGroupAnnotation] = shimGroup
-	}
-	if r.runtime == RuntimeGvisor {
-		for k, v := range gvisor.Annotations(id) {
-			spec.Annotations[k] = v
-		}
-	}
-
 	// Listen before anything else is made, so a host port in use fails
 	// the create early; connections wait in the backlog until the init
 	// is ready.
@@ -241,99 +141,39 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	if err != nil {
 		return nil, err
 	}
-	undo = append(undo, func(context.Context) {
+	c.onFail(func(context.Context) {
 		for _, l := range lns {
 			l.Close()
 		}
 	})
-	rec.Ports = mappings(lns)
-
-	labels := m.labelsFor(rec, r)
-	if net != nil {
-		labels[LabelNetwork] = net.label()
-	}
-	if member {
-		labels = map[string]string{LabelPool: rec.Image, LabelSandbox: labels[LabelSandbox]}
-	}
-	uidMap := []specs.LinuxIDMapping{{ContainerID: 0, HostID: hostID, Size: m.cfg.IDMapSize}}
-	gidMap := []specs.LinuxIDMapping{{ContainerID: 0, HostID: hostID, Size: m.cfg.IDMapSize}}
-
-	// A lease keeps the new snapshot from garbage collection until the
-	// container references it.
-	lctx, done, err := m.cfg.Client.WithLease(ctx)
+	c.rec.Ports = mappings(lns)
+	labels := c.labels(member)
+	ctr, leaseDone, err := c.newContainer(ctx, img, spec, labels)
 	if err != nil {
-		return nil, fmt.Errorf("create sandbox %s: lease: %w", id, err)
+		return nil, err
 	}
-	defer done(context.WithoutCancel(lctx))
-
-	newSnapshot := client.WithNewSnapshot(id, img, client.WithUserNSRemapperLabels(uidMap, gidMap))
-	if r.forkParent != "" {
-		newSnapshot = withSnapshotOn(id, r.forkParent, client.WithUserNSRemapperLabels(uidMap, gidMap))
+	defer leaseDone()
+	if err := c.capDisk(ctx); err != nil {
+		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
 	}
-	ctr, err := m.cfg.Client.NewContainer(lctx, id,
-		client.WithImage(img),
-		client.WithSnapshotter(m.cfg.Images.Snapshotter()),
-		newSnapshot,
-		client.WithSpec(spec),
-		m.containerRuntime(r.runtime),
-		client.WithContainerLabels(labels),
-	)
-	if err != nil {
-		// NewContainer may have prepared the snapshot before failing.
-		undo = append(undo, func(c context.Context) { m.removeSnapshot(c, id) })
-		return nil, fmt.Errorf("create sandbox %s: container: %w", id, err)
-	}
-	phase("container")
-	undo = append(undo, func(c context.Context) {
-		if err := ctr.Delete(c, client.WithSnapshotCleanup); err != nil {
-			log.Error("cleanup: delete container", "err", err)
-		}
-	})
-	if rec.Disk > 0 {
-		// The writable layer moves onto its own filesystem before
-		// anything is written to it.
-		layer, err := m.diskLayer(ctx, id, m.cfg.Images.Snapshotter(), id)
-		if err == nil {
-			err = layer.Create(rec.Disk)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("create sandbox %s: %w", id, err)
-		}
-		undo = append(undo, func(context.Context) {
-			if err := layer.Unmount(); err != nil {
-				log.Error("cleanup: disk", "err", err)
-			}
-		})
-		phase("disk")
-	}
-
-	netCtr = ctr
-	task, err := m.startInit(ctx, ctr, spec, phase, beforeTask, beforeStart)
+	c.netCtr = ctr
+	task, err := m.startInit(ctx, ctr, spec, c.phase, beforeTask, beforeStart)
 	if err != nil {
 		return nil, m.explainFailure(fmt.Errorf("create sandbox %s: %w", id, err))
 	}
-	if net != nil {
-		if err := <-netLabelErr; err != nil {
+	if c.net != nil {
+		if err := <-c.netLabelErr; err != nil {
 			return nil, fmt.Errorf("create sandbox %s: store network: %w", id, err)
 		}
-		labels[LabelNetwork] = netLabel
-		phase("label")
+		labels[LabelNetwork] = c.netLabel
+		c.phase("label")
 	}
 	m.servePorts(id, lns)
 	m.execDefs.Store(id, Tunables{ExecTimeout: r.tun.ExecTimeout, OutputLimit: r.tun.OutputLimit})
 	if !member {
 		m.inv.showOwned(id, ownedOf(r))
 	}
-	log.Debug("create timing", phases...)
-	log.Info("created", "image", rec.Image, "memory", rec.Memory, "cpus", rec.CPUs, "pids", rec.Pids, "ttl", r.ttl)
-	sb := m.toSandbox(id, labels, rec)
-	sb.Env = env
-	if net != nil {
-		log.Info("network egress", "addr", net.Addr, "allow", net.Allow)
-	}
-	sb.State = "running"
-	sb.InitPID = task.Pid()
-	return sb, nil
+	return c.done(labels, env, task), nil
 }
 
 // specFor builds a sandbox's runtime-spec for the uid block at hostID; env is the environment commands
