@@ -223,9 +223,6 @@ func setEnv(env []string, k, v string) []string {
 // buildStep runs one instruction from st, moving st on; it reports
 // whether the result came from the cache.
 func (m *Manager) buildStep(ctx context.Context, req BuildRequest, st *buildState, lex *shell.Lex, s dockerfile.Step) (bool, error) {
-	lineErr := func(cause error, format string, args ...any) error {
-		return dockerfile.Errf(s.Line, cause, format, args...)
-	}
 	if ex, ok := s.Cmd.(instructions.SupportsSingleWordExpansion); ok {
 		vars := envGetter{vars: st.vars()}
 		err := ex.Expand(func(w string) (string, error) {
@@ -233,17 +230,10 @@ func (m *Manager) buildStep(ctx context.Context, req BuildRequest, st *buildStat
 			return out, err
 		})
 		if err != nil {
-			return false, lineErr(nil, "%s: %v", s.Original, err)
+			return false, stepErr(s, nil, "%s: %v", s.Original, err)
 		}
 	}
-	cfg := st.cfg
-	cfg.Env = slices.Clone(cfg.Env)
-	var (
-		key  string // the step's canonical form for the cache
-		file func(id string) error
-	)
-	switch c := s.Cmd.(type) {
-	case *instructions.ArgCommand:
+	if c, ok := s.Cmd.(*instructions.ArgCommand); ok {
 		for _, kv := range c.Args {
 			v, given := req.BuildArgs[kv.Key]
 			if !given && kv.Value != nil {
@@ -252,21 +242,74 @@ func (m *Manager) buildStep(ctx context.Context, req BuildRequest, st *buildStat
 			st.args[kv.Key] = v
 		}
 		return true, nil // no image change; RUN's cache key sees the values
+	}
+	cfg := st.cfg
+	cfg.Env = slices.Clone(cfg.Env)
+	key, file, err := m.fileStep(ctx, req, st, s, cfg)
+	if err == nil && key == "" {
+		key, err = configStep(st, lex, s, &cfg)
+	}
+	if err != nil {
+		return false, err
+	}
+	return m.commitStep(ctx, req, st, s, key, cfg, file)
+}
+
+// stepErr is an error of step s's line.
+func stepErr(s dockerfile.Step, cause error, format string, args ...any) error {
+	return dockerfile.Errf(s.Line, cause, format, args...)
+}
+
+// fileStep plans an instruction that changes files (RUN, COPY, ADD): its
+// canonical form for the cache and what it does in the build sandbox. Any
+// other instruction gets an empty key.
+func (m *Manager) fileStep(ctx context.Context, req BuildRequest, st *buildState, s dockerfile.Step, cfg ocispec.ImageConfig) (key string, file func(id string) error, _ error) {
+	switch c := s.Cmd.(type) {
+	case *instructions.RunCommand:
+		args := cmdLine(c.ShellDependantCmdLine)
+		if len(args) == 0 {
+			return "", nil, stepErr(s, nil, "RUN without a command")
+		}
+		env := st.runEnv()
+		key = fmt.Sprintf("RUN %q env=%q user=%q dir=%q", args, env, cfg.User, cfg.WorkingDir)
+		return key, func(id string) error { return m.buildRun(ctx, id, s, args, env, cfg) }, nil
+	case *instructions.CopyCommand:
+		cp, err := m.buildCopyTar(req.Context, s, c.SourcesAndDest, cfg, false)
+		if err != nil {
+			return "", nil, err
+		}
+		key = fmt.Sprintf("COPY %s chown=%q", cp.Hash, c.Chown)
+		return key, func(id string) error { return m.buildCopy(ctx, id, s, cp, c.Chown) }, nil
+	case *instructions.AddCommand:
+		cp, err := m.buildCopyTar(req.Context, s, c.SourcesAndDest, cfg, true)
+		if err != nil {
+			return "", nil, err
+		}
+		key = fmt.Sprintf("ADD %s chown=%q", cp.Hash, c.Chown)
+		return key, func(id string) error { return m.buildCopy(ctx, id, s, cp, c.Chown) }, nil
+	}
+	return "", nil, nil
+}
+
+// configStep applies an instruction that changes only the image config
+// to cfg and returns its canonical form for the cache.
+func configStep(st *buildState, lex *shell.Lex, s dockerfile.Step, cfg *ocispec.ImageConfig) (string, error) {
+	switch c := s.Cmd.(type) {
 	case *instructions.EnvCommand:
 		for _, kv := range c.Env {
 			cfg.Env = setEnv(cfg.Env, kv.Key, kv.Value)
 		}
-		key = "ENV " + kvString(c.Env)
+		return "ENV " + kvString(c.Env), nil
 	case *instructions.WorkdirCommand:
 		wd := c.Path
 		if !path.IsAbs(wd) {
 			wd = path.Join("/", cfg.WorkingDir, wd)
 		}
 		cfg.WorkingDir = path.Clean(wd)
-		key = "WORKDIR " + cfg.WorkingDir
+		return "WORKDIR " + cfg.WorkingDir, nil
 	case *instructions.UserCommand:
 		cfg.User = c.User
-		key = "USER " + c.User
+		return "USER " + c.User, nil
 	case *instructions.LabelCommand:
 		if cfg.Labels == nil {
 			cfg.Labels = map[string]string{}
@@ -276,7 +319,7 @@ func (m *Manager) buildStep(ctx context.Context, req BuildRequest, st *buildStat
 		for _, kv := range c.Labels {
 			cfg.Labels[kv.Key] = kv.Value
 		}
-		key = "LABEL " + kvString(c.Labels)
+		return "LABEL " + kvString(c.Labels), nil
 	case *instructions.ExposeCommand:
 		ports := map[string]struct{}{}
 		for p := range cfg.ExposedPorts {
@@ -286,7 +329,7 @@ func (m *Manager) buildStep(ctx context.Context, req BuildRequest, st *buildStat
 		for _, p := range c.Ports {
 			p, _, err := lex.ProcessWord(p, vars)
 			if err != nil {
-				return false, lineErr(nil, "%s: %v", s.Original, err)
+				return "", stepErr(s, nil, "%s: %v", s.Original, err)
 			}
 			if !strings.Contains(p, "/") {
 				p += "/tcp"
@@ -294,42 +337,24 @@ func (m *Manager) buildStep(ctx context.Context, req BuildRequest, st *buildStat
 			ports[p] = struct{}{}
 		}
 		cfg.ExposedPorts = ports
-		key = fmt.Sprintf("EXPOSE %q", c.Ports)
+		return fmt.Sprintf("EXPOSE %q", c.Ports), nil
 	case *instructions.EntrypointCommand:
 		cfg.Entrypoint = cmdLine(c.ShellDependantCmdLine)
 		if !c.PrependShell || len(c.CmdLine) > 0 {
 			cfg.Cmd = nil // docker: ENTRYPOINT resets an inherited CMD
 		}
-		key = fmt.Sprintf("ENTRYPOINT %q", cfg.Entrypoint)
+		return fmt.Sprintf("ENTRYPOINT %q", cfg.Entrypoint), nil
 	case *instructions.CmdCommand:
 		cfg.Cmd = cmdLine(c.ShellDependantCmdLine)
-		key = fmt.Sprintf("CMD %q", cfg.Cmd)
-	case *instructions.RunCommand:
-		args := cmdLine(c.ShellDependantCmdLine)
-		if len(args) == 0 {
-			return false, lineErr(nil, "RUN without a command")
-		}
-		env := st.runEnv()
-		key = fmt.Sprintf("RUN %q env=%q user=%q dir=%q", args, env, cfg.User, cfg.WorkingDir)
-		file = func(id string) error { return m.buildRun(ctx, id, s, args, env, cfg) }
-	case *instructions.CopyCommand:
-		cp, err := m.buildCopyTar(req.Context, s, c.SourcesAndDest, cfg, false)
-		if err != nil {
-			return false, err
-		}
-		key = fmt.Sprintf("COPY %s chown=%q", cp.Hash, c.Chown)
-		file = func(id string) error { return m.buildCopy(ctx, id, s, cp, c.Chown) }
-	case *instructions.AddCommand:
-		cp, err := m.buildCopyTar(req.Context, s, c.SourcesAndDest, cfg, true)
-		if err != nil {
-			return false, err
-		}
-		key = fmt.Sprintf("ADD %s chown=%q", cp.Hash, c.Chown)
-		file = func(id string) error { return m.buildCopy(ctx, id, s, cp, c.Chown) }
-	default:
-		return false, lineErr(nil, "%s is not supported by boxd build", s.Original)
+		return fmt.Sprintf("CMD %q", cfg.Cmd), nil
 	}
+	return "", stepErr(s, nil, "%s is not supported by boxd build", s.Original)
+}
 
+// commitStep makes the step's image (key: its canonical form; file: what
+// it does in the build sandbox, nil for a config-only step), or takes it
+// from the cache, and moves st onto it.
+func (m *Manager) commitStep(ctx context.Context, req BuildRequest, st *buildState, s dockerfile.Step, key string, cfg ocispec.ImageConfig, file func(id string) error) (bool, error) {
 	sum := sha256.Sum256([]byte(st.img.Target.Digest.String() + "\n" + key))
 	cacheName := buildCacheRepo + ":" + hex.EncodeToString(sum[:])
 	if !req.NoCache {
@@ -362,11 +387,11 @@ func (m *Manager) buildStep(ctx context.Context, req BuildRequest, st *buildStat
 		if errors.As(err, &le) {
 			return false, err
 		}
-		return false, lineErr(errUnwrapKind(err), "%s: %v", s.Original, err)
+		return false, stepErr(s, errUnwrapKind(err), "%s: %v", s.Original, err)
 	}
 	rec, err := m.cfg.Images.Get(ctx, img.Name)
 	if err != nil {
-		return false, lineErr(nil, "%s: %v", s.Original, err)
+		return false, stepErr(s, nil, "%s: %v", s.Original, err)
 	}
 	st.img, st.cfg = rec.Metadata(), cfg
 	return false, nil
