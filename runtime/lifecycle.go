@@ -102,30 +102,71 @@ func (m *Manager) Update(ctx context.Context, idOrName string, req UpdateRequest
 	if rec.MemoryLow > lim.MemoryBytes {
 		return nil, fieldErr("limits.memory", "%d bytes is below the sandbox's memory_low of %d bytes", lim.MemoryBytes, rec.MemoryLow)
 	}
+	expires, err := newExpiry(req, rec.ExpiresAt)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := updatedSpec(id, info.Spec.GetValue(), req, lim)
+	if err != nil {
+		return nil, err
+	}
+	running, err := m.updateLive(ctx, ctr, req, lim != old, spec)
+	if err != nil {
+		return nil, err
+	}
+	rec.Memory, rec.CPUs, rec.Pids, rec.ExpiresAt = lim.MemoryBytes, lim.CPUs, lim.Pids, expires
+	if req.Workdir != "" {
+		rec.Workdir = req.Workdir
+	}
+	recJSON, err := json.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	err = ctr.Update(ctx, client.UpdateContainerOpts(client.WithSpec(spec)), func(_ context.Context, _ *client.Client, c *containers.Container) error {
+		c.Labels[LabelSandbox] = string(recJSON)
+		c.Labels[LabelExpiresAt] = expires.Format(time.RFC3339)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("update sandbox %s: record: %w", id, err)
+	}
+	m.log.Info("updated", "sandbox", id, "memory", rec.Memory, "cpus", rec.CPUs, "pids", rec.Pids, "expires_at", expires, "env", len(req.Env), "workdir", req.Workdir, "running", running)
+	return m.describeFresh(ctx, id)
+}
+
+// newExpiry is the expiry req sets (TTL from now, or Extend added to
+// current), or current if it sets none.
+func newExpiry(req UpdateRequest, current time.Time) (time.Time, error) {
 	now := time.Now().UTC().Truncate(time.Second)
-	expires := rec.ExpiresAt
 	switch {
 	case req.TTL != "":
 		d, err := time.ParseDuration(req.TTL)
 		if err != nil || d <= 0 {
-			return nil, fieldErr("ttl", "%q is not a positive duration (examples: 30m, 2h)", req.TTL)
+			return time.Time{}, fieldErr("ttl", "%q is not a positive duration (examples: 30m, 2h)", req.TTL)
 		}
 		if d > MaxTTL {
-			return nil, fieldErr("ttl", "%q is above the maximum of %s", req.TTL, MaxTTL)
+			return time.Time{}, fieldErr("ttl", "%q is above the maximum of %s", req.TTL, MaxTTL)
 		}
-		expires = now.Add(d)
+		return now.Add(d), nil
 	case req.Extend != "":
 		d, err := time.ParseDuration(req.Extend)
 		if err != nil || d <= 0 {
-			return nil, fieldErr("extend", "%q is not a positive duration (examples: 30m, 2h)", req.Extend)
+			return time.Time{}, fieldErr("extend", "%q is not a positive duration (examples: 30m, 2h)", req.Extend)
 		}
-		expires = rec.ExpiresAt.Add(d)
+		expires := current.Add(d)
 		if expires.Sub(now) > MaxTTL {
-			return nil, fieldErr("extend", "%q would put the expiry %s from now, above the maximum of %s", req.Extend, expires.Sub(now).Round(time.Second), MaxTTL)
+			return time.Time{}, fieldErr("extend", "%q would put the expiry %s from now, above the maximum of %s", req.Extend, expires.Sub(now).Round(time.Second), MaxTTL)
 		}
+		return expires, nil
 	}
+	return current, nil
+}
+
+// updatedSpec is sandbox id's stored spec (JSON) with req's environment
+// and working directory in the init's settings and lim in its resources.
+func updatedSpec(id string, stored []byte, req UpdateRequest, lim Limits) (*specs.Spec, error) {
 	var spec specs.Spec
-	if err := json.Unmarshal(info.Spec.GetValue(), &spec); err != nil {
+	if err := json.Unmarshal(stored, &spec); err != nil {
 		return nil, fmt.Errorf("update sandbox %s: stored spec: %w", id, err)
 	}
 	initCfg, err := oci.InitConfig(&spec)
@@ -149,41 +190,32 @@ func (m *Manager) Update(ctx context.Context, idOrName string, req UpdateRequest
 	res.CPU.Quota = &quota
 	pids := lim.Pids
 	res.Pids = &specs.LinuxPids{Limit: &pids}
+	return &spec, nil
+}
 
-	running := false
-	if task, err := ctr.Task(ctx, nil); err == nil {
-		if st, err := task.Status(ctx); err == nil && st.Status == client.Running {
-			running = true
-			if lim != old {
-				if err := m.applyLimits(ctx, task, &spec); err != nil {
-					return nil, err
-				}
-			}
-			if len(req.Env) > 0 || req.Workdir != "" {
-				if err := m.agent(id).SetDefaults(ctx, wire.Defaults{Env: req.Env, Workdir: req.Workdir}); err != nil {
-					return nil, fmt.Errorf("update sandbox %s: tell the init: %w", id, err)
-				}
-			}
+// updateLive applies an update to a running sandbox: the limits (if
+// changed) to its cgroup, the defaults to its init. It reports whether
+// the sandbox runs; a stopped one takes the update at its next start.
+func (m *Manager) updateLive(ctx context.Context, ctr client.Container, req UpdateRequest, limitsChanged bool, spec *specs.Spec) (bool, error) {
+	id := ctr.ID()
+	task, err := ctr.Task(ctx, nil)
+	if err != nil {
+		return false, nil
+	}
+	if st, err := task.Status(ctx); err != nil || st.Status != client.Running {
+		return false, nil
+	}
+	if limitsChanged {
+		if err := m.applyLimits(ctx, task, spec); err != nil {
+			return true, err
 		}
 	}
-	rec.Memory, rec.CPUs, rec.Pids, rec.ExpiresAt = lim.MemoryBytes, lim.CPUs, lim.Pids, expires
-	if req.Workdir != "" {
-		rec.Workdir = req.Workdir
+	if len(req.Env) > 0 || req.Workdir != "" {
+		if err := m.agent(id).SetDefaults(ctx, wire.Defaults{Env: req.Env, Workdir: req.Workdir}); err != nil {
+			return true, fmt.Errorf("update sandbox %s: tell the init: %w", id, err)
+		}
 	}
-	recJSON, err := json.Marshal(rec)
-	if err != nil {
-		return nil, err
-	}
-	err = ctr.Update(ctx, client.UpdateContainerOpts(client.WithSpec(&spec)), func(_ context.Context, _ *client.Client, c *containers.Container) error {
-		c.Labels[LabelSandbox] = string(recJSON)
-		c.Labels[LabelExpiresAt] = expires.Format(time.RFC3339)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("update sandbox %s: record: %w", id, err)
-	}
-	m.log.Info("updated", "sandbox", id, "memory", rec.Memory, "cpus", rec.CPUs, "pids", rec.Pids, "expires_at", expires, "env", len(req.Env), "workdir", req.Workdir, "running", running)
-	return m.describeFresh(ctx, id)
+	return true, nil
 }
 
 // applyLimits writes spec's limits to a running sandbox's cgroup, through
