@@ -115,37 +115,12 @@ func (m *Manager) adopt(ctx context.Context, id string, known *memberInfo, r res
 		}
 	}
 	phase("prepare")
-	if err := setLimits(spec.Linux.CgroupsPath, spec.Linux.Resources); err != nil {
-		m.log.Debug("direct cgroup update failed; updating through the task", "sandbox", id, "err", err)
-		task, err := m.loadTask(ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		if err := task.Update(ctx, client.WithResources(spec.Linux.Resources)); err != nil {
-			return nil, fmt.Errorf("update limits: %w", err)
-		}
+	if err := m.setMemberLimits(ctx, id, spec); err != nil {
+		return nil, err
 	}
 	phase("limits")
-	// The init's answer doubles as the liveness check; a member needs it
-	// only when the request changes its defaults. HOSTNAME goes last, as
-	// in a cold create's environment.
-	d := wire.Defaults{}
-	if len(r.env) > 0 {
-		d.Env = append(append([]string{}, r.env...), "HOSTNAME="+id)
-	}
-	if r.workdir != r.imgWorkdir {
-		d.Workdir = r.workdir
-	}
-	pctx, cancel := context.WithTimeout(ctx, time.Second)
-	cl := m.agent(id)
-	if d.Env != nil || d.Workdir != "" {
-		err = cl.SetDefaults(pctx, d)
-	} else {
-		err = cl.Ping(pctx)
-	}
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("init: %w", err)
+	if err := m.setMemberDefaults(ctx, id, r); err != nil {
+		return nil, err
 	}
 	phase("init")
 	now := time.Now().UTC().Truncate(time.Second)
@@ -181,6 +156,50 @@ func (m *Manager) adopt(ctx context.Context, id string, known *memberInfo, r res
 	sb := m.toSandbox(id, labels, rec)
 	sb.Env, sb.State, sb.InitPID = env, "running", pid
 	return sb, nil
+}
+
+// setMemberLimits gives an adopted member's cgroup the limits of spec.
+func (m *Manager) setMemberLimits(ctx context.Context, id string, spec *specs.Spec) error {
+	err := setLimits(spec.Linux.CgroupsPath, spec.Linux.Resources)
+	if err == nil {
+		return nil
+	}
+	m.log.Debug("direct cgroup update failed; updating through the task", "sandbox", id, "err", err)
+	task, err := m.loadTask(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := task.Update(ctx, client.WithResources(spec.Linux.Resources)); err != nil {
+		return fmt.Errorf("update limits: %w", err)
+	}
+	return nil
+}
+
+// setMemberDefaults tells an adopted member's init the request's
+// environment and working directory. The init's answer doubles as the
+// liveness check; a member needs it only when the request changes its
+// defaults. HOSTNAME goes last, as in a cold create's environment.
+func (m *Manager) setMemberDefaults(ctx context.Context, id string, r resolved) error {
+	d := wire.Defaults{}
+	if len(r.env) > 0 {
+		d.Env = append(append([]string{}, r.env...), "HOSTNAME="+id)
+	}
+	if r.workdir != r.imgWorkdir {
+		d.Workdir = r.workdir
+	}
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	cl := m.agent(id)
+	var err error
+	if d.Env != nil || d.Workdir != "" {
+		err = cl.SetDefaults(pctx, d)
+	} else {
+		err = cl.Ping(pctx)
+	}
+	if err != nil {
+		return fmt.Errorf("init: %w", err)
+	}
+	return nil
 }
 
 // readMember reads what a member was started with from containerd: its
