@@ -1,5 +1,8 @@
 //go:build linux
 
+// Room: images. Dockerfile builds: each step planned, taken from the
+// cache or committed (the instructions run in buildrun.go).
+
 package runtime
 
 import (

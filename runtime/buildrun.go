@@ -1,5 +1,8 @@
 //go:build linux
 
+// Room: images. A build step's work in its build sandbox: RUN, COPY and
+// ADD.
+
 package runtime
 
 import (

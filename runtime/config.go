@@ -1,5 +1,8 @@
 //go:build linux
 
+// Room: shared. Config, the daemon-wide settings a Manager is made
+// with, and their defaults.
+
 package runtime
 
 import (

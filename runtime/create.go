@@ -1,5 +1,9 @@
 //go:build linux
 
+// Room: create. Create: the request resolved against its image, names
+// and quotas held, a warm-pool member adopted or a sandbox made cold
+// (createResolved), and the spec and labels a new sandbox carries.
+
 package runtime
 
 import (

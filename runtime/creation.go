@@ -1,5 +1,8 @@
 //go:build linux
 
+// Room: create. One cold create in progress (creation): each step of
+// createResolved, what it took and how to undo it.
+
 package runtime
 
 import (

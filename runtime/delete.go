@@ -1,5 +1,9 @@
 //go:build linux
 
+// Room: delete. Delete, graceful and background deletes, and destroy:
+// the task, container, layers, uid block, network and state directory of
+// a sandbox, in that order, and nothing of it left after.
+
 package runtime
 
 import (

@@ -1,5 +1,8 @@
 //go:build linux
 
+// Room: describe. Sandbox, what boxd reports about one; Get, List and
+// the listing filters; the record and task state turned into it.
+
 package runtime
 
 import (

@@ -1,5 +1,8 @@
 //go:build linux
 
+// Room: images. Fork: copies of a running sandbox on one shared layer
+// of its files.
+
 package runtime
 
 import (

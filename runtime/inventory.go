@@ -1,5 +1,9 @@
 //go:build linux
 
+// Room: reconcile. The in-memory inventory of sandboxes (what clients
+// may reach, what --max-sandboxes counts) and Load, which applies the
+// cgroup totals and rebuilds it from containerd when boxd starts.
+
 package runtime
 
 import (

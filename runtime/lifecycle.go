@@ -1,5 +1,7 @@
 //go:build linux
 
+// Room: lifecycle. Stop, Start and Update of an existing sandbox.
+
 package runtime
 
 import (

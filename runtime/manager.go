@@ -1,5 +1,9 @@
 //go:build linux
 
+// Room: shared. This file holds the Manager, its constructor and the
+// helpers every room uses: the busy keys, a sandbox's host directories,
+// events, and find, which resolves an id or name for a caller.
+
 // Package runtime is boxd's sandbox lifecycle on containerd: create, list,
 // inspect, delete, expiry, and exec and file operations through the
 // sandbox's init. containerd is the source of truth: every setting lives in
@@ -78,43 +82,57 @@ type record struct {
 	Tunables
 }
 
-// Manager runs sandboxes. It is safe for concurrent use.
+// Manager runs sandboxes. It is safe for concurrent use. Its methods live
+// in one file per room (each file's first comment names its room; see
+// docs/architecture.md); its fields are grouped here by the room that owns
+// them.
 type Manager struct {
+	// Shared by every room.
 	cfg Config
 	log *slog.Logger
-
-	// specs caches image configs by the image's target digest (content
-	// addressed, so never stale): reading one is a manifest and a config
-	// read through containerd's content service, several round trips each
-	// create of a burst would otherwise pay.
-	specs imageSpecCache
-
-	pool   pool
-	inv    *inventory
-	ids    *idRanges
-	shims  *shimGroups
-	ports  *ports.Publisher
-	totals totals // set by Load
-
-	// busy holds the ids being created or destroyed, which the background
-	// reconciler must leave alone (a container without a task is normal
-	// then, not a dead sandbox).
+	// busy holds the ids (and "name:OWNER:NAME" keys) being created,
+	// changed or destroyed: one holder at a time, and the background
+	// reconciler leaves a held sandbox alone (a container without a task
+	// is normal then, not a dead sandbox).
 	busy keyedlock.Set
 
-	// freezer pauses sandboxes; paused mirrors the kernel's freezer state
-	// of each sandbox for the exec hot path (refreshed on every reconcile).
+	// Create. specs caches image configs by the image's target digest
+	// (content addressed, so never stale): reading one is a manifest and a
+	// config read through containerd's content service, several round
+	// trips each create of a burst would otherwise pay.
+	specs imageSpecCache
+
+	// Reconcile: what exists and what clients may reach (inventory.go),
+	// and each sandbox's last activity for the idle policy (idle.go).
+	inv *inventory
+	act activity
+
+	// Pools: the warm pools' members and targets.
+	pool pool
+
+	// Network: the published ports' listeners.
+	ports *ports.Publisher
+
+	// Resources: uid blocks, shared shims, the daemon-wide cgroup totals
+	// (set by Load), the freezer, block I/O accounting, and each
+	// sandbox's cgroup OOM counter file, held open.
+	ids      *idRanges
+	shims    *shimGroups
+	totals   totals
 	freezer  freezer
+	blkio    blkio
+	oomFiles openFiles
+
+	// Lifecycle: paused mirrors the kernel's freezer state of each
+	// sandbox for the exec hot path (refreshed on every reconcile).
 	pausedMu sync.Mutex
 	paused   map[string]bool
-	act      activity
-	blkio    blkio
-	// execDefs caches each sandbox's default exec timeout and output cap
-	// (Tunables with only those set), keyed by id.
-	execDefs sync.Map
-	// oomFiles holds each sandbox's cgroup OOM counter file open.
-	oomFiles openFiles
-	// agentLinks holds each sandbox's agentLink (exec.go): its kept
-	// connections to the init and the client that uses them.
+
+	// Sandbox I/O: execDefs caches each sandbox's default exec timeout and
+	// output cap (Tunables with only those set), keyed by id; agentLinks
+	// holds each sandbox's agentLink (exec.go): its kept connections to the
+	// init and the client that uses them.
+	execDefs   sync.Map
 	agentLinks sync.Map
 }
 

@@ -1,5 +1,8 @@
 //go:build linux
 
+// Room: lifecycle. Pause and Resume through the cgroup freezer, and the
+// paused state the exec path checks.
+
 package runtime
 
 import (

@@ -1,5 +1,8 @@
 //go:build linux
 
+// Room: pools. The warm pools as the API sees them (sizes, status) and
+// their upkeep: RunPool fills them, leftovers are taken back at start.
+
 package runtime
 
 import (

@@ -1,5 +1,8 @@
 //go:build linux
 
+// Room: pools. Handing a member out: whether it fits a create (fits)
+// and its adoption as the client's sandbox.
+
 package runtime
 
 import (

@@ -1,5 +1,8 @@
 //go:build linux
 
+// Room: pools. The pools' in-memory bookkeeping: members per image and
+// runtime, targets, and the hold-off that lets creates go first.
+
 package runtime
 
 import (

@@ -1,5 +1,8 @@
 //go:build linux
 
+// Room: reconcile. The background pass (Run, ReconcileOnce): TTL and
+// idle expiry, leftovers thawed, dead inits restarted.
+
 package runtime
 
 import (

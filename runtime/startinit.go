@@ -1,5 +1,9 @@
 //go:build linux
 
+// Room: create. Starting a sandbox's init: its task, the hand-off of its
+// settings and socket, and waiting until it answers. Create, Start and
+// the restart of a dead init all go through startInit.
+
 package runtime
 
 import (
