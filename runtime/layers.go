@@ -1,7 +1,8 @@
 //go:build linux
 
 // Room: images. The layers of a sandbox's rootfs as commit and fork read
-// them, the brief freeze they need, and fork layers' pruning.
+// them, the brief freeze they need, and fork layers: their disk charge,
+// their chain, and their pruning.
 
 package runtime
 
