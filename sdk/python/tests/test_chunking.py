@@ -24,13 +24,17 @@ class ChunkingTest(SandboxTest):
         self.assertEqual(out.strip(), str(len(data)).encode())
         self.assertEqual(self.sb.exec(["wc", "-c"], stdin=memoryview(data)[1:]).stdout.strip(),
                          str(len(data) - 1).encode())
-        # Between boxd's inline stdin (64 KiB) and a message, in order.
-        for size in (100 << 10, (1 << 20) + 1):
+        text = "é" * (5 << 20)
+        self.assertEqual(self.sb.exec(["wc", "-c"], stdin=text).stdout.strip(), str(len(text.encode())).encode())
+
+    def test_exec_stream_over_inline(self) -> None:
+        # Over boxd's inline stdin (64 KiB): whole and in order, every time
+        # (in the start message, it raced the stream's end).
+        data = os.urandom(7 << 20)
+        for size in (100 << 10, 1 << 20, (1 << 20) + 1, 7 << 20) * 3:
             with self.sb.exec_stream(["sha256sum"], stdin=data[:size]) as ex:
                 out = b"".join(o.data for o in ex)
             self.assertEqual(out.split()[0].decode(), hashlib.sha256(data[:size]).hexdigest(), size)
-        text = "é" * (5 << 20)
-        self.assertEqual(self.sb.exec(["wc", "-c"], stdin=text).stdout.strip(), str(len(text.encode())).encode())
 
     def test_file_9mib(self) -> None:
         data = os.urandom(9 << 20)
