@@ -89,9 +89,18 @@ func newApp() *cli.App {
 			&cli.DurationFlag{Name: "registry-timeout", Value: registry.DefaultTimeout, Usage: "how long a registry may stay silent (connect, answer, or mid-download) before a pull or push fails"},
 			&cli.StringFlag{Name: "max-image-size", Value: formatSize(registry.DefaultMaxImageSize), Usage: "most a pulled image's layers may expand to, uncompressed (0: no limit)"},
 			&cli.BoolFlag{Name: "debug"},
-		}, append(limitFlags(readHost()), ownerFlags()...)...),
+		}, append(append(limitFlags(readHost()), ownerFlags()...), instanceFlags()...)...),
 		Before: loadConfig,
-		Action: func(cc *cli.Context) error { return fromConfig(cc, run(cc)) },
+		Action: func(cc *cli.Context) error {
+			if err := applyInstance(cc); err != nil {
+				return fromConfig(cc, err)
+			}
+			if cc.Bool("print-config") {
+				printConfig(cc.App.Writer, names(cc))
+				return nil
+			}
+			return fromConfig(cc, run(cc))
+		},
 	}
 }
 
@@ -126,6 +135,12 @@ func run(cc *cli.Context) error {
 	if err := startPprof(log); err != nil {
 		return err
 	}
+	logNames(log, names(cc))
+	slot, err := claimSlot(names(cc))
+	if err != nil {
+		return err
+	}
+	defer slot.Close()
 
 	lim, err := parseLimits(cc)
 	if err != nil {
@@ -392,6 +407,8 @@ func newNetwork(cc *cli.Context, log *slog.Logger) (*network.Manager, error) {
 		PluginDirs:  filepath.SplitList(cc.String("cni-plugin-dir")),
 		Bridge:      cc.String("bridge"),
 		Subnet:      subnet,
+		Table:       names(cc).NftTable,
+		CNICacheDir: names(cc).CNICacheDir,
 		DNSUpstream: cc.String("dns-upstream"),
 		Block:       block,
 		Logger:      log,
