@@ -22,7 +22,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/urfave/cli/v2"
 
@@ -53,7 +52,7 @@ func newApp() *cli.App {
 			&cli.StringFlag{Name: "config", EnvVars: []string{"BOXD_CONFIG"}, Usage: "TOML file of settings: keys are these flags' names (socket-group = \"boxd\"); flags given here win"},
 			&cli.StringFlag{Name: "socket", Value: rpc.DefaultSocket, EnvVars: []string{"BOXD_SOCKET"}, Usage: "Unix socket to serve the API on (ignored under socket activation)"},
 			&cli.StringFlag{Name: "socket-group", Usage: "group that may use the socket (default: root only)"},
-			&cli.StringFlag{Name: "containerd", Value: "/run/containerd/containerd.sock", Usage: "containerd's socket"},
+			&cli.StringFlag{Name: "containerd", Value: "/run/containerd/containerd.sock", Usage: "containerd's socket (never a fallback: a missing one stops boxd), or \"embedded\": boxd starts and supervises a containerd of its own under --state-dir (the one scripts/setup.sh builds into $BOXD_DEPS, else containerd on PATH)"},
 			&cli.StringFlag{Name: "namespace", Value: "boxd", Usage: "containerd namespace for boxd's sandboxes and images"},
 			&cli.StringFlag{Name: "state-dir", Value: "/var/lib/boxd", Usage: "directory for per-sandbox channels and init logs"},
 			&cli.StringFlag{Name: "default-image", Value: "boxd/busybox:latest", Usage: "image used when a create names none"},
@@ -201,21 +200,11 @@ func run(cc *cli.Context) error {
 	defer stop()
 	ctx = namespaces.WithNamespace(ctx, cc.String("namespace"))
 
-	c, err := client.New(cc.String("containerd"), client.WithDefaultNamespace(cc.String("namespace")))
+	c, stopContainerd, err := connectContainerd(ctx, cc, log)
 	if err != nil {
-		return fmt.Errorf("containerd at %s: %w", cc.String("containerd"), err)
+		return err
 	}
-	defer c.Close()
-	// client.New dials lazily: probe now so a wrong socket fails at start.
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	serving, err := c.IsServing(pctx)
-	cancel()
-	if err != nil || !serving {
-		return fmt.Errorf("containerd at %s is not serving: %v", cc.String("containerd"), err)
-	}
-	if v, err := c.Version(ctx); err == nil {
-		log.Info("connected to containerd", "address", cc.String("containerd"), "version", v.Version, "namespace", cc.String("namespace"))
-	}
+	defer stopContainerd()
 
 	onIdle, err := runtime.ParseOnIdle("--on-idle", cc.String("on-idle"))
 	if err != nil {
