@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/urfave/cli/v2"
 
@@ -140,16 +141,7 @@ func run(cc *cli.Context) error {
 		return err
 	}
 	defer slot.Close()
-
-	lim, err := parseLimits(cc)
-	if err != nil {
-		return err
-	}
-	quotas, err := parseQuotas(cc)
-	if err != nil {
-		return err
-	}
-	admins, err := adminGIDs(cc)
+	st, err := parseSettings(cc)
 	if err != nil {
 		return err
 	}
@@ -158,97 +150,34 @@ func run(cc *cli.Context) error {
 		return err
 	}
 	defer auditLog.Close()
-	initBin, err := findInit(cc.String("init-binary"))
+	rts, err := checkRuntimes(cc, log, st)
 	if err != nil {
 		return err
 	}
-
-	restarts, err := runtime.ParseRestartLimit(cc.String("restart-limit"))
-	if err != nil {
-		return fmt.Errorf("--restart-limit: %w", err)
-	}
-	if restarts.Backoff = cc.Duration("restart-backoff"); restarts.Backoff <= 0 {
-		return fmt.Errorf("--restart-backoff: %v must be positive", restarts.Backoff)
-	}
-
-	rt, err := checkRuntime(cc, log)
-	if err != nil {
-		return err
-	}
-	gv, gvErr, defaultRuntime, err := checkGvisor(cc, log)
-	if err != nil {
-		return err
-	}
-	if err := checkPoolRuntimes(lim.pools, gv, gvErr); err != nil {
-		return err
-	}
-
 	netMgr, err := newNetwork(cc, log)
 	if err != nil {
 		return err
-	}
-	var publish ports.Policy
-	for _, a := range cc.StringSlice("allow-publish-address") {
-		ip, err := netip.ParseAddr(a)
-		if err != nil || ip.Zone() != "" || ip.IsUnspecified() {
-			return fmt.Errorf("--allow-publish-address: %q is not a single IP address", a)
-		}
-		publish.Allowed = append(publish.Allowed, ip.Unmap())
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	ctx = namespaces.WithNamespace(ctx, cc.String("namespace"))
-
 	c, stopContainerd, err := connectContainerd(ctx, cc, log)
 	if err != nil {
 		return err
 	}
 	defer stopContainerd()
-
-	onIdle, err := runtime.ParseOnIdle("--on-idle", cc.String("on-idle"))
-	if err != nil {
-		return err
-	}
-	if d := cc.Duration("idle-timeout"); d < 0 || (d > 0 && d < time.Second) {
-		return fmt.Errorf("--idle-timeout: %v must be 0 (never) or at least 1s", d)
-	}
-	if n := cc.Uint("shim-group-size"); n < 1 || n > runtime.MaxShimGroupSize {
-		return fmt.Errorf("--shim-group-size: %d must be 1 (a shim per sandbox) to %d", n, runtime.MaxShimGroupSize)
-	}
 	evlog, err := events.Open(events.Config{Dir: filepath.Join(cc.String("state-dir"), "events"), Logger: log})
 	if err != nil {
 		return err
 	}
 	defer evlog.Close()
-
 	images := snapshot.New(c, cc.String("snapshotter"))
 	reg, err := newRegistry(cc, images)
 	if err != nil {
 		return err
 	}
-	mgr, err := runtime.NewManager(runtime.Config{
-		Client: c, Images: images, StateDir: cc.String("state-dir"), InitBinary: initBin, Runc: rt.Path, Namespace: cc.String("namespace"),
-		RuntimeVersion: rt.Version.String(), RuntimeAdvisories: rt.advisories,
-		Gvisor: gv, GvisorErr: gvErr, DefaultRuntime: defaultRuntime,
-		DefaultImage:  cc.String("default-image"),
-		DefaultLimits: runtime.Limits{MemoryBytes: lim.defaultMemory, CPUs: cc.Float64("default-cpus"), Pids: lim.defaultPids, DiskBytes: lim.defaultDisk},
-		DefaultTTL:    cc.Duration("default-ttl"),
-		MaxMemory:     hostMemory(),
-		MaxCPUs:       goruntime.NumCPU(),
-		IDBase:        uint32(cc.Uint("userns-host-id")), IDMapSize: uint32(cc.Uint("userns-size")), IDRanges: int(cc.Uint("userns-ranges")),
-		ShimGroupSize: int(cc.Uint("shim-group-size")),
-		Pools:         lim.pools,
-		MaxSandboxes:  lim.maxSandboxes, TotalMemory: lim.memoryTotal, TotalPids: lim.pidsTotal,
-		Quotas:      quotas,
-		Restarts:    restarts,
-		Network:     netMgr,
-		Ports:       publish,
-		Events:      evlog,
-		EventsArgv:  cc.Bool("events-argv"),
-		IdleTimeout: cc.Duration("idle-timeout"), OnIdle: onIdle,
-		Logger: log,
-	})
+	mgr, err := runtime.NewManager(managerConfig(cc, log, st, rts, c, images, netMgr, evlog))
 	if err != nil {
 		return err
 	}
@@ -260,7 +189,109 @@ func run(cc *cli.Context) error {
 	go mgr.RunEvents(ctx)
 	go mgr.Run(ctx, cc.Duration("expiry-interval"))
 	go mgr.RunPool(ctx)
+	srv := &rpc.Server{Manager: mgr, Images: images, Registry: reg, DefaultImage: cc.String("default-image"), Log: log, Events: evlog,
+		MaxConns: st.lim.maxConns, IdleTimeout: st.lim.idleTimeout, AdminGIDs: st.admins, Audit: auditLog, DrainTimeout: cc.Duration("drain-timeout")}
+	return serve(ctx, cc, log, srv, st.initBin)
+}
 
+// settings are what boxd reads from its flags before it touches the
+// host: a bad value stops it before containerd is dialled.
+type settings struct {
+	lim      daemonLimits
+	quotas   runtime.Quotas
+	admins   []int
+	initBin  string
+	restarts runtime.RestartPolicy
+	onIdle   string
+	publish  ports.Policy
+}
+
+func parseSettings(cc *cli.Context) (st settings, err error) {
+	if st.lim, err = parseLimits(cc); err != nil {
+		return st, err
+	}
+	if st.quotas, err = parseQuotas(cc); err != nil {
+		return st, err
+	}
+	if st.admins, err = adminGIDs(cc); err != nil {
+		return st, err
+	}
+	if st.initBin, err = findInit(cc.String("init-binary")); err != nil {
+		return st, err
+	}
+	if st.restarts, err = runtime.ParseRestartLimit(cc.String("restart-limit")); err != nil {
+		return st, fmt.Errorf("--restart-limit: %w", err)
+	}
+	if st.restarts.Backoff = cc.Duration("restart-backoff"); st.restarts.Backoff <= 0 {
+		return st, fmt.Errorf("--restart-backoff: %v must be positive", st.restarts.Backoff)
+	}
+	for _, a := range cc.StringSlice("allow-publish-address") {
+		ip, err := netip.ParseAddr(a)
+		if err != nil || ip.Zone() != "" || ip.IsUnspecified() {
+			return st, fmt.Errorf("--allow-publish-address: %q is not a single IP address", a)
+		}
+		st.publish.Allowed = append(st.publish.Allowed, ip.Unmap())
+	}
+	if st.onIdle, err = runtime.ParseOnIdle("--on-idle", cc.String("on-idle")); err != nil {
+		return st, err
+	}
+	if d := cc.Duration("idle-timeout"); d < 0 || (d > 0 && d < time.Second) {
+		return st, fmt.Errorf("--idle-timeout: %v must be 0 (never) or at least 1s", d)
+	}
+	if n := cc.Uint("shim-group-size"); n < 1 || n > runtime.MaxShimGroupSize {
+		return st, fmt.Errorf("--shim-group-size: %d must be 1 (a shim per sandbox) to %d", n, runtime.MaxShimGroupSize)
+	}
+	return st, nil
+}
+
+// runtimes are the runc and gVisor boxd runs sandboxes on.
+type runtimes struct {
+	runc       runtimeInfo
+	gvisor     *runtime.Gvisor
+	gvisorErr  string // why gvisor sandboxes are refused, if they are
+	defaultRun string
+}
+
+func checkRuntimes(cc *cli.Context, log *slog.Logger, st settings) (rts runtimes, err error) {
+	if rts.runc, err = checkRuntime(cc, log); err != nil {
+		return rts, err
+	}
+	if rts.gvisor, rts.gvisorErr, rts.defaultRun, err = checkGvisor(cc, log); err != nil {
+		return rts, err
+	}
+	return rts, checkPoolRuntimes(st.lim.pools, rts.gvisor, rts.gvisorErr)
+}
+
+func managerConfig(cc *cli.Context, log *slog.Logger, st settings, rts runtimes, c *client.Client, images *snapshot.Store,
+	netMgr *network.Manager, evlog *events.Log) runtime.Config {
+	lim := st.lim
+	return runtime.Config{
+		Client: c, Images: images, StateDir: cc.String("state-dir"), InitBinary: st.initBin, Runc: rts.runc.Path, Namespace: cc.String("namespace"),
+		RuntimeVersion: rts.runc.Version.String(), RuntimeAdvisories: rts.runc.advisories,
+		Gvisor: rts.gvisor, GvisorErr: rts.gvisorErr, DefaultRuntime: rts.defaultRun,
+		DefaultImage:  cc.String("default-image"),
+		DefaultLimits: runtime.Limits{MemoryBytes: lim.defaultMemory, CPUs: cc.Float64("default-cpus"), Pids: lim.defaultPids, DiskBytes: lim.defaultDisk},
+		DefaultTTL:    cc.Duration("default-ttl"),
+		MaxMemory:     hostMemory(),
+		MaxCPUs:       goruntime.NumCPU(),
+		IDBase:        uint32(cc.Uint("userns-host-id")), IDMapSize: uint32(cc.Uint("userns-size")), IDRanges: int(cc.Uint("userns-ranges")),
+		ShimGroupSize: int(cc.Uint("shim-group-size")),
+		Pools:         lim.pools,
+		MaxSandboxes:  lim.maxSandboxes, TotalMemory: lim.memoryTotal, TotalPids: lim.pidsTotal,
+		Quotas:      st.quotas,
+		Restarts:    st.restarts,
+		Network:     netMgr,
+		Ports:       st.publish,
+		Events:      evlog,
+		EventsArgv:  cc.Bool("events-argv"),
+		IdleTimeout: cc.Duration("idle-timeout"), OnIdle: st.onIdle,
+		Logger: log,
+	}
+}
+
+// serve listens (systemd's socket, else --socket) and serves until ctx
+// ends and the drain is over.
+func serve(ctx context.Context, cc *cli.Context, log *slog.Logger, srv *rpc.Server, initBin string) error {
 	var ln net.Listener
 	gid := -1
 	if g := cc.String("socket-group"); g != "" {
@@ -284,8 +315,6 @@ func run(cc *cli.Context) error {
 		}
 		defer os.Remove(cc.String("socket"))
 	}
-	srv := &rpc.Server{Manager: mgr, Images: images, Registry: reg, DefaultImage: cc.String("default-image"), Log: log, Events: evlog, MaxConns: lim.maxConns, IdleTimeout: lim.idleTimeout,
-		AdminGIDs: admins, Audit: auditLog, DrainTimeout: cc.Duration("drain-timeout")}
 	if p := cc.String("bench-unchecked-socket"); p != "" {
 		log.Warn("BENCH AID: serving a socket without ownership checks; never use this in production", "socket", p)
 		if srv.Unchecked, err = rpc.Listen(p, gid); err != nil {
