@@ -47,6 +47,9 @@ func applyInstance(cc *cli.Context) error {
 	if err != nil {
 		return fmt.Errorf("--instance: %w", err)
 	}
+	if cc.IsSet("bridge-subnet") && cc.IsSet("userns-host-id") {
+		n.Slot = 0 // both of the slot's resources chosen by hand: nothing to claim
+	}
 	if n.Instance != instance.Default {
 		for _, f := range derivedFlags(n) {
 			if !cc.IsSet(f[0]) {
