@@ -92,7 +92,9 @@ func startBeside(t *testing.T, e *egressNet, name string) *beside {
 			t.Fatalf("instance %s did not listen on %s:\n%s", name, n.Socket, tail(b.log))
 		}
 	}
-	b.must(t, "image", "import", "--rootfs", env.busybox, "--name", testImage)
+	// --force: an earlier test of this run may have imported it into
+	// the instance's namespace of the shared test containerd.
+	b.must(t, "image", "import", "--force", "--rootfs", env.busybox, "--name", testImage)
 	b.id = b.must(t, "create", "--memory", "64m", "--network", "egress", "--allow", h1Addr+"/32:80")
 	// exec through the front binary, which finds the socket by --instance.
 	out := b.must(t, "exec", b.id, "--", "sh", "-c", `printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 3 `+h1Addr+` 80`)
