@@ -47,6 +47,7 @@ type egressNet struct {
 	log       string
 	daemon    *exec.Cmd
 	namespace string
+	beside    *beside // the second instance BOXD_E2E_BESIDE starts (instance_test.go)
 }
 
 const (
@@ -229,6 +230,9 @@ func (e *egressNet) start(t *testing.T, extra ...string) {
 	for time.Now().Before(deadline) {
 		if c, err := net.Dial("unix", e.socket); err == nil {
 			c.Close()
+			if name := os.Getenv(besideEnv); name != "" && e.beside == nil {
+				e.beside = startBeside(t, e, name)
+			}
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -306,7 +310,7 @@ func (e *egressNet) leftovers(t *testing.T) []string {
 	out, err := exec.Command("ip", "-n", e.b, "-o", "link", "show", "type", "veth").CombinedOutput()
 	must(t, err)
 	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if l != "" && !strings.Contains(l, e.tag) {
+		if l != "" && !strings.Contains(l, e.tag) && (e.beside == nil || !strings.Contains(l, "master "+e.beside.n.Bridge+" ")) {
 			left = append(left, "link: "+l)
 		}
 	}

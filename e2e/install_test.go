@@ -52,6 +52,9 @@ func TestMakeInstall(t *testing.T) {
 	if strings.Contains(string(unit), "@") {
 		t.Errorf("boxd.service has an unreplaced placeholder:\n%s", unit)
 	}
+	if conf, _ := os.ReadFile(filepath.Join(dest, "etc/boxd/config.toml")); !strings.Contains(string(conf), "\ncontainerd = \"embedded\"\n") {
+		t.Errorf("the installed config does not run an embedded containerd:\n%s", conf)
+	}
 	// The installed boxd accepts the installed config: it gets as far as
 	// containerd (absent here), not stopping on a setting.
 	conf := filepath.Join(dest, "etc/boxd/config.toml")

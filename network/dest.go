@@ -5,7 +5,7 @@
 // sandbox's task starts; the runtime spec joins it by path.
 //
 // The pieces are the real ones: the CNI bridge and host-local plugins
-// (through github.com/containerd/go-cni; lo is brought up in-process, see
+// (through libcni, github.com/containernetworking/cni; lo is brought up in-process, see
 // newNetNS), nftables through netlink
 // (github.com/google/nftables), and a DNS resolver (github.com/miekg/dns)
 // that answers only allowed names. Only IPv4 is routed: a sandbox's IPv6 is

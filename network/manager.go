@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/containerd/errdefs"
-	gocni "github.com/containerd/go-cni"
+	"github.com/containernetworking/cni/libcni"
 )
 
 // Defaults of the boxd flags.
@@ -39,6 +39,10 @@ type Config struct {
 	Bridge     string       // the bridge's name; also the CNI network's
 	Subnet     netip.Prefix // host-local hands out addresses from it; .1 is the gateway
 	Table      string       // name of boxd's nftables tables
+	// CNICacheDir is libcni's cache directory (its results/ holds each
+	// attachment's result); "" is libcni's default, /var/lib/cni, the
+	// default instance's.
+	CNICacheDir string
 	// DNSUpstream is the resolver boxd's DNS forwards allowed names to
 	// (host:port); empty means the first nameserver of /etc/resolv.conf.
 	DNSUpstream string
@@ -61,10 +65,10 @@ type Attachment struct {
 type Manager struct {
 	cfg Config
 	log *slog.Logger
-	cni gocni.CNI
+	cni *cniNets
 	// legacyCNI removes attachments of the layout with a CNI loopback
 	// network first (see legacyIfName).
-	legacyCNI gocni.CNI
+	legacyCNI *cniNets
 	fw        *firewall
 
 	mu    sync.Mutex // serialises firewall changes and guards the maps
@@ -124,10 +128,9 @@ func New(cfg Config) (*Manager, error) {
 		}
 	}
 	// No loopback network: newNetNS brings lo up itself (see there).
-	cni, err := gocni.New(gocni.WithPluginDir(cfg.PluginDirs), gocni.WithMinNetworkCount(1),
-		gocni.WithConfListBytes([]byte(conflist(cfg))))
+	cni, err := newCNI(cfg.PluginDirs, cfg.CNICacheDir, conflist(cfg), false)
 	if err != nil {
-		return nil, fmt.Errorf("cni: %w", err)
+		return nil, err
 	}
 	gw := cfg.Subnet.Addr().Next()
 	upstream, err := upstreamFrom(cfg.DNSUpstream)
@@ -140,10 +143,9 @@ func New(cfg Config) (*Manager, error) {
 	}
 	// The layout of sandboxes made by a boxd before this one (legacyIfName),
 	// used only to remove their attachments.
-	legacyCNI, err := gocni.New(gocni.WithPluginDir(cfg.PluginDirs), gocni.WithMinNetworkCount(2),
-		gocni.WithLoNetwork, gocni.WithConfListBytes([]byte(conflist(cfg))))
+	legacyCNI, err := newCNI(cfg.PluginDirs, cfg.CNICacheDir, conflist(cfg), true)
 	if err != nil {
-		return nil, fmt.Errorf("cni: %w", err)
+		return nil, err
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger, cni: cni, legacyCNI: legacyCNI,
 		fw:    &firewall{table: cfg.Table, bridge: cfg.Bridge, subnet: cfg.Subnet, gw: gw},
@@ -259,15 +261,15 @@ func (m *Manager) Prepare(id string) (string, error) {
 func (m *Manager) Attach(ctx context.Context, id string, allow []Dest) (*Attachment, error) {
 	t0 := time.Now()
 	path := m.netnsPath(id)
-	res, err := m.cni.Setup(ctx, id, path)
+	res, err := m.cni.add(ctx, id, path)
 	if err != nil {
 		return nil, fmt.Errorf("network: cni add: %w", err)
 	}
 	tCNI := time.Since(t0)
 	att := &Attachment{NetNS: path}
-	for _, ic := range res.Interfaces {
-		for _, c := range ic.IPConfigs {
-			if a, ok := netip.AddrFromSlice(c.IP.To4()); ok && c.IP.To4() != nil && m.cfg.Subnet.Contains(a) {
+	for _, r := range res {
+		for _, c := range r.IPs {
+			if a, ok := netip.AddrFromSlice(c.Address.IP.To4()); ok && c.Address.IP.To4() != nil && m.cfg.Subnet.Contains(a) {
 				att.Addr = a
 				att.Gateway, _ = netip.AddrFromSlice(c.Gateway.To4())
 			}
@@ -276,7 +278,7 @@ func (m *Manager) Attach(ctx context.Context, id string, allow []Dest) (*Attachm
 	if !att.Addr.IsValid() {
 		return nil, fmt.Errorf("network: cni gave sandbox %s no address in %s", id, m.cfg.Subnet)
 	}
-	for _, r := range res.Raw() {
+	for _, r := range res {
 		for _, ifc := range r.Interfaces {
 			if ifc.Sandbox == "" && ifc.Name != m.cfg.Bridge {
 				att.Veth = ifc.Name
@@ -429,7 +431,7 @@ func (m *Manager) Teardown(ctx context.Context, id string) error {
 		if legacy {
 			cni = m.legacyCNI
 		}
-		if err := cni.Remove(ctx, id, nsPath); err != nil {
+		if err := cni.remove(ctx, id, nsPath); err != nil {
 			errs = append(errs, fmt.Errorf("network: cni del of %s: %w", id, err))
 		}
 	}
@@ -437,15 +439,19 @@ func (m *Manager) Teardown(ctx context.Context, id string) error {
 	// A sandbox made before lo was brought up in-process also ran the
 	// CNI loopback plugin; libcni cached that result. Nothing else holds
 	// anything of it (the lo went with the namespace).
-	if err := os.Remove(filepath.Join(libcniCache, "cni-loopback-"+id+"-lo")); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(filepath.Join(m.resultsDir(), "cni-loopback-"+id+"-lo")); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		errs = append(errs, fmt.Errorf("network: %w", err))
 	}
 	return errors.Join(errs...)
 }
 
-// libcniCache is where libcni caches each attachment's result (go-cni
-// leaves libcni's default).
-const libcniCache = "/var/lib/cni/results"
+// resultsDir is where libcni caches each attachment's result.
+func (m *Manager) resultsDir() string {
+	if m.cfg.CNICacheDir == "" {
+		return filepath.Join(libcni.CacheDir, "results")
+	}
+	return filepath.Join(m.cfg.CNICacheDir, "results")
+}
 
 // The interface CNI names in the sandbox: eth0, the first network's.
 // Before lo was brought up in-process, the CNI loopback network came first
@@ -462,7 +468,7 @@ const (
 // legacy layout.
 func (m *Manager) cniHolds(id string) (holds, legacy bool) {
 	for _, name := range []string{ifName, legacyIfName} {
-		if _, err := os.Stat(filepath.Join(libcniCache, m.cfg.Bridge+"-"+id+"-"+name)); err == nil {
+		if _, err := os.Stat(filepath.Join(m.resultsDir(), m.cfg.Bridge+"-"+id+"-"+name)); err == nil {
 			return true, name == legacyIfName
 		}
 	}

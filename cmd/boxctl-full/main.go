@@ -9,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/urfave/cli/v2"
 
+	"github.com/boxd-dev/boxd/internal/instance"
 	rpcclient "github.com/boxd-dev/boxd/rpc/client"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 )
@@ -28,8 +29,10 @@ func main() {
 		Name:  "boxctl",
 		Usage: "create sandboxes, run commands and move files through boxd",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "socket", Value: rpcclient.DefaultSocket, EnvVars: []string{"BOXD_SOCKET"}, Usage: "boxd's Unix socket"},
+			&cli.StringFlag{Name: "socket", Value: rpcclient.DefaultSocket, EnvVars: []string{"BOXD_SOCKET"}, Usage: "boxd's Unix socket (wins over --instance)"},
+			&cli.StringFlag{Name: "instance", EnvVars: []string{"BOXD_INSTANCE"}, Usage: "reach boxd instance NAME (boxd --instance NAME) at its socket"},
 		},
+		Before:          instanceSocket,
 		Commands:        commands(),
 		HideHelpCommand: true,
 	}
@@ -58,6 +61,19 @@ func commands() []*cli.Command {
 		filesCommand(), portCommand(), networkCommand(), mcpCommand(), commitCommand(), forkCommand(), buildCommand(),
 		pauseCommand(), unpauseCommand(), statsCommand(), eventsCommand(), poolCommand(),
 	}
+}
+
+// instanceSocket points --socket at --instance's socket unless a socket
+// was given (flag or BOXD_SOCKET). The front binary chooses the same way.
+func instanceSocket(c *cli.Context) error {
+	if c.IsSet("socket") || !c.IsSet("instance") {
+		return nil
+	}
+	n, err := instance.Derive(c.String("instance"))
+	if err != nil {
+		return fmt.Errorf("--instance: %w", err)
+	}
+	return c.Set("socket", n.Socket)
 }
 
 // boxdErr marks an error from boxd in commands whose own exit codes belong

@@ -20,6 +20,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/boxd-dev/boxd/internal/instance"
 	"github.com/boxd-dev/boxd/mcpserver"
 	rpcclient "github.com/boxd-dev/boxd/rpc/client"
 )
@@ -29,7 +30,8 @@ func main() {
 	if s := os.Getenv("BOXD_SOCKET"); s != "" {
 		socket = s
 	}
-	flag.StringVar(&socket, "socket", socket, "boxd's Unix socket (env BOXD_SOCKET)")
+	flag.StringVar(&socket, "socket", socket, "boxd's Unix socket (env BOXD_SOCKET); wins over --instance")
+	inst := flag.String("instance", os.Getenv("BOXD_INSTANCE"), "reach boxd instance NAME at its socket (env BOXD_INSTANCE)")
 	dbg := flag.Bool("debug", false, "log every session event to stderr")
 	httpSocket := flag.String("http-socket", "", "serve MCP's streamable HTTP transport on this Unix socket instead of stdio")
 	var t tcpOptions
@@ -41,6 +43,10 @@ func main() {
 	shared := flag.Bool("shared-sessions", false, "with --http or --http-socket: let every session use every sandbox of this user, not only those it created")
 	idle := flag.Duration("idle-timeout", 10*time.Minute, "with --http or --http-socket: end a session after this long without a request (0: never)")
 	flag.Parse()
+	if err := instanceSocket(&socket, *inst); err != nil {
+		fmt.Fprintln(os.Stderr, "boxctl mcp:", err)
+		os.Exit(2)
+	}
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "boxctl mcp: unexpected arguments %q\n", flag.Args())
 		os.Exit(2)
@@ -137,4 +143,20 @@ func version() string {
 		return bi.Main.Version
 	}
 	return "dev"
+}
+
+// instanceSocket points socket at instance inst's unless a socket was
+// given (--socket or BOXD_SOCKET), as boxctl chooses.
+func instanceSocket(socket *string, inst string) error {
+	given := os.Getenv("BOXD_SOCKET") != ""
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "socket" })
+	if given || inst == "" {
+		return nil
+	}
+	n, err := instance.Derive(inst)
+	if err != nil {
+		return fmt.Errorf("--instance: %w", err)
+	}
+	*socket = n.Socket
+	return nil
 }

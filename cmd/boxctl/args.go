@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/boxd-dev/boxd/internal/instance"
 	"github.com/boxd-dev/boxd/rpc/lite"
 )
 
@@ -22,7 +23,7 @@ type invocation struct {
 // parseExec reads argv (without the program name) as the full CLI
 // (urfave/cli over Go's flag package) reads
 //
-//	boxctl [--socket PATH] exec [--timeout D] [-e K=V]... [-w DIR] ID [--] CMD [ARG...]
+//	boxctl [--socket PATH] [--instance NAME] exec [--timeout D] [-e K=V]... [-w DIR] ID [--] CMD [ARG...]
 //
 // and returns the invocation, or why the fast path cannot serve it: any
 // other command or flag (-i, -t, -d, -u, --help, ...), a usage error, or a
@@ -36,7 +37,8 @@ type invocation struct {
 // arguments, leaves exec's argv as written).
 func parseExec(argv []string, getenv func(string) (string, bool)) (*invocation, string) {
 	inv := &invocation{}
-	socketSet := false
+	socketSet, instanceSet := false, false
+	var inst string
 	i := 0
 	// Global flags, up to the command name.
 	for ; i < len(argv); i++ {
@@ -45,24 +47,22 @@ func parseExec(argv []string, getenv func(string) (string, bool)) (*invocation, 
 			break
 		}
 		name, value, next, ok := flagValue(argv, i)
-		if !ok || name != "socket" {
+		switch {
+		case ok && name == "socket":
+			inv.socket, socketSet = value, true
+		case ok && name == "instance":
+			inst, instanceSet = value, true
+		default:
 			return nil, "global flag " + a
 		}
-		inv.socket, socketSet, i = value, true, next
+		i = next
 	}
 	if i == len(argv) || argv[i] != "exec" {
 		return nil, "not an exec"
 	}
 	i++
-	if !socketSet {
-		// urfave/cli takes the variable when it is set, even empty.
-		var ok bool
-		if inv.socket, ok = getenv("BOXD_SOCKET"); !ok {
-			inv.socket = defaultSocket
-		}
-	}
-	if inv.socket == "" {
-		return nil, "empty socket path"
+	if why := socketOf(inv, socketSet, instanceSet, inst, getenv); why != "" {
+		return nil, why
 	}
 	// exec's flags, up to the first argument or "--".
 	var long, short [2]bool // forms used of env (-e) and workdir (-w)
@@ -124,6 +124,30 @@ func parseExec(argv []string, getenv func(string) (string, bool)) (*invocation, 
 		}
 	}
 	return inv, ""
+}
+
+// socketOf sets inv.socket as the full CLI chooses it: --socket or
+// BOXD_SOCKET (urfave/cli takes the variable when it is set, even empty),
+// else --instance or BOXD_INSTANCE's socket, else the default's.
+func socketOf(inv *invocation, socketSet, instanceSet bool, inst string, getenv func(string) (string, bool)) string {
+	if !socketSet {
+		var ok bool
+		if inv.socket, ok = getenv("BOXD_SOCKET"); !ok {
+			if !instanceSet {
+				inst, instanceSet = getenv("BOXD_INSTANCE")
+			}
+			inv.socket = defaultSocket
+			if instanceSet {
+				if inv.socket = instance.Socket(inst); inv.socket == "" {
+					return "instance name " + inst // the full CLI says what is wrong
+				}
+			}
+		}
+	}
+	if inv.socket == "" {
+		return "empty socket path"
+	}
+	return ""
 }
 
 // isFlag reports whether Go's flag package takes a as a flag ("--" aside).

@@ -50,6 +50,13 @@ func TestParseExec(t *testing.T) {
 		{argv: "--socket /a --socket=/b exec ID true", want: served("/b", "ID", "true")},
 		{argv: "exec ID true", env: map[string]string{"BOXD_SOCKET": "/e"}, want: served("/e", "ID", "true")},
 		{argv: "--socket /s exec ID true", env: map[string]string{"BOXD_SOCKET": "/e"}, want: served("/s", "ID", "true")},
+		{argv: "--instance ci exec ID true", want: served("/run/boxd-ci/boxd.sock", "ID", "true")},
+		{argv: "--instance=default exec ID true", want: served(defaultSocket, "ID", "true")},
+		{argv: "exec ID true", env: map[string]string{"BOXD_INSTANCE": "ci"}, want: served("/run/boxd-ci/boxd.sock", "ID", "true")},
+		{argv: "--instance ci exec ID true", env: map[string]string{"BOXD_INSTANCE": "b"}, want: served("/run/boxd-ci/boxd.sock", "ID", "true")},
+		{argv: "--instance ci --socket /s exec ID true", want: served("/s", "ID", "true")},
+		{argv: "--instance ci exec ID true", env: map[string]string{"BOXD_SOCKET": "/e"}, want: served("/e", "ID", "true")},
+		{argv: "--instance Bad exec ID true"},
 		{argv: "exec --timeout 5s -e A=1 -e=B=2=3 -w /w ID true", want: with(served(defaultSocket, "ID", "true"), func(r *lite.ExecRequest) {
 			r.Timeout, r.Env, r.Workdir = "5s", []string{"A=1", "B=2=3"}, "/w"
 		})},

@@ -53,7 +53,7 @@ func newApp() *cli.App {
 			&cli.StringFlag{Name: "config", EnvVars: []string{"BOXD_CONFIG"}, Usage: "TOML file of settings: keys are these flags' names (socket-group = \"boxd\"); flags given here win"},
 			&cli.StringFlag{Name: "socket", Value: rpc.DefaultSocket, EnvVars: []string{"BOXD_SOCKET"}, Usage: "Unix socket to serve the API on (ignored under socket activation)"},
 			&cli.StringFlag{Name: "socket-group", Usage: "group that may use the socket (default: root only)"},
-			&cli.StringFlag{Name: "containerd", Value: "/run/containerd/containerd.sock", Usage: "containerd's socket"},
+			&cli.StringFlag{Name: "containerd", Value: "/run/containerd/containerd.sock", Usage: "containerd's socket (never a fallback: a missing one stops boxd), or \"embedded\": boxd starts and supervises a containerd of its own under --state-dir (the one scripts/setup.sh builds into $BOXD_DEPS, else containerd on PATH)"},
 			&cli.StringFlag{Name: "namespace", Value: "boxd", Usage: "containerd namespace for boxd's sandboxes and images"},
 			&cli.StringFlag{Name: "state-dir", Value: "/var/lib/boxd", Usage: "directory for per-sandbox channels and init logs"},
 			&cli.StringFlag{Name: "default-image", Value: "boxd/busybox:latest", Usage: "image used when a create names none"},
@@ -89,9 +89,18 @@ func newApp() *cli.App {
 			&cli.DurationFlag{Name: "registry-timeout", Value: registry.DefaultTimeout, Usage: "how long a registry may stay silent (connect, answer, or mid-download) before a pull or push fails"},
 			&cli.StringFlag{Name: "max-image-size", Value: formatSize(registry.DefaultMaxImageSize), Usage: "most a pulled image's layers may expand to, uncompressed (0: no limit)"},
 			&cli.BoolFlag{Name: "debug"},
-		}, append(limitFlags(readHost()), ownerFlags()...)...),
+		}, append(append(limitFlags(readHost()), ownerFlags()...), instanceFlags()...)...),
 		Before: loadConfig,
-		Action: func(cc *cli.Context) error { return fromConfig(cc, run(cc)) },
+		Action: func(cc *cli.Context) error {
+			if err := applyInstance(cc); err != nil {
+				return fromConfig(cc, err)
+			}
+			if cc.Bool("print-config") {
+				printConfig(cc.App.Writer, names(cc))
+				return nil
+			}
+			return fromConfig(cc, run(cc))
+		},
 	}
 }
 
@@ -126,16 +135,13 @@ func run(cc *cli.Context) error {
 	if err := startPprof(log); err != nil {
 		return err
 	}
-
-	lim, err := parseLimits(cc)
+	logNames(log, names(cc))
+	slot, err := claimSlot(names(cc))
 	if err != nil {
 		return err
 	}
-	quotas, err := parseQuotas(cc)
-	if err != nil {
-		return err
-	}
-	admins, err := adminGIDs(cc)
+	defer slot.Close()
+	st, err := parseSettings(cc)
 	if err != nil {
 		return err
 	}
@@ -144,107 +150,34 @@ func run(cc *cli.Context) error {
 		return err
 	}
 	defer auditLog.Close()
-	initBin, err := findInit(cc.String("init-binary"))
+	rts, err := checkRuntimes(cc, log, st)
 	if err != nil {
 		return err
 	}
-
-	restarts, err := runtime.ParseRestartLimit(cc.String("restart-limit"))
-	if err != nil {
-		return fmt.Errorf("--restart-limit: %w", err)
-	}
-	if restarts.Backoff = cc.Duration("restart-backoff"); restarts.Backoff <= 0 {
-		return fmt.Errorf("--restart-backoff: %v must be positive", restarts.Backoff)
-	}
-
-	rt, err := checkRuntime(cc, log)
-	if err != nil {
-		return err
-	}
-	gv, gvErr, defaultRuntime, err := checkGvisor(cc, log)
-	if err != nil {
-		return err
-	}
-	if err := checkPoolRuntimes(lim.pools, gv, gvErr); err != nil {
-		return err
-	}
-
 	netMgr, err := newNetwork(cc, log)
 	if err != nil {
 		return err
-	}
-	var publish ports.Policy
-	for _, a := range cc.StringSlice("allow-publish-address") {
-		ip, err := netip.ParseAddr(a)
-		if err != nil || ip.Zone() != "" || ip.IsUnspecified() {
-			return fmt.Errorf("--allow-publish-address: %q is not a single IP address", a)
-		}
-		publish.Allowed = append(publish.Allowed, ip.Unmap())
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	ctx = namespaces.WithNamespace(ctx, cc.String("namespace"))
-
-	c, err := client.New(cc.String("containerd"), client.WithDefaultNamespace(cc.String("namespace")))
-	if err != nil {
-		return fmt.Errorf("containerd at %s: %w", cc.String("containerd"), err)
-	}
-	defer c.Close()
-	// client.New dials lazily: probe now so a wrong socket fails at start.
-	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	serving, err := c.IsServing(pctx)
-	cancel()
-	if err != nil || !serving {
-		return fmt.Errorf("containerd at %s is not serving: %v", cc.String("containerd"), err)
-	}
-	if v, err := c.Version(ctx); err == nil {
-		log.Info("connected to containerd", "address", cc.String("containerd"), "version", v.Version, "namespace", cc.String("namespace"))
-	}
-
-	onIdle, err := runtime.ParseOnIdle("--on-idle", cc.String("on-idle"))
+	c, stopContainerd, err := connectContainerd(ctx, cc, log)
 	if err != nil {
 		return err
 	}
-	if d := cc.Duration("idle-timeout"); d < 0 || (d > 0 && d < time.Second) {
-		return fmt.Errorf("--idle-timeout: %v must be 0 (never) or at least 1s", d)
-	}
-	if n := cc.Uint("shim-group-size"); n < 1 || n > runtime.MaxShimGroupSize {
-		return fmt.Errorf("--shim-group-size: %d must be 1 (a shim per sandbox) to %d", n, runtime.MaxShimGroupSize)
-	}
+	defer stopContainerd()
 	evlog, err := events.Open(events.Config{Dir: filepath.Join(cc.String("state-dir"), "events"), Logger: log})
 	if err != nil {
 		return err
 	}
 	defer evlog.Close()
-
 	images := snapshot.New(c, cc.String("snapshotter"))
 	reg, err := newRegistry(cc, images)
 	if err != nil {
 		return err
 	}
-	mgr, err := runtime.NewManager(runtime.Config{
-		Client: c, Images: images, StateDir: cc.String("state-dir"), InitBinary: initBin, Runc: rt.Path, Namespace: cc.String("namespace"),
-		RuntimeVersion: rt.Version.String(), RuntimeAdvisories: rt.advisories,
-		Gvisor: gv, GvisorErr: gvErr, DefaultRuntime: defaultRuntime,
-		DefaultImage:  cc.String("default-image"),
-		DefaultLimits: runtime.Limits{MemoryBytes: lim.defaultMemory, CPUs: cc.Float64("default-cpus"), Pids: lim.defaultPids, DiskBytes: lim.defaultDisk},
-		DefaultTTL:    cc.Duration("default-ttl"),
-		MaxMemory:     hostMemory(),
-		MaxCPUs:       goruntime.NumCPU(),
-		IDBase:        uint32(cc.Uint("userns-host-id")), IDMapSize: uint32(cc.Uint("userns-size")), IDRanges: int(cc.Uint("userns-ranges")),
-		ShimGroupSize: int(cc.Uint("shim-group-size")),
-		Pools:         lim.pools,
-		MaxSandboxes:  lim.maxSandboxes, TotalMemory: lim.memoryTotal, TotalPids: lim.pidsTotal,
-		Quotas:      quotas,
-		Restarts:    restarts,
-		Network:     netMgr,
-		Ports:       publish,
-		Events:      evlog,
-		EventsArgv:  cc.Bool("events-argv"),
-		IdleTimeout: cc.Duration("idle-timeout"), OnIdle: onIdle,
-		Logger: log,
-	})
+	mgr, err := runtime.NewManager(managerConfig(cc, log, st, rts, c, images, netMgr, evlog))
 	if err != nil {
 		return err
 	}
@@ -256,7 +189,109 @@ func run(cc *cli.Context) error {
 	go mgr.RunEvents(ctx)
 	go mgr.Run(ctx, cc.Duration("expiry-interval"))
 	go mgr.RunPool(ctx)
+	srv := &rpc.Server{Manager: mgr, Images: images, Registry: reg, DefaultImage: cc.String("default-image"), Log: log, Events: evlog,
+		MaxConns: st.lim.maxConns, IdleTimeout: st.lim.idleTimeout, AdminGIDs: st.admins, Audit: auditLog, DrainTimeout: cc.Duration("drain-timeout")}
+	return serve(ctx, cc, log, srv, st.initBin)
+}
 
+// settings are what boxd reads from its flags before it touches the
+// host: a bad value stops it before containerd is dialled.
+type settings struct {
+	lim      daemonLimits
+	quotas   runtime.Quotas
+	admins   []int
+	initBin  string
+	restarts runtime.RestartPolicy
+	onIdle   string
+	publish  ports.Policy
+}
+
+func parseSettings(cc *cli.Context) (st settings, err error) {
+	if st.lim, err = parseLimits(cc); err != nil {
+		return st, err
+	}
+	if st.quotas, err = parseQuotas(cc); err != nil {
+		return st, err
+	}
+	if st.admins, err = adminGIDs(cc); err != nil {
+		return st, err
+	}
+	if st.initBin, err = findInit(cc.String("init-binary")); err != nil {
+		return st, err
+	}
+	if st.restarts, err = runtime.ParseRestartLimit(cc.String("restart-limit")); err != nil {
+		return st, fmt.Errorf("--restart-limit: %w", err)
+	}
+	if st.restarts.Backoff = cc.Duration("restart-backoff"); st.restarts.Backoff <= 0 {
+		return st, fmt.Errorf("--restart-backoff: %v must be positive", st.restarts.Backoff)
+	}
+	for _, a := range cc.StringSlice("allow-publish-address") {
+		ip, err := netip.ParseAddr(a)
+		if err != nil || ip.Zone() != "" || ip.IsUnspecified() {
+			return st, fmt.Errorf("--allow-publish-address: %q is not a single IP address", a)
+		}
+		st.publish.Allowed = append(st.publish.Allowed, ip.Unmap())
+	}
+	if st.onIdle, err = runtime.ParseOnIdle("--on-idle", cc.String("on-idle")); err != nil {
+		return st, err
+	}
+	if d := cc.Duration("idle-timeout"); d < 0 || (d > 0 && d < time.Second) {
+		return st, fmt.Errorf("--idle-timeout: %v must be 0 (never) or at least 1s", d)
+	}
+	if n := cc.Uint("shim-group-size"); n < 1 || n > runtime.MaxShimGroupSize {
+		return st, fmt.Errorf("--shim-group-size: %d must be 1 (a shim per sandbox) to %d", n, runtime.MaxShimGroupSize)
+	}
+	return st, nil
+}
+
+// runtimes are the runc and gVisor boxd runs sandboxes on.
+type runtimes struct {
+	runc       runtimeInfo
+	gvisor     *runtime.Gvisor
+	gvisorErr  string // why gvisor sandboxes are refused, if they are
+	defaultRun string
+}
+
+func checkRuntimes(cc *cli.Context, log *slog.Logger, st settings) (rts runtimes, err error) {
+	if rts.runc, err = checkRuntime(cc, log); err != nil {
+		return rts, err
+	}
+	if rts.gvisor, rts.gvisorErr, rts.defaultRun, err = checkGvisor(cc, log); err != nil {
+		return rts, err
+	}
+	return rts, checkPoolRuntimes(st.lim.pools, rts.gvisor, rts.gvisorErr)
+}
+
+func managerConfig(cc *cli.Context, log *slog.Logger, st settings, rts runtimes, c *client.Client, images *snapshot.Store,
+	netMgr *network.Manager, evlog *events.Log) runtime.Config {
+	lim := st.lim
+	return runtime.Config{
+		Client: c, Images: images, StateDir: cc.String("state-dir"), InitBinary: st.initBin, Runc: rts.runc.Path, Namespace: cc.String("namespace"),
+		RuntimeVersion: rts.runc.Version.String(), RuntimeAdvisories: rts.runc.advisories,
+		Gvisor: rts.gvisor, GvisorErr: rts.gvisorErr, DefaultRuntime: rts.defaultRun,
+		DefaultImage:  cc.String("default-image"),
+		DefaultLimits: runtime.Limits{MemoryBytes: lim.defaultMemory, CPUs: cc.Float64("default-cpus"), Pids: lim.defaultPids, DiskBytes: lim.defaultDisk},
+		DefaultTTL:    cc.Duration("default-ttl"),
+		MaxMemory:     hostMemory(),
+		MaxCPUs:       goruntime.NumCPU(),
+		IDBase:        uint32(cc.Uint("userns-host-id")), IDMapSize: uint32(cc.Uint("userns-size")), IDRanges: int(cc.Uint("userns-ranges")),
+		ShimGroupSize: int(cc.Uint("shim-group-size")),
+		Pools:         lim.pools,
+		MaxSandboxes:  lim.maxSandboxes, TotalMemory: lim.memoryTotal, TotalPids: lim.pidsTotal,
+		Quotas:      st.quotas,
+		Restarts:    st.restarts,
+		Network:     netMgr,
+		Ports:       st.publish,
+		Events:      evlog,
+		EventsArgv:  cc.Bool("events-argv"),
+		IdleTimeout: cc.Duration("idle-timeout"), OnIdle: st.onIdle,
+		Logger: log,
+	}
+}
+
+// serve listens (systemd's socket, else --socket) and serves until ctx
+// ends and the drain is over.
+func serve(ctx context.Context, cc *cli.Context, log *slog.Logger, srv *rpc.Server, initBin string) error {
 	var ln net.Listener
 	gid := -1
 	if g := cc.String("socket-group"); g != "" {
@@ -280,8 +315,6 @@ func run(cc *cli.Context) error {
 		}
 		defer os.Remove(cc.String("socket"))
 	}
-	srv := &rpc.Server{Manager: mgr, Images: images, Registry: reg, DefaultImage: cc.String("default-image"), Log: log, Events: evlog, MaxConns: lim.maxConns, IdleTimeout: lim.idleTimeout,
-		AdminGIDs: admins, Audit: auditLog, DrainTimeout: cc.Duration("drain-timeout")}
 	if p := cc.String("bench-unchecked-socket"); p != "" {
 		log.Warn("BENCH AID: serving a socket without ownership checks; never use this in production", "socket", p)
 		if srv.Unchecked, err = rpc.Listen(p, gid); err != nil {
@@ -392,6 +425,8 @@ func newNetwork(cc *cli.Context, log *slog.Logger) (*network.Manager, error) {
 		PluginDirs:  filepath.SplitList(cc.String("cni-plugin-dir")),
 		Bridge:      cc.String("bridge"),
 		Subnet:      subnet,
+		Table:       names(cc).NftTable,
+		CNICacheDir: names(cc).CNICacheDir,
 		DNSUpstream: cc.String("dns-upstream"),
 		Block:       block,
 		Logger:      log,
