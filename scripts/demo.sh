@@ -126,7 +126,7 @@ PY
 run boxctl cp "$PROG" "$ID:/workspace/"
 run boxctl exec "$ID" -- python3 /workspace/primes.py
 
-say "the limits, as inspect reports them (with the usage now, apart) and as the sandbox sees them"
+say "the limits (the disk cap is boxd's default, 10g), as inspect reports them (with the usage now, apart) and as the sandbox sees them"
 # Debian's python3, which has the SDK's python3-grpcio (setup.sh installs it).
 PY=/usr/bin/python3
 # inspect has the limits at the top and the live usage under "usage", with
@@ -135,8 +135,8 @@ runpipe boxctl inspect "$ID" '|' $PY -c '
 import json, sys
 s = json.load(sys.stdin)
 pick = lambda d, *ks: " ".join(f"{k}={d.get(k)}" for k in ks)
-print("limits:    ", pick(s, "memory_bytes", "cpus", "pids", "expires_at"))
-print("usage now: ", pick(s.get("usage") or {}, "memory_bytes", "pids", "cpu_usec"))
+print("limits:    ", pick(s, "memory_bytes", "cpus", "pids", "disk_bytes", "expires_at"))
+print("usage now: ", pick(s.get("usage") or {}, "memory_bytes", "pids", "cpu_usec"), pick(s, "disk_used_bytes"))
 print("security:  ", pick(s.get("security") or {}, "network", "uid_map"), pick(s, "runtime", "runtime_version"))
 '
 run boxctl exec "$ID" -- sh -c 'cat /proc/self/uid_map; grep -E "^(CapEff|NoNewPrivs|Seccomp):" /proc/self/status; ulimit -c -n'

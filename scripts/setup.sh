@@ -14,7 +14,8 @@
 #     sandbox), docker-registry (the registry e2e TestRegistry and the
 #     pull bench run their own on loopback; the package's own service is
 #     stopped and disabled right after install, only the binary is used),
-#     and libseccomp-dev (to build runc with seccomp)
+#     libseccomp-dev (to build runc with seccomp), and curl and jq (the
+#     docs' curl example, which e2e TestDocs runs)
 #     (apt-get update runs only if one of them is missing);
 #   - containerd, containerd-shim-runc-v2 and ctr at the version go.mod pins
 #     for github.com/containerd/containerd/v2, built with `go install` into
@@ -49,7 +50,7 @@ missing=()
 need() { missing+=("$1"); }
 
 # ---- apt packages -----------------------------------------------------------
-APT_PACKAGES=(busybox-static debootstrap protobuf-compiler containernetworking-plugins python3-grpcio python3-protobuf nodejs e2fsprogs docker-registry libseccomp-dev)
+APT_PACKAGES=(busybox-static debootstrap protobuf-compiler containernetworking-plugins python3-grpcio python3-protobuf nodejs e2fsprogs docker-registry libseccomp-dev curl jq)
 # Files each package must provide (busybox-static: the static binary; the
 # dynamically linked "busybox" package also provides /bin/busybox).
 declare -A APT_FILE=(
@@ -63,6 +64,8 @@ declare -A APT_FILE=(
 	[e2fsprogs]=/sbin/mkfs.ext4
 	[docker-registry]=/usr/bin/docker-registry
 	[libseccomp-dev]=/usr/include/seccomp.h
+	[curl]=/usr/bin/curl
+	[jq]=/usr/bin/jq
 )
 apt_missing() {
 	local status pkg

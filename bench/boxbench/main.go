@@ -231,9 +231,7 @@ var scenarios = []scenario{
 	}},
 	{"tti", "2. time to interactive", func(ctx context.Context, e *env, cfg *config, r *report) error {
 		seq, bursts, err := scenarioTTI(ctx, e, cfg)
-		if seq != nil {
-			r.lats = append(r.lats, seq)
-		}
+		r.lats = append(r.lats, seq...)
 		r.bursts = bursts
 		return err
 	}},

@@ -115,7 +115,7 @@ func (r *report) markdown() string {
 	p("so the machine's drift and other load hit all alike. Medians and p95/p99 are nearest-rank. ")
 	p("\"÷ boxd\" is the peer's number divided by boxd's: above 1 means the peer takes longer (or, for throughput, does more).\n\n")
 	p("**They do not isolate alike.** boxd's sandboxes run in a user namespace (root inside is uid 200000 on the host, with ID-mapped image layers), ")
-	p("with seccomp, a minimal capability set, no network, and limits (512 MiB without swap, 1 CPU, 256 pids). ")
+	p("with seccomp, a minimal capability set, no network, and limits (512 MiB without swap, 1 CPU, 256 pids, a 10 GiB disk cap: the default of each). ")
 	p("Docker's containers use Docker's defaults, which include its seccomp profile and default capabilities but no user namespace; ")
 	p("the benchmark gives them `--network none` and the same limits. `ctr` uses ctr's defaults: no user namespace, no seccomp profile, no limits. ")
 	p("Docker 20.10 keeps images and container layers in its own overlay2 graph driver, not in containerd's snapshotter.\n\n")

@@ -113,13 +113,26 @@ func burstOnce(ctx context.Context, api sandboxAPI, n int, r *burstResult) error
 	return removeMany(context.WithoutCancel(ctx), api, ids, 8)
 }
 
-func scenarioTTI(ctx context.Context, e *env, cfg *config) (*latency, []*burstResult, error) {
+func scenarioTTI(ctx context.Context, e *env, cfg *config) ([]*latency, []*burstResult, error) {
 	apis := []sandboxAPI{e.boxd, e.docker}
-	seq := measure(ctx, "time to interactive, sequential (create + first command)", cfg.warm, cfg.ttiN,
-		[]peer{ttiPeer(e.boxd), ttiPeer(e.docker)})
-	if ctx.Err() != nil {
-		return seq, nil, ctx.Err()
+	// boxd's default disk cap (10g) next to none, in the same rounds.
+	nocap, err := startNoCap(ctx, e)
+	if err != nil {
+		return nil, nil, err
 	}
+	lats := []*latency{
+		measure(ctx, "create alone, boxd's default disk cap next to none", cfg.warm, cfg.ttiN,
+			[]peer{createPeer(e.boxd), createPeer(nocap.api)}),
+		measure(ctx, "time to interactive, sequential (create + first command)", cfg.warm, cfg.ttiN,
+			[]peer{ttiPeer(e.boxd), ttiPeer(nocap.api), ttiPeer(e.docker)}),
+	}
+	if err := nocap.stop(); err != nil {
+		logf("stop boxd --default-disk 0: %v", err)
+	}
+	if ctx.Err() != nil {
+		return lats, nil, ctx.Err()
+	}
+	seq := lats
 	results := make([]*burstResult, len(apis))
 	for k, api := range apis {
 		results[k] = &burstResult{peer: api.name(), n: cfg.burst}

@@ -32,6 +32,12 @@ const (
 	daemonsCost = 256 << 20
 )
 
+// defaultDisk is --default-disk's value: a create that names no disk cap
+// gets 10 GiB, so a sandbox an agent made cannot fill the host's disk
+// (the image is sparse, so the cap costs only what is written). 0 turns
+// the cap off and is only ever set explicitly.
+const defaultDisk = "10g"
+
 // hostFacts are the host's sizes the defaults derive from.
 type hostFacts struct {
 	memory int64 // bytes of RAM

@@ -66,7 +66,7 @@ func newApp() *cli.App {
 			&cli.DurationFlag{Name: "default-ttl", Value: time.Hour, Usage: "lifetime of a sandbox whose create names no ttl"},
 			&cli.DurationFlag{Name: "expiry-interval", Value: 5 * time.Second, Usage: "how often boxd looks for expired sandboxes and dead inits"},
 			&cli.StringFlag{Name: "default-memory", Value: "512m"},
-			&cli.StringFlag{Name: "default-disk", Value: "0", Usage: "disk cap of every sandbox's writable layer (its own ext4 image), e.g. 2g; 0: no cap unless a create asks for one"},
+			&cli.StringFlag{Name: "default-disk", Value: defaultDisk, Usage: "disk cap of a sandbox whose create names none: its writable layer and /workspace in an ext4 image of their own (sparse: the host holds only what is written); 0: no cap unless a create asks for one"},
 			&cli.Float64Flag{Name: "default-cpus", Value: 1},
 			&cli.Int64Flag{Name: "default-pids", Value: 256},
 			&cli.UintFlag{Name: "userns-host-id", Value: 200000, Usage: "first host uid/gid of the blocks sandboxes get: root in each sandbox maps to the first id of its own block"},

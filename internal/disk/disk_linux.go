@@ -79,8 +79,11 @@ func (l Layer) Create(size int64) error {
 	}
 	// No reserved blocks (the sandbox gets what it asked for); inode and
 	// journal tables initialised lazily by the kernel, so mkfs writes only
-	// a few MiB whatever the size.
-	out, err := exec.Command("mkfs.ext4", "-q", "-F", "-m", "0", "-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard", l.Image).CombinedOutput()
+	// a few MiB whatever the size; no blocks reserved for growing the
+	// filesystem online, which boxd never does (writing them is most of
+	// mkfs's time for a 10g image: 33 ms with them, 8 ms without, here).
+	out, err := exec.Command("mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^resize_inode",
+		"-E", "lazy_itable_init=1,lazy_journal_init=1,nodiscard", l.Image).CombinedOutput()
 	if err != nil {
 		os.Remove(l.Image)
 		return fmt.Errorf("disk: mkfs.ext4 (package e2fsprogs): %v: %s", err, strings.TrimSpace(string(out)))
