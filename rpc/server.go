@@ -26,7 +26,7 @@ import (
 	"github.com/boxd-dev/boxd/internal/audit"
 	"github.com/boxd-dev/boxd/internal/events"
 	"github.com/boxd-dev/boxd/registry"
-	"github.com/boxd-dev/boxd/rpc/client"
+	"github.com/boxd-dev/boxd/rpc/apiwire"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 	"github.com/boxd-dev/boxd/runtime"
@@ -596,7 +596,7 @@ func (s *Server) CopyIn(ctx context.Context, stream *connect.ClientStream[boxdv1
 }
 
 // copyOutWriter sends what the init's tar frames bring as messages of up
-// to client.ChunkBytes. Send marshals before it returns, so the frame's
+// to apiwire.ChunkBytes. Send marshals before it returns, so the frame's
 // buffer goes into the message without a copy.
 type copyOutWriter struct {
 	stream *connect.ServerStream[boxdv1.CopyOutResponse]
@@ -604,8 +604,8 @@ type copyOutWriter struct {
 }
 
 func (w *copyOutWriter) Write(p []byte) (int, error) {
-	for off := 0; off < len(p); off += client.ChunkBytes {
-		w.msg.Data = p[off:min(off+client.ChunkBytes, len(p))]
+	for off := 0; off < len(p); off += apiwire.ChunkBytes {
+		w.msg.Data = p[off:min(off+apiwire.ChunkBytes, len(p))]
 		err := w.stream.Send(&w.msg)
 		w.msg.Data = nil
 		if err != nil {
@@ -742,7 +742,7 @@ func connContext(ctx context.Context, c net.Conn) context.Context {
 		}
 		c = w.NetConn()
 	}
-	client.SetSocketBuffer(c)
+	apiwire.SetSocketBuffer(c)
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
 		return ctx

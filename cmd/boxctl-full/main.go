@@ -9,7 +9,9 @@ import (
 	"connectrpc.com/connect"
 	"github.com/urfave/cli/v2"
 
-	rpcclient "github.com/boxd-dev/boxd/rpc/client"
+	"github.com/boxd-dev/boxd/internal/rpcclient"
+
+	"github.com/boxd-dev/boxd/rpc/apiwire"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 )
 
@@ -28,7 +30,7 @@ func main() {
 		Name:  "boxctl",
 		Usage: "create sandboxes, run commands and move files through boxd",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "socket", Value: rpcclient.DefaultSocket, EnvVars: []string{"BOXD_SOCKET"}, Usage: "boxd's Unix socket"},
+			&cli.StringFlag{Name: "socket", Value: apiwire.DefaultSocket, EnvVars: []string{"BOXD_SOCKET"}, Usage: "boxd's Unix socket"},
 		},
 		Commands:        commands(),
 		HideHelpCommand: true,

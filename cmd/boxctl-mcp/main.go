@@ -21,11 +21,11 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/boxd-dev/boxd/mcpserver"
-	rpcclient "github.com/boxd-dev/boxd/rpc/client"
+	"github.com/boxd-dev/boxd/rpc/apiwire"
 )
 
 func main() {
-	socket := rpcclient.DefaultSocket
+	socket := apiwire.DefaultSocket
 	if s := os.Getenv("BOXD_SOCKET"); s != "" {
 		socket = s
 	}

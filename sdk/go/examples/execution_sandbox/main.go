@@ -28,7 +28,9 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/boxd-dev/boxd/rpc/client"
+	"github.com/boxd-dev/boxd/internal/rpcclient"
+
+	"github.com/boxd-dev/boxd/rpc/apiwire"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 )
@@ -129,7 +131,7 @@ type BoxdSandbox struct {
 }
 
 func NewBoxdSandbox(socket string) *BoxdSandbox {
-	return &BoxdSandbox{api: client.New(socket), proc: client.NewProcess(socket), files: client.NewFiles(socket)}
+	return &BoxdSandbox{api: rpcclient.New(socket), proc: rpcclient.NewProcess(socket), files: rpcclient.NewFiles(socket)}
 }
 
 func envList(m map[string]string) []string {
@@ -307,7 +309,7 @@ func main() {
 	ctx := context.Background()
 	socket := os.Getenv("BOXD_SOCKET")
 	if socket == "" {
-		socket = client.DefaultSocket
+		socket = apiwire.DefaultSocket
 	}
 	sb := NewBoxdSandbox(socket)
 	err := sb.Initialize(ctx, &SandboxConfig{

@@ -22,7 +22,9 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/boxd-dev/boxd/rpc/client"
+	"github.com/boxd-dev/boxd/internal/rpcclient"
+
+	"github.com/boxd-dev/boxd/rpc/apiwire"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 )
@@ -47,9 +49,9 @@ type CommandResult struct {
 func CreateSandbox(ctx context.Context, image string) (*Sandbox, error) {
 	socket := os.Getenv("BOXD_SOCKET")
 	if socket == "" {
-		socket = client.DefaultSocket
+		socket = apiwire.DefaultSocket
 	}
-	api := client.New(socket)
+	api := rpcclient.New(socket)
 	const workspace = "/home/agent/work"
 	res, err := api.CreateSandbox(ctx, connect.NewRequest(&boxdv1.CreateSandboxRequest{
 		Image: image, Workdir: workspace, Ttl: "2h",
@@ -59,7 +61,7 @@ func CreateSandbox(ctx context.Context, image string) (*Sandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create sandbox: %w", err)
 	}
-	return &Sandbox{ID: res.Msg.Sandbox.Id, Workspace: workspace, api: api, files: client.NewFiles(socket), ctx: ctx}, nil
+	return &Sandbox{ID: res.Msg.Sandbox.Id, Workspace: workspace, api: api, files: rpcclient.NewFiles(socket), ctx: ctx}, nil
 }
 
 // RunCommand runs a shell command in the workspace.
