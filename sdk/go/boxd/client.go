@@ -1,0 +1,183 @@
+// Package boxd drives boxd sandboxes from Go: connect to the daemon,
+// create a sandbox with every setting the API has, run commands in it,
+// move files in and out, and delete it.
+//
+//	c, err := boxd.Connect(ctx)
+//	sb, err := c.Create(ctx, boxd.Options{Image: "python:3.12", Memory: "512m"})
+//	defer sb.Close()
+//	res, err := sb.Exec(ctx, "python3", "-c", "print(6*7)")
+//	fmt.Print(res.StdoutString(), res.ExitCode)
+//
+// Calls fail with an *Error matching one of the Err* values under
+// errors.Is. For calls this package does not wrap, Client.API gives the
+// generated clients of every service on the same connection.
+package boxd
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+
+	"connectrpc.com/connect"
+
+	"github.com/boxd-dev/boxd/rpc/apiwire"
+	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
+	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
+)
+
+// DefaultSocket is where boxd listens unless told otherwise.
+const DefaultSocket = apiwire.DefaultSocket
+
+// SocketEnv names the environment variable Connect reads the socket's path
+// from when no WithSocket option is given; boxctl reads the same one.
+const SocketEnv = "BOXD_SOCKET"
+
+// Client is a connection to one boxd. It is safe for concurrent use; one
+// per program is enough.
+type Client struct {
+	socket string
+	hc     *http.Client
+	api    *API
+}
+
+// API holds the generated clients of boxd's services, for calls this
+// package does not wrap (their messages and semantics: docs/api.md).
+// They share the Client's connection, limits and codec.
+type API struct {
+	Sandboxes boxdv1connect.SandboxServiceClient
+	Files     boxdv1connect.FileServiceClient
+	Processes boxdv1connect.ProcessServiceClient
+	Registry  boxdv1connect.RegistryServiceClient
+	Events    boxdv1connect.EventServiceClient
+	Pool      boxdv1connect.PoolServiceClient
+}
+
+type settings struct{ socket string }
+
+// Option changes how Connect connects.
+type Option func(*settings)
+
+// WithSocket connects to boxd's Unix socket at path.
+func WithSocket(path string) Option { return func(s *settings) { s.socket = path } }
+
+// Connect connects to boxd: the socket given WithSocket, else $BOXD_SOCKET,
+// else DefaultSocket. It fails with ErrUnavailable, naming the socket, if
+// no boxd answers there, and with ErrPermissionDenied if the caller may
+// not open the socket.
+func Connect(ctx context.Context, opts ...Option) (*Client, error) {
+	s := settings{socket: os.Getenv(SocketEnv)}
+	for _, o := range opts {
+		o(&s)
+	}
+	if s.socket == "" {
+		s.socket = DefaultSocket
+	}
+	hc := apiwire.HTTPClient(s.socket)
+	c := &Client{socket: s.socket, hc: hc, api: newAPI(hc)}
+	if err := c.ping(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func newAPI(hc *http.Client) *API {
+	o := apiwire.ClientOptions(hc)
+	u := apiwire.BaseURL
+	return &API{
+		Sandboxes: boxdv1connect.NewSandboxServiceClient(hc, u, o...),
+		Files:     boxdv1connect.NewFileServiceClient(hc, u, o...),
+		Processes: boxdv1connect.NewProcessServiceClient(hc, u, o...),
+		Registry:  boxdv1connect.NewRegistryServiceClient(hc, u, o...),
+		Events:    boxdv1connect.NewEventServiceClient(hc, u, o...),
+		Pool:      boxdv1connect.NewPoolServiceClient(hc, u, o...),
+	}
+}
+
+// ping makes one request boxd answers at once (404: no such procedure),
+// which opens the connection the calls will use.
+func (c *Client) ping(ctx context.Context) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, apiwire.BaseURL+"/", nil)
+	if err != nil {
+		return newError(connect.CodeInternal, err.Error())
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return wrap(connect.NewError(connect.CodeOf(ctx.Err()), ctx.Err()))
+		}
+		code := connect.CodeUnavailable
+		if os.IsPermission(err) {
+			code = connect.CodePermissionDenied
+		}
+		return wrap(connect.NewError(code, &socketError{c.socket, err}))
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+	resp.Body.Close()
+	return nil
+}
+
+type socketError struct {
+	socket string
+	err    error
+}
+
+func (e *socketError) Error() string {
+	return "boxd is not reachable on " + e.socket + ": " + e.err.Error()
+}
+func (e *socketError) Unwrap() error { return e.err }
+
+// Socket is the path of the socket c is connected to.
+func (c *Client) Socket() string { return c.socket }
+
+// API gives the generated clients of every service, on c's connection.
+func (c *Client) API() *API { return c.api }
+
+// Close closes c's idle connections. Sandboxes live on in boxd until
+// deleted or their TTL passes.
+func (c *Client) Close() error {
+	c.hc.CloseIdleConnections()
+	return nil
+}
+
+// Create makes a sandbox with the settings in o and returns once it runs.
+func (c *Client) Create(ctx context.Context, o Options) (*Sandbox, error) {
+	req, err := o.request()
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.api.Sandboxes.CreateSandbox(ctx, connect.NewRequest(req))
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return c.sandbox(res.Msg.GetSandbox()), nil
+}
+
+// Get finds a sandbox by id or name (ErrNotFound if the caller has none
+// by that id or name).
+func (c *Client) Get(ctx context.Context, idOrName string) (*Sandbox, error) {
+	res, err := c.api.Sandboxes.GetSandbox(ctx, connect.NewRequest(&boxdv1.GetSandboxRequest{Id: idOrName}))
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return c.sandbox(res.Msg.GetSandbox()), nil
+}
+
+// List returns the caller's sandboxes that carry every label in labels
+// (all of them for none).
+func (c *Client) List(ctx context.Context, labels map[string]string) ([]*Sandbox, error) {
+	res, err := c.api.Sandboxes.ListSandboxes(ctx, connect.NewRequest(&boxdv1.ListSandboxesRequest{Labels: labels}))
+	if err != nil {
+		return nil, wrap(err)
+	}
+	out := make([]*Sandbox, 0, len(res.Msg.GetSandboxes()))
+	for _, s := range res.Msg.GetSandboxes() {
+		out = append(out, c.sandbox(s))
+	}
+	return out, nil
+}
+
+func (c *Client) sandbox(info *boxdv1.Sandbox) *Sandbox {
+	return &Sandbox{ID: info.GetId(), Name: info.GetName(), Info: info, c: c}
+}
