@@ -34,7 +34,7 @@ import (
 )
 
 // chunkSize is the payload of one streamed data message.
-const chunkSize = 256 << 10
+const chunkSize = apiwire.StreamChunkBytes
 
 // Server implements boxdv1connect.SandboxServiceHandler on a runtime.Manager.
 type Server struct {

@@ -29,6 +29,12 @@ const BaseURL = "http://boxd"
 // travels as a stream of smaller messages (ChunkBytes each).
 const MaxMessageBytes = 8 << 20
 
+// StreamChunkBytes is the most data one message of a stream carries where
+// latency matters as much as throughput: command output (ExecStream,
+// processes) from boxd, and boxctl's uploads to it. File data the clients
+// move in bulk goes in messages of ChunkBytes.
+const StreamChunkBytes = 256 << 10
+
 // HTTP/2 settings, the same on both ends. The windows bound what one side
 // can send ahead of the other's reader.
 const (
