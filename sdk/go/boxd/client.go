@@ -15,7 +15,9 @@ package boxd
 
 import (
 	"context"
+	"errors"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 
@@ -104,11 +106,13 @@ func (c *Client) ping(ctx context.Context) error {
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		if ctx.Err() != nil {
-			return wrap(connect.NewError(connect.CodeOf(ctx.Err()), ctx.Err()))
-		}
 		code := connect.CodeUnavailable
-		if os.IsPermission(err) {
+		switch {
+		case errors.Is(err, context.Canceled):
+			code = connect.CodeCanceled
+		case errors.Is(err, context.DeadlineExceeded):
+			code = connect.CodeDeadlineExceeded
+		case errors.Is(err, fs.ErrPermission):
 			code = connect.CodePermissionDenied
 		}
 		return wrap(connect.NewError(code, &socketError{c.socket, err}))

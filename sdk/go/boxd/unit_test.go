@@ -41,6 +41,12 @@ func TestErrorsIs(t *testing.T) {
 	if !errors.Is(canceled, context.Canceled) || !errors.Is(canceled, ErrCanceled) {
 		t.Errorf("a canceled call: %v is not both context.Canceled and ErrCanceled", canceled)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := Connect(ctx, WithSocket(filepath.Join(t.TempDir(), "none.sock")))
+	if !errors.Is(err, ErrCanceled) || !errors.Is(err, context.Canceled) {
+		t.Errorf("connect with a canceled context: %v, want ErrCanceled and context.Canceled", err)
+	}
 	if wrap(nil) != nil {
 		t.Error("wrap(nil) is not nil")
 	}
