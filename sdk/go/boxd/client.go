@@ -3,9 +3,9 @@
 // move files in and out, and delete it.
 //
 //	c, err := boxd.Connect(ctx)
-//	sb, err := c.Create(ctx, boxd.Options{Image: "python:3.12", Memory: "512m"})
+//	sb, err := c.Create(ctx, boxd.Options{Memory: "512m", CPUs: 1})
 //	defer sb.Close()
-//	res, err := sb.Exec(ctx, "python3", "-c", "print(6*7)")
+//	res, err := sb.Exec(ctx, "sh", "-c", "echo $((6*7))")
 //	fmt.Print(res.StdoutString(), res.ExitCode)
 //
 // Calls fail with an *Error matching one of the Err* values under

@@ -179,7 +179,8 @@ func goCmd(t *testing.T, dir string, args ...string) string {
 // TestNoDaemonDependencies: the SDK's module graph, and that of a program
 // in another module that imports it (sdk/go/README.md's example, with the
 // replace lines the README gives), has no containerd (or anything else of
-// the daemon's): connect, protobuf and boxd's API modules.
+// the daemon's): connect, protobuf and boxd's API modules; and the example
+// runs as the README says.
 func TestNoDaemonDependencies(t *testing.T) {
 	if out := goCmd(t, ".", "list", "-m", "all"); strings.Contains(out, "containerd") {
 		t.Errorf("the SDK's module graph has containerd:\n%s", out)
@@ -223,7 +224,8 @@ replace (
 		}
 	}
 	goCmd(t, user, "mod", "tidy")
-	goCmd(t, user, "build", "-o", os.DevNull, ".")
+	exe := filepath.Join(user, "sandboxer")
+	goCmd(t, user, "build", "-o", exe, ".")
 	out := goCmd(t, user, "list", "-m", "all")
 	for _, bad := range []string{"containerd", "github.com/boxd-dev/boxd =>", "opencontainers", "grpc "} {
 		if strings.Contains(out, bad) {
@@ -231,4 +233,13 @@ replace (
 		}
 	}
 	t.Logf("a program importing the SDK:\n%s", out)
+
+	// And the example does what the README says, against the test boxd.
+	if os.Getenv(SocketEnv) == "" {
+		t.Fatalf("%s is unset: the README's example needs a boxd (e2e TestSDKGo runs this against a private one)", SocketEnv)
+	}
+	run, err := exec.Command(exe).CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(run), "hi from ") || !strings.HasSuffix(string(run), "0\n") {
+		t.Errorf("the README's example: %v\n%s\nwant \"hi from HOSTNAME\" and exit code 0", err, run)
+	}
 }
