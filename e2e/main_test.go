@@ -21,6 +21,7 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"golang.org/x/sys/unix"
 
 	"github.com/boxd-dev/boxd/internal/rpcclient"
 	"github.com/boxd-dev/boxd/internal/testenv"
@@ -53,6 +54,13 @@ func TestMain(m *testing.M) {
 }
 
 func testMain(m *testing.M) int {
+	// Descriptors this binary inherited (a flock(1) lock serializing test
+	// runs, a CI runner's pipes) must not leak into the daemons the tests
+	// start: a daemon orphaned by a timed-out run would hold them forever.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: close-on-exec for inherited descriptors:", err)
+		return 1
+	}
 	skip, err := testenv.Require()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -26,6 +27,17 @@ type HTTPOptions struct {
 	// as boxd allows any of its clients; by default a session may use
 	// only the sandboxes it created (Server.lookup).
 	SharedSessions bool
+
+	// Token, when set, must come with every request as
+	// "Authorization: Bearer Token" (guard); a TCP listener sets it, a
+	// Unix socket's mode 0600 is its access control.
+	Token string
+	// CheckOrigin refuses (403) a request whose Origin header is not one
+	// of Origins, as MCP's transport asks of a server browsers can reach.
+	CheckOrigin bool
+	Origins     []string
+	// TLS, when set, serves HTTPS.
+	TLS *tls.Config
 }
 
 // ServeHTTP serves MCP's streamable HTTP transport on ln until ctx ends.
@@ -36,7 +48,9 @@ type HTTPOptions struct {
 // Every session reaches boxd as the same user, so boxd's owner check
 // cannot keep them apart: unless o.SharedSessions, each Server allows its
 // session only the sandboxes it created, and answers another session's
-// sandbox exactly like a missing one.
+// sandbox exactly like a missing one. On TCP the caller sets o.Token,
+// o.CheckOrigin and o.Origins (guard checks each request before MCP sees
+// it) and, beyond loopback, o.TLS.
 func ServeHTTP(ctx context.Context, ln net.Listener, o HTTPOptions) error {
 	log := o.Log
 	if log == nil {
@@ -88,9 +102,15 @@ func ServeHTTP(ctx context.Context, ln net.Listener, o HTTPOptions) error {
 		Logger:         log,
 		SessionTimeout: o.IdleTimeout,
 	})
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: guard(h, o), ReadHeaderTimeout: 10 * time.Second, TLSConfig: o.TLS}
 	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	go func() {
+		if o.TLS != nil {
+			errc <- hs.ServeTLS(ln, "", "")
+			return
+		}
+		errc <- hs.Serve(ln)
+	}()
 	var err error
 	select {
 	case <-ctx.Done():

@@ -2,7 +2,8 @@
 // Protocol: tools to create, list and delete sandboxes, run commands and
 // read, write, list and edit files, each a thin call of boxd's API through
 // internal/rpcclient. `boxctl mcp` runs it on stdio, or with --http-socket on
-// streamable HTTP over a Unix socket (ServeHTTP: one Server per session).
+// streamable HTTP over a Unix socket, or with --http over TCP behind a
+// bearer token and an Origin check (ServeHTTP: one Server per session).
 //
 // Sandboxes that a client creates carry the label mcp-session=<id> of its
 // session and are deleted when the session ends (the client closes stdin

@@ -1,5 +1,7 @@
 //go:build linux
 
+// Room: resources. Block I/O accounting on cgroup v1.
+
 package runtime
 
 import (

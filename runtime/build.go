@@ -1,5 +1,8 @@
 //go:build linux
 
+// Room: images. Dockerfile builds: each step planned, taken from the
+// cache or committed (the instructions run in buildrun.go).
+
 package runtime
 
 import (
@@ -9,7 +12,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"path"
 	"slices"
 	"sort"
@@ -23,9 +25,7 @@ import (
 	"github.com/moby/buildkit/frontend/dockerfile/shell"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/boxd-dev/boxd/agent/wire"
 	"github.com/boxd-dev/boxd/internal/dockerfile"
-	"github.com/boxd-dev/boxd/internal/layerdiff"
 	"github.com/boxd-dev/boxd/snapshot"
 )
 
@@ -226,9 +226,6 @@ func setEnv(env []string, k, v string) []string {
 // buildStep runs one instruction from st, moving st on; it reports
 // whether the result came from the cache.
 func (m *Manager) buildStep(ctx context.Context, req BuildRequest, st *buildState, lex *shell.Lex, s dockerfile.Step) (bool, error) {
-	lineErr := func(cause error, format string, args ...any) error {
-		return dockerfile.Errf(s.Line, cause, format, args...)
-	}
 	if ex, ok := s.Cmd.(instructions.SupportsSingleWordExpansion); ok {
 		vars := envGetter{vars: st.vars()}
 		err := ex.Expand(func(w string) (string, error) {
@@ -236,17 +233,10 @@ func (m *Manager) buildStep(ctx context.Context, req BuildRequest, st *buildStat
 			return out, err
 		})
 		if err != nil {
-			return false, lineErr(nil, "%s: %v", s.Original, err)
+			return false, stepErr(s, nil, "%s: %v", s.Original, err)
 		}
 	}
-	cfg := st.cfg
-	cfg.Env = slices.Clone(cfg.Env)
-	var (
-		key  string // the step's canonical form for the cache
-		file func(id string) error
-	)
-	switch c := s.Cmd.(type) {
-	case *instructions.ArgCommand:
+	if c, ok := s.Cmd.(*instructions.ArgCommand); ok {
 		for _, kv := range c.Args {
 			v, given := req.BuildArgs[kv.Key]
 			if !given && kv.Value != nil {
@@ -255,21 +245,74 @@ func (m *Manager) buildStep(ctx context.Context, req BuildRequest, st *buildStat
 			st.args[kv.Key] = v
 		}
 		return true, nil // no image change; RUN's cache key sees the values
+	}
+	cfg := st.cfg
+	cfg.Env = slices.Clone(cfg.Env)
+	key, file, err := m.fileStep(ctx, req, st, s, cfg)
+	if err == nil && key == "" {
+		key, err = configStep(st, lex, s, &cfg)
+	}
+	if err != nil {
+		return false, err
+	}
+	return m.commitStep(ctx, req, st, s, key, cfg, file)
+}
+
+// stepErr is an error of step s's line.
+func stepErr(s dockerfile.Step, cause error, format string, args ...any) error {
+	return dockerfile.Errf(s.Line, cause, format, args...)
+}
+
+// fileStep plans an instruction that changes files (RUN, COPY, ADD): its
+// canonical form for the cache and what it does in the build sandbox. Any
+// other instruction gets an empty key.
+func (m *Manager) fileStep(ctx context.Context, req BuildRequest, st *buildState, s dockerfile.Step, cfg ocispec.ImageConfig) (key string, file func(id string) error, _ error) {
+	switch c := s.Cmd.(type) {
+	case *instructions.RunCommand:
+		args := cmdLine(c.ShellDependantCmdLine)
+		if len(args) == 0 {
+			return "", nil, stepErr(s, nil, "RUN without a command")
+		}
+		env := st.runEnv()
+		key = fmt.Sprintf("RUN %q env=%q user=%q dir=%q", args, env, cfg.User, cfg.WorkingDir)
+		return key, func(id string) error { return m.buildRun(ctx, id, s, args, env, cfg) }, nil
+	case *instructions.CopyCommand:
+		cp, err := m.buildCopyTar(req.Context, s, c.SourcesAndDest, cfg, false)
+		if err != nil {
+			return "", nil, err
+		}
+		key = fmt.Sprintf("COPY %s chown=%q", cp.Hash, c.Chown)
+		return key, func(id string) error { return m.buildCopy(ctx, id, s, cp, c.Chown) }, nil
+	case *instructions.AddCommand:
+		cp, err := m.buildCopyTar(req.Context, s, c.SourcesAndDest, cfg, true)
+		if err != nil {
+			return "", nil, err
+		}
+		key = fmt.Sprintf("ADD %s chown=%q", cp.Hash, c.Chown)
+		return key, func(id string) error { return m.buildCopy(ctx, id, s, cp, c.Chown) }, nil
+	}
+	return "", nil, nil
+}
+
+// configStep applies an instruction that changes only the image config
+// to cfg and returns its canonical form for the cache.
+func configStep(st *buildState, lex *shell.Lex, s dockerfile.Step, cfg *ocispec.ImageConfig) (string, error) {
+	switch c := s.Cmd.(type) {
 	case *instructions.EnvCommand:
 		for _, kv := range c.Env {
 			cfg.Env = setEnv(cfg.Env, kv.Key, kv.Value)
 		}
-		key = "ENV " + kvString(c.Env)
+		return "ENV " + kvString(c.Env), nil
 	case *instructions.WorkdirCommand:
 		wd := c.Path
 		if !path.IsAbs(wd) {
 			wd = path.Join("/", cfg.WorkingDir, wd)
 		}
 		cfg.WorkingDir = path.Clean(wd)
-		key = "WORKDIR " + cfg.WorkingDir
+		return "WORKDIR " + cfg.WorkingDir, nil
 	case *instructions.UserCommand:
 		cfg.User = c.User
-		key = "USER " + c.User
+		return "USER " + c.User, nil
 	case *instructions.LabelCommand:
 		if cfg.Labels == nil {
 			cfg.Labels = map[string]string{}
@@ -279,7 +322,7 @@ func (m *Manager) buildStep(ctx context.Context, req BuildRequest, st *buildStat
 		for _, kv := range c.Labels {
 			cfg.Labels[kv.Key] = kv.Value
 		}
-		key = "LABEL " + kvString(c.Labels)
+		return "LABEL " + kvString(c.Labels), nil
 	case *instructions.ExposeCommand:
 		ports := map[string]struct{}{}
 		for p := range cfg.ExposedPorts {
@@ -289,7 +332,7 @@ func (m *Manager) buildStep(ctx context.Context, req BuildRequest, st *buildStat
 		for _, p := range c.Ports {
 			p, _, err := lex.ProcessWord(p, vars)
 			if err != nil {
-				return false, lineErr(nil, "%s: %v", s.Original, err)
+				return "", stepErr(s, nil, "%s: %v", s.Original, err)
 			}
 			if !strings.Contains(p, "/") {
 				p += "/tcp"
@@ -297,42 +340,24 @@ func (m *Manager) buildStep(ctx context.Context, req BuildRequest, st *buildStat
 			ports[p] = struct{}{}
 		}
 		cfg.ExposedPorts = ports
-		key = fmt.Sprintf("EXPOSE %q", c.Ports)
+		return fmt.Sprintf("EXPOSE %q", c.Ports), nil
 	case *instructions.EntrypointCommand:
 		cfg.Entrypoint = cmdLine(c.ShellDependantCmdLine)
 		if !c.PrependShell || len(c.CmdLine) > 0 {
 			cfg.Cmd = nil // docker: ENTRYPOINT resets an inherited CMD
 		}
-		key = fmt.Sprintf("ENTRYPOINT %q", cfg.Entrypoint)
+		return fmt.Sprintf("ENTRYPOINT %q", cfg.Entrypoint), nil
 	case *instructions.CmdCommand:
 		cfg.Cmd = cmdLine(c.ShellDependantCmdLine)
-		key = fmt.Sprintf("CMD %q", cfg.Cmd)
-	case *instructions.RunCommand:
-		args := cmdLine(c.ShellDependantCmdLine)
-		if len(args) == 0 {
-			return false, lineErr(nil, "RUN without a command")
-		}
-		env := st.runEnv()
-		key = fmt.Sprintf("RUN %q env=%q user=%q dir=%q", args, env, cfg.User, cfg.WorkingDir)
-		file = func(id string) error { return m.buildRun(ctx, id, s, args, env, cfg) }
-	case *instructions.CopyCommand:
-		cp, err := m.buildCopyTar(req.Context, s, c.SourcesAndDest, cfg, false)
-		if err != nil {
-			return false, err
-		}
-		key = fmt.Sprintf("COPY %s chown=%q", cp.Hash, c.Chown)
-		file = func(id string) error { return m.buildCopy(ctx, id, s, cp, c.Chown) }
-	case *instructions.AddCommand:
-		cp, err := m.buildCopyTar(req.Context, s, c.SourcesAndDest, cfg, true)
-		if err != nil {
-			return false, err
-		}
-		key = fmt.Sprintf("ADD %s chown=%q", cp.Hash, c.Chown)
-		file = func(id string) error { return m.buildCopy(ctx, id, s, cp, c.Chown) }
-	default:
-		return false, lineErr(nil, "%s is not supported by boxd build", s.Original)
+		return fmt.Sprintf("CMD %q", cfg.Cmd), nil
 	}
+	return "", stepErr(s, nil, "%s is not supported by boxd build", s.Original)
+}
 
+// commitStep makes the step's image (key: its canonical form; file: what
+// it does in the build sandbox, nil for a config-only step), or takes it
+// from the cache, and moves st onto it.
+func (m *Manager) commitStep(ctx context.Context, req BuildRequest, st *buildState, s dockerfile.Step, key string, cfg ocispec.ImageConfig, file func(id string) error) (bool, error) {
 	sum := sha256.Sum256([]byte(st.img.Target.Digest.String() + "\n" + key))
 	cacheName := buildCacheRepo + ":" + hex.EncodeToString(sum[:])
 	if !req.NoCache {
@@ -365,11 +390,11 @@ func (m *Manager) buildStep(ctx context.Context, req BuildRequest, st *buildStat
 		if errors.As(err, &le) {
 			return false, err
 		}
-		return false, lineErr(errUnwrapKind(err), "%s: %v", s.Original, err)
+		return false, stepErr(s, errUnwrapKind(err), "%s: %v", s.Original, err)
 	}
 	rec, err := m.cfg.Images.Get(ctx, img.Name)
 	if err != nil {
-		return false, lineErr(nil, "%s: %v", s.Original, err)
+		return false, stepErr(s, nil, "%s: %v", s.Original, err)
 	}
 	st.img, st.cfg = rec.Metadata(), cfg
 	return false, nil
@@ -400,149 +425,5 @@ func cmdLine(c instructions.ShellDependantCmdLine) []string {
 	return slices.Clone(c.CmdLine)
 }
 
-// buildCopyTar reads what a COPY or ADD takes from the context.
-func (m *Manager) buildCopyTar(bctx *dockerfile.Context, s dockerfile.Step, sd instructions.SourcesAndDest, cfg ocispec.ImageConfig, add bool) (*dockerfile.Copy, error) {
-	var srcs []string
-	for _, p := range sd.SourcePaths {
-		if add {
-			l := strings.ToLower(p)
-			if strings.Contains(l, "://") || strings.HasPrefix(l, "git@") {
-				return nil, dockerfile.Errf(s.Line, nil, "ADD of a URL (%s) is not supported by boxd build; download it into the context", p)
-			}
-			for _, ext := range []string{".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz2", ".tar.xz", ".txz", ".tar.zst"} {
-				if strings.HasSuffix(l, ext) {
-					return nil, dockerfile.Errf(s.Line, nil, "ADD of an archive (%s) is not supported by boxd build (it would be unpacked); use RUN tar", p)
-				}
-			}
-		}
-		srcs = append(srcs, p)
-	}
-	if len(sd.SourceContents) > 0 {
-		return nil, dockerfile.Errf(s.Line, nil, "inline sources are not supported by boxd build")
-	}
-	if len(srcs) == 0 {
-		return nil, dockerfile.Errf(s.Line, nil, "%s: no source", s.Original)
-	}
-	cp, err := bctx.CopyTar(srcs, sd.DestPath, cfg.WorkingDir)
-	if err != nil {
-		switch {
-		case dockerfile.IsOutside(err):
-			return nil, dockerfile.Errf(s.Line, nil, "%s: refused: %v", s.Original, err)
-		case errdefs.IsNotFound(err):
-			return nil, dockerfile.Errf(s.Line, nil, "%s: %v (not in the build context)", s.Original, err)
-		}
-		return nil, dockerfile.Errf(s.Line, nil, "%s: %v", s.Original, err)
-	}
-	return cp, nil
-}
-
-// buildInSandbox makes a sandbox from st's image, lets file change its
-// files, and commits its writable layer as one layer; the sandbox goes
-// whatever happens.
-func (m *Manager) buildInSandbox(ctx context.Context, req BuildRequest, st *buildState, s dockerfile.Step, spec snapshot.CommitSpec, file func(id string) error) (snapshot.Image, error) {
-	// Root in /: each step names its own user and directory, as Docker
-	// runs a build's steps, whatever USER and WORKDIR the image has so far.
-	sb, err := m.Create(ctx, CreateRequest{Image: st.img.Name, Labels: map[string]string{LabelBuild: "true"}, TTL: "1h", User: "0:0", Workdir: "/"})
-	if err != nil {
-		return snapshot.Image{}, fmt.Errorf("step sandbox: %w", err)
-	}
-	defer func() {
-		if err := m.Delete(context.WithoutCancel(ctx), sb.ID); err != nil {
-			m.log.Warn("build: remove step sandbox", "sandbox", sb.ID, "err", err)
-		}
-	}()
-	if err := file(sb.ID); err != nil {
-		return snapshot.Image{}, err
-	}
-	if err := layerdiff.CheckOverlay(); err != nil {
-		return snapshot.Image{}, err
-	}
-	ctr, err := m.find(ctx, sb.ID)
-	if err != nil {
-		return snapshot.Image{}, err
-	}
-	src, err := m.loadSource(ctx, ctr)
-	if err != nil {
-		return snapshot.Image{}, err
-	}
-	spec.Sandbox = sb.ID
-	var frozen time.Duration
-	spec.Layers = m.commitLayers(ctr, src, &frozen)
-	return m.cfg.Images.Commit(ctx, spec)
-}
-
-// ensureDir makes dir (and its parents) in a step sandbox, as root.
-func (m *Manager) ensureDir(ctx context.Context, id, dir string) error {
-	if dir == "" || dir == "/" {
-		return nil
-	}
-	return m.MakeDir(ctx, id, wire.FileMkdirArgs{Path: dir, Parents: true, User: "0:0"}) // Docker makes WORKDIR as root
-}
-
 // maxRunTail is how much of a failed RUN's output its error shows.
 const maxRunTail = 2048
-
-// buildRun runs a RUN's command in the step sandbox as the image's user
-// in its workdir.
-func (m *Manager) buildRun(ctx context.Context, id string, s dockerfile.Step, args, env []string, cfg ocispec.ImageConfig) error {
-	if err := m.ensureDir(ctx, id, cfg.WorkingDir); err != nil {
-		return dockerfile.Errf(s.Line, nil, "WORKDIR %s: %v", cfg.WorkingDir, err)
-	}
-	ps, err := m.ExecProcess(ctx, id, wire.ProcessSpec{ExecRequest: wire.ExecRequest{Args: args, Env: env, Dir: cfg.WorkingDir, User: cfg.User}})
-	if err != nil {
-		return dockerfile.Errf(s.Line, errUnwrapKind(err), "%s: %v", s.Original, err)
-	}
-	defer ps.Close()
-	var tail []byte
-	var res *wire.ExecResult
-	for {
-		ev, err := ps.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return dockerfile.Errf(s.Line, errdefs.ErrUnknown, "%s: %v", s.Original, err)
-		}
-		if ev.Result != nil {
-			res = ev.Result
-			continue
-		}
-		tail = append(tail, ev.Data...)
-		if len(tail) > maxRunTail {
-			tail = tail[len(tail)-maxRunTail:]
-		}
-	}
-	if res == nil {
-		return dockerfile.Errf(s.Line, errdefs.ErrUnknown, "%s: no exit status", s.Original)
-	}
-	if res.ExitCode != 0 || res.Signal != "" {
-		how := fmt.Sprintf("exit code %d", res.ExitCode)
-		if res.Signal != "" {
-			how = "killed by " + res.Signal
-		}
-		return dockerfile.Errf(s.Line, errdefs.ErrFailedPrecondition, "%s: failed (%s); output ends: %s", s.Original, how, strings.TrimSpace(string(tail)))
-	}
-	return nil
-}
-
-// buildCopy extracts a COPY's tar in the step sandbox and applies --chown
-// to what it copied.
-func (m *Manager) buildCopy(ctx context.Context, id string, s dockerfile.Step, cp *dockerfile.Copy, chown string) error {
-	if err := m.ensureDir(ctx, id, cp.Dir); err != nil {
-		return dockerfile.Errf(s.Line, nil, "%s: destination %s: %v", s.Original, cp.Dir, err)
-	}
-	for _, t := range cp.Tars {
-		if err := m.CopyIn(ctx, id, cp.Dir, bytes.NewReader(t)); err != nil {
-			return dockerfile.Errf(s.Line, errUnwrapKind(err), "%s: %v", s.Original, err)
-		}
-	}
-	if chown == "" {
-		return nil
-	}
-	for _, t := range cp.Tops {
-		if err := m.ChownPath(ctx, id, wire.ChownArgs{Path: path.Join(cp.Dir, t), Owner: chown, Recursive: true}); err != nil {
-			return dockerfile.Errf(s.Line, errUnwrapKind(err), "%s: --chown=%s: %v", s.Original, chown, err)
-		}
-	}
-	return nil
-}

@@ -1,5 +1,8 @@
 //go:build linux
 
+// Room: resources. Cgroup limits: per sandbox, and the daemon-wide
+// totals all sandboxes sit under.
+
 package runtime
 
 import (

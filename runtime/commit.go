@@ -1,5 +1,7 @@
 //go:build linux
 
+// Room: images. Commit: a sandbox's writable layer into a new image.
+
 package runtime
 
 import (

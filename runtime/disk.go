@@ -1,3 +1,6 @@
+// Room: resources. Disk caps: a sandbox's writable layer on a
+// filesystem of its own.
+
 package runtime
 
 import (

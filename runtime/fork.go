@@ -1,5 +1,8 @@
 //go:build linux
 
+// Room: images. Fork: copies of a running sandbox on one shared layer
+// of its files.
+
 package runtime
 
 import (
@@ -12,7 +15,6 @@ import (
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
-	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/core/images"
 	"github.com/containerd/containerd/v2/core/snapshots"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
@@ -51,76 +53,31 @@ type ForkRequest struct {
 func (m *Manager) Fork(ctx context.Context, req ForkRequest) (_ []*Sandbox, retErr error) {
 	t0 := time.Now()
 	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
-	count := req.Count
-	switch {
-	case count < 0:
-		return nil, fieldErr("count", "%d must be positive", count)
-	case count == 0 && len(req.Names) > 0:
-		count = len(req.Names)
-	case count == 0:
-		count = 1
-	}
-	if count > MaxForks {
-		return nil, fieldErr("count", "%d is above the maximum of %d", count, MaxForks)
-	}
-	if len(req.Names) > 0 && len(req.Names) != count {
-		return nil, fieldErr("names", "%d names for %d forks; give one name per fork or none", len(req.Names), count)
+	count, err := forkCount(req)
+	if err != nil {
+		return nil, err
 	}
 	if err := layerdiff.CheckOverlay(); err != nil {
 		return nil, err
 	}
-	ctr, err := m.find(ctx, req.Source)
+	ctr, sb, err := m.forkSource(ctx, req.Source)
 	if err != nil {
 		return nil, err
 	}
 	srcID := ctr.ID()
-	if m.isGvisor(srcID) {
-		return nil, gvRefuse("fork", gvNoHostLayer)
-	}
-	sb, err := m.describe(ctx, ctr, true)
-	if err != nil {
-		return nil, err
-	}
-	if sb.State != string(client.Running) && sb.State != string(client.Paused) {
-		return nil, fmt.Errorf("sandbox %s is %s: fork copies a running sandbox (start a new one, or commit it and create from the image): %w", srcID, sb.State, errdefs.ErrFailedPrecondition)
-	}
 	rs, err := m.forkRequests(req, sb, count)
 	if err != nil {
 		return nil, err
 	}
 	// The forks are the caller's, within its quotas, as a create's are.
 	owner := ownerUID(ctx)
-	for i := range rs {
-		rs[i].owner = owner
-		release, err := m.reserveQuota(rs[i])
-		if err != nil {
-			return nil, err
-		}
-		defer release()
-	}
-	// Names are claimed as a create claims them.
-	for _, r := range rs {
-		if r.name == "" {
-			continue
-		}
-		key := fmt.Sprintf("name:%d:%s", r.owner, r.name)
-		if !m.claim(key) {
-			return nil, fmt.Errorf("a sandbox named %q is being created: %w", r.name, errdefs.ErrAlreadyExists)
-		}
-		defer m.release(key)
-		if _, err := m.find(WithCaller(ctx, Caller{UID: r.owner}), r.name); err == nil {
-			return nil, fmt.Errorf("names: a sandbox named %q already exists: %w", r.name, errdefs.ErrAlreadyExists)
-		} else if !errdefs.IsNotFound(err) {
-			return nil, err
-		}
-	}
-	snName := m.cfg.Images.Snapshotter()
-	caps, err := m.cfg.Client.GetSnapshotterCapabilities(ctx, snName)
+	unreserve, err := m.reserveForks(ctx, owner, rs)
+	defer unreserve()
 	if err != nil {
-		return nil, fmt.Errorf("fork: snapshotter %s: %w", snName, err)
+		return nil, err
 	}
-	if !slices.Contains(caps, "remap-ids") {
-		return nil, fmt.Errorf("fork needs ID-mapped overlay layers (snapshotter %s without remap-ids: containerd 2 and a kernel with ID-mapped overlayfs): %w", snName, errdefs.ErrFailedPrecondition)
+	if err := m.checkRemapIDs(ctx); err != nil {
+		return nil, err
 	}
 
 	if !m.claimWait(ctx, srcID, 5*time.Second) {
@@ -170,20 +127,134 @@ func (m *Manager) Fork(ctx context.Context, req ForkRequest) (_ []*Sandbox, retE
 	}
 	defer releaseLayers()
 
+	img, imgSpec := m.forkImage(src)
+	for i := range rs {
+		rs[i].forkParent, rs[i].forkLayers = base, chain
+	}
+	out, err := m.createForks(lctx, t0, srcID, rs, img, imgSpec)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(out))
+	for i, sb := range out {
+		ids[i] = sb.ID
+	}
+	m.log.Info("forked", "sandbox", srcID, "forks", ids, "frozen", frozen.Round(time.Millisecond), "took", time.Since(t0).Round(time.Millisecond))
+	return out, nil
+}
+
+// forkSource finds the sandbox a fork copies: a running (or paused) runc
+// sandbox the caller may use.
+func (m *Manager) forkSource(ctx context.Context, source string) (client.Container, *Sandbox, error) {
+	ctr, err := m.find(ctx, source)
+	if err != nil {
+		return nil, nil, err
+	}
+	srcID := ctr.ID()
+	if m.isGvisor(srcID) {
+		return nil, nil, gvRefuse("fork", gvNoHostLayer)
+	}
+	sb, err := m.describe(ctx, ctr, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	if sb.State != string(client.Running) && sb.State != string(client.Paused) {
+		return nil, nil, fmt.Errorf("sandbox %s is %s: fork copies a running sandbox (start a new one, or commit it and create from the image): %w", srcID, sb.State, errdefs.ErrFailedPrecondition)
+	}
+	return ctr, sb, nil
+}
+
+// forkImage is the image the forks are made from: the source's, as it
+// was when the source was made, with the source's whole environment
+// standing in for the image's (the request's entries come after it).
+func (m *Manager) forkImage(src *source) (client.Image, ocispec.Image) {
 	img := client.NewImageWithPlatform(m.cfg.Client, images.Image{
 		Name:   src.rec.Image,
 		Target: ocispec.Descriptor{MediaType: ocispec.MediaTypeImageManifest, Digest: digest.Digest(src.rec.ImageDigest)},
 	}, nil)
-	// The source's whole environment stands in for the image's; the
-	// request's entries come after it.
 	var imgSpec ocispec.Image
 	imgSpec.Config.Env = src.env
+	return img, imgSpec
+}
 
+// forkCount is how many forks req asks for, checked against its names.
+func forkCount(req ForkRequest) (int, error) {
+	count := req.Count
+	switch {
+	case count < 0:
+		return 0, fieldErr("count", "%d must be positive", count)
+	case count == 0 && len(req.Names) > 0:
+		count = len(req.Names)
+	case count == 0:
+		count = 1
+	}
+	if count > MaxForks {
+		return 0, fieldErr("count", "%d is above the maximum of %d", count, MaxForks)
+	}
+	if len(req.Names) > 0 && len(req.Names) != count {
+		return 0, fieldErr("names", "%d names for %d forks; give one name per fork or none", len(req.Names), count)
+	}
+	return count, nil
+}
+
+// reserveForks makes owner the owner of every fork in rs, holds their
+// quota shares and claims their names as a create claims one. The
+// returned release lets go of all that, whatever the error.
+func (m *Manager) reserveForks(ctx context.Context, owner uint32, rs []resolved) (release func(), _ error) {
+	var undo []func()
+	release = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	for i := range rs {
+		rs[i].owner = owner
+		rel, err := m.reserveQuota(rs[i])
+		if err != nil {
+			return release, err
+		}
+		undo = append(undo, rel)
+	}
+	for _, r := range rs {
+		if r.name == "" {
+			continue
+		}
+		key := fmt.Sprintf("name:%d:%s", r.owner, r.name)
+		if !m.claim(key) {
+			return release, fmt.Errorf("a sandbox named %q is being created: %w", r.name, errdefs.ErrAlreadyExists)
+		}
+		undo = append(undo, func() { m.release(key) })
+		if _, err := m.find(WithCaller(ctx, Caller{UID: r.owner}), r.name); err == nil {
+			return release, fmt.Errorf("names: a sandbox named %q already exists: %w", r.name, errdefs.ErrAlreadyExists)
+		} else if !errdefs.IsNotFound(err) {
+			return release, err
+		}
+	}
+	return release, nil
+}
+
+// checkRemapIDs fails unless the snapshotter mounts ID-mapped overlay
+// layers, which a fork's layer shared by several uid blocks needs.
+func (m *Manager) checkRemapIDs(ctx context.Context) error {
+	snName := m.cfg.Images.Snapshotter()
+	caps, err := m.cfg.Client.GetSnapshotterCapabilities(ctx, snName)
+	if err != nil {
+		return fmt.Errorf("fork: snapshotter %s: %w", snName, err)
+	}
+	if !slices.Contains(caps, "remap-ids") {
+		return fmt.Errorf("fork needs ID-mapped overlay layers (snapshotter %s without remap-ids: containerd 2 and a kernel with ID-mapped overlayfs): %w", snName, errdefs.ErrFailedPrecondition)
+	}
+	return nil
+}
+
+// createForks creates the forks rs of srcID in parallel; if any fails,
+// those made are destroyed and the first error is returned.
+func (m *Manager) createForks(lctx context.Context, t0 time.Time, srcID string, rs []resolved, img client.Image, imgSpec ocispec.Image) ([]*Sandbox, error) {
+	count := len(rs)
 	out := make([]*Sandbox, count)
 	errs := make([]error, count)
 	var wg sync.WaitGroup
 	for i := range rs {
-		rs[i].forkParent, rs[i].forkLayers = base, chain
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -197,25 +268,21 @@ func (m *Manager) Fork(ctx context.Context, req ForkRequest) (_ []*Sandbox, retE
 			firstErr = fmt.Errorf("fork %s: sandbox %d of %d: %w", srcID, i+1, count, err)
 		}
 	}
-	if firstErr != nil {
-		for _, sb := range out {
-			if sb == nil {
-				continue
-			}
-			if c, err := m.cfg.Client.LoadContainer(cctx, sb.ID); err == nil {
-				if err := m.destroy(cctx, c); err != nil {
-					m.log.Error("fork failed; clean up a fork", "sandbox", sb.ID, "err", err)
-				}
+	if firstErr == nil {
+		return out, nil
+	}
+	cctx := context.WithoutCancel(lctx)
+	for _, sb := range out {
+		if sb == nil {
+			continue
+		}
+		if c, err := m.cfg.Client.LoadContainer(cctx, sb.ID); err == nil {
+			if err := m.destroy(cctx, c); err != nil {
+				m.log.Error("fork failed; clean up a fork", "sandbox", sb.ID, "err", err)
 			}
 		}
-		return nil, firstErr
 	}
-	ids := make([]string, len(out))
-	for i, sb := range out {
-		ids[i] = sb.ID
-	}
-	m.log.Info("forked", "sandbox", srcID, "forks", ids, "frozen", frozen.Round(time.Millisecond), "took", time.Since(t0).Round(time.Millisecond))
-	return out, nil
+	return nil, firstErr
 }
 
 // forkRequests are the validated create requests of the forks: the
@@ -334,52 +401,4 @@ func (m *Manager) forkLayer(ctx context.Context, ctr client.Container, src *sour
 	}
 	committed = true
 	return key, charge, frozen, nil
-}
-
-// forkCharge is the host disk a fork layer is charged at: its file data
-// plus a block for each entry, so a layer of many small files or empty
-// directories is not free.
-func forkCharge(st layerdiff.CopyStats) int64 {
-	return st.Bytes + int64(st.Entries)*4096
-}
-
-// forkChain is the fork layers a fork of src sits on, bottom first: the
-// source's own and the new one.
-func forkChain(ctx context.Context, src *source, top LayerCharge) ([]LayerCharge, error) {
-	out, err := layerCharges(ctx, src.sn, src.layers)
-	if err != nil {
-		return nil, err
-	}
-	return append(out, top), nil
-}
-
-// layerCharges are the fork layers of ls (rootfsLayers) with their
-// charges, from their labels.
-func layerCharges(ctx context.Context, sn snapshots.Snapshotter, ls []layerSrc) ([]LayerCharge, error) {
-	var out []LayerCharge
-	for _, l := range ls {
-		if l.active {
-			continue
-		}
-		info, err := sn.Stat(ctx, l.key)
-		if err != nil {
-			return nil, fmt.Errorf("fork layer %s: %w", l.key, err)
-		}
-		// A layer made before charges were recorded counts as empty.
-		n, _ := strconv.ParseInt(info.Labels[LabelForkLayerBytes], 10, 64)
-		out = append(out, LayerCharge{Key: l.key, Bytes: n})
-	}
-	return out, nil
-}
-
-// withSnapshotOn gives a new container a new writable snapshot named key
-// on parent (a fork layer) instead of on its image.
-func withSnapshotOn(key, parent string, opts ...snapshots.Opt) client.NewContainerOpts {
-	return func(ctx context.Context, c *client.Client, ctr *containers.Container) error {
-		if _, err := c.SnapshotService(ctr.Snapshotter).Prepare(ctx, key, parent, opts...); err != nil {
-			return fmt.Errorf("prepare snapshot on %s: %w", parent, err)
-		}
-		ctr.SnapshotKey = key
-		return nil
-	}
 }

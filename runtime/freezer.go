@@ -1,5 +1,7 @@
 //go:build linux
 
+// Room: resources. The cgroup freezer, v1 and v2.
+
 package runtime
 
 import (

@@ -1,5 +1,8 @@
 //go:build linux
 
+// Room: reconcile. Idle policy: activity tracking and the idle expiry
+// the reconciler applies (stop or delete).
+
 package runtime
 
 import (

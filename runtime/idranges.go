@@ -1,3 +1,5 @@
+// Room: resources. The uid blocks, one per sandbox.
+
 package runtime
 
 import (

@@ -1,5 +1,8 @@
 //go:build linux
 
+// Room: images. Which sandboxes run on an image (the image store asks
+// before it replaces or removes one).
+
 package runtime
 
 import (

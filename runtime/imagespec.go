@@ -1,5 +1,7 @@
 //go:build linux
 
+// Room: create. The cache of image configs a create reads.
+
 package runtime
 
 import (

@@ -1,5 +1,8 @@
 //go:build linux
 
+// Room: create. The init's log file on the host: kept bounded, quoted
+// when an init dies before it is ready.
+
 package runtime
 
 import (

@@ -1,5 +1,9 @@
 //go:build linux
 
+// Room: reconcile. The in-memory inventory of sandboxes (what clients
+// may reach, what --max-sandboxes counts) and Load, which applies the
+// cgroup totals and rebuilds it from containerd when boxd starts.
+
 package runtime
 
 import (
@@ -273,12 +277,7 @@ func (m *Manager) pruneInventory(ctx context.Context) {
 	for _, r := range recs {
 		present[r.ID] = true
 	}
-	busy := func(id string) bool {
-		m.busyMu.Lock()
-		defer m.busyMu.Unlock()
-		return m.busy[id]
-	}
-	for _, id := range m.inv.prune(present, listedAt, busy) {
+	for _, id := range m.inv.prune(present, listedAt, m.busy.Held) {
 		m.log.Warn("sandbox removed behind boxd's back; no longer counted", "sandbox", id)
 	}
 }

@@ -1,5 +1,9 @@
 //go:build linux
 
+// Room: images. The layers of a sandbox's rootfs as commit and fork read
+// them, the brief freeze they need, and fork layers: their disk charge,
+// their chain, and their pruning.
+
 package runtime
 
 import (
@@ -10,9 +14,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/core/containers"
 	"github.com/containerd/containerd/v2/core/mount"
 	"github.com/containerd/containerd/v2/core/snapshots"
 	"github.com/containerd/errdefs"
@@ -271,5 +277,53 @@ func (m *Manager) pruneForkLayers(ctx context.Context, sn snapshots.Snapshotter,
 		}
 		m.log.Debug("fork layer removed", "snapshot", parent)
 		parent = info.Parent
+	}
+}
+
+// forkCharge is the host disk a fork layer is charged at: its file data
+// plus a block for each entry, so a layer of many small files or empty
+// directories is not free.
+func forkCharge(st layerdiff.CopyStats) int64 {
+	return st.Bytes + int64(st.Entries)*4096
+}
+
+// forkChain is the fork layers a fork of src sits on, bottom first: the
+// source's own and the new one.
+func forkChain(ctx context.Context, src *source, top LayerCharge) ([]LayerCharge, error) {
+	out, err := layerCharges(ctx, src.sn, src.layers)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, top), nil
+}
+
+// layerCharges are the fork layers of ls (rootfsLayers) with their
+// charges, from their labels.
+func layerCharges(ctx context.Context, sn snapshots.Snapshotter, ls []layerSrc) ([]LayerCharge, error) {
+	var out []LayerCharge
+	for _, l := range ls {
+		if l.active {
+			continue
+		}
+		info, err := sn.Stat(ctx, l.key)
+		if err != nil {
+			return nil, fmt.Errorf("fork layer %s: %w", l.key, err)
+		}
+		// A layer made before charges were recorded counts as empty.
+		n, _ := strconv.ParseInt(info.Labels[LabelForkLayerBytes], 10, 64)
+		out = append(out, LayerCharge{Key: l.key, Bytes: n})
+	}
+	return out, nil
+}
+
+// withSnapshotOn gives a new container a new writable snapshot named key
+// on parent (a fork layer) instead of on its image.
+func withSnapshotOn(key, parent string, opts ...snapshots.Opt) client.NewContainerOpts {
+	return func(ctx context.Context, c *client.Client, ctr *containers.Container) error {
+		if _, err := c.SnapshotService(ctr.Snapshotter).Prepare(ctx, key, parent, opts...); err != nil {
+			return fmt.Errorf("prepare snapshot on %s: %w", parent, err)
+		}
+		ctr.SnapshotKey = key
+		return nil
 	}
 }

@@ -1,5 +1,7 @@
 //go:build linux
 
+// Room: lifecycle. Stop, Start and Update of an existing sandbox.
+
 package runtime
 
 import (
@@ -102,30 +104,71 @@ func (m *Manager) Update(ctx context.Context, idOrName string, req UpdateRequest
 	if rec.MemoryLow > lim.MemoryBytes {
 		return nil, fieldErr("limits.memory", "%d bytes is below the sandbox's memory_low of %d bytes", lim.MemoryBytes, rec.MemoryLow)
 	}
+	expires, err := newExpiry(req, rec.ExpiresAt)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := updatedSpec(id, info.Spec.GetValue(), req, lim)
+	if err != nil {
+		return nil, err
+	}
+	running, err := m.updateLive(ctx, ctr, req, lim != old, spec)
+	if err != nil {
+		return nil, err
+	}
+	rec.Memory, rec.CPUs, rec.Pids, rec.ExpiresAt = lim.MemoryBytes, lim.CPUs, lim.Pids, expires
+	if req.Workdir != "" {
+		rec.Workdir = req.Workdir
+	}
+	recJSON, err := json.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	err = ctr.Update(ctx, client.UpdateContainerOpts(client.WithSpec(spec)), func(_ context.Context, _ *client.Client, c *containers.Container) error {
+		c.Labels[LabelSandbox] = string(recJSON)
+		c.Labels[LabelExpiresAt] = expires.Format(time.RFC3339)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("update sandbox %s: record: %w", id, err)
+	}
+	m.log.Info("updated", "sandbox", id, "memory", rec.Memory, "cpus", rec.CPUs, "pids", rec.Pids, "expires_at", expires, "env", len(req.Env), "workdir", req.Workdir, "running", running)
+	return m.describeFresh(ctx, id)
+}
+
+// newExpiry is the expiry req sets (TTL from now, or Extend added to
+// current), or current if it sets none.
+func newExpiry(req UpdateRequest, current time.Time) (time.Time, error) {
 	now := time.Now().UTC().Truncate(time.Second)
-	expires := rec.ExpiresAt
 	switch {
 	case req.TTL != "":
 		d, err := time.ParseDuration(req.TTL)
 		if err != nil || d <= 0 {
-			return nil, fieldErr("ttl", "%q is not a positive duration (examples: 30m, 2h)", req.TTL)
+			return time.Time{}, fieldErr("ttl", "%q is not a positive duration (examples: 30m, 2h)", req.TTL)
 		}
 		if d > MaxTTL {
-			return nil, fieldErr("ttl", "%q is above the maximum of %s", req.TTL, MaxTTL)
+			return time.Time{}, fieldErr("ttl", "%q is above the maximum of %s", req.TTL, MaxTTL)
 		}
-		expires = now.Add(d)
+		return now.Add(d), nil
 	case req.Extend != "":
 		d, err := time.ParseDuration(req.Extend)
 		if err != nil || d <= 0 {
-			return nil, fieldErr("extend", "%q is not a positive duration (examples: 30m, 2h)", req.Extend)
+			return time.Time{}, fieldErr("extend", "%q is not a positive duration (examples: 30m, 2h)", req.Extend)
 		}
-		expires = rec.ExpiresAt.Add(d)
+		expires := current.Add(d)
 		if expires.Sub(now) > MaxTTL {
-			return nil, fieldErr("extend", "%q would put the expiry %s from now, above the maximum of %s", req.Extend, expires.Sub(now).Round(time.Second), MaxTTL)
+			return time.Time{}, fieldErr("extend", "%q would put the expiry %s from now, above the maximum of %s", req.Extend, expires.Sub(now).Round(time.Second), MaxTTL)
 		}
+		return expires, nil
 	}
+	return current, nil
+}
+
+// updatedSpec is sandbox id's stored spec (JSON) with req's environment
+// and working directory in the init's settings and lim in its resources.
+func updatedSpec(id string, stored []byte, req UpdateRequest, lim Limits) (*specs.Spec, error) {
 	var spec specs.Spec
-	if err := json.Unmarshal(info.Spec.GetValue(), &spec); err != nil {
+	if err := json.Unmarshal(stored, &spec); err != nil {
 		return nil, fmt.Errorf("update sandbox %s: stored spec: %w", id, err)
 	}
 	initCfg, err := oci.InitConfig(&spec)
@@ -149,41 +192,32 @@ func (m *Manager) Update(ctx context.Context, idOrName string, req UpdateRequest
 	res.CPU.Quota = &quota
 	pids := lim.Pids
 	res.Pids = &specs.LinuxPids{Limit: &pids}
+	return &spec, nil
+}
 
-	running := false
-	if task, err := ctr.Task(ctx, nil); err == nil {
-		if st, err := task.Status(ctx); err == nil && st.Status == client.Running {
-			running = true
-			if lim != old {
-				if err := m.applyLimits(ctx, task, &spec); err != nil {
-					return nil, err
-				}
-			}
-			if len(req.Env) > 0 || req.Workdir != "" {
-				if err := m.agent(id).SetDefaults(ctx, wire.Defaults{Env: req.Env, Workdir: req.Workdir}); err != nil {
-					return nil, fmt.Errorf("update sandbox %s: tell the init: %w", id, err)
-				}
-			}
+// updateLive applies an update to a running sandbox: the limits (if
+// changed) to its cgroup, the defaults to its init. It reports whether
+// the sandbox runs; a stopped one takes the update at its next start.
+func (m *Manager) updateLive(ctx context.Context, ctr client.Container, req UpdateRequest, limitsChanged bool, spec *specs.Spec) (bool, error) {
+	id := ctr.ID()
+	task, err := ctr.Task(ctx, nil)
+	if err != nil {
+		return false, nil
+	}
+	if st, err := task.Status(ctx); err != nil || st.Status != client.Running {
+		return false, nil
+	}
+	if limitsChanged {
+		if err := m.applyLimits(ctx, task, spec); err != nil {
+			return true, err
 		}
 	}
-	rec.Memory, rec.CPUs, rec.Pids, rec.ExpiresAt = lim.MemoryBytes, lim.CPUs, lim.Pids, expires
-	if req.Workdir != "" {
-		rec.Workdir = req.Workdir
+	if len(req.Env) > 0 || req.Workdir != "" {
+		if err := m.agent(id).SetDefaults(ctx, wire.Defaults{Env: req.Env, Workdir: req.Workdir}); err != nil {
+			return true, fmt.Errorf("update sandbox %s: tell the init: %w", id, err)
+		}
 	}
-	recJSON, err := json.Marshal(rec)
-	if err != nil {
-		return nil, err
-	}
-	err = ctr.Update(ctx, client.UpdateContainerOpts(client.WithSpec(&spec)), func(_ context.Context, _ *client.Client, c *containers.Container) error {
-		c.Labels[LabelSandbox] = string(recJSON)
-		c.Labels[LabelExpiresAt] = expires.Format(time.RFC3339)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("update sandbox %s: record: %w", id, err)
-	}
-	m.log.Info("updated", "sandbox", id, "memory", rec.Memory, "cpus", rec.CPUs, "pids", rec.Pids, "expires_at", expires, "env", len(req.Env), "workdir", req.Workdir, "running", running)
-	return m.describeFresh(ctx, id)
+	return true, nil
 }
 
 // applyLimits writes spec's limits to a running sandbox's cgroup, through
@@ -325,75 +359,6 @@ func (m *Manager) Start(ctx context.Context, idOrName string) (*Sandbox, error) 
 	}
 	m.log.Info("started", "sandbox", id)
 	return m.describeFresh(ctx, id)
-}
-
-// DeleteGraceful destroys a sandbox after giving its processes SIGTERM and
-// up to grace to exit (0: SIGKILL at once, as Delete).
-func (m *Manager) DeleteGraceful(ctx context.Context, idOrName string, grace time.Duration) error {
-	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
-	ctr, err := m.find(ctx, idOrName)
-	if err != nil {
-		return err
-	}
-	if grace > 0 {
-		if task, err := ctr.Task(ctx, nil); err == nil {
-			if st, err := task.Status(ctx); err == nil && st.Status == client.Running {
-				m.terminate(ctx, ctr.ID(), task, grace)
-			}
-		}
-	}
-	return m.destroy(ctx, ctr)
-}
-
-// DeleteBackground deletes a sandbox without waiting for its teardown:
-// once it returns, the sandbox is no client's (list, lookups by id or
-// name, names and quotas no longer see it) and a label marks it for
-// deletion, so a boxd killed before the teardown ends finishes it at
-// start (Load). Its processes get grace to end, then everything goes as
-// in DeleteGraceful, in the background.
-func (m *Manager) DeleteBackground(ctx context.Context, idOrName string, grace time.Duration) error {
-	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
-	ctr, err := m.find(ctx, idOrName)
-	if err != nil {
-		return err
-	}
-	id := ctr.ID()
-	if !m.claimWait(ctx, id, 5*time.Second) {
-		return fmt.Errorf("sandbox %s is being created, restarted or deleted: %w", id, errdefs.ErrConflict)
-	}
-	err = ctr.Update(ctx, func(_ context.Context, _ *client.Client, c *containers.Container) error {
-		delete(c.Labels, LabelManaged)
-		c.Labels[LabelDeleting] = time.Now().UTC().Format(time.RFC3339)
-		return nil
-	})
-	if err != nil {
-		m.release(id)
-		return fmt.Errorf("delete sandbox %s: mark deleting: %w", id, err)
-	}
-	m.inv.hide(id)
-	m.release(id)
-	go m.finishDelete(context.WithoutCancel(ctx), id, grace)
-	return nil
-}
-
-// finishDelete tears down a sandbox marked deleting.
-func (m *Manager) finishDelete(ctx context.Context, id string, grace time.Duration) {
-	ctx, cancel := context.WithTimeout(namespaces.WithNamespace(ctx, m.cfg.Namespace), 2*time.Minute+grace)
-	defer cancel()
-	ctr, err := m.cfg.Client.LoadContainer(ctx, id)
-	if err == nil && grace > 0 {
-		if task, terr := ctr.Task(ctx, nil); terr == nil {
-			if st, serr := task.Status(ctx); serr == nil && st.Status == client.Running {
-				m.terminate(ctx, id, task, grace)
-			}
-		}
-	}
-	if err == nil {
-		err = m.destroy(ctx, ctr)
-	}
-	if err != nil && !errdefs.IsNotFound(err) {
-		m.log.Error("background delete failed; the next boxd start retries it", "sandbox", id, "err", err)
-	}
 }
 
 // stopped reports whether labels mark a sandbox stopped by Stop.

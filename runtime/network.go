@@ -1,3 +1,6 @@
+// Room: network. Egress: a sandbox's network namespace, allowlist and
+// its label; restored and collected when boxd starts and reconciles.
+
 package runtime
 
 import (

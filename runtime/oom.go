@@ -1,5 +1,7 @@
 //go:build linux
 
+// Room: resources. OOM kill counts of a sandbox's cgroup.
+
 package runtime
 
 import (

@@ -1,5 +1,7 @@
 //go:build linux
 
+// Room: resources. Callers, ownership and per-owner quotas.
+
 package runtime
 
 import (

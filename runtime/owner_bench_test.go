@@ -19,7 +19,7 @@ import (
 // run.sh reports it with the micro-benchmarks.
 func BenchmarkExecLookup(b *testing.B) {
 	dir := b.TempDir()
-	m := &Manager{cfg: Config{StateDir: dir}, inv: newInventory(0), busy: map[string]bool{}}
+	m := &Manager{cfg: Config{StateDir: dir}, inv: newInventory(0)}
 	const id = "0123456789ab"
 	if err := os.MkdirAll(m.sandboxDir(id), 0o700); err != nil {
 		b.Fatal(err)

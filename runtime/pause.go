@@ -1,5 +1,8 @@
 //go:build linux
 
+// Room: lifecycle. Pause and Resume through the cgroup freezer, and the
+// paused state the exec path checks.
+
 package runtime
 
 import (
@@ -202,10 +205,7 @@ func (m *Manager) thawForDelete(ctx context.Context, id string) {
 // go.
 func (m *Manager) refreshPaused(ctx context.Context, ids []string) {
 	for _, id := range ids {
-		m.busyMu.Lock()
-		busy := m.busy[id]
-		m.busyMu.Unlock()
-		if busy {
+		if m.busy.Held(id) {
 			continue
 		}
 		f, err := m.freezer.frozen(m.cgPath(id))

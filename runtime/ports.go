@@ -1,5 +1,8 @@
 //go:build linux
 
+// Room: network. Published ports: listeners on the host, joined through
+// the init to the sandbox's own loopback.
+
 package runtime
 
 import (

@@ -1,3 +1,6 @@
+// Room: create. CreateRequest and its resolution: sizes, limits, env,
+// workdir and TTL checked and defaulted before anything is made.
+
 package runtime
 
 import (

@@ -1,5 +1,8 @@
 //go:build linux
 
+// Room: reconcile. Restarting a sandbox's dead init, bounded by the
+// restart policy, and its history in a label.
+
 package runtime
 
 import (

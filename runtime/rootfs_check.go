@@ -1,5 +1,9 @@
 //go:build linux
 
+// Room: reconcile. The check of a sandbox's rootfs before an init starts
+// on it again (restart, Start) or a commit reads it: nothing runc or the
+// init resolves may have become a symlink or another kind of file.
+
 package runtime
 
 import (

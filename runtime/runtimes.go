@@ -1,3 +1,6 @@
+// Room: shared. The OCI runtimes a sandbox runs on (runc, gVisor), and
+// the client of a sandbox's init that every room talks to it through.
+
 package runtime
 
 import (

@@ -1,3 +1,6 @@
+// Room: shared. The capabilities every sandbox's processes hold, for
+// inspect and the docs.
+
 package runtime
 
 import "github.com/boxd-dev/boxd/oci"

@@ -1,3 +1,6 @@
+// Room: create. Per-sandbox tunables (read-only root, tmpfs, ulimits,
+// hostname, cpu weight, exec defaults): parsed, bounded and recorded.
+
 package runtime
 
 import (

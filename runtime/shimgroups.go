@@ -1,3 +1,5 @@
+// Room: resources. Shared runc shims: which group a sandbox joins.
+
 package runtime
 
 import (

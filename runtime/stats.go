@@ -1,5 +1,8 @@
 //go:build linux
 
+// Room: describe. Stats of running sandboxes, and containerd's task
+// events turned into boxd's (OOM kills, init exits).
+
 package runtime
 
 import (

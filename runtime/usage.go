@@ -1,5 +1,8 @@
 //go:build linux
 
+// Room: describe. A sandbox's resource usage read from its cgroup and
+// network namespace.
+
 package runtime
 
 import (

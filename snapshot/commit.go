@@ -159,18 +159,9 @@ func (s *Store) Commit(ctx context.Context, spec CommitSpec) (Image, error) {
 	}
 	defer done(context.WithoutCancel(ctx))
 	cs := s.c.ContentStore()
-
-	manifest, err := images.Manifest(ctx, cs, spec.Base.Target, platformMatcher())
+	manifest, cfg, err := baseImage(ctx, cs, spec.Base)
 	if err != nil {
-		return Image{}, fmt.Errorf("commit %s: the base image %s: %w", name, spec.Base.Name, err)
-	}
-	cfgBlob, err := content.ReadBlob(ctx, cs, manifest.Config)
-	if err != nil {
-		return Image{}, fmt.Errorf("commit %s: the base image's config: %w", name, err)
-	}
-	var cfg ocispec.Image
-	if err := json.Unmarshal(cfgBlob, &cfg); err != nil {
-		return Image{}, fmt.Errorf("commit %s: the base image's config: %w", name, err)
+		return Image{}, fmt.Errorf("commit %s: %w", name, err)
 	}
 
 	var (
@@ -215,47 +206,10 @@ func (s *Store) Commit(ctx context.Context, spec CommitSpec) (Image, error) {
 		pending = pending[1:]
 	}
 
-	now := time.Now().UTC()
-	cfg.Created = &now
-	if spec.Config != nil {
-		spec.Config(&cfg.Config)
-		if len(layers) == 0 {
-			cfg.History = append(cfg.History, ocispec.History{Created: &now, CreatedBy: spec.CreatedBy, Comment: spec.Message, EmptyLayer: true})
-		}
-	} else {
-		cfg.Config.Env = spec.Env
-		cfg.Config.WorkingDir = spec.Workdir
-	}
-	if cfg.OS == "" {
-		cfg.Platform = ocispec.Platform{OS: "linux", Architecture: runtime.GOARCH}
-	}
-	for _, l := range layers {
-		cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, l.Digest) // uncompressed: digest is the diff ID
-		cfg.History = append(cfg.History, ocispec.History{Created: &now, CreatedBy: spec.CreatedBy, Comment: spec.Message})
-	}
-	// The layers were unpacked as they were written (writeLayer); the
-	// label keeps the top snapshot, and so the chain, as long as the image
-	// (containerd's unpacker sets the same one).
-	cfgDesc, err := writeJSON(ctx, cs, ocispec.MediaTypeImageConfig, cfg, map[string]string{
-		"containerd.io/gc.ref.snapshot." + s.snapshotter: identity.ChainID(cfg.RootFS.DiffIDs).String(),
-	})
+	commitConfig(&cfg, spec, layers)
+	mDesc, err := s.writeManifest(ctx, cs, cfg, manifest.Layers, layers)
 	if err != nil {
-		return Image{}, fmt.Errorf("commit %s: write config: %w", name, err)
-	}
-	out := ocispec.Manifest{
-		Versioned: ocispecs.Versioned{SchemaVersion: 2},
-		MediaType: ocispec.MediaTypeImageManifest,
-		Config:    cfgDesc,
-	}
-	gcLabels := map[string]string{"containerd.io/gc.ref.content.config": cfgDesc.Digest.String()}
-	for _, l := range append(manifest.Layers, layers...) {
-		l.MediaType = ociLayerType(l.MediaType)
-		gcLabels[fmt.Sprintf("containerd.io/gc.ref.content.l.%d", len(out.Layers))] = l.Digest.String()
-		out.Layers = append(out.Layers, l)
-	}
-	mDesc, err := writeJSON(ctx, cs, ocispec.MediaTypeImageManifest, out, gcLabels)
-	if err != nil {
-		return Image{}, fmt.Errorf("commit %s: write manifest: %w", name, err)
+		return Image{}, fmt.Errorf("commit %s: %w", name, err)
 	}
 	plat := ocispec.Platform{OS: cfg.OS, Architecture: cfg.Architecture, Variant: cfg.Variant}
 	mDesc.Platform = &plat
@@ -277,6 +231,77 @@ type pendingLayer struct {
 	desc   ocispec.Descriptor
 	commit func() error
 	abort  func()
+}
+
+// baseImage reads the manifest and config of the image a commit builds on.
+func baseImage(ctx context.Context, cs content.Store, base images.Image) (ocispec.Manifest, ocispec.Image, error) {
+	var cfg ocispec.Image
+	manifest, err := images.Manifest(ctx, cs, base.Target, platformMatcher())
+	if err != nil {
+		return manifest, cfg, fmt.Errorf("the base image %s: %w", base.Name, err)
+	}
+	cfgBlob, err := content.ReadBlob(ctx, cs, manifest.Config)
+	if err != nil {
+		return manifest, cfg, fmt.Errorf("the base image's config: %w", err)
+	}
+	if err := json.Unmarshal(cfgBlob, &cfg); err != nil {
+		return manifest, cfg, fmt.Errorf("the base image's config: %w", err)
+	}
+	return manifest, cfg, nil
+}
+
+// commitConfig turns the base image's config into the commit's: spec's
+// settings, and the new layers in its root filesystem and history.
+func commitConfig(cfg *ocispec.Image, spec CommitSpec, layers []ocispec.Descriptor) {
+	now := time.Now().UTC()
+	cfg.Created = &now
+	if spec.Config != nil {
+		spec.Config(&cfg.Config)
+		if len(layers) == 0 {
+			cfg.History = append(cfg.History, ocispec.History{Created: &now, CreatedBy: spec.CreatedBy, Comment: spec.Message, EmptyLayer: true})
+		}
+	} else {
+		cfg.Config.Env = spec.Env
+		cfg.Config.WorkingDir = spec.Workdir
+	}
+	if cfg.OS == "" {
+		cfg.Platform = ocispec.Platform{OS: "linux", Architecture: runtime.GOARCH}
+	}
+	for _, l := range layers {
+		cfg.RootFS.DiffIDs = append(cfg.RootFS.DiffIDs, l.Digest) // uncompressed: digest is the diff ID
+		cfg.History = append(cfg.History, ocispec.History{Created: &now, CreatedBy: spec.CreatedBy, Comment: spec.Message})
+	}
+}
+
+// writeManifest writes cfg and the manifest of the base layers plus the
+// new ones to the content store, with the labels that keep what they
+// reference from garbage collection, and returns the manifest's descriptor.
+func (s *Store) writeManifest(ctx context.Context, cs content.Store, cfg ocispec.Image, base, layers []ocispec.Descriptor) (ocispec.Descriptor, error) {
+	// The layers were unpacked as they were written (writeLayer); the
+	// label keeps the top snapshot, and so the chain, as long as the image
+	// (containerd's unpacker sets the same one).
+	cfgDesc, err := writeJSON(ctx, cs, ocispec.MediaTypeImageConfig, cfg, map[string]string{
+		"containerd.io/gc.ref.snapshot." + s.snapshotter: identity.ChainID(cfg.RootFS.DiffIDs).String(),
+	})
+	if err != nil {
+		return ocispec.Descriptor{}, fmt.Errorf("write config: %w", err)
+	}
+	out := ocispec.Manifest{
+		Versioned: ocispecs.Versioned{SchemaVersion: 2},
+		MediaType: ocispec.MediaTypeImageManifest,
+		Config:    cfgDesc,
+	}
+	gcLabels := map[string]string{"containerd.io/gc.ref.content.config": cfgDesc.Digest.String()}
+	for _, l := range append(base, layers...) {
+		l.MediaType = ociLayerType(l.MediaType)
+		gcLabels[fmt.Sprintf("containerd.io/gc.ref.content.l.%d", len(out.Layers))] = l.Digest.String()
+		out.Layers = append(out.Layers, l)
+	}
+	mDesc, err := writeJSON(ctx, cs, ocispec.MediaTypeImageManifest, out, gcLabels)
+	if err != nil {
+		return ocispec.Descriptor{}, fmt.Errorf("write manifest: %w", err)
+	}
+	return mDesc, nil
 }
 
 // writeLayer streams one uncompressed layer into the content store and,

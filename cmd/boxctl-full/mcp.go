@@ -19,7 +19,7 @@ const mcpName = "boxctl-mcp"
 func mcpCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "mcp",
-		Usage: "serve boxd to an AI agent over the Model Context Protocol on stdin/stdout (or HTTP on a Unix socket)",
+		Usage: "serve boxd to an AI agent over the Model Context Protocol on stdin/stdout (or HTTP on a Unix socket or TCP)",
 		Description: "Tools: sandbox_create, sandbox_list, sandbox_delete, exec, read_file, write_file, list_files, edit_file,\n" +
 			"process_start, process_read, process_kill, process_list.\n" +
 			"Sandboxes the client creates are labelled mcp-session=<session> and deleted when the\n" +
@@ -29,19 +29,25 @@ func mcpCommand() *cli.Command {
 			"ends (the client's DELETE, --idle-timeout without a request, or boxctl mcp stopping). All sessions\n" +
 			"act on boxd as this user, so each may use only the sandboxes it created (another's answers\n" +
 			"not_found, like a missing id) unless --shared-sessions lets them share this user's sandboxes.\n" +
+			"With --http HOST:PORT it serves the same on TCP: every request needs Authorization: Bearer TOKEN\n" +
+			"(generated and printed to stderr once, or written to --token-out, or read from --token-file, which\n" +
+			"must be yours and mode 0600), a browser's request from another origin gets 403, and an address\n" +
+			"beyond loopback needs --tls-cert and --tls-key.\n" +
 			"Logs go to stderr; stdout carries the protocol. Served by " + mcpName + ", installed next to boxctl.",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "debug", Usage: "log every session event to stderr"},
 			&cli.StringFlag{Name: "http-socket", Usage: "serve streamable HTTP on this Unix socket instead of stdio"},
-			&cli.BoolFlag{Name: "shared-sessions", Usage: "with --http-socket: let every session use every sandbox of this user, not only those it created"},
-			&cli.DurationFlag{Name: "idle-timeout", Value: 10 * time.Minute, Usage: "with --http-socket: end a session after this long without a request (0: never)"},
+			&cli.StringFlag{Name: "http", Usage: "serve streamable HTTP on this TCP address (HOST:PORT) instead of stdio; every request needs the bearer token"},
+			&cli.StringFlag{Name: "token-file", Usage: "with --http: read the bearer token from this file (yours, mode 0600) instead of generating one"},
+			&cli.StringFlag{Name: "token-out", Usage: "with --http: write the generated bearer token to this file (mode 0600) instead of printing it to stderr"},
+			&cli.StringFlag{Name: "tls-cert", Usage: "with --http: serve HTTPS with this certificate (PEM); needed beyond loopback"},
+			&cli.StringFlag{Name: "tls-key", Usage: "with --http: the private key (PEM) of --tls-cert"},
+			&cli.BoolFlag{Name: "shared-sessions", Usage: "with --http or --http-socket: let every session use every sandbox of this user, not only those it created"},
+			&cli.DurationFlag{Name: "idle-timeout", Value: 10 * time.Minute, Usage: "with --http or --http-socket: end a session after this long without a request (0: never)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() > 0 {
-				return fmt.Errorf("usage: boxctl mcp [--debug] [--http-socket PATH [--idle-timeout D] [--shared-sessions]]")
-			}
-			if c.Bool("shared-sessions") && c.String("http-socket") == "" {
-				return fmt.Errorf("--shared-sessions: only with --http-socket (stdio serves one session)")
+				return fmt.Errorf("usage: boxctl mcp [--debug] [--http-socket PATH | --http HOST:PORT [--token-file F | --token-out F] [--tls-cert F --tls-key F]] [--idle-timeout D] [--shared-sessions]")
 			}
 			self, err := os.Executable()
 			if err != nil {
@@ -52,11 +58,17 @@ func mcpCommand() *cli.Command {
 			if c.Bool("debug") {
 				args = append(args, "--debug")
 			}
-			if p := c.String("http-socket"); p != "" {
-				args = append(args, "--http-socket", p, "--idle-timeout", c.Duration("idle-timeout").String())
-				if c.Bool("shared-sessions") {
-					args = append(args, "--shared-sessions")
+			// boxctl-mcp checks which flags go together.
+			for _, f := range []string{"http-socket", "http", "token-file", "token-out", "tls-cert", "tls-key"} {
+				if v := c.String(f); v != "" {
+					args = append(args, "--"+f, v)
 				}
+			}
+			if c.IsSet("idle-timeout") || c.String("http-socket") != "" || c.String("http") != "" {
+				args = append(args, "--idle-timeout", c.Duration("idle-timeout").String())
+			}
+			if c.Bool("shared-sessions") {
+				args = append(args, "--shared-sessions")
 			}
 			// Replace this process: the MCP client's stdio, signals and
 			// wait belong to the server itself.

@@ -1,5 +1,5 @@
 // Command boxctl-mcp serves boxd over the Model Context Protocol on stdio
-// or on streamable HTTP over a Unix socket (--http-socket)
+// or on streamable HTTP over a Unix socket (--http-socket) or TCP (--http)
 // (package mcpserver). Users run it as `boxctl mcp`, which hands over to
 // this binary installed next to boxctl: the MCP SDK's package
 // initialisation (JSON schema, gob, oauth2) would add ~6 ms to every
@@ -32,15 +32,21 @@ func main() {
 	flag.StringVar(&socket, "socket", socket, "boxd's Unix socket (env BOXD_SOCKET)")
 	dbg := flag.Bool("debug", false, "log every session event to stderr")
 	httpSocket := flag.String("http-socket", "", "serve MCP's streamable HTTP transport on this Unix socket instead of stdio")
-	shared := flag.Bool("shared-sessions", false, "with --http-socket: let every session use every sandbox of this user, not only those it created")
-	idle := flag.Duration("idle-timeout", 10*time.Minute, "with --http-socket: end a session after this long without a request (0: never)")
+	var t tcpOptions
+	flag.StringVar(&t.addr, "http", "", "serve MCP's streamable HTTP transport on this TCP address (HOST:PORT) instead of stdio; every request needs the bearer token")
+	flag.StringVar(&t.tokenFile, "token-file", "", "with --http: read the bearer token from this file (owned by you, mode 0600) instead of generating one")
+	flag.StringVar(&t.tokenOut, "token-out", "", "with --http: write the generated bearer token to this file (mode 0600) instead of printing it to stderr")
+	flag.StringVar(&t.cert, "tls-cert", "", "with --http: serve HTTPS with this certificate (PEM); needed beyond loopback")
+	flag.StringVar(&t.key, "tls-key", "", "with --http: the private key (PEM) of --tls-cert")
+	shared := flag.Bool("shared-sessions", false, "with --http or --http-socket: let every session use every sandbox of this user, not only those it created")
+	idle := flag.Duration("idle-timeout", 10*time.Minute, "with --http or --http-socket: end a session after this long without a request (0: never)")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "boxctl mcp: unexpected arguments %q\n", flag.Args())
 		os.Exit(2)
 	}
-	if *shared && *httpSocket == "" {
-		fmt.Fprintln(os.Stderr, "boxctl mcp: --shared-sessions: only with --http-socket (stdio serves one session)")
+	if err := checkFlags(*httpSocket, t, *shared); err != nil {
+		fmt.Fprintln(os.Stderr, "boxctl mcp:", err)
 		os.Exit(2)
 	}
 	level := slog.LevelWarn
@@ -48,16 +54,37 @@ func main() {
 		level = slog.LevelDebug
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	o := mcpserver.HTTPOptions{Socket: socket, Version: version(), Log: log, IdleTimeout: *idle, SharedSessions: *shared}
 	var err error
-	if *httpSocket != "" {
-		err = runHTTP(socket, *httpSocket, *idle, *shared, log)
-	} else {
+	switch {
+	case *httpSocket != "":
+		err = runHTTP(*httpSocket, o)
+	case t.addr != "":
+		err = runTCP(t, o)
+	default:
 		err = run(socket, log)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "boxctl mcp:", err)
 		os.Exit(1)
 	}
+}
+
+// checkFlags refuses flags that do not go together.
+func checkFlags(httpSocket string, t tcpOptions, shared bool) error {
+	switch {
+	case httpSocket != "" && t.addr != "":
+		return fmt.Errorf("--http and --http-socket: one transport at a time")
+	case shared && httpSocket == "" && t.addr == "":
+		return fmt.Errorf("--shared-sessions: only with --http or --http-socket (stdio serves one session)")
+	case t.addr == "" && (t.tokenFile != "" || t.tokenOut != "" || t.cert != "" || t.key != ""):
+		return fmt.Errorf("--token-file, --token-out, --tls-cert and --tls-key: only with --http")
+	case t.tokenFile != "" && t.tokenOut != "":
+		return fmt.Errorf("--token-file and --token-out: a token is either read or generated")
+	case (t.cert == "") != (t.key == ""):
+		return fmt.Errorf("--tls-cert and --tls-key: give both or neither")
+	}
+	return nil
 }
 
 // run serves one session; SIGINT and SIGTERM end it as the end of stdin
@@ -78,7 +105,7 @@ func run(socket string, log *slog.Logger) error {
 // socket is the user's alone (0600): whoever reaches it acts on boxd as
 // this user. Sessions are kept apart (each uses only the sandboxes it
 // created) unless shared.
-func runHTTP(socket, path string, idle time.Duration, shared bool, log *slog.Logger) error {
+func runHTTP(path string, o mcpserver.HTTPOptions) error {
 	if fi, err := os.Lstat(path); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {
 			return fmt.Errorf("--http-socket %s: exists and is not a socket", path)
@@ -100,8 +127,8 @@ func runHTTP(socket, path string, idle time.Duration, shared bool, log *slog.Log
 	defer os.Remove(path)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	log.Info("serving MCP over streamable HTTP", "http_socket", path, "socket", socket, "idle_timeout", idle, "shared_sessions", shared)
-	return mcpserver.ServeHTTP(ctx, ln, mcpserver.HTTPOptions{Socket: socket, Version: version(), Log: log, IdleTimeout: idle, SharedSessions: shared})
+	o.Log.Info("serving MCP over streamable HTTP", "http_socket", path, "socket", o.Socket, "idle_timeout", o.IdleTimeout, "shared_sessions", o.SharedSessions)
+	return mcpserver.ServeHTTP(ctx, ln, o)
 }
 
 // version is the module version this was built from, for the handshake.

@@ -26,7 +26,7 @@ from . import _http1, _wire, errors
 from ._client import _MAX_MESSAGE, CHUNK, _Service, default_socket
 from .files import (Data, SearchResult, UploadItem, UploadResult, _chunks, _grep_request, _read_lines_request,
                     _search_result, _upload_requests, _DOWNLOAD_SPLIT, _READ_SPLIT, _WRITE_DATA)
-from .process import PIPE, argv, env_list
+from .process import PIPE, argv, env_list, split_stdin
 from .images import build_requests, import_requests, pull_request, push_request
 from .sandbox import copy_in_requests, create_request, fork_request, update_request
 from .types import (BuildResult, DownloadedFile, EditResult, Event, ExecResult, FileInfo, FileResult, GrepMatch,
@@ -356,10 +356,13 @@ class Sandbox:
                    timeout: Union[float, str, None] = None, output_limit: int = 0,
                    on_stdout: OnOutput = None, on_stderr: OnOutput = None,
                    request_timeout: Optional[float] = None) -> ExecResult:
-        simple = (stdin is None or isinstance(stdin, (bytes, bytearray, memoryview, str))) \
+        # One Exec message holds stdin up to a CHUNK; more goes over the
+        # stream in pieces (split_stdin).
+        first, rest = split_stdin(stdin, CHUNK)
+        simple = (stdin is None or rest is stdin and isinstance(stdin, (bytes, bytearray, memoryview, str))) \
             and on_stdout is None and on_stderr is None and not user
         if simple:
-            data = stdin.encode() if isinstance(stdin, str) else bytes(stdin or b"")
+            data = first
             req = boxd_pb2.ExecRequest(sandbox_id=self.id, args=argv(args), env=env_list(env), workdir=workdir or "",
                                        timeout=duration(timeout), stdin=data, output_limit=output_limit)
             r = await self._client.unary(self._client.sandbox.Exec, req, request_timeout)
@@ -374,9 +377,10 @@ class Sandbox:
                     request_timeout: Optional[float] = None) -> "Execution":
         """An Execution: `async for out in ...`, then .result. stdin as in
         boxd.Sandbox.exec_stream (an iterable may also be async)."""
-        spec = self._spec(args, env=env, workdir=workdir, user=user, timeout=timeout, stdin=stdin, tty=tty,
+        first, rest = split_stdin(stdin)
+        spec = self._spec(args, env=env, workdir=workdir, user=user, timeout=timeout, stdin=first, tty=tty,
                           output_limit=output_limit)
-        return Execution(self._client, process_pb2.ProcessInput(start=spec), stdin, request_timeout)
+        return Execution(self._client, process_pb2.ProcessInput(start=spec), rest, request_timeout)
 
 
 class Execution:

@@ -7,6 +7,7 @@ import threading
 from typing import TYPE_CHECKING, Callable, Iterable, Iterator, List, Mapping, Optional, Sequence, Union
 
 from . import errors
+from ._client import CHUNK
 from .types import ExecResult, Output, ProcessInfo, SessionInfo, SessionResult, duration
 from .v1 import process_pb2
 
@@ -21,6 +22,25 @@ OnOutput = Optional[Callable[[bytes], None]]
 PIPE = object()
 
 _END = object()
+
+
+# The most stdin a streamed command's start message carries. boxd writes
+# a start message's stdin over 64 KiB to the command alongside what comes
+# after it on the stream (more stdin, or its end), not before.
+_INLINE_STDIN = 64 << 10
+
+
+def split_stdin(stdin: object, inline: int = _INLINE_STDIN) -> "tuple[bytes, object]":
+    """The stdin bytes for a command's first message, and the stdin to feed
+    after it. Bytes or text over inline go as stdin messages of a CHUNK each
+    (boxd takes no message over 8 MiB): an iterable the Execution feeds,
+    then EOF."""
+    if not isinstance(stdin, (bytes, bytearray, memoryview, str)):
+        return b"", stdin
+    data = memoryview(stdin.encode() if isinstance(stdin, str) else stdin).cast("B")
+    if len(data) <= inline:
+        return bytes(data), stdin
+    return b"", (data[i:i + CHUNK] for i in range(0, len(data), CHUNK))
 
 
 def env_list(env: Union[Mapping[str, str], Sequence[str], None]) -> List[str]:

@@ -6,9 +6,9 @@ import io
 from typing import Any, Iterator, List, Mapping, Optional, Sequence, Union
 
 from . import _wire, errors
-from ._client import Client, default_client
+from ._client import CHUNK, Client, default_client
 from .files import Data, Files, _chunks
-from .process import PIPE, Execution, OnOutput, Processes, Sessions, Stdin, argv, env_list
+from .process import PIPE, Execution, OnOutput, Processes, Sessions, Stdin, argv, env_list, split_stdin
 from .types import (Event, ExecResult, Image, NetworkStatus, Output, PathStat, PublishedPort, SandboxInfo,
                     SandboxStats, duration)
 from .v1 import events_pb2
@@ -277,10 +277,13 @@ class Sandbox:
         request_timeout bounds the whole call: when it passes, the call is
         cancelled, boxd kills the command, and DeadlineExceeded is raised.
         """
-        simple = (stdin is None or isinstance(stdin, (bytes, bytearray, memoryview, str))) \
+        # One Exec message holds stdin up to a CHUNK; more goes over the
+        # stream in pieces (split_stdin).
+        first, rest = split_stdin(stdin, CHUNK)
+        simple = (stdin is None or rest is stdin and isinstance(stdin, (bytes, bytearray, memoryview, str))) \
             and on_stdout is None and on_stderr is None and not user
         if simple:
-            data = stdin.encode() if isinstance(stdin, str) else bytes(stdin or b"")
+            data = first
             req = boxd_pb2.ExecRequest(sandbox_id=self.id, args=argv(args), env=env_list(env), workdir=workdir or "",
                                        timeout=duration(timeout), stdin=data, output_limit=output_limit)
             r = self._client.unary(self._client.sandbox.Exec, req, request_timeout)
@@ -298,9 +301,10 @@ class Sandbox:
         iterable of bytes (streamed, then EOF) or boxd.PIPE (write with
         .write(), end with .close_stdin()). Leaving the with block before the
         command ends kills it."""
-        spec = self._spec(args, env=env, workdir=workdir, user=user, timeout=timeout, stdin=stdin, tty=tty,
+        first, rest = split_stdin(stdin)
+        spec = self._spec(args, env=env, workdir=workdir, user=user, timeout=timeout, stdin=first, tty=tty,
                           output_limit=output_limit)
-        return Execution(self, process_pb2.ProcessInput(start=spec), stdin, request_timeout)
+        return Execution(self, process_pb2.ProcessInput(start=spec), rest, request_timeout)
 
     def exec_output(self, args: Union[str, Sequence[str]], *, stdin: Union[bytes, str, None] = None,
                     env: Env = None, workdir: Optional[str] = None, timeout: Union[float, str, None] = None,

@@ -4,7 +4,11 @@ import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { rawUnary } from "./rawgrpc.js";
 
 const EXEC = "/boxd.v1.SandboxService/Exec";
-import { defaultClient, type CallOpts, type Client, type Stream } from "./client.js";
+// The most stdin a streamed command's start message carries. boxd writes
+// a start message's stdin over 64 KiB to the command alongside what comes
+// after it on the stream (more stdin, or its end), not before.
+const INLINE_STDIN = 64 << 10;
+import { CHUNK, defaultClient, type CallOpts, type Client, type Stream } from "./client.js";
 import { NotFound, Unknown } from "./errors.js";
 import { Files, chunks } from "./files.js";
 import {
@@ -529,8 +533,11 @@ export class Sandbox {
    * the command and DeadlineExceeded / Cancelled is thrown.
    */
   async exec(args: string | string[], o: ExecOptions = {}): Promise<ExecResult> {
+    const stdin = typeof o.stdin === "string" || o.stdin instanceof Uint8Array ? toBytes(o.stdin) : o.stdin;
+    // One Exec message holds stdin up to a CHUNK; more goes over the stream
+    // in pieces (execStream).
     const simple =
-      (o.stdin === undefined || typeof o.stdin === "string" || o.stdin instanceof Uint8Array) && !o.onStdout && !o.onStderr && !o.user;
+      (stdin === undefined || (stdin instanceof Uint8Array && stdin.length <= CHUNK)) && !o.onStdout && !o.onStderr && !o.user;
     if (simple) {
       // One unary call: the fastest path.
       const c = this.client;
@@ -540,7 +547,7 @@ export class Sandbox {
         env: envList(o.env),
         workdir: o.workdir ?? "",
         timeout: duration(o.timeout),
-        stdin: o.stdin === undefined ? new Uint8Array(0) : toBytes(o.stdin as string | Uint8Array),
+        stdin: stdin ?? new Uint8Array(0),
         outputLimit: BigInt(o.outputLimit ?? 0),
       });
       // Over HTTP/1.1 on a kept connection (http1.ts): Node's http2 costs
@@ -553,7 +560,7 @@ export class Sandbox {
       const r = fromBinary(ExecResponseSchema, raw);
       return new ExecResult(r.result, r.stdout, r.stderr);
     }
-    const ex = this.execStream(args, o);
+    const ex = this.execStream(args, { ...o, stdin });
     try {
       return await ex.wait({ onStdout: o.onStdout, onStderr: o.onStderr });
     } finally {
@@ -569,8 +576,20 @@ export class Sandbox {
    * or leaving the loop early kills the command.
    */
   execStream(args: string | string[], o: ExecStreamOptions = {}): Execution {
-    const spec = processSpec(this.id, args, o);
-    return new Execution(this, create(ProcessInputSchema, { event: { case: "start", value: spec } }), o.stdin, o, false);
+    // Bytes or text over INLINE_STDIN go as stdin messages of a CHUNK each
+    // (boxd takes no message over 8 MiB), then EOF, none of it in the
+    // start message.
+    let stdin = o.stdin;
+    let first: ExecStreamOptions = o;
+    if (typeof stdin === "string" || stdin instanceof Uint8Array) {
+      const b = toBytes(stdin);
+      if (b.length > INLINE_STDIN) {
+        first = { ...o, stdin: undefined };
+        stdin = [b];
+      }
+    }
+    const spec = processSpec(this.id, args, first);
+    return new Execution(this, create(ProcessInputSchema, { event: { case: "start", value: spec } }), stdin, o, false);
   }
 }
 
