@@ -20,6 +20,7 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"strconv"
 
 	"connectrpc.com/connect"
 
@@ -32,8 +33,13 @@ import (
 const DefaultSocket = apiwire.DefaultSocket
 
 // SocketEnv names the environment variable Connect reads the socket's path
-// from when no WithSocket option is given; boxctl reads the same one.
+// from when no option names one; boxctl reads the same one.
 const SocketEnv = "BOXD_SOCKET"
+
+// InstanceEnv names the environment variable that picks a boxd instance
+// (boxd --instance NAME) when neither an option nor SocketEnv names a
+// socket; boxctl reads the same one.
+const InstanceEnv = "BOXD_INSTANCE"
 
 // Client is a connection to one boxd. It is safe for concurrent use; one
 // per program is enough.
@@ -55,7 +61,7 @@ type API struct {
 	Pool      boxdv1connect.PoolServiceClient
 }
 
-type settings struct{ socket string }
+type settings struct{ socket, instance string }
 
 // Option changes how Connect connects.
 type Option func(*settings)
@@ -63,20 +69,53 @@ type Option func(*settings)
 // WithSocket connects to boxd's Unix socket at path.
 func WithSocket(path string) Option { return func(s *settings) { s.socket = path } }
 
-// Connect connects to boxd: the socket given WithSocket, else $BOXD_SOCKET,
-// else DefaultSocket. It fails with ErrUnavailable, naming the socket, if
-// no boxd answers there, and with ErrPermissionDenied if the caller may
-// not open the socket.
+// WithInstance connects to the boxd started with --instance name, at
+// /run/boxd-NAME/boxd.sock ("" or "default": the default instance).
+func WithInstance(name string) Option { return func(s *settings) { s.instance = name } }
+
+// instanceSocket is the API socket of instance name, as boxd derives it.
+func instanceSocket(name string) (string, error) {
+	if name == "" || name == "default" {
+		return DefaultSocket, nil
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' && i > 0) || len(name) > 10 {
+			return "", newError(connect.CodeInvalidArgument, "instance: "+strconv.Quote(name)+" is not an instance name (1-10 of a-z, 0-9 and '-', not first)")
+		}
+	}
+	return "/run/boxd-" + name + "/boxd.sock", nil
+}
+
+// socketOf picks the socket: an option's (WithSocket, then WithInstance),
+// else $BOXD_SOCKET, else $BOXD_INSTANCE's, else DefaultSocket.
+func socketOf(s settings) (string, error) {
+	switch {
+	case s.socket != "":
+		return s.socket, nil
+	case s.instance != "":
+		return instanceSocket(s.instance)
+	case os.Getenv(SocketEnv) != "":
+		return os.Getenv(SocketEnv), nil
+	}
+	return instanceSocket(os.Getenv(InstanceEnv))
+}
+
+// Connect connects to boxd: the socket given WithSocket or WithInstance,
+// else $BOXD_SOCKET, else $BOXD_INSTANCE's, else DefaultSocket. It fails
+// with ErrUnavailable, naming the socket, if no boxd answers there, and
+// with ErrPermissionDenied if the caller may not open the socket.
 func Connect(ctx context.Context, opts ...Option) (*Client, error) {
-	s := settings{socket: os.Getenv(SocketEnv)}
+	var s settings
 	for _, o := range opts {
 		o(&s)
 	}
-	if s.socket == "" {
-		s.socket = DefaultSocket
+	socket, err := socketOf(s)
+	if err != nil {
+		return nil, err
 	}
-	hc := apiwire.HTTPClient(s.socket)
-	c := &Client{socket: s.socket, hc: hc, api: newAPI(hc)}
+	hc := apiwire.HTTPClient(socket)
+	c := &Client{socket: socket, hc: hc, api: newAPI(hc)}
 	if err := c.ping(ctx); err != nil {
 		c.Close()
 		return nil, err

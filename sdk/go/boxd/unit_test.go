@@ -52,6 +52,38 @@ func TestErrorsIs(t *testing.T) {
 	}
 }
 
+// TestSocketChoice: options win over the environment, a socket over an
+// instance, and an instance's socket is where boxd --instance puts it.
+func TestSocketChoice(t *testing.T) {
+	for _, tc := range []struct {
+		opts           []Option
+		socketEnv, env string
+		want           string
+	}{
+		{nil, "", "", DefaultSocket},
+		{nil, "", "default", DefaultSocket},
+		{nil, "", "ci", "/run/boxd-ci/boxd.sock"},
+		{nil, "/e.sock", "ci", "/e.sock"},
+		{[]Option{WithInstance("b2")}, "/e.sock", "ci", "/run/boxd-b2/boxd.sock"},
+		{[]Option{WithSocket("/o.sock"), WithInstance("b2")}, "/e.sock", "", "/o.sock"},
+	} {
+		t.Setenv(SocketEnv, tc.socketEnv)
+		t.Setenv(InstanceEnv, tc.env)
+		var s settings
+		for _, o := range tc.opts {
+			o(&s)
+		}
+		if got, err := socketOf(s); err != nil || got != tc.want {
+			t.Errorf("%+v BOXD_SOCKET=%q BOXD_INSTANCE=%q: %q %v, want %q", s, tc.socketEnv, tc.env, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{"-x", "Big", "a/b", "../x", "elevenchars"} {
+		if _, err := Connect(context.Background(), WithInstance(bad)); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("instance %q: %v, want ErrInvalidArgument", bad, err)
+		}
+	}
+}
+
 // createOptions is sdk/create-options.json's Go column: each
 // CreateSandboxRequest field path and the Options field that sets it.
 func createOptions(t *testing.T) map[string]string {
