@@ -8,7 +8,6 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/boxd-dev/boxd/internal/rpcclient"
-
 	"github.com/boxd-dev/boxd/rpc/apiwire"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 )

@@ -37,7 +37,6 @@ import (
 	"connectrpc.com/grpchealth"
 
 	"github.com/boxd-dev/boxd/internal/rpcclient"
-
 	"github.com/boxd-dev/boxd/rpc/apiwire"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"

@@ -27,7 +27,6 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/boxd-dev/boxd/internal/rpcclient"
-
 	"github.com/boxd-dev/boxd/rpc/apiwire"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"

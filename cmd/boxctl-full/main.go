@@ -10,7 +10,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/boxd-dev/boxd/internal/rpcclient"
-
 	"github.com/boxd-dev/boxd/rpc/apiwire"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 )
