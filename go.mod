@@ -39,6 +39,9 @@ require (
 	github.com/Microsoft/go-winio v0.6.2 // indirect
 	github.com/Microsoft/hcsshim v0.14.1 // indirect
 	github.com/agext/levenshtein v1.2.3 // indirect
+	github.com/boxd-dev/boxd/rpc/apiwire v0.0.0-00010101000000-000000000000
+	github.com/boxd-dev/boxd/rpc/gen v0.0.0-00010101000000-000000000000
+	github.com/boxd-dev/boxd/sdk/go/boxd v0.0.0-00010101000000-000000000000
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/cilium/ebpf v0.16.0 // indirect
 	github.com/containerd/fifo v1.1.0 // indirect
@@ -91,4 +94,14 @@ require (
 	golang.org/x/time v0.15.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20251029180050-ab9386a59fda // indirect
 	google.golang.org/grpc v1.78.0 // indirect
+)
+
+// The generated API code, the API's wire settings and the Go SDK are
+// modules of their own (a program importing the SDK gets none of the
+// daemon's dependencies); this module always builds with the copies
+// beside it (the SDK for its examples, sdk/go/examples).
+replace (
+	github.com/boxd-dev/boxd/rpc/apiwire => ./rpc/apiwire
+	github.com/boxd-dev/boxd/rpc/gen => ./rpc/gen
+	github.com/boxd-dev/boxd/sdk/go/boxd => ./sdk/go/boxd
 )

@@ -19,6 +19,8 @@ require (
 	github.com/Microsoft/go-winio v0.6.2 // indirect
 	github.com/Microsoft/hcsshim v0.14.1 // indirect
 	github.com/ajstarks/svgo v0.0.0-20211024235047-1546f124cd8b // indirect
+	github.com/boxd-dev/boxd/rpc/apiwire v0.0.0-00010101000000-000000000000
+	github.com/boxd-dev/boxd/rpc/gen v0.0.0-00010101000000-000000000000
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/containerd/cgroups/v3 v3.1.3 // indirect
 	github.com/containerd/continuity v0.4.5 // indirect
@@ -69,3 +71,7 @@ require (
 
 // The benchmarks measure this tree's boxd: always the code beside them.
 replace github.com/boxd-dev/boxd => ../
+
+replace github.com/boxd-dev/boxd/rpc/gen => ../rpc/gen
+
+replace github.com/boxd-dev/boxd/rpc/apiwire => ../rpc/apiwire

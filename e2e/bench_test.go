@@ -20,7 +20,7 @@ import (
 // BenchmarkExecRoundTrip is the exec round trip of `true` in a running
 // busybox sandbox with default limits, through boxd's API, as a client sees
 // it: unary Exec and ExecStream from a Go client that keeps its HTTP/2
-// connection (rpc/client), and ExecStream in Connect JSON over a fresh
+// connection (internal/rpcclient), and ExecStream in Connect JSON over a fresh
 // HTTP/1.1 connection per call (how boxctl's lightweight front calls it).
 // It reports each path's median and p90, the figures the latency target is
 // about (ns/op is one exec of each path):

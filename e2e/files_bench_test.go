@@ -7,7 +7,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	rpcclient "github.com/boxd-dev/boxd/rpc/client"
+	"github.com/boxd-dev/boxd/internal/rpcclient"
+	"github.com/boxd-dev/boxd/rpc/apiwire"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 )
 
@@ -35,8 +36,8 @@ func BenchmarkFileAPI(b *testing.B) {
 	write := func() {
 		ws := fc.WriteFile(ctx)
 		msg := &boxdv1.WriteFileRequest{SandboxId: id, Path: "big.bin"}
-		for off := 0; off < size; off += rpcclient.ChunkBytes {
-			msg.Data = data[off : off+rpcclient.ChunkBytes]
+		for off := 0; off < size; off += apiwire.ChunkBytes {
+			msg.Data = data[off : off+apiwire.ChunkBytes]
 			if err := ws.Send(msg); err != nil {
 				break // CloseAndReceive says why
 			}
@@ -64,7 +65,7 @@ func BenchmarkFileAPI(b *testing.B) {
 			n := 0
 			for rs.Receive() {
 				n += len(rs.Msg().Data)
-				rpcclient.RecycleChunk(rs.Msg().Data)
+				apiwire.RecycleChunk(rs.Msg().Data)
 			}
 			if err := rs.Err(); err != nil || n != size {
 				b.Fatalf("read %d bytes: %v", n, err)

@@ -23,8 +23,8 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"golang.org/x/sys/unix"
 
+	"github.com/boxd-dev/boxd/internal/rpcclient"
 	"github.com/boxd-dev/boxd/internal/testenv"
-	rpcclient "github.com/boxd-dev/boxd/rpc/client"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 )
 

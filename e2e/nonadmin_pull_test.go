@@ -13,8 +13,9 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/boxd-dev/boxd/internal/audit"
+	"github.com/boxd-dev/boxd/internal/rpcclient"
 	"github.com/boxd-dev/boxd/internal/testenv"
-	rpcclient "github.com/boxd-dev/boxd/rpc/client"
+	"github.com/boxd-dev/boxd/rpc/apiwire"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 )
@@ -138,7 +139,7 @@ func TestNonAdminPull(t *testing.T) {
 	})
 
 	t.Run("PullImage", func(t *testing.T) {
-		tr := rpcclient.Transport(d.sock)
+		tr := apiwire.Transport(d.sock)
 		tr.DialContext = testenv.DialAs(ub.uid, ub.gid, ub.groups, d.sock)
 		reg := boxdv1connect.NewRegistryServiceClient(&http.Client{Transport: tr}, "http://boxd")
 		_, _, err := pullAPI(c, reg, &boxdv1.PullImageRequest{Reference: shared, Auth: auth, Force: true})

@@ -27,7 +27,7 @@ import (
 
 	"github.com/boxd-dev/boxd/internal/audit"
 	"github.com/boxd-dev/boxd/internal/testenv"
-	rpcclient "github.com/boxd-dev/boxd/rpc/client"
+	"github.com/boxd-dev/boxd/rpc/apiwire"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 )
@@ -91,7 +91,7 @@ type clientsAs struct {
 }
 
 func apiAs(u hostUser, sock string) clientsAs {
-	tr := rpcclient.Transport(sock)
+	tr := apiwire.Transport(sock)
 	tr.DialContext = testenv.DialAs(u.uid, u.gid, u.groups, sock)
 	hc := &http.Client{Transport: tr}
 	const base = "http://boxd"

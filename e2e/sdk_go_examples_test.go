@@ -15,7 +15,7 @@ import (
 )
 
 // TestSDKGoExamples builds and runs each Go example under sdk/go/examples
-// (a task sandbox and an agent's code tool on rpc/client) against the test
+// (a task sandbox and an agent's code tool on the Go SDK) against the test
 // daemon: each exits non-zero if it did not do what it claims, and ends
 // with "<its directory's name> OK".
 func TestSDKGoExamples(t *testing.T) {
@@ -43,5 +43,24 @@ func TestSDKGoExamples(t *testing.T) {
 				t.Fatalf("%s: %v; want its output to end with %q", name, err, name+" OK")
 			}
 		})
+	}
+}
+
+// TestSDKGo runs the Go SDK's tests (sdk/go/boxd, a module of its own)
+// against the test daemon: every SDK call on a real sandbox, typed errors,
+// a 9 MiB file both ways, and that its module graph has no containerd.
+func TestSDKGo(t *testing.T) {
+	c, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(c, "go", "test", "-count=1", "-v", "./...")
+	cmd.Dir = filepath.Join(testenv.RepoRoot(), "sdk", "go", "boxd")
+	cmd.Env = append(os.Environ(), "BOXD_SOCKET="+env.socket, "BOXD_TEST_IMAGE="+testImage)
+	out, err := cmd.CombinedOutput()
+	t.Logf("go test in sdk/go/boxd:\n%s", out)
+	if err != nil {
+		t.Fatalf("the Go SDK's tests: %v", err)
+	}
+	if strings.Contains(string(out), "--- SKIP") {
+		t.Fatal("a Go SDK test was skipped")
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	rpcclient "github.com/boxd-dev/boxd/rpc/client"
+	"github.com/boxd-dev/boxd/internal/rpcclient"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 
 	"connectrpc.com/connect"

@@ -13,8 +13,9 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/boxd-dev/boxd/internal/rpcclient"
 	"github.com/boxd-dev/boxd/internal/safetar"
-	rpcclient "github.com/boxd-dev/boxd/rpc/client"
+	"github.com/boxd-dev/boxd/rpc/apiwire"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 )
 
@@ -62,7 +63,7 @@ func BenchmarkTree(b *testing.B) {
 	copyIn := func(dest string) {
 		stream := env.api.CopyIn(ctx)
 		first := true
-		mw := &safetar.BatchWriter{Max: rpcclient.ChunkBytes, Send: func(p []byte) error {
+		mw := &safetar.BatchWriter{Max: apiwire.ChunkBytes, Send: func(p []byte) error {
 			msg := &boxdv1.CopyInRequest{Data: p}
 			if first {
 				msg.SandboxId, msg.Path, first = id, dest, false

@@ -3,6 +3,9 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -19,7 +22,7 @@ import (
 // sets it in each client, or "excluded: REASON".
 const optionsFile = "../sdk/create-options.json"
 
-var clients = []string{"python", "typescript", "mcp"}
+var clients = []string{"python", "typescript", "mcp", "go"}
 
 func loadOptions(t *testing.T) map[string]map[string]string {
 	t.Helper()
@@ -58,7 +61,7 @@ func protoPaths(md protoreflect.MessageDescriptor, prefix string) []string {
 // TypeScript SDK and the MCP tool sandbox_create, or a stated reason for
 // leaving it out; and each named option exists in that client's source
 // (Python's Sandbox.create and aio.Sandbox.create keywords, TypeScript's
-// CreateOptions, the MCP tool's input schema).
+// CreateOptions, the MCP tool's input schema, the Go SDK's boxd.Options).
 func TestCreateOptionsReachable(t *testing.T) {
 	opts := loadOptions(t)
 	paths := protoPaths((&boxdv1.CreateSandboxRequest{}).ProtoReflect().Descriptor(), "")
@@ -71,6 +74,7 @@ func TestCreateOptionsReachable(t *testing.T) {
 		"python":     pythonHas(t),
 		"typescript": typescriptHas(t),
 		"mcp":        mcpHas(t),
+		"go":         goHas(t),
 	}
 	for path, names := range opts {
 		if !slices.Contains(paths, path) {
@@ -172,6 +176,55 @@ func typescriptHas(t *testing.T) func(opt, key string) bool {
 	}
 	return func(opt, key string) bool {
 		return top[opt] && (key == "" || subs[opt][key])
+	}
+}
+
+// goHas: opt is a field of the Go SDK's boxd.Options; key, a field of the
+// struct its elements (or what it points to) are, declared in the same
+// file.
+func goHas(t *testing.T) func(opt, key string) bool {
+	const file = "../sdk/go/boxd/options.go"
+	f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	structs := map[string]map[string]string{} // type name -> field -> its element's type name
+	ast.Inspect(f, func(n ast.Node) bool {
+		ts, ok := n.(*ast.TypeSpec)
+		if !ok {
+			return true
+		}
+		st, ok := ts.Type.(*ast.StructType)
+		if !ok {
+			return false
+		}
+		fields := map[string]string{}
+		for _, fl := range st.Fields.List {
+			elem := fl.Type
+			switch e := elem.(type) {
+			case *ast.ArrayType:
+				elem = e.Elt
+			case *ast.StarExpr:
+				elem = e.X
+			}
+			id, _ := elem.(*ast.Ident)
+			for _, name := range fl.Names {
+				fields[name.Name] = id.String()
+			}
+		}
+		structs[ts.Name.Name] = fields
+		return false
+	})
+	if len(structs["Options"]) < 10 {
+		t.Fatalf("found too few fields of boxd.Options in %s: %v", file, structs["Options"])
+	}
+	return func(opt, key string) bool {
+		elem, ok := structs["Options"][opt]
+		if !ok || key == "" {
+			return ok
+		}
+		_, ok = structs[elem][key]
+		return ok
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/boxd-dev/boxd/rpc/apiwire"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 )
 
@@ -23,7 +24,7 @@ const (
 	maxListEntries = 1000
 	// writeChunk is the data per WriteFile message, below the API's
 	// message bound.
-	writeChunk = 1 << 20
+	writeChunk = apiwire.ChunkBytes
 )
 
 type readIn struct {

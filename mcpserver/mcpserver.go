@@ -1,7 +1,7 @@
 // Package mcpserver serves boxd to AI agents over the Model Context
 // Protocol: tools to create, list and delete sandboxes, run commands and
 // read, write, list and edit files, each a thin call of boxd's API through
-// rpc/client. `boxctl mcp` runs it on stdio, or with --http-socket on
+// internal/rpcclient. `boxctl mcp` runs it on stdio, or with --http-socket on
 // streamable HTTP over a Unix socket, or with --http over TCP behind a
 // bearer token and an Origin check (ServeHTTP: one Server per session).
 //
@@ -26,7 +26,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	rpcclient "github.com/boxd-dev/boxd/rpc/client"
+	"github.com/boxd-dev/boxd/internal/rpcclient"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 )

@@ -20,7 +20,7 @@ import (
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 
-	rpcclient "github.com/boxd-dev/boxd/rpc/client"
+	"github.com/boxd-dev/boxd/rpc/apiwire"
 )
 
 // syncBuffer is a log sink the server writes from its goroutines.
@@ -57,7 +57,7 @@ func TestDescribeServices(t *testing.T) {
 	go func() { done <- s.Serve(ctx, ln) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	hc := &http.Client{Transport: rpcclient.Transport(sock)}
+	hc := &http.Client{Transport: apiwire.Transport(sock)}
 	health := grpchealth.NewClient(hc, "http://boxd", connect.WithGRPC())
 	cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer ccancel()
@@ -97,7 +97,7 @@ func TestDescribeServices(t *testing.T) {
 
 	// The cap (1) holds: while this client's connection is open, another
 	// client's health check is refused resource_exhausted.
-	other := grpchealth.NewClient(&http.Client{Transport: rpcclient.Transport(sock)}, "http://boxd", connect.WithGRPC())
+	other := grpchealth.NewClient(&http.Client{Transport: apiwire.Transport(sock)}, "http://boxd", connect.WithGRPC())
 	if _, err := other.Check(cctx, &grpchealth.CheckRequest{}); connect.CodeOf(err) != connect.CodeResourceExhausted {
 		t.Errorf("health over the connection cap: %v, want resource_exhausted", err)
 	}

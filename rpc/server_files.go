@@ -12,7 +12,7 @@ import (
 
 	"github.com/boxd-dev/boxd/agent/host"
 	"github.com/boxd-dev/boxd/agent/wire"
-	"github.com/boxd-dev/boxd/rpc/client"
+	"github.com/boxd-dev/boxd/rpc/apiwire"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 )
@@ -85,7 +85,7 @@ type messageChunks struct {
 }
 
 func (m *messageChunks) NextChunk() ([]byte, error) {
-	client.RecycleChunk(m.last)
+	apiwire.RecycleChunk(m.last)
 	m.last = nil
 	b, err := m.nextChunk()
 	m.last = b

@@ -17,7 +17,8 @@ import (
 
 	"github.com/boxd-dev/boxd/agent/insandbox"
 	"github.com/boxd-dev/boxd/agent/wire"
-	rpcclient "github.com/boxd-dev/boxd/rpc/client"
+	"github.com/boxd-dev/boxd/internal/rpcclient"
+	"github.com/boxd-dev/boxd/rpc/apiwire"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 	"github.com/boxd-dev/boxd/runtime"
@@ -222,7 +223,7 @@ func BenchmarkFileAPIRead(b *testing.B) {
 		n := 0
 		for rs.Receive() {
 			n += len(rs.Msg().Data)
-			rpcclient.RecycleChunk(rs.Msg().Data)
+			apiwire.RecycleChunk(rs.Msg().Data)
 		}
 		if err := rs.Err(); err != nil || n != size {
 			b.Fatal(n, err)

@@ -16,7 +16,7 @@ import (
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/boxd-dev/boxd/rpc/client"
+	"github.com/boxd-dev/boxd/rpc/apiwire"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 )
@@ -148,7 +148,7 @@ func TestStreamedRequestsGiveTheWindowBackInBigPieces(t *testing.T) {
 		// windows allow.
 		req, _ := http.NewRequest(http.MethodPost, "http://boxd"+boxdv1connect.FileServiceUploadFilesProcedure, bytes.NewReader(body.Bytes()))
 		req.Header.Set("Content-Type", "application/connect+proto")
-		resp, err := (&http.Client{Transport: client.Transport(sock)}).Do(req)
+		resp, err := (&http.Client{Transport: apiwire.Transport(sock)}).Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}

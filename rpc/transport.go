@@ -9,14 +9,14 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/boxd-dev/boxd/rpc/client"
+	"github.com/boxd-dev/boxd/rpc/apiwire"
 )
 
 // DefaultSocket is where boxd listens unless told otherwise.
-const DefaultSocket = client.DefaultSocket
+const DefaultSocket = apiwire.DefaultSocket
 
 // MaxMessageBytes bounds any single message either side accepts.
-const MaxMessageBytes = client.MaxMessageBytes
+const MaxMessageBytes = apiwire.MaxMessageBytes
 
 // Listen creates the Unix socket at path with mode 0660. A directory it has
 // to create is made 0750; an existing directory is left as it is (it may be
@@ -63,18 +63,18 @@ func Listen(path string, gid int) (net.Listener, error) {
 	return ln, nil
 }
 
-// serverHTTP2 is the server's half of client.Transport's settings: windows
+// serverHTTP2 is the server's half of apiwire.Transport's settings: windows
 // that let a client stream a file in without stalling on window updates
 // (the 1 MiB default stops the sender every megabyte until the handler
 // has caught up), and frames as large as the client's.
 func serverHTTP2() *http.HTTP2Config {
 	return &http.HTTP2Config{
-		MaxReadFrameSize:              client.MaxFrameBytes,
-		MaxReceiveBufferPerStream:     client.StreamWindowBytes,
-		MaxReceiveBufferPerConnection: client.ConnWindowBytes,
+		MaxReadFrameSize:              apiwire.MaxFrameBytes,
+		MaxReceiveBufferPerStream:     apiwire.StreamWindowBytes,
+		MaxReceiveBufferPerConnection: apiwire.ConnWindowBytes,
 	}
 }
 
 // chunkCodec decodes file and tar data into pooled buffers; handlers that
-// are done with a message's data hand it back with client.RecycleChunk.
-var chunkCodec = client.ChunkCodec{}
+// are done with a message's data hand it back with apiwire.RecycleChunk.
+var chunkCodec = apiwire.ChunkCodec{}

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/boxd-dev/boxd/rpc/client"
+	"github.com/boxd-dev/boxd/rpc/apiwire"
 )
 
 func TestListen(t *testing.T) {
@@ -98,7 +98,7 @@ func TestConnContext(t *testing.T) {
 			ctx := connContext(context.Background(), c)
 
 			// The kernel caps the request at net.core.wmem_max and reports double.
-			want := client.SocketBufferBytes
+			want := apiwire.SocketBufferBytes
 			if b, err := os.ReadFile("/proc/sys/net/core/wmem_max"); err == nil {
 				if max, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
 					want = min(want, max)

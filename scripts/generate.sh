@@ -53,7 +53,8 @@ if [[ ${1:-} == --check ]]; then
 	tmp=$(mktemp -d)
 	trap 'rm -rf "$tmp"' EXIT
 	gen "$tmp/go"
-	if ! diff -r "$tmp/go" rpc/gen; then
+	# rpc/gen's go.mod and go.sum are written by hand: it is a module of its own.
+	if ! diff -r -x go.mod -x go.sum "$tmp/go" rpc/gen; then
 		echo "rpc/gen is out of date with rpc/proto: run 'make generate' and commit" >&2
 		exit 1
 	fi

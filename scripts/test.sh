@@ -8,8 +8,12 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
 go test -count=1 -timeout 20m -v ./... 2>&1 | tee "$log" || status=$?
-# bench/ is a module of its own (its plotting stays out of boxd's graph).
-go test -C bench -count=1 -timeout 5m -v ./... 2>&1 | tee -a "$log" || status=$?
+# bench/ is a module of its own (its plotting stays out of boxd's graph);
+# so is rpc/apiwire. The Go SDK (sdk/go/boxd), a module too, needs a
+# daemon: e2e TestSDKGo runs its tests against the test boxd.
+for mod in bench rpc/apiwire; do
+	go test -C "$mod" -count=1 -timeout 5m -v ./... 2>&1 | tee -a "$log" || status=$?
+done
 skipped=$(grep -E -- '^\s*--- SKIP|^SKIP integration' "$log" || true)
 passed=$(grep -cE -- '^\s*--- PASS' "$log" || true)
 failed=$(grep -cE -- '^\s*--- FAIL' "$log" || true)

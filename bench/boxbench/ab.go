@@ -20,8 +20,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/boxd-dev/boxd/internal/rpcclient"
 	"github.com/boxd-dev/boxd/internal/testenv"
-	rpcclient "github.com/boxd-dev/boxd/rpc/client"
 )
 
 // abNamespace is the containerd namespace of the base boxd.

@@ -36,7 +36,8 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 
-	rpcclient "github.com/boxd-dev/boxd/rpc/client"
+	"github.com/boxd-dev/boxd/internal/rpcclient"
+	"github.com/boxd-dev/boxd/rpc/apiwire"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 )
@@ -62,9 +63,9 @@ func serveBareConnect(path, spawner string) error {
 	proto := new(http.Protocols)
 	proto.SetUnencryptedHTTP2(true)
 	srv := &http.Server{Handler: mux, Protocols: proto, HTTP2: &http.HTTP2Config{
-		MaxReadFrameSize:              rpcclient.MaxFrameBytes,
-		MaxReceiveBufferPerStream:     rpcclient.StreamWindowBytes,
-		MaxReceiveBufferPerConnection: rpcclient.ConnWindowBytes,
+		MaxReadFrameSize:              apiwire.MaxFrameBytes,
+		MaxReceiveBufferPerStream:     apiwire.StreamWindowBytes,
+		MaxReceiveBufferPerConnection: apiwire.ConnWindowBytes,
 	}}
 	return srv.Serve(ln)
 }
@@ -95,7 +96,7 @@ func startBareConnect(ctx context.Context, dir string) (*bareConnect, error) {
 		_ = spawner.Wait()
 		return nil, fmt.Errorf("bare ConnectRPC server: %w", err)
 	}
-	b := &bareConnect{cmd: cmd, spawner: spawner, health: grpchealth.NewClient(&http.Client{Transport: rpcclient.Transport(sock)}, "http://bare"),
+	b := &bareConnect{cmd: cmd, spawner: spawner, health: grpchealth.NewClient(&http.Client{Transport: apiwire.Transport(sock)}, "http://bare"),
 		exec: boxdAPI{c: rpcclient.New(sock)}}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if _, err = b.health.Check(ctx, &grpchealth.CheckRequest{}); err == nil {

@@ -17,8 +17,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/boxd-dev/boxd/internal/rpcclient"
 	"github.com/boxd-dev/boxd/internal/testenv"
-	rpcclient "github.com/boxd-dev/boxd/rpc/client"
 )
 
 // noCapNamespace is the containerd namespace of the uncapped boxd.

@@ -28,8 +28,8 @@ import (
 
 	"github.com/containerd/containerd/v2/client"
 
+	"github.com/boxd-dev/boxd/internal/rpcclient"
 	"github.com/boxd-dev/boxd/internal/testenv"
-	rpcclient "github.com/boxd-dev/boxd/rpc/client"
 )
 
 const (

@@ -134,7 +134,7 @@ func (r *report) markdown() string {
 		p("\nCLI rows time the whole process (fork, exec, connect, the call, exit), as a shell script sees it. ")
 		p("Every row but the back-to-back one samples calls that follow the other peers' turns, a pause of 100 ms or more for the peer measured; on this kind of VM every process involved, the kernel's fork and exec included, runs slower after such a pause. ")
 		p("The back-to-back row gives each peer 10 calls in a row per turn and samples the 9 that follow the same peer's previous call, as a script or an agent running commands one after another sees it. ")
-		p("The Go-client rows keep one client: boxd's `rpc/client` (Connect over HTTP/2 on its Unix socket) and the Docker Engine API over HTTP/1.1 on dockerd's socket ")
+		p("The Go-client rows keep one client: boxd's Go client (Connect over HTTP/2 on its Unix socket) and the Docker Engine API over HTTP/1.1 on dockerd's socket ")
 		p("(POST /containers/ID/exec, POST /exec/ID/start hijacked until the stream ends, GET /exec/ID/json for the exit code), written with net/http.\n\n")
 		r.errorNotes(&b)
 	}

@@ -29,7 +29,7 @@ type sandboxAPI interface {
 	remove(ctx context.Context, id string) error
 }
 
-// boxdAPI drives boxd through rpc/client, as a Go program would.
+// boxdAPI drives boxd through internal/rpcclient, as a Go program would.
 type boxdAPI struct {
 	c boxdv1connect.SandboxServiceClient
 	// runtime, if set, is the create's runtime (runc or gvisor), and

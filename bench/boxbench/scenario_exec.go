@@ -17,7 +17,7 @@ import (
 	"connectrpc.com/grpchealth"
 
 	"github.com/boxd-dev/boxd/internal/testenv"
-	rpcclient "github.com/boxd-dev/boxd/rpc/client"
+	"github.com/boxd-dev/boxd/rpc/apiwire"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 )
 
@@ -123,7 +123,7 @@ func execFloor(ctx context.Context, sock string, b boxdAPI, id string, bare *bar
 	l := &latency{scenario: "exec `true` from a Go client, back to back: the floor and boxd's part (target: boxd's part at most 0.5 ms)",
 		peers: peers, samples: map[string][]time.Duration{}, errors: map[string]int{}, firstErr: map[string]string{}}
 	logf("%s: %d warm-up + %d calls", l.scenario, warm, n)
-	health := grpchealth.NewClient(&http.Client{Transport: rpcclient.Transport(sock)}, "http://boxd")
+	health := grpchealth.NewClient(&http.Client{Transport: apiwire.Transport(sock)}, "http://boxd")
 	req := &boxdv1.ExecRequest{SandboxId: id, Args: []string{"true"}}
 	fail := func(row string, err error) {
 		l.errors[row]++

@@ -26,8 +26,9 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/boxd-dev/boxd/internal/rpcclient"
 	"github.com/boxd-dev/boxd/internal/safetar"
-	rpcclient "github.com/boxd-dev/boxd/rpc/client"
+	"github.com/boxd-dev/boxd/rpc/apiwire"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 )
@@ -308,7 +309,7 @@ func boxdWriteFile(ctx context.Context, fc boxdv1connect.FileServiceClient, id, 
 	defer f.Close()
 	ws := fc.WriteFile(ctx)
 	msg := &boxdv1.WriteFileRequest{SandboxId: id, Path: path}
-	buf := make([]byte, rpcclient.ChunkBytes)
+	buf := make([]byte, apiwire.ChunkBytes)
 	for {
 		n, rerr := io.ReadFull(f, buf)
 		if n > 0 || msg.SandboxId != "" {
@@ -347,7 +348,7 @@ func boxdReadFile(ctx context.Context, fc boxdv1connect.FileServiceClient, id, p
 			f.Close()
 			return err
 		}
-		rpcclient.RecycleChunk(rs.Msg().Data)
+		apiwire.RecycleChunk(rs.Msg().Data)
 	}
 	if err := rs.Err(); err != nil {
 		f.Close()

@@ -20,7 +20,7 @@ import (
 
 	"connectrpc.com/connect"
 
-	client "github.com/boxd-dev/boxd/rpc/client"
+	"github.com/boxd-dev/boxd/internal/rpcclient"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 )
 
@@ -78,7 +78,7 @@ func scenarioGvisor(ctx context.Context, e *env, cfg *config) ([]*latency, []den
 	if err := writeRandom(big, bigSize); err != nil {
 		return rs, nil, err
 	}
-	fc := client.NewFiles(e.sock)
+	fc := rpcclient.NewFiles(e.sock)
 	rm := func(k int) func(context.Context, int) error {
 		return func(ctx context.Context, _ int) error {
 			_, err := execOK(ctx, apis[k], ids[k], "rm", "-f", "/workspace/big.bin")
@@ -196,7 +196,7 @@ const gvisorPoolSize = 2
 // same request, which the base serves as it can (main: always cold).
 func gvisorPooled(ctx context.Context, e *env, cfg *config) (*latency, error) {
 	set := func(ctx context.Context, n int) error {
-		pools := client.NewPool(e.sock)
+		pools := rpcclient.NewPool(e.sock)
 		for _, rt := range []string{"runc", "gvisor"} {
 			if _, err := pools.SetPoolSize(ctx, connect.NewRequest(&boxdv1.SetPoolSizeRequest{Size: int32(n), Runtime: rt})); err != nil {
 				return fmt.Errorf("set the %s pool to %d: %w", rt, n, err)

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/boxd-dev/boxd/internal/testenv"
-	rpcclient "github.com/boxd-dev/boxd/rpc/client"
+	"github.com/boxd-dev/boxd/rpc/apiwire"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 )
 
@@ -29,7 +29,7 @@ const benchUID = 65534
 func (e *env) uncheckedSocket() string { return filepath.Join(e.dir, "run", "unchecked.sock") }
 
 func apiAsNobody(sock string) boxdAPI {
-	tr := rpcclient.Transport(sock)
+	tr := apiwire.Transport(sock)
 	tr.DialContext = testenv.DialAs(benchUID, benchUID, nil, sock)
 	return boxdAPI{c: boxdv1connect.NewSandboxServiceClient(&http.Client{Transport: tr}, "http://boxd")}
 }

@@ -20,7 +20,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 
-	rpcclient "github.com/boxd-dev/boxd/rpc/client"
+	"github.com/boxd-dev/boxd/internal/rpcclient"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 )
 

@@ -26,7 +26,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	rpcclient "github.com/boxd-dev/boxd/rpc/client"
+	"github.com/boxd-dev/boxd/internal/rpcclient"
+	"github.com/boxd-dev/boxd/rpc/apiwire"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 )
@@ -243,19 +244,19 @@ func buildTypeScriptSDK(e *env, src, name string) (string, error) {
 }
 
 // goWriteBytes writes data to path with FileService WriteFile in the
-// chunks rpc/client uses, as a Go program holding the bytes would.
+// chunks boxd's Go client uses, as a Go program holding the bytes would.
 func goWriteBytes(ctx context.Context, fc boxdv1connect.FileServiceClient, id, path string, data []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	ws := fc.WriteFile(ctx)
 	msg := &boxdv1.WriteFileRequest{SandboxId: id, Path: path}
-	for off := 0; ; off += rpcclient.ChunkBytes {
-		msg.Data = data[off:min(off+rpcclient.ChunkBytes, len(data))]
+	for off := 0; ; off += apiwire.ChunkBytes {
+		msg.Data = data[off:min(off+apiwire.ChunkBytes, len(data))]
 		if err := ws.Send(msg); err != nil {
 			break // the reason comes from CloseAndReceive
 		}
 		msg = &boxdv1.WriteFileRequest{}
-		if off+rpcclient.ChunkBytes >= len(data) {
+		if off+apiwire.ChunkBytes >= len(data) {
 			break
 		}
 	}
@@ -275,7 +276,7 @@ func goReadDiscard(ctx context.Context, fc boxdv1connect.FileServiceClient, id, 
 	var n int64
 	for rs.Receive() {
 		n += int64(len(rs.Msg().Data))
-		rpcclient.RecycleChunk(rs.Msg().Data)
+		apiwire.RecycleChunk(rs.Msg().Data)
 	}
 	if err := rs.Err(); err != nil {
 		return err

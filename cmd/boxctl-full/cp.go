@@ -13,7 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/boxd-dev/boxd/internal/safetar"
-	rpcclient "github.com/boxd-dev/boxd/rpc/client"
+	"github.com/boxd-dev/boxd/rpc/apiwire"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 )
 
@@ -88,7 +88,7 @@ func copyIn(c *cli.Context, local, id, remote string) error {
 	first := true
 	// Send marshals before it returns, so BatchWriter's pieces go into
 	// messages without a copy.
-	mw := &safetar.BatchWriter{Max: rpcclient.ChunkBytes, Send: func(b []byte) error {
+	mw := &safetar.BatchWriter{Max: apiwire.ChunkBytes, Send: func(b []byte) error {
 		msg := &boxdv1.CopyInRequest{Data: b}
 		if first {
 			msg.SandboxId, msg.Path, first = id, remote, false
@@ -210,6 +210,6 @@ func (r *messageReader) Read(p []byte) (int, error) {
 
 // release recycles the last message's buffer.
 func (r *messageReader) release() {
-	rpcclient.RecycleChunk(r.last)
+	apiwire.RecycleChunk(r.last)
 	r.last, r.cur = nil, nil
 }

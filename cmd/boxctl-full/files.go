@@ -15,14 +15,15 @@ import (
 	"github.com/urfave/cli/v2"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	rpcclient "github.com/boxd-dev/boxd/rpc/client"
+	"github.com/boxd-dev/boxd/internal/rpcclient"
+	"github.com/boxd-dev/boxd/rpc/apiwire"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 )
 
 // fileChunk is the data of one message boxctl streams to boxd: large
 // enough to amortise per-message costs, well below the 8 MiB message cap.
-const fileChunk = 256 << 10
+const fileChunk = apiwire.StreamChunkBytes
 
 func filesClient(c *cli.Context) boxdv1connect.FileServiceClient {
 	return rpcclient.NewFiles(c.String("socket"))

@@ -6,7 +6,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/urfave/cli/v2"
 
-	rpcclient "github.com/boxd-dev/boxd/rpc/client"
+	"github.com/boxd-dev/boxd/internal/rpcclient"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 )
 

@@ -10,7 +10,8 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/boxd-dev/boxd/internal/instance"
-	rpcclient "github.com/boxd-dev/boxd/rpc/client"
+	"github.com/boxd-dev/boxd/internal/rpcclient"
+	"github.com/boxd-dev/boxd/rpc/apiwire"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 )
 
@@ -29,7 +30,7 @@ func main() {
 		Name:  "boxctl",
 		Usage: "create sandboxes, run commands and move files through boxd",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "socket", Value: rpcclient.DefaultSocket, EnvVars: []string{"BOXD_SOCKET"}, Usage: "boxd's Unix socket (wins over --instance)"},
+			&cli.StringFlag{Name: "socket", Value: apiwire.DefaultSocket, EnvVars: []string{"BOXD_SOCKET"}, Usage: "boxd's Unix socket (wins over --instance)"},
 			&cli.StringFlag{Name: "instance", EnvVars: []string{"BOXD_INSTANCE"}, Usage: "reach boxd instance NAME (boxd --instance NAME) at its socket"},
 		},
 		Before:          instanceSocket,

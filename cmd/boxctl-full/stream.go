@@ -3,6 +3,8 @@ package main
 import (
 	"errors"
 	"io"
+
+	"github.com/boxd-dev/boxd/rpc/apiwire"
 )
 
 // sendChunks reads r to the end and hands it to send in chunkSize pieces,
@@ -25,7 +27,7 @@ func sendChunks(r io.Reader, send func([]byte) error) error {
 	}
 }
 
-const chunkSize = 256 << 10
+const chunkSize = apiwire.StreamChunkBytes
 
 // tarPipe runs write in a goroutine and returns the reading end of its
 // output; a write error reaches the reader.

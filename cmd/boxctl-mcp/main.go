@@ -22,11 +22,11 @@ import (
 
 	"github.com/boxd-dev/boxd/internal/instance"
 	"github.com/boxd-dev/boxd/mcpserver"
-	rpcclient "github.com/boxd-dev/boxd/rpc/client"
+	"github.com/boxd-dev/boxd/rpc/apiwire"
 )
 
 func main() {
-	socket := rpcclient.DefaultSocket
+	socket := apiwire.DefaultSocket
 	if s := os.Getenv("BOXD_SOCKET"); s != "" {
 		socket = s
 	}

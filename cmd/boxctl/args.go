@@ -10,7 +10,7 @@ import (
 	"github.com/boxd-dev/boxd/rpc/lite"
 )
 
-// defaultSocket is rpc/client.DefaultSocket (a test keeps them equal; the
+// defaultSocket is apiwire.DefaultSocket (a test keeps them equal; the
 // front does not link that package).
 const defaultSocket = "/run/boxd/boxd.sock"
 

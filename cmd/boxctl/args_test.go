@@ -7,13 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	rpcclient "github.com/boxd-dev/boxd/rpc/client"
+	"github.com/boxd-dev/boxd/rpc/apiwire"
 	"github.com/boxd-dev/boxd/rpc/lite"
 )
 
 func TestDefaultSocket(t *testing.T) {
-	if defaultSocket != rpcclient.DefaultSocket {
-		t.Fatalf("front's default socket %q, the full CLI's %q", defaultSocket, rpcclient.DefaultSocket)
+	if defaultSocket != apiwire.DefaultSocket {
+		t.Fatalf("front's default socket %q, the full CLI's %q", defaultSocket, apiwire.DefaultSocket)
 	}
 }
 

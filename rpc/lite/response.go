@@ -9,8 +9,9 @@ import (
 	"syscall"
 )
 
-// MaxMessageBytes bounds one message, as rpc/client.MaxMessageBytes does for
-// the full client.
+// MaxMessageBytes bounds one message, as apiwire.MaxMessageBytes does for
+// the full client (a test keeps them equal; this package stays free of
+// apiwire's imports so the front binary stays small).
 const MaxMessageBytes = 8 << 20
 
 // Envelope flags of the Connect protocol.
@@ -113,7 +114,7 @@ func ReadResponse(r io.Reader, stdout, stderr io.Writer) (*Result, error) {
 }
 
 // lostErr reports an answer cut off by the connection's end (boxd killed
-// or restarted mid-call) in rpc/client's words (its lostBody): unavailable,
+// or restarted mid-call) in apiwire's words (its lostBody): unavailable,
 // where connect-go would say invalid_argument or unknown.
 func lostErr(err error) *Error {
 	return &Error{"unavailable", "connection to boxd lost mid-call: " + err.Error()}

@@ -64,7 +64,7 @@ func run(r io.Reader) outcome {
 
 // TestReadResponse: framings, events and each way a stream can break, with
 // the words connect-go uses for the breaks, except a connection cut
-// mid-answer: unavailable, as rpc/client says.
+// mid-answer: unavailable, as apiwire says.
 func TestReadResponse(t *testing.T) {
 	ok := &Result{}
 	long := envelope(0, `{"result":{"signal":"SIGKILLSIGKILL"}}`)

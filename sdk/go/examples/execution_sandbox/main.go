@@ -1,14 +1,15 @@
 // Command execution_sandbox is an agent's code tool: an ExecutionSandbox
 // interface with rich configuration, resource usage and typed errors,
-// implemented on boxd's Go client, rpc/client.
+// implemented on boxd's Go SDK (sdk/go/boxd).
 //
-// The interface's methods map onto one or two API calls each: Initialize
-// is CreateSandbox (resources, environment, working directory, labels;
-// no network unless asked), ExecuteCommand is ProcessService.Exec (user,
+// The interface's methods map onto one SDK call each: Initialize is
+// Client.Create (resources, environment, working directory, labels; no
+// network unless asked), ExecuteCommand is Sandbox.Stream (user,
 // environment, stdin, timeout that kills the whole tree, separate and
-// combined output), the file methods are FileService calls,
-// GetResourceUsage reads the live cgroup through GetSandbox, and API codes
-// become the interface's typed errors.
+// combined output), the file methods are Sandbox.Files calls,
+// GetResourceUsage reads the live cgroup through Sandbox.Refresh, and the
+// SDK's errors (errors.Is(err, boxd.ErrNotFound)...) become the
+// interface's typed errors.
 //
 // Run: BOXD_SOCKET=/run/boxd/boxd.sock go run ./sdk/go/examples/execution_sandbox
 package main
@@ -26,11 +27,8 @@ import (
 	"strings"
 	"time"
 
-	"connectrpc.com/connect"
-
-	"github.com/boxd-dev/boxd/rpc/client"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
-	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
+	"github.com/boxd-dev/boxd/sdk/go/boxd"
 )
 
 // The parts of the interface's types this example fills in.
@@ -88,49 +86,46 @@ func (e *SandboxError) Error() string { return e.Code + ": " + e.Message + ": " 
 // fileError is the interface's error for a file operation: a missing file is a
 // failed file operation, not a missing sandbox.
 func fileError(err error) error {
-	if connect.CodeOf(err) == connect.CodeNotFound && strings.Contains(err.Error(), "no such file") {
+	if errors.Is(err, boxd.ErrNotFound) && strings.Contains(err.Error(), "no such file") {
 		return &SandboxError{Code: "FILE_OPERATION_FAILED", Message: "boxd", Details: err.Error()}
 	}
 	return sandboxError(err)
 }
 
-// sandboxError turns an API error into the interface's typed error.
+// sandboxError turns the SDK's typed errors into the interface's.
 func sandboxError(err error) error {
 	if err == nil {
 		return nil
 	}
 	code := "COMMAND_EXECUTION_FAILED"
-	switch connect.CodeOf(err) {
-	case connect.CodeNotFound:
-		code = "SANDBOX_NOT_FOUND"
-	case connect.CodeAlreadyExists:
-		code = "SANDBOX_ALREADY_EXISTS"
-	case connect.CodeResourceExhausted:
-		code = "RESOURCE_LIMIT_EXCEEDED"
-	case connect.CodePermissionDenied:
-		code = "SECURITY_VIOLATION"
-	case connect.CodeFailedPrecondition:
-		code = "SANDBOX_NOT_RUNNING"
-	case connect.CodeDeadlineExceeded:
-		code = "TIMEOUT_EXCEEDED"
+	for _, c := range []struct {
+		is   error
+		code string
+	}{
+		{boxd.ErrNotFound, "SANDBOX_NOT_FOUND"},
+		{boxd.ErrAlreadyExists, "SANDBOX_ALREADY_EXISTS"},
+		{boxd.ErrResourceExhausted, "RESOURCE_LIMIT_EXCEEDED"},
+		{boxd.ErrPermissionDenied, "SECURITY_VIOLATION"},
+		{boxd.ErrFailedPrecondition, "SANDBOX_NOT_RUNNING"},
+		{boxd.ErrDeadlineExceeded, "TIMEOUT_EXCEEDED"},
+	} {
+		if errors.Is(err, c.is) {
+			code = c.code
+		}
 	}
 	return &SandboxError{Code: code, Message: "boxd", Details: err.Error()}
 }
 
 // BoxdSandbox implements ExecutionSandbox on boxd.
 type BoxdSandbox struct {
-	id      string
+	client  *boxd.Client
+	sb      *boxd.Sandbox
 	cfg     SandboxConfig
 	workdir string
 	env     map[string]string
-	api     boxdv1connect.SandboxServiceClient
-	proc    boxdv1connect.ProcessServiceClient
-	files   boxdv1connect.FileServiceClient
 }
 
-func NewBoxdSandbox(socket string) *BoxdSandbox {
-	return &BoxdSandbox{api: client.New(socket), proc: client.NewProcess(socket), files: client.NewFiles(socket)}
-}
+func NewBoxdSandbox(c *boxd.Client) *BoxdSandbox { return &BoxdSandbox{client: c} }
 
 func envList(m map[string]string) []string {
 	var out []string
@@ -142,17 +137,18 @@ func envList(m map[string]string) []string {
 }
 
 func (s *BoxdSandbox) Initialize(ctx context.Context, cfg *SandboxConfig) error {
-	limits := &boxdv1.Limits{Cpus: cfg.Resources.CPULimit, Pids: int64(cfg.Resources.ProcessLimit)}
-	if cfg.Resources.MemoryLimit > 0 {
-		limits.Memory = fmt.Sprint(cfg.Resources.MemoryLimit)
+	o := boxd.Options{
+		Image: cfg.Image, CPUs: cfg.Resources.CPULimit, PIDs: int64(cfg.Resources.ProcessLimit),
+		Env: envList(cfg.Environment), Workdir: cfg.WorkingDir, Labels: cfg.Labels, TTL: 2 * time.Hour,
 	}
-	res, err := s.api.CreateSandbox(ctx, connect.NewRequest(&boxdv1.CreateSandboxRequest{
-		Image: cfg.Image, Limits: limits, Env: envList(cfg.Environment), Workdir: cfg.WorkingDir, Labels: cfg.Labels, Ttl: "2h",
-	}))
+	if cfg.Resources.MemoryLimit > 0 {
+		o.Memory = fmt.Sprint(cfg.Resources.MemoryLimit)
+	}
+	sb, err := s.client.Create(ctx, o)
 	if err != nil {
 		return sandboxError(err)
 	}
-	s.id, s.cfg, s.workdir, s.env = res.Msg.Sandbox.Id, *cfg, res.Msg.Sandbox.Workdir, map[string]string{}
+	s.sb, s.cfg, s.workdir, s.env = sb, *cfg, sb.Info.GetWorkdir(), map[string]string{}
 	return nil
 }
 
@@ -164,48 +160,27 @@ func (s *BoxdSandbox) ExecuteCommand(ctx context.Context, cmd *Command) (*Comman
 	for k, v := range cmd.Environment {
 		env[k] = v
 	}
-	spec := &boxdv1.ProcessSpec{SandboxId: s.id, Args: append([]string{cmd.Executable}, cmd.Args...), Env: envList(env),
-		Workdir: cmd.WorkingDir, User: cmd.User, Stdin: []byte(cmd.StdinContent)}
-	if spec.Workdir == "" {
-		spec.Workdir = s.workdir
-	}
-	if t := cmp(cmd.Timeout, s.cfg.Timeout); t > 0 {
-		spec.Timeout = t.String()
+	c := boxd.Cmd{Args: append([]string{cmd.Executable}, cmd.Args...), Env: envList(env), Dir: cmd.WorkingDir,
+		User: cmd.User, Stdin: []byte(cmd.StdinContent), Timeout: cmp(cmd.Timeout, s.cfg.Timeout)}
+	if c.Dir == "" {
+		c.Dir = s.workdir
 	}
 	r := &CommandResult{StartTime: time.Now()}
-	stream := s.proc.Exec(ctx)
-	defer stream.CloseResponse()
-	if err := stream.Send(&boxdv1.ProcessInput{Event: &boxdv1.ProcessInput_Start{Start: spec}}); err != nil && !errors.Is(err, io.EOF) {
-		return nil, sandboxError(err)
-	}
-	if err := stream.Send(&boxdv1.ProcessInput{Event: &boxdv1.ProcessInput_CloseStdin{CloseStdin: true}}); err != nil && !errors.Is(err, io.EOF) {
-		return nil, sandboxError(err)
-	}
+	// Streamed, so the combined output keeps the order the events came in.
 	var stdout, stderr, combined bytes.Buffer
-	for {
-		out, err := stream.Receive()
-		if err != nil {
-			return nil, sandboxError(err)
-		}
-		switch ev := out.Event.(type) {
-		case *boxdv1.ProcessOutput_Stdout:
-			stdout.Write(ev.Stdout)
-			combined.Write(ev.Stdout)
-		case *boxdv1.ProcessOutput_Stderr:
-			stderr.Write(ev.Stderr)
-			combined.Write(ev.Stderr)
-		case *boxdv1.ProcessOutput_Result:
-			r.EndTime = time.Now()
-			r.Duration = r.EndTime.Sub(r.StartTime)
-			r.ExitCode, r.Signal = int(ev.Result.ExitCode), ev.Result.Signal
-			r.Success = r.ExitCode == 0 && !ev.Result.TimedOut
-			if ev.Result.TimedOut {
-				r.Error = "TIMEOUT_EXCEEDED"
-			}
-			r.Stdout, r.Stderr, r.Combined = stdout.String(), stderr.String(), combined.String()
-			return r, nil
-		}
+	res, err := s.sb.Stream(ctx, c, io.MultiWriter(&stdout, &combined), io.MultiWriter(&stderr, &combined))
+	if err != nil {
+		return nil, sandboxError(err)
 	}
+	r.EndTime = time.Now()
+	r.Duration = r.EndTime.Sub(r.StartTime)
+	r.ExitCode, r.Signal = res.ExitCode, res.Signal
+	r.Success = r.ExitCode == 0 && !res.TimedOut
+	if res.TimedOut {
+		r.Error = "TIMEOUT_EXCEEDED"
+	}
+	r.Stdout, r.Stderr, r.Combined = stdout.String(), stderr.String(), combined.String()
+	return r, nil
 }
 
 func cmp(a, b time.Duration) time.Duration {
@@ -224,54 +199,40 @@ func (s *BoxdSandbox) abs(p string) string {
 
 // CopyFiles copies a host file into the sandbox.
 func (s *BoxdSandbox) CopyFiles(ctx context.Context, source, dest string) error {
-	data, err := os.ReadFile(source)
+	f, err := os.Open(source)
 	if err != nil {
-		return &SandboxError{Code: "FILE_OPERATION_FAILED", Message: "read host file", Details: err.Error()}
+		return &SandboxError{Code: "FILE_OPERATION_FAILED", Message: "open host file", Details: err.Error()}
 	}
-	st, _ := os.Stat(source)
-	return s.WriteFile(ctx, dest, data, uint32(st.Mode().Perm()))
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return &SandboxError{Code: "FILE_OPERATION_FAILED", Message: "stat host file", Details: err.Error()}
+	}
+	_, err = s.sb.Files().WriteFrom(ctx, s.abs(dest), f, boxd.WriteOptions{Mode: st.Mode().Perm()})
+	return fileError(err)
 }
 
 func (s *BoxdSandbox) WriteFile(ctx context.Context, p string, content []byte, mode uint32) error {
-	stream := s.files.WriteFile(ctx)
-	m := &boxdv1.WriteFileRequest{SandboxId: s.id, Path: s.abs(p), Parents: true, Data: content}
-	if mode != 0 {
-		m.Mode = &mode
-	}
-	if err := stream.Send(m); err != nil && !errors.Is(err, io.EOF) {
-		return fileError(err)
-	}
-	_, err := stream.CloseAndReceive()
+	_, err := s.sb.Files().WriteFrom(ctx, s.abs(p), bytes.NewReader(content), boxd.WriteOptions{Mode: os.FileMode(mode)})
 	return fileError(err)
 }
 
 func (s *BoxdSandbox) ReadFile(ctx context.Context, p string) ([]byte, error) {
-	stream, err := s.files.ReadFile(ctx, connect.NewRequest(&boxdv1.ReadFileRequest{SandboxId: s.id, Path: s.abs(p)}))
-	if err != nil {
-		return nil, fileError(err)
-	}
-	defer stream.Close()
-	var out []byte
-	for stream.Receive() {
-		out = append(out, stream.Msg().Data...)
-	}
-	return out, fileError(stream.Err())
+	data, err := s.sb.Files().Read(ctx, s.abs(p))
+	return data, fileError(err)
 }
 
 func (s *BoxdSandbox) ListFiles(ctx context.Context, p string) ([]FileInfo, error) {
-	stream, err := s.files.ListDir(ctx, connect.NewRequest(&boxdv1.ListDirRequest{SandboxId: s.id, Path: s.abs(p)}))
+	entries, err := s.sb.Files().List(ctx, s.abs(p))
 	if err != nil {
 		return nil, fileError(err)
 	}
-	defer stream.Close()
 	var out []FileInfo
-	for stream.Receive() {
-		for _, e := range stream.Msg().Entries {
-			out = append(out, FileInfo{Name: e.Name, Path: path.Join(s.abs(p), e.Path), Size: e.Size, Mode: e.Mode,
-				IsDir: e.Type == boxdv1.FileType_FILE_TYPE_DIRECTORY, Owner: fmt.Sprint(e.Uid), Permissions: fmt.Sprintf("%04o", e.Mode)})
-		}
+	for _, e := range entries {
+		out = append(out, FileInfo{Name: e.GetName(), Path: path.Join(s.abs(p), e.GetPath()), Size: e.GetSize(), Mode: e.GetMode(),
+			IsDir: e.GetType() == boxdv1.FileType_FILE_TYPE_DIRECTORY, Owner: fmt.Sprint(e.GetUid()), Permissions: fmt.Sprintf("%04o", e.GetMode())})
 	}
-	return out, fileError(stream.Err())
+	return out, nil
 }
 
 // The working directory and environment are defaults for later commands.
@@ -289,28 +250,28 @@ func (s *BoxdSandbox) SetEnvironment(env map[string]string) error {
 }
 
 func (s *BoxdSandbox) GetResourceUsage(ctx context.Context) (*ResourceUsage, error) {
-	res, err := s.api.GetSandbox(ctx, connect.NewRequest(&boxdv1.GetSandboxRequest{Id: s.id}))
-	if err != nil {
+	if err := s.sb.Refresh(ctx); err != nil {
 		return nil, sandboxError(err)
 	}
-	u := res.Msg.Sandbox.Usage
+	u := s.sb.Info.GetUsage()
 	return &ResourceUsage{Timestamp: time.Now(), CPUTime: time.Duration(u.GetCpuUsec()) * time.Microsecond,
 		MemoryUsage: int64(u.GetMemoryBytes()), MemoryPeak: int64(u.GetMemoryPeakBytes()), ProcessCount: int(u.GetPids())}, nil
 }
 
+// Cleanup deletes the sandbox, giving its processes boxd's grace period.
 func (s *BoxdSandbox) Cleanup() error {
-	_, err := s.api.DeleteSandbox(context.Background(), connect.NewRequest(&boxdv1.DeleteSandboxRequest{Id: s.id}))
-	return sandboxError(err)
+	return sandboxError(s.sb.Delete(context.Background(), 0))
 }
 
 func main() {
 	ctx := context.Background()
-	socket := os.Getenv("BOXD_SOCKET")
-	if socket == "" {
-		socket = client.DefaultSocket
+	client, err := boxd.Connect(ctx) // $BOXD_SOCKET, else boxd's default socket
+	if err != nil {
+		log.Fatal(err)
 	}
-	sb := NewBoxdSandbox(socket)
-	err := sb.Initialize(ctx, &SandboxConfig{
+	defer client.Close()
+	sb := NewBoxdSandbox(client)
+	err = sb.Initialize(ctx, &SandboxConfig{
 		Image: os.Getenv("BOXD_TEST_IMAGE"), Resources: ResourceLimits{CPULimit: 1, MemoryLimit: 256 << 20, ProcessLimit: 128},
 		Environment: map[string]string{"STAGE": "test"}, WorkingDir: "/repo", Timeout: 30 * time.Second,
 		Labels: map[string]string{"example": "execution_sandbox"},
@@ -328,7 +289,7 @@ func main() {
 	must := func(err error) {
 		check(err == nil, "%v", err)
 	}
-	fmt.Printf("sandbox %s in %s\n", sb.id, sb.GetWorkingDirectory())
+	fmt.Printf("sandbox %s in %s\n", sb.sb.ID, sb.GetWorkingDirectory())
 
 	must(sb.WriteFile(ctx, "src/main.sh", []byte("read name; echo \"hi $name ($STAGE, $EXTRA)\"; echo warn >&2; exit 4\n"), 0o755))
 	must(sb.SetEnvironment(map[string]string{"EXTRA": "set later"}))

@@ -1,6 +1,6 @@
 // Command task_sandbox is a Docker-style task sandbox (create a container
 // per task, run shell commands, write and read files, destroy) on boxd's Go
-// client, rpc/client.
+// SDK, sdk/go/boxd.
 //
 // A Docker version typically bind-mounts a host temp directory as the
 // workspace and copies files with tar; here the workspace lives in the
@@ -12,27 +12,22 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"log"
 	"os"
 	"path"
 	"runtime"
 	"strings"
+	"time"
 
-	"connectrpc.com/connect"
-
-	"github.com/boxd-dev/boxd/rpc/client"
-	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
-	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
+	"github.com/boxd-dev/boxd/sdk/go/boxd"
 )
 
 // Sandbox is one isolated environment for a task.
 type Sandbox struct {
-	ID        string
+	*boxd.Sandbox
 	Workspace string
-	api       boxdv1connect.SandboxServiceClient
-	files     boxdv1connect.FileServiceClient
 	ctx       context.Context
 }
 
@@ -43,67 +38,50 @@ type CommandResult struct {
 }
 
 // CreateSandbox makes a sandbox from image ("" for boxd's default) with
-// The task's limits: 2 CPUs (or all there are) and 2 GiB.
-func CreateSandbox(ctx context.Context, image string) (*Sandbox, error) {
-	socket := os.Getenv("BOXD_SOCKET")
-	if socket == "" {
-		socket = client.DefaultSocket
-	}
-	api := client.New(socket)
+// the task's limits: 2 CPUs (or all there are) and 2 GiB.
+func CreateSandbox(ctx context.Context, c *boxd.Client, image string) (*Sandbox, error) {
 	const workspace = "/home/agent/work"
-	res, err := api.CreateSandbox(ctx, connect.NewRequest(&boxdv1.CreateSandboxRequest{
-		Image: image, Workdir: workspace, Ttl: "2h",
-		Limits: &boxdv1.Limits{Cpus: float64(min(2, runtime.NumCPU())), Memory: "2g"},
+	sb, err := c.Create(ctx, boxd.Options{
+		Image: image, Workdir: workspace, TTL: 2 * time.Hour,
+		CPUs: float64(min(2, runtime.NumCPU())), Memory: "2g",
 		Labels: map[string]string{"example": "task_sandbox"},
-	}))
+	})
 	if err != nil {
 		return nil, fmt.Errorf("create sandbox: %w", err)
 	}
-	return &Sandbox{ID: res.Msg.Sandbox.Id, Workspace: workspace, api: api, files: client.NewFiles(socket), ctx: ctx}, nil
+	return &Sandbox{Sandbox: sb, Workspace: workspace, ctx: ctx}, nil
 }
 
 // RunCommand runs a shell command in the workspace.
 func (s *Sandbox) RunCommand(command string) (*CommandResult, error) {
-	res, err := s.api.Exec(s.ctx, connect.NewRequest(&boxdv1.ExecRequest{SandboxId: s.ID, Args: []string{"/bin/sh", "-c", command}}))
+	res, err := s.Exec(s.ctx, "/bin/sh", "-c", command)
 	if err != nil {
 		return nil, fmt.Errorf("run command: %w", err)
 	}
-	return &CommandResult{StdOut: string(res.Msg.Stdout), StdErr: string(res.Msg.Stderr), ExitCode: int(res.Msg.Result.ExitCode)}, nil
+	return &CommandResult{StdOut: res.StdoutString(), StdErr: res.StderrString(), ExitCode: res.ExitCode}, nil
 }
 
 // WriteFile writes content to a file in the workspace (parents created).
 func (s *Sandbox) WriteFile(p string, content []byte) error {
-	stream := s.files.WriteFile(s.ctx)
-	if err := stream.Send(&boxdv1.WriteFileRequest{SandboxId: s.ID, Path: path.Join(s.Workspace, p), Parents: true, Data: content}); err != nil && err != io.EOF {
-		return err
-	}
-	_, err := stream.CloseAndReceive()
-	return err
+	return s.Files().Write(s.ctx, path.Join(s.Workspace, p), content)
 }
 
 // ReadFile reads a file from the workspace.
 func (s *Sandbox) ReadFile(p string) ([]byte, error) {
-	stream, err := s.files.ReadFile(s.ctx, connect.NewRequest(&boxdv1.ReadFileRequest{SandboxId: s.ID, Path: path.Join(s.Workspace, p)}))
-	if err != nil {
-		return nil, err
-	}
-	defer stream.Close()
-	var out []byte
-	for stream.Receive() {
-		out = append(out, stream.Msg().Data...)
-	}
-	return out, stream.Err()
+	return s.Files().Read(s.ctx, path.Join(s.Workspace, p))
 }
 
 // DestroySandbox removes the sandbox and everything in it.
-func (s *Sandbox) DestroySandbox() error {
-	_, err := s.api.DeleteSandbox(s.ctx, connect.NewRequest(&boxdv1.DeleteSandboxRequest{Id: s.ID}))
-	return err
-}
+func (s *Sandbox) DestroySandbox() error { return s.Close() }
 
 func main() {
 	ctx := context.Background()
-	sb, err := CreateSandbox(ctx, os.Getenv("BOXD_TEST_IMAGE"))
+	client, err := boxd.Connect(ctx) // $BOXD_SOCKET, else boxd's default socket
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer client.Close()
+	sb, err := CreateSandbox(ctx, client, os.Getenv("BOXD_TEST_IMAGE"))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -132,7 +110,7 @@ func main() {
 	if err := sb.DestroySandbox(); err != nil {
 		log.Fatal(err)
 	}
-	if _, err := sb.RunCommand("true"); connect.CodeOf(err) != connect.CodeNotFound {
+	if _, err := sb.RunCommand("true"); !errors.Is(err, boxd.ErrNotFound) {
 		log.Fatalf("the sandbox outlived DestroySandbox: %v", err)
 	}
 	fmt.Println("task_sandbox OK")

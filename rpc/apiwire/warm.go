@@ -1,4 +1,4 @@
-package client
+package apiwire
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func (w uploadWarmer) WrapStreamingClient(next connect.StreamingClientFunc) conn
 // procedure). Its errors do not matter: the call that follows reports the
 // connection's.
 func (w uploadWarmer) warm(ctx context.Context) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL+"/", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, BaseURL+"/", nil)
 	if err != nil {
 		return
 	}

@@ -1,4 +1,4 @@
-package client
+package apiwire
 
 import (
 	"context"
@@ -73,7 +73,8 @@ func TestUploadIsPrecededByAWarmRequest(t *testing.T) {
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
 
-	fc := NewFiles(sock)
+	hc := HTTPClient(sock)
+	fc := boxdv1connect.NewFileServiceClient(hc, BaseURL, ClientOptions(hc)...)
 	ctx := context.Background()
 	const write = "POST /boxd.v1.FileService/WriteFile"
 	for _, tc := range []struct {

@@ -1,4 +1,4 @@
-package client
+package apiwire
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
+	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 )
 
 // serveThenDie answers each request with part of an answer (a streamed
@@ -65,7 +66,8 @@ func serveThenDie(t *testing.T) string {
 // alike, not connect-go's invalid_argument "incomplete envelope".
 func TestLostConnectionIsUnavailable(t *testing.T) {
 	sock := serveThenDie(t)
-	c := New(sock)
+	hc := HTTPClient(sock)
+	c := boxdv1connect.NewSandboxServiceClient(hc, BaseURL, ClientOptions(hc)...)
 	ctx := context.Background()
 	st, err := c.ExecStream(ctx, connect.NewRequest(&boxdv1.ExecRequest{SandboxId: "a", Args: []string{"sleep", "5"}}))
 	if err != nil {

@@ -1,4 +1,4 @@
-package client
+package apiwire
 
 import (
 	"context"
@@ -86,7 +86,7 @@ func TestStreamedAnswersGiveTheWindowBackInBigPieces(t *testing.T) {
 		if buffered {
 			hc.Transport = bufferedBodies{tr}
 		}
-		fc := boxdv1connect.NewFileServiceClient(hc, baseURL, options(hc)...)
+		fc := boxdv1connect.NewFileServiceClient(hc, BaseURL, ClientOptions(hc)...)
 		s, err := fc.DownloadFiles(context.Background(), connect.NewRequest(&boxdv1.DownloadFilesRequest{}))
 		if err != nil {
 			t.Fatal(err)

@@ -1,0 +1,49 @@
+// Package rpcclient is boxctl's and boxd's own tools' client of boxd's
+// API: the generated ConnectRPC clients over the socket, with the
+// transport and codec of package apiwire. Programs outside this repository
+// use the Go SDK (sdk/go/boxd) instead.
+package rpcclient
+
+import (
+	"connectrpc.com/connect"
+
+	"github.com/boxd-dev/boxd/rpc/apiwire"
+	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
+)
+
+// newClient makes a client of one service (mk, a generated constructor)
+// on its own HTTP client for the socket at path.
+func newClient[T any](path string, mk func(connect.HTTPClient, string, ...connect.ClientOption) T) T {
+	hc := apiwire.HTTPClient(path)
+	return mk(hc, apiwire.BaseURL, apiwire.ClientOptions(hc)...)
+}
+
+// New returns a SandboxService client for the Unix socket at path.
+func New(path string) boxdv1connect.SandboxServiceClient {
+	return newClient(path, boxdv1connect.NewSandboxServiceClient)
+}
+
+// NewProcess returns a ProcessService client for the Unix socket at path.
+func NewProcess(path string) boxdv1connect.ProcessServiceClient {
+	return newClient(path, boxdv1connect.NewProcessServiceClient)
+}
+
+// NewFiles returns a FileService client for the Unix socket at path.
+func NewFiles(path string) boxdv1connect.FileServiceClient {
+	return newClient(path, boxdv1connect.NewFileServiceClient)
+}
+
+// NewRegistry returns a RegistryService client for the Unix socket at path.
+func NewRegistry(path string) boxdv1connect.RegistryServiceClient {
+	return newClient(path, boxdv1connect.NewRegistryServiceClient)
+}
+
+// NewEvents returns an EventService client for the Unix socket at path.
+func NewEvents(path string) boxdv1connect.EventServiceClient {
+	return newClient(path, boxdv1connect.NewEventServiceClient)
+}
+
+// NewPool returns a PoolService client for the Unix socket at path.
+func NewPool(path string) boxdv1connect.PoolServiceClient {
+	return newClient(path, boxdv1connect.NewPoolServiceClient)
+}

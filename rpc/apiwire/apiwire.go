@@ -1,0 +1,107 @@
+// Package apiwire is how boxd's API travels over its Unix socket, at both
+// ends: the limits and HTTP/2 settings the daemon's server and the Go
+// clients share, the codec that puts file data in pooled buffers, the
+// buffering of streamed bodies, and the client's HTTP transport. The
+// daemon (rpc), boxctl's client (internal/rpcclient) and the Go SDK
+// (sdk/go/boxd) all import it, so the two ends cannot drift apart. It is
+// a module of its own, needing only connect, protobuf and the generated
+// API code (rpc/gen), so the SDK can use it without the daemon's
+// dependencies.
+package apiwire
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+)
+
+// DefaultSocket is where boxd listens unless told otherwise.
+const DefaultSocket = "/run/boxd/boxd.sock"
+
+// BaseURL is what requests are addressed to: the host part is ignored, the
+// socket is the address.
+const BaseURL = "http://boxd"
+
+// MaxMessageBytes bounds any single message either side accepts; bulk data
+// travels as a stream of smaller messages (ChunkBytes each).
+const MaxMessageBytes = 8 << 20
+
+// StreamChunkBytes is the most data one message of a stream carries where
+// latency matters as much as throughput: command output (ExecStream,
+// processes) from boxd, and boxctl's uploads to it. File data the clients
+// move in bulk goes in messages of ChunkBytes.
+const StreamChunkBytes = 256 << 10
+
+// HTTP/2 settings, the same on both ends. The windows bound what one side
+// can send ahead of the other's reader.
+const (
+	MaxFrameBytes     = 1 << 20
+	StreamWindowBytes = 8 << 20
+	ConnWindowBytes   = 32 << 20
+)
+
+// SocketBufferBytes is the send buffer of the API's connections, at both
+// ends. The kernel's default (208 KiB) splits every 512 KiB DATA frame
+// into several writes and the reader's side into many wake-ups, each
+// a few microseconds of scheduler work on both sides.
+const SocketBufferBytes = 1 << 20
+
+// SetSocketBuffer gives a Unix connection SocketBufferBytes of send
+// buffer (best effort: the kernel caps it at net.core.wmem_max).
+func SetSocketBuffer(c net.Conn) {
+	if uc, ok := c.(*net.UnixConn); ok {
+		_ = uc.SetWriteBuffer(SocketBufferBytes)
+	}
+}
+
+// Transport is HTTP/2 without TLS over the Unix socket at path: client and
+// bidirectional streams need HTTP/2. Frames of up to 1 MiB and large
+// receive windows are what moving files needs (Go's default 16 KiB frames
+// cap a stream from boxd at a few hundred MiB/s); the windows bound what
+// boxd can send ahead of the reader.
+func Transport(path string) *http.Transport {
+	proto := new(http.Protocols)
+	proto.SetUnencryptedHTTP2(true)
+	return &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, "unix", path)
+			if err == nil {
+				SetSocketBuffer(c)
+			}
+			return c, err
+		},
+		Protocols: proto,
+		HTTP2: &http.HTTP2Config{
+			MaxReadFrameSize:              MaxFrameBytes,
+			MaxReceiveBufferPerStream:     StreamWindowBytes,
+			MaxReceiveBufferPerConnection: ConnWindowBytes,
+		},
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+	}
+}
+
+// HTTPClient is the HTTP client for the socket at path: Transport, with
+// streamed answers read in big pieces and an answer cut off by boxd's end
+// reported as unavailable (see bufferedBodies).
+func HTTPClient(path string) *http.Client {
+	return &http.Client{Transport: bufferedBodies{Transport(path)}}
+}
+
+// ClientOptions are the connect options of every client on hc (an
+// HTTPClient): bounded messages, no gzip, which on a local socket costs
+// far more CPU than it saves, for keystrokes and file chunks alike,
+// received file data in pooled buffers (see ChunkCodec), and uploads
+// that wait for boxd's HTTP/2 settings (see uploadWarmer).
+func ClientOptions(hc *http.Client) []connect.ClientOption {
+	return []connect.ClientOption{
+		connect.WithInterceptors(uploadWarmer{hc}),
+		connect.WithReadMaxBytes(MaxMessageBytes), connect.WithSendMaxBytes(MaxMessageBytes),
+		connect.WithAcceptCompression("gzip", nil, nil),
+		connect.WithCodec(ChunkCodec{}),
+	}
+}
