@@ -91,6 +91,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(boxdv1connect.NewEventServiceHandler(&eventServer{s}, s.handlerOptions()...))
 	mux.Handle(boxdv1connect.NewRegistryServiceHandler(&registryServer{s}, s.handlerOptions()...))
 	mux.Handle(boxdv1connect.NewPoolServiceHandler(&poolServer{s}, s.handlerOptions()...))
+	mux.Handle(boxdv1connect.NewVolumeServiceHandler(&volumeServer{s}, s.handlerOptions()...))
 	s.describe(mux)
 	return coalesceBulk(bufferStreams(mux))
 }
@@ -103,6 +104,7 @@ var APIServices = []string{
 	boxdv1connect.EventServiceName,
 	boxdv1connect.RegistryServiceName,
 	boxdv1connect.PoolServiceName,
+	boxdv1connect.VolumeServiceName,
 }
 
 // describe adds what lets a client that has no copy of rpc/proto find its
@@ -315,7 +317,7 @@ func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[boxdv1.
 	}
 	cr := runtime.CreateRequest{Image: m.Image, Env: m.Env, Workdir: m.Workdir, Labels: m.Labels, Name: m.Name, TTL: m.Ttl, Publish: portSpecs(m.Publish),
 		IdleTimeout: m.IdleTimeout, OnIdle: m.OnIdle,
-		User: m.User, Replace: m.Replace, Cold: m.Cold, Runtime: m.Runtime,
+		User: m.User, Replace: m.Replace, Cold: m.Cold, Runtime: m.Runtime, Volumes: m.Volumes,
 		Tunables: runtime.TunablesRequest{
 			ReadOnly: m.ReadOnlyRootfs, Tmpfs: m.Tmpfs, Ulimits: m.Ulimits, Hostname: m.Hostname, CPUWeight: m.CpuWeight,
 			MemoryLow: m.MemoryLow, ExecTimeout: m.ExecTimeout, OutputLimit: m.OutputLimit,

@@ -235,6 +235,7 @@ func (m *Manager) Load(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list sandboxes: %w", err)
 	}
+	m.loadVolumes(recs)
 	var visible []string
 	for _, r := range recs {
 		switch {

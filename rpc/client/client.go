@@ -126,3 +126,9 @@ func NewPool(path string) boxdv1connect.PoolServiceClient {
 	hc := httpClient(path)
 	return boxdv1connect.NewPoolServiceClient(hc, baseURL, options(hc)...)
 }
+
+// NewVolumes returns a VolumeService client for the Unix socket at path.
+func NewVolumes(path string) boxdv1connect.VolumeServiceClient {
+	hc := httpClient(path)
+	return boxdv1connect.NewVolumeServiceClient(hc, baseURL, options(hc)...)
+}

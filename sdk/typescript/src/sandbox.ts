@@ -129,6 +129,8 @@ export interface CreateOptions extends CallOpts {
   runtime?: string;
   /** Start from the image even if a warm-pool sandbox could serve the create. */
   cold?: boolean;
+  /** Named volumes to mount: "NAME:/PATH" or "NAME:/PATH:ro". */
+  volumes?: string[];
   client?: Client;
 }
 
@@ -176,6 +178,7 @@ export function createRequest(o: CreateOptions) {
     replace: o.replace ?? false,
     runtime: o.runtime ?? "",
     cold: o.cold ?? false,
+    volumes: o.volumes ?? [],
   });
 }
 
