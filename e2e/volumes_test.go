@@ -231,7 +231,7 @@ func TestVolumeSharing(t *testing.T) {
 // call and in create --volume, with the message of a missing one.
 func TestVolumeOwnership(t *testing.T) {
 	sockGroup, adminGroup, ua, ub, uc := hostUsers(t)
-	d := startBoxd(t, namespace+"-volown", true, "--socket-group", sockGroup, "--admin-group", adminGroup)
+	d := startBoxd(t, namespace+"-volown", true, "--socket-group", sockGroup, "--admin-group", adminGroup, "--max-disk-per-user", "100m")
 	if err := os.Chmod(filepath.Dir(d.dir), 0o711); err != nil {
 		t.Fatal(err)
 	}
@@ -260,6 +260,10 @@ func TestVolumeOwnership(t *testing.T) {
 		if strings.ReplaceAll(stderr, "mine", "X") != strings.ReplaceAll(missing, "nosuch", "X") {
 			t.Errorf("b's %v: %q differs from a missing volume's %q", args, stderr, missing)
 		}
+	}
+	// Volumes count against the owner's disk quota.
+	if _, stderr, code := as(ua, "volume", "create", "big", "--size", "80m"); code == 0 || !strings.Contains(stderr, "resource_exhausted") || !strings.Contains(stderr, "volume") {
+		t.Errorf("a's 80m volume over a 100m quota holding 32m: exit %d %q", code, stderr)
 	}
 	if out, _, _ := as(ub, "volume", "ls"); strings.Contains(out, "mine") {
 		t.Errorf("b lists a's volume:\n%s", out)
