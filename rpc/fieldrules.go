@@ -111,10 +111,11 @@ var requestRules = map[protoreflect.Name]msgRules{
 	"PullImageRequest": {adminCall: "pull or push images", admin: "reference platform auth force"},
 	"PushImageRequest": {adminCall: "pull or push images", admin: "reference source auth"},
 	// VolumeService: the runtime checks ownership and the disk quota.
-	"CreateVolumeRequest": {anyone: "name size labels shared"},
-	"ListVolumesRequest":  {},
-	"GetVolumeRequest":    {anyone: "name"},
-	"RemoveVolumeRequest": {anyone: "name force"},
+	"CreateVolumeRequest":   {anyone: "name size labels shared from"},
+	"SnapshotVolumeRequest": {anyone: "name snapshot"},
+	"ListVolumesRequest":    {},
+	"GetVolumeRequest":      {anyone: "name"},
+	"RemoveVolumeRequest":   {anyone: "name force"},
 }
 
 // msgRules are one message's rows of requestRules: field names separated

@@ -21,7 +21,7 @@ var _ boxdv1connect.VolumeServiceHandler = (*volumeServer)(nil)
 
 func volumeProto(v *runtime.Volume) *boxdv1.Volume {
 	out := &boxdv1.Volume{Id: v.ID, Name: v.Name, SizeBytes: v.SizeBytes, UsedBytes: v.UsedBytes, OwnerUid: v.Owner,
-		Labels: v.Labels, CreatedAt: v.CreatedAt.Format(time.RFC3339), Shared: v.Shared}
+		Labels: v.Labels, CreatedAt: v.CreatedAt.Format(time.RFC3339), Shared: v.Shared, Snapshots: v.Snapshots}
 	for _, u := range v.Mounts {
 		out.Mounts = append(out.Mounts, &boxdv1.VolumeMount{SandboxId: u.SandboxID, Path: u.Path, ReadOnly: u.ReadOnly})
 	}
@@ -30,7 +30,7 @@ func volumeProto(v *runtime.Volume) *boxdv1.Volume {
 
 func (v *volumeServer) CreateVolume(ctx context.Context, req *connect.Request[boxdv1.CreateVolumeRequest]) (*connect.Response[boxdv1.CreateVolumeResponse], error) {
 	m := req.Msg
-	vol, err := v.s.Manager.CreateVolume(ctx, runtime.VolumeRequest{Name: m.Name, Size: m.Size, Labels: m.Labels, Shared: m.Shared})
+	vol, err := v.s.Manager.CreateVolume(ctx, runtime.VolumeRequest{Name: m.Name, Size: m.Size, Labels: m.Labels, Shared: m.Shared, From: m.From})
 	if err != nil {
 		return nil, ToConnect(err)
 	}
@@ -58,4 +58,12 @@ func (v *volumeServer) RemoveVolume(ctx context.Context, req *connect.Request[bo
 		return nil, ToConnect(err)
 	}
 	return connect.NewResponse(&boxdv1.RemoveVolumeResponse{}), nil
+}
+
+func (v *volumeServer) SnapshotVolume(ctx context.Context, req *connect.Request[boxdv1.SnapshotVolumeRequest]) (*connect.Response[boxdv1.SnapshotVolumeResponse], error) {
+	vol, err := v.s.Manager.SnapshotVolume(ctx, req.Msg.Name, req.Msg.Snapshot)
+	if err != nil {
+		return nil, ToConnect(err)
+	}
+	return connect.NewResponse(&boxdv1.SnapshotVolumeResponse{Volume: volumeProto(vol)}), nil
 }

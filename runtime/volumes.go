@@ -33,6 +33,8 @@ type VolumeRequest struct {
 	Size   string // "2g"; "": DefaultVolumeSize
 	Labels map[string]string
 	Shared bool
+	// From makes the volume a copy of NAME or NAME@SNAP (volumes_snap.go).
+	From string
 }
 
 // Volume is a volume as the API shows it.
@@ -40,6 +42,7 @@ type Volume struct {
 	volume.Meta
 	UsedBytes int64
 	Mounts    []VolumeUse
+	Snapshots []string
 }
 
 // VolumeUse is one sandbox's mount of a volume.
@@ -148,6 +151,9 @@ func (m *Manager) parseVolumeRequest(req VolumeRequest) (int64, error) {
 		return 0, err
 	}
 	size := int64(DefaultVolumeSize)
+	if req.Size != "" && req.From != "" {
+		return 0, fieldErr("size", "a copy (from) has its source's size")
+	}
 	if req.Size != "" {
 		var err error
 		if size, err = ParseSize(req.Size); err != nil {
@@ -202,6 +208,9 @@ func (m *Manager) CreateVolume(ctx context.Context, req VolumeRequest) (*Volume,
 	}()
 	meta := volume.Meta{ID: newID(), Name: req.Name, Owner: owner, SizeBytes: size, Labels: req.Labels,
 		CreatedAt: time.Now().UTC().Truncate(time.Second), Shared: req.Shared}
+	if req.From != "" {
+		return m.cloneVolume(ctx, meta, req.From)
+	}
 	if err := m.inv.reserveQuota("volume:"+meta.ID, volumeCharge(meta), m.cfg.Quotas); err != nil {
 		return nil, err
 	}
@@ -225,6 +234,7 @@ func (m *Manager) CreateVolume(ctx context.Context, req VolumeRequest) (*Volume,
 func (v *volumes) describeLocked(meta volume.Meta) Volume {
 	out := Volume{Meta: meta}
 	out.UsedBytes, _ = v.store.Usage(meta.ID)
+	out.Snapshots = v.store.Snapshots(meta.ID)
 	for _, h := range v.holdersLocked(meta.ID) {
 		vm := v.users[meta.ID][h]
 		out.Mounts = append(out.Mounts, VolumeUse{SandboxID: h, Path: vm.Path, ReadOnly: vm.ReadOnly})
@@ -277,6 +287,7 @@ func (m *Manager) RemoveVolume(ctx context.Context, nameOrID string, force bool)
 		return err
 	}
 	holders := v.holdersLocked(meta.ID)
+	snaps := v.store.Snapshots(meta.ID)
 	if len(holders) > 0 && !force {
 		return fmt.Errorf("volume %q is mounted by sandbox %s: remove them first or force: %w", meta.Name, strings.Join(holders, ", "), errdefs.ErrFailedPrecondition)
 	}
@@ -286,6 +297,9 @@ func (m *Manager) RemoveVolume(ctx context.Context, nameOrID string, force bool)
 	delete(v.byID, meta.ID)
 	delete(v.users, meta.ID)
 	m.inv.releaseQuota("volume:" + meta.ID)
+	for _, s := range snaps {
+		m.inv.releaseQuota("volsnap:" + meta.ID + "/" + s)
+	}
 	if len(holders) == 0 {
 		// Files of the block are gone with the image; with holders left,
 		// their mounts keep the (shut down) filesystem until they end,

@@ -170,6 +170,9 @@ func (m *Manager) loadVolumes(ctrs []containers.Container) {
 		v.byID[meta.ID] = meta
 		m.inv.mu.Lock()
 		m.inv.pending["volume:"+meta.ID] = volumeCharge(meta)
+		for _, s := range v.store.Snapshots(meta.ID) {
+			m.inv.pending["volsnap:"+meta.ID+"/"+s] = snapCharge(meta, s)
+		}
 		m.inv.mu.Unlock()
 	}
 	for _, c := range ctrs {

@@ -34,6 +34,7 @@ func volumeCommand() *cli.Command {
 					&cli.StringFlag{Name: "size", Usage: "size cap, e.g. 2g (default 1g); writes past it fail with ENOSPC"},
 					&cli.StringSliceFlag{Name: "label", Aliases: []string{"l"}, Usage: "K=V, repeatable"},
 					&cli.BoolFlag{Name: "shared", Usage: "allow several read-write mounts at once (see docs/volumes.md)"},
+					&cli.StringFlag{Name: "from", Usage: "NAME[@SNAP]: a copy of your volume NAME, or of its snapshot SNAP"},
 				},
 				Action: func(c *cli.Context) error {
 					name, err := one("create NAME [--size 2g] [--label K=V] [--shared]")(c)
@@ -45,7 +46,7 @@ func volumeCommand() *cli.Command {
 						return err
 					}
 					resp, err := rpcclient.NewVolumes(c.String("socket")).CreateVolume(c.Context, connect.NewRequest(&boxdv1.CreateVolumeRequest{
-						Name: name, Size: c.String("size"), Labels: labels, Shared: c.Bool("shared")}))
+						Name: name, Size: c.String("size"), Labels: labels, Shared: c.Bool("shared"), From: c.String("from")}))
 					if err != nil {
 						return boxdErr{err}
 					}
@@ -91,7 +92,21 @@ func volumeCommand() *cli.Command {
 				},
 			},
 			{
-				Name: "rm", Usage: "delete a volume and its data", ArgsUsage: "NAME",
+				Name: "snapshot", Usage: "keep a copy of a volume's files as they are now (for create --from NAME@SNAP)", ArgsUsage: "NAME SNAP",
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 2 {
+						return fmt.Errorf("usage: boxctl volume snapshot NAME SNAP")
+					}
+					_, err := rpcclient.NewVolumes(c.String("socket")).SnapshotVolume(c.Context, connect.NewRequest(&boxdv1.SnapshotVolumeRequest{
+						Name: c.Args().Get(0), Snapshot: c.Args().Get(1)}))
+					if err != nil {
+						return boxdErr{err}
+					}
+					return nil
+				},
+			},
+			{
+				Name: "rm", Usage: "delete a volume, its snapshots and its data", ArgsUsage: "NAME",
 				Flags: []cli.Flag{&cli.BoolFlag{Name: "force", Aliases: []string{"f"}, Usage: "even while sandboxes mount it (their I/O there then fails)"}},
 				Action: func(c *cli.Context) error {
 					name, err := one("rm [--force] NAME")(c)

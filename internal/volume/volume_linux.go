@@ -98,6 +98,15 @@ func (s Store) Create(m Meta) (err error) {
 		return err
 	}
 	os.Remove(filepath.Join(s.MountPoint(m.ID), "lost+found"))
+	return s.finish(m)
+}
+
+// finish mounts a made volume if it is not, and writes its meta.json,
+// last.
+func (s Store) finish(m Meta) error {
+	if err := s.EnsureMounted(m.ID); err != nil {
+		return err
+	}
 	b, _ := json.Marshal(m)
 	tmp := s.meta(m.ID) + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o600); err != nil {
@@ -139,6 +148,7 @@ func (s Store) EnsureMounted(id string) error {
 		return fmt.Errorf("volume: %w", err)
 	}
 	if ok {
+		s.thaw(id) // a boxd killed during a snapshot left it frozen
 		return nil
 	}
 	return s.Mount(id)

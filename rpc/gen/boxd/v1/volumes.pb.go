@@ -31,7 +31,11 @@ type CreateVolumeRequest struct {
 	Labels map[string]string `protobuf:"bytes,3,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Allow more than one read-write mount at a time (see docs/volumes.md
 	// for the consistency sandboxes then get).
-	Shared        bool `protobuf:"varint,4,opt,name=shared,proto3" json:"shared,omitempty"`
+	Shared bool `protobuf:"varint,4,opt,name=shared,proto3" json:"shared,omitempty"`
+	// Make the volume a copy of another ("NAME") or of one of its
+	// snapshots ("NAME@SNAP"), which the caller must own; size is then the
+	// source's and the size field must be empty.
+	From          string `protobuf:"bytes,5,opt,name=from,proto3" json:"from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -92,6 +96,13 @@ func (x *CreateVolumeRequest) GetShared() bool {
 		return x.Shared
 	}
 	return false
+}
+
+func (x *CreateVolumeRequest) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
 }
 
 type CreateVolumeResponse struct {
@@ -394,6 +405,102 @@ func (*RemoveVolumeResponse) Descriptor() ([]byte, []int) {
 	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{7}
 }
 
+type SnapshotVolumeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`         // the volume: name or id
+	Snapshot      string                 `protobuf:"bytes,2,opt,name=snapshot,proto3" json:"snapshot,omitempty"` // the snapshot's name, as a volume's
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotVolumeRequest) Reset() {
+	*x = SnapshotVolumeRequest{}
+	mi := &file_boxd_v1_volumes_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotVolumeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotVolumeRequest) ProtoMessage() {}
+
+func (x *SnapshotVolumeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_volumes_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotVolumeRequest.ProtoReflect.Descriptor instead.
+func (*SnapshotVolumeRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *SnapshotVolumeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SnapshotVolumeRequest) GetSnapshot() string {
+	if x != nil {
+		return x.Snapshot
+	}
+	return ""
+}
+
+type SnapshotVolumeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Volume        *Volume                `protobuf:"bytes,1,opt,name=volume,proto3" json:"volume,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotVolumeResponse) Reset() {
+	*x = SnapshotVolumeResponse{}
+	mi := &file_boxd_v1_volumes_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotVolumeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotVolumeResponse) ProtoMessage() {}
+
+func (x *SnapshotVolumeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_volumes_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotVolumeResponse.ProtoReflect.Descriptor instead.
+func (*SnapshotVolumeResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SnapshotVolumeResponse) GetVolume() *Volume {
+	if x != nil {
+		return x.Volume
+	}
+	return nil
+}
+
 type Volume struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -404,14 +511,15 @@ type Volume struct {
 	Labels        map[string]string      `protobuf:"bytes,6,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	CreatedAt     string                 `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"` // RFC 3339
 	Shared        bool                   `protobuf:"varint,8,opt,name=shared,proto3" json:"shared,omitempty"`
-	Mounts        []*VolumeMount         `protobuf:"bytes,9,rep,name=mounts,proto3" json:"mounts,omitempty"` // the sandboxes that mount it
+	Mounts        []*VolumeMount         `protobuf:"bytes,9,rep,name=mounts,proto3" json:"mounts,omitempty"`        // the sandboxes that mount it
+	Snapshots     []string               `protobuf:"bytes,10,rep,name=snapshots,proto3" json:"snapshots,omitempty"` // its snapshots' names
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_boxd_v1_volumes_proto_msgTypes[8]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -423,7 +531,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_volumes_proto_msgTypes[8]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -436,7 +544,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{8}
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Volume) GetId() string {
@@ -502,6 +610,13 @@ func (x *Volume) GetMounts() []*VolumeMount {
 	return nil
 }
 
+func (x *Volume) GetSnapshots() []string {
+	if x != nil {
+		return x.Snapshots
+	}
+	return nil
+}
+
 // VolumeMount is one sandbox's mount of a volume.
 type VolumeMount struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -514,7 +629,7 @@ type VolumeMount struct {
 
 func (x *VolumeMount) Reset() {
 	*x = VolumeMount{}
-	mi := &file_boxd_v1_volumes_proto_msgTypes[9]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -526,7 +641,7 @@ func (x *VolumeMount) String() string {
 func (*VolumeMount) ProtoMessage() {}
 
 func (x *VolumeMount) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_volumes_proto_msgTypes[9]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -539,7 +654,7 @@ func (x *VolumeMount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeMount.ProtoReflect.Descriptor instead.
 func (*VolumeMount) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{9}
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *VolumeMount) GetSandboxId() string {
@@ -567,12 +682,13 @@ var File_boxd_v1_volumes_proto protoreflect.FileDescriptor
 
 const file_boxd_v1_volumes_proto_rawDesc = "" +
 	"\n" +
-	"\x15boxd/v1/volumes.proto\x12\aboxd.v1\"\xd2\x01\n" +
+	"\x15boxd/v1/volumes.proto\x12\aboxd.v1\"\xe6\x01\n" +
 	"\x13CreateVolumeRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\tR\x04size\x12@\n" +
 	"\x06labels\x18\x03 \x03(\v2(.boxd.v1.CreateVolumeRequest.LabelsEntryR\x06labels\x12\x16\n" +
-	"\x06shared\x18\x04 \x01(\bR\x06shared\x1a9\n" +
+	"\x06shared\x18\x04 \x01(\bR\x06shared\x12\x12\n" +
+	"\x04from\x18\x05 \x01(\tR\x04from\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"?\n" +
@@ -588,7 +704,12 @@ const file_boxd_v1_volumes_proto_rawDesc = "" +
 	"\x13RemoveVolumeRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05force\x18\x02 \x01(\bR\x05force\"\x16\n" +
-	"\x14RemoveVolumeResponse\"\xdc\x02\n" +
+	"\x14RemoveVolumeResponse\"G\n" +
+	"\x15SnapshotVolumeRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bsnapshot\x18\x02 \x01(\tR\bsnapshot\"A\n" +
+	"\x16SnapshotVolumeResponse\x12'\n" +
+	"\x06volume\x18\x01 \x01(\v2\x0f.boxd.v1.VolumeR\x06volume\"\xfa\x02\n" +
 	"\x06Volume\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1d\n" +
@@ -601,7 +722,9 @@ const file_boxd_v1_volumes_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\a \x01(\tR\tcreatedAt\x12\x16\n" +
 	"\x06shared\x18\b \x01(\bR\x06shared\x12,\n" +
-	"\x06mounts\x18\t \x03(\v2\x14.boxd.v1.VolumeMountR\x06mounts\x1a9\n" +
+	"\x06mounts\x18\t \x03(\v2\x14.boxd.v1.VolumeMountR\x06mounts\x12\x1c\n" +
+	"\tsnapshots\x18\n" +
+	" \x03(\tR\tsnapshots\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"]\n" +
@@ -609,12 +732,13 @@ const file_boxd_v1_volumes_proto_rawDesc = "" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1b\n" +
-	"\tread_only\x18\x03 \x01(\bR\breadOnly2\xb7\x02\n" +
+	"\tread_only\x18\x03 \x01(\bR\breadOnly2\x8a\x03\n" +
 	"\rVolumeService\x12K\n" +
 	"\fCreateVolume\x12\x1c.boxd.v1.CreateVolumeRequest\x1a\x1d.boxd.v1.CreateVolumeResponse\x12H\n" +
 	"\vListVolumes\x12\x1b.boxd.v1.ListVolumesRequest\x1a\x1c.boxd.v1.ListVolumesResponse\x12B\n" +
 	"\tGetVolume\x12\x19.boxd.v1.GetVolumeRequest\x1a\x1a.boxd.v1.GetVolumeResponse\x12K\n" +
-	"\fRemoveVolume\x12\x1c.boxd.v1.RemoveVolumeRequest\x1a\x1d.boxd.v1.RemoveVolumeResponseB1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
+	"\fRemoveVolume\x12\x1c.boxd.v1.RemoveVolumeRequest\x1a\x1d.boxd.v1.RemoveVolumeResponse\x12Q\n" +
+	"\x0eSnapshotVolume\x12\x1e.boxd.v1.SnapshotVolumeRequest\x1a\x1f.boxd.v1.SnapshotVolumeResponseB1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
 
 var (
 	file_boxd_v1_volumes_proto_rawDescOnce sync.Once
@@ -628,41 +752,46 @@ func file_boxd_v1_volumes_proto_rawDescGZIP() []byte {
 	return file_boxd_v1_volumes_proto_rawDescData
 }
 
-var file_boxd_v1_volumes_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_boxd_v1_volumes_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_boxd_v1_volumes_proto_goTypes = []any{
-	(*CreateVolumeRequest)(nil),  // 0: boxd.v1.CreateVolumeRequest
-	(*CreateVolumeResponse)(nil), // 1: boxd.v1.CreateVolumeResponse
-	(*ListVolumesRequest)(nil),   // 2: boxd.v1.ListVolumesRequest
-	(*ListVolumesResponse)(nil),  // 3: boxd.v1.ListVolumesResponse
-	(*GetVolumeRequest)(nil),     // 4: boxd.v1.GetVolumeRequest
-	(*GetVolumeResponse)(nil),    // 5: boxd.v1.GetVolumeResponse
-	(*RemoveVolumeRequest)(nil),  // 6: boxd.v1.RemoveVolumeRequest
-	(*RemoveVolumeResponse)(nil), // 7: boxd.v1.RemoveVolumeResponse
-	(*Volume)(nil),               // 8: boxd.v1.Volume
-	(*VolumeMount)(nil),          // 9: boxd.v1.VolumeMount
-	nil,                          // 10: boxd.v1.CreateVolumeRequest.LabelsEntry
-	nil,                          // 11: boxd.v1.Volume.LabelsEntry
+	(*CreateVolumeRequest)(nil),    // 0: boxd.v1.CreateVolumeRequest
+	(*CreateVolumeResponse)(nil),   // 1: boxd.v1.CreateVolumeResponse
+	(*ListVolumesRequest)(nil),     // 2: boxd.v1.ListVolumesRequest
+	(*ListVolumesResponse)(nil),    // 3: boxd.v1.ListVolumesResponse
+	(*GetVolumeRequest)(nil),       // 4: boxd.v1.GetVolumeRequest
+	(*GetVolumeResponse)(nil),      // 5: boxd.v1.GetVolumeResponse
+	(*RemoveVolumeRequest)(nil),    // 6: boxd.v1.RemoveVolumeRequest
+	(*RemoveVolumeResponse)(nil),   // 7: boxd.v1.RemoveVolumeResponse
+	(*SnapshotVolumeRequest)(nil),  // 8: boxd.v1.SnapshotVolumeRequest
+	(*SnapshotVolumeResponse)(nil), // 9: boxd.v1.SnapshotVolumeResponse
+	(*Volume)(nil),                 // 10: boxd.v1.Volume
+	(*VolumeMount)(nil),            // 11: boxd.v1.VolumeMount
+	nil,                            // 12: boxd.v1.CreateVolumeRequest.LabelsEntry
+	nil,                            // 13: boxd.v1.Volume.LabelsEntry
 }
 var file_boxd_v1_volumes_proto_depIdxs = []int32{
-	10, // 0: boxd.v1.CreateVolumeRequest.labels:type_name -> boxd.v1.CreateVolumeRequest.LabelsEntry
-	8,  // 1: boxd.v1.CreateVolumeResponse.volume:type_name -> boxd.v1.Volume
-	8,  // 2: boxd.v1.ListVolumesResponse.volumes:type_name -> boxd.v1.Volume
-	8,  // 3: boxd.v1.GetVolumeResponse.volume:type_name -> boxd.v1.Volume
-	11, // 4: boxd.v1.Volume.labels:type_name -> boxd.v1.Volume.LabelsEntry
-	9,  // 5: boxd.v1.Volume.mounts:type_name -> boxd.v1.VolumeMount
-	0,  // 6: boxd.v1.VolumeService.CreateVolume:input_type -> boxd.v1.CreateVolumeRequest
-	2,  // 7: boxd.v1.VolumeService.ListVolumes:input_type -> boxd.v1.ListVolumesRequest
-	4,  // 8: boxd.v1.VolumeService.GetVolume:input_type -> boxd.v1.GetVolumeRequest
-	6,  // 9: boxd.v1.VolumeService.RemoveVolume:input_type -> boxd.v1.RemoveVolumeRequest
-	1,  // 10: boxd.v1.VolumeService.CreateVolume:output_type -> boxd.v1.CreateVolumeResponse
-	3,  // 11: boxd.v1.VolumeService.ListVolumes:output_type -> boxd.v1.ListVolumesResponse
-	5,  // 12: boxd.v1.VolumeService.GetVolume:output_type -> boxd.v1.GetVolumeResponse
-	7,  // 13: boxd.v1.VolumeService.RemoveVolume:output_type -> boxd.v1.RemoveVolumeResponse
-	10, // [10:14] is the sub-list for method output_type
-	6,  // [6:10] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	12, // 0: boxd.v1.CreateVolumeRequest.labels:type_name -> boxd.v1.CreateVolumeRequest.LabelsEntry
+	10, // 1: boxd.v1.CreateVolumeResponse.volume:type_name -> boxd.v1.Volume
+	10, // 2: boxd.v1.ListVolumesResponse.volumes:type_name -> boxd.v1.Volume
+	10, // 3: boxd.v1.GetVolumeResponse.volume:type_name -> boxd.v1.Volume
+	10, // 4: boxd.v1.SnapshotVolumeResponse.volume:type_name -> boxd.v1.Volume
+	13, // 5: boxd.v1.Volume.labels:type_name -> boxd.v1.Volume.LabelsEntry
+	11, // 6: boxd.v1.Volume.mounts:type_name -> boxd.v1.VolumeMount
+	0,  // 7: boxd.v1.VolumeService.CreateVolume:input_type -> boxd.v1.CreateVolumeRequest
+	2,  // 8: boxd.v1.VolumeService.ListVolumes:input_type -> boxd.v1.ListVolumesRequest
+	4,  // 9: boxd.v1.VolumeService.GetVolume:input_type -> boxd.v1.GetVolumeRequest
+	6,  // 10: boxd.v1.VolumeService.RemoveVolume:input_type -> boxd.v1.RemoveVolumeRequest
+	8,  // 11: boxd.v1.VolumeService.SnapshotVolume:input_type -> boxd.v1.SnapshotVolumeRequest
+	1,  // 12: boxd.v1.VolumeService.CreateVolume:output_type -> boxd.v1.CreateVolumeResponse
+	3,  // 13: boxd.v1.VolumeService.ListVolumes:output_type -> boxd.v1.ListVolumesResponse
+	5,  // 14: boxd.v1.VolumeService.GetVolume:output_type -> boxd.v1.GetVolumeResponse
+	7,  // 15: boxd.v1.VolumeService.RemoveVolume:output_type -> boxd.v1.RemoveVolumeResponse
+	9,  // 16: boxd.v1.VolumeService.SnapshotVolume:output_type -> boxd.v1.SnapshotVolumeResponse
+	12, // [12:17] is the sub-list for method output_type
+	7,  // [7:12] is the sub-list for method input_type
+	7,  // [7:7] is the sub-list for extension type_name
+	7,  // [7:7] is the sub-list for extension extendee
+	0,  // [0:7] is the sub-list for field type_name
 }
 
 func init() { file_boxd_v1_volumes_proto_init() }
@@ -676,7 +805,7 @@ func file_boxd_v1_volumes_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_boxd_v1_volumes_proto_rawDesc), len(file_boxd_v1_volumes_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -13,7 +13,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x62oxd/v1/volumes.proto\x12\x07\x62oxd.v1\"\xaa\x01\n\x13\x43reateVolumeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\t\x12\x38\n\x06labels\x18\x03 \x03(\x0b\x32(.boxd.v1.CreateVolumeRequest.LabelsEntry\x12\x0e\n\x06shared\x18\x04 \x01(\x08\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"7\n\x14\x43reateVolumeResponse\x12\x1f\n\x06volume\x18\x01 \x01(\x0b\x32\x0f.boxd.v1.Volume\"\x14\n\x12ListVolumesRequest\"7\n\x13ListVolumesResponse\x12 \n\x07volumes\x18\x01 \x03(\x0b\x32\x0f.boxd.v1.Volume\" \n\x10GetVolumeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"4\n\x11GetVolumeResponse\x12\x1f\n\x06volume\x18\x01 \x01(\x0b\x32\x0f.boxd.v1.Volume\"2\n\x13RemoveVolumeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x66orce\x18\x02 \x01(\x08\"\x16\n\x14RemoveVolumeResponse\"\x83\x02\n\x06Volume\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x12\n\nsize_bytes\x18\x03 \x01(\x03\x12\x12\n\nused_bytes\x18\x04 \x01(\x03\x12\x11\n\towner_uid\x18\x05 \x01(\r\x12+\n\x06labels\x18\x06 \x03(\x0b\x32\x1b.boxd.v1.Volume.LabelsEntry\x12\x12\n\ncreated_at\x18\x07 \x01(\t\x12\x0e\n\x06shared\x18\x08 \x01(\x08\x12$\n\x06mounts\x18\t \x03(\x0b\x32\x14.boxd.v1.VolumeMount\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"B\n\x0bVolumeMount\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x11\n\tread_only\x18\x03 \x01(\x08\x32\xb7\x02\n\rVolumeService\x12K\n\x0c\x43reateVolume\x12\x1c.boxd.v1.CreateVolumeRequest\x1a\x1d.boxd.v1.CreateVolumeResponse\x12H\n\x0bListVolumes\x12\x1b.boxd.v1.ListVolumesRequest\x1a\x1c.boxd.v1.ListVolumesResponse\x12\x42\n\tGetVolume\x12\x19.boxd.v1.GetVolumeRequest\x1a\x1a.boxd.v1.GetVolumeResponse\x12K\n\x0cRemoveVolume\x12\x1c.boxd.v1.RemoveVolumeRequest\x1a\x1d.boxd.v1.RemoveVolumeResponseB1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x62oxd/v1/volumes.proto\x12\x07\x62oxd.v1\"\xb8\x01\n\x13\x43reateVolumeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\t\x12\x38\n\x06labels\x18\x03 \x03(\x0b\x32(.boxd.v1.CreateVolumeRequest.LabelsEntry\x12\x0e\n\x06shared\x18\x04 \x01(\x08\x12\x0c\n\x04\x66rom\x18\x05 \x01(\t\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"7\n\x14\x43reateVolumeResponse\x12\x1f\n\x06volume\x18\x01 \x01(\x0b\x32\x0f.boxd.v1.Volume\"\x14\n\x12ListVolumesRequest\"7\n\x13ListVolumesResponse\x12 \n\x07volumes\x18\x01 \x03(\x0b\x32\x0f.boxd.v1.Volume\" \n\x10GetVolumeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"4\n\x11GetVolumeResponse\x12\x1f\n\x06volume\x18\x01 \x01(\x0b\x32\x0f.boxd.v1.Volume\"2\n\x13RemoveVolumeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x66orce\x18\x02 \x01(\x08\"\x16\n\x14RemoveVolumeResponse\"7\n\x15SnapshotVolumeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08snapshot\x18\x02 \x01(\t\"9\n\x16SnapshotVolumeResponse\x12\x1f\n\x06volume\x18\x01 \x01(\x0b\x32\x0f.boxd.v1.Volume\"\x96\x02\n\x06Volume\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x12\n\nsize_bytes\x18\x03 \x01(\x03\x12\x12\n\nused_bytes\x18\x04 \x01(\x03\x12\x11\n\towner_uid\x18\x05 \x01(\r\x12+\n\x06labels\x18\x06 \x03(\x0b\x32\x1b.boxd.v1.Volume.LabelsEntry\x12\x12\n\ncreated_at\x18\x07 \x01(\t\x12\x0e\n\x06shared\x18\x08 \x01(\x08\x12$\n\x06mounts\x18\t \x03(\x0b\x32\x14.boxd.v1.VolumeMount\x12\x11\n\tsnapshots\x18\n \x03(\t\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"B\n\x0bVolumeMount\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x11\n\tread_only\x18\x03 \x01(\x08\x32\x8a\x03\n\rVolumeService\x12K\n\x0c\x43reateVolume\x12\x1c.boxd.v1.CreateVolumeRequest\x1a\x1d.boxd.v1.CreateVolumeResponse\x12H\n\x0bListVolumes\x12\x1b.boxd.v1.ListVolumesRequest\x1a\x1c.boxd.v1.ListVolumesResponse\x12\x42\n\tGetVolume\x12\x19.boxd.v1.GetVolumeRequest\x1a\x1a.boxd.v1.GetVolumeResponse\x12K\n\x0cRemoveVolume\x12\x1c.boxd.v1.RemoveVolumeRequest\x1a\x1d.boxd.v1.RemoveVolumeResponse\x12Q\n\x0eSnapshotVolume\x12\x1e.boxd.v1.SnapshotVolumeRequest\x1a\x1f.boxd.v1.SnapshotVolumeResponseB1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'boxd.v1.volumes_pb2', globals())
@@ -26,29 +26,33 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _VOLUME_LABELSENTRY._options = None
   _VOLUME_LABELSENTRY._serialized_options = b'8\001'
   _CREATEVOLUMEREQUEST._serialized_start=35
-  _CREATEVOLUMEREQUEST._serialized_end=205
-  _CREATEVOLUMEREQUEST_LABELSENTRY._serialized_start=160
-  _CREATEVOLUMEREQUEST_LABELSENTRY._serialized_end=205
-  _CREATEVOLUMERESPONSE._serialized_start=207
-  _CREATEVOLUMERESPONSE._serialized_end=262
-  _LISTVOLUMESREQUEST._serialized_start=264
-  _LISTVOLUMESREQUEST._serialized_end=284
-  _LISTVOLUMESRESPONSE._serialized_start=286
-  _LISTVOLUMESRESPONSE._serialized_end=341
-  _GETVOLUMEREQUEST._serialized_start=343
-  _GETVOLUMEREQUEST._serialized_end=375
-  _GETVOLUMERESPONSE._serialized_start=377
-  _GETVOLUMERESPONSE._serialized_end=429
-  _REMOVEVOLUMEREQUEST._serialized_start=431
-  _REMOVEVOLUMEREQUEST._serialized_end=481
-  _REMOVEVOLUMERESPONSE._serialized_start=483
-  _REMOVEVOLUMERESPONSE._serialized_end=505
-  _VOLUME._serialized_start=508
-  _VOLUME._serialized_end=767
-  _VOLUME_LABELSENTRY._serialized_start=160
-  _VOLUME_LABELSENTRY._serialized_end=205
-  _VOLUMEMOUNT._serialized_start=769
-  _VOLUMEMOUNT._serialized_end=835
-  _VOLUMESERVICE._serialized_start=838
-  _VOLUMESERVICE._serialized_end=1149
+  _CREATEVOLUMEREQUEST._serialized_end=219
+  _CREATEVOLUMEREQUEST_LABELSENTRY._serialized_start=174
+  _CREATEVOLUMEREQUEST_LABELSENTRY._serialized_end=219
+  _CREATEVOLUMERESPONSE._serialized_start=221
+  _CREATEVOLUMERESPONSE._serialized_end=276
+  _LISTVOLUMESREQUEST._serialized_start=278
+  _LISTVOLUMESREQUEST._serialized_end=298
+  _LISTVOLUMESRESPONSE._serialized_start=300
+  _LISTVOLUMESRESPONSE._serialized_end=355
+  _GETVOLUMEREQUEST._serialized_start=357
+  _GETVOLUMEREQUEST._serialized_end=389
+  _GETVOLUMERESPONSE._serialized_start=391
+  _GETVOLUMERESPONSE._serialized_end=443
+  _REMOVEVOLUMEREQUEST._serialized_start=445
+  _REMOVEVOLUMEREQUEST._serialized_end=495
+  _REMOVEVOLUMERESPONSE._serialized_start=497
+  _REMOVEVOLUMERESPONSE._serialized_end=519
+  _SNAPSHOTVOLUMEREQUEST._serialized_start=521
+  _SNAPSHOTVOLUMEREQUEST._serialized_end=576
+  _SNAPSHOTVOLUMERESPONSE._serialized_start=578
+  _SNAPSHOTVOLUMERESPONSE._serialized_end=635
+  _VOLUME._serialized_start=638
+  _VOLUME._serialized_end=916
+  _VOLUME_LABELSENTRY._serialized_start=174
+  _VOLUME_LABELSENTRY._serialized_end=219
+  _VOLUMEMOUNT._serialized_start=918
+  _VOLUMEMOUNT._serialized_end=984
+  _VOLUMESERVICE._serialized_start=987
+  _VOLUMESERVICE._serialized_end=1381
 # @@protoc_insertion_point(module_scope)

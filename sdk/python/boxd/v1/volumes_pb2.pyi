@@ -14,6 +14,7 @@ class CreateVolumeRequest(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    FROM_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
     NAME_FIELD_NUMBER: _ClassVar[int]
     SHARED_FIELD_NUMBER: _ClassVar[int]
@@ -22,7 +23,7 @@ class CreateVolumeRequest(_message.Message):
     name: str
     shared: bool
     size: str
-    def __init__(self, name: _Optional[str] = ..., size: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., shared: bool = ...) -> None: ...
+    def __init__(self, name: _Optional[str] = ..., size: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., shared: bool = ..., **kwargs) -> None: ...
 
 class CreateVolumeResponse(_message.Message):
     __slots__ = ["volume"]
@@ -64,8 +65,22 @@ class RemoveVolumeResponse(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
 
+class SnapshotVolumeRequest(_message.Message):
+    __slots__ = ["name", "snapshot"]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    snapshot: str
+    def __init__(self, name: _Optional[str] = ..., snapshot: _Optional[str] = ...) -> None: ...
+
+class SnapshotVolumeResponse(_message.Message):
+    __slots__ = ["volume"]
+    VOLUME_FIELD_NUMBER: _ClassVar[int]
+    volume: Volume
+    def __init__(self, volume: _Optional[_Union[Volume, _Mapping]] = ...) -> None: ...
+
 class Volume(_message.Message):
-    __slots__ = ["created_at", "id", "labels", "mounts", "name", "owner_uid", "shared", "size_bytes", "used_bytes"]
+    __slots__ = ["created_at", "id", "labels", "mounts", "name", "owner_uid", "shared", "size_bytes", "snapshots", "used_bytes"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -81,6 +96,7 @@ class Volume(_message.Message):
     OWNER_UID_FIELD_NUMBER: _ClassVar[int]
     SHARED_FIELD_NUMBER: _ClassVar[int]
     SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    SNAPSHOTS_FIELD_NUMBER: _ClassVar[int]
     USED_BYTES_FIELD_NUMBER: _ClassVar[int]
     created_at: str
     id: str
@@ -90,8 +106,9 @@ class Volume(_message.Message):
     owner_uid: int
     shared: bool
     size_bytes: int
+    snapshots: _containers.RepeatedScalarFieldContainer[str]
     used_bytes: int
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., size_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., owner_uid: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., created_at: _Optional[str] = ..., shared: bool = ..., mounts: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., size_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., owner_uid: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., created_at: _Optional[str] = ..., shared: bool = ..., mounts: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ..., snapshots: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class VolumeMount(_message.Message):
     __slots__ = ["path", "read_only", "sandbox_id"]

@@ -44,6 +44,9 @@ const (
 	// VolumeServiceRemoveVolumeProcedure is the fully-qualified name of the VolumeService's
 	// RemoveVolume RPC.
 	VolumeServiceRemoveVolumeProcedure = "/boxd.v1.VolumeService/RemoveVolume"
+	// VolumeServiceSnapshotVolumeProcedure is the fully-qualified name of the VolumeService's
+	// SnapshotVolume RPC.
+	VolumeServiceSnapshotVolumeProcedure = "/boxd.v1.VolumeService/SnapshotVolume"
 )
 
 // VolumeServiceClient is a client for the boxd.v1.VolumeService service.
@@ -62,6 +65,13 @@ type VolumeServiceClient interface {
 	// volume's filesystem is shut down (the sandboxes' I/O there fails with
 	// EIO) and deleted.
 	RemoveVolume(context.Context, *connect.Request[v1.RemoveVolumeRequest]) (*connect.Response[v1.RemoveVolumeResponse], error)
+	// SnapshotVolume keeps a copy of a volume's files as they are now,
+	// under a name of its own, for CreateVolumeRequest.from. Writers are
+	// paused (the filesystem frozen) while the copy is made. The snapshot
+	// counts against the owner's disk quota at the volume's size and goes
+	// with the volume. Errors: not_found, already_exists (the snapshot
+	// name), resource_exhausted (quota).
+	SnapshotVolume(context.Context, *connect.Request[v1.SnapshotVolumeRequest]) (*connect.Response[v1.SnapshotVolumeResponse], error)
 }
 
 // NewVolumeServiceClient constructs a client for the boxd.v1.VolumeService service. By default, it
@@ -99,15 +109,22 @@ func NewVolumeServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(volumeServiceMethods.ByName("RemoveVolume")),
 			connect.WithClientOptions(opts...),
 		),
+		snapshotVolume: connect.NewClient[v1.SnapshotVolumeRequest, v1.SnapshotVolumeResponse](
+			httpClient,
+			baseURL+VolumeServiceSnapshotVolumeProcedure,
+			connect.WithSchema(volumeServiceMethods.ByName("SnapshotVolume")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // volumeServiceClient implements VolumeServiceClient.
 type volumeServiceClient struct {
-	createVolume *connect.Client[v1.CreateVolumeRequest, v1.CreateVolumeResponse]
-	listVolumes  *connect.Client[v1.ListVolumesRequest, v1.ListVolumesResponse]
-	getVolume    *connect.Client[v1.GetVolumeRequest, v1.GetVolumeResponse]
-	removeVolume *connect.Client[v1.RemoveVolumeRequest, v1.RemoveVolumeResponse]
+	createVolume   *connect.Client[v1.CreateVolumeRequest, v1.CreateVolumeResponse]
+	listVolumes    *connect.Client[v1.ListVolumesRequest, v1.ListVolumesResponse]
+	getVolume      *connect.Client[v1.GetVolumeRequest, v1.GetVolumeResponse]
+	removeVolume   *connect.Client[v1.RemoveVolumeRequest, v1.RemoveVolumeResponse]
+	snapshotVolume *connect.Client[v1.SnapshotVolumeRequest, v1.SnapshotVolumeResponse]
 }
 
 // CreateVolume calls boxd.v1.VolumeService.CreateVolume.
@@ -130,6 +147,11 @@ func (c *volumeServiceClient) RemoveVolume(ctx context.Context, req *connect.Req
 	return c.removeVolume.CallUnary(ctx, req)
 }
 
+// SnapshotVolume calls boxd.v1.VolumeService.SnapshotVolume.
+func (c *volumeServiceClient) SnapshotVolume(ctx context.Context, req *connect.Request[v1.SnapshotVolumeRequest]) (*connect.Response[v1.SnapshotVolumeResponse], error) {
+	return c.snapshotVolume.CallUnary(ctx, req)
+}
+
 // VolumeServiceHandler is an implementation of the boxd.v1.VolumeService service.
 type VolumeServiceHandler interface {
 	// CreateVolume makes an empty volume. Errors: invalid_argument (a bad
@@ -146,6 +168,13 @@ type VolumeServiceHandler interface {
 	// volume's filesystem is shut down (the sandboxes' I/O there fails with
 	// EIO) and deleted.
 	RemoveVolume(context.Context, *connect.Request[v1.RemoveVolumeRequest]) (*connect.Response[v1.RemoveVolumeResponse], error)
+	// SnapshotVolume keeps a copy of a volume's files as they are now,
+	// under a name of its own, for CreateVolumeRequest.from. Writers are
+	// paused (the filesystem frozen) while the copy is made. The snapshot
+	// counts against the owner's disk quota at the volume's size and goes
+	// with the volume. Errors: not_found, already_exists (the snapshot
+	// name), resource_exhausted (quota).
+	SnapshotVolume(context.Context, *connect.Request[v1.SnapshotVolumeRequest]) (*connect.Response[v1.SnapshotVolumeResponse], error)
 }
 
 // NewVolumeServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -179,6 +208,12 @@ func NewVolumeServiceHandler(svc VolumeServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(volumeServiceMethods.ByName("RemoveVolume")),
 		connect.WithHandlerOptions(opts...),
 	)
+	volumeServiceSnapshotVolumeHandler := connect.NewUnaryHandler(
+		VolumeServiceSnapshotVolumeProcedure,
+		svc.SnapshotVolume,
+		connect.WithSchema(volumeServiceMethods.ByName("SnapshotVolume")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/boxd.v1.VolumeService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case VolumeServiceCreateVolumeProcedure:
@@ -189,6 +224,8 @@ func NewVolumeServiceHandler(svc VolumeServiceHandler, opts ...connect.HandlerOp
 			volumeServiceGetVolumeHandler.ServeHTTP(w, r)
 		case VolumeServiceRemoveVolumeProcedure:
 			volumeServiceRemoveVolumeHandler.ServeHTTP(w, r)
+		case VolumeServiceSnapshotVolumeProcedure:
+			volumeServiceSnapshotVolumeHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -212,4 +249,8 @@ func (UnimplementedVolumeServiceHandler) GetVolume(context.Context, *connect.Req
 
 func (UnimplementedVolumeServiceHandler) RemoveVolume(context.Context, *connect.Request[v1.RemoveVolumeRequest]) (*connect.Response[v1.RemoveVolumeResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.VolumeService.RemoveVolume is not implemented"))
+}
+
+func (UnimplementedVolumeServiceHandler) SnapshotVolume(context.Context, *connect.Request[v1.SnapshotVolumeRequest]) (*connect.Response[v1.SnapshotVolumeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.VolumeService.SnapshotVolume is not implemented"))
 }

@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file boxd/v1/volumes.proto.
  */
 export const file_boxd_v1_volumes: GenFile = /*@__PURE__*/
-  fileDesc("ChVib3hkL3YxL3ZvbHVtZXMucHJvdG8SB2JveGQudjEiqgEKE0NyZWF0ZVZvbHVtZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRIMCgRzaXplGAIgASgJEjgKBmxhYmVscxgDIAMoCzIoLmJveGQudjEuQ3JlYXRlVm9sdW1lUmVxdWVzdC5MYWJlbHNFbnRyeRIOCgZzaGFyZWQYBCABKAgaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI3ChRDcmVhdGVWb2x1bWVSZXNwb25zZRIfCgZ2b2x1bWUYASABKAsyDy5ib3hkLnYxLlZvbHVtZSIUChJMaXN0Vm9sdW1lc1JlcXVlc3QiNwoTTGlzdFZvbHVtZXNSZXNwb25zZRIgCgd2b2x1bWVzGAEgAygLMg8uYm94ZC52MS5Wb2x1bWUiIAoQR2V0Vm9sdW1lUmVxdWVzdBIMCgRuYW1lGAEgASgJIjQKEUdldFZvbHVtZVJlc3BvbnNlEh8KBnZvbHVtZRgBIAEoCzIPLmJveGQudjEuVm9sdW1lIjIKE1JlbW92ZVZvbHVtZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRINCgVmb3JjZRgCIAEoCCIWChRSZW1vdmVWb2x1bWVSZXNwb25zZSKDAgoGVm9sdW1lEgoKAmlkGAEgASgJEgwKBG5hbWUYAiABKAkSEgoKc2l6ZV9ieXRlcxgDIAEoAxISCgp1c2VkX2J5dGVzGAQgASgDEhEKCW93bmVyX3VpZBgFIAEoDRIrCgZsYWJlbHMYBiADKAsyGy5ib3hkLnYxLlZvbHVtZS5MYWJlbHNFbnRyeRISCgpjcmVhdGVkX2F0GAcgASgJEg4KBnNoYXJlZBgIIAEoCBIkCgZtb3VudHMYCSADKAsyFC5ib3hkLnYxLlZvbHVtZU1vdW50Gi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiQgoLVm9sdW1lTW91bnQSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEhEKCXJlYWRfb25seRgDIAEoCDK3AgoNVm9sdW1lU2VydmljZRJLCgxDcmVhdGVWb2x1bWUSHC5ib3hkLnYxLkNyZWF0ZVZvbHVtZVJlcXVlc3QaHS5ib3hkLnYxLkNyZWF0ZVZvbHVtZVJlc3BvbnNlEkgKC0xpc3RWb2x1bWVzEhsuYm94ZC52MS5MaXN0Vm9sdW1lc1JlcXVlc3QaHC5ib3hkLnYxLkxpc3RWb2x1bWVzUmVzcG9uc2USQgoJR2V0Vm9sdW1lEhkuYm94ZC52MS5HZXRWb2x1bWVSZXF1ZXN0GhouYm94ZC52MS5HZXRWb2x1bWVSZXNwb25zZRJLCgxSZW1vdmVWb2x1bWUSHC5ib3hkLnYxLlJlbW92ZVZvbHVtZVJlcXVlc3QaHS5ib3hkLnYxLlJlbW92ZVZvbHVtZVJlc3BvbnNlQjFaL2dpdGh1Yi5jb20vYm94ZC1kZXYvYm94ZC9ycGMvZ2VuL2JveGQvdjE7Ym94ZHYxYgZwcm90bzM");
+  fileDesc("ChVib3hkL3YxL3ZvbHVtZXMucHJvdG8SB2JveGQudjEiuAEKE0NyZWF0ZVZvbHVtZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRIMCgRzaXplGAIgASgJEjgKBmxhYmVscxgDIAMoCzIoLmJveGQudjEuQ3JlYXRlVm9sdW1lUmVxdWVzdC5MYWJlbHNFbnRyeRIOCgZzaGFyZWQYBCABKAgSDAoEZnJvbRgFIAEoCRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjcKFENyZWF0ZVZvbHVtZVJlc3BvbnNlEh8KBnZvbHVtZRgBIAEoCzIPLmJveGQudjEuVm9sdW1lIhQKEkxpc3RWb2x1bWVzUmVxdWVzdCI3ChNMaXN0Vm9sdW1lc1Jlc3BvbnNlEiAKB3ZvbHVtZXMYASADKAsyDy5ib3hkLnYxLlZvbHVtZSIgChBHZXRWb2x1bWVSZXF1ZXN0EgwKBG5hbWUYASABKAkiNAoRR2V0Vm9sdW1lUmVzcG9uc2USHwoGdm9sdW1lGAEgASgLMg8uYm94ZC52MS5Wb2x1bWUiMgoTUmVtb3ZlVm9sdW1lUmVxdWVzdBIMCgRuYW1lGAEgASgJEg0KBWZvcmNlGAIgASgIIhYKFFJlbW92ZVZvbHVtZVJlc3BvbnNlIjcKFVNuYXBzaG90Vm9sdW1lUmVxdWVzdBIMCgRuYW1lGAEgASgJEhAKCHNuYXBzaG90GAIgASgJIjkKFlNuYXBzaG90Vm9sdW1lUmVzcG9uc2USHwoGdm9sdW1lGAEgASgLMg8uYm94ZC52MS5Wb2x1bWUilgIKBlZvbHVtZRIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhIKCnNpemVfYnl0ZXMYAyABKAMSEgoKdXNlZF9ieXRlcxgEIAEoAxIRCglvd25lcl91aWQYBSABKA0SKwoGbGFiZWxzGAYgAygLMhsuYm94ZC52MS5Wb2x1bWUuTGFiZWxzRW50cnkSEgoKY3JlYXRlZF9hdBgHIAEoCRIOCgZzaGFyZWQYCCABKAgSJAoGbW91bnRzGAkgAygLMhQuYm94ZC52MS5Wb2x1bWVNb3VudBIRCglzbmFwc2hvdHMYCiADKAkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJCCgtWb2x1bWVNb3VudBISCgpzYW5kYm94X2lkGAEgASgJEgwKBHBhdGgYAiABKAkSEQoJcmVhZF9vbmx5GAMgASgIMooDCg1Wb2x1bWVTZXJ2aWNlEksKDENyZWF0ZVZvbHVtZRIcLmJveGQudjEuQ3JlYXRlVm9sdW1lUmVxdWVzdBodLmJveGQudjEuQ3JlYXRlVm9sdW1lUmVzcG9uc2USSAoLTGlzdFZvbHVtZXMSGy5ib3hkLnYxLkxpc3RWb2x1bWVzUmVxdWVzdBocLmJveGQudjEuTGlzdFZvbHVtZXNSZXNwb25zZRJCCglHZXRWb2x1bWUSGS5ib3hkLnYxLkdldFZvbHVtZVJlcXVlc3QaGi5ib3hkLnYxLkdldFZvbHVtZVJlc3BvbnNlEksKDFJlbW92ZVZvbHVtZRIcLmJveGQudjEuUmVtb3ZlVm9sdW1lUmVxdWVzdBodLmJveGQudjEuUmVtb3ZlVm9sdW1lUmVzcG9uc2USUQoOU25hcHNob3RWb2x1bWUSHi5ib3hkLnYxLlNuYXBzaG90Vm9sdW1lUmVxdWVzdBofLmJveGQudjEuU25hcHNob3RWb2x1bWVSZXNwb25zZUIxWi9naXRodWIuY29tL2JveGQtZGV2L2JveGQvcnBjL2dlbi9ib3hkL3YxO2JveGR2MWIGcHJvdG8z");
 
 /**
  * @generated from message boxd.v1.CreateVolumeRequest
@@ -43,6 +43,15 @@ export type CreateVolumeRequest = Message<"boxd.v1.CreateVolumeRequest"> & {
    * @generated from field: bool shared = 4;
    */
   shared: boolean;
+
+  /**
+   * Make the volume a copy of another ("NAME") or of one of its
+   * snapshots ("NAME@SNAP"), which the caller must own; size is then the
+   * source's and the size field must be empty.
+   *
+   * @generated from field: string from = 5;
+   */
+  from: string;
 };
 
 /**
@@ -173,6 +182,49 @@ export const RemoveVolumeResponseSchema: GenMessage<RemoveVolumeResponse> = /*@_
   messageDesc(file_boxd_v1_volumes, 7);
 
 /**
+ * @generated from message boxd.v1.SnapshotVolumeRequest
+ */
+export type SnapshotVolumeRequest = Message<"boxd.v1.SnapshotVolumeRequest"> & {
+  /**
+   * the volume: name or id
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * the snapshot's name, as a volume's
+   *
+   * @generated from field: string snapshot = 2;
+   */
+  snapshot: string;
+};
+
+/**
+ * Describes the message boxd.v1.SnapshotVolumeRequest.
+ * Use `create(SnapshotVolumeRequestSchema)` to create a new message.
+ */
+export const SnapshotVolumeRequestSchema: GenMessage<SnapshotVolumeRequest> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_volumes, 8);
+
+/**
+ * @generated from message boxd.v1.SnapshotVolumeResponse
+ */
+export type SnapshotVolumeResponse = Message<"boxd.v1.SnapshotVolumeResponse"> & {
+  /**
+   * @generated from field: boxd.v1.Volume volume = 1;
+   */
+  volume?: Volume | undefined;
+};
+
+/**
+ * Describes the message boxd.v1.SnapshotVolumeResponse.
+ * Use `create(SnapshotVolumeResponseSchema)` to create a new message.
+ */
+export const SnapshotVolumeResponseSchema: GenMessage<SnapshotVolumeResponse> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_volumes, 9);
+
+/**
  * @generated from message boxd.v1.Volume
  */
 export type Volume = Message<"boxd.v1.Volume"> & {
@@ -228,6 +280,13 @@ export type Volume = Message<"boxd.v1.Volume"> & {
    * @generated from field: repeated boxd.v1.VolumeMount mounts = 9;
    */
   mounts: VolumeMount[];
+
+  /**
+   * its snapshots' names
+   *
+   * @generated from field: repeated string snapshots = 10;
+   */
+  snapshots: string[];
 };
 
 /**
@@ -235,7 +294,7 @@ export type Volume = Message<"boxd.v1.Volume"> & {
  * Use `create(VolumeSchema)` to create a new message.
  */
 export const VolumeSchema: GenMessage<Volume> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_volumes, 8);
+  messageDesc(file_boxd_v1_volumes, 10);
 
 /**
  * VolumeMount is one sandbox's mount of a volume.
@@ -264,7 +323,7 @@ export type VolumeMount = Message<"boxd.v1.VolumeMount"> & {
  * Use `create(VolumeMountSchema)` to create a new message.
  */
 export const VolumeMountSchema: GenMessage<VolumeMount> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_volumes, 9);
+  messageDesc(file_boxd_v1_volumes, 11);
 
 /**
  * VolumeService manages named volumes: filesystems of a fixed size that
@@ -321,6 +380,21 @@ export const VolumeService: GenService<{
     methodKind: "unary";
     input: typeof RemoveVolumeRequestSchema;
     output: typeof RemoveVolumeResponseSchema;
+  },
+  /**
+   * SnapshotVolume keeps a copy of a volume's files as they are now,
+   * under a name of its own, for CreateVolumeRequest.from. Writers are
+   * paused (the filesystem frozen) while the copy is made. The snapshot
+   * counts against the owner's disk quota at the volume's size and goes
+   * with the volume. Errors: not_found, already_exists (the snapshot
+   * name), resource_exhausted (quota).
+   *
+   * @generated from rpc boxd.v1.VolumeService.SnapshotVolume
+   */
+  snapshotVolume: {
+    methodKind: "unary";
+    input: typeof SnapshotVolumeRequestSchema;
+    output: typeof SnapshotVolumeResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_boxd_v1_volumes, 0);
