@@ -193,6 +193,9 @@ func TestVolumeSharing(t *testing.T) {
 	if v := volumeAt(t, env.socket, other.Name); len(v.Mounts) != 0 {
 		t.Errorf("a failed create left volume %s held: %v", other.Name, v.Mounts)
 	}
+	// gVisor cannot apply ID-mapped mounts: a clear refusal, nothing held.
+	_, err = env.api.CreateSandbox(ctx(t), connect.NewRequest(&boxdv1.CreateSandboxRequest{Runtime: "gvisor", Volumes: []string{other.Name + ":/o"}}))
+	wantCodeAll(t, "gvisor with a volume", err, connect.CodeFailedPrecondition, "gVisor", "volumes")
 	// Shared: two writers.
 	sv := newVolume(t, "sv-"+tag, "--shared")
 	newSandbox(t, "--volume", sv.Name+":/s")
