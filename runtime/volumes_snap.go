@@ -75,6 +75,11 @@ func (m *Manager) cloneVolume(ctx context.Context, meta volume.Meta, from string
 	if err != nil {
 		return nil, err
 	}
+	// The uid blocks' first load reads the volumes' blocks (v.mu): it
+	// must not run under v.mu, which hold below is called under.
+	if err := m.ids.ensureLoaded(ctx, m); err != nil {
+		return nil, err
+	}
 	v := m.vols
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -111,13 +116,20 @@ func (m *Manager) cloneVolume(ctx context.Context, meta volume.Meta, from string
 	return &out, nil
 }
 
-// hold takes one more reference to a block in use (a clone's files keep
-// its source's owners).
-func (r *idRanges) hold(ctx context.Context, m *Manager, start uint32) error {
+// ensureLoaded reads the blocks in use if nothing has yet.
+func (r *idRanges) ensureLoaded(ctx context.Context, m *Manager) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err := r.load(ctx, m); err != nil {
-		return err
+	return r.load(ctx, m)
+}
+
+// hold takes one more reference to a block in use (a clone's files keep
+// its source's owners); the blocks are loaded already (ensureLoaded).
+func (r *idRanges) hold(_ context.Context, _ *Manager, start uint32) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.loaded {
+		return fmt.Errorf("uid ranges: not loaded")
 	}
 	r.used[start]++
 	return nil
