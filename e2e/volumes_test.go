@@ -57,6 +57,7 @@ func hostUID(t *testing.T, sb *boxdv1.Sandbox) uint32 {
 // by the volume's own block on the host: never host root.
 func TestVolumeOutlivesSandboxes(t *testing.T) {
 	d := startBoxd(t, namespace+"-vol", true)
+	t.Cleanup(func() { detachVolumes(t, d) })
 	vc := func(args ...string) string {
 		t.Helper()
 		out, stderr, code := d.boxctl(args...)
@@ -112,6 +113,19 @@ func TestVolumeOutlivesSandboxes(t *testing.T) {
 	vc("rm", b)
 	readBack("after boxd was killed", "one\ntwo")
 	restartContainerd(t)
+	// boxd reconnects to containerd on its own, within its dial backoff.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		out, stderr, code := d.boxctl("create", "--volume", "work:/data")
+		if code == 0 {
+			vc("rm", "-f", strings.TrimSpace(out))
+			break
+		}
+		if time.Now().After(deadline) || !strings.Contains(stderr, "unavailable") {
+			t.Fatalf("create after containerd restarted: exit %d: %s", code, stderr)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 	vc("rm", "-f", readBack("after containerd was killed", "one\ntwo"))
 	// The reboot: boxd gone, the host mount gone.
 	d.kill()
@@ -125,6 +139,15 @@ func TestVolumeOutlivesSandboxes(t *testing.T) {
 	vc("volume", "rm", "work")
 	if _, err := os.Stat(filepath.Join(d.dir, "state", "volumes", vol.Id)); !os.IsNotExist(err) {
 		t.Errorf("volume directory after rm: %v", err)
+	}
+}
+
+// detachVolumes detaches the host mounts of d's volumes a failed test
+// left, so its directory can be removed.
+func detachVolumes(t *testing.T, d *daemon) {
+	mnts, _ := filepath.Glob(filepath.Join(d.dir, "state", "volumes", "*", "mnt"))
+	for _, m := range mnts {
+		_ = syscall.Unmount(m, syscall.MNT_DETACH)
 	}
 }
 
@@ -235,6 +258,7 @@ func TestVolumeSharing(t *testing.T) {
 func TestVolumeOwnership(t *testing.T) {
 	sockGroup, adminGroup, ua, ub, uc := hostUsers(t)
 	d := startBoxd(t, namespace+"-volown", true, "--socket-group", sockGroup, "--admin-group", adminGroup, "--max-disk-per-user", "100m")
+	t.Cleanup(func() { detachVolumes(t, d) })
 	if err := os.Chmod(filepath.Dir(d.dir), 0o711); err != nil {
 		t.Fatal(err)
 	}
