@@ -111,7 +111,7 @@ func TestVolumeOutlivesSandboxes(t *testing.T) {
 		t.Errorf("holders after boxd restart: %v", v.Mounts)
 	}
 	vc("rm", b)
-	readBack("after boxd was killed", "one\ntwo")
+	vc("rm", readBack("after boxd was killed", "one\ntwo"))
 	restartContainerd(t)
 	// boxd reconnects to containerd on its own, within its dial backoff.
 	deadline := time.Now().Add(30 * time.Second)
