@@ -280,6 +280,7 @@ func (m *Manager) pruneInventory(ctx context.Context) {
 	}
 	for _, id := range m.inv.prune(present, listedAt, m.busy.Held) {
 		m.log.Warn("sandbox removed behind boxd's back; no longer counted", "sandbox", id)
+		m.releaseVolumes(id) // nor does it hold its volumes
 	}
 }
 
