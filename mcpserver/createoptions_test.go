@@ -285,8 +285,8 @@ func TestMCPCreateRequest(t *testing.T) {
 			t.Errorf("sandbox_create %s=%v leaves %s unset", opt, args[opt], path)
 		}
 	}
-	req := mcpRequest(t, s, map[string]any{"allow": []any{"pypi.org:443"}})
-	if n := req.GetNetwork(); n.GetMode() != "egress" || !slices.Equal(n.GetAllow(), []string{"pypi.org:443"}) {
+	req := mcpRequest(t, s, map[string]any{"allow": []any{"api.example.com:443"}})
+	if n := req.GetNetwork(); n.GetMode() != "egress" || !slices.Equal(n.GetAllow(), []string{"api.example.com:443"}) {
 		t.Errorf("allow alone: network %v, want egress with the allowlist", n)
 	}
 	if req := mcpRequest(t, s, map[string]any{"network": "none"}); req.GetNetwork().GetMode() != "none" {

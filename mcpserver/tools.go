@@ -50,6 +50,7 @@ type createSettings struct {
 	OutputLimit int64             `json:"output_limit,omitempty" jsonschema:"default output cap of exec in this sandbox, in bytes"`
 	Runtime     string            `json:"runtime,omitempty" jsonschema:"runc or gvisor; empty: the daemon's default"`
 	Cold        bool              `json:"cold,omitempty" jsonschema:"start from the image even if a warm-pool sandbox could serve the create"`
+	Volumes     []string          `json:"volumes,omitempty" jsonschema:"named volumes to mount, each NAME:/PATH or NAME:/PATH:ro"`
 }
 
 type publishIn struct {
@@ -147,7 +148,7 @@ func (s *Server) createRequest(in createIn) (*boxdv1.CreateSandboxRequest, error
 		Image: in.Image, Env: in.Env, Workdir: in.Workdir, Labels: labels, Name: in.Name, Ttl: in.TTL,
 		IdleTimeout: in.IdleTimeout, OnIdle: in.OnIdle, Pull: in.Pull, User: in.User, ReadOnlyRootfs: in.ReadOnly,
 		Tmpfs: in.Tmpfs, Ulimits: in.Ulimits, Hostname: in.Hostname, CpuWeight: in.CPUWeight, MemoryLow: in.MemoryLow,
-		ExecTimeout: in.ExecTimeout, OutputLimit: in.OutputLimit, Runtime: in.Runtime, Cold: in.Cold,
+		ExecTimeout: in.ExecTimeout, OutputLimit: in.OutputLimit, Runtime: in.Runtime, Cold: in.Cold, Volumes: in.Volumes,
 	}
 	if in.Memory != "" || in.CPUs != 0 || in.Pids != 0 || in.Disk != "" {
 		req.Limits = &boxdv1.Limits{Memory: in.Memory, Cpus: in.CPUs, Pids: in.Pids, Disk: in.Disk}

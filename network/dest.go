@@ -57,7 +57,7 @@ func (d Dest) String() string {
 func (d Dest) IsCIDR() bool { return d.Prefix.IsValid() }
 
 // ParseDest reads an allowlist entry: "203.0.113.0/24", "203.0.113.7",
-// "203.0.113.0/24:443", "pypi.org", "pypi.org:443", "*.pythonhosted.org",
+// "203.0.113.0/24:443", "api.example.com", "api.example.com:443", "*.example.net",
 // "*" or "*:443". IPv6 CIDRs are refused: boxd routes only IPv4.
 func ParseDest(s string) (Dest, error) {
 	var d Dest

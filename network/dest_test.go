@@ -10,9 +10,9 @@ func TestParseDest(t *testing.T) {
 		{"203.0.113.0/24", "203.0.113.0/24"},
 		{"203.0.113.7", "203.0.113.7/32"},
 		{"203.0.113.0/24:443", "203.0.113.0/24:443"},
-		{"PyPI.org.", "pypi.org"},
-		{"pypi.org:443", "pypi.org:443"},
-		{"*.pythonhosted.org", "*.pythonhosted.org"},
+		{"API.Example.com.", "api.example.com"},
+		{"api.example.com:443", "api.example.com:443"},
+		{"*.example.net", "*.example.net"},
 		{"*", "*"},
 		{"*:443", "*:443"},
 	} {

@@ -40,7 +40,7 @@ import (
 var requestRules = map[protoreflect.Name]msgRules{
 	// SandboxService
 	"CreateSandboxRequest": {anyone: "image limits env workdir labels name ttl publish network idle_timeout on_idle registry_auth " +
-		"user read_only_rootfs tmpfs ulimits hostname cpu_weight memory_low exec_timeout output_limit replace cold runtime",
+		"user read_only_rootfs tmpfs ulimits hostname cpu_weight memory_low exec_timeout output_limit replace cold runtime volumes",
 		cond: map[protoreflect.Name]*condRule{"pull": pullRule}},
 	"Limits": {anyone: "memory cpus pids disk"},
 	// state and error are boxd's report of a port; portSpec never reads them
@@ -110,6 +110,12 @@ var requestRules = map[protoreflect.Name]msgRules{
 	// RegistryService: a pull writes images, a push sends them away.
 	"PullImageRequest": {adminCall: "pull or push images", admin: "reference platform auth force"},
 	"PushImageRequest": {adminCall: "pull or push images", admin: "reference source auth"},
+	// VolumeService: the runtime checks ownership and the disk quota.
+	"CreateVolumeRequest":   {anyone: "name size labels shared from"},
+	"SnapshotVolumeRequest": {anyone: "name snapshot"},
+	"ListVolumesRequest":    {},
+	"GetVolumeRequest":      {anyone: "name"},
+	"RemoveVolumeRequest":   {anyone: "name force"},
 }
 
 // msgRules are one message's rows of requestRules: field names separated

@@ -27,6 +27,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(boxdv1connect.NewEventServiceHandler(&eventServer{s}, s.handlerOptions()...))
 	mux.Handle(boxdv1connect.NewRegistryServiceHandler(&registryServer{s}, s.handlerOptions()...))
 	mux.Handle(boxdv1connect.NewPoolServiceHandler(&poolServer{s}, s.handlerOptions()...))
+	mux.Handle(boxdv1connect.NewVolumeServiceHandler(&volumeServer{s}, s.handlerOptions()...))
 	s.describe(mux)
 	return coalesceBulk(bufferStreams(mux))
 }
@@ -39,6 +40,7 @@ var APIServices = []string{
 	boxdv1connect.EventServiceName,
 	boxdv1connect.RegistryServiceName,
 	boxdv1connect.PoolServiceName,
+	boxdv1connect.VolumeServiceName,
 }
 
 // describe adds what lets a client that has no copy of rpc/proto find its

@@ -73,6 +73,13 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 			return nil, err
 		}
 	}
+	// Its volumes are held from here until the sandbox holds them (or
+	// the create failed).
+	volToken := "create:" + newID()
+	if r.volumes, err = m.attachVolumes(ctx, volToken, r, req.Volumes); err != nil {
+		return nil, err
+	}
+	defer m.releaseVolumes(volToken)
 	// The owner's quota share is held from here until the sandbox is
 	// counted as visible (or the create failed).
 	releaseQuota, err := m.reserveQuota(r)
@@ -83,13 +90,17 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	// Refills wait while creates are being served (pool.holdOff).
 	m.pool.serveBegin()
 	defer m.pool.serveEnd()
-	// A create the pool cannot serve (fits) is made cold.
-	if sb, ok := m.fromPool(ctx, r, img, imgSpec); ok {
-		m.created(sb.ID)
-		return sb, nil
+	// A create the pool cannot serve (fits) is made cold; pool members
+	// mount no volumes.
+	if len(r.volumes) == 0 {
+		if sb, ok := m.fromPool(ctx, r, img, imgSpec); ok {
+			m.created(sb.ID)
+			return sb, nil
+		}
 	}
 	sb, err := m.createResolved(ctx, t0, r, img, imgSpec, false)
 	if err == nil {
+		m.settleVolumes(volToken, sb.ID)
 		m.created(sb.ID)
 	}
 	return sb, err

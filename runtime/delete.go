@@ -102,6 +102,7 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 		return fmt.Errorf("delete sandbox %s: network: %w", id, err)
 	}
 	m.inv.forget(id)
+	m.releaseVolumes(id)
 	m.execDefs.Delete(id)
 	m.oomFiles.forget(id)
 	m.dropAgentPool(id)

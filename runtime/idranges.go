@@ -52,6 +52,10 @@ func (r *idRanges) load(ctx context.Context, m *Manager) error {
 			r.used[rec.HostUID]++
 		}
 	}
+	// Each volume's files are owned by a block of its own.
+	for _, b := range m.vols.blocks() {
+		r.used[b]++
+	}
 	r.loaded = true
 	return nil
 }

@@ -235,6 +235,7 @@ func (m *Manager) Load(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("list sandboxes: %w", err)
 	}
+	m.loadVolumes(recs)
 	var visible []string
 	for _, r := range recs {
 		switch {
@@ -279,6 +280,7 @@ func (m *Manager) pruneInventory(ctx context.Context) {
 	}
 	for _, id := range m.inv.prune(present, listedAt, m.busy.Held) {
 		m.log.Warn("sandbox removed behind boxd's back; no longer counted", "sandbox", id)
+		m.releaseVolumes(id) // nor does it hold its volumes
 	}
 }
 

@@ -79,6 +79,8 @@ type record struct {
 	// ShimGroup names the runc shim the sandbox shares (shimgroups.go);
 	// empty: its own.
 	ShimGroup string `json:"shim_group,omitempty"`
+	// Volumes are the named volumes the sandbox mounts (volumes.go).
+	Volumes []volumeMount `json:"volumes,omitempty"`
 	Tunables
 }
 
@@ -134,6 +136,9 @@ type Manager struct {
 	// init and the client that uses them.
 	execDefs   sync.Map
 	agentLinks sync.Map
+
+	// Volumes: the named volumes and who mounts them (volumes.go).
+	vols *volumes
 }
 
 // claim marks id busy; it reports false if something else holds it.
@@ -219,7 +224,8 @@ func NewManager(cfg Config) (*Manager, error) {
 	return &Manager{cfg: cfg, log: cfg.Logger, pool: pool{wake: make(chan struct{}, 1)}, inv: newInventory(cfg.MaxSandboxes),
 		ids:   newIDRanges(cfg.IDBase, cfg.IDMapSize, cfg.IDRanges),
 		shims: newShimGroups(cfg.ShimGroupSize),
-		ports: &ports.Publisher{Log: cfg.Logger}}, nil
+		ports: &ports.Publisher{Log: cfg.Logger},
+		vols:  newVolumes(cfg.StateDir)}, nil
 }
 
 func (m *Manager) sandboxDir(id string) string { return filepath.Join(m.cfg.StateDir, "sandboxes", id) }

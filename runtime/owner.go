@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"strings"
 
 	"github.com/containerd/errdefs"
 )
@@ -188,6 +189,9 @@ func (q Quotas) check(o owned, h held) error {
 		what := "this sandbox's disk cap and the fork layers under it"
 		if o.layerOnly {
 			what = "the new fork layer"
+			if len(o.layers) == 1 && strings.HasPrefix(o.layers[0].Key, "vol") {
+				what = "the new volume or volume snapshot"
+			}
 		}
 		return quotaErr("uid %d's sandboxes would hold %d bytes of disk with %s (%d without), counting disk caps and the fork layers they sit on; the per-user limit (max-disk-per-user) is %d bytes", o.uid, h.disk, what, before, q.MaxDisk)
 	}

@@ -52,6 +52,8 @@ type CreateRequest struct {
 	// Cold makes the sandbox from its image even when a warm-pool member
 	// could serve the create.
 	Cold bool
+	// Volumes are named volumes to mount: NAME:/PATH or NAME:/PATH:ro.
+	Volumes []string
 }
 
 // Limits are the resource limits every sandbox carries.
@@ -214,6 +216,8 @@ type resolved struct {
 	forkLayers []LayerCharge
 	// cold: never served from the warm pool.
 	cold bool
+	// volumes are the named volumes the sandbox mounts (volumes_mount.go).
+	volumes []volumeMount
 }
 
 // withinTotals refuses a sandbox whose own limits exceed a daemon-wide

@@ -47,3 +47,8 @@ func NewEvents(path string) boxdv1connect.EventServiceClient {
 func NewPool(path string) boxdv1connect.PoolServiceClient {
 	return newClient(path, boxdv1connect.NewPoolServiceClient)
 }
+
+// NewVolumes returns a VolumeService client for the Unix socket at path.
+func NewVolumes(path string) boxdv1connect.VolumeServiceClient {
+	return newClient(path, boxdv1connect.NewVolumeServiceClient)
+}

@@ -105,3 +105,4 @@ func ClientOptions(hc *http.Client) []connect.ClientOption {
 		connect.WithCodec(ChunkCodec{}),
 	}
 }
+

@@ -33,6 +33,7 @@ type Options struct {
 	Tmpfs    []string // PATH[:SIZE] tmpfs mounts, e.g. "/tmp:128m" (default size 64m)
 	Ulimits  []string // NAME=VALUE rlimits: nofile, nproc, cpu, fsize
 	Runtime  string   // OCI runtime: "runc" or "gvisor"; empty: the daemon's
+	Volumes  []string // NAME:/PATH[:ro] named volumes to mount
 
 	// Network: "none" (loopback only) or "egress" (out to Allow). Allow
 	// alone means "egress".
@@ -101,7 +102,7 @@ func (o Options) request() (*boxdv1.CreateSandboxRequest, error) {
 	req := &boxdv1.CreateSandboxRequest{
 		Image: o.Image, Name: o.Name, Labels: o.Labels,
 		Env: o.Env, Workdir: o.Workdir, User: o.User, Hostname: o.Hostname,
-		ReadOnlyRootfs: o.ReadOnly, Tmpfs: o.Tmpfs, Ulimits: o.Ulimits, Runtime: o.Runtime,
+		ReadOnlyRootfs: o.ReadOnly, Tmpfs: o.Tmpfs, Ulimits: o.Ulimits, Runtime: o.Runtime, Volumes: o.Volumes,
 		CpuWeight: o.CPUWeight, MemoryLow: o.MemoryLow,
 		Ttl: duration(o.TTL), IdleTimeout: duration(o.IdleTimeout), OnIdle: o.OnIdle,
 		ExecTimeout: duration(o.ExecTimeout), OutputLimit: o.OutputLimit,

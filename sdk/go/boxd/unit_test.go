@@ -165,7 +165,7 @@ func TestOptionsSetEveryField(t *testing.T) {
 			t.Errorf("Options.%s leaves %s unset", top, path)
 		}
 	}
-	if req, _ := (Options{Allow: []string{"pypi.org:443"}}).request(); req.GetNetwork().GetMode() != "egress" {
+	if req, _ := (Options{Allow: []string{"api.example.com:443"}}).request(); req.GetNetwork().GetMode() != "egress" {
 		t.Errorf("Allow alone: network %v, want egress", req.GetNetwork())
 	}
 	if req, _ := (Options{}).request(); req.Limits != nil || req.Network != nil || req.Ttl != "" {

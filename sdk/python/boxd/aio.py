@@ -181,7 +181,7 @@ class Sandbox:
                idle_timeout: Union[float, str, None] = None, on_idle: Optional[str] = None,
                cpu_weight: Optional[int] = None, memory_low: Union[str, int, None] = None,
                exec_timeout: Union[float, str, None] = None, output_limit: Optional[int] = None,
-               runtime: Optional[str] = None, cold: bool = False,
+               runtime: Optional[str] = None, cold: bool = False, volumes: Sequence[str] = (),
                client: Optional[Client] = None, request_timeout: Optional[float] = None) -> _Creating:
         async def make() -> "Sandbox":
             c = client or default_client()
@@ -190,7 +190,8 @@ class Sandbox:
                                  ulimits=ulimits, hostname=hostname, replace=replace, publish=publish, allow=allow,
                                  pull=pull, auth=auth, disk=disk, network=network, idle_timeout=idle_timeout,
                                  on_idle=on_idle, cpu_weight=cpu_weight, memory_low=memory_low,
-                                 exec_timeout=exec_timeout, output_limit=output_limit, runtime=runtime, cold=cold)
+                                 exec_timeout=exec_timeout, output_limit=output_limit, runtime=runtime, cold=cold,
+                                 volumes=volumes)
             r = await c.unary(c.sandbox.CreateSandbox, req, request_timeout)
             return cls(SandboxInfo._from(r.sandbox), c)
 

@@ -87,7 +87,7 @@ class CreateOptionsTest(unittest.TestCase):
             return (req.HasField("network"), req.network.mode, [*req.network.allow])
 
         self.assertEqual(net(), (False, "", []))
-        self.assertEqual(net(allow=["pypi.org:443"]), (True, "egress", ["pypi.org:443"]))
+        self.assertEqual(net(allow=["api.example.com:443"]), (True, "egress", ["api.example.com:443"]))
         self.assertEqual(net(allow=[]), (True, "egress", []))
         self.assertEqual(net(network="egress"), (True, "egress", []))
         self.assertEqual(net(network="none"), (True, "none", []))

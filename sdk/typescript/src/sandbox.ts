@@ -133,6 +133,8 @@ export interface CreateOptions extends CallOpts {
   runtime?: string;
   /** Start from the image even if a warm-pool sandbox could serve the create. */
   cold?: boolean;
+  /** Named volumes to mount: "NAME:/PATH" or "NAME:/PATH:ro". */
+  volumes?: string[];
   client?: Client;
 }
 
@@ -180,6 +182,7 @@ export function createRequest(o: CreateOptions) {
     replace: o.replace ?? false,
     runtime: o.runtime ?? "",
     cold: o.cold ?? false,
+    volumes: o.volumes ?? [],
   });
 }
 

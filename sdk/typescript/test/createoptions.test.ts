@@ -31,7 +31,7 @@ describe("create options", () => {
       const n = createRequest(o).network;
       return n ? [n.mode, n.allow] : undefined;
     };
-    assert.deepEqual(net({ allow: ["pypi.org:443"] }), ["egress", ["pypi.org:443"]]);
+    assert.deepEqual(net({ allow: ["api.example.com:443"] }), ["egress", ["api.example.com:443"]]);
     assert.deepEqual(net({ allow: [] }), ["egress", []]);
     assert.deepEqual(net({ network: "egress" }), ["egress", []]);
     assert.deepEqual(net({ network: "none" }), ["none", []]);

@@ -1117,7 +1117,13 @@ type CreateSandboxRequest struct {
 	// in user space between the sandbox and the host's); empty: the
 	// daemon's --default-runtime. An unknown name is invalid_argument;
 	// gvisor is failed_precondition when boxd found no runsc.
-	Runtime       string `protobuf:"bytes,100,opt,name=runtime,proto3" json:"runtime,omitempty"`
+	Runtime string `protobuf:"bytes,100,opt,name=runtime,proto3" json:"runtime,omitempty"`
+	// Named volumes to mount, each "NAME:/PATH" or "NAME:/PATH:ro" (see
+	// VolumeService and docs/volumes.md). A volume the caller does not own
+	// is not_found; a second read-write mount of a volume not created
+	// shared is failed_precondition naming the sandbox that holds it; a
+	// gVisor sandbox with volumes is failed_precondition.
+	Volumes       []string `protobuf:"bytes,200,rep,name=volumes,proto3" json:"volumes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1327,6 +1333,13 @@ func (x *CreateSandboxRequest) GetRuntime() string {
 	return ""
 }
 
+func (x *CreateSandboxRequest) GetVolumes() []string {
+	if x != nil {
+		return x.Volumes
+	}
+	return nil
+}
+
 // RegistryAuth is a caller's login to the registry a reference names. It
 // is sent with each call, used for that registry only and never stored:
 // boxd never reads a caller's files (boxctl reads ~/.docker/config.json).
@@ -1519,8 +1532,8 @@ type NetworkRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Mode  string                 `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"` // "none" (default) or "egress"
 	// egress only: what the sandbox may reach. CIDR or address with an
-	// optional port ("203.0.113.0/24:443"), a DNS name ("pypi.org[:443]"),
-	// a wildcard name ("*.pythonhosted.org"), or "*" (anything outside the
+	// optional port ("203.0.113.0/24:443"), a DNS name ("api.example.com[:443]"),
+	// a wildcard name ("*.example.net"), or "*" (anything outside the
 	// always-blocked set; "*:443" for one port).
 	Allow         []string `protobuf:"bytes,2,rep,name=allow,proto3" json:"allow,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -4534,7 +4547,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x06memory\x18\x01 \x01(\tR\x06memory\x12\x12\n" +
 	"\x04cpus\x18\x02 \x01(\x01R\x04cpus\x12\x12\n" +
 	"\x04pids\x18\x03 \x01(\x03R\x04pids\x12\x12\n" +
-	"\x04disk\x18_ \x01(\tR\x04disk\"\xec\x06\n" +
+	"\x04disk\x18_ \x01(\tR\x04disk\"\x87\a\n" +
 	"\x14CreateSandboxRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12'\n" +
 	"\x06limits\x18\x02 \x01(\v2\x0f.boxd.v1.LimitsR\x06limits\x12\x10\n" +
@@ -4562,7 +4575,8 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\foutput_limit\x18: \x01(\x03R\voutputLimit\x12\x18\n" +
 	"\areplace\x18; \x01(\bR\areplace\x12\x12\n" +
 	"\x04cold\x18i \x01(\bR\x04cold\x12\x18\n" +
-	"\aruntime\x18d \x01(\tR\aruntime\x1a9\n" +
+	"\aruntime\x18d \x01(\tR\aruntime\x12\x19\n" +
+	"\avolumes\x18\xc8\x01 \x03(\tR\avolumes\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"m\n" +

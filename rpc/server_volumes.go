@@ -1,0 +1,69 @@
+//go:build linux
+
+package rpc
+
+import (
+	"context"
+	"time"
+
+	"connectrpc.com/connect"
+
+	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
+	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
+	"github.com/boxd-dev/boxd/runtime"
+)
+
+// volumeServer implements boxdv1connect.VolumeServiceHandler: thin over
+// the runtime's volumes room, which checks ownership.
+type volumeServer struct{ s *Server }
+
+var _ boxdv1connect.VolumeServiceHandler = (*volumeServer)(nil)
+
+func volumeProto(v *runtime.Volume) *boxdv1.Volume {
+	out := &boxdv1.Volume{Id: v.ID, Name: v.Name, SizeBytes: v.SizeBytes, UsedBytes: v.UsedBytes, OwnerUid: v.Owner,
+		Labels: v.Labels, CreatedAt: v.CreatedAt.Format(time.RFC3339), Shared: v.Shared, Snapshots: v.Snapshots}
+	for _, u := range v.Mounts {
+		out.Mounts = append(out.Mounts, &boxdv1.VolumeMount{SandboxId: u.SandboxID, Path: u.Path, ReadOnly: u.ReadOnly})
+	}
+	return out
+}
+
+func (v *volumeServer) CreateVolume(ctx context.Context, req *connect.Request[boxdv1.CreateVolumeRequest]) (*connect.Response[boxdv1.CreateVolumeResponse], error) {
+	m := req.Msg
+	vol, err := v.s.Manager.CreateVolume(ctx, runtime.VolumeRequest{Name: m.Name, Size: m.Size, Labels: m.Labels, Shared: m.Shared, From: m.From})
+	if err != nil {
+		return nil, ToConnect(err)
+	}
+	return connect.NewResponse(&boxdv1.CreateVolumeResponse{Volume: volumeProto(vol)}), nil
+}
+
+func (v *volumeServer) ListVolumes(ctx context.Context, _ *connect.Request[boxdv1.ListVolumesRequest]) (*connect.Response[boxdv1.ListVolumesResponse], error) {
+	out := &boxdv1.ListVolumesResponse{}
+	for _, vol := range v.s.Manager.ListVolumes(ctx) {
+		out.Volumes = append(out.Volumes, volumeProto(&vol))
+	}
+	return connect.NewResponse(out), nil
+}
+
+func (v *volumeServer) GetVolume(ctx context.Context, req *connect.Request[boxdv1.GetVolumeRequest]) (*connect.Response[boxdv1.GetVolumeResponse], error) {
+	vol, err := v.s.Manager.GetVolume(ctx, req.Msg.Name)
+	if err != nil {
+		return nil, ToConnect(err)
+	}
+	return connect.NewResponse(&boxdv1.GetVolumeResponse{Volume: volumeProto(vol)}), nil
+}
+
+func (v *volumeServer) RemoveVolume(ctx context.Context, req *connect.Request[boxdv1.RemoveVolumeRequest]) (*connect.Response[boxdv1.RemoveVolumeResponse], error) {
+	if err := v.s.Manager.RemoveVolume(ctx, req.Msg.Name, req.Msg.Force); err != nil {
+		return nil, ToConnect(err)
+	}
+	return connect.NewResponse(&boxdv1.RemoveVolumeResponse{}), nil
+}
+
+func (v *volumeServer) SnapshotVolume(ctx context.Context, req *connect.Request[boxdv1.SnapshotVolumeRequest]) (*connect.Response[boxdv1.SnapshotVolumeResponse], error) {
+	vol, err := v.s.Manager.SnapshotVolume(ctx, req.Msg.Name, req.Msg.Snapshot)
+	if err != nil {
+		return nil, ToConnect(err)
+	}
+	return connect.NewResponse(&boxdv1.SnapshotVolumeResponse{Volume: volumeProto(vol)}), nil
+}
