@@ -35,13 +35,6 @@ import (
 	"github.com/boxd-dev/boxd/internal/safetar"
 )
 
-func init() {
-	registerOp(wire.OpFileReadLines, (*Server).fileReadLines)
-	registerOp(wire.OpFileEdit, (*Server).fileEdit)
-	registerOp(wire.OpFileGlob, (*Server).fileGlob)
-	registerOp(wire.OpFileGrep, (*Server).fileGrep)
-	registerOp(wire.OpFileChown, (*Server).fileChown)
-}
 
 // binarySniff is how much of a file is checked for a NUL byte, as grep does.
 const binarySniff = 8 << 10

@@ -43,16 +43,6 @@ import (
 	"github.com/boxd-dev/boxd/internal/safetar"
 )
 
-func init() {
-	registerOp(wire.OpFileWrite, (*Server).fileWrite)
-	registerOp(wire.OpFileRead, (*Server).fileRead)
-	registerOp(wire.OpFileStat, (*Server).fileStat)
-	registerOp(wire.OpFileList, (*Server).fileList)
-	registerOp(wire.OpFileMkdir, (*Server).fileMkdir)
-	registerOp(wire.OpFileRemove, (*Server).fileRemove)
-	registerOp(wire.OpFileRename, (*Server).fileRename)
-	registerOp(wire.OpFileChmod, (*Server).fileChmod)
-}
 
 // fsDecodeArgs decodes a request's arguments strictly: an init that does not
 // know a field (an older init under a newer boxd) must refuse the request,

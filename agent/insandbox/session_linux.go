@@ -48,12 +48,6 @@ import (
 	"github.com/boxd-dev/boxd/agent/wire"
 )
 
-func init() {
-	registerOp(wire.OpSessionCreate, (*Server).sessionCreate)
-	registerOp(wire.OpSessionList, (*Server).sessionList)
-	registerOp(wire.OpSessionRemove, (*Server).sessionRemove)
-	registerOp(wire.OpSessionExec, (*Server).sessionExec)
-}
 
 var sessionNameRe = regexp.MustCompile(wire.SessionNamePattern)
 

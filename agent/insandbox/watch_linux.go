@@ -18,9 +18,6 @@ import (
 	"github.com/boxd-dev/boxd/agent/wire"
 )
 
-func init() {
-	registerOp(wire.OpFileWatch, (*Server).fileWatch)
-}
 
 const (
 	// fsWatchDirMask is what a watched directory reports about its entries.
