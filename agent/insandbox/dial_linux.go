@@ -12,7 +12,6 @@ import (
 	"github.com/boxd-dev/boxd/agent/wire"
 )
 
-
 // dialTimeout bounds the connect to a sandbox port. On loopback a port
 // either accepts or refuses at once; only a full accept backlog waits.
 const dialTimeout = 10 * time.Second

@@ -16,7 +16,6 @@ import (
 	"github.com/boxd-dev/boxd/agent/wire"
 )
 
-
 // fsFailResult fills in why one file of a bulk operation failed.
 func fsFailResult(r *wire.FileResult, op string, err error) {
 	re := fsFail(op, r.Path, err)

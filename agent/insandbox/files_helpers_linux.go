@@ -35,7 +35,6 @@ import (
 	"github.com/boxd-dev/boxd/internal/safetar"
 )
 
-
 // binarySniff is how much of a file is checked for a NUL byte, as grep does.
 const binarySniff = 8 << 10
 

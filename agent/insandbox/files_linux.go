@@ -43,7 +43,6 @@ import (
 	"github.com/boxd-dev/boxd/internal/safetar"
 )
 
-
 // fsDecodeArgs decodes a request's arguments strictly: an init that does not
 // know a field (an older init under a newer boxd) must refuse the request,
 // not silently ignore, say, no_follow.

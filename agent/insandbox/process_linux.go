@@ -22,7 +22,6 @@ import (
 	"github.com/boxd-dev/boxd/agent/wire"
 )
 
-
 // infoArgsBudget bounds the bytes of argv a ProcessInfo carries, so that
 // every info stays a small control frame whatever the command line.
 const infoArgsBudget = 4096

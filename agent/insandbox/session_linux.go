@@ -48,7 +48,6 @@ import (
 	"github.com/boxd-dev/boxd/agent/wire"
 )
 
-
 var sessionNameRe = regexp.MustCompile(wire.SessionNamePattern)
 
 const (
