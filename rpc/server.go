@@ -448,27 +448,39 @@ func execResult(r runtime.ExecResult) *boxdv1.ExecResult {
 
 // Exec buffers the output; the init's output cap bounds the buffers.
 func (s *Server) Exec(ctx context.Context, req *connect.Request[boxdv1.ExecRequest]) (*connect.Response[boxdv1.ExecResponse], error) {
-	er, err := execRequest(req.Msg)
-	if err != nil {
-		return nil, ToConnect(err)
-	}
 	// A unary answer must fit in one message: the output cap (the
 	// request's, else the sandbox's default) is held below it.
 	var stdout, stderr capped
 	stdout.max, stderr.max = MaxMessageBytes/2, MaxMessageBytes/2
-	if req.Msg.Resume {
-		ctx = runtime.WithResume(ctx)
-	}
-	res, err := s.Manager.ExecWithin(ctx, req.Msg.SandboxId, er, MaxMessageBytes/2, nil, &stdout, &stderr)
+	res, err := s.execOutput(ctx, req.Msg, &stdout, &stderr, runtime.OutputAtMost(MaxMessageBytes/2))
 	if err != nil {
 		return nil, ToConnect(err)
 	}
 	out := &boxdv1.ExecResponse{Stdout: stdout.b, Stderr: stderr.b, Result: execResult(res)}
-	if er.Combined {
+	if req.Msg.CombinedOutput {
 		// The init sent everything as stdout, in the order written.
 		out.Result.Output, out.Stdout, out.Stderr = stdout.b, nil, nil
 	}
 	return connect.NewResponse(out), nil
+}
+
+// execOutput runs an ExecRequest through the one exec call and copies its
+// output to stdout and stderr: Exec and ExecStream differ only in where
+// the output goes.
+func (s *Server) execOutput(ctx context.Context, m *boxdv1.ExecRequest, stdout, stderr io.Writer, opts ...runtime.ExecOption) (runtime.ExecResult, error) {
+	er, err := execRequest(m)
+	if err != nil {
+		return runtime.ExecResult{}, err
+	}
+	if m.Resume {
+		ctx = runtime.WithResume(ctx)
+	}
+	ps, err := s.Manager.ExecProcess(ctx, m.SandboxId, wire.ProcessSpec{ExecRequest: er}, append(opts, runtime.WithoutControls())...)
+	if err != nil {
+		return runtime.ExecResult{}, err
+	}
+	defer ps.Close()
+	return ps.Output(stdout, stderr)
 }
 
 // capped is a buffer that keeps at most max bytes, as a guard in depth
@@ -517,16 +529,8 @@ func (w *streamWriter) Write(p []byte) (int, error) {
 }
 
 func (s *Server) ExecStream(ctx context.Context, req *connect.Request[boxdv1.ExecRequest], stream *connect.ServerStream[boxdv1.ExecStreamResponse]) error {
-	er, err := execRequest(req.Msg)
-	if err != nil {
-		return ToConnect(err)
-	}
 	var mu sync.Mutex
-	if req.Msg.Resume {
-		ctx = runtime.WithResume(ctx)
-	}
-	res, err := s.Manager.Exec(ctx, req.Msg.SandboxId, er, nil,
-		&streamWriter{mu: &mu, stream: stream}, &streamWriter{mu: &mu, stream: stream, stderr: true})
+	res, err := s.execOutput(ctx, req.Msg, &streamWriter{mu: &mu, stream: stream}, &streamWriter{mu: &mu, stream: stream, stderr: true})
 	if err != nil {
 		return ToConnect(err)
 	}
