@@ -623,16 +623,24 @@ func (s *Server) CopyOut(ctx context.Context, req *connect.Request[boxdv1.CopyOu
 	return ToConnect(s.Manager.CopyOut(ctx, req.Msg.SandboxId, req.Msg.Path, &copyOutWriter{stream: stream}))
 }
 
+// StatPath is FileService.StatFile's stat, as root (the init's own
+// identity, which StatPath always had) and without following a final
+// symlink, in StatPath's shape.
 func (s *Server) StatPath(ctx context.Context, req *connect.Request[boxdv1.StatPathRequest]) (*connect.Response[boxdv1.StatPathResponse], error) {
-	fi, err := s.Manager.Stat(ctx, req.Msg.SandboxId, req.Msg.Path)
+	fi, err := s.Manager.StatFile(ctx, req.Msg.SandboxId, wire.FileStatArgs{Path: req.Msg.Path, User: statPathUser})
 	if err != nil {
 		return nil, ToConnect(err)
 	}
 	return connect.NewResponse(statResponse(fi)), nil
 }
 
-func statResponse(fi wire.FileInfo) *boxdv1.StatPathResponse {
-	return &boxdv1.StatPathResponse{Name: fi.Name, Size: fi.Size, Mode: uint32(fi.Mode.Perm()), IsDir: fi.IsDir, Mtime: ts(fi.Mtime), LinkTarget: fi.LinkTarget}
+// statPathUser is who StatPath looks as: root, whoever the sandbox's
+// default user is.
+const statPathUser = "0"
+
+func statResponse(fi wire.FileStat) *boxdv1.StatPathResponse {
+	return &boxdv1.StatPathResponse{Name: fi.Name, Size: fi.Size, Mode: fi.Mode & 0o777, IsDir: fi.Type == wire.FileTypeDir,
+		Mtime: ts(fi.Mtime), LinkTarget: fi.LinkTarget}
 }
 
 func imageProto(im snapshot.Image) *boxdv1.Image {

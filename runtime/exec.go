@@ -281,23 +281,3 @@ func (m *Manager) CopyOut(ctx context.Context, idOrName, path string, w io.Write
 	}
 	return nil
 }
-
-// Stat describes one path inside the sandbox without following a final
-// symlink.
-func (m *Manager) Stat(ctx context.Context, idOrName, path string) (wire.FileInfo, error) {
-	if err := ValidateWorkdir("path", path); err != nil {
-		return wire.FileInfo{}, err
-	}
-	if path == "" {
-		return wire.FileInfo{}, fieldErr("path", "path is empty")
-	}
-	c, id, err := m.agentFor(ctx, idOrName)
-	if err != nil {
-		return wire.FileInfo{}, err
-	}
-	fi, err := c.Stat(ctx, path)
-	if err != nil {
-		return fi, m.notRunning(ctx, id, fmt.Errorf("stat in sandbox %s:%s: %w", id, path, err))
-	}
-	return fi, nil
-}

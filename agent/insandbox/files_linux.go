@@ -548,21 +548,8 @@ func (s *Server) fileStat(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWri
 		return
 	}
 	var fi wire.FileStat
-	err = id.do(func() error {
-		flags := unix.O_PATH
-		if !a.Follow {
-			flags |= unix.O_NOFOLLOW
-		}
-		fd, err := fsOpen(unix.AT_FDCWD, p, flags, 0, 0)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		_, base := splitFilePath(p)
-		if base == "" {
-			base = "/"
-		}
-		fi, err = fsStatFD(fd, p, base)
+	err = id.do(func() (err error) {
+		fi, err = fsStatPath(p, a.Follow)
 		return err
 	})
 	if err != nil {
@@ -570,6 +557,26 @@ func (s *Server) fileStat(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWri
 		return
 	}
 	fw.WriteJSON(wire.FrameResult, fi)
+}
+
+// fsStatPath describes the clean absolute path p, following a final
+// symlink only with follow: the stat of file-stat and of the older stat
+// op.
+func fsStatPath(p string, follow bool) (wire.FileStat, error) {
+	flags := unix.O_PATH
+	if !follow {
+		flags |= unix.O_NOFOLLOW
+	}
+	fd, err := fsOpen(unix.AT_FDCWD, p, flags, 0, 0)
+	if err != nil {
+		return wire.FileStat{}, err
+	}
+	defer unix.Close(fd)
+	_, base := splitFilePath(p)
+	if base == "" {
+		base = "/"
+	}
+	return fsStatFD(fd, p, base)
 }
 
 // fsLister walks a directory tree and sends its entries in batches.
