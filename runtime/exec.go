@@ -182,6 +182,9 @@ func (m *Manager) ExecProcess(ctx context.Context, idOrName string, spec wire.Pr
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if idOrName == "" {
+		return nil, fieldErr("sandbox_id", "empty")
+	}
 	if err := ValidateProcessSpec(&spec); err != nil {
 		return nil, err
 	}

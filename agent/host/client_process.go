@@ -284,12 +284,13 @@ func (c *Client) ExecProcess(ctx context.Context, spec wire.ProcessSpec, control
 	if p.limit == 0 {
 		p.limit = wire.DefaultOutputLimit
 	}
+	// Errors name the command as "exec", whichever op carries it: the
+	// caller chose how to run it, not the op.
+	p.op = fmt.Sprintf("exec %q", wire.Argv0(spec.Args))
 	var err error
 	if p.uncontrolled {
-		p.op = fmt.Sprintf("%s %q", wire.OpExec, wire.Argv0(spec.Args))
 		p.cn, err = c.open(ctx, wire.Request{Op: wire.OpExec, Exec: &spec.ExecRequest})
 	} else {
-		p.op = fmt.Sprintf("%s %q", wire.OpProcessExec, wire.Argv0(spec.Args))
 		p.cn, err = c.openProcOp(ctx, wire.OpProcessExec, spec)
 	}
 	if err != nil {
