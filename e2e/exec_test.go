@@ -217,7 +217,7 @@ func TestExecThreeAPIsAgree(t *testing.T) {
 func TestStatPathAgreesWithStatFile(t *testing.T) {
 	id := newSandbox(t, "--user", "1000")
 	sh(t, id, "true") // as 1000: the sandbox is up
-	if _, stderr, code := boxctlRun("exec", id, "--user", "0", "--", "sh", "-c",
+	if _, stderr, code := boxctlRun("exec", "--user", "0", id, "--", "sh", "-c",
 		"mkdir -p /root/private && echo secret > /root/private/f && chmod 700 /root /root/private && ln -sf /etc/hostname /tmp/link"); code != 0 {
 		t.Fatalf("setup: exit %d: %s", code, stderr)
 	}
