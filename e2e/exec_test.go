@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 	"time"
@@ -138,5 +139,105 @@ func TestExecSlowReaderGetsEverything(t *testing.T) {
 		if got != size || res == nil || res.ExitCode != 0 || res.Truncated {
 			t.Errorf("%s: got %d of %d bytes, result %+v", tc, got, size, res)
 		}
+	}
+}
+
+// The three ways to run a command and wait for it (SandboxService.Exec,
+// ExecStream and ProcessService.Exec) are one call in boxd: for the same
+// command they give the same output and the same result, exit status,
+// timeout and truncation included.
+func TestExecThreeAPIsAgree(t *testing.T) {
+	id := newSandbox(t)
+	type outcome struct {
+		stdout, stderr  string
+		exit            int32
+		signal          string
+		timedOut, trunc bool
+	}
+	of := func(stdout, stderr []byte, r *boxdv1.ExecResult) outcome {
+		return outcome{string(stdout), string(stderr), r.GetExitCode(), r.GetSignal(), r.GetTimedOut(), r.GetTruncated()}
+	}
+	for _, tc := range []struct {
+		args    []string
+		env     []string
+		workdir string
+		user    string
+		timeout string
+		limit   int64
+	}{
+		{args: []string{"sh", "-c", `echo "out $FOO $(pwd) $(id -u)"; echo err >&2; exit 3`}, env: []string{"FOO=bar"}, workdir: "/tmp", user: "1000"},
+		{args: []string{"sh", "-c", "kill -TERM $$"}},
+		{args: []string{"sleep", "5"}, timeout: "300ms"},
+		{args: []string{"sh", "-c", "yes | head -c 100000"}, limit: 1000},
+		{args: []string{"/no/such/command"}},
+	} {
+		req := &boxdv1.ExecRequest{SandboxId: id, Args: tc.args, Env: tc.env, Workdir: tc.workdir, User: tc.user, Timeout: tc.timeout, OutputLimit: tc.limit}
+		unary, err := env.api.Exec(ctx(t), connect.NewRequest(req))
+		if err != nil {
+			t.Fatalf("%v: Exec: %v", tc.args, err)
+		}
+		want := of(unary.Msg.Stdout, unary.Msg.Stderr, unary.Msg.Result)
+
+		stream, err := env.api.ExecStream(ctx(t), connect.NewRequest(req))
+		if err != nil {
+			t.Fatalf("%v: ExecStream: %v", tc.args, err)
+		}
+		var sout, serr bytes.Buffer
+		var sres *boxdv1.ExecResult
+		for stream.Receive() {
+			switch ev := stream.Msg().Event.(type) {
+			case *boxdv1.ExecStreamResponse_Stdout:
+				sout.Write(ev.Stdout)
+			case *boxdv1.ExecStreamResponse_Stderr:
+				serr.Write(ev.Stderr)
+			case *boxdv1.ExecStreamResponse_Result:
+				sres = ev.Result
+			}
+		}
+		if err := stream.Err(); err != nil || sres == nil {
+			t.Fatalf("%v: ExecStream: %v (result %v)", tc.args, err, sres)
+		}
+		if got := of(sout.Bytes(), serr.Bytes(), sres); got != want {
+			t.Errorf("%v: ExecStream gives %+v, Exec %+v", tc.args, got, want)
+		}
+
+		pc := startExec(t, ctx(t), &boxdv1.ProcessSpec{SandboxId: id, Args: tc.args, Env: tc.env, Workdir: tc.workdir,
+			User: tc.user, Timeout: tc.timeout, OutputLimit: tc.limit})
+		pc.stream.CloseRequest()
+		pres := pc.result()
+		if got := of(pc.stdout.Bytes(), pc.stderr.Bytes(), pres); got != want {
+			t.Errorf("%v: ProcessService.Exec gives %+v, Exec %+v", tc.args, got, want)
+		}
+	}
+}
+
+// StatPath is FileService.StatFile's stat in StatPath's shape: the same
+// answer for the same path, symlinks not followed, and looked at as root
+// whoever the sandbox's default user is.
+func TestStatPathAgreesWithStatFile(t *testing.T) {
+	id := newSandbox(t, "--user", "1000")
+	sh(t, id, "true") // as 1000: the sandbox is up
+	if _, stderr, code := boxctlRun("exec", "--user", "0", id, "--", "sh", "-c",
+		"mkdir -p /root/private && echo secret > /root/private/f && chmod 700 /root /root/private && ln -sf /etc/hostname /tmp/link"); code != 0 {
+		t.Fatalf("setup: exit %d: %s", code, stderr)
+	}
+	for _, p := range []string{"/", "/etc", "/tmp/link", "/root/private/f"} {
+		sp, err := env.api.StatPath(ctx(t), connect.NewRequest(&boxdv1.StatPathRequest{SandboxId: id, Path: p}))
+		if err != nil {
+			t.Fatalf("StatPath %s: %v", p, err)
+		}
+		sf, err := filesAPI().StatFile(ctx(t), connect.NewRequest(&boxdv1.StatFileRequest{SandboxId: id, Path: p, User: "0"}))
+		if err != nil {
+			t.Fatalf("StatFile %s: %v", p, err)
+		}
+		a, b := sp.Msg, sf.Msg.Info
+		if a.Name != b.Name || a.Size != b.Size || a.Mode != b.Mode&0o777 || a.IsDir != (b.Type == boxdv1.FileType_FILE_TYPE_DIRECTORY) ||
+			a.Mtime != b.Mtime || a.LinkTarget != b.LinkTarget {
+			t.Errorf("%s: StatPath %+v, StatFile %+v", p, a, b)
+		}
+	}
+	_, err := env.api.StatPath(ctx(t), connect.NewRequest(&boxdv1.StatPathRequest{SandboxId: id, Path: "/no/such"}))
+	if connect.CodeOf(err) != connect.CodeNotFound {
+		t.Errorf("StatPath of a missing path: %v, want not_found", err)
 	}
 }

@@ -106,27 +106,39 @@ func execResult(r runtime.ExecResult) *boxdv1.ExecResult {
 
 // Exec buffers the output; the init's output cap bounds the buffers.
 func (s *Server) Exec(ctx context.Context, req *connect.Request[boxdv1.ExecRequest]) (*connect.Response[boxdv1.ExecResponse], error) {
-	er, err := execRequest(req.Msg)
-	if err != nil {
-		return nil, ToConnect(err)
-	}
 	// A unary answer must fit in one message: the output cap (the
 	// request's, else the sandbox's default) is held below it.
 	var stdout, stderr capped
 	stdout.max, stderr.max = MaxMessageBytes/2, MaxMessageBytes/2
-	if req.Msg.Resume {
-		ctx = runtime.WithResume(ctx)
-	}
-	res, err := s.Manager.ExecWithin(ctx, req.Msg.SandboxId, er, MaxMessageBytes/2, nil, &stdout, &stderr)
+	res, err := s.execOutput(ctx, req.Msg, &stdout, &stderr, runtime.OutputAtMost(MaxMessageBytes/2))
 	if err != nil {
 		return nil, ToConnect(err)
 	}
 	out := &boxdv1.ExecResponse{Stdout: stdout.b, Stderr: stderr.b, Result: execResult(res)}
-	if er.Combined {
+	if req.Msg.CombinedOutput {
 		// The init sent everything as stdout, in the order written.
 		out.Result.Output, out.Stdout, out.Stderr = stdout.b, nil, nil
 	}
 	return connect.NewResponse(out), nil
+}
+
+// execOutput runs an ExecRequest through the one exec call and copies its
+// output to stdout and stderr: Exec and ExecStream differ only in where
+// the output goes.
+func (s *Server) execOutput(ctx context.Context, m *boxdv1.ExecRequest, stdout, stderr io.Writer, opts ...runtime.ExecOption) (runtime.ExecResult, error) {
+	er, err := execRequest(m)
+	if err != nil {
+		return runtime.ExecResult{}, err
+	}
+	if m.Resume {
+		ctx = runtime.WithResume(ctx)
+	}
+	ps, err := s.Manager.ExecProcess(ctx, m.SandboxId, wire.ProcessSpec{ExecRequest: er}, append(opts, runtime.WithoutControls())...)
+	if err != nil {
+		return runtime.ExecResult{}, err
+	}
+	defer ps.Close()
+	return ps.Output(stdout, stderr)
 }
 
 // capped is a buffer that keeps at most max bytes, as a guard in depth
@@ -175,16 +187,8 @@ func (w *streamWriter) Write(p []byte) (int, error) {
 }
 
 func (s *Server) ExecStream(ctx context.Context, req *connect.Request[boxdv1.ExecRequest], stream *connect.ServerStream[boxdv1.ExecStreamResponse]) error {
-	er, err := execRequest(req.Msg)
-	if err != nil {
-		return ToConnect(err)
-	}
 	var mu sync.Mutex
-	if req.Msg.Resume {
-		ctx = runtime.WithResume(ctx)
-	}
-	res, err := s.Manager.Exec(ctx, req.Msg.SandboxId, er, nil,
-		&streamWriter{mu: &mu, stream: stream}, &streamWriter{mu: &mu, stream: stream, stderr: true})
+	res, err := s.execOutput(ctx, req.Msg, &streamWriter{mu: &mu, stream: stream}, &streamWriter{mu: &mu, stream: stream, stderr: true})
 	if err != nil {
 		return ToConnect(err)
 	}
@@ -277,14 +281,22 @@ func (s *Server) CopyOut(ctx context.Context, req *connect.Request[boxdv1.CopyOu
 	return ToConnect(s.Manager.CopyOut(ctx, req.Msg.SandboxId, req.Msg.Path, &copyOutWriter{stream: stream}))
 }
 
+// StatPath is FileService.StatFile's stat, as root (the init's own
+// identity, which StatPath always had) and without following a final
+// symlink, in StatPath's shape.
 func (s *Server) StatPath(ctx context.Context, req *connect.Request[boxdv1.StatPathRequest]) (*connect.Response[boxdv1.StatPathResponse], error) {
-	fi, err := s.Manager.Stat(ctx, req.Msg.SandboxId, req.Msg.Path)
+	fi, err := s.Manager.StatFile(ctx, req.Msg.SandboxId, wire.FileStatArgs{Path: req.Msg.Path, User: statPathUser})
 	if err != nil {
 		return nil, ToConnect(err)
 	}
 	return connect.NewResponse(statResponse(fi)), nil
 }
 
-func statResponse(fi wire.FileInfo) *boxdv1.StatPathResponse {
-	return &boxdv1.StatPathResponse{Name: fi.Name, Size: fi.Size, Mode: uint32(fi.Mode.Perm()), IsDir: fi.IsDir, Mtime: ts(fi.Mtime), LinkTarget: fi.LinkTarget}
+// statPathUser is who StatPath looks as: root, whoever the sandbox's
+// default user is.
+const statPathUser = "0"
+
+func statResponse(fi wire.FileStat) *boxdv1.StatPathResponse {
+	return &boxdv1.StatPathResponse{Name: fi.Name, Size: fi.Size, Mode: fi.Mode & 0o777, IsDir: fi.Type == wire.FileTypeDir,
+		Mtime: ts(fi.Mtime), LinkTarget: fi.LinkTarget}
 }

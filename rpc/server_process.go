@@ -142,8 +142,7 @@ func forwardInput(stream *processStream, ps *host.ProcessStream, halfClose func(
 }
 
 // sendOutput streams the process's output and result to the client.
-// onResult, if not nil, sees the result before it is sent.
-func sendOutput(ctx context.Context, stream *processStream, ps *host.ProcessStream, onResult func(wire.ExecResult)) error {
+func sendOutput(ctx context.Context, stream *processStream, ps *host.ProcessStream) error {
 	for {
 		ev, err := ps.Next()
 		if err == io.EOF {
@@ -158,9 +157,6 @@ func sendOutput(ctx context.Context, stream *processStream, ps *host.ProcessStre
 		msg := &boxdv1.ProcessOutput{}
 		switch {
 		case ev.Result != nil:
-			if onResult != nil {
-				onResult(*ev.Result)
-			}
 			msg.Event = &boxdv1.ProcessOutput_Result{Result: execResult(*ev.Result)}
 		case ev.Stream == wire.FrameStderr:
 			msg.Event = &boxdv1.ProcessOutput_Stderr{Stderr: ev.Data}
@@ -198,15 +194,7 @@ func (p *processServer) Exec(ctx context.Context, stream *processStream) error {
 	}
 	defer ps.Close()
 	go forwardInput(stream, ps, func() { ps.CloseStdin() }, cancel)
-	exited := false
-	err = sendOutput(ctx, stream, ps, func(r wire.ExecResult) {
-		exited = true
-		p.s.Manager.ExecExited(m.SandboxId, r, nil)
-	})
-	if !exited {
-		p.s.Manager.ExecExited(m.SandboxId, wire.ExecResult{}, fmt.Errorf("the stream ended before the command: %v", err))
-	}
-	return err
+	return sendOutput(ctx, stream, ps)
 }
 
 func (p *processServer) Attach(ctx context.Context, stream *processStream) error {
@@ -233,7 +221,7 @@ func (p *processServer) Attach(ctx context.Context, stream *processStream) error
 	}
 	// A client that stops sending has not detached: it may still read.
 	go forwardInput(stream, ps, func() {}, cancel)
-	return sendOutput(ctx, stream, ps, nil)
+	return sendOutput(ctx, stream, ps)
 }
 
 func (p *processServer) Start(ctx context.Context, req *connect.Request[boxdv1.StartProcessRequest]) (*connect.Response[boxdv1.StartProcessResponse], error) {

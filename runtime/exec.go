@@ -24,18 +24,6 @@ import (
 	"github.com/boxd-dev/boxd/internal/events"
 )
 
-// ExecExited records how a command run through the process API ended;
-// idOrName is as the caller gave it (an id, or a name resolved here).
-func (m *Manager) ExecExited(idOrName string, res ExecResult, err error) {
-	id := idOrName
-	if !idRe.MatchString(id) {
-		if ctr, ferr := m.find(namespaces.WithNamespace(context.Background(), m.cfg.Namespace), idOrName); ferr == nil {
-			id = ctr.ID()
-		}
-	}
-	m.execExited(id, res, err)
-}
-
 // execExited records how a command ended: its exit code (and signal), or
 // the error that ended the call.
 func (m *Manager) execExited(id string, res ExecResult, err error) {
@@ -166,64 +154,73 @@ type ExecRequest = wire.ExecRequest
 // ExecResult is a finished command's status.
 type ExecResult = wire.ExecResult
 
-// Exec runs a command in a sandbox, streaming its output to stdout and
-// stderr. stdin may be nil.
-func (m *Manager) Exec(ctx context.Context, idOrName string, req ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (ExecResult, error) {
-	return m.ExecWithin(ctx, idOrName, req, 0, stdin, stdout, stderr)
+// ExecOption adjusts one ExecProcess call.
+type ExecOption func(*execOptions)
+
+type execOptions struct {
+	maxOutput    int64
+	uncontrolled bool
 }
 
-// ExecWithin is Exec with the output cap, after the sandbox's default is
-// applied, held to at most maxOutput bytes (0: no such bound), for callers
-// that buffer the output.
-func (m *Manager) ExecWithin(ctx context.Context, idOrName string, req ExecRequest, maxOutput int64, stdin io.Reader, stdout, stderr io.Writer) (ExecResult, error) {
-	if len(req.Args) == 0 {
-		return ExecResult{}, fieldErr("args", "no command given")
+// OutputAtMost holds the command's output cap, after the sandbox's default
+// is applied, to at most n bytes: for callers that buffer the output.
+func OutputAtMost(n int64) ExecOption { return func(o *execOptions) { o.maxOutput = n } }
+
+// WithoutControls says the caller will not signal the command or resize
+// its terminal while it runs, which lets the call reuse a kept connection
+// to the init (the exec floor).
+func WithoutControls() ExecOption { return func(o *execOptions) { o.uncontrolled = true } }
+
+// ExecProcess runs a command in the foreground of a sandbox and returns
+// its stream: every way of running a command and waiting for it (the API's
+// Exec, ExecStream and ProcessService.Exec, image builds) is this call.
+// Closing the stream before the result kills the command's tree. The
+// command's end is recorded (an exec-exited event) and an OOM kill marked
+// in its result.
+func (m *Manager) ExecProcess(ctx context.Context, idOrName string, spec wire.ProcessSpec, opts ...ExecOption) (*host.ProcessStream, error) {
+	var o execOptions
+	for _, opt := range opts {
+		opt(&o)
 	}
-	for i, a := range req.Args {
-		if len(a) > 128<<10 {
-			return ExecResult{}, fieldErr("args", "argument %d is longer than 128 KiB", i)
-		}
+	if idOrName == "" {
+		return nil, fieldErr("sandbox_id", "empty")
 	}
-	if req.Args[0] == "" {
-		return ExecResult{}, fieldErr("args", "the command name is empty")
-	}
-	if err := ValidateEnv("env", req.Env); err != nil {
-		return ExecResult{}, err
-	}
-	if err := ValidateWorkdir("workdir", req.Dir); err != nil {
-		return ExecResult{}, err
-	}
-	if req.OutputLimit < 0 {
-		return ExecResult{}, fieldErr("output_limit", "%d must not be negative", req.OutputLimit)
-	}
-	if err := ValidateUser("user", req.User); err != nil {
-		return ExecResult{}, err
+	if err := ValidateProcessSpec(&spec); err != nil {
+		return nil, err
 	}
 	c, id, err := m.agentFor(ctx, idOrName)
 	if err != nil {
-		return ExecResult{}, err
+		return nil, err
 	}
-	m.execStarted(id, req.Args)
-	if req.Timeout == 0 || req.OutputLimit == 0 {
+	m.execStarted(id, spec.Args)
+	if spec.Timeout == 0 || spec.OutputLimit == 0 {
 		d := m.execDefaults(ctx, id)
-		if req.Timeout == 0 {
-			req.Timeout = d.ExecTimeout
+		if spec.Timeout == 0 {
+			spec.Timeout = d.ExecTimeout
 		}
-		if req.OutputLimit == 0 {
-			req.OutputLimit = d.OutputLimit
+		if spec.OutputLimit == 0 {
+			spec.OutputLimit = d.OutputLimit
 		}
 	}
-	if maxOutput > 0 && (req.OutputLimit == 0 || req.OutputLimit > maxOutput) {
-		req.OutputLimit = maxOutput
+	if o.maxOutput > 0 && (spec.OutputLimit == 0 || spec.OutputLimit > o.maxOutput) {
+		spec.OutputLimit = o.maxOutput
 	}
 	before, beforeOK := m.oomKills(id)
-	res, err := c.Exec(ctx, req, stdin, stdout, stderr)
-	m.execExited(id, res, err)
+	ps, err := c.ExecProcess(ctx, spec, !o.uncontrolled)
 	if err != nil {
-		return res, m.notRunning(ctx, id, fmt.Errorf("exec in sandbox %s: %w", id, err))
+		m.execExited(id, ExecResult{}, err)
+		return nil, m.procErr(ctx, id, "exec", err)
 	}
-	m.markOOM(id, before, beforeOK, &res)
-	return res, nil
+	ps.OnEnd = func(res *ExecResult, err error) error {
+		if err != nil {
+			m.execExited(id, ExecResult{}, err)
+			return m.procErr(ctx, id, "exec", err)
+		}
+		m.markOOM(id, before, beforeOK, res)
+		m.execExited(id, *res, nil)
+		return nil
+	}
+	return ps, nil
 }
 
 // execDefaults is a sandbox's default exec timeout and output cap, cached
@@ -286,24 +283,4 @@ func (m *Manager) CopyOut(ctx context.Context, idOrName, path string, w io.Write
 		return m.notRunning(ctx, id, fmt.Errorf("copy from sandbox %s:%s: %w", id, path, err))
 	}
 	return nil
-}
-
-// Stat describes one path inside the sandbox without following a final
-// symlink.
-func (m *Manager) Stat(ctx context.Context, idOrName, path string) (wire.FileInfo, error) {
-	if err := ValidateWorkdir("path", path); err != nil {
-		return wire.FileInfo{}, err
-	}
-	if path == "" {
-		return wire.FileInfo{}, fieldErr("path", "path is empty")
-	}
-	c, id, err := m.agentFor(ctx, idOrName)
-	if err != nil {
-		return wire.FileInfo{}, err
-	}
-	fi, err := c.Stat(ctx, path)
-	if err != nil {
-		return fi, m.notRunning(ctx, id, fmt.Errorf("stat in sandbox %s:%s: %w", id, path, err))
-	}
-	return fi, nil
 }

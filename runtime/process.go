@@ -107,36 +107,6 @@ func (m *Manager) procErr(ctx context.Context, id, what string, err error) error
 	return m.notRunning(ctx, id, fmt.Errorf("%s in sandbox %s: %w", what, id, err))
 }
 
-// ExecProcess starts a foreground command and returns its stream; closing
-// the stream before the result kills the command's tree.
-func (m *Manager) ExecProcess(ctx context.Context, idOrName string, spec wire.ProcessSpec) (*host.ProcessStream, error) {
-	if err := ValidateProcessSpec(&spec); err != nil {
-		return nil, err
-	}
-	c, id, err := m.agentFor(ctx, idOrName)
-	if err != nil {
-		return nil, err
-	}
-	m.execStarted(id, spec.Args)
-	if spec.Timeout == 0 || spec.OutputLimit == 0 {
-		d := m.execDefaults(ctx, id)
-		if spec.Timeout == 0 {
-			spec.Timeout = d.ExecTimeout
-		}
-		if spec.OutputLimit == 0 {
-			spec.OutputLimit = d.OutputLimit
-		}
-	}
-	before, beforeOK := m.oomKills(id)
-	ps, err := c.ExecProcess(ctx, spec)
-	if err != nil {
-		m.execExited(id, ExecResult{}, err)
-		return nil, m.procErr(ctx, id, "exec", err)
-	}
-	ps.OnResult = func(r *wire.ExecResult) { m.markOOM(id, before, beforeOK, r) }
-	return ps, nil
-}
-
 // StartProcess starts a background command.
 func (m *Manager) StartProcess(ctx context.Context, idOrName string, spec wire.ProcessSpec) (wire.ProcessInfo, error) {
 	if err := ValidateProcessSpec(&spec); err != nil {

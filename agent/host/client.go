@@ -369,10 +369,6 @@ func copyFrames(fw *wire.FrameWriter, t wire.FrameType, r io.Reader) error {
 // Exec does not wait for a stdin Read that is still blocked when the command
 // finishes; that Read's data is dropped.
 func (c *Client) Exec(ctx context.Context, req wire.ExecRequest, stdin io.Reader, stdout, stderr io.Writer) (wire.ExecResult, error) {
-	name := ""
-	if len(req.Args) > 0 {
-		name = req.Args[0]
-	}
 	if len(req.Stdin) > maxInlineStdin {
 		inline := bytes.NewReader(req.Stdin)
 		if stdin == nil {
@@ -383,91 +379,38 @@ func (c *Client) Exec(ctx context.Context, req wire.ExecRequest, stdin io.Reader
 		req.Stdin = nil
 	}
 	req.StdinStream = stdin != nil
-	cn, err := c.open(ctx, wire.Request{Op: wire.OpExec, Exec: &req})
+	ps, err := c.ExecProcess(ctx, wire.ProcessSpec{ExecRequest: req}, false)
 	if err != nil {
-		return wire.ExecResult{}, fmt.Errorf("exec %q: %w", name, err)
+		return wire.ExecResult{}, err
 	}
-	defer cn.close()
-
+	defer ps.Close()
 	stdinErr := make(chan error, 1)
 	if stdin != nil {
 		go func() {
-			err := copyFrames(cn.fw, wire.FrameStdin, stdin)
+			err := copyFrames(ps.cn.fw, wire.FrameStdin, stdin)
 			if err == nil {
-				err = cn.fw.WriteFrame(wire.FrameStdinClose, nil)
+				err = ps.cn.fw.WriteFrame(wire.FrameStdinClose, nil)
 			}
 			var src *sourceError
 			if errors.As(err, &src) {
 				// Better to fail the exec than run it on partial input.
 				stdinErr <- err
-				cn.c.Close()
+				ps.cn.c.Close()
 			}
 			// Other errors are the connection going away; the reader
 			// reports those.
 		}()
 	}
-
-	res, err := cn.readExec(req.OutputLimit, stdout, stderr)
+	res, err := ps.Output(stdout, stderr)
 	if err != nil {
 		select {
 		case serr := <-stdinErr:
-			err = fmt.Errorf("stdin: %w", serr)
+			err = fmt.Errorf("%s: stdin: %w", ps.op, serr)
 		default:
-			err = ctxErr(ctx, err)
 		}
-		return wire.ExecResult{}, fmt.Errorf("exec %q: %w", name, err)
+		return wire.ExecResult{}, err
 	}
-	cn.clean, res.Kept = res.Kept, false
 	return res, nil
-}
-
-// readExec consumes an exec's output frames up to its result.
-func (cn *conn) readExec(limit int64, stdout, stderr io.Writer) (wire.ExecResult, error) {
-	if limit == 0 {
-		limit = wire.DefaultOutputLimit
-	}
-	var got int64
-	for {
-		f, err := cn.fr.ReadFrame()
-		if err == io.EOF {
-			return wire.ExecResult{}, fmt.Errorf("%w: connection closed without a result", wire.ErrProtocol)
-		}
-		if err != nil {
-			return wire.ExecResult{}, err
-		}
-		switch f.Type {
-		case wire.FrameStdout, wire.FrameStderr:
-			// The init enforces the limit; one that sends more is broken
-			// or hostile, and the caller's memory is what is at stake.
-			got += int64(len(f.Payload))
-			if got > limit+startFailureSlack {
-				return wire.ExecResult{}, fmt.Errorf("%w: more output than the %d byte limit", wire.ErrProtocol, limit)
-			}
-			w := stdout
-			if f.Type == wire.FrameStderr {
-				w = stderr
-			}
-			if w != nil {
-				if _, err := w.Write(f.Payload); err != nil {
-					return wire.ExecResult{}, fmt.Errorf("write %s: %w", f.Type, err)
-				}
-			}
-		case wire.FrameResult, wire.FrameError:
-			if len(f.Payload) > MaxControlPayload {
-				return wire.ExecResult{}, fmt.Errorf("%w: %s frame of %d bytes", wire.ErrProtocol, f.Type, len(f.Payload))
-			}
-			if f.Type == wire.FrameError {
-				return wire.ExecResult{}, wire.DecodeRemoteError(f.Payload)
-			}
-			var res wire.ExecResult
-			if err := json.Unmarshal(f.Payload, &res); err != nil {
-				return wire.ExecResult{}, fmt.Errorf("%w: malformed result: %v", wire.ErrProtocol, err)
-			}
-			return res, nil
-		default:
-			return wire.ExecResult{}, wire.UnexpectedFrame(f.Type)
-		}
-	}
 }
 
 // startFailureSlack covers the init's own "cannot exec" message, which is

@@ -111,9 +111,15 @@ type ProcessStream struct {
 	limit int64 // output bytes accepted; < 0 for no limit
 	got   int64
 	done  bool
-	// OnResult, if set, sees the result before Next returns it (boxd adds
-	// what only the host knows, such as oom_killed).
-	OnResult func(*wire.ExecResult)
+	// uncontrolled: the stream runs on the exec op, which carries no
+	// signal or resize requests.
+	uncontrolled bool
+	ended        bool
+	// OnEnd, if set, sees how the command ended, once: its result before
+	// Next returns it (boxd adds what only the host knows, such as
+	// oom_killed), or the error that ended the stream (Close before the
+	// result included), which it may rewrite.
+	OnEnd func(res *wire.ExecResult, err error) error
 }
 
 // Next returns the next output or the result. After the result, or when
@@ -126,9 +132,45 @@ func (p *ProcessStream) Next() (ProcessEvent, error) {
 	ev, err := p.next()
 	if err != nil && err != io.EOF {
 		p.done = true
-		return ProcessEvent{}, fmt.Errorf("%s: %w", p.op, ctxErr(p.ctx, err))
+		return ProcessEvent{}, p.end(nil, fmt.Errorf("%s: %w", p.op, ctxErr(p.ctx, err)))
 	}
 	return ev, err
+}
+
+// end calls OnEnd, once.
+func (p *ProcessStream) end(res *wire.ExecResult, err error) error {
+	if p.ended || p.OnEnd == nil {
+		return err
+	}
+	p.ended = true
+	return p.OnEnd(res, err)
+}
+
+// Output copies the command's output to stdout and stderr (either may be
+// nil to discard it) and returns its result.
+func (p *ProcessStream) Output(stdout, stderr io.Writer) (wire.ExecResult, error) {
+	for {
+		ev, err := p.Next()
+		if err == io.EOF {
+			return wire.ExecResult{}, p.end(nil, fmt.Errorf("%s: %w: the stream ended without a result", p.op, wire.ErrProtocol))
+		}
+		if err != nil {
+			return wire.ExecResult{}, err
+		}
+		if ev.Result != nil {
+			return *ev.Result, nil
+		}
+		w := stdout
+		if ev.Stream == wire.FrameStderr {
+			w = stderr
+		}
+		if w != nil {
+			if _, err := w.Write(ev.Data); err != nil {
+				p.done = true
+				return wire.ExecResult{}, p.end(nil, fmt.Errorf("%s: write %s: %w", p.op, ev.Stream, err))
+			}
+		}
+	}
 }
 
 func (p *ProcessStream) next() (ProcessEvent, error) {
@@ -160,8 +202,11 @@ func (p *ProcessStream) next() (ProcessEvent, error) {
 		if err := json.Unmarshal(f.Payload, &res); err != nil {
 			return ProcessEvent{}, fmt.Errorf("%w: malformed result: %v", wire.ErrProtocol, err)
 		}
-		if p.OnResult != nil {
-			p.OnResult(&res)
+		// Kept is the channel's: the connection goes back to its pool
+		// at Close.
+		p.cn.clean, res.Kept = res.Kept, false
+		if err := p.end(&res, nil); err != nil {
+			return ProcessEvent{}, err
 		}
 		return ProcessEvent{Result: &res}, nil
 	case wire.FrameOK:
@@ -201,6 +246,9 @@ func (p *ProcessStream) Signal(sig string) error {
 }
 
 func (p *ProcessStream) sendControl(op string, args any) error {
+	if p.uncontrolled {
+		return fmt.Errorf("%s: %s: %w: started without controls", p.op, op, errdefs.ErrFailedPrecondition)
+	}
 	b, err := json.Marshal(args)
 	if err != nil {
 		return err
@@ -211,6 +259,9 @@ func (p *ProcessStream) sendControl(op string, args any) error {
 // Close ends the connection. For a foreground process that has not
 // finished, the init kills its tree.
 func (p *ProcessStream) Close() error {
+	if !p.done {
+		p.end(nil, fmt.Errorf("%s: the stream was closed before the result", p.op))
+	}
 	p.cn.close()
 	return nil
 }
@@ -218,22 +269,33 @@ func (p *ProcessStream) Close() error {
 // ExecProcess starts spec in the foreground and returns its stream. With
 // spec.StdinStream the process reads what is written to the stream until
 // CloseStdin; without it, stdin ends after spec.Stdin.
-func (c *Client) ExecProcess(ctx context.Context, spec wire.ProcessSpec) (*ProcessStream, error) {
-	op := fmt.Sprintf("%s %q", wire.OpProcessExec, wire.Argv0(spec.Args))
+//
+// With controls the stream can signal the process and resize its terminal
+// (the process-exec op). Without them, and without a terminal, it runs on
+// the exec op, whose connection the init keeps for the next call when the
+// command took no streamed stdin: the exec floor. Every init serves both.
+func (c *Client) ExecProcess(ctx context.Context, spec wire.ProcessSpec, controls bool) (*ProcessStream, error) {
 	var extra []byte
 	streamed := spec.StdinStream
 	if len(spec.Stdin) > maxInlineStdin {
 		extra, spec.Stdin, spec.StdinStream = spec.Stdin, nil, true
 	}
-	cn, err := c.openProcOp(ctx, wire.OpProcessExec, spec)
+	p := &ProcessStream{ctx: ctx, limit: spec.OutputLimit, uncontrolled: !controls && !spec.Tty}
+	if p.limit == 0 {
+		p.limit = wire.DefaultOutputLimit
+	}
+	// Errors name the command as "exec", whichever op carries it: the
+	// caller chose how to run it, not the op.
+	p.op = fmt.Sprintf("exec %q", wire.Argv0(spec.Args))
+	var err error
+	if p.uncontrolled {
+		p.cn, err = c.open(ctx, wire.Request{Op: wire.OpExec, Exec: &spec.ExecRequest})
+	} else {
+		p.cn, err = c.openProcOp(ctx, wire.OpProcessExec, spec)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, fmt.Errorf("%s: %w", p.op, err)
 	}
-	limit := spec.OutputLimit
-	if limit == 0 {
-		limit = wire.DefaultOutputLimit
-	}
-	p := &ProcessStream{cn: cn, ctx: ctx, op: op, limit: limit}
 	if extra != nil {
 		go func() {
 			// The command may not read all of it; the init drops the rest

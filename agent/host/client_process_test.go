@@ -57,7 +57,7 @@ func TestClientDistrustsProcessReplies(t *testing.T) {
 	})
 	t.Run("output beyond limit", func(t *testing.T) {
 		c := fakeInit(t, append(encodeFrame(wire.FrameStdout, bytes.Repeat([]byte("x"), 10000)), encodeFrame(wire.FrameResult, []byte("{}"))...))
-		ps, err := c.ExecProcess(testCtx(t), wire.ProcessSpec{ExecRequest: wire.ExecRequest{Args: []string{"x"}, OutputLimit: 10}})
+		ps, err := c.ExecProcess(testCtx(t), wire.ProcessSpec{ExecRequest: wire.ExecRequest{Args: []string{"x"}, OutputLimit: 10}}, true)
 		if err != nil {
 			t.Fatal(err)
 		}

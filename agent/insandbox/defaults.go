@@ -14,11 +14,6 @@ import (
 	"github.com/boxd-dev/boxd/agent/wire"
 )
 
-func init() {
-	registerOp(wire.OpSetDefaults, (*Server).setDefaults)
-	registerOp(wire.OpTerminate, (*Server).terminate)
-}
-
 // terminate sends SIGTERM to every other process of the sandbox: as PID 1
 // of its pid namespace, kill(-1) reaches exactly those. Outside a sandbox
 // (tests) it would reach the whole machine, so it refuses.

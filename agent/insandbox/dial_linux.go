@@ -12,8 +12,6 @@ import (
 	"github.com/boxd-dev/boxd/agent/wire"
 )
 
-func init() { registerOp(wire.OpDial, (*Server).dial) }
-
 // dialTimeout bounds the connect to a sandbox port. On loopback a port
 // either accepts or refuses at once; only a full accept backlog waits.
 const dialTimeout = 10 * time.Second

@@ -18,7 +18,7 @@ type execution struct {
 	req  *wire.ExecRequest
 	conn net.Conn
 	fr   *wire.FrameReader
-	cmd  *command
+	cmd  *procCmd
 	outputStream
 }
 
@@ -34,9 +34,10 @@ func (s *Server) exec(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWriter,
 	}
 	op := fmt.Sprintf("exec %q", name)
 	started := time.Now()
-	cmd, err := s.start(req)
+	cmd, err := s.spawnExec(req)
 	if err != nil {
-		if sf, ok := err.(*startFailure); ok {
+		var sf *startFailure
+		if errors.As(err, &sf) {
 			s.startFailed(fw, name, sf, started)
 		} else {
 			s.replyError(fw, op, err)
@@ -134,4 +135,16 @@ func (e *execution) wait() (timedOut, abandoned bool) {
 
 func (e *execution) result(started, ended time.Time, timedOut bool) wire.ExecResult {
 	return procResult(e.cmd.child, started, ended, timedOut, e.truncated)
+}
+
+// spawnExec starts an exec's command with the spawner processes and
+// sessions use: piped stdio (stdin only if the request brings any), no
+// terminal.
+func (s *Server) spawnExec(req *wire.ExecRequest) (*procCmd, error) {
+	sp, err := s.prepareProcess(&wire.ProcessSpec{ExecRequest: *req})
+	if err != nil {
+		return nil, err
+	}
+	sp.stdin = len(req.Stdin) > 0 || req.StdinStream
+	return s.spawnProcess(sp)
 }

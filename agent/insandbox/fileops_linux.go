@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/boxd-dev/boxd/agent/wire"
 	"github.com/boxd-dev/boxd/internal/safetar"
@@ -20,22 +23,44 @@ func (s *Server) stat(fw *wire.FrameWriter, path string) {
 		s.replyError(fw, "stat "+path, err)
 		return
 	}
-	fi, err := os.Lstat(p)
+	fi, err := fsStatPath(p, false)
 	if err != nil {
-		s.replyError(fw, "stat "+path, err)
+		s.replyError(fw, "stat "+path, fsFail("stat", p, err))
 		return
 	}
-	info := wire.FileInfo{
-		Name:  fi.Name(),
-		Size:  fi.Size(),
-		Mode:  fi.Mode(),
-		IsDir: fi.IsDir(),
-		Mtime: fi.ModTime(),
+	fw.WriteJSON(wire.FrameResult, wire.FileInfo{
+		Name: fi.Name, Size: fi.Size, Mode: fileInfoMode(fi), IsDir: fi.Type == wire.FileTypeDir,
+		Mtime: fi.Mtime, LinkTarget: fi.LinkTarget,
+	})
+}
+
+// fileInfoMode is a FileStat's type and permission bits as an fs.FileMode.
+func fileInfoMode(fi wire.FileStat) fs.FileMode {
+	m := fs.FileMode(fi.Mode & 0o777)
+	if fi.Mode&unix.S_ISUID != 0 {
+		m |= fs.ModeSetuid
 	}
-	if fi.Mode()&os.ModeSymlink != 0 {
-		info.LinkTarget, _ = os.Readlink(p)
+	if fi.Mode&unix.S_ISGID != 0 {
+		m |= fs.ModeSetgid
 	}
-	fw.WriteJSON(wire.FrameResult, info)
+	if fi.Mode&unix.S_ISVTX != 0 {
+		m |= fs.ModeSticky
+	}
+	switch fi.Type {
+	case wire.FileTypeDir:
+		m |= fs.ModeDir
+	case wire.FileTypeSymlink:
+		m |= fs.ModeSymlink
+	case wire.FileTypeFIFO:
+		m |= fs.ModeNamedPipe
+	case wire.FileTypeSocket:
+		m |= fs.ModeSocket
+	case wire.FileTypeChar:
+		m |= fs.ModeDevice | fs.ModeCharDevice
+	case wire.FileTypeBlock:
+		m |= fs.ModeDevice
+	}
+	return m
 }
 
 // copyIn extracts the tar that follows the request with docker cp semantics:

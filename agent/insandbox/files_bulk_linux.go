@@ -16,11 +16,6 @@ import (
 	"github.com/boxd-dev/boxd/agent/wire"
 )
 
-func init() {
-	registerOp(wire.OpFileUpload, (*Server).fileUpload)
-	registerOp(wire.OpFileDownload, (*Server).fileDownload)
-}
-
 // fsFailResult fills in why one file of a bulk operation failed.
 func fsFailResult(r *wire.FileResult, op string, err error) {
 	re := fsFail(op, r.Path, err)

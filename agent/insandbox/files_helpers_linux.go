@@ -35,14 +35,6 @@ import (
 	"github.com/boxd-dev/boxd/internal/safetar"
 )
 
-func init() {
-	registerOp(wire.OpFileReadLines, (*Server).fileReadLines)
-	registerOp(wire.OpFileEdit, (*Server).fileEdit)
-	registerOp(wire.OpFileGlob, (*Server).fileGlob)
-	registerOp(wire.OpFileGrep, (*Server).fileGrep)
-	registerOp(wire.OpFileChown, (*Server).fileChown)
-}
-
 // binarySniff is how much of a file is checked for a NUL byte, as grep does.
 const binarySniff = 8 << 10
 
@@ -285,20 +277,35 @@ func fsEdit(p string, a *wire.EditArgs, res *wire.EditResult) error {
 	if int64(n) > st.Size {
 		return &wire.RemoteError{Message: fmt.Sprintf("edit %s: the file changed while it was read; nothing changed", wire.QuotePath(p)), Code: wire.CodeFailedPrecondition}
 	}
-	data = data[:n]
+	out, err := editText(p, data[:n], a, res)
+	if err != nil {
+		return err
+	}
+	data = nil
+	return fsEditWrite(dirfd, p, base, &st, out, res)
+}
+
+// editText replaces a.Old in data, refusing text that does not occur, or
+// occurs more than once unless a.All says to replace every occurrence.
+func editText(p string, data []byte, a *wire.EditArgs, res *wire.EditResult) ([]byte, error) {
 	old := []byte(a.Old)
 	count := bytes.Count(data, old)
 	switch {
 	case count == 0:
-		return &wire.RemoteError{Message: fmt.Sprintf("edit %s: old_string: the text does not occur in the file; nothing changed", wire.QuotePath(p)), Code: wire.CodeFailedPrecondition}
+		return nil, &wire.RemoteError{Message: fmt.Sprintf("edit %s: old_string: the text does not occur in the file; nothing changed", wire.QuotePath(p)), Code: wire.CodeFailedPrecondition}
 	case count > 1 && !a.All:
-		return &wire.RemoteError{Message: fmt.Sprintf("edit %s: old_string: the text occurs %d times; give more context to make it unique, or replace all; nothing changed", wire.QuotePath(p), count), Code: wire.CodeFailedPrecondition}
+		return nil, &wire.RemoteError{Message: fmt.Sprintf("edit %s: old_string: the text occurs %d times; give more context to make it unique, or replace all; nothing changed", wire.QuotePath(p), count), Code: wire.CodeFailedPrecondition}
 	}
 	first := bytes.Index(data, old)
 	res.Replacements = count
 	res.Line = int64(bytes.Count(data[:first], []byte{'\n'})) + 1
-	out := bytes.ReplaceAll(data, old, []byte(a.New))
-	data = nil
+	return bytes.ReplaceAll(data, old, []byte(a.New)), nil
+}
+
+// fsEditWrite writes an edit's result to a temporary file in the edited
+// file's directory, gives it the old file's (st's) owner and mode, and
+// renames it over the old file if the name still holds that file.
+func fsEditWrite(dirfd int, p, base string, st *unix.Stat_t, out []byte, res *wire.EditResult) error {
 
 	var rnd [8]byte
 	rand.Read(rnd[:])

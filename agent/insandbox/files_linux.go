@@ -43,17 +43,6 @@ import (
 	"github.com/boxd-dev/boxd/internal/safetar"
 )
 
-func init() {
-	registerOp(wire.OpFileWrite, (*Server).fileWrite)
-	registerOp(wire.OpFileRead, (*Server).fileRead)
-	registerOp(wire.OpFileStat, (*Server).fileStat)
-	registerOp(wire.OpFileList, (*Server).fileList)
-	registerOp(wire.OpFileMkdir, (*Server).fileMkdir)
-	registerOp(wire.OpFileRemove, (*Server).fileRemove)
-	registerOp(wire.OpFileRename, (*Server).fileRename)
-	registerOp(wire.OpFileChmod, (*Server).fileChmod)
-}
-
 // fsDecodeArgs decodes a request's arguments strictly: an init that does not
 // know a field (an older init under a newer boxd) must refuse the request,
 // not silently ignore, say, no_follow.
@@ -559,21 +548,8 @@ func (s *Server) fileStat(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWri
 		return
 	}
 	var fi wire.FileStat
-	err = id.do(func() error {
-		flags := unix.O_PATH
-		if !a.Follow {
-			flags |= unix.O_NOFOLLOW
-		}
-		fd, err := fsOpen(unix.AT_FDCWD, p, flags, 0, 0)
-		if err != nil {
-			return err
-		}
-		defer unix.Close(fd)
-		_, base := splitFilePath(p)
-		if base == "" {
-			base = "/"
-		}
-		fi, err = fsStatFD(fd, p, base)
+	err = id.do(func() (err error) {
+		fi, err = fsStatPath(p, a.Follow)
 		return err
 	})
 	if err != nil {
@@ -581,6 +557,26 @@ func (s *Server) fileStat(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWri
 		return
 	}
 	fw.WriteJSON(wire.FrameResult, fi)
+}
+
+// fsStatPath describes the clean absolute path p, following a final
+// symlink only with follow: the stat of file-stat and of the older stat
+// op.
+func fsStatPath(p string, follow bool) (wire.FileStat, error) {
+	flags := unix.O_PATH
+	if !follow {
+		flags |= unix.O_NOFOLLOW
+	}
+	fd, err := fsOpen(unix.AT_FDCWD, p, flags, 0, 0)
+	if err != nil {
+		return wire.FileStat{}, err
+	}
+	defer unix.Close(fd)
+	_, base := splitFilePath(p)
+	if base == "" {
+		base = "/"
+	}
+	return fsStatFD(fd, p, base)
 }
 
 // fsLister walks a directory tree and sends its entries in batches.

@@ -87,3 +87,59 @@ func TestExecKeptConnection(t *testing.T) {
 		}
 	})
 }
+
+// TestExecProcessOneStream: ExecProcess without controls runs on the exec
+// op and keeps its connection (the exec floor); with controls it runs on
+// process-exec. Either way the same command gives the same output and
+// result (2>&1 included), and a stream without controls refuses a signal
+// rather than send the init a frame the exec op does not carry.
+func TestExecProcessOneStream(t *testing.T) {
+	forEachTarget(t, func(t *testing.T, tg *target) {
+		var dials atomic.Int32
+		pool := host.NewPool()
+		t.Cleanup(pool.Close)
+		c := host.NewDialClient(func(ctx context.Context) (net.Conn, error) {
+			dials.Add(1)
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", tg.socket)
+		}).Pooled(pool)
+		ctx := testCtx(t)
+		spec := wire.ProcessSpec{ExecRequest: wire.ExecRequest{Args: []string{"sh", "-c", "echo a; echo b >&2; echo c; exit 4"}, Combined: true}}
+		run := func(controls bool) (string, wire.ExecResult) {
+			ps, err := c.ExecProcess(ctx, spec, controls)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ps.Close()
+			var out, errs bytes.Buffer
+			res, err := ps.Output(&out, &errs)
+			if err != nil || errs.Len() != 0 {
+				t.Fatalf("controls=%v: %v, stderr %q", controls, err, errs.String())
+			}
+			return out.String(), res
+		}
+		for range 3 {
+			if out, res := run(false); out != "a\nb\nc\n" || res.ExitCode != 4 || res.Kept {
+				t.Fatalf("exec op: %q %+v", out, res)
+			}
+		}
+		if n := dials.Load(); n != 1 {
+			t.Errorf("3 execs without controls used %d connections, want 1", n)
+		}
+		if out, res := run(true); out != "a\nb\nc\n" || res.ExitCode != 4 {
+			t.Fatalf("process-exec: %q %+v", out, res)
+		}
+		if n := dials.Load(); n != 2 {
+			t.Errorf("an exec with controls used %d more connections, want 1", n-1)
+		}
+
+		ps, err := c.ExecProcess(ctx, wire.ProcessSpec{ExecRequest: wire.ExecRequest{Args: []string{"sleep", "100"}}}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ps.Signal("TERM"); err == nil {
+			t.Error("a stream without controls sent a signal")
+		}
+		ps.Close()
+	})
+}

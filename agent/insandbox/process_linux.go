@@ -22,15 +22,6 @@ import (
 	"github.com/boxd-dev/boxd/agent/wire"
 )
 
-func init() {
-	registerOp(wire.OpProcessExec, (*Server).processExec)
-	registerOp(wire.OpProcessStart, (*Server).processStart)
-	registerOp(wire.OpProcessAttach, (*Server).processAttach)
-	registerOp(wire.OpProcessList, (*Server).processList)
-	registerOp(wire.OpProcessWait, (*Server).processWait)
-	registerOp(wire.OpProcessSignal, (*Server).processSignal)
-}
-
 // infoArgsBudget bounds the bytes of argv a ProcessInfo carries, so that
 // every info stays a small control frame whatever the command line.
 const infoArgsBudget = 4096

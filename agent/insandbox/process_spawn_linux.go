@@ -52,6 +52,9 @@ type spawnSpec struct {
 	window wire.WindowSize
 	stdin  bool // keep a stdin pipe; without it the child reads EOF at once
 	extra  int  // output pipes at descriptors 3, 4, ...
+	// combined gives stdout and stderr one pipe (as 2>&1), so the order
+	// of writes is kept; procCmd.stderr is then nil.
+	combined bool
 }
 
 // prepareProcess validates spec and resolves everything the child needs.
@@ -63,7 +66,7 @@ func (s *Server) prepareProcess(spec *wire.ProcessSpec) (*spawnSpec, error) {
 	if spec.Window != nil && (spec.Window.Rows > wire.MaxWindowDim || spec.Window.Cols > wire.MaxWindowDim) {
 		return nil, fmt.Errorf("%w: window size %dx%d", wire.ErrInvalid, spec.Window.Rows, spec.Window.Cols)
 	}
-	sp := &spawnSpec{args: spec.Args, tty: spec.Tty}
+	sp := &spawnSpec{args: spec.Args, tty: spec.Tty, combined: spec.Combined}
 	if spec.Window != nil {
 		sp.window = *spec.Window
 	}
@@ -149,25 +152,10 @@ func (s *Server) spawnProcess(sp *spawnSpec) (_ *procCmd, retErr error) {
 		// The slave becomes the controlling terminal (Ctty is a child fd).
 		sys.Setctty, sys.Ctty = true, 0
 	} else {
-		var fd int
-		var err error
-		if cmd.stdin, fd, err = newPipe(false, !sp.stdin); err != nil {
-			return nil, fmt.Errorf("stdin pipe: %w", err)
-		}
-		childFds = append(childFds, fd)
-		for _, out := range []**os.File{&cmd.stdout, &cmd.stderr} {
-			if *out, fd, err = newPipe(true, false); err != nil {
-				return nil, fmt.Errorf("output pipe: %w", err)
-			}
-			childFds = append(childFds, fd)
-		}
-		for range sp.extra {
-			var f *os.File
-			if f, fd, err = newPipe(true, false); err != nil {
-				return nil, fmt.Errorf("pipe: %w", err)
-			}
-			cmd.extra = append(cmd.extra, f)
-			childFds = append(childFds, fd)
+		fds, err := cmd.openPipes(sp)
+		childFds = fds
+		if err != nil {
+			return nil, err
 		}
 	}
 	files := make([]uintptr, 0, 3+sp.extra)
@@ -196,4 +184,35 @@ func (s *Server) spawnProcess(sp *spawnSpec) (_ *procCmd, retErr error) {
 		return nil, err
 	}
 	return &cmd, nil
+}
+
+// openPipes makes the command's stdio and extra output pipes and returns
+// the child's ends, in descriptor order (those made so far on an error).
+func (c *procCmd) openPipes(sp *spawnSpec) ([]int, error) {
+	var childFds []int
+	f, fd, err := newPipe(false, !sp.stdin)
+	if err != nil {
+		return nil, fmt.Errorf("stdin pipe: %w", err)
+	}
+	c.stdin, childFds = f, append(childFds, fd)
+	if c.stdout, fd, err = newPipe(true, false); err != nil {
+		return childFds, fmt.Errorf("stdout pipe: %w", err)
+	}
+	childFds = append(childFds, fd)
+	if sp.combined {
+		fd, err = unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	} else {
+		c.stderr, fd, err = newPipe(true, false)
+	}
+	if err != nil {
+		return childFds, fmt.Errorf("stderr pipe: %w", err)
+	}
+	childFds = append(childFds, fd)
+	for range sp.extra {
+		if f, fd, err = newPipe(true, false); err != nil {
+			return childFds, fmt.Errorf("pipe: %w", err)
+		}
+		c.extra, childFds = append(c.extra, f), append(childFds, fd)
+	}
+	return childFds, nil
 }

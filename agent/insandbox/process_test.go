@@ -60,7 +60,7 @@ func readUntil(t *testing.T, ps *host.ProcessStream, want string) string {
 
 func execProc(t *testing.T, tg *target, spec wire.ProcessSpec) *host.ProcessStream {
 	t.Helper()
-	ps, err := tg.client.ExecProcess(testCtx(t), spec)
+	ps, err := tg.client.ExecProcess(testCtx(t), spec, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestProcessUser(t *testing.T) {
 				t.Errorf("user %q: %q %q %+v, want %q", tc.user, out, errs, res, tc.want)
 			}
 		}
-		_, err := tg.client.ExecProcess(testCtx(t), wire.ProcessSpec{ExecRequest: wire.ExecRequest{Args: []string{"id"}, User: "no-such-user-boxd"}})
+		_, err := tg.client.ExecProcess(testCtx(t), wire.ProcessSpec{ExecRequest: wire.ExecRequest{Args: []string{"id"}, User: "no-such-user-boxd"}}, true)
 		if err == nil {
 			// The error may come with the first frame.
 			ps := execProc(t, tg, wire.ProcessSpec{ExecRequest: wire.ExecRequest{Args: []string{"id"}, User: "no-such-user-boxd"}})

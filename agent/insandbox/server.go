@@ -216,54 +216,6 @@ func (s *Server) readRequest(conn net.Conn, fr *wire.FrameReader, fw *wire.Frame
 	return req, true
 }
 
-// serve runs one op and reports whether it ended well and left the
-// connection clean for another request (which only matters if the
-// request asked to keep it).
-func (s *Server) serve(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWriter, req *wire.Request) bool {
-	switch req.Op {
-	case wire.OpPing:
-		if req.Keep {
-			return fw.WriteFrame(wire.FrameOK, wire.KeptPayload) == nil
-		}
-		return fw.WriteFrame(wire.FrameOK, nil) == nil
-	case wire.OpExec:
-		if req.Exec == nil {
-			s.replyError(fw, "exec", fmt.Errorf("%w: exec request without exec field", wire.ErrInvalid))
-			return false
-		}
-		return s.exec(conn, fr, fw, req.Exec, req.Keep && wire.Keepable(req))
-	case wire.OpStat:
-		s.stat(fw, req.Path)
-	case wire.OpCopyIn:
-		s.copyIn(fr, fw, req.Path)
-	case wire.OpCopyOut:
-		s.copyOut(conn, fw, req.Path)
-	default:
-		if h, ok := opHandlers[req.Op]; ok {
-			h(s, conn, fr, fw, req)
-			return false
-		}
-		s.replyError(fw, "request", fmt.Errorf("%w: unknown op %q", wire.ErrInvalid, req.Op))
-	}
-	return false
-}
-
-// opHandler serves one operation on its connection. Operations beyond the
-// core set register themselves (registerOp, from an init func in their own
-// file), so each feature lives in its own file.
-type opHandler func(s *Server, conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWriter, req *wire.Request)
-
-var opHandlers = map[string]opHandler{}
-
-// registerOp adds an operation; it panics on a duplicate name, which is a
-// programming error caught by any test.
-func registerOp(name string, h opHandler) {
-	if _, dup := opHandlers[name]; dup {
-		panic("agent: op registered twice: " + name)
-	}
-	opHandlers[name] = h
-}
-
 // replyError sends err as an error frame; the connection ends afterwards.
 // The message goes to the host as is (the client adds the operation); op
 // is for the init's own log.

@@ -48,13 +48,6 @@ import (
 	"github.com/boxd-dev/boxd/agent/wire"
 )
 
-func init() {
-	registerOp(wire.OpSessionCreate, (*Server).sessionCreate)
-	registerOp(wire.OpSessionList, (*Server).sessionList)
-	registerOp(wire.OpSessionRemove, (*Server).sessionRemove)
-	registerOp(wire.OpSessionExec, (*Server).sessionExec)
-}
-
 var sessionNameRe = regexp.MustCompile(wire.SessionNamePattern)
 
 const (
@@ -492,52 +485,14 @@ func (s *Server) sessionExec(conn net.Conn, fr *wire.FrameReader, fw *wire.Frame
 func (s *Server) runInShell(ss *session, sh *shell, sc *wire.SessionCommand, fw *wire.FrameWriter, limit int64, hangup <-chan struct{}) (res wire.SessionResult, abandoned bool) {
 	token := randomToken()
 	c := &sessionCmd{marker: []byte("__boxd_end_" + token + "__"), fw: fw, markers: make(chan int, 2), outLeft: limit}
-	wrap := "__boxd_eval"
-	if sh.bash {
-		wrap = `{ command eval "$__boxd_cmd"; }`
-	}
-	script := "__boxd_cmd=" + shellQuote(sc.Command) + "\n" +
-		wrap + " </dev/null 3>&-\n" +
-		"__boxd_rc=$?; command printf '%s' '" + string(c.marker) + "'; command printf '%s' '" + string(c.marker) + "' >&2; " +
-		"command printf '" + token + " %d\\n' \"$__boxd_rc\" >&3\n"
-
-	since := markNow()
+	w := &shellWait{sh: sh, c: c, since: markNow(), token: token}
 	res.Started = time.Now()
 	sh.cur.Store(c)
 	defer sh.cur.CompareAndSwap(c, nil)
-
-	var timeout, killGrace <-chan time.Time
-	if sc.Timeout > 0 {
-		t := time.NewTimer(sc.Timeout)
-		defer t.Stop()
-		timeout = t.C
-	}
-	var graceTimer *time.Timer
-	var killTicker *time.Ticker
-	var killTick <-chan time.Time
-	defer func() {
-		if graceTimer != nil {
-			graceTimer.Stop()
-			killTicker.Stop()
-		}
-	}()
-	// The shell goes on with the rest of the command line after its
-	// current program is killed (a non-interactive shell cannot be made
-	// to abandon it), so keep killing what it starts, and drop what it
-	// prints, until it reports back.
-	stopCommand := func() {
-		c.mute.Store(true)
-		killSessionMembers(sh.pid(), since)
-		if graceTimer == nil {
-			graceTimer = time.NewTimer(sessionKillGrace)
-			killGrace = graceTimer.C
-			killTicker = time.NewTicker(sessionKillEvery)
-			killTick = killTicker.C
-		}
-	}
+	defer w.stopTimers()
 	wrote := make(chan error, 1)
 	go func() {
-		wrote <- writeProcInput(sh.cmd.stdin, []byte(script), func() bool {
+		wrote <- writeProcInput(sh.cmd.stdin, []byte(shellScript(sh.bash, token, string(c.marker), sc.Command)), func() bool {
 			select {
 			case <-sh.gone:
 				return true
@@ -546,65 +501,14 @@ func (s *Server) runInShell(ss *session, sh *shell, sc *wire.SessionCommand, fw 
 			}
 		})
 	}()
-
-	exitCode := -1 // stays -1 when the shell did not report
-	status := sh.status
-wait:
-	for {
-		select {
-		case err := <-wrote:
-			if err != nil && !sh.exited() {
-				s.logf("session %q: write command: %v", ss.spec.Name, err)
-			}
-		case line, ok := <-status:
-			if !ok {
-				// The status pipe is gone: the shell is exiting.
-				status = nil
-				continue
-			}
-			tok, code, found := strings.Cut(line, " ")
-			if n, err := strconv.Atoi(code); found && tok == token && err == nil {
-				exitCode = n
-				break wait
-			}
-		case <-sh.gone:
-			break wait
-		case <-timeout:
-			timeout = nil
-			res.TimedOut = true
-			stopCommand()
-		case <-hangup:
-			hangup = nil
-			abandoned = true
-			stopCommand()
-		case <-killTick:
-			killSessionMembers(sh.pid(), since)
-		case <-killGrace:
-			// Nothing killable ran the command (a builtin loop, say):
-			// only replacing the shell stops it.
-			sh.kill()
-			<-sh.gone
-			break wait
-		}
-	}
-
+	exitCode := w.wait(s, ss, sc.Timeout, hangup, wrote)
 	if exitCode >= 0 {
-		// The shell wrote the markers before the status line; they only
-		// fail to come if the command moved the shell's stdout or stderr.
-		grace := time.NewTimer(markerGrace)
-	markers:
-		for seen := 0; seen < 2; seen++ {
-			select {
-			case <-c.markers:
-			case <-grace.C:
-				break markers
-			}
-		}
-		grace.Stop()
+		c.awaitMarkers()
 	}
 	c.finish()
 	res.Ended = time.Now()
 	res.Truncated = c.truncated
+	res.TimedOut = w.timedOut
 	switch {
 	case res.TimedOut:
 		res.ExitCode = wire.ExitTimeout
@@ -617,18 +521,137 @@ wait:
 		res.ExitCode = procResult(sh.cmd.child, res.Started, res.Ended, false, false).ExitCode
 	}
 	if exitCode < 0 {
-		if res.TimedOut || abandoned {
-			res.Restarted = s.restartShell(ss, sh)
-		}
-		if !res.Restarted {
-			res.SessionEnded = true
-			ss.mu.Lock()
-			ss.ended = true
-			ss.mu.Unlock()
-			s.sessions().drop(ss)
+		s.settleShell(ss, sh, &res, w.abandoned)
+	}
+	return res, w.abandoned
+}
+
+// shellScript is what the session's shell reads for one command: the
+// command in a variable, evaluated with no stdin, then the end markers on
+// stdout and stderr and the token and exit status on descriptor 3.
+func shellScript(bash bool, token, marker, command string) string {
+	wrap := "__boxd_eval"
+	if bash {
+		wrap = `{ command eval "$__boxd_cmd"; }`
+	}
+	return "__boxd_cmd=" + shellQuote(command) + "\n" +
+		wrap + " </dev/null 3>&-\n" +
+		"__boxd_rc=$?; command printf '%s' '" + marker + "'; command printf '%s' '" + marker + "' >&2; " +
+		"command printf '" + token + " %d\\n' \"$__boxd_rc\" >&3\n"
+}
+
+// shellWait is one session command's wait for its shell's report.
+type shellWait struct {
+	sh        *shell
+	c         *sessionCmd
+	since     procMark // start of the command: session members started after it are its own
+	token     string
+	timedOut  bool
+	abandoned bool
+
+	graceTimer *time.Timer
+	killTicker *time.Ticker
+	killGrace  <-chan time.Time
+	killTick   <-chan time.Time
+}
+
+// stopCommand stops the running command. The shell goes on with the rest
+// of the command line after its current program is killed (a
+// non-interactive shell cannot be made to abandon it), so this keeps
+// killing what it starts, and drops what it prints, until it reports back.
+func (w *shellWait) stopCommand() {
+	w.c.mute.Store(true)
+	killSessionMembers(w.sh.pid(), w.since)
+	if w.graceTimer == nil {
+		w.graceTimer = time.NewTimer(sessionKillGrace)
+		w.killGrace = w.graceTimer.C
+		w.killTicker = time.NewTicker(sessionKillEvery)
+		w.killTick = w.killTicker.C
+	}
+}
+
+func (w *shellWait) stopTimers() {
+	if w.graceTimer != nil {
+		w.graceTimer.Stop()
+		w.killTicker.Stop()
+	}
+}
+
+// wait returns the command's exit status as the shell reported it, or -1
+// if the shell did not (it exited, or was replaced).
+func (w *shellWait) wait(s *Server, ss *session, timeout time.Duration, hangup <-chan struct{}, wrote <-chan error) int {
+	var tc <-chan time.Time
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		tc = t.C
+	}
+	status := w.sh.status
+	for {
+		select {
+		case err := <-wrote:
+			if err != nil && !w.sh.exited() {
+				s.logf("session %q: write command: %v", ss.spec.Name, err)
+			}
+		case line, ok := <-status:
+			if !ok {
+				// The status pipe is gone: the shell is exiting.
+				status = nil
+				continue
+			}
+			tok, code, found := strings.Cut(line, " ")
+			if n, err := strconv.Atoi(code); found && tok == w.token && err == nil {
+				return n
+			}
+		case <-w.sh.gone:
+			return -1
+		case <-tc:
+			tc, w.timedOut = nil, true
+			w.stopCommand()
+		case <-hangup:
+			hangup, w.abandoned = nil, true
+			w.stopCommand()
+		case <-w.killTick:
+			killSessionMembers(w.sh.pid(), w.since)
+		case <-w.killGrace:
+			// Nothing killable ran the command (a builtin loop, say):
+			// only replacing the shell stops it.
+			w.sh.kill()
+			<-w.sh.gone
+			return -1
 		}
 	}
-	return res, abandoned
+}
+
+// awaitMarkers waits briefly for the end markers on stdout and stderr. The
+// shell wrote them before the status line; they only fail to come if the
+// command moved the shell's stdout or stderr.
+func (c *sessionCmd) awaitMarkers() {
+	grace := time.NewTimer(markerGrace)
+	defer grace.Stop()
+	for seen := 0; seen < 2; seen++ {
+		select {
+		case <-c.markers:
+		case <-grace.C:
+			return
+		}
+	}
+}
+
+// settleShell deals with a shell that did not report a command's end: a
+// timed-out or abandoned command's shell is replaced; otherwise, or if
+// that fails, the session ends.
+func (s *Server) settleShell(ss *session, sh *shell, res *wire.SessionResult, abandoned bool) {
+	if res.TimedOut || abandoned {
+		res.Restarted = s.restartShell(ss, sh)
+	}
+	if !res.Restarted {
+		res.SessionEnded = true
+		ss.mu.Lock()
+		ss.ended = true
+		ss.mu.Unlock()
+		s.sessions().drop(ss)
+	}
 }
 
 // restartShell replaces a session's dead shell with a fresh one.

@@ -15,18 +15,6 @@ import (
 	"github.com/boxd-dev/boxd/agent/wire"
 )
 
-// command is a started process and the parent's ends of its stdio pipes.
-type command struct {
-	child  *child
-	reaper *reaper
-	stdin  *os.File // nil when the command gets no input
-	stdout *os.File
-	stderr *os.File
-}
-
-// kill SIGKILLs the command's whole tree.
-func (c *command) kill() { c.reaper.kill(c.child) }
-
 // startFailure is a command that could not be started for reasons a shell
 // reports with an exit code (126, 127) rather than as an error.
 type startFailure struct {
@@ -35,81 +23,6 @@ type startFailure struct {
 }
 
 func (f *startFailure) Error() string { return f.err.Error() }
-
-// start validates req, resolves the command and starts it in a new session
-// with piped stdio. Errors are *startFailure or errors for an error frame.
-func (s *Server) start(req *wire.ExecRequest) (*command, error) {
-	if err := validateExec(req); err != nil {
-		return nil, err
-	}
-	env, dir, user, err := s.processEnv(req.User, req.Env, req.Dir, false)
-	if err != nil {
-		return nil, err
-	}
-	path, err := lookPath(req.Args[0], env)
-	if err != nil {
-		code := wire.ExitNotFound
-		if err == errNotExecutable {
-			code = wire.ExitNotExec
-		}
-		return nil, &startFailure{code: code, err: err}
-	}
-
-	var cmd command
-	var childFds [3]int
-	// Stdin is a pipe even when empty: no dependence on /dev/null existing.
-	noStdin := len(req.Stdin) == 0 && !req.StdinStream
-	if cmd.stdin, childFds[0], err = newPipe(false, noStdin); err != nil {
-		return nil, fmt.Errorf("stdin pipe: %w", err)
-	}
-	if cmd.stdout, childFds[1], err = newPipe(true, false); err != nil {
-		closeFiles(cmd.stdin)
-		unix.Close(childFds[0])
-		return nil, fmt.Errorf("stdout pipe: %w", err)
-	}
-	if req.Combined {
-		// One pipe for both, as 2>&1: the order of writes is kept.
-		if childFds[2], err = unix.FcntlInt(uintptr(childFds[1]), unix.F_DUPFD_CLOEXEC, 0); err != nil {
-			closeFiles(cmd.stdin, cmd.stdout)
-			unix.Close(childFds[0])
-			unix.Close(childFds[1])
-			return nil, fmt.Errorf("stderr pipe: %w", err)
-		}
-	} else if cmd.stderr, childFds[2], err = newPipe(true, false); err != nil {
-		closeFiles(cmd.stdin, cmd.stdout)
-		unix.Close(childFds[0])
-		unix.Close(childFds[1])
-		return nil, fmt.Errorf("stderr pipe: %w", err)
-	}
-	attr := &syscall.ProcAttr{
-		Dir:   dir,
-		Env:   env,
-		Files: []uintptr{uintptr(childFds[0]), uintptr(childFds[1]), uintptr(childFds[2])},
-		// A new session detaches the command from any terminal and lets
-		// the whole tree be found by session id when it must be killed.
-		Sys: &syscall.SysProcAttr{Setsid: true},
-	}
-	if user != nil {
-		attr.Sys.Credential = user.credential()
-	}
-	cmd.reaper = s.reaper()
-	cmd.child, err = cmd.reaper.spawn(func() (int, error) { return syscall.ForkExec(path, req.Args, attr) })
-	for _, fd := range childFds {
-		unix.Close(fd) // the child has its copies
-	}
-	if err != nil {
-		closeFiles(cmd.stdin, cmd.stdout, cmd.stderr)
-		if code, ok := startFailureCode(err); ok {
-			return nil, &startFailure{code: code, err: err}
-		}
-		var errno syscall.Errno
-		if user != nil && errors.As(err, &errno) && errno == syscall.EINVAL {
-			return nil, fmt.Errorf("%w: cannot run as uid %d gid %d (outside the sandbox's user namespace?): %v", wire.ErrInvalid, user.uid, user.gid, err)
-		}
-		return nil, err
-	}
-	return &cmd, nil
-}
 
 func validateExec(req *wire.ExecRequest) error {
 	if len(req.Args) == 0 || req.Args[0] == "" {

@@ -18,10 +18,6 @@ import (
 	"github.com/boxd-dev/boxd/agent/wire"
 )
 
-func init() {
-	registerOp(wire.OpFileWatch, (*Server).fileWatch)
-}
-
 const (
 	// fsWatchDirMask is what a watched directory reports about its entries.
 	fsWatchDirMask = unix.IN_CREATE | unix.IN_MODIFY | unix.IN_ATTRIB | unix.IN_DELETE |

@@ -45,12 +45,24 @@ const (
 	OpStat    = "stat"
 )
 
+// Ops names every operation, in every file of this package: the init's op
+// table (agent/insandbox/ops.go) serves exactly these. A name never changes
+// meaning: a boxd drives the inits of sandboxes an older boxd created.
+var Ops = []string{
+	OpPing, OpExec, OpStat, OpCopyIn, OpCopyOut,
+	OpProcessExec, OpProcessStart, OpProcessAttach, OpProcessList, OpProcessWait, OpProcessSignal,
+	OpSessionCreate, OpSessionList, OpSessionRemove, OpSessionExec,
+	OpFileWrite, OpFileRead, OpFileStat, OpFileList, OpFileMkdir, OpFileRemove, OpFileRename, OpFileChmod,
+	OpFileChown, OpFileUpload, OpFileDownload, OpFileWatch, OpFileReadLines, OpFileEdit, OpFileGlob, OpFileGrep,
+	OpSetDefaults, OpTerminate, OpDial,
+}
+
 // Request is the JSON payload of the first frame of every connection.
 type Request struct {
 	Op   string       `json:"op"`
 	Exec *ExecRequest `json:"exec,omitempty"` // for OpExec
 	Path string       `json:"path,omitempty"` // copy-in destination, copy-out source, stat target
-	// Args carries the parameters of ops registered with registerOp, each
+	// Args carries the parameters of the ops beyond the core five, each
 	// decoding its own type.
 	Args json.RawMessage `json:"args,omitempty"`
 	// Keep asks the init to read another request on this connection once

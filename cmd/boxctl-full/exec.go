@@ -49,11 +49,10 @@ func execCommand() *cli.Command {
 			if len(cmd) == 0 {
 				return fmt.Errorf("usage: boxctl exec [flags] ID -- CMD [ARG...]: no command")
 			}
-			if !c.Bool("interactive") && !c.Bool("tty") && !c.Bool("detach") && c.String("user") == "" {
-				req := execRequest(c, id, cmd)
-				req.Resume = c.Bool("resume")
-				return runExec(c.Context, apiClient(c), req)
-			}
+			// One API for every combination of flags: ProcessService
+			// (Exec, or Start with -d). The front binary serves the plain
+			// case itself over SandboxService.ExecStream (see
+			// docs/exec.md), which reaches the same call in boxd.
 			if c.Bool("resume") {
 				// The process API has no resume flag: unpause first (a
 				// sandbox that is not paused is fine).
@@ -129,14 +128,8 @@ func runProcess(ctx context.Context, api boxdv1connect.ProcessServiceClient, spe
 	return exitWith(res)
 }
 
-func execRequest(c *cli.Context, id string, cmd []string) *boxdv1.ExecRequest {
-	return &boxdv1.ExecRequest{
-		SandboxId: id, Args: cmd, Env: c.StringSlice("env"), Workdir: c.String("workdir"), Timeout: c.String("timeout"),
-	}
-}
-
 // runExec streams a command's output to boxctl's stdout and stderr and
-// returns exitError with the command's code.
+// returns exitError with the command's code (boxctl run's one command).
 func runExec(ctx context.Context, api boxdv1connect.SandboxServiceClient, req *boxdv1.ExecRequest) error {
 	stream, err := api.ExecStream(ctx, connect.NewRequest(req))
 	if err != nil {

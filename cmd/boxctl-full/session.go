@@ -69,32 +69,7 @@ func sessionCommand() *cli.Command {
 				Usage:     "list a sandbox's sessions",
 				ArgsUsage: "ID",
 				Flags:     []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print JSON"}},
-				Action: func(c *cli.Context) error {
-					if c.NArg() != 1 {
-						return fmt.Errorf("usage: boxctl session ls [--json] ID")
-					}
-					resp, err := processClient(c).ListSessions(c.Context, connect.NewRequest(&boxdv1.ListSessionsRequest{SandboxId: c.Args().First()}))
-					if err != nil {
-						return err
-					}
-					if c.Bool("json") {
-						return printJSONArray(resp.Msg.Sessions)
-					}
-					tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-					fmt.Fprintln(tw, "NAME\tSHELL\tUSER\tPID\tSTATE\tCOMMANDS\tRESTARTS\tCREATED")
-					for _, s := range resp.Msg.Sessions {
-						state := "idle"
-						if s.Busy {
-							state = "busy"
-						}
-						created := s.CreatedAt
-						if t, err := time.Parse(time.RFC3339Nano, created); err == nil {
-							created = time.Since(t).Round(time.Second).String() + " ago"
-						}
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%s\n", s.Name, s.Shell, dash(s.User), s.Pid, state, s.Commands, s.Restarts, created)
-					}
-					return tw.Flush()
-				},
+				Action:    sessionList,
 			},
 			{
 				Name:      "rm",
@@ -117,6 +92,34 @@ func sessionCommand() *cli.Command {
 			},
 		},
 	}
+}
+
+// sessionList prints a sandbox's sessions.
+func sessionList(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return fmt.Errorf("usage: boxctl session ls [--json] ID")
+	}
+	resp, err := processClient(c).ListSessions(c.Context, connect.NewRequest(&boxdv1.ListSessionsRequest{SandboxId: c.Args().First()}))
+	if err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return printJSONArray(resp.Msg.Sessions)
+	}
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tSHELL\tUSER\tPID\tSTATE\tCOMMANDS\tRESTARTS\tCREATED")
+	for _, s := range resp.Msg.Sessions {
+		state := "idle"
+		if s.Busy {
+			state = "busy"
+		}
+		created := s.CreatedAt
+		if t, err := time.Parse(time.RFC3339Nano, created); err == nil {
+			created = time.Since(t).Round(time.Second).String() + " ago"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%s\n", s.Name, s.Shell, dash(s.User), s.Pid, state, s.Commands, s.Restarts, created)
+	}
+	return tw.Flush()
 }
 
 func sessionExec(c *cli.Context, id, name, command string) error {
