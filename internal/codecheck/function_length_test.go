@@ -20,16 +20,6 @@ const maxFuncLines = 100
 // functions are measured.
 var checkedDirs = []string{"cmd/boxd", "runtime", "rpc", "network", "agent", "snapshot"}
 
-// pending are functions still over the limit whose cut is under way on
-// other branches (cmd/boxd's run: the instance work; the two agent
-// functions: the exec work). Each must still be over the limit, else the
-// test asks to remove it, so the set cannot go stale; it goes once those
-// branches are merged.
-var pending = map[string]bool{
-	"agent/insandbox/session_linux.go:Server.runInShell": true,
-	"agent/insandbox/files_helpers_linux.go:fsEdit":      true,
-}
-
 // longFuncs returns every function over maxFuncLines in the checked trees,
 // as "path:Name" (methods "path:Recv.Name") mapped to its length.
 func longFuncs(t *testing.T, root string) map[string]int {
@@ -113,13 +103,6 @@ func TestFunctionLength(t *testing.T) {
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		if !pending[name] {
-			t.Errorf("%s is %d lines; cut it to at most %d", name, long[name], maxFuncLines)
-		}
-	}
-	for name := range pending {
-		if _, ok := long[name]; !ok {
-			t.Errorf("%s is listed as pending but is not over %d lines (or is gone): remove it from pending", name, maxFuncLines)
-		}
+		t.Errorf("%s is %d lines; cut it to at most %d", name, long[name], maxFuncLines)
 	}
 }
