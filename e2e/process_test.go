@@ -138,6 +138,26 @@ func TestProcessExecStdin(t *testing.T) {
 		t.Fatalf("wc -c: %q %+v", pc.stdout.String(), res)
 	}
 
+	// Stdin in the start message too big to go inline, then more stdin
+	// and its close: the command reads all of it, in order.
+	head := bytes.Repeat([]byte("h"), 200<<10)
+	pc = startExec(t, ctx(t), &boxdv1.ProcessSpec{SandboxId: id, Args: []string{"sh", "-c", "head -c 204800 | tr -d h | wc -c; wc -c"}, Stdin: head})
+	pc.send(&boxdv1.ProcessInput{Event: &boxdv1.ProcessInput_Stdin{Stdin: big}})
+	pc.send(&boxdv1.ProcessInput{Event: &boxdv1.ProcessInput_CloseStdin{CloseStdin: true}})
+	if res, want := pc.result(), fmt.Sprintf("0\n%d\n", len(big)); res.ExitCode != 0 || pc.stdout.String() != want {
+		t.Fatalf("stdin after a big first message: %q %+v, want %q (the head first, then the rest, all of it)", pc.stdout.String(), res, want)
+	}
+	// The same head closed at once: the close waits for the head.
+	for range 5 {
+		pc = startExec(t, ctx(t), &boxdv1.ProcessSpec{SandboxId: id, Args: []string{"wc", "-c"}, Stdin: head})
+		if err := pc.stream.CloseRequest(); err != nil {
+			t.Fatal(err)
+		}
+		if res := pc.result(); res.ExitCode != 0 || strings.TrimSpace(pc.stdout.String()) != strconv.Itoa(len(head)) {
+			t.Fatalf("a big first message, then the close: %q %+v, want %d bytes", pc.stdout.String(), res, len(head))
+		}
+	}
+
 	// boxctl exec -i streams its stdin; EOF closes the command's.
 	cmd := exec.Command(env.boxctl, "--socket", env.socket, "exec", "-i", id, "--", "sh", "-c", "wc -c; echo done")
 	cmd.Stdin = bytes.NewReader(big)

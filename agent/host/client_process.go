@@ -115,6 +115,10 @@ type ProcessStream struct {
 	// signal or resize requests.
 	uncontrolled bool
 	ended        bool
+	// head, when stdin given with the request was too big to go inline,
+	// is closed once a goroutine has sent it: later stdin and its close
+	// wait for it, so the process reads its input in order.
+	head chan struct{}
 	// OnEnd, if set, sees how the command ended, once: its result before
 	// Next returns it (boxd adds what only the host knows, such as
 	// oom_killed), or the error that ended the stream (Close before the
@@ -218,6 +222,27 @@ func (p *ProcessStream) next() (ProcessEvent, error) {
 
 // Write sends stdin.
 func (p *ProcessStream) Write(b []byte) (int, error) {
+	if err := p.afterHead(); err != nil {
+		return 0, err
+	}
+	return p.write(b)
+}
+
+// afterHead waits until the request's own stdin is sent, if a goroutine
+// is still sending it.
+func (p *ProcessStream) afterHead() error {
+	if p.head == nil {
+		return nil
+	}
+	select {
+	case <-p.head:
+		return nil
+	case <-p.ctx.Done():
+		return ctxErr(p.ctx, p.ctx.Err())
+	}
+}
+
+func (p *ProcessStream) write(b []byte) (int, error) {
 	n := 0
 	for len(b) > 0 {
 		k := min(len(b), wire.DataChunk)
@@ -233,6 +258,9 @@ func (p *ProcessStream) Write(b []byte) (int, error) {
 // CloseStdin ends the process's input (it reads EOF). On a terminal it
 // does nothing: a terminal has no end of input.
 func (p *ProcessStream) CloseStdin() error {
+	if err := p.afterHead(); err != nil {
+		return err
+	}
 	return ctxErr(p.ctx, p.cn.fw.WriteFrame(wire.FrameStdinClose, nil))
 }
 
@@ -297,11 +325,15 @@ func (c *Client) ExecProcess(ctx context.Context, spec wire.ProcessSpec, control
 		return nil, fmt.Errorf("%s: %w", p.op, err)
 	}
 	if extra != nil {
+		// Sent from a goroutine: the command may not read it before its
+		// output is read. Later stdin waits for it (p.head).
+		p.head = make(chan struct{})
 		go func() {
+			defer close(p.head)
 			// The command may not read all of it; the init drops the rest
 			// once it closes stdin.
-			if _, err := p.Write(extra); err == nil && !streamed {
-				p.CloseStdin()
+			if _, err := p.write(extra); err == nil && !streamed {
+				_ = p.cn.fw.WriteFrame(wire.FrameStdinClose, nil)
 			}
 		}()
 	}
