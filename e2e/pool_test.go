@@ -402,6 +402,10 @@ func normSandbox(sb *boxdv1.Sandbox) string {
 	sb.Id, sb.Name, sb.CreatedAt, sb.ExpiresAt, sb.InitPid, sb.LastActivityAt = "", "", "", "", 0, ""
 	// Each sandbox has its own uid block, and its id is its hostname.
 	sb.Security.UidMap, sb.Hostname = "", ""
+	// A published port's free host port is the kernel's choice.
+	for _, p := range sb.Ports {
+		p.HostPort = 0
+	}
 	// Live use differs from moment to moment; the limit must not.
 	if u := sb.Usage; u != nil {
 		u.MemoryBytes, u.MemoryPeakBytes, u.CpuUsec, u.Pids, u.BlockReadBytes, u.BlockWriteBytes = 0, 0, 0, 0, 0, 0
