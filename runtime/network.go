@@ -160,19 +160,29 @@ func (m *Manager) memberNetwork(id string, r resolved) (*netState, error) {
 	return st, nil
 }
 
-// attachMember attaches an egress member's prepared namespace at hand-out
-// (CNI, the allowlist's firewall rules, the resolver), as a cold create
-// does before its init starts, and returns the state its label stores.
-// On failure the member is destroyed, which tears down what was made.
-func (m *Manager) attachMember(ctx context.Context, id string, r resolved) (*netState, error) {
-	if m.cfg.Network == nil {
-		return nil, fmt.Errorf("network egress is not available in this boxd (%s): %w", m.cfg.NetworkErr, errdefs.ErrFailedPrecondition)
+// attachMember starts attaching an egress member's prepared namespace at
+// hand-out (CNI, the allowlist's firewall rules, the resolver), as a cold
+// create does before its init starts, in the background so that it
+// overlaps the rest of the hand-out; wait returns the state its label
+// stores (any number of times). Whatever the outcome, wait must be called
+// before the member is destroyed, which tears down what was made.
+func (m *Manager) attachMember(ctx context.Context, id string, r resolved) (wait func() (*netState, error)) {
+	done := make(chan struct{})
+	var st *netState
+	var err error
+	go func() {
+		defer close(done)
+		att, aerr := m.cfg.Network.Attach(context.WithoutCancel(ctx), id, r.allow)
+		if aerr != nil {
+			err = aerr
+			return
+		}
+		st = &netState{Mode: network.ModeEgress, Allow: network.Strings(r.allow), Attachment: *att}
+	}()
+	return func() (*netState, error) {
+		<-done
+		return st, err
 	}
-	att, err := m.cfg.Network.Attach(context.WithoutCancel(ctx), id, r.allow)
-	if err != nil {
-		return nil, err
-	}
-	return &netState{Mode: network.ModeEgress, Allow: network.Strings(r.allow), Attachment: *att}, nil
 }
 
 // writeResolvConf writes the resolv.conf an egress sandbox's spec mounts:

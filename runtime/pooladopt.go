@@ -126,12 +126,15 @@ func (m *Manager) adopt(ctx context.Context, id string, known *memberInfo, r res
 		return nil, fmt.Errorf("started from %s@%s, which was replaced by %s", img.Name(), known.imageDigest, want)
 	}
 	var net *netState
+	var waitNet func() (*netState, error)
 	if r.network == network.ModeEgress {
 		if m.cfg.Network == nil {
 			return nil, fmt.Errorf("network egress is not available in this boxd (%s)", m.cfg.NetworkErr)
 		}
 		// The namespace the member was started in, as a cold create's spec names it.
 		net = &netState{Mode: r.network, Attachment: network.Attachment{NetNS: m.cfg.Network.NetNSPath(id)}}
+		waitNet = m.attachMember(ctx, id, r)
+		defer func() { _, _ = waitNet() }() // before a failed member is destroyed
 	}
 	spec, env, err := m.specFor(ctx, id, r, imgSpec, net, hostID)
 	if err != nil {
@@ -162,8 +165,8 @@ func (m *Manager) adopt(ctx context.Context, id string, known *memberInfo, r res
 	rec := m.memberRecord(known, r, img)
 	rec.Ports = mappings(lns)
 	labels := m.labelsFor(rec, r)
-	if net != nil {
-		if net, err = m.attachMember(ctx, id, r); err != nil {
+	if waitNet != nil {
+		if net, err = waitNet(); err != nil {
 			return nil, err
 		}
 		labels[LabelNetwork] = net.label()
