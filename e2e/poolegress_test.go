@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
@@ -38,6 +39,11 @@ func TestPoolEgress(t *testing.T) {
 		e.stop(t, syscall.SIGTERM)
 		e.start(t)
 		waitPool(t, c, 0, e.dir)
+		// Nothing of the members, handed out or not, is left.
+		for deadline := time.Now().Add(10 * time.Second); len(e.leftovers(t)) > 0 && time.Now().Before(deadline); {
+			time.Sleep(100 * time.Millisecond)
+		}
+		e.clean(t, "after the egress pool is gone")
 		e.stop(t, syscall.SIGTERM)
 	})
 	e.must(t, "image", "import", "--rootfs", env.busybox, "--name", testImage)
