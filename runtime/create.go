@@ -141,7 +141,7 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 		return nil, fmt.Errorf("create sandbox %s: state dir: %w", id, err)
 	}
 	c.onFail(func(context.Context) { _ = os.RemoveAll(m.sandboxDir(id)) })
-	if err := c.startNetwork(ctx); err != nil {
+	if err := c.startNetwork(ctx, member); err != nil {
 		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
 	}
 	beforeTask, beforeStart := c.networkHooks(ctx)
@@ -176,7 +176,7 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 	if err != nil {
 		return nil, m.explainFailure(fmt.Errorf("create sandbox %s: %w", id, err))
 	}
-	if c.net != nil {
+	if c.netLabelErr != nil {
 		if err := <-c.netLabelErr; err != nil {
 			return nil, fmt.Errorf("create sandbox %s: store network: %w", id, err)
 		}

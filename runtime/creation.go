@@ -111,9 +111,13 @@ func (c *creation) newRecord(img client.Image) {
 // and attaches it (CNI, firewall) while the task is created: the namespace
 // must exist before the task is created (runc joins it then) and the
 // attach be finished before the task starts. The spec joins it by path.
-func (c *creation) startNetwork(ctx context.Context) error {
+func (c *creation) startNetwork(ctx context.Context, member bool) error {
 	var err error
-	c.net, c.waitNetNS, c.waitNet, err = c.m.startNetwork(ctx, c.id, c.r)
+	if member {
+		c.net, err = c.m.memberNetwork(c.id, c.r)
+	} else {
+		c.net, c.waitNetNS, c.waitNet, err = c.m.startNetwork(ctx, c.id, c.r)
+	}
 	if c.net != nil {
 		waitNet := c.waitNet
 		c.onFail(func(ctx context.Context) {
@@ -192,6 +196,9 @@ func (c *creation) labels(member bool) map[string]string {
 	}
 	if member {
 		labels = map[string]string{LabelPool: c.rec.Image, LabelSandbox: labels[LabelSandbox]}
+		if c.net != nil {
+			labels[LabelPoolNetwork] = c.net.Mode
+		}
 	}
 	return labels
 }

@@ -95,8 +95,8 @@ func (m *Manager) startNetwork(ctx context.Context, id string, r resolved) (st *
 	}
 	gw := m.cfg.Network.Gateway()
 	st = &netState{Mode: network.ModeEgress, Allow: network.Strings(r.allow), Attachment: network.Attachment{NetNS: m.cfg.Network.NetNSPath(id), Gateway: gw}}
-	if err := os.WriteFile(m.resolvConfPath(id), []byte(fmt.Sprintf("nameserver %s\noptions ndots:0\n", gw)), 0o644); err != nil {
-		return st, nil, nil, fmt.Errorf("resolv.conf: %w", err)
+	if err := m.writeResolvConf(id); err != nil {
+		return st, nil, nil, err
 	}
 	type result struct {
 		att *network.Attachment
@@ -136,6 +136,63 @@ func (m *Manager) startNetwork(ctx context.Context, id string, r resolved) (st *
 		return &full, nil
 	}
 	return st, waitNS, wait, nil
+}
+
+// memberNetwork makes an egress pool member's network as far as it can go
+// before the member has an owner: its namespace (boxd's, empty but for
+// loopback, as a cold create's) and resolv.conf, both where the spec
+// names them. attachMember finishes it at hand-out. The caller tears
+// down on failure.
+func (m *Manager) memberNetwork(id string, r resolved) (*netState, error) {
+	if r.network != network.ModeEgress {
+		return nil, nil
+	}
+	if m.cfg.Network == nil {
+		return nil, fmt.Errorf("network egress is not available in this boxd (%s): %w", m.cfg.NetworkErr, errdefs.ErrFailedPrecondition)
+	}
+	st := &netState{Mode: network.ModeEgress, Attachment: network.Attachment{NetNS: m.cfg.Network.NetNSPath(id), Gateway: m.cfg.Network.Gateway()}}
+	if err := m.writeResolvConf(id); err != nil {
+		return st, err
+	}
+	if _, err := m.cfg.Network.Prepare(id); err != nil {
+		return st, err
+	}
+	return st, nil
+}
+
+// attachMember starts attaching an egress member's prepared namespace at
+// hand-out (CNI, the allowlist's firewall rules, the resolver), as a cold
+// create does before its init starts, in the background so that it
+// overlaps the rest of the hand-out; wait returns the state its label
+// stores (any number of times). Whatever the outcome, wait must be called
+// before the member is destroyed, which tears down what was made.
+func (m *Manager) attachMember(ctx context.Context, id string, r resolved) (wait func() (*netState, error)) {
+	done := make(chan struct{})
+	var st *netState
+	var err error
+	go func() {
+		defer close(done)
+		att, aerr := m.cfg.Network.Attach(context.WithoutCancel(ctx), id, r.allow)
+		if aerr != nil {
+			err = aerr
+			return
+		}
+		st = &netState{Mode: network.ModeEgress, Allow: network.Strings(r.allow), Attachment: *att}
+	}()
+	return func() (*netState, error) {
+		<-done
+		return st, err
+	}
+}
+
+// writeResolvConf writes the resolv.conf an egress sandbox's spec mounts:
+// the resolver on the bridge's gateway.
+func (m *Manager) writeResolvConf(id string) error {
+	gw := m.cfg.Network.Gateway()
+	if err := os.WriteFile(m.resolvConfPath(id), []byte(fmt.Sprintf("nameserver %s\noptions ndots:0\n", gw)), 0o644); err != nil {
+		return fmt.Errorf("resolv.conf: %w", err)
+	}
+	return nil
 }
 
 func (m *Manager) resolvConfPath(id string) string {
@@ -339,9 +396,8 @@ func (m *Manager) renewNetwork(ctx context.Context, ctr client.Container) error 
 	if err := m.cfg.Network.Teardown(ctx, id); err != nil {
 		return fmt.Errorf("network: remove what is left of the old one: %w", err)
 	}
-	gw := m.cfg.Network.Gateway()
-	if err := os.WriteFile(m.resolvConfPath(id), []byte(fmt.Sprintf("nameserver %s\noptions ndots:0\n", gw)), 0o644); err != nil {
-		return fmt.Errorf("resolv.conf: %w", err)
+	if err := m.writeResolvConf(id); err != nil {
+		return err
 	}
 	att, err := m.cfg.Network.Setup(ctx, id, allow)
 	if err != nil {

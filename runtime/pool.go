@@ -18,6 +18,7 @@ import (
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 
+	"github.com/boxd-dev/boxd/network"
 	"github.com/boxd-dev/boxd/snapshot"
 )
 
@@ -33,6 +34,11 @@ import (
 // out once: adoption turns it into a client's sandbox for good, and a
 // member whose adoption failed half-way is destroyed, never put back.
 
+// LabelPoolNetwork marks a member started in a network namespace of
+// boxd's own, made ready for egress but not attached (value:
+// network.ModeEgress); its hand-out attaches it.
+const LabelPoolNetwork = "boxd.io/pool-network"
+
 // MaxPoolSize bounds one image's pool.
 const MaxPoolSize = 1000
 
@@ -40,6 +46,7 @@ const MaxPoolSize = 1000
 type PoolSize struct {
 	Image   string
 	Runtime string // RuntimeRunc or RuntimeGvisor; "" is runc
+	Network string // "" (none) or network.ModeEgress (runc only)
 	Size    int
 }
 
@@ -47,6 +54,7 @@ type PoolSize struct {
 type PoolStatus struct {
 	Image    string // normalized name
 	Runtime  string // RuntimeRunc or RuntimeGvisor
+	Network  string // "": members for network none; network.ModeEgress
 	Size     int    // target
 	Ready    int    // started, idle members
 	Starting int    // members being started
@@ -146,7 +154,11 @@ func (m *Manager) RunPool(ctx context.Context) {
 			m.log.Error("warm pool: runtime", "image", ps.Image, "runtime", ps.Runtime, "err", err)
 			continue
 		}
-		m.pool.setWant(keyOf(name, rt), ps.Size)
+		if ps.Network == network.ModeEgress && rt != RuntimeRunc {
+			m.log.Error("warm pool: egress members run on runc only", "image", ps.Image, "runtime", rt)
+			continue
+		}
+		m.pool.setWant(keyOf(name, rt).withNetwork(ps.Network), ps.Size)
 	}
 	m.adoptLeftovers(ctx)
 	sem := make(chan struct{}, poolFillers)
@@ -203,7 +215,7 @@ func (m *Manager) RunPool(ctx context.Context) {
 }
 
 func (m *Manager) addMember(ctx context.Context, key poolKey) error {
-	r, err := m.resolve(CreateRequest{Image: key.image, Runtime: key.runtime})
+	r, err := m.resolve(CreateRequest{Image: key.image, Runtime: key.runtime, Network: key.network})
 	if err != nil {
 		return err
 	}
@@ -222,7 +234,7 @@ func (m *Manager) addMember(ctx context.Context, key poolKey) error {
 	if err != nil {
 		return err
 	}
-	m.pool.put(keyOf(img.Name(), r.runtime), sb.ID, &memberInfo{pid: sb.InitPID, hostID: sb.hostUID, shimGroup: sb.shimGroup, imageDigest: img.Target().Digest.String(), runtime: sb.Runtime})
+	m.pool.put(keyOf(img.Name(), r.runtime).withNetwork(key.network), sb.ID, &memberInfo{pid: sb.InitPID, hostID: sb.hostUID, shimGroup: sb.shimGroup, imageDigest: img.Target().Digest.String(), runtime: sb.Runtime})
 	return nil
 }
 
@@ -243,7 +255,7 @@ func (m *Manager) adoptLeftovers(ctx context.Context) {
 		if err == nil {
 			err = json.Unmarshal([]byte(labels[LabelSandbox]), &rec)
 		}
-		key := keyOf(labels[LabelPool], rec.Runtime)
+		key := keyOf(labels[LabelPool], rec.Runtime).withNetwork(labels[LabelPoolNetwork])
 		ok := err == nil && kept[key] < m.pool.wanted(key)
 		if ok {
 			_, serr := os.Stat(filepath.Join(m.sandboxDir(ctr.ID()), handedMarker))

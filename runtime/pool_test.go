@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/boxd-dev/boxd/network"
 )
 
 // TestPoolBookkeeping: each ready member is handed out once, even to
@@ -173,4 +175,45 @@ func TestPoolRefillHoldOff(t *testing.T) {
 		t.Errorf("steady stream after the cap: hold %v, want a new hold of %v", d, refillQuiet)
 	}
 	p.serveEnd()
+}
+
+// TestPoolKeysByNetwork: an egress pool is its own pool: a none create
+// never takes its members, nor an egress create an ordinary member.
+func TestPoolKeysByNetwork(t *testing.T) {
+	p := &pool{wake: make(chan struct{}, 1)}
+	plain, egress := keyOf("img", ""), keyOf("img", "").withNetwork(network.ModeEgress)
+	if plain != keyOf("img", "").withNetwork(network.ModeNone) || plain == egress {
+		t.Fatalf("keys: none %v, egress %v", plain, egress)
+	}
+	p.put(egress, "e1", nil)
+	if id, _, ok := p.take(plain); ok {
+		t.Errorf("the ordinary pool handed out %s, an egress member", id)
+	}
+	if p.readyOf(egress) != 1 || p.readyOf(plain) != 0 {
+		t.Errorf("ready: egress %d, none %d", p.readyOf(egress), p.readyOf(plain))
+	}
+	if id, _, ok := p.take(egress); !ok || id != "e1" {
+		t.Errorf("egress take: %q %v, want e1", id, ok)
+	}
+}
+
+// TestPoolFits: hostnames and egress go to a runc member; under gVisor
+// they make the create cold.
+func TestPoolFits(t *testing.T) {
+	m := &Manager{}
+	for _, c := range []struct {
+		r    resolved
+		want bool
+	}{
+		{resolved{runtime: RuntimeRunc, network: network.ModeNone, tun: Tunables{Hostname: "h"}}, true},
+		{resolved{runtime: RuntimeRunc, network: network.ModeEgress}, true},
+		{resolved{runtime: RuntimeGvisor, network: network.ModeNone, tun: Tunables{Hostname: "h"}}, false},
+		{resolved{runtime: RuntimeGvisor, network: network.ModeEgress}, false},
+		{resolved{runtime: RuntimeRunc, network: network.ModeNone, userSet: true}, false},
+		{resolved{runtime: RuntimeRunc, network: network.ModeEgress, cold: true}, false},
+	} {
+		if got := m.fits(c.r); got != c.want {
+			t.Errorf("fits(%+v) = %v, want %v", c.r, got, c.want)
+		}
+	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/boxd-dev/boxd/agent/wire"
 	"github.com/boxd-dev/boxd/internal/gvisor"
 	"github.com/boxd-dev/boxd/network"
+	"github.com/boxd-dev/boxd/network/ports"
 )
 
 // handedMarker is the file, in a member's state directory, written before
@@ -30,9 +31,15 @@ import (
 const handedMarker = "handed"
 
 // fits reports whether a pool member can serve r: everything r asks for
-// that a started sandbox cannot take any more (network, published ports,
-// the default user, mounts, rlimits, hostname, cpu weight, disk cap, a
-// fork's layer) must be what a member was started with.
+// that a started sandbox cannot take any more (the default user, mounts,
+// rlimits, cpu weight, disk cap, a fork's layer) must be what a member was
+// started with. Published ports (boxd's listeners, dialling through the
+// init) and a hostname (set in the member's UTS namespace) are applied at
+// hand-out; an egress network is attached at hand-out to a member of an
+// egress pool, started in a namespace of boxd's own as a cold egress
+// create's (runc only: runsc's netstack takes the namespace's interfaces
+// when it boots). Under gVisor the hostname lives in the Sentry, out of
+// the host's reach, so it makes the create cold there.
 //
 // Under gVisor the limits too: runsc's Sentry reads them from the spec
 // when it boots (runsc/boot/loader.go sizes the sandbox's memory to the
@@ -42,29 +49,40 @@ const handedMarker = "handed"
 // create of the same request.
 func (m *Manager) fits(r resolved) bool {
 	t := r.tun
-	ok := !r.cold && r.network == network.ModeNone && len(r.publish) == 0 && !r.userSet && r.forkParent == "" &&
-		!t.ReadOnly && len(t.Tmpfs) == 0 && t.Ulimits.zero() && t.Hostname == "" && t.CPUWeight == 0 &&
+	ok := !r.cold && (r.network == network.ModeNone || r.runtime == RuntimeRunc) && !r.userSet && r.forkParent == "" &&
+		!t.ReadOnly && len(t.Tmpfs) == 0 && t.Ulimits.zero() && t.CPUWeight == 0 &&
 		r.limits.DiskBytes == m.cfg.DefaultLimits.DiskBytes
 	if ok && r.runtime == RuntimeGvisor {
 		d := m.cfg.DefaultLimits
-		ok = r.limits.MemoryBytes == d.MemoryBytes && r.limits.CPUs == d.CPUs && r.limits.Pids == d.Pids && t.MemoryLow == 0
+		ok = r.limits.MemoryBytes == d.MemoryBytes && r.limits.CPUs == d.CPUs && r.limits.Pids == d.Pids && t.MemoryLow == 0 &&
+			t.Hostname == ""
 	}
 	return ok
 }
 
 // fromPool hands out a pool member for r, or reports false (and the
-// caller creates cold).
+// caller creates cold). The published ports are listened on first, as a
+// cold create does before it makes anything: a port in use leaves the
+// pool alone, and the cold create reports it.
 func (m *Manager) fromPool(ctx context.Context, r resolved, img client.Image, imgSpec ocispec.Image) (*Sandbox, bool) {
-	if !m.fits(r) {
+	key := keyOf(img.Name(), r.runtime).withNetwork(r.network)
+	if !m.fits(r) || m.pool.readyOf(key) == 0 {
+		return nil, false
+	}
+	lns, err := bindPorts(ctx, "publish", r.publish)
+	if err != nil {
 		return nil, false
 	}
 	for {
-		id, info, ok := m.pool.take(keyOf(img.Name(), r.runtime))
+		id, info, ok := m.pool.take(key)
 		if !ok {
+			for _, l := range lns {
+				l.Close()
+			}
 			return nil, false
 		}
 		m.pool.signal()
-		sb, err := m.adopt(ctx, id, info, r, img, imgSpec)
+		sb, err := m.adopt(ctx, id, info, r, img, imgSpec, lns)
 		if err == nil {
 			return sb, true
 		}
@@ -77,10 +95,11 @@ func (m *Manager) fromPool(ctx context.Context, r resolved, img client.Image, im
 
 // adopt turns a pool member (known: what it was started with, nil to read
 // it from containerd) into the sandbox r asks for: its cgroup limits
-// are updated in place, the init is given r's env and workdir, its stored
-// spec and labels rewritten, so inspect, expiry and restarts see the
-// sandbox as if it had been created cold.
-func (m *Manager) adopt(ctx context.Context, id string, known *memberInfo, r resolved, img client.Image, imgSpec ocispec.Image) (*Sandbox, error) {
+// are updated in place, its hostname set, the init is given r's env and
+// workdir, its stored spec and labels rewritten, so inspect, expiry and
+// restarts see the sandbox as if it had been created cold; lns (r's
+// published ports, already listening) are served once it is the client's.
+func (m *Manager) adopt(ctx context.Context, id string, known *memberInfo, r resolved, img client.Image, imgSpec ocispec.Image, lns []*ports.Listener) (*Sandbox, error) {
 	if !m.claim(id) {
 		return nil, fmt.Errorf("pool member %s is busy", id)
 	}
@@ -106,7 +125,18 @@ func (m *Manager) adopt(ctx context.Context, id string, known *memberInfo, r res
 	if want := img.Target().Digest.String(); known.imageDigest != want {
 		return nil, fmt.Errorf("started from %s@%s, which was replaced by %s", img.Name(), known.imageDigest, want)
 	}
-	spec, env, err := m.specFor(ctx, id, r, imgSpec, nil, hostID)
+	var net *netState
+	var waitNet func() (*netState, error)
+	if r.network == network.ModeEgress {
+		if m.cfg.Network == nil {
+			return nil, fmt.Errorf("network egress is not available in this boxd (%s)", m.cfg.NetworkErr)
+		}
+		// The namespace the member was started in, as a cold create's spec names it.
+		net = &netState{Mode: r.network, Attachment: network.Attachment{NetNS: m.cfg.Network.NetNSPath(id)}}
+		waitNet = m.attachMember(ctx, id, r)
+		defer func() { _, _ = waitNet() }() // before a failed member is destroyed
+	}
+	spec, env, err := m.specFor(ctx, id, r, imgSpec, net, hostID)
 	if err != nil {
 		return nil, err
 	}
@@ -122,14 +152,52 @@ func (m *Manager) adopt(ctx context.Context, id string, known *memberInfo, r res
 		return nil, err
 	}
 	phase("limits")
+	if r.tun.Hostname != "" {
+		if err := setMemberHostname(pid, hostID, r.tun.Hostname); err != nil {
+			return nil, err
+		}
+		phase("hostname")
+	}
 	if err := m.setMemberDefaults(ctx, id, r); err != nil {
 		return nil, err
 	}
 	phase("init")
+	rec := m.memberRecord(known, r, img)
+	rec.Ports = mappings(lns)
+	labels := m.labelsFor(rec, r)
+	if waitNet != nil {
+		if net, err = waitNet(); err != nil {
+			return nil, err
+		}
+		labels[LabelNetwork] = net.label()
+		phase("network")
+	}
+	// One write of the two fields; containerd keeps the others as they
+	// are (the update names its fields).
+	info := containers.Container{ID: id, Labels: labels}
+	if err := client.WithSpec(spec)(ctx, m.cfg.Client, &info); err != nil {
+		return nil, fmt.Errorf("relabel: %w", err)
+	}
+	if _, err := m.cfg.Client.ContainerService().Update(ctx, info, "labels", "spec"); err != nil {
+		return nil, fmt.Errorf("relabel: %w", err)
+	}
+	phase("relabel")
+	m.servePorts(id, lns)
+	m.execDefs.Store(id, Tunables{ExecTimeout: r.tun.ExecTimeout, OutputLimit: r.tun.OutputLimit})
+	m.inv.showOwned(id, ownedOf(r))
+	m.log.Info("created from the warm pool", "sandbox", id, "image", rec.Image, "memory", rec.Memory, "cpus", rec.CPUs, "pids", rec.Pids, "ttl", r.ttl)
+	sb := m.toSandbox(id, labels, rec)
+	sb.Env, sb.State, sb.InitPID = env, "running", pid
+	return sb, nil
+}
+
+// memberRecord is the record of a member handed out for r: a cold
+// create's, but for the uid block, shim and runtime it was started with.
+func (m *Manager) memberRecord(known *memberInfo, r resolved, img client.Image) record {
 	now := time.Now().UTC().Truncate(time.Second)
 	rec := record{
 		Name: r.name, Image: img.Name(), ImageDigest: img.Target().Digest.String(), Memory: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
-		Workdir: r.workdir, CreatedAt: now, ExpiresAt: now.Add(r.ttl), HostUID: hostID, IDMapSize: m.cfg.IDMapSize,
+		Workdir: r.workdir, CreatedAt: now, ExpiresAt: now.Add(r.ttl), HostUID: known.hostID, IDMapSize: m.cfg.IDMapSize,
 		Disk: r.limits.DiskBytes,
 		User: r.user, Tunables: r.tun,
 		// Still in the member's shim: its place there is given back when
@@ -142,23 +210,7 @@ func (m *Manager) adopt(ctx context.Context, id string, known *memberInfo, r res
 	if known.runtime.Name != "" {
 		rec.Runtime, rec.RuntimeVersion, rec.RuntimeAdvisories = known.runtime.Name, known.runtime.Version, known.runtime.Advisories
 	}
-	labels := m.labelsFor(rec, r)
-	// One write of the two fields; containerd keeps the others as they
-	// are (the update names its fields).
-	info := containers.Container{ID: id, Labels: labels}
-	if err := client.WithSpec(spec)(ctx, m.cfg.Client, &info); err != nil {
-		return nil, fmt.Errorf("relabel: %w", err)
-	}
-	if _, err := m.cfg.Client.ContainerService().Update(ctx, info, "labels", "spec"); err != nil {
-		return nil, fmt.Errorf("relabel: %w", err)
-	}
-	phase("relabel")
-	m.execDefs.Store(id, Tunables{ExecTimeout: r.tun.ExecTimeout, OutputLimit: r.tun.OutputLimit})
-	m.inv.showOwned(id, ownedOf(r))
-	m.log.Info("created from the warm pool", "sandbox", id, "image", rec.Image, "memory", rec.Memory, "cpus", rec.CPUs, "pids", rec.Pids, "ttl", r.ttl)
-	sb := m.toSandbox(id, labels, rec)
-	sb.Env, sb.State, sb.InitPID = env, "running", pid
-	return sb, nil
+	return rec
 }
 
 // setMemberLimits gives an adopted member's cgroup the limits of spec.
@@ -184,8 +236,12 @@ func (m *Manager) setMemberLimits(ctx context.Context, id string, spec *specs.Sp
 // defaults. HOSTNAME goes last, as in a cold create's environment.
 func (m *Manager) setMemberDefaults(ctx context.Context, id string, r resolved) error {
 	d := wire.Defaults{}
-	if len(r.env) > 0 {
-		d.Env = append(append([]string{}, r.env...), "HOSTNAME="+id)
+	if len(r.env) > 0 || r.tun.Hostname != "" {
+		host := id
+		if r.tun.Hostname != "" {
+			host = r.tun.Hostname
+		}
+		d.Env = append(append([]string{}, r.env...), "HOSTNAME="+host)
 	}
 	if r.workdir != r.imgWorkdir {
 		d.Workdir = r.workdir

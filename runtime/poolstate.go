@@ -9,17 +9,31 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/boxd-dev/boxd/network"
 )
 
 // poolFillers is how many members are started at once: enough to refill
 // a large pool quickly, few enough not to starve the creates being served.
 const poolFillers = 4
 
-// poolKey names one pool: an image's members on one runtime. A member's
-// image is its pool label's value and its runtime its record's, so a
+// poolKey names one pool: an image's members on one runtime, with or
+// without a network namespace made ready for egress (network: "" or
+// network.ModeEgress). A member's image is its pool label's value, its
+// runtime its record's and its network its LabelPoolNetwork, so a
 // restarted boxd files each member it takes back under the right key.
 type poolKey struct {
 	image, runtime string
+	network        string
+}
+
+// withNetwork is k's pool of members ready for mode ("" for none).
+func (k poolKey) withNetwork(mode string) poolKey {
+	if mode == network.ModeNone {
+		mode = ""
+	}
+	k.network = mode
+	return k
 }
 
 // keyOf is the pool key of image on runtime ("" is runc).
@@ -139,6 +153,17 @@ func (p *pool) isStarting() bool {
 		}
 	}
 	return false
+}
+
+// readyOf is how many members of pool k are ready (a hint: another
+// create may take them first).
+func (p *pool) readyOf(k poolKey) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ip := p.by[k]; ip != nil {
+		return len(ip.ready)
+	}
+	return 0
 }
 
 // take hands out a ready member of pool k and what is known of it (nil:
@@ -274,7 +299,10 @@ func keyLess(a, b poolKey) bool {
 	if a.image != b.image {
 		return a.image < b.image
 	}
-	return a.runtime < b.runtime
+	if a.runtime != b.runtime {
+		return a.runtime < b.runtime
+	}
+	return a.network < b.network
 }
 
 // started ends a member start of pool k; err says how it went.
@@ -299,10 +327,10 @@ func (p *pool) status() []PoolStatus {
 		if ip.want == 0 && len(ip.ready) == 0 && ip.starting == 0 {
 			continue
 		}
-		out = append(out, PoolStatus{Image: k.image, Runtime: k.runtime, Size: ip.want, Ready: len(ip.ready), Starting: ip.starting})
+		out = append(out, PoolStatus{Image: k.image, Runtime: k.runtime, Network: k.network, Size: ip.want, Ready: len(ip.ready), Starting: ip.starting})
 	}
 	sort.Slice(out, func(i, j int) bool {
-		return keyLess(poolKey{out[i].Image, out[i].Runtime}, poolKey{out[j].Image, out[j].Runtime})
+		return keyLess(poolKey{out[i].Image, out[i].Runtime, out[i].Network}, poolKey{out[j].Image, out[j].Runtime, out[j].Network})
 	})
 	return out
 }

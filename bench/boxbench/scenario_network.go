@@ -17,7 +17,13 @@ package main
 // second namespace of the bench's (198.18.0.2, the benchmarking range),
 // which is also its default route, so no packet can leave the machine;
 // the first command (echo) sends none anyway. Both boxd peers use that
-// boxd, so the row compares the network modes, not two daemons.
+// boxd, so the row compares the network modes, not two daemons. That boxd
+// keeps an egress warm pool of one (--warm-pool 1@egress): the rows
+// "egress + publish" compare a create with an allowlist, a published port
+// and a hostname served by its member with the same create made cold; the
+// other rows are made cold. Each pooled sample starts with the member
+// ready (the refill is waited for, untimed), and the pool is drained
+// before that boxd stops, so no member outlives the scenario.
 
 import (
 	"context"
@@ -59,14 +65,28 @@ type boxdModeAPI struct {
 	boxdAPI
 	mode  string
 	allow []string
+	// agent: a published port and a hostname too, as agent platforms
+	// ask; pooled: may be served by the egress pool's member.
+	agent, pooled bool
 }
 
-func (b boxdModeAPI) name() string { return "boxd, network " + b.mode }
+func (b boxdModeAPI) name() string {
+	switch {
+	case b.agent && b.pooled:
+		return "boxd, egress + publish, from the warm pool"
+	case b.agent:
+		return "boxd, egress + publish, cold"
+	}
+	return "boxd, network " + b.mode
+}
 
 func (b boxdModeAPI) create(ctx context.Context) (string, error) {
-	req := &boxdv1.CreateSandboxRequest{Labels: map[string]string{"boxbench": "1"}}
+	req := &boxdv1.CreateSandboxRequest{Labels: map[string]string{"boxbench": "1"}, Cold: !b.pooled}
 	if b.mode != "none" {
 		req.Network = &boxdv1.NetworkRequest{Mode: b.mode, Allow: b.allow}
+	}
+	if b.agent {
+		req.Publish, req.Hostname = []*boxdv1.PublishedPort{{Port: 8080}}, "agent"
 	}
 	r, err := b.c.CreateSandbox(ctx, connect.NewRequest(req))
 	if err != nil {
@@ -88,14 +108,33 @@ func scenarioNetwork(ctx context.Context, e *env, cfg *config) (l *latency, err 
 	if err := checkEgressNIC(ctx, nb.api); err != nil {
 		return nil, err
 	}
+	pooled := ttiPeer(boxdModeAPI{boxdAPI: nb.api, mode: "egress", allow: []string{netAllow}, agent: true, pooled: true})
+	after := pooled.after
+	pooled.after = func(ctx context.Context, i int) error {
+		if err := after(ctx, i); err != nil {
+			return err
+		}
+		return waitPoolAt(ctx, nb.sock, 1, time.Minute)
+	}
+	if err := waitPoolAt(ctx, nb.sock, 1, time.Minute); err != nil {
+		return nil, err
+	}
 	peers := []peer{
-		ttiPeer(boxdModeAPI{nb.api, "none", nil}),
-		ttiPeer(boxdModeAPI{nb.api, "egress", []string{netAllow}}),
+		ttiPeer(boxdModeAPI{boxdAPI: nb.api, mode: "none"}),
+		ttiPeer(boxdModeAPI{boxdAPI: nb.api, mode: "egress", allow: []string{netAllow}}),
+		pooled,
+		ttiPeer(boxdModeAPI{boxdAPI: nb.api, mode: "egress", allow: []string{netAllow}, agent: true}),
 		ttiPeer(e.docker),
 	}
 	l = measure(ctx, "time to interactive by network mode (create + first command)", cfg.warm, cfg.ttiN, peers)
 	if a, b := quantile(l.samples["boxd, network none"], 0.5), quantile(l.samples["boxd, network egress"], 0.5); a > 0 && b > 0 {
 		logf("%s: egress adds %s to the median (target: at most 30 ms)", l.scenario, ms(b-a))
+	}
+	if a := quantile(l.samples["boxd, egress + publish, from the warm pool"], 0.5); a > 0 {
+		logf("%s: egress + publish from the warm pool: median %s (target: at most 30 ms)", l.scenario, ms(a))
+	}
+	if derr := nb.drainPool(ctx, e); derr != nil {
+		err = errors.Join(err, derr)
 	}
 	if ids, lerr := nb.api.list(context.WithoutCancel(ctx)); lerr != nil || len(ids) > 0 {
 		err = errors.Join(err, fmt.Errorf("boxd in netns %s: sandboxes left: %v %v", nb.b, ids, lerr))
@@ -157,14 +196,27 @@ func (nb *netBoxd) up(ctx context.Context, e *env) error {
 		return err
 	}
 	defer logFile.Close()
-	cmd := exec.Command("nsenter", "--net=/run/netns/"+nb.b, "--", e.boxdBin,
+	// The none rows are cold (no pool of none members); the egress pool's
+	// member serves the pooled row only (the others ask for cold).
+	if err := nb.startBoxd(ctx, e, logFile, "--warm-pool", "0", "--warm-pool", "1@egress"); err != nil {
+		return err
+	}
+	logf("importing %s into the boxd in netns %s", image, nb.b)
+	if out, err := exec.CommandContext(ctx, e.boxctl, "--socket", nb.sock, "image", "import", "--rootfs", e.rootfs, "--name", image).CombinedOutput(); err != nil {
+		return fmt.Errorf("boxctl image import (netns boxd): %v %s", err, out)
+	}
+	return nil
+}
+
+// startBoxd starts the boxd in B with pools (its --warm-pool flags) and
+// waits for its socket.
+func (nb *netBoxd) startBoxd(ctx context.Context, e *env, logFile *os.File, pools ...string) error {
+	args := append([]string{"--net=/run/netns/" + nb.b, "--", e.boxdBin,
 		"--socket", nb.sock, "--containerd", e.ctrd.Address, "--namespace", netNamespace,
 		"--state-dir", filepath.Join(nb.dir, "state"), "--init-binary", e.initBin, "--runc", testenv.Runc,
 		"--default-image", image, "--bridge", netBridge, "--bridge-subnet", "10.214.0.0/24",
-		"--dns-upstream", netUpstream+":53",
-		// Both modes cold: a pool would serve none (and not egress) and
-		// leave its members running after this boxd stops.
-		"--warm-pool", "0")
+		"--dns-upstream", netUpstream + ":53"}, pools...)
+	cmd := exec.Command("nsenter", args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -174,14 +226,34 @@ func (nb *netBoxd) up(ctx context.Context, e *env) error {
 	// nsenter execs boxd in its place: this is boxd's pid.
 	_ = os.WriteFile(filepath.Join(nb.dir, "boxd.pid"), []byte(strconv.Itoa(cmd.Process.Pid)), 0o644)
 	nb.api = boxdAPI{c: rpcclient.New(nb.sock)}
-	if err := waitBoxd(ctx, nb.api, "boxd in "+nb.b, logPath); err != nil {
+	return waitBoxd(ctx, nb.api, "boxd in "+nb.b, logFile.Name())
+}
+
+// drainPool restarts the boxd in B without its egress pool: at start it
+// destroys the member it has no use for, with its network namespace;
+// drainPool waits until no namespace pin is left.
+func (nb *netBoxd) drainPool(ctx context.Context, e *env) error {
+	_ = nb.proc.Process.Signal(syscall.SIGTERM)
+	_ = nb.proc.Wait()
+	nb.proc = nil
+	logFile, err := os.OpenFile(filepath.Join(nb.dir, "boxd.log"), os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
 		return err
 	}
-	logf("importing %s into the boxd in netns %s", image, nb.b)
-	if out, err := exec.CommandContext(ctx, e.boxctl, "--socket", nb.sock, "image", "import", "--rootfs", e.rootfs, "--name", image).CombinedOutput(); err != nil {
-		return fmt.Errorf("boxctl image import (netns boxd): %v %s", err, out)
+	defer logFile.Close()
+	if err := nb.startBoxd(context.WithoutCancel(ctx), e, logFile, "--warm-pool", "0"); err != nil {
+		return err
 	}
-	return nil
+	pins := filepath.Join(nb.dir, "state", "network", "netns")
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		left, _ := os.ReadDir(pins)
+		if len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("boxd in %s: pool member's network left after a restart without its pool: %v", nb.b, left)
+		}
+	}
 }
 
 // down stops that boxd, removes its containerd namespace's image and the
@@ -226,7 +298,7 @@ func (nb *netBoxd) down() error {
 // sandbox has an interface besides loopback and a default route, and a
 // none one has neither.
 func checkEgressNIC(ctx context.Context, api boxdAPI) error {
-	for _, m := range []boxdModeAPI{{api, "egress", []string{netAllow}}, {api, "none", nil}} {
+	for _, m := range []boxdModeAPI{{boxdAPI: api, mode: "egress", allow: []string{netAllow}}, {boxdAPI: api, mode: "none"}} {
 		id, err := m.create(ctx)
 		if err != nil {
 			return fmt.Errorf("%s: create: %w", m.name(), err)

@@ -20,12 +20,13 @@ const defaultPoolSize = 2
 
 func poolFlag() cli.Flag {
 	return &cli.StringSliceFlag{Name: "warm-pool", Value: cli.NewStringSlice(strconv.Itoa(defaultPoolSize)),
-		Usage: "idle sandboxes kept started for fast creates: IMAGE=N per image (repeatable), or N for the default image; N@gvisor for gVisor members (runc otherwise); 0 turns the default image's pool off"}
+		Usage: "idle sandboxes kept started for fast creates: IMAGE=N per image (repeatable), or N for the default image; N@gvisor for gVisor members (runc otherwise), N@egress for runc members that serve --network egress creates; 0 turns the default image's pool off"}
 }
 
-// parsePools reads --warm-pool: [IMAGE=]N[@RUNTIME]. The runtime goes
-// after the size, where no image reference puts an "@" (a digest's is in
-// the image part). The default's size shrinks to fit --max-sandboxes;
+// parsePools reads --warm-pool: [IMAGE=]N[@RUNTIME|@egress]. The runtime
+// goes after the size, where no image reference puts an "@" (a digest's
+// is in the image part); "egress" there is a pool of runc members made
+// ready for network egress. The default's size shrinks to fit --max-sandboxes;
 // sizes given explicitly that do not fit are an error.
 func parsePools(cc *cli.Context, maxSandboxes int) ([]runtime.PoolSize, error) {
 	var out []runtime.PoolSize
@@ -42,7 +43,10 @@ func parsePools(cc *cli.Context, maxSandboxes int) ([]runtime.PoolSize, error) {
 			return nil, fmt.Errorf("--warm-pool: %q: want IMAGE=N, N, IMAGE=N@RUNTIME or N@RUNTIME, N from 0 to %d", v, runtime.MaxPoolSize)
 		}
 		rt = strings.TrimSpace(rt)
-		if hasRT {
+		var netMode string
+		if rt == "egress" {
+			rt, netMode = runtime.RuntimeRunc, "egress"
+		} else if hasRT {
 			if got, err := runtime.ParseRuntime("--warm-pool", rt); err != nil || got == "" {
 				return nil, fmt.Errorf("--warm-pool: %q: unknown runtime %q after the size: runc or gvisor", v, rt)
 			}
@@ -54,12 +58,12 @@ func parsePools(cc *cli.Context, maxSandboxes int) ([]runtime.PoolSize, error) {
 		if ok && image == "" {
 			return nil, fmt.Errorf("--warm-pool: %q names no image", v)
 		}
-		if seen[image+"@"+rt] {
-			return nil, fmt.Errorf("--warm-pool: %q: the image's %s pool is sized twice", v, rt)
+		if seen[image+"@"+rt+netMode] {
+			return nil, fmt.Errorf("--warm-pool: %q: the image's %s pool is sized twice", v, strings.TrimSpace(rt+" "+netMode))
 		}
-		seen[image+"@"+rt] = true
+		seen[image+"@"+rt+netMode] = true
 		total += n
-		out = append(out, runtime.PoolSize{Image: image, Runtime: rt, Size: n})
+		out = append(out, runtime.PoolSize{Image: image, Runtime: rt, Network: netMode, Size: n})
 	}
 	if maxSandboxes > 0 && total > maxSandboxes {
 		if !cc.IsSet("warm-pool") {

@@ -42,6 +42,7 @@ func TestWarmPoolFlag(t *testing.T) {
 		{"", []string{"--warm-pool", "a=3@gvisor", "--warm-pool", "a=1@runc"}, []runtime.PoolSize{{Image: "a", Runtime: gv, Size: 3}, {Image: "a", Runtime: rc, Size: 1}}},
 		{"", []string{"--warm-pool", "a@sha256:00=1@gvisor"}, []runtime.PoolSize{{Image: "a@sha256:00", Runtime: gv, Size: 1}}},
 		{`warm-pool = ["a=4@gvisor"]`, nil, []runtime.PoolSize{{Image: "a", Runtime: gv, Size: 4}}},
+		{"", []string{"--warm-pool", "a=2", "--warm-pool", "a=1@egress"}, []runtime.PoolSize{{Image: "a", Runtime: rc, Size: 2}, {Image: "a", Runtime: rc, Network: "egress", Size: 1}}},
 	} {
 		got, err := poolsFrom(t, tc.config, tc.args...)
 		if err != nil || !slices.Equal(got, tc.want) {
@@ -61,6 +62,7 @@ func TestWarmPoolFlag(t *testing.T) {
 		{[]string{"--warm-pool", "a=1@kata"}, `unknown runtime "kata"`},
 		{[]string{"--warm-pool", "a=1@"}, `unknown runtime ""`},
 		{[]string{"--warm-pool", "a=1@gvisor", "--warm-pool", "a=2@gvisor"}, "gvisor pool is sized twice"},
+		{[]string{"--warm-pool", "a=1@egress", "--warm-pool", "a=2@egress"}, "runc egress pool is sized twice"},
 		{[]string{"--max-sandboxes", "4", "--warm-pool", "a=3@gvisor", "--warm-pool", "a=2"}, "--max-sandboxes 4"},
 	} {
 		_, err := poolsFrom(t, "", tc.args...)
