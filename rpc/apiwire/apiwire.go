@@ -105,4 +105,3 @@ func ClientOptions(hc *http.Client) []connect.ClientOption {
 		connect.WithCodec(ChunkCodec{}),
 	}
 }
-
