@@ -1069,7 +1069,7 @@ type CreateSandboxRequest struct {
 	Ttl     string                 `protobuf:"bytes,7,opt,name=ttl,proto3" json:"ttl,omitempty"`   // Go duration, e.g. "1h"; empty: the daemon default
 	// Ports to publish on the host (see PublishPort), listened on before the
 	// sandbox is made: a port in use fails the create and leaves nothing.
-	// At most 32. A create with publish is made cold (not from the warm pool).
+	// At most 32. A warm-pool member takes them on at hand-out (see docs/pool.md).
 	Publish []*PublishedPort `protobuf:"bytes,20,rep,name=publish,proto3" json:"publish,omitempty"`
 	Network *NetworkRequest  `protobuf:"bytes,21,opt,name=network,proto3" json:"network,omitempty"` // empty: mode none (loopback only)
 	// No exec, file call or attached stream for this long (Go duration)

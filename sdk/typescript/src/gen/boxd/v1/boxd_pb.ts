@@ -561,7 +561,7 @@ export type CreateSandboxRequest = Message<"boxd.v1.CreateSandboxRequest"> & {
   /**
    * Ports to publish on the host (see PublishPort), listened on before the
    * sandbox is made: a port in use fails the create and leaves nothing.
-   * At most 32. A create with publish is made cold (not from the warm pool).
+   * At most 32. A warm-pool member takes them on at hand-out (see docs/pool.md).
    *
    * @generated from field: repeated boxd.v1.PublishedPort publish = 20;
    */
