@@ -25,6 +25,10 @@ import (
 // (see egressNet) and checks what an egress sandbox can and cannot reach.
 func TestEgress(t *testing.T) {
 	e := newEgressNet(t)
+	// A second boxd instance runs beside this one throughout: nothing of
+	// its host-global state (bridge, subnet, tables, CNI cache) may touch
+	// these tests' sandboxes.
+	e.besideName = "e2e-2"
 	e.start(t)
 	t.Cleanup(func() { e.stop(t, syscall.SIGTERM) })
 	e.must(t, "image", "import", "--rootfs", env.busybox, "--name", testImage)

@@ -48,6 +48,9 @@ type egressNet struct {
 	daemon    *exec.Cmd
 	namespace string
 	beside    *beside // the second instance BOXD_E2E_BESIDE starts (instance_test.go)
+	// besideName, if set, is the instance started beside this boxd when
+	// BOXD_E2E_BESIDE does not name one.
+	besideName string
 }
 
 const (
@@ -230,7 +233,11 @@ func (e *egressNet) start(t *testing.T, extra ...string) {
 	for time.Now().Before(deadline) {
 		if c, err := net.Dial("unix", e.socket); err == nil {
 			c.Close()
-			if name := os.Getenv(besideEnv); name != "" && e.beside == nil {
+			name := os.Getenv(besideEnv)
+			if name == "" {
+				name = e.besideName
+			}
+			if name != "" && e.beside == nil {
 				e.beside = startBeside(t, e, name)
 			}
 			return

@@ -23,10 +23,11 @@ import (
 )
 
 // besideEnv names the instance of a second boxd the egress tests run
-// beside when set (BOXD_E2E_BESIDE=e2e-2 go test ./e2e -run TestEgress):
-// egressNet.start starts it in the same network namespace, with an egress
-// sandbox of its own, so the tests show that a second instance on the host
-// changes nothing of theirs.
+// beside when set (BOXD_E2E_BESIDE=e2e-3 go test ./e2e -run 'TestEgress');
+// TestEgress runs beside instance e2e-2 without it. egressNet.start starts
+// it in the same network namespace, with an egress sandbox of its own, so
+// the tests show that a second instance on the host changes nothing of
+// theirs.
 const besideEnv = "BOXD_E2E_BESIDE"
 
 // beside is a boxd started with --instance NAME in an egressNet's B, with

@@ -257,7 +257,7 @@ func TestVolumeSharing(t *testing.T) {
 // call and in create --volume, with the message of a missing one.
 func TestVolumeOwnership(t *testing.T) {
 	sockGroup, adminGroup, ua, ub, uc := hostUsers(t)
-	d := startBoxd(t, namespace+"-volown", true, "--socket-group", sockGroup, "--admin-group", adminGroup, "--max-disk-per-user", "100m")
+	d := startBoxd(t, namespace+"-volown", true, "--socket-group", sockGroup, "--admin-group", adminGroup, "--max-disk-per-user", "100m", "--default-disk", "16m")
 	t.Cleanup(func() { detachVolumes(t, d) })
 	if err := os.Chmod(filepath.Dir(d.dir), 0o711); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -124,6 +125,11 @@ func runProcess(ctx context.Context, api boxdv1connect.ProcessServiceClient, spe
 	}
 	if res == nil {
 		return boxdErr{fmt.Errorf("exec: boxd ended the stream without a result")}
+	}
+	// The stream ends right after the result; an error there (boxd failed
+	// after the command) outranks the command's exit, as on ExecStream.
+	if _, err := p.stream.Receive(); err != nil && !errors.Is(err, io.EOF) {
+		return boxdErr{err}
 	}
 	return exitWith(res)
 }

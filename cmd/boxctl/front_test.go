@@ -59,59 +59,100 @@ func buildCLIs(t *testing.T) string {
 	return binDir
 }
 
-// scripted answers ExecStream by the sandbox id: one script per way boxd
-// can answer, including ways today's boxd does not.
+// scripted answers exec by the sandbox id: one script per way boxd can
+// answer, including ways today's boxd does not. The front's fast path
+// asks ExecStream and the full CLI ProcessService.Exec; both play the same
+// script.
 type scripted struct {
 	boxdv1connect.UnimplementedSandboxServiceHandler
 }
 
+// execOut is where a script sends: a stream's stdout, stderr and result.
+type execOut struct {
+	out, errOut func(string) error
+	result      func(*boxdv1.ExecResult) error
+}
+
 func (scripted) ExecStream(_ context.Context, req *connect.Request[boxdv1.ExecRequest], s *connect.ServerStream[boxdv1.ExecStreamResponse]) error {
-	out := func(b string) error {
-		return s.Send(&boxdv1.ExecStreamResponse{Event: &boxdv1.ExecStreamResponse_Stdout{Stdout: []byte(b)}})
+	return play(req.Msg.SandboxId, req.Msg.Args, req.Msg.Env, req.Msg.Workdir, req.Msg.Timeout, execOut{
+		out: func(b string) error {
+			return s.Send(&boxdv1.ExecStreamResponse{Event: &boxdv1.ExecStreamResponse_Stdout{Stdout: []byte(b)}})
+		},
+		errOut: func(b string) error {
+			return s.Send(&boxdv1.ExecStreamResponse{Event: &boxdv1.ExecStreamResponse_Stderr{Stderr: []byte(b)}})
+		},
+		result: func(r *boxdv1.ExecResult) error {
+			return s.Send(&boxdv1.ExecStreamResponse{Event: &boxdv1.ExecStreamResponse_Result{Result: r}})
+		},
+	})
+}
+
+// scriptedProcess answers ProcessService.Exec with the same scripts.
+type scriptedProcess struct {
+	boxdv1connect.UnimplementedProcessServiceHandler
+}
+
+func (scriptedProcess) Exec(_ context.Context, s *connect.BidiStream[boxdv1.ProcessInput, boxdv1.ProcessOutput]) error {
+	in, err := s.Receive()
+	if err != nil {
+		return err
 	}
-	errOut := func(b string) error {
-		return s.Send(&boxdv1.ExecStreamResponse{Event: &boxdv1.ExecStreamResponse_Stderr{Stderr: []byte(b)}})
+	spec := in.GetStart()
+	if spec == nil {
+		return connect.NewError(connect.CodeInvalidArgument, errors.New("the first message is not start"))
 	}
-	result := func(r *boxdv1.ExecResult) error {
-		return s.Send(&boxdv1.ExecStreamResponse{Event: &boxdv1.ExecStreamResponse_Result{Result: r}})
-	}
-	switch req.Msg.SandboxId {
+	return play(spec.SandboxId, spec.Args, spec.Env, spec.Workdir, spec.Timeout, execOut{
+		out: func(b string) error {
+			return s.Send(&boxdv1.ProcessOutput{Event: &boxdv1.ProcessOutput_Stdout{Stdout: []byte(b)}})
+		},
+		errOut: func(b string) error {
+			return s.Send(&boxdv1.ProcessOutput{Event: &boxdv1.ProcessOutput_Stderr{Stderr: []byte(b)}})
+		},
+		result: func(r *boxdv1.ExecResult) error {
+			return s.Send(&boxdv1.ProcessOutput{Event: &boxdv1.ProcessOutput_Result{Result: r}})
+		},
+	})
+}
+
+// play runs the script named id.
+func play(id string, args, env []string, workdir, timeout string, o execOut) error {
+	switch id {
 	case "echo":
-		_ = out(strings.Join(req.Msg.Args, "|") + "\n" + strings.Join(req.Msg.Env, "|") + "\n" + req.Msg.Workdir + "\n" + req.Msg.Timeout + "\n")
-		return result(&boxdv1.ExecResult{})
+		_ = o.out(strings.Join(args, "|") + "\n" + strings.Join(env, "|") + "\n" + workdir + "\n" + timeout + "\n")
+		return o.result(&boxdv1.ExecResult{})
 	case "unicode-error":
 		return connect.NewError(connect.CodeNotFound, errors.New("sandbox \"é<&>\u2028\" gone\nsecond line\t\x01"))
 	case "output-then-error":
-		_ = out("partial\n")
-		_ = errOut("e\n")
+		_ = o.out("partial\n")
+		_ = o.errOut("e\n")
 		return connect.NewError(connect.CodeUnavailable, errors.New("agent gone"))
 	case "no-result":
-		return out("x")
+		return o.out("x")
 	case "result-then-error":
-		_ = result(&boxdv1.ExecResult{ExitCode: 3})
+		_ = o.result(&boxdv1.ExecResult{ExitCode: 3})
 		return connect.NewError(connect.CodeInternal, errors.New("late"))
 	case "truncated":
-		_ = out("some")
-		return result(&boxdv1.ExecResult{ExitCode: 7, Truncated: true})
+		_ = o.out("some")
+		return o.result(&boxdv1.ExecResult{ExitCode: 7, Truncated: true})
 	case "odd-code":
 		return connect.NewError(connect.Code(99), errors.New("from the future"))
 	case "plain-error":
 		return errors.New("not a connect error")
 	case "negative-exit":
-		return result(&boxdv1.ExecResult{ExitCode: -1})
+		return o.result(&boxdv1.ExecResult{ExitCode: -1})
 	case "exit-300":
-		return result(&boxdv1.ExecResult{ExitCode: 300})
+		return o.result(&boxdv1.ExecResult{ExitCode: 300})
 	case "big":
 		chunk := bytes.Repeat([]byte("0123456789abcde\n"), 4096)
 		for i := range 40 {
 			if i%3 == 0 {
-				_ = errOut(string(chunk[:1000+i]))
+				_ = o.errOut(string(chunk[:1000+i]))
 			}
-			if err := out(string(chunk)); err != nil {
+			if err := o.out(string(chunk)); err != nil {
 				return err
 			}
 		}
-		return result(&boxdv1.ExecResult{ExitCode: 1})
+		return o.result(&boxdv1.ExecResult{ExitCode: 1})
 	}
 	return connect.NewError(connect.CodeNotFound, errors.New("no script"))
 }
@@ -157,6 +198,7 @@ func serveScripted(t *testing.T) string {
 	}
 	mux := http.NewServeMux()
 	mux.Handle(boxdv1connect.NewSandboxServiceHandler(scripted{}))
+	mux.Handle(boxdv1connect.NewProcessServiceHandler(scriptedProcess{}))
 	protocols := new(http.Protocols)
 	protocols.SetHTTP1(true)
 	protocols.SetUnencryptedHTTP2(true)
