@@ -94,6 +94,7 @@ func shBlocks(t *testing.T, page string) []docBlock {
 func TestDocs(t *testing.T) {
 	start := time.Now()
 	d := startBoxd(t, namespace+"-docs", false)
+	t.Cleanup(func() { detachVolumes(t, d) })
 	for _, page := range docPages(t) {
 		blocks := shBlocks(t, page)
 		if len(blocks) == 0 {
@@ -190,8 +191,8 @@ func docsImages(t *testing.T, d *daemon) []string {
 	return names
 }
 
-// docsCleanup removes every sandbox, and every image but the default one,
-// that a page left.
+// docsCleanup removes every sandbox and volume, and every image but the
+// default one, that a page left.
 func docsCleanup(t *testing.T, d *daemon) {
 	resp, err := d.api.ListSandboxes(d.c, connect.NewRequest(&boxdv1.ListSandboxesRequest{All: true}))
 	if err != nil {
@@ -201,6 +202,15 @@ func docsCleanup(t *testing.T, d *daemon) {
 		// A sandbox boxctl run left is being deleted already.
 		if _, stderr, code := d.boxctl("rm", "-f", sb.Id); code != 0 && !strings.Contains(stderr, "not found") {
 			t.Errorf("rm %s: %s", sb.Id, stderr)
+		}
+	}
+	vols, err := rpcclient.NewVolumes(d.sock).ListVolumes(d.c, connect.NewRequest(&boxdv1.ListVolumesRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vols.Msg.Volumes {
+		if _, stderr, code := d.boxctl("volume", "rm", "--force", v.Id); code != 0 {
+			t.Errorf("volume rm %s: %s", v.Name, stderr)
 		}
 	}
 	for _, im := range docsImages(t, d) {
