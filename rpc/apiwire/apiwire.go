@@ -92,6 +92,24 @@ func HTTPClient(path string) *http.Client {
 	return &http.Client{Transport: bufferedBodies{Transport(path)}}
 }
 
+// ClientOver is the HTTP client over rt, another transport than the
+// socket's (a TCP listener's): streamed answers read in big pieces and an
+// answer cut off by boxd's end reported as unavailable, as HTTPClient's.
+func ClientOver(rt http.RoundTripper) *http.Client {
+	return &http.Client{Transport: bufferedBodies{rt}}
+}
+
+// The environment variables that point a client at a TCP listener of
+// boxd's (--listen) and give the bearer token its calls present.
+const (
+	HostEnv  = "BOXD_HOST"
+	TokenEnv = "BOXD_TOKEN"
+)
+
+// MaxTokenBytes is the longest bearer token boxd reads; a longer one is
+// unauthenticated before it is looked at.
+const MaxTokenBytes = 128
+
 // ClientOptions are the connect options of every client on hc (an
 // HTTPClient): bounded messages, no gzip, which on a local socket costs
 // far more CPU than it saves, for keystrokes and file chunks alike,
