@@ -95,10 +95,10 @@ func TestRemoteTLS(t *testing.T) {
 	dir := t.TempDir()
 	ca := newTestCA(t, dir)
 	caPath, certPath, keyPath := ca.caFile, ca.certFile, ca.keyFile
-	port, plainPort := fmt.Sprint(freePort(t)), fmt.Sprint(freePort(t))
+	port := fmt.Sprint(freePort(t))
 	url := "https://127.0.0.1:" + port
 	d := startBoxd(t, "boxd-e2e-remote", true, "--socket-group", sockGroup, "--admin-group", adminGroup,
-		"--listen", "tcp://127.0.0.1:"+port, "--listen", "tcp://127.0.0.1:"+plainPort,
+		"--listen", "tcp://127.0.0.1:"+port,
 		"--tls-cert", certPath, "--tls-key", keyPath)
 	mint := func(name, owner, scope string, extra ...string) string {
 		t.Helper()
@@ -111,7 +111,7 @@ func TestRemoteTLS(t *testing.T) {
 	tokA, tokB := mint("ta", ua.name, "write"), mint("tb", ub.name, "write")
 	tokRead, tokOld := mint("tread", ua.name, "read"), mint("old", ua.name, "write", "--ttl", "1h")
 
-	t.Run("cli", func(t *testing.T) { remoteCLI(t, d, url, caPath, tokA, ua) })
+	t.Run("cli", func(t *testing.T) { remoteCLI(t, url, caPath, tokA, ua) })
 	api := remoteAPI(t, caPath, url, tokA, "")
 	created, err := api.CreateSandbox(d.c, connect.NewRequest(&boxdv1.CreateSandboxRequest{}))
 	if err != nil {
@@ -167,7 +167,7 @@ func userCopy(t *testing.T, d *daemon) string {
 	return filepath.Join(d.dir, "boxctl")
 }
 
-func remoteCLI(t *testing.T, d *daemon, url, caPath, tok string, ua hostUser) {
+func remoteCLI(t *testing.T, url, caPath, tok string, ua hostUser) {
 	id, stderr, code := boxctlHost(url, caPath, tok, "", "create")
 	id = strings.TrimSpace(id)
 	if code != 0 || id == "" {
@@ -186,32 +186,10 @@ func remoteCLI(t *testing.T, d *daemon, url, caPath, tok string, ua hostUser) {
 	if code != 0 || !strings.Contains(out, id) || !strings.Contains(out, ua.name) {
 		t.Errorf("ls over TLS: %d %q %s", code, out, stderr)
 	}
-	// The plain loopback listener serves too (http://).
-	plain := strings.Replace(url, "https://", "http://", 1)
-	plain = plain[:strings.LastIndexByte(plain, ':')+1] + d.argAfter(t, "--listen", 1)
-	if out, stderr, code := boxctlHost(plain, caPath, tok, "", "exec", id, "--", "echo", "plain"); code != 0 || out != "plain\n" {
-		t.Errorf("exec on the plain loopback listener: %d %q %s", code, out, stderr)
-	}
 	// No token: the CLI says so and reaches no socket.
 	if _, stderr, code := boxctlHost(url, caPath, "", "", "ls"); code == 0 || !strings.Contains(stderr, "token") {
 		t.Errorf("--host without a token: %d %s", code, stderr)
 	}
-}
-
-// argAfter is the port of the n-th --listen flag's address.
-func (d *daemon) argAfter(t *testing.T, flag string, n int) string {
-	t.Helper()
-	for i, a := range d.args {
-		if a == flag && i+1 < len(d.args) {
-			if n == 0 {
-				v := d.args[i+1]
-				return v[strings.LastIndexByte(v, ':')+1:]
-			}
-			n--
-		}
-	}
-	t.Fatalf("no %s #%d in %v", flag, n, d.args)
-	return ""
 }
 
 func remoteOtherOwner(t *testing.T, d *daemon, caPath, url, tokB, sbA string) {

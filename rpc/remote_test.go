@@ -13,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"math/big"
+	"net/url"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
 
 	"github.com/boxd-dev/boxd/rpc/apiwire"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
@@ -132,5 +134,42 @@ func TestRemoteListener(t *testing.T) {
 	_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
 	if _, err := c.Read(make([]byte, 1)); err != io.EOF || time.Since(start) > 5*time.Second {
 		t.Errorf("stalled handshake: %v after %v, want EOF within the header timeout", err, time.Since(start))
+	}
+}
+
+// TestRemotePlainLoopback: a listener without TLS (loopback only, which
+// cmd/boxd checks) speaks HTTP/2 without TLS, streams included, and still
+// needs a token.
+func TestRemotePlainLoopback(t *testing.T) {
+	dir := t.TempDir()
+	ts, err := OpenTokens(filepath.Join(dir, "tokens.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, write, _ := ts.Create("w", 0, ScopeWrite, time.Hour)
+	uln, err := net.Listen("unix", filepath.Join(dir, "s.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Tokens: ts, Remote: []RemoteListener{{Listener: tln}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, uln) }()
+	t.Cleanup(func() { cancel(); <-done })
+	u, _ := url.Parse("http://" + tln.Addr().String())
+	cctx, ccancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer ccancel()
+	// Reflection is a bidirectional stream.
+	names, err := grpcreflect.NewClient(apiwire.RemoteClient(u, write, nil), u.String()).NewStream(cctx).ListServices()
+	if err != nil || len(names) != len(APIServices)+3 {
+		t.Errorf("reflection over plain HTTP/2: %v %v", names, err)
+	}
+	_, err = grpcreflect.NewClient(apiwire.RemoteClient(u, "boxd_nope", nil), u.String()).NewStream(cctx).ListServices()
+	if connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Errorf("reflection with a wrong token: %v", err)
 	}
 }

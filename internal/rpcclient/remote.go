@@ -1,7 +1,6 @@
 package rpcclient
 
 import (
-	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"net/http"
@@ -9,7 +8,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/boxd-dev/boxd/rpc/apiwire"
 )
@@ -51,36 +49,20 @@ func SetRemote(r Remote) error {
 	if len(r.Token) > apiwire.MaxTokenBytes || strings.ContainsAny(r.Token, " \t\r\n") {
 		return fmt.Errorf("token: not a boxd token (longer than %d bytes or with spaces)", apiwire.MaxTokenBytes)
 	}
-	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	var roots *x509.CertPool
 	if r.CAFile != "" {
 		pem, err := os.ReadFile(r.CAFile)
 		if err != nil {
 			return fmt.Errorf("--tls-ca: %w", err)
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
+		roots = x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
 			return fmt.Errorf("--tls-ca: %s holds no PEM certificate", r.CAFile)
 		}
-		cfg.RootCAs = pool
-	}
-	proto := new(http.Protocols)
-	proto.SetHTTP2(true)
-	proto.SetUnencryptedHTTP2(u.Scheme == "http")
-	tr := &http.Transport{
-		TLSClientConfig:     cfg,
-		Protocols:           proto,
-		TLSHandshakeTimeout: 10 * time.Second,
-		HTTP2: &http.HTTP2Config{
-			MaxReadFrameSize:              apiwire.MaxFrameBytes,
-			MaxReceiveBufferPerStream:     apiwire.StreamWindowBytes,
-			MaxReceiveBufferPerConnection: apiwire.ConnWindowBytes,
-		},
-		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     90 * time.Second,
 	}
 	remoteMu.Lock()
 	defer remoteMu.Unlock()
-	remote = &remoteClient{base: strings.TrimSuffix(u.String(), "/"), hc: apiwire.ClientOver(bearer{"Bearer " + r.Token, tr})}
+	remote = &remoteClient{base: strings.TrimSuffix(u.String(), "/"), hc: apiwire.RemoteClient(u, r.Token, roots)}
 	return nil
 }
 
@@ -88,16 +70,4 @@ func remoteOf() *remoteClient {
 	remoteMu.Lock()
 	defer remoteMu.Unlock()
 	return remote
-}
-
-// bearer adds the token to every request.
-type bearer struct {
-	value string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	req.Header.Set("Authorization", b.value)
-	return b.next.RoundTrip(req)
 }
