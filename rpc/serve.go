@@ -167,15 +167,19 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // logInterceptor logs each call that fails with who made it; successes of
 // hot calls are not logged to keep exec cheap.
 func (s *Server) logInterceptor() connect.Interceptor {
-	return &interceptor{log: s.Log}
+	return &interceptor{log: s.Log, metrics: s.Metrics}
 }
 
-type interceptor struct{ log *slog.Logger }
+type interceptor struct {
+	log     *slog.Logger
+	metrics *Metrics // nil: none
+}
 
 func (i *interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		start := time.Now()
 		resp, err := next(ctx, req)
-		i.record(ctx, req.Spec().Procedure, err)
+		i.record(ctx, req.Spec().Procedure, start, err)
 		return resp, err
 	}
 }
@@ -186,13 +190,17 @@ func (i *interceptor) WrapStreamingClient(next connect.StreamingClientFunc) conn
 
 func (i *interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		start := time.Now()
 		err := next(ctx, conn)
-		i.record(ctx, conn.Spec().Procedure, err)
+		i.record(ctx, conn.Spec().Procedure, start, err)
 		return err
 	}
 }
 
-func (i *interceptor) record(ctx context.Context, proc string, err error) {
+func (i *interceptor) record(ctx context.Context, proc string, start time.Time, err error) {
+	if i.metrics != nil {
+		i.metrics.record(proc, start, err)
+	}
 	if err == nil {
 		return
 	}

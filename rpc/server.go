@@ -78,6 +78,8 @@ type Server struct {
 	// Tokens are the bearer tokens (TokenService); nil: none, and every
 	// call on a TCP listener is unauthenticated.
 	Tokens *TokenStore
+	// Metrics, if set, counts calls (MetricsHandler serves them).
+	Metrics *Metrics
 
 	health   *grpchealth.StaticChecker // set by Handler; NOT_SERVING while draining
 	gateOnce sync.Once

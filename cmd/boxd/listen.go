@@ -6,9 +6,11 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/urfave/cli/v2"
 
@@ -26,13 +28,15 @@ func listenFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "listen", Usage: "also serve the API on tcp://ADDR:PORT, each call authenticated by a bearer token (boxctl token create); TLS (--tls-cert, --tls-key) is required unless ADDR is loopback (repeatable)"},
 		&cli.StringFlag{Name: "tls-cert", Usage: "PEM certificate (chain) of the --listen addresses"},
 		&cli.StringFlag{Name: "tls-key", Usage: "PEM private key of --tls-cert"},
+		&cli.StringFlag{Name: "metrics-listen", Usage: "serve Prometheus metrics on ADDR:PORT (/metrics), to a bearer token of scope metrics or admin; TLS (--tls-cert) unless ADDR is loopback"},
 	}
 }
 
 // listenSpec is one --listen address, checked.
 type listenSpec struct {
-	addr string
-	tls  *tls.Config
+	addr    string
+	tls     *tls.Config
+	metrics bool // --metrics-listen's
 }
 
 // parseListen checks the --listen addresses and loads the certificate,
@@ -50,11 +54,21 @@ func parseListen(cc *cli.Context) ([]listenSpec, error) {
 			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
 		}
 		cfg = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
-		if len(addrs) == 0 {
+		if len(addrs) == 0 && cc.String("metrics-listen") == "" {
 			return nil, fmt.Errorf("--tls-cert: no --listen tcp:// address to serve it on")
 		}
 	}
 	var out []listenSpec
+	if m := cc.String("metrics-listen"); m != "" {
+		host, _, err := net.SplitHostPort(m)
+		if err != nil {
+			return nil, fmt.Errorf("--metrics-listen: %q: %w", m, err)
+		}
+		if cfg == nil && !loopback(host) {
+			return nil, fmt.Errorf("--metrics-listen: %q is not a loopback address: plain HTTP would carry tokens in the clear; give --tls-cert and --tls-key", m)
+		}
+		out = append(out, listenSpec{addr: m, tls: cfg, metrics: true})
+	}
 	for _, a := range addrs {
 		hostPort, ok := strings.CutPrefix(a, "tcp://")
 		if !ok {
@@ -91,13 +105,40 @@ func openRemote(cc *cli.Context, specs []listenSpec, srv *rpc.Server) (func(), e
 			rl.Close()
 		}
 	}
+	var metrics *http.Server
 	for _, s := range specs {
 		ln, err := net.Listen("tcp", s.addr)
 		if err != nil {
 			closeAll()
 			return nil, fmt.Errorf("--listen %s: %w", s.addr, err)
 		}
+		if s.metrics {
+			srv.Metrics = rpc.NewMetrics(srv.Manager)
+			metrics = metricsServer(srv, ln, s.tls)
+			continue
+		}
 		srv.Remote = append(srv.Remote, rpc.RemoteListener{Listener: ln, TLS: s.tls})
 	}
-	return closeAll, nil
+	return func() {
+		closeAll()
+		if metrics != nil {
+			metrics.Close()
+		}
+	}, nil
+}
+
+// metricsServer serves srv's metrics on ln (over TLS if cfg is set) until
+// it is closed.
+func metricsServer(srv *rpc.Server, ln net.Listener, cfg *tls.Config) *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", srv.MetricsHandler())
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 64 << 10}
+	if cfg != nil {
+		hs.TLSConfig = cfg.Clone()
+		go func() { _ = hs.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { _ = hs.Serve(ln) }()
+	}
+	srv.Log.Info("serving metrics", "address", ln.Addr().String(), "tls", cfg != nil)
+	return hs
 }
