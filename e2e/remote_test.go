@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -95,10 +96,10 @@ func TestRemoteTLS(t *testing.T) {
 	dir := t.TempDir()
 	ca := newTestCA(t, dir)
 	caPath, certPath, keyPath := ca.caFile, ca.certFile, ca.keyFile
-	port := fmt.Sprint(freePort(t))
+	port, metricsAddr := fmt.Sprint(freePort(t)), fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	url := "https://127.0.0.1:" + port
 	d := startBoxd(t, "boxd-e2e-remote", true, "--socket-group", sockGroup, "--admin-group", adminGroup,
-		"--listen", "tcp://127.0.0.1:"+port,
+		"--listen", "tcp://127.0.0.1:"+port, "--metrics-listen", metricsAddr,
 		"--tls-cert", certPath, "--tls-key", keyPath)
 	mint := func(name, owner, scope string, extra ...string) string {
 		t.Helper()
@@ -148,6 +149,7 @@ func TestRemoteTLS(t *testing.T) {
 			t.Errorf("a's token ls: %d %q %s", code, out, stderr)
 		}
 	})
+	t.Run("metrics", func(t *testing.T) { remoteMetrics(t, d, caPath, "https://"+metricsAddr+"/metrics", tokA) })
 	remoteRestart(t, d, caPath, url, tokA, tokOld, ua)
 	remoteAudit(t, d, ua, sbA)
 }
@@ -387,5 +389,45 @@ func TestRemoteAuthFlood(t *testing.T) {
 	t.Logf("valid caller's ListSandboxes median: %v before, %v during 1,000 failed authentications from another address", before, during)
 	if during > 5*before+20*time.Millisecond {
 		t.Errorf("valid caller slowed: %v before, %v during the flood", before, during)
+	}
+}
+
+// remoteMetrics: the metrics listener (TLS, as the API's) serves a
+// metrics token only, and counts the creates and execs made above.
+func remoteMetrics(t *testing.T, d *daemon, caPath, url, tokA string) {
+	out, stderr, code := d.boxctl("token", "create", "prom", "--scope", "metrics")
+	if code != 0 {
+		t.Fatalf("metrics token: %s", stderr)
+	}
+	pemBytes, _ := os.ReadFile(caPath)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pemBytes)
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 30 * time.Second}
+	get := func(token string) (int, string) {
+		req, _ := http.NewRequest("GET", url, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("scrape: %v", err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if c, _ := get(""); c != http.StatusUnauthorized {
+		t.Errorf("scrape without a token: %d", c)
+	}
+	if c, _ := get(tokA); c != http.StatusForbidden {
+		t.Errorf("scrape with a write token: %d", c)
+	}
+	c, body := get(strings.TrimSpace(out))
+	for _, want := range []string{`boxd_sandbox_creates_total{code="ok"}`, `boxd_call_duration_seconds_count{op="exec"}`,
+		`boxd_call_duration_seconds_count{op="create"}`, `boxd_sandboxes{runtime="runc",state="running"}`,
+		`boxd_api_calls_total{code="permission_denied",method="Exec",service="SandboxService"}`, "go_goroutines"} {
+		if c != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("metrics (%d) lack %s", c, want)
+		}
 	}
 }
