@@ -386,6 +386,15 @@ func TestRemoteAuthFlood(t *testing.T) {
 	}
 	_, err := bad.ListSandboxes(d.c, connect.NewRequest(&boxdv1.ListSandboxesRequest{}))
 	wantCodeAll(t, "flooding address", err, connect.CodeUnauthenticated, "too many failed authentications")
+	// Only the failures before the block are audited: a flood cannot
+	// rotate the audit log's earlier lines away.
+	b, err := os.ReadFile(filepath.Join(d.dir, "state", audit.FileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), `"result":"unauthenticated"`); n < 10 || n > 20 {
+		t.Errorf("%d audit lines of unauthenticated calls after 1,001 from one address, want about 10", n)
+	}
 	t.Logf("valid caller's ListSandboxes median: %v before, %v during 1,000 failed authentications from another address", before, during)
 	if during > 5*before+20*time.Millisecond {
 		t.Errorf("valid caller slowed: %v before, %v during the flood", before, during)

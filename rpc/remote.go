@@ -39,6 +39,16 @@ type RemoteListener struct {
 type tokenKey struct{}
 type authErrKey struct{}
 
+// authBlockedKey marks a call refused because its address is blocked:
+// neither audited nor logged, so a flood from one address cannot rotate
+// the audit log's earlier lines away or fill the daemon's log.
+type authBlockedKey struct{}
+
+func authBlocked(ctx context.Context) bool {
+	b, _ := ctx.Value(authBlockedKey{}).(bool)
+	return b
+}
+
 func tokenFrom(ctx context.Context) (TokenRecord, bool) {
 	t, ok := ctx.Value(tokenKey{}).(TokenRecord)
 	return t, ok
@@ -115,6 +125,7 @@ func (s *Server) remoteHandler(h http.Handler, lim *authLimiter) http.Handler {
 		if left, ok := lim.blocked(addr, now); ok {
 			ctx = context.WithValue(ctx, authErrKey{}, connect.NewError(connect.CodeUnauthenticated,
 				fmt.Errorf("too many failed authentications from %s: refused for %s more", addr, left.Round(time.Second))))
+			ctx = context.WithValue(ctx, authBlockedKey{}, true)
 		} else if t, err := s.bearer(r); err != nil {
 			lim.fail(addr, now)
 			ctx = context.WithValue(ctx, authErrKey{}, connect.NewError(connect.CodeUnauthenticated, err))

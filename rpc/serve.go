@@ -201,7 +201,7 @@ func (i *interceptor) record(ctx context.Context, proc string, start time.Time, 
 	if i.metrics != nil {
 		i.metrics.record(proc, start, err)
 	}
-	if err == nil {
+	if err == nil || authBlocked(ctx) {
 		return
 	}
 	p, _ := PeerFrom(ctx)
