@@ -17,6 +17,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/boxd-dev/boxd/rpc/apiwire"
 	"github.com/boxd-dev/boxd/runtime"
 )
 
@@ -131,6 +132,15 @@ func (s *Server) remoteHandler(h http.Handler, lim *authLimiter) http.Handler {
 			ctx = context.WithValue(ctx, authErrKey{}, connect.NewError(connect.CodeUnauthenticated, err))
 		} else {
 			ctx = s.tokenCaller(ctx, t)
+			if apiwire.IsStream(r.Header.Get("Content-Type")) {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithCancel(ctx)
+				defer cancel()
+				// Ending the context alone would not wake a handler
+				// blocked reading the next message: the body is closed too.
+				body := r.Body
+				go s.Tokens.watch(ctx, func() { cancel(); body.Close() }, t.Hash)
+			}
 		}
 		h.ServeHTTP(w, r.WithContext(ctx))
 	})

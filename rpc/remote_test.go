@@ -164,9 +164,18 @@ func TestRemotePlainLoopback(t *testing.T) {
 	cctx, ccancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer ccancel()
 	// Reflection is a bidirectional stream.
-	names, err := grpcreflect.NewClient(apiwire.RemoteClient(u, write, nil), u.String()).NewStream(cctx).ListServices()
+	stream := grpcreflect.NewClient(apiwire.RemoteClient(u, write, nil), u.String()).NewStream(cctx)
+	names, err := stream.ListServices()
 	if err != nil || len(names) != len(APIServices)+3 {
 		t.Errorf("reflection over plain HTTP/2: %v %v", names, err)
+	}
+	// The open stream ends within the recheck once its token is revoked.
+	if err := ts.Delete("w", 0); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(tokenRecheck + time.Second)
+	if _, err := stream.ListServices(); err == nil {
+		t.Error("a stream outlived its revoked token")
 	}
 	_, err = grpcreflect.NewClient(apiwire.RemoteClient(u, "boxd_nope", nil), u.String()).NewStream(cctx).ListServices()
 	if connect.CodeOf(err) != connect.CodeUnauthenticated {

@@ -3,6 +3,7 @@
 package rpc
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -241,4 +242,31 @@ func (ts *TokenStore) Authenticate(secret string) (TokenRecord, error) {
 	}
 	r.LastUsed = now.UTC().Truncate(time.Second)
 	return *r, nil
+}
+
+// tokenRecheck is how often a stream's token is checked again: a token
+// revoked or expired while a stream runs (an attach, a follow of events)
+// ends it within this long.
+const tokenRecheck = 2 * time.Second
+
+// watch cancels a stream's context once its token (by hash) is revoked or
+// expired; it returns when ctx ends.
+func (ts *TokenStore) watch(ctx context.Context, cancel func(), hash string) {
+	tick := time.NewTicker(tokenRecheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			ts.mu.Lock()
+			r, ok := ts.byHash[hash]
+			valid := ok && now.Before(r.Expires)
+			ts.mu.Unlock()
+			if !valid {
+				cancel()
+				return
+			}
+		}
+	}
 }
