@@ -116,6 +116,10 @@ var requestRules = map[protoreflect.Name]msgRules{
 	"ListVolumesRequest":    {},
 	"GetVolumeRequest":      {anyone: "name"},
 	"RemoveVolumeRequest":   {anyone: "name force"},
+	// TokenService: a token's owner is a host user, its scope bounds it.
+	"CreateTokenRequest": {anyone: "name ttl", cond: map[protoreflect.Name]*condRule{"owner": tokenOwnerRule, "scope": tokenScopeRule}},
+	"ListTokensRequest":  {},
+	"DeleteTokenRequest": {anyone: "name", cond: map[protoreflect.Name]*condRule{"owner": tokenOwnerRule}},
 }
 
 // msgRules are one message's rows of requestRules: field names separated
@@ -158,6 +162,40 @@ var ownerRule = &condRule{
 		}
 		if c, _ := runtime.CallerFrom(ctx); uid != c.UID {
 			return fmt.Errorf("only root and members of boxd's --admin-group may list another user's sandboxes")
+		}
+		return nil
+	},
+}
+
+// tokenOwnerRule lets a non-admin name only itself as a token's owner.
+var tokenOwnerRule = &condRule{
+	name: "own uid",
+	doc:  "a non-admin may name only itself (its user name or uid).",
+	check: func(ctx context.Context, _ *Server, m protoreflect.Message) error {
+		f := m.Descriptor().Fields().ByName("owner")
+		owner := m.Get(f).String()
+		if owner == "" {
+			return nil
+		}
+		uid, err := lookupOwner(owner)
+		if err != nil {
+			return nil // the call reports an unknown owner (invalid_argument)
+		}
+		if c, _ := runtime.CallerFrom(ctx); uid != c.UID {
+			return fmt.Errorf("a non-admin may name only itself")
+		}
+		return nil
+	},
+}
+
+// tokenScopeRule keeps scope admin for admins: a non-admin's admin token
+// would be no admin anyway, but boxd says so when it is made.
+var tokenScopeRule = &condRule{
+	name: "not admin",
+	doc:  "any scope but `admin`, which is admins' only.",
+	check: func(_ context.Context, _ *Server, m protoreflect.Message) error {
+		if req, ok := m.Interface().(*boxdv1.CreateTokenRequest); ok && req.Scope == ScopeAdmin {
+			return fmt.Errorf("only root and members of boxd's --admin-group may create tokens of scope admin")
 		}
 		return nil
 	},

@@ -147,8 +147,16 @@ func (g *gate) admit(ctx context.Context, procedure string) error {
 // admins only (requestRules) is refused here to anyone else; the fields
 // of its requests are checked as they arrive (checkFields).
 func (g *gate) admitRule(ctx context.Context, procedure string, pr *procRule) error {
+	if err := authErrFrom(ctx); err != nil {
+		return err
+	}
 	if _, ok := PeerFrom(ctx); !ok {
 		return connect.NewError(connect.CodePermissionDenied, errors.New("no peer credentials: boxd serves only callers on its Unix socket, whose uid it can read"))
+	}
+	if t, ok := tokenFrom(ctx); ok {
+		if err := scopeAllows(t.Scope, procedure); err != nil {
+			return err
+		}
 	}
 	if pr != nil && pr.adminCall != "" {
 		if c, _ := runtime.CallerFrom(ctx); !c.Admin {
@@ -286,12 +294,15 @@ func (c *recordingConn) Receive(m any) error {
 
 func (g *gate) audit(ctx context.Context, proc, sandbox string, err error) {
 	l := g.s.Audit
-	if l == nil {
+	if l == nil || authBlocked(ctx) {
 		return
 	}
 	e := audit.Entry{Time: time.Now().UTC(), UID: -1, Method: proc, Sandbox: sandbox, Result: "ok"}
 	if p, ok := PeerFrom(ctx); ok {
 		e.UID, e.PID = int64(p.UID), p.PID
+	}
+	if t, ok := tokenFrom(ctx); ok {
+		e.Token = t.Name
 	}
 	if err != nil {
 		e.Result = connect.CodeOf(err).String()

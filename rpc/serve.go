@@ -28,6 +28,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(boxdv1connect.NewRegistryServiceHandler(&registryServer{s}, s.handlerOptions()...))
 	mux.Handle(boxdv1connect.NewPoolServiceHandler(&poolServer{s}, s.handlerOptions()...))
 	mux.Handle(boxdv1connect.NewVolumeServiceHandler(&volumeServer{s}, s.handlerOptions()...))
+	mux.Handle(boxdv1connect.NewTokenServiceHandler(&tokenServer{s}, s.handlerOptions()...))
 	s.describe(mux)
 	return coalesceBulk(bufferStreams(mux))
 }
@@ -41,6 +42,7 @@ var APIServices = []string{
 	boxdv1connect.RegistryServiceName,
 	boxdv1connect.PoolServiceName,
 	boxdv1connect.VolumeServiceName,
+	boxdv1connect.TokenServiceName,
 }
 
 // describe adds what lets a client that has no copy of rpc/proto find its
@@ -58,7 +60,7 @@ func (s *Server) describe(mux *http.ServeMux) {
 	opts := []connect.HandlerOption{
 		connect.WithReadMaxBytes(MaxMessageBytes),
 		connect.WithSendMaxBytes(MaxMessageBytes),
-		connect.WithInterceptors(s.logInterceptor()),
+		connect.WithInterceptors(s.logInterceptor(), authInterceptor{}),
 	}
 	reflector := grpcreflect.NewStaticReflector(names...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector, opts...))
@@ -129,10 +131,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ln = ll
 		go ll.serveRefusals(proto)
 	}
-	errc := make(chan error, 2)
+	errc := make(chan error, 2+len(s.Remote))
 	go func() { errc <- srv.Serve(ln) }()
 	if s.Unchecked != nil {
 		go func() { errc <- srv.Serve(uncheckedListener{s.Unchecked}) }()
+	}
+	remote := s.remoteServer(srv)
+	for _, rl := range s.Remote {
+		go func() { errc <- remote.Serve(remoteListener(rl)) }()
 	}
 	select {
 	case err := <-errc:
@@ -151,7 +157,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
+		_ = remote.Shutdown(sctx)
 		_ = srv.Close()
+		_ = remote.Close()
 		return nil
 	}
 }
@@ -159,15 +167,19 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 // logInterceptor logs each call that fails with who made it; successes of
 // hot calls are not logged to keep exec cheap.
 func (s *Server) logInterceptor() connect.Interceptor {
-	return &interceptor{log: s.Log}
+	return &interceptor{log: s.Log, metrics: s.Metrics}
 }
 
-type interceptor struct{ log *slog.Logger }
+type interceptor struct {
+	log     *slog.Logger
+	metrics *Metrics // nil: none
+}
 
 func (i *interceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		start := time.Now()
 		resp, err := next(ctx, req)
-		i.record(ctx, req.Spec().Procedure, err)
+		i.record(ctx, req.Spec().Procedure, start, err)
 		return resp, err
 	}
 }
@@ -178,14 +190,18 @@ func (i *interceptor) WrapStreamingClient(next connect.StreamingClientFunc) conn
 
 func (i *interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		start := time.Now()
 		err := next(ctx, conn)
-		i.record(ctx, conn.Spec().Procedure, err)
+		i.record(ctx, conn.Spec().Procedure, start, err)
 		return err
 	}
 }
 
-func (i *interceptor) record(ctx context.Context, proc string, err error) {
-	if err == nil {
+func (i *interceptor) record(ctx context.Context, proc string, start time.Time, err error) {
+	if i.metrics != nil {
+		i.metrics.record(proc, start, err)
+	}
+	if err == nil || authBlocked(ctx) {
 		return
 	}
 	p, _ := PeerFrom(ctx)

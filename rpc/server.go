@@ -72,6 +72,14 @@ type Server struct {
 	// Unchecked, if set, is served too, with the ownership check off
 	// (--bench-unchecked-socket: a benchmark aid, see docs/multi-user.md).
 	Unchecked net.Listener
+	// Remote are the TCP listeners (--listen tcp://), whose callers
+	// present a token of Tokens.
+	Remote []RemoteListener
+	// Tokens are the bearer tokens (TokenService); nil: none, and every
+	// call on a TCP listener is unauthenticated.
+	Tokens *TokenStore
+	// Metrics, if set, counts calls (MetricsHandler serves them).
+	Metrics *Metrics
 
 	health   *grpchealth.StaticChecker // set by Handler; NOT_SERVING while draining
 	gateOnce sync.Once

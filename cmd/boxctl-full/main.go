@@ -29,11 +29,16 @@ func main() {
 	app := &cli.App{
 		Name:  "boxctl",
 		Usage: "create sandboxes, run commands and move files through boxd",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "socket", Value: apiwire.DefaultSocket, EnvVars: []string{"BOXD_SOCKET"}, Usage: "boxd's Unix socket (wins over --instance)"},
 			&cli.StringFlag{Name: "instance", EnvVars: []string{"BOXD_INSTANCE"}, Usage: "reach boxd instance NAME (boxd --instance NAME) at its socket"},
+		}, remoteFlags()...),
+		Before: func(c *cli.Context) error {
+			if err := instanceSocket(c); err != nil {
+				return err
+			}
+			return useRemote(c)
 		},
-		Before:          instanceSocket,
 		Commands:        commands(),
 		HideHelpCommand: true,
 	}
@@ -60,7 +65,7 @@ func commands() []*cli.Command {
 		lsCommand(), inspectCommand(), rmCommand(), updateCommand(), stopCommand(), startCommand(),
 		psCommand(), killCommand(), waitCommand(), attachCommand(), sessionCommand(),
 		filesCommand(), portCommand(), networkCommand(), mcpCommand(), commitCommand(), forkCommand(), buildCommand(),
-		pauseCommand(), unpauseCommand(), statsCommand(), eventsCommand(), poolCommand(), volumeCommand(),
+		pauseCommand(), unpauseCommand(), statsCommand(), eventsCommand(), poolCommand(), volumeCommand(), tokenCommand(),
 	}
 }
 

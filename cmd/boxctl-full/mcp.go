@@ -49,6 +49,9 @@ func mcpCommand() *cli.Command {
 			if c.NArg() > 0 {
 				return fmt.Errorf("usage: boxctl mcp [--debug] [--http-socket PATH | --http HOST:PORT [--token-file F | --token-out F] [--tls-cert F --tls-key F]] [--idle-timeout D] [--shared-sessions]")
 			}
+			if c.String("host") != "" {
+				return fmt.Errorf("mcp: --host is not supported yet: boxctl-mcp serves only boxd's local socket")
+			}
 			self, err := os.Executable()
 			if err != nil {
 				return fmt.Errorf("find %s: %w", mcpName, err)

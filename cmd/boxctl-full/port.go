@@ -67,7 +67,7 @@ func portCommand() *cli.Command {
 			"boxctl port --rm ID PORT    stops publishing it",
 		ArgsUsage: "ID [PORT]",
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "host", Usage: "host address to listen on (default 127.0.0.1)"},
+			&cli.StringFlag{Name: "address", Aliases: []string{"host"}, Usage: "host address to listen on (default 127.0.0.1; --host is the old name)"},
 			&cli.UintFlag{Name: "host-port", Usage: "host port (default: a free one)"},
 			&cli.BoolFlag{Name: "rm", Usage: "unpublish PORT"},
 		},
@@ -106,7 +106,7 @@ func portCommand() *cli.Command {
 				return nil
 			}
 			resp, err := api.PublishPort(c.Context, connect.NewRequest(&boxdv1.PublishPortRequest{SandboxId: id,
-				Port: &boxdv1.PublishedPort{HostIp: c.String("host"), HostPort: uint32(c.Uint("host-port")), Port: uint32(port)}}))
+				Port: &boxdv1.PublishedPort{HostIp: c.String("address"), HostPort: uint32(c.Uint("host-port")), Port: uint32(port)}}))
 			if err != nil {
 				return err
 			}

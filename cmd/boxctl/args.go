@@ -37,6 +37,12 @@ type invocation struct {
 // arguments, leaves exec's argv as written).
 func parseExec(argv []string, getenv func(string) (string, bool)) (*invocation, string) {
 	inv := &invocation{}
+	// A host (--host, a global flag, or BOXD_HOST) means a TCP listener,
+	// which only the full CLI speaks: the exec must not run on the local
+	// socket instead.
+	if h, ok := getenv("BOXD_HOST"); ok && h != "" {
+		return nil, "BOXD_HOST is set"
+	}
 	socketSet, instanceSet := false, false
 	var inst string
 	i := 0

@@ -69,6 +69,9 @@ func TestParseExec(t *testing.T) {
 		{argv: "exec --timeout= ID true", want: served(defaultSocket, "ID", "true")},
 
 		// The full CLI's.
+		{argv: "--host https://h:7443 exec ID true"},
+		{argv: "exec ID true", env: map[string]string{"BOXD_HOST": "https://h:7443"}},
+		{argv: "--socket /s exec ID true", env: map[string]string{"BOXD_HOST": "https://h:7443"}},
 		{argv: ""},
 		{argv: "ls"},
 		{argv: "run -- true"},

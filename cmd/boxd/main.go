@@ -89,7 +89,7 @@ func newApp() *cli.App {
 			&cli.DurationFlag{Name: "registry-timeout", Value: registry.DefaultTimeout, Usage: "how long a registry may stay silent (connect, answer, or mid-download) before a pull or push fails"},
 			&cli.StringFlag{Name: "max-image-size", Value: formatSize(registry.DefaultMaxImageSize), Usage: "most a pulled image's layers may expand to, uncompressed (0: no limit)"},
 			&cli.BoolFlag{Name: "debug"},
-		}, append(append(limitFlags(readHost()), ownerFlags()...), instanceFlags()...)...),
+		}, append(append(append(limitFlags(readHost()), ownerFlags()...), instanceFlags()...), listenFlags()...)...),
 		Before: loadConfig,
 		Action: func(cc *cli.Context) error {
 			if err := applyInstance(cc); err != nil {
@@ -191,6 +191,11 @@ func run(cc *cli.Context) error {
 	go mgr.RunPool(ctx)
 	srv := &rpc.Server{Manager: mgr, Images: images, Registry: reg, DefaultImage: cc.String("default-image"), Log: log, Events: evlog,
 		MaxConns: st.lim.maxConns, IdleTimeout: st.lim.idleTimeout, AdminGIDs: st.admins, Audit: auditLog, DrainTimeout: cc.Duration("drain-timeout")}
+	closeRemote, err := openRemote(cc, st.listen, srv)
+	if err != nil {
+		return err
+	}
+	defer closeRemote()
 	return serve(ctx, cc, log, srv, st.initBin)
 }
 
@@ -204,6 +209,7 @@ type settings struct {
 	restarts runtime.RestartPolicy
 	onIdle   string
 	publish  ports.Policy
+	listen   []listenSpec
 }
 
 func parseSettings(cc *cli.Context) (st settings, err error) {
@@ -240,6 +246,9 @@ func parseSettings(cc *cli.Context) (st settings, err error) {
 	}
 	if n := cc.Uint("shim-group-size"); n < 1 || n > runtime.MaxShimGroupSize {
 		return st, fmt.Errorf("--shim-group-size: %d must be 1 (a shim per sandbox) to %d", n, runtime.MaxShimGroupSize)
+	}
+	if st.listen, err = parseListen(cc); err != nil {
+		return st, err
 	}
 	return st, nil
 }
@@ -323,6 +332,9 @@ func serve(ctx context.Context, cc *cli.Context, log *slog.Logger, srv *rpc.Serv
 		defer os.Remove(p)
 	}
 	log.Info("serving", "socket", ln.Addr().String(), "init", initBin, "state_dir", cc.String("state-dir"))
+	for _, rl := range srv.Remote {
+		log.Info("serving", "tcp", rl.Addr().String(), "tls", rl.TLS != nil)
+	}
 	if _, err := systemd.Notify("READY=1"); err != nil {
 		log.Warn("notify systemd", "err", err)
 	}

@@ -23,6 +23,7 @@ type Entry struct {
 	Sandbox string    `json:"sandbox,omitempty"` // id or name as the caller gave it; the new id for a create
 	Result  string    `json:"result"`            // "ok" or the API error code (not_found, ...)
 	Error   string    `json:"error,omitempty"`
+	Token   string    `json:"token,omitempty"` // the bearer token's name, for a call on a TCP listener
 }
 
 // appendJSON appends the entry as json.Marshal encodes it (jsonline: one
@@ -46,6 +47,7 @@ func (e *Entry) appendJSON(b []byte) ([]byte, error) {
 	b = jsonline.Key(b, "result")
 	b = jsonline.String(b, e.Result)
 	b = jsonline.OmitEmpty(b, "error", e.Error)
+	b = jsonline.OmitEmpty(b, "token", e.Token)
 	return append(b, '}'), nil
 }
 

@@ -12,8 +12,12 @@ import (
 )
 
 // newClient makes a client of one service (mk, a generated constructor)
-// on its own HTTP client for the socket at path.
+// on its own HTTP client for the socket at path, or on the remote
+// listener's client once SetRemote has run.
 func newClient[T any](path string, mk func(connect.HTTPClient, string, ...connect.ClientOption) T) T {
+	if r := remoteOf(); r != nil {
+		return mk(r.hc, r.base, apiwire.ClientOptions(r.hc)...)
+	}
 	hc := apiwire.HTTPClient(path)
 	return mk(hc, apiwire.BaseURL, apiwire.ClientOptions(hc)...)
 }
@@ -46,6 +50,11 @@ func NewEvents(path string) boxdv1connect.EventServiceClient {
 // NewPool returns a PoolService client for the Unix socket at path.
 func NewPool(path string) boxdv1connect.PoolServiceClient {
 	return newClient(path, boxdv1connect.NewPoolServiceClient)
+}
+
+// NewTokens returns a TokenService client for the Unix socket at path.
+func NewTokens(path string) boxdv1connect.TokenServiceClient {
+	return newClient(path, boxdv1connect.NewTokenServiceClient)
 }
 
 // NewVolumes returns a VolumeService client for the Unix socket at path.

@@ -11,8 +11,11 @@ package apiwire
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"net"
 	"net/http"
+	"net/url"
 	"time"
 
 	"connectrpc.com/connect"
@@ -91,6 +94,59 @@ func Transport(path string) *http.Transport {
 func HTTPClient(path string) *http.Client {
 	return &http.Client{Transport: bufferedBodies{Transport(path)}}
 }
+
+// ClientOver is the HTTP client over rt, another transport than the
+// socket's (a TCP listener's): streamed answers read in big pieces and an
+// answer cut off by boxd's end reported as unavailable, as HTTPClient's.
+func ClientOver(rt http.RoundTripper) *http.Client {
+	return &http.Client{Transport: bufferedBodies{rt}}
+}
+
+// RemoteClient is the HTTP client of a TCP listener of boxd's at base
+// (https://HOST:PORT, or http:// for a plain loopback one): HTTP/2 (over
+// TLS trusting roots, nil: the system's), the socket's frame and window
+// sizes, and token presented on every request.
+func RemoteClient(base *url.URL, token string, roots *x509.CertPool) *http.Client {
+	proto := new(http.Protocols)
+	proto.SetHTTP2(true)
+	proto.SetUnencryptedHTTP2(base.Scheme == "http")
+	tr := &http.Transport{
+		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots},
+		Protocols:           proto,
+		TLSHandshakeTimeout: 10 * time.Second,
+		HTTP2: &http.HTTP2Config{
+			MaxReadFrameSize:              MaxFrameBytes,
+			MaxReceiveBufferPerStream:     StreamWindowBytes,
+			MaxReceiveBufferPerConnection: ConnWindowBytes,
+		},
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	return ClientOver(bearer{"Bearer " + token, tr})
+}
+
+// bearer adds the token to every request.
+type bearer struct {
+	value string
+	next  http.RoundTripper
+}
+
+func (b bearer) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", b.value)
+	return b.next.RoundTrip(req)
+}
+
+// The environment variables that point a client at a TCP listener of
+// boxd's (--listen) and give the bearer token its calls present.
+const (
+	HostEnv  = "BOXD_HOST"
+	TokenEnv = "BOXD_TOKEN"
+)
+
+// MaxTokenBytes is the longest bearer token boxd reads; a longer one is
+// unauthenticated before it is looked at.
+const MaxTokenBytes = 128
 
 // ClientOptions are the connect options of every client on hc (an
 // HTTPClient): bounded messages, no gzip, which on a local socket costs

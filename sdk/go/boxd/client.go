@@ -14,13 +14,17 @@
 package boxd
 
 import (
+	"cmp"
 	"context"
+	"crypto/x509"
 	"errors"
 	"io"
 	"io/fs"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
+	"strings"
 
 	"connectrpc.com/connect"
 
@@ -44,7 +48,8 @@ const InstanceEnv = "BOXD_INSTANCE"
 // Client is a connection to one boxd. It is safe for concurrent use; one
 // per program is enough.
 type Client struct {
-	socket string
+	socket string // or the host, for a TCP listener
+	base   string
 	hc     *http.Client
 	api    *API
 }
@@ -61,7 +66,7 @@ type API struct {
 	Pool      boxdv1connect.PoolServiceClient
 }
 
-type settings struct{ socket, instance string }
+type settings struct{ socket, instance, host, token, caFile string }
 
 // Option changes how Connect connects.
 type Option func(*settings)
@@ -72,6 +77,48 @@ func WithSocket(path string) Option { return func(s *settings) { s.socket = path
 // WithInstance connects to the boxd started with --instance name, at
 // /run/boxd-NAME/boxd.sock ("" or "default": the default instance).
 func WithInstance(name string) Option { return func(s *settings) { s.instance = name } }
+
+// WithHost connects to a TCP listener of boxd's (boxd --listen) at
+// https://HOST:PORT instead of a socket; $BOXD_HOST does the same. Calls
+// there need a token (WithToken or $BOXD_TOKEN).
+func WithHost(url string) Option { return func(s *settings) { s.host = url } }
+
+// WithToken is the bearer token calls to WithHost's listener present
+// (boxctl token create).
+func WithToken(token string) Option { return func(s *settings) { s.token = token } }
+
+// WithTLSCA trusts the PEM certificates in file, a private CA, for
+// WithHost's listener instead of the system's.
+func WithTLSCA(file string) Option { return func(s *settings) { s.caFile = file } }
+
+// remoteClient is the HTTP client of s's host, if one is set.
+func remoteClient(s settings) (*http.Client, string, error) {
+	host := cmp.Or(s.host, os.Getenv(apiwire.HostEnv))
+	if host == "" {
+		return nil, "", nil
+	}
+	u, err := url.Parse(host)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+		return nil, "", newError(connect.CodeInvalidArgument, "host: "+strconv.Quote(host)+" is not https://HOST:PORT")
+	}
+	token := cmp.Or(s.token, os.Getenv(apiwire.TokenEnv))
+	if token == "" {
+		return nil, "", newError(connect.CodeInvalidArgument, "host: no token (WithToken or $"+apiwire.TokenEnv+")")
+	}
+	var roots *x509.CertPool
+	if s.caFile != "" {
+		pem, err := os.ReadFile(s.caFile)
+		if err != nil {
+			return nil, "", newError(connect.CodeInvalidArgument, "tls ca: "+err.Error())
+		}
+		roots = x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, "", newError(connect.CodeInvalidArgument, "tls ca: "+s.caFile+" holds no PEM certificate")
+		}
+	}
+	base := strings.TrimSuffix(u.String(), "/")
+	return apiwire.RemoteClient(u, token, roots), base, nil
+}
 
 // instanceSocket is the API socket of instance name, as boxd derives it.
 func instanceSocket(name string) (string, error) {
@@ -110,12 +157,18 @@ func Connect(ctx context.Context, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(&s)
 	}
-	socket, err := socketOf(s)
+	hc, base, err := remoteClient(s)
 	if err != nil {
 		return nil, err
 	}
-	hc := apiwire.HTTPClient(socket)
-	c := &Client{socket: socket, hc: hc, api: newAPI(hc)}
+	socket := base
+	if hc == nil {
+		if socket, err = socketOf(s); err != nil {
+			return nil, err
+		}
+		hc, base = apiwire.HTTPClient(socket), apiwire.BaseURL
+	}
+	c := &Client{socket: socket, base: base, hc: hc, api: newAPI(hc, base)}
 	if err := c.ping(ctx); err != nil {
 		c.Close()
 		return nil, err
@@ -123,9 +176,8 @@ func Connect(ctx context.Context, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-func newAPI(hc *http.Client) *API {
+func newAPI(hc *http.Client, u string) *API {
 	o := apiwire.ClientOptions(hc)
-	u := apiwire.BaseURL
 	return &API{
 		Sandboxes: boxdv1connect.NewSandboxServiceClient(hc, u, o...),
 		Files:     boxdv1connect.NewFileServiceClient(hc, u, o...),
@@ -139,7 +191,7 @@ func newAPI(hc *http.Client) *API {
 // ping makes one request boxd answers at once (404: no such procedure),
 // which opens the connection the calls will use.
 func (c *Client) ping(ctx context.Context) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, apiwire.BaseURL+"/", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/", nil)
 	if err != nil {
 		return newError(connect.CodeInternal, err.Error())
 	}
@@ -171,7 +223,8 @@ func (e *socketError) Error() string {
 }
 func (e *socketError) Unwrap() error { return e.err }
 
-// Socket is the path of the socket c is connected to.
+// Socket is the path of the socket c is connected to (the host, for a
+// TCP listener).
 func (c *Client) Socket() string { return c.socket }
 
 // API gives the generated clients of every service, on c's connection.

@@ -275,3 +275,34 @@ replace (
 		t.Errorf("the README's example: %v\n%s\nwant \"hi from HOSTNAME\" and exit code 0", err, run)
 	}
 }
+
+// TestHostChoice: a host needs https:// (or http://) and a token; both
+// come from options or the environment, and a bad one fails before any
+// connection.
+func TestHostChoice(t *testing.T) {
+	t.Setenv("BOXD_HOST", "")
+	t.Setenv("BOXD_TOKEN", "")
+	ctx := context.Background()
+	for _, opts := range [][]Option{
+		{WithHost("sandboxes:7443"), WithToken("boxd_x")},
+		{WithHost("ftp://h:1"), WithToken("boxd_x")},
+		{WithHost("https://h:1/path"), WithToken("boxd_x")},
+		{WithHost("https://h:1")},
+		{WithHost("https://h:1"), WithToken("boxd_x"), WithTLSCA("/nonexistent.pem")},
+	} {
+		if _, err := Connect(ctx, opts...); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("%d options: %v, want invalid_argument", len(opts), err)
+		}
+	}
+	t.Setenv("BOXD_HOST", "https://h:1")
+	if _, err := Connect(ctx); !errors.Is(err, ErrInvalidArgument) || !strings.Contains(err.Error(), "token") {
+		t.Errorf("BOXD_HOST without a token: %v", err)
+	}
+	// A host wins over a socket: an unreachable host is unavailable
+	// naming it, not a call on the local socket.
+	t.Setenv("BOXD_TOKEN", "boxd_x")
+	_, err := Connect(ctx, WithHost("http://127.0.0.1:1"), WithSocket("/nonexistent.sock"))
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Errorf("unreachable host: %v", err)
+	}
+}

@@ -1,0 +1,142 @@
+//go:build linux
+
+package rpc
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/boxd-dev/boxd/runtime"
+)
+
+// Metrics are what boxd serves to Prometheus (--metrics-listen): API calls
+// by method and code, sandbox creates and deletes by result, create and
+// exec latency, sandboxes by state and runtime (counted at each scrape),
+// and Go's runtime and process metrics. Labels carry no owner and no
+// sandbox id, so the series stay few whatever the load.
+type Metrics struct {
+	reg     *prometheus.Registry
+	calls   *prometheus.CounterVec
+	creates *prometheus.CounterVec
+	deletes *prometheus.CounterVec
+	latency *prometheus.HistogramVec
+}
+
+// NewMetrics registers boxd's metrics; m lists the sandboxes at a scrape.
+func NewMetrics(m *runtime.Manager) *Metrics {
+	mt := &Metrics{
+		reg: prometheus.NewRegistry(),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "boxd_api_calls_total",
+			Help: "API calls by service, method and result code (ok or the connect code)."}, []string{"service", "method", "code"}),
+		creates: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "boxd_sandbox_creates_total",
+			Help: "Sandbox creates by result code (ok: created)."}, []string{"code"}),
+		deletes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "boxd_sandbox_deletes_total",
+			Help: "Sandbox deletes by result code (ok: deleted)."}, []string{"code"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "boxd_call_duration_seconds",
+			Help:    "Duration of creates and execs (the whole call, a streamed exec's included), by operation.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}}, []string{"op"}),
+	}
+	mt.reg.MustRegister(mt.calls, mt.creates, mt.deletes, mt.latency,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	if m != nil {
+		mt.reg.MustRegister(sandboxCollector{m})
+	}
+	return mt
+}
+
+// timedOp names the calls whose duration is a histogram's.
+func timedOp(procedure string) string {
+	switch procedure {
+	case "/boxd.v1.SandboxService/CreateSandbox":
+		return "create"
+	case "/boxd.v1.SandboxService/Exec", "/boxd.v1.SandboxService/ExecStream", "/boxd.v1.ProcessService/Exec":
+		return "exec"
+	}
+	return ""
+}
+
+// record counts one finished call.
+func (mt *Metrics) record(procedure string, start time.Time, err error) {
+	code := "ok"
+	if err != nil {
+		code = connect.CodeOf(err).String()
+	}
+	svc, meth, _ := strings.Cut(strings.TrimPrefix(procedure, "/"), "/")
+	svc = strings.TrimPrefix(svc, "boxd.v1.")
+	mt.calls.WithLabelValues(svc, meth, code).Inc()
+	switch procedure {
+	case "/boxd.v1.SandboxService/CreateSandbox":
+		mt.creates.WithLabelValues(code).Inc()
+	case "/boxd.v1.SandboxService/DeleteSandbox":
+		mt.deletes.WithLabelValues(code).Inc()
+	}
+	if op := timedOp(procedure); op != "" && err == nil {
+		mt.latency.WithLabelValues(op).Observe(time.Since(start).Seconds())
+	}
+}
+
+// sandboxCollector counts the sandboxes by state and runtime at each
+// scrape, as an admin's ls sees them.
+type sandboxCollector struct{ m *runtime.Manager }
+
+var sandboxesDesc = prometheus.NewDesc("boxd_sandboxes", "Sandboxes by state and runtime (warm-pool members not counted).", []string{"state", "runtime"}, nil)
+
+func (sandboxCollector) Describe(ch chan<- *prometheus.Desc) { ch <- sandboxesDesc }
+
+func (c sandboxCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ctx = runtime.WithCaller(ctx, runtime.Caller{UID: 0, Admin: true})
+	sbs, err := c.m.ListFiltered(ctx, runtime.ListFilter{All: true})
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(sandboxesDesc, err)
+		return
+	}
+	type key struct{ state, runtime string }
+	n := map[key]int{}
+	for _, sb := range sbs {
+		n[key{sb.State, sb.Runtime.Name}]++
+	}
+	for k, v := range n {
+		ch <- prometheus.MustNewConstMetric(sandboxesDesc, prometheus.GaugeValue, float64(v), k.state, k.runtime)
+	}
+}
+
+// MetricsHandler serves the exposition to callers with a token of scope
+// metrics (or admin), failures limited per address as on the API.
+func (s *Server) MetricsHandler() http.Handler {
+	lim := newAuthLimiter()
+	h := promhttp.HandlerFor(s.Metrics.reg, promhttp.HandlerOpts{})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		addr, _, err := net.SplitHostPort(r.RemoteAddr)
+		if err != nil {
+			addr = r.RemoteAddr
+		}
+		now := time.Now()
+		if _, ok := lim.blocked(addr, now); ok {
+			http.Error(w, "too many failed authentications", http.StatusTooManyRequests)
+			return
+		}
+		t, err := s.bearer(r)
+		if err == nil && t.Scope != ScopeMetrics && t.Scope != ScopeAdmin {
+			http.Error(w, "the token's scope "+t.Scope+" does not allow metrics (scope metrics)", http.StatusForbidden)
+			return
+		}
+		if err != nil {
+			lim.fail(addr, now)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="boxd"`)
+			http.Error(w, errors.Unwrap(connect.NewError(connect.CodeUnauthenticated, err)).Error(), http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
