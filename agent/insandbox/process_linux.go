@@ -212,6 +212,10 @@ func (s *Server) processExec(conn net.Conn, fr *wire.FrameReader, fw *wire.Frame
 		cmd.kill() // Close ran meanwhile
 	}
 	defer s.untrack(cmd.child)
+	if !reportStart(fw, spec.ReportStart, cmd.child.pid) {
+		cmd.kill()
+		return
+	}
 	if !spec.Tty {
 		defer closeFiles(cmd.stdin) // unblocks a write to a command that stopped reading
 	}
