@@ -115,6 +115,33 @@ func TestExecTimeoutKillsEscapees(t *testing.T) {
 	})
 }
 
+// TestExecTimeoutKillsEscapeesGvisor: under gVisor boxd has no host
+// cgroup for the command; the init kills what the command's tree left
+// with it (its adopted orphans) at the timeout.
+func TestExecTimeoutKillsEscapeesGvisor(t *testing.T) {
+	id := newSandbox(t, "--runtime", "gvisor")
+	for _, script := range []string{
+		"setsid sleep 301 & (sleep 302 &); sleep 100",
+		"(setsid sh -c 'sleep 303 & sleep 304 & exit 0' &); sleep 1; (cd / && setsid sh -c '(sleep 305 &) ; exit' < /dev/null > /dev/null 2>&1 &); sleep 100",
+	} {
+		_, stderr, code := boxctlRun("exec", "--timeout", "2s", id, "--", "sh", "-c", script)
+		if code != 124 {
+			t.Fatalf("%q: exit %d, want 124 (timeout); stderr %q", script, code, stderr)
+		}
+		var out string
+		for range 20 {
+			out = sh(t, id, "ps -o args | grep '^sleep 30' || true")
+			if strings.TrimSpace(out) == "" {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if strings.TrimSpace(out) != "" {
+			t.Errorf("%q: processes outlived the timeout:\n%s", script, out)
+		}
+	}
+}
+
 // TestExecForkBombTimeout: a self-backgrounding fork bomb under a timeout
 // leaves nothing behind: the next exec works within a second, without a
 // stop or start.

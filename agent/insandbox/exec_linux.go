@@ -49,6 +49,7 @@ func (s *Server) exec(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWriter,
 		cmd.kill() // Close ran meanwhile
 	}
 	defer s.untrack(cmd.child)
+	cmd.escapees = !req.ReportStart
 	if !reportStart(fw, req.ReportStart, cmd.child.pid) {
 		cmd.kill()
 		return false

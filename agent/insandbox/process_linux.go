@@ -212,6 +212,7 @@ func (s *Server) processExec(conn net.Conn, fr *wire.FrameReader, fw *wire.Frame
 		cmd.kill() // Close ran meanwhile
 	}
 	defer s.untrack(cmd.child)
+	cmd.escapees = !spec.ReportStart
 	if !reportStart(fw, spec.ReportStart, cmd.child.pid) {
 		cmd.kill()
 		return
