@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/containerd/cgroups/v3"
+	"github.com/containerd/errdefs"
 	"golang.org/x/sys/unix"
 )
 
@@ -319,7 +320,7 @@ func (m *Manager) KillAll(ctx context.Context, idOrName string) (int, error) {
 	id := ctr.ID()
 	root := m.cmdcg.unifiedRoot()
 	if root == "" {
-		return 0, fmt.Errorf("kill all of sandbox %s: this host has no cgroup v2 hierarchy", id)
+		return 0, fmt.Errorf("kill all of sandbox %s: this host has no cgroup v2 hierarchy: %w", id, errdefs.ErrFailedPrecondition)
 	}
 	dirs, err := m.cmdGroupDirs(id)
 	if err != nil {
