@@ -68,8 +68,21 @@ func survivors(t *testing.T, id, marker string) []string {
 	return found
 }
 
-// cmdGroupCount counts sandbox id's command cgroups.
-func cmdGroupCount(t *testing.T, id string) int {
+// cmdGroupCount counts sandbox id's command cgroups once the count is
+// want, or after a second (boxd makes and removes them in the background).
+func cmdGroupCount(t *testing.T, id string, want int) int {
+	t.Helper()
+	n := 0
+	for range 20 {
+		if n = countCmdGroups(t, id); n == want {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return n
+}
+
+func countCmdGroups(t *testing.T, id string) int {
 	t.Helper()
 	ents, err := os.ReadDir(filepath.Join(unifiedRoot(t), namespace, id))
 	if err != nil {
@@ -180,7 +193,7 @@ func TestExecLeftoversSurviveUntilKillAll(t *testing.T) {
 			t.Errorf("%s did not survive its command's normal exit", want)
 		}
 	}
-	if n := cmdGroupCount(t, id); n != 1 {
+	if n := cmdGroupCount(t, id, 1); n != 1 {
 		t.Errorf("%d command cgroups hold the leftovers, want 1", n)
 	}
 	if _, err := boxctl(nil, "kill", "--all", id); err != nil {
@@ -189,7 +202,7 @@ func TestExecLeftoversSurviveUntilKillAll(t *testing.T) {
 	if left := survivors(t, id, "sleep 30"); len(left) > 0 {
 		t.Errorf("kill --all left %q", left)
 	}
-	if n := cmdGroupCount(t, id); n != 0 {
+	if n := cmdGroupCount(t, id, 0); n != 0 {
 		t.Errorf("%d command cgroups left after kill --all", n)
 	}
 	if out := sh(t, id, "echo ok"); strings.TrimSpace(out) != "ok" {
@@ -209,17 +222,17 @@ func TestExecNoCgroupLeak(t *testing.T) {
 			t.Fatalf("exec %d: exit %d, stderr %q", i, code, stderr)
 		}
 	}
-	if n := cmdGroupCount(t, id); n != 0 {
+	if n := cmdGroupCount(t, id, 0); n != 0 {
 		t.Errorf("%d command cgroups left after 200 execs", n)
 	}
 	// A leftover's cgroup goes once the leftover is gone.
 	sh(t, id, "sleep 1 > /dev/null 2>&1 &")
-	if n := cmdGroupCount(t, id); n != 1 {
+	if n := cmdGroupCount(t, id, 1); n != 1 {
 		t.Errorf("%d command cgroups while a leftover runs, want 1 (its own)", n)
 	}
 	time.Sleep(1500 * time.Millisecond)
 	sh(t, id, "true")
-	if n := cmdGroupCount(t, id); n != 0 {
+	if n := cmdGroupCount(t, id, 0); n != 0 {
 		t.Errorf("%d command cgroups left after their leftovers ended", n)
 	}
 }

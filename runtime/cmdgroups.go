@@ -72,10 +72,18 @@ type cmdGroup struct {
 	dir    string
 	placed bool
 	sent   uint64 // bootTicks when the exec was asked for
+	// started is set when the init reported the command (start ran);
+	// done is closed once start's placing is over.
+	started bool
+	done    chan struct{}
 }
 
-// newCmdGroup creates a cgroup for a command of sandbox id, or returns nil
-// where there is no sandbox cgroup in the unified hierarchy to put it in.
+// newCmdGroup names a cgroup for a command of sandbox id, or returns nil
+// where there is no unified hierarchy to put it in. The cgroup is made
+// and filled off the exec's path (start), because moving a process takes
+// the kernel's cgroup-wide lock for writing: without the cgroup2 mount
+// option favordynmods that waits for an RCU grace period, a third of a
+// millisecond here, which the command's output need not wait for.
 func (m *Manager) newCmdGroup(id string) *cmdGroup {
 	root := m.cmdcg.unifiedRoot()
 	if root == "" {
@@ -83,10 +91,21 @@ func (m *Manager) newCmdGroup(id string) *cmdGroup {
 	}
 	parent := filepath.Join(root, m.cgPath(id))
 	dir := filepath.Join(parent, cmdGroupPrefix+strconv.FormatUint(m.cmdcg.seq.Add(1), 10))
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		return nil
-	}
-	return &cmdGroup{m: m, id: id, parent: parent, dir: dir, sent: bootTicks()}
+	return &cmdGroup{m: m, id: id, parent: parent, dir: dir, sent: bootTicks(), done: make(chan struct{})}
+}
+
+// start makes the cgroup and places the command in it, in the background:
+// the init's started frame named it (nsPid in the sandbox).
+func (g *cmdGroup) start(nsPid int) {
+	g.started = true
+	go func() {
+		defer close(g.done)
+		if err := os.Mkdir(g.dir, 0o755); err != nil {
+			g.dir = "" // no sandbox cgroup here (a build's, say): nothing to do
+			return
+		}
+		g.place(nsPid)
+	}()
 }
 
 // procInfo is what placing needs of a process in the sandbox's cgroup:
@@ -234,24 +253,36 @@ func readProcInfo(pid int) (procInfo, bool) {
 
 // finish ends the command's cgroup when its exec ends. With kill (a
 // timeout, a closed stream) every process in it is killed and the cgroup
-// removed. Otherwise it is removed if empty, and kept while the command's
-// leftovers run, to be removed once they are gone.
+// removed before it returns. Otherwise, in the background, it is removed
+// if empty, and kept while the command's leftovers run, to be removed once
+// they are gone.
 func (g *cmdGroup) finish(kill bool) {
-	if g == nil {
+	if g == nil || !g.started {
 		return
 	}
-	if kill && g.placed {
-		if err := killCgroup(g.dir); err != nil {
-			g.m.log.Warn("kill a command's cgroup", "sandbox", g.id, "cgroup", g.dir, "error", err)
+	end := func() {
+		<-g.done
+		if g.dir == "" {
+			return
 		}
+		if kill && g.placed {
+			if err := killCgroup(g.dir); err != nil {
+				g.m.log.Warn("kill a command's cgroup", "sandbox", g.id, "cgroup", g.dir, "error", err)
+			}
+		}
+		if err := os.Remove(g.dir); err != nil && errors.Is(err, syscall.EBUSY) {
+			l, _ := g.m.cmdcg.left.LoadOrStore(g.id, &leftovers{dirs: map[string]bool{}})
+			l.(*leftovers).mu.Lock()
+			l.(*leftovers).dirs[g.dir] = true
+			l.(*leftovers).mu.Unlock()
+		}
+		g.m.sweepCmdGroups(g.id)
 	}
-	if err := os.Remove(g.dir); err != nil && errors.Is(err, syscall.EBUSY) {
-		l, _ := g.m.cmdcg.left.LoadOrStore(g.id, &leftovers{dirs: map[string]bool{}})
-		l.(*leftovers).mu.Lock()
-		l.(*leftovers).dirs[g.dir] = true
-		l.(*leftovers).mu.Unlock()
+	if kill {
+		end() // the result waits: the next exec finds the tree gone
+		return
 	}
-	g.m.sweepCmdGroups(g.id)
+	go end()
 }
 
 // sweepCmdGroups removes sandbox id's command cgroups whose leftovers are

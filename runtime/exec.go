@@ -217,8 +217,9 @@ func (m *Manager) ExecProcess(ctx context.Context, idOrName string, spec wire.Pr
 	spec.ReportStart = g != nil
 	ps, err := c.ExecProcess(ctx, spec, !o.uncontrolled)
 	if err == nil && g != nil {
-		// The command goes into its cgroup before its output is read.
-		ps.OnStart = g.place
+		// The started frame comes first: the command goes into its
+		// cgroup (in the background) from there.
+		ps.OnStart = g.start
 		if err = ps.AwaitStart(); err != nil {
 			ps.Close()
 		}
