@@ -102,7 +102,7 @@ var requestRules = map[protoreflect.Name]msgRules{
 	"StartProcessRequest":  {anyone: "spec"},
 	"ListProcessesRequest": {anyone: "sandbox_id"},
 	"WaitProcessRequest":   {anyone: "sandbox_id process_id"},
-	"SignalProcessRequest": {anyone: "sandbox_id process_id signal"},
+	"SignalProcessRequest": {anyone: "sandbox_id process_id signal all"},
 	"CreateSessionRequest": {anyone: "sandbox_id name shell user env workdir"},
 	"ListSessionsRequest":  {anyone: "sandbox_id"},
 	"DeleteSessionRequest": {anyone: "sandbox_id name"},

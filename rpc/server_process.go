@@ -262,6 +262,9 @@ func (p *processServer) Wait(ctx context.Context, req *connect.Request[boxdv1.Wa
 }
 
 func (p *processServer) Signal(ctx context.Context, req *connect.Request[boxdv1.SignalProcessRequest]) (*connect.Response[boxdv1.SignalProcessResponse], error) {
+	if req.Msg.All {
+		return p.killAll(ctx, req.Msg)
+	}
 	sig := req.Msg.Signal
 	if sig == "" {
 		sig = "SIGKILL"
@@ -271,6 +274,20 @@ func (p *processServer) Signal(ctx context.Context, req *connect.Request[boxdv1.
 		return nil, ToConnect(err)
 	}
 	return connect.NewResponse(&boxdv1.SignalProcessResponse{Process: processInfo(info)}), nil
+}
+
+// killAll ends every exec's leftovers in a sandbox (Signal with all).
+func (p *processServer) killAll(ctx context.Context, msg *boxdv1.SignalProcessRequest) (*connect.Response[boxdv1.SignalProcessResponse], error) {
+	if msg.ProcessId != "" {
+		return nil, invalid("process_id: must be empty with all")
+	}
+	if msg.Signal != "" && msg.Signal != "SIGKILL" && msg.Signal != "KILL" && msg.Signal != "9" {
+		return nil, invalid("signal: all always kills (SIGKILL), got %q", msg.Signal)
+	}
+	if _, err := p.s.Manager.KillAll(ctx, msg.SandboxId); err != nil {
+		return nil, ToConnect(err)
+	}
+	return connect.NewResponse(&boxdv1.SignalProcessResponse{}), nil
 }
 
 func sessionProto(i wire.SessionInfo) *boxdv1.Session {

@@ -55,6 +55,7 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 		if err := deleteTask(ctx, ctr, task); err != nil {
 			return fmt.Errorf("delete sandbox %s: task: %w", id, err)
 		}
+		m.dropCmdGroups(id)
 	} else if !errdefs.IsNotFound(err) {
 		return fmt.Errorf("delete sandbox %s: load task: %w", id, err)
 	}

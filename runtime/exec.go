@@ -87,6 +87,7 @@ func (m *Manager) agentClient(ctx context.Context, id string) (*host.Client, str
 	if c := l.client.Load(); c != nil {
 		return c, id, nil
 	}
+	l.gvisor.Store(m.isGvisor(id))
 	c := m.agent(id).Tracked(func() func() { return m.track(id) }).Pooled(l.pool)
 	l.client.Store(c)
 	return c, id, nil
@@ -101,6 +102,9 @@ func (m *Manager) agentClient(ctx context.Context, id string) (*host.Client, str
 type agentLink struct {
 	pool   *host.Pool
 	client atomic.Pointer[host.Client]
+	// gvisor: the sandbox runs under gVisor, whose processes are not in
+	// host cgroups (no command cgroups).
+	gvisor atomic.Bool
 }
 
 // live reports whether the link holds a kept connection to the init, which
@@ -206,12 +210,29 @@ func (m *Manager) ExecProcess(ctx context.Context, idOrName string, spec wire.Pr
 		spec.OutputLimit = o.maxOutput
 	}
 	before, beforeOK := m.oomKills(id)
+	var g *cmdGroup
+	if !m.agentLinkFor(id).gvisor.Load() {
+		g = m.newCmdGroup(id)
+	}
+	spec.ReportStart = g != nil
 	ps, err := c.ExecProcess(ctx, spec, !o.uncontrolled)
+	if err == nil && g != nil {
+		// The started frame comes first: the command goes into its
+		// cgroup (in the background) from there.
+		ps.OnStart = g.start
+		if err = ps.AwaitStart(); err != nil {
+			ps.Close()
+		}
+	}
 	if err != nil {
+		g.finish(true)
 		m.execExited(id, ExecResult{}, err)
 		return nil, m.procErr(ctx, id, "exec", err)
 	}
 	ps.OnEnd = func(res *ExecResult, err error) error {
+		// A timeout or an abandoned command takes its whole tree along;
+		// a command that exited leaves its leftovers running.
+		g.finish(err != nil || res.TimedOut)
 		if err != nil {
 			m.execExited(id, ExecResult{}, err)
 			return m.procErr(ctx, id, "exec", err)

@@ -136,6 +136,8 @@ type Manager struct {
 	// init and the client that uses them.
 	execDefs   sync.Map
 	agentLinks sync.Map
+	// cmdcg: the per-command cgroups (cmdgroups.go).
+	cmdcg cmdGroups
 
 	// Volumes: the named volumes and who mounts them (volumes.go).
 	vols *volumes

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strconv"
 
 	"github.com/containerd/errdefs"
 
@@ -124,6 +125,37 @@ type ProcessStream struct {
 	// oom_killed), or the error that ended the stream (Close before the
 	// result included), which it may rewrite.
 	OnEnd func(res *wire.ExecResult, err error) error
+	// OnStart, if set, sees the command's pid from its started frame
+	// (ExecRequest.ReportStart), before any output.
+	OnStart func(pid int)
+	// pending is a frame AwaitStart read that was not the started one.
+	pending *wire.Frame
+}
+
+// AwaitStart reads the stream's first frame when it is the started frame
+// and hands its pid to OnStart; any other frame is kept for Next. A
+// command that could not start sends none.
+func (p *ProcessStream) AwaitStart() error {
+	f, err := p.cn.fr.ReadFrame()
+	if err != nil {
+		if err == io.EOF {
+			err = fmt.Errorf("%w: connection closed without a result", wire.ErrProtocol)
+		}
+		return fmt.Errorf("%s: %w", p.op, err)
+	}
+	if f.Type == wire.FrameStarted {
+		p.started(f.Payload)
+		return nil
+	}
+	p.pending = &f
+	return nil
+}
+
+func (p *ProcessStream) started(payload []byte) {
+	pid, err := strconv.Atoi(string(payload))
+	if err == nil && pid > 0 && p.OnStart != nil {
+		p.OnStart(pid)
+	}
 }
 
 // Next returns the next output or the result. After the result, or when
@@ -177,11 +209,25 @@ func (p *ProcessStream) Output(stdout, stderr io.Writer) (wire.ExecResult, error
 	}
 }
 
-func (p *ProcessStream) next() (ProcessEvent, error) {
-	f, err := p.cn.fr.ReadFrame()
-	if err == io.EOF {
-		return ProcessEvent{}, fmt.Errorf("%w: connection closed without a result", wire.ErrProtocol)
+func (p *ProcessStream) readFrame() (wire.Frame, error) {
+	if f := p.pending; f != nil {
+		p.pending = nil
+		return *f, nil
 	}
+	for {
+		f, err := p.cn.fr.ReadFrame()
+		if err == io.EOF {
+			return f, fmt.Errorf("%w: connection closed without a result", wire.ErrProtocol)
+		}
+		if err != nil || f.Type != wire.FrameStarted {
+			return f, err
+		}
+		p.started(f.Payload)
+	}
+}
+
+func (p *ProcessStream) next() (ProcessEvent, error) {
+	f, err := p.readFrame()
 	if err != nil {
 		return ProcessEvent{}, err
 	}

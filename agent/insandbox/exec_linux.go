@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"sync"
 	"time"
 
@@ -48,6 +49,11 @@ func (s *Server) exec(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWriter,
 		cmd.kill() // Close ran meanwhile
 	}
 	defer s.untrack(cmd.child)
+	cmd.escapees = !req.ReportStart
+	if !reportStart(fw, req.ReportStart, cmd.child.pid) {
+		cmd.kill()
+		return false
+	}
 
 	limit := req.OutputLimit
 	if limit == 0 {
@@ -107,6 +113,16 @@ func (e *execution) release(inputDone <-chan error) bool {
 	case <-time.After(time.Second): // blocked elsewhere than the read: give the connection up
 		return false
 	}
+}
+
+// reportStart sends the started frame when the host asked for it: boxd
+// moves the command into its own cgroup on it. It reports false when the
+// host is gone.
+func reportStart(fw *wire.FrameWriter, want bool, pid int) bool {
+	if !want {
+		return true
+	}
+	return fw.WriteFrame(wire.FrameStarted, strconv.AppendInt(nil, int64(pid), 10)) == nil
 }
 
 // wait blocks until the command exits. A timeout or the host going away

@@ -212,6 +212,11 @@ func (s *Server) processExec(conn net.Conn, fr *wire.FrameReader, fw *wire.Frame
 		cmd.kill() // Close ran meanwhile
 	}
 	defer s.untrack(cmd.child)
+	cmd.escapees = !spec.ReportStart
+	if !reportStart(fw, spec.ReportStart, cmd.child.pid) {
+		cmd.kill()
+		return
+	}
 	if !spec.Tty {
 		defer closeFiles(cmd.stdin) // unblocks a write to a command that stopped reading
 	}

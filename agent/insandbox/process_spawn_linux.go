@@ -23,10 +23,25 @@ type procCmd struct {
 	stderr *os.File   // nil with a pty: the terminal carries both streams
 	extra  []*os.File // read ends of the child's descriptors 3, 4, ...
 	pty    *os.File   // the pty master, or nil
+	// escapees: a kill also takes the orphans the command's tree left
+	// with the init, for a foreground command boxd has no cgroup for
+	// (gVisor), where the session is all the init would find otherwise.
+	escapees bool
 }
 
-// kill SIGKILLs the command's whole tree (its session).
-func (c *procCmd) kill() { c.reaper.kill(c.child) }
+// kill SIGKILLs the command's whole tree (its session), and with escapees
+// what left it.
+func (c *procCmd) kill() {
+	if !c.escapees {
+		c.reaper.kill(c.child)
+		return
+	}
+	st, ok := readProcStat(c.child.pid)
+	c.reaper.kill(c.child)
+	if ok {
+		c.reaper.killEscapees(st.start)
+	}
+}
 
 // closeOutputs closes the read ends, which stops readers even when a
 // background process still holds the write ends. With a pty this closes

@@ -14,6 +14,7 @@ import (
 type procStat struct {
 	pid, ppid, pgrp, session int
 	state                    byte
+	start                    uint64 // clock ticks after boot
 }
 
 // readProcStat parses /proc/PID/stat. The command name (field 2) may contain
@@ -38,7 +39,11 @@ func readProcStat(pid int) (procStat, bool) {
 	if err1 != nil || err2 != nil || err3 != nil {
 		return procStat{}, false
 	}
-	return procStat{pid: pid, ppid: ppid, pgrp: pgrp, session: sid, state: f[0][0]}, true
+	st := procStat{pid: pid, ppid: ppid, pgrp: pgrp, session: sid, state: f[0][0]}
+	if len(f) > 19 { // starttime is field 22 of the file
+		st.start, _ = strconv.ParseUint(string(f[19]), 10, 64)
+	}
+	return st, true
 }
 
 // eachProc calls fn for every live (non-zombie) process in our pid namespace.

@@ -229,3 +229,33 @@ func (r *reaper) kill(c *child) {
 	}
 	killSession(c.pid)
 }
+
+// killEscapees SIGKILLs the processes the init adopted (orphans: its
+// children it did not start) that started no earlier than since (clock
+// ticks since boot), until none is left: a killed orphan's children come
+// to the init in turn. A tree that left its session by setsid or a double
+// fork ends up there. An orphan of another command started in the same
+// clock tick or later is taken too, which is why only a foreground
+// command's kill does this, and only where boxd has no cgroup for it.
+func (r *reaper) killEscapees(since uint64) {
+	self := os.Getpid()
+	for range 64 {
+		found := false
+		eachProc(func(st procStat) {
+			if st.ppid != self || st.start < since {
+				return
+			}
+			r.mu.Lock()
+			_, own := r.live[st.pid]
+			r.mu.Unlock()
+			if !own {
+				found = true
+				syscall.Kill(st.pid, syscall.SIGKILL)
+			}
+		})
+		if !found {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

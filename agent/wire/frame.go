@@ -25,8 +25,12 @@ const (
 	FrameTar        FrameType = 8  // a piece of a tar stream
 	FrameTarEnd     FrameType = 9  // end of a tar stream
 	FrameOK         FrameType = 10 // operation succeeded, nothing to return
+	// FrameStarted carries a started command's pid (decimal, in the
+	// sandbox's pid namespace), first frame of an exec whose request set
+	// ReportStart: boxd places the command in its own cgroup.
+	FrameStarted FrameType = 11
 
-	maxFrameType = FrameOK
+	maxFrameType = FrameStarted
 )
 
 // MaxFramePayload bounds every frame so that neither side can be made to
@@ -58,6 +62,7 @@ var frameNames = [...]string{
 	FrameTar:        "tar",
 	FrameTarEnd:     "tar-end",
 	FrameOK:         "ok",
+	FrameStarted:    "started",
 }
 
 func (t FrameType) String() string {

@@ -150,6 +150,10 @@ func appendExecRequest(b []byte, e *ExecRequest) []byte {
 		b = jsonline.Key(b, "combined")
 		b = append(b, "true"...)
 	}
+	if e.ReportStart {
+		b = jsonline.Key(b, "report_start")
+		b = append(b, "true"...)
+	}
 	return append(b, '}')
 }
 

@@ -46,6 +46,9 @@ type ExecRequest struct {
 	// does), so its output arrives as stdout frames in the order it was
 	// written.
 	Combined bool `json:"combined,omitempty"`
+	// ReportStart asks for a started frame with the command's pid before
+	// any output, sent as soon as it runs.
+	ReportStart bool `json:"report_start,omitempty"`
 }
 
 // ExecResult is the final state of a command.

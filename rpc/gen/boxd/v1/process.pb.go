@@ -918,10 +918,13 @@ func (x *WaitProcessResponse) GetProcess() *ProcessInfo {
 }
 
 type SignalProcessRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SandboxId     string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	ProcessId     string                 `protobuf:"bytes,2,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
-	Signal        string                 `protobuf:"bytes,3,opt,name=signal,proto3" json:"signal,omitempty"` // default SIGKILL
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	SandboxId string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
+	ProcessId string                 `protobuf:"bytes,2,opt,name=process_id,json=processId,proto3" json:"process_id,omitempty"`
+	Signal    string                 `protobuf:"bytes,3,opt,name=signal,proto3" json:"signal,omitempty"` // default SIGKILL
+	// all kills every process that execs left running in the sandbox
+	// (each exec's command cgroup), with process_id and signal empty.
+	All           bool `protobuf:"varint,4,opt,name=all,proto3" json:"all,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -975,6 +978,13 @@ func (x *SignalProcessRequest) GetSignal() string {
 		return x.Signal
 	}
 	return ""
+}
+
+func (x *SignalProcessRequest) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
 }
 
 type SignalProcessResponse struct {
@@ -1738,13 +1748,14 @@ const file_boxd_v1_process_proto_rawDesc = "" +
 	"\n" +
 	"process_id\x18\x02 \x01(\tR\tprocessId\"E\n" +
 	"\x13WaitProcessResponse\x12.\n" +
-	"\aprocess\x18\x01 \x01(\v2\x14.boxd.v1.ProcessInfoR\aprocess\"l\n" +
+	"\aprocess\x18\x01 \x01(\v2\x14.boxd.v1.ProcessInfoR\aprocess\"~\n" +
 	"\x14SignalProcessRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x1d\n" +
 	"\n" +
 	"process_id\x18\x02 \x01(\tR\tprocessId\x12\x16\n" +
-	"\x06signal\x18\x03 \x01(\tR\x06signal\"G\n" +
+	"\x06signal\x18\x03 \x01(\tR\x06signal\x12\x10\n" +
+	"\x03all\x18\x04 \x01(\bR\x03all\"G\n" +
 	"\x15SignalProcessResponse\x12.\n" +
 	"\aprocess\x18\x01 \x01(\v2\x14.boxd.v1.ProcessInfoR\aprocess\"\x9f\x01\n" +
 	"\x14CreateSessionRequest\x12\x1d\n" +

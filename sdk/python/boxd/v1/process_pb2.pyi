@@ -207,14 +207,16 @@ class SessionExecResult(_message.Message):
     def __init__(self, result: _Optional[_Union[_boxd_pb2.ExecResult, _Mapping]] = ..., session_restarted: bool = ..., session_ended: bool = ...) -> None: ...
 
 class SignalProcessRequest(_message.Message):
-    __slots__ = ["process_id", "sandbox_id", "signal"]
+    __slots__ = ["all", "process_id", "sandbox_id", "signal"]
+    ALL_FIELD_NUMBER: _ClassVar[int]
     PROCESS_ID_FIELD_NUMBER: _ClassVar[int]
     SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
     SIGNAL_FIELD_NUMBER: _ClassVar[int]
+    all: bool
     process_id: str
     sandbox_id: str
     signal: str
-    def __init__(self, sandbox_id: _Optional[str] = ..., process_id: _Optional[str] = ..., signal: _Optional[str] = ...) -> None: ...
+    def __init__(self, sandbox_id: _Optional[str] = ..., process_id: _Optional[str] = ..., signal: _Optional[str] = ..., all: bool = ...) -> None: ...
 
 class SignalProcessResponse(_message.Message):
     __slots__ = ["process"]
