@@ -63,7 +63,7 @@ var requestRules = map[protoreflect.Name]msgRules{
 	"PublishPortRequest":    {anyone: "sandbox_id port"},
 	"UnpublishPortRequest":  {anyone: "sandbox_id port host_port"},
 	"CommitSandboxRequest":  {adminCall: "change images", admin: "sandbox_id ref message force"},
-	"ForkSandboxRequest":    {anyone: "sandbox_id count names limits env workdir labels ttl"},
+	"ForkSandboxRequest":    {anyone: "sandbox_id count names limits env workdir labels ttl clone_volumes share_volumes"},
 	"UpdateSandboxRequest":  {anyone: "sandbox_id ttl extend limits env workdir"},
 	"StopSandboxRequest":    {anyone: "sandbox_id timeout"},
 	"StartSandboxRequest":   {anyone: "sandbox_id"},

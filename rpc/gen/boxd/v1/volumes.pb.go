@@ -617,12 +617,15 @@ func (x *Volume) GetSnapshots() []string {
 	return nil
 }
 
-// VolumeMount is one sandbox's mount of a volume.
+// VolumeMount is one sandbox's mount of a volume: in Volume.mounts (by
+// sandbox_id) and in Sandbox.volumes (by volume and volume_id).
 type VolumeMount struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SandboxId     string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"` // inside the sandbox
 	ReadOnly      bool                   `protobuf:"varint,3,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	Volume        string                 `protobuf:"bytes,4,opt,name=volume,proto3" json:"volume,omitempty"` // the volume's name
+	VolumeId      string                 `protobuf:"bytes,5,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -678,6 +681,20 @@ func (x *VolumeMount) GetReadOnly() bool {
 	return false
 }
 
+func (x *VolumeMount) GetVolume() string {
+	if x != nil {
+		return x.Volume
+	}
+	return ""
+}
+
+func (x *VolumeMount) GetVolumeId() string {
+	if x != nil {
+		return x.VolumeId
+	}
+	return ""
+}
+
 var File_boxd_v1_volumes_proto protoreflect.FileDescriptor
 
 const file_boxd_v1_volumes_proto_rawDesc = "" +
@@ -727,12 +744,14 @@ const file_boxd_v1_volumes_proto_rawDesc = "" +
 	" \x03(\tR\tsnapshots\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"]\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x92\x01\n" +
 	"\vVolumeMount\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1b\n" +
-	"\tread_only\x18\x03 \x01(\bR\breadOnly2\x8a\x03\n" +
+	"\tread_only\x18\x03 \x01(\bR\breadOnly\x12\x16\n" +
+	"\x06volume\x18\x04 \x01(\tR\x06volume\x12\x1b\n" +
+	"\tvolume_id\x18\x05 \x01(\tR\bvolumeId2\x8a\x03\n" +
 	"\rVolumeService\x12K\n" +
 	"\fCreateVolume\x12\x1c.boxd.v1.CreateVolumeRequest\x1a\x1d.boxd.v1.CreateVolumeResponse\x12H\n" +
 	"\vListVolumes\x12\x1b.boxd.v1.ListVolumesRequest\x1a\x1c.boxd.v1.ListVolumesResponse\x12B\n" +

@@ -111,11 +111,15 @@ class Volume(_message.Message):
     def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., size_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., owner_uid: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., created_at: _Optional[str] = ..., shared: bool = ..., mounts: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ..., snapshots: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class VolumeMount(_message.Message):
-    __slots__ = ["path", "read_only", "sandbox_id"]
+    __slots__ = ["path", "read_only", "sandbox_id", "volume", "volume_id"]
     PATH_FIELD_NUMBER: _ClassVar[int]
     READ_ONLY_FIELD_NUMBER: _ClassVar[int]
     SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_ID_FIELD_NUMBER: _ClassVar[int]
     path: str
     read_only: bool
     sandbox_id: str
-    def __init__(self, sandbox_id: _Optional[str] = ..., path: _Optional[str] = ..., read_only: bool = ...) -> None: ...
+    volume: str
+    volume_id: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., path: _Optional[str] = ..., read_only: bool = ..., volume: _Optional[str] = ..., volume_id: _Optional[str] = ...) -> None: ...
