@@ -116,6 +116,8 @@ var requestRules = map[protoreflect.Name]msgRules{
 	"ListVolumesRequest":    {},
 	"GetVolumeRequest":      {anyone: "name"},
 	"RemoveVolumeRequest":   {anyone: "name force"},
+	"CopyIntoVolumeRequest": {anyone: "name path data"},
+	"CopyFromVolumeRequest": {anyone: "name path"},
 }
 
 // msgRules are one message's rows of requestRules: field names separated

@@ -5,6 +5,34 @@ from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Map
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class CopyFromVolumeRequest(_message.Message):
+    __slots__ = ["name", "path"]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    path: str
+    def __init__(self, name: _Optional[str] = ..., path: _Optional[str] = ...) -> None: ...
+
+class CopyFromVolumeResponse(_message.Message):
+    __slots__ = ["data"]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    def __init__(self, data: _Optional[bytes] = ...) -> None: ...
+
+class CopyIntoVolumeRequest(_message.Message):
+    __slots__ = ["data", "name", "path"]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    name: str
+    path: str
+    def __init__(self, name: _Optional[str] = ..., path: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class CopyIntoVolumeResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
 class CreateVolumeRequest(_message.Message):
     __slots__ = ["labels", "name", "shared", "size"]
     class LabelsEntry(_message.Message):
