@@ -25,7 +25,7 @@ func volumeProto(v *runtime.Volume) *boxdv1.Volume {
 	out := &boxdv1.Volume{Id: v.ID, Name: v.Name, SizeBytes: v.SizeBytes, UsedBytes: v.UsedBytes, OwnerUid: v.Owner,
 		Labels: v.Labels, CreatedAt: v.CreatedAt.Format(time.RFC3339), Shared: v.Shared, Snapshots: v.Snapshots}
 	for _, u := range v.Mounts {
-		out.Mounts = append(out.Mounts, &boxdv1.VolumeMount{SandboxId: u.SandboxID, Path: u.Path, ReadOnly: u.ReadOnly})
+		out.Mounts = append(out.Mounts, &boxdv1.VolumeMount{SandboxId: u.SandboxID, Path: u.Path, ReadOnly: u.ReadOnly, Volume: v.Name, VolumeId: v.ID})
 	}
 	return out
 }
