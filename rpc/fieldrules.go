@@ -63,7 +63,7 @@ var requestRules = map[protoreflect.Name]msgRules{
 	"PublishPortRequest":    {anyone: "sandbox_id port"},
 	"UnpublishPortRequest":  {anyone: "sandbox_id port host_port"},
 	"CommitSandboxRequest":  {adminCall: "change images", admin: "sandbox_id ref message force"},
-	"ForkSandboxRequest":    {anyone: "sandbox_id count names limits env workdir labels ttl"},
+	"ForkSandboxRequest":    {anyone: "sandbox_id count names limits env workdir labels ttl clone_volumes share_volumes"},
 	"UpdateSandboxRequest":  {anyone: "sandbox_id ttl extend limits env workdir"},
 	"StopSandboxRequest":    {anyone: "sandbox_id timeout"},
 	"StartSandboxRequest":   {anyone: "sandbox_id"},
@@ -116,6 +116,8 @@ var requestRules = map[protoreflect.Name]msgRules{
 	"ListVolumesRequest":    {},
 	"GetVolumeRequest":      {anyone: "name"},
 	"RemoveVolumeRequest":   {anyone: "name force"},
+	"CopyIntoVolumeRequest": {anyone: "name path data"},
+	"CopyFromVolumeRequest": {anyone: "name path"},
 	// TokenService: a token's owner is a host user, its scope bounds it.
 	"CreateTokenRequest": {anyone: "name ttl", cond: map[protoreflect.Name]*condRule{"owner": tokenOwnerRule, "scope": tokenScopeRule}},
 	"ListTokensRequest":  {},

@@ -56,6 +56,7 @@ func toProto(sb *runtime.Sandbox) *boxdv1.Sandbox {
 		Ports:   portsProto(sb.Ports),
 		Runtime: sb.Runtime.Name, RuntimeVersion: sb.Runtime.Version, RuntimeAdvisories: sb.Runtime.Advisories,
 		OwnerUid: sb.OwnerUID, Owner: userName(sb.OwnerUID),
+		Volumes: sandboxVolumesProto(sb.Volumes),
 		Security: &boxdv1.Security{
 			Network:        sb.Network != nil && sb.Network.Mode == "egress",
 			ReadOnlyRootfs: t.ReadOnly,
@@ -184,4 +185,12 @@ func (s *Server) StartSandbox(ctx context.Context, req *connect.Request[boxdv1.S
 		return nil, ToConnect(err)
 	}
 	return connect.NewResponse(&boxdv1.StartSandboxResponse{Sandbox: toProto(sb)}), nil
+}
+
+func sandboxVolumesProto(vs []runtime.SandboxVolume) []*boxdv1.VolumeMount {
+	var out []*boxdv1.VolumeMount
+	for _, v := range vs {
+		out = append(out, &boxdv1.VolumeMount{Volume: v.Name, VolumeId: v.ID, Path: v.Path, ReadOnly: v.ReadOnly})
+	}
+	return out
 }

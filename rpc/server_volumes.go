@@ -4,10 +4,12 @@ package rpc
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"connectrpc.com/connect"
 
+	"github.com/boxd-dev/boxd/rpc/apiwire"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
 	"github.com/boxd-dev/boxd/runtime"
@@ -23,7 +25,7 @@ func volumeProto(v *runtime.Volume) *boxdv1.Volume {
 	out := &boxdv1.Volume{Id: v.ID, Name: v.Name, SizeBytes: v.SizeBytes, UsedBytes: v.UsedBytes, OwnerUid: v.Owner,
 		Labels: v.Labels, CreatedAt: v.CreatedAt.Format(time.RFC3339), Shared: v.Shared, Snapshots: v.Snapshots}
 	for _, u := range v.Mounts {
-		out.Mounts = append(out.Mounts, &boxdv1.VolumeMount{SandboxId: u.SandboxID, Path: u.Path, ReadOnly: u.ReadOnly})
+		out.Mounts = append(out.Mounts, &boxdv1.VolumeMount{SandboxId: u.SandboxID, Path: u.Path, ReadOnly: u.ReadOnly, Volume: v.Name, VolumeId: v.ID})
 	}
 	return out
 }
@@ -66,4 +68,50 @@ func (v *volumeServer) SnapshotVolume(ctx context.Context, req *connect.Request[
 		return nil, ToConnect(err)
 	}
 	return connect.NewResponse(&boxdv1.SnapshotVolumeResponse{Volume: volumeProto(vol)}), nil
+}
+
+func (v *volumeServer) CopyIntoVolume(ctx context.Context, stream *connect.ClientStream[boxdv1.CopyIntoVolumeRequest]) (*connect.Response[boxdv1.CopyIntoVolumeResponse], error) {
+	if !stream.Receive() {
+		if err := stream.Err(); err != nil {
+			return nil, ToConnect(err)
+		}
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("copy into volume: empty request stream (the first message must name name and path)"))
+	}
+	first := stream.Msg()
+	if first.Name == "" {
+		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("name: empty in the first message"))
+	}
+	r := &messageChunks{first: first.Data, recv: func() ([]byte, bool, error) {
+		if !stream.Receive() {
+			return nil, false, streamEnd(ctx, stream.Err())
+		}
+		return stream.Msg().Data, true, nil
+	}}
+	if err := v.s.Manager.VolumeCopyIn(ctx, first.Name, first.Path, r); err != nil {
+		return nil, ToConnect(err)
+	}
+	return connect.NewResponse(&boxdv1.CopyIntoVolumeResponse{}), nil
+}
+
+// volumeOutWriter sends a volume's tar as messages of up to
+// apiwire.ChunkBytes.
+type volumeOutWriter struct {
+	stream *connect.ServerStream[boxdv1.CopyFromVolumeResponse]
+	msg    boxdv1.CopyFromVolumeResponse
+}
+
+func (w *volumeOutWriter) Write(p []byte) (int, error) {
+	for off := 0; off < len(p); off += apiwire.ChunkBytes {
+		w.msg.Data = p[off:min(off+apiwire.ChunkBytes, len(p))]
+		err := w.stream.Send(&w.msg)
+		w.msg.Data = nil
+		if err != nil {
+			return off, err
+		}
+	}
+	return len(p), nil
+}
+
+func (v *volumeServer) CopyFromVolume(ctx context.Context, req *connect.Request[boxdv1.CopyFromVolumeRequest], stream *connect.ServerStream[boxdv1.CopyFromVolumeResponse]) error {
+	return ToConnect(v.s.Manager.VolumeCopyOut(ctx, req.Msg.Name, req.Msg.Path, &volumeOutWriter{stream: stream}))
 }

@@ -118,7 +118,10 @@ func (m *Manager) created(id string) {
 // carries the pool label instead of the managed one, so clients do not see
 // it until it is handed out.
 func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, img client.Image, imgSpec ocispec.Image, member bool) (_ *Sandbox, retErr error) {
-	id := newID()
+	id := r.id
+	if id == "" {
+		id = newID()
+	}
 	m.claim(id)
 	defer m.release(id)
 	if err := m.admit(ctx, id, member); err != nil {

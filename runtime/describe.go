@@ -53,6 +53,10 @@ type Sandbox struct {
 	// (Get only); the cap is Limits.DiskBytes.
 	DiskUsedBytes int64
 	Runtime       RuntimeInfo
+	// Volumes are the named volumes the sandbox mounts, as its record
+	// holds them (a volume removed with --force stays listed: its mount
+	// is still there, failing with EIO).
+	Volumes []SandboxVolume
 
 	hostUID uint32 // first host id of its uid block (the pool keeps it)
 	// shimGroup is the shim it shares (the pool keeps it too).
@@ -185,6 +189,7 @@ func (m *Manager) toSandbox(id string, labels map[string]string, rec record) *Sa
 		Idle:     m.idleInfo(id, labels),
 		User:     rec.User, Tunables: rec.Tunables,
 		hostUID: rec.HostUID, shimGroup: rec.ShimGroup,
+		Volumes: sandboxVolumes(rec.Volumes),
 	}
 	if t, err := time.Parse(time.RFC3339, labels[LabelStopped]); err == nil {
 		sb.StoppedAt = t

@@ -42,6 +42,12 @@ type ForkRequest struct {
 	Workdir string
 	Labels  map[string]string
 	TTL     string
+	// The source's volumes: mounted read-only by each fork unless
+	// CloneVolumes (each fork gets a clone of each, charged to the
+	// caller) or ShareVolumes (mounted as the source mounts them; only
+	// volumes created shared).
+	CloneVolumes bool
+	ShareVolumes bool
 }
 
 // Fork makes N sandboxes whose files start as a copy of a running
@@ -77,6 +83,11 @@ func (m *Manager) Fork(ctx context.Context, req ForkRequest) (_ []*Sandbox, retE
 		return nil, err
 	}
 	if err := m.checkRemapIDs(ctx); err != nil {
+		return nil, err
+	}
+	undoVolumes, err := m.forkVolumes(ctx, req, sb, rs)
+	defer undoVolumes(&retErr)
+	if err != nil {
 		return nil, err
 	}
 

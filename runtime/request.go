@@ -218,6 +218,9 @@ type resolved struct {
 	cold bool
 	// volumes are the named volumes the sandbox mounts (volumes_mount.go).
 	volumes []volumeMount
+	// id, if set, is the new sandbox's id (a fork's, chosen before its
+	// volumes are held and named); empty: a new one.
+	id string
 }
 
 // withinTotals refuses a sandbox whose own limits exceed a daemon-wide

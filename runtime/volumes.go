@@ -52,6 +52,22 @@ type VolumeUse struct {
 	ReadOnly  bool
 }
 
+// SandboxVolume is one volume a sandbox mounts, as inspect shows it.
+type SandboxVolume struct {
+	Name     string
+	ID       string
+	Path     string // inside the sandbox
+	ReadOnly bool
+}
+
+func sandboxVolumes(vms []volumeMount) []SandboxVolume {
+	var out []SandboxVolume
+	for _, vm := range vms {
+		out = append(out, SandboxVolume{Name: vm.Name, ID: vm.ID, Path: vm.Path, ReadOnly: vm.ReadOnly})
+	}
+	return out
+}
+
 // volumeMount is a volume mount as a sandbox's record stores it.
 type volumeMount struct {
 	ID       string `json:"id"`

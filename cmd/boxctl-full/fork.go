@@ -16,7 +16,8 @@ func forkCommand() *cli.Command {
 		ArgsUsage: "ID",
 		Description: "The source is frozen for a moment while its files are copied, then runs on. Only files are\n" +
 			"copied: processes are not, and each fork starts with a fresh init. Forks take the source's\n" +
-			"limits, env, workdir, labels and network unless the flags set them (--env and --label add).",
+			"limits, env, workdir, labels and network unless the flags set them (--env and --label add).\n" +
+			"The source's volumes are mounted read-only in each fork unless --clone-volumes or --share-volumes.",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "n", Usage: "how many forks (default: one per --name, or 1)"},
 			&cli.StringSliceFlag{Name: "name", Usage: "a fork's name, repeatable (one per fork)"},
@@ -27,6 +28,8 @@ func forkCommand() *cli.Command {
 			&cli.StringFlag{Name: "workdir", Aliases: []string{"w"}, Usage: "working directory (default: the source's)"},
 			&cli.StringSliceFlag{Name: "label", Aliases: []string{"l"}, Usage: "K=V added to the source's labels, repeatable"},
 			&cli.StringFlag{Name: "ttl", Usage: "lifetime, e.g. 30m (default: the daemon's)"},
+			&cli.BoolFlag{Name: "clone-volumes", Usage: "give each fork a clone of each of the source's volumes (new volumes named VOLUME-FORKID, yours to remove)"},
+			&cli.BoolFlag{Name: "share-volumes", Usage: "mount the source's volumes as it does (only volumes created --shared); default: read-only"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
@@ -47,6 +50,7 @@ func forkCommand() *cli.Command {
 			resp, err := apiClient(c).ForkSandbox(c.Context, connect.NewRequest(&boxdv1.ForkSandboxRequest{
 				SandboxId: c.Args().First(), Count: uint32(n), Names: c.StringSlice("name"),
 				Limits: limits, Env: c.StringSlice("env"), Workdir: c.String("workdir"), Labels: labels, Ttl: c.String("ttl"),
+				CloneVolumes: c.Bool("clone-volumes"), ShareVolumes: c.Bool("share-volumes"),
 			}))
 			if err != nil {
 				return err

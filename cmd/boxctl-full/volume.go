@@ -91,6 +91,7 @@ func volumeCommand() *cli.Command {
 					return nil
 				},
 			},
+			volumeCpCommand(),
 			{
 				Name: "snapshot", Usage: "keep a copy of a volume's files as they are now (for create --from NAME@SNAP)", ArgsUsage: "NAME SNAP",
 				Action: func(c *cli.Context) error {

@@ -346,6 +346,9 @@ func (x *extractor) file(parent int, base string, hdr *tar.Header, data io.Reade
 	if err := unix.Fchmod(fd, uint32(hdr.Mode)&0o777); err != nil {
 		return fmt.Errorf("chmod: %w", err)
 	}
+	if err := x.chown(fd, ""); err != nil {
+		return err
+	}
 	futimens(fd, hdr.ModTime) // best effort: a wrong mtime is not worth failing for
 	closed = true
 	if err := unix.Close(fd); err != nil {
@@ -465,7 +468,7 @@ func (x *extractor) dir(parent int, base string, comps []string, hdr *tar.Header
 	if err := unix.Fchmod(fd, now); err != nil {
 		return fmt.Errorf("chmod: %w", err)
 	}
-	return nil
+	return x.chown(fd, "")
 }
 
 // symlink makes a symlink entry. Unless opts.Links is LinksKeep, its target
@@ -495,6 +498,25 @@ func (x *extractor) symlink(parent int, base string, comps []string, hdr *tar.He
 	})
 	if err != nil {
 		return fmt.Errorf("symlink: %w", err)
+	}
+	return x.chown(parent, base)
+}
+
+// chown gives what this call created to opts.Owner: the descriptor fd
+// itself (base empty), or the symlink base in the directory fd.
+func (x *extractor) chown(fd int, base string) error {
+	o := x.opts.Owner
+	if o == nil {
+		return nil
+	}
+	var err error
+	if base == "" {
+		err = unix.Fchownat(fd, "", o.UID, o.GID, unix.AT_EMPTY_PATH)
+	} else {
+		err = unix.Fchownat(fd, base, o.UID, o.GID, unix.AT_SYMLINK_NOFOLLOW)
+	}
+	if err != nil {
+		return fmt.Errorf("chown: %w", err)
 	}
 	return nil
 }
@@ -609,6 +631,9 @@ func (x *extractor) finish() error {
 	fd, err := openDir(x.root, []string{x.stage}, false)
 	if err == nil {
 		err = unix.Fchmod(fd, x.stagePerm)
+		if err == nil {
+			err = x.chown(fd, "")
+		}
 		unix.Close(fd)
 	}
 	if err != nil {

@@ -26,7 +26,8 @@
 //     Options.Links;
 //   - regular files get the entry's permission bits without setuid/setgid,
 //     directories additionally keep the sticky bit; ownership and directory
-//     mtimes are not restored (files belong to the extracting user);
+//     mtimes are not restored (files belong to the extracting user, or
+//     to Options.Owner);
 //   - device nodes and FIFOs are refused (or skipped, Options.SkipDevices);
 //     sparse entries are refused because they can expand into far more disk
 //     than the stream carries.
@@ -64,7 +65,14 @@ type Options struct {
 	// SkipDevices skips device nodes and FIFOs instead of refusing the
 	// archive.
 	SkipDevices bool
+	// Owner, if set, owns every file, directory and symlink this call
+	// creates (directories that existed keep theirs): for an extraction
+	// by root into a tree whose files belong to another uid block.
+	Owner *Owner
 }
+
+// Owner is a host uid and gid.
+type Owner struct{ UID, GID int }
 
 // LinkPolicy is what Extract does with a symlink whose target leaves the
 // top-level entry: an absolute target, or one whose ".." components climb

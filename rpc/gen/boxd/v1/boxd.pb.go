@@ -549,11 +549,19 @@ type ForkSandboxRequest struct {
 	Count uint32   `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
 	Names []string `protobuf:"bytes,3,rep,name=names,proto3" json:"names,omitempty"` // optional: one unique name per fork
 	// Unset fields keep the source's values.
-	Limits        *Limits           `protobuf:"bytes,4,opt,name=limits,proto3" json:"limits,omitempty"`
-	Env           []string          `protobuf:"bytes,5,rep,name=env,proto3" json:"env,omitempty"` // K=V, added to the source's environment
-	Workdir       string            `protobuf:"bytes,6,opt,name=workdir,proto3" json:"workdir,omitempty"`
-	Labels        map[string]string `protobuf:"bytes,7,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // added to the source's labels
-	Ttl           string            `protobuf:"bytes,8,opt,name=ttl,proto3" json:"ttl,omitempty"`                                                                                 // empty: the daemon default
+	Limits  *Limits           `protobuf:"bytes,4,opt,name=limits,proto3" json:"limits,omitempty"`
+	Env     []string          `protobuf:"bytes,5,rep,name=env,proto3" json:"env,omitempty"` // K=V, added to the source's environment
+	Workdir string            `protobuf:"bytes,6,opt,name=workdir,proto3" json:"workdir,omitempty"`
+	Labels  map[string]string `protobuf:"bytes,7,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"` // added to the source's labels
+	Ttl     string            `protobuf:"bytes,8,opt,name=ttl,proto3" json:"ttl,omitempty"`                                                                                 // empty: the daemon default
+	// The source's named volumes: by default each fork mounts them
+	// read-only at the same paths. clone_volumes gives each fork a clone of
+	// each (a new volume of the caller's, charged to its disk quota, named
+	// VOLUME-FORKID and labelled boxd.fork=FORKID), mounted as the source
+	// mounts it. share_volumes mounts the same volumes as the source does;
+	// a volume not created shared is failed_precondition naming it.
+	CloneVolumes  bool `protobuf:"varint,201,opt,name=clone_volumes,json=cloneVolumes,proto3" json:"clone_volumes,omitempty"`
+	ShareVolumes  bool `protobuf:"varint,202,opt,name=share_volumes,json=shareVolumes,proto3" json:"share_volumes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -642,6 +650,20 @@ func (x *ForkSandboxRequest) GetTtl() string {
 		return x.Ttl
 	}
 	return ""
+}
+
+func (x *ForkSandboxRequest) GetCloneVolumes() bool {
+	if x != nil {
+		return x.CloneVolumes
+	}
+	return false
+}
+
+func (x *ForkSandboxRequest) GetShareVolumes() bool {
+	if x != nil {
+		return x.ShareVolumes
+	}
+	return false
 }
 
 type ForkSandboxResponse struct {
@@ -1729,6 +1751,9 @@ type Sandbox struct {
 	// Bytes the writable layer uses on its own filesystem (GetSandbox only,
 	// capped sandboxes only).
 	DiskUsedBytes int64 `protobuf:"varint,96,opt,name=disk_used_bytes,json=diskUsedBytes,proto3" json:"disk_used_bytes,omitempty"`
+	// The named volumes the sandbox mounts (volume, volume_id, path,
+	// read_only; see VolumeService).
+	Volumes       []*VolumeMount `protobuf:"bytes,200,rep,name=volumes,proto3" json:"volumes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2055,6 +2080,13 @@ func (x *Sandbox) GetDiskUsedBytes() int64 {
 		return x.DiskUsedBytes
 	}
 	return 0
+}
+
+func (x *Sandbox) GetVolumes() []*VolumeMount {
+	if x != nil {
+		return x.Volumes
+	}
+	return nil
 }
 
 type Usage struct {
@@ -4478,7 +4510,7 @@ var File_boxd_v1_boxd_proto protoreflect.FileDescriptor
 
 const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\n" +
-	"\x12boxd/v1/boxd.proto\x12\aboxd.v1\"%\n" +
+	"\x12boxd/v1/boxd.proto\x12\aboxd.v1\x1a\x15boxd/v1/volumes.proto\"%\n" +
 	"\x13PauseSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
 	"\x14PauseSandboxResponse\"'\n" +
@@ -4507,7 +4539,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x14\n" +
 	"\x05force\x18\x04 \x01(\bR\x05force\"=\n" +
 	"\x15CommitSandboxResponse\x12$\n" +
-	"\x05image\x18\x01 \x01(\v2\x0e.boxd.v1.ImageR\x05image\"\xc2\x02\n" +
+	"\x05image\x18\x01 \x01(\v2\x0e.boxd.v1.ImageR\x05image\"\x8e\x03\n" +
 	"\x12ForkSandboxRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x14\n" +
@@ -4517,7 +4549,9 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x03env\x18\x05 \x03(\tR\x03env\x12\x18\n" +
 	"\aworkdir\x18\x06 \x01(\tR\aworkdir\x12?\n" +
 	"\x06labels\x18\a \x03(\v2'.boxd.v1.ForkSandboxRequest.LabelsEntryR\x06labels\x12\x10\n" +
-	"\x03ttl\x18\b \x01(\tR\x03ttl\x1a9\n" +
+	"\x03ttl\x18\b \x01(\tR\x03ttl\x12$\n" +
+	"\rclone_volumes\x18\xc9\x01 \x01(\bR\fcloneVolumes\x12$\n" +
+	"\rshare_volumes\x18\xca\x01 \x01(\bR\fshareVolumes\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"E\n" +
@@ -4604,7 +4638,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x05allow\x18\x02 \x03(\tR\x05allow\x12\x18\n" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\x12\x18\n" +
 	"\agateway\x18\x04 \x01(\tR\agateway\x12\x10\n" +
-	"\x03dns\x18\x05 \x01(\tR\x03dns\"\xbc\v\n" +
+	"\x03dns\x18\x05 \x01(\tR\x03dns\"\xed\v\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -4653,7 +4687,8 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"stopped_at\x18: \x01(\tR\tstoppedAt\x12\x1d\n" +
 	"\n" +
 	"disk_bytes\x18_ \x01(\x03R\tdiskBytes\x12&\n" +
-	"\x0fdisk_used_bytes\x18` \x01(\x03R\rdiskUsedBytes\x1a9\n" +
+	"\x0fdisk_used_bytes\x18` \x01(\x03R\rdiskUsedBytes\x12/\n" +
+	"\avolumes\x18\xc8\x01 \x03(\v2\x14.boxd.v1.VolumeMountR\avolumes\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x84\x03\n" +
@@ -4966,6 +5001,7 @@ var file_boxd_v1_boxd_proto_goTypes = []any{
 	nil,                            // 67: boxd.v1.ListSandboxesRequest.LabelsEntry
 	nil,                            // 68: boxd.v1.Image.LabelsEntry
 	nil,                            // 69: boxd.v1.BuildImageRequest.BuildArgsEntry
+	(*VolumeMount)(nil),            // 70: boxd.v1.VolumeMount
 }
 var file_boxd_v1_boxd_proto_depIdxs = []int32{
 	7,  // 0: boxd.v1.StatsResponse.sandboxes:type_name -> boxd.v1.SandboxStats
@@ -4989,80 +5025,81 @@ var file_boxd_v1_boxd_proto_depIdxs = []int32{
 	23, // 18: boxd.v1.Sandbox.network:type_name -> boxd.v1.NetworkStatus
 	20, // 19: boxd.v1.Sandbox.tmpfs:type_name -> boxd.v1.TmpfsMount
 	21, // 20: boxd.v1.Sandbox.ulimits:type_name -> boxd.v1.Ulimits
-	24, // 21: boxd.v1.CreateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	67, // 22: boxd.v1.ListSandboxesRequest.labels:type_name -> boxd.v1.ListSandboxesRequest.LabelsEntry
-	24, // 23: boxd.v1.ListSandboxesResponse.sandboxes:type_name -> boxd.v1.Sandbox
-	24, // 24: boxd.v1.GetSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	35, // 25: boxd.v1.ExecResponse.result:type_name -> boxd.v1.ExecResult
-	35, // 26: boxd.v1.ExecStreamResponse.result:type_name -> boxd.v1.ExecResult
-	0,  // 27: boxd.v1.ImportImageRequest.format:type_name -> boxd.v1.ImageFormat
-	68, // 28: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
-	45, // 29: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
-	45, // 30: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
-	45, // 31: boxd.v1.TagImageResponse.image:type_name -> boxd.v1.Image
-	23, // 32: boxd.v1.UpdateNetworkResponse.network:type_name -> boxd.v1.NetworkStatus
-	17, // 33: boxd.v1.UpdateSandboxRequest.limits:type_name -> boxd.v1.Limits
-	24, // 34: boxd.v1.UpdateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	24, // 35: boxd.v1.StopSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	24, // 36: boxd.v1.StartSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	69, // 37: boxd.v1.BuildImageRequest.build_args:type_name -> boxd.v1.BuildImageRequest.BuildArgsEntry
-	45, // 38: boxd.v1.BuildImageResponse.image:type_name -> boxd.v1.Image
-	62, // 39: boxd.v1.BuildImageResponse.steps:type_name -> boxd.v1.BuildStep
-	18, // 40: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
-	28, // 41: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
-	30, // 42: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
-	32, // 43: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
-	53, // 44: boxd.v1.SandboxService.UpdateNetwork:input_type -> boxd.v1.UpdateNetworkRequest
-	34, // 45: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
-	34, // 46: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
-	38, // 47: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
-	40, // 48: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
-	42, // 49: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
-	44, // 50: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
-	47, // 51: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
-	49, // 52: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
-	51, // 53: boxd.v1.SandboxService.TagImage:input_type -> boxd.v1.TagImageRequest
-	13, // 54: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
-	15, // 55: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
-	8,  // 56: boxd.v1.SandboxService.CommitSandbox:input_type -> boxd.v1.CommitSandboxRequest
-	10, // 57: boxd.v1.SandboxService.ForkSandbox:input_type -> boxd.v1.ForkSandboxRequest
-	55, // 58: boxd.v1.SandboxService.UpdateSandbox:input_type -> boxd.v1.UpdateSandboxRequest
-	57, // 59: boxd.v1.SandboxService.StopSandbox:input_type -> boxd.v1.StopSandboxRequest
-	59, // 60: boxd.v1.SandboxService.StartSandbox:input_type -> boxd.v1.StartSandboxRequest
-	1,  // 61: boxd.v1.SandboxService.PauseSandbox:input_type -> boxd.v1.PauseSandboxRequest
-	3,  // 62: boxd.v1.SandboxService.UnpauseSandbox:input_type -> boxd.v1.UnpauseSandboxRequest
-	5,  // 63: boxd.v1.SandboxService.Stats:input_type -> boxd.v1.StatsRequest
-	61, // 64: boxd.v1.SandboxService.BuildImage:input_type -> boxd.v1.BuildImageRequest
-	27, // 65: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
-	29, // 66: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
-	31, // 67: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
-	33, // 68: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
-	54, // 69: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
-	36, // 70: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
-	37, // 71: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
-	39, // 72: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
-	41, // 73: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
-	43, // 74: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
-	46, // 75: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
-	48, // 76: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
-	50, // 77: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
-	52, // 78: boxd.v1.SandboxService.TagImage:output_type -> boxd.v1.TagImageResponse
-	14, // 79: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
-	16, // 80: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
-	9,  // 81: boxd.v1.SandboxService.CommitSandbox:output_type -> boxd.v1.CommitSandboxResponse
-	11, // 82: boxd.v1.SandboxService.ForkSandbox:output_type -> boxd.v1.ForkSandboxResponse
-	56, // 83: boxd.v1.SandboxService.UpdateSandbox:output_type -> boxd.v1.UpdateSandboxResponse
-	58, // 84: boxd.v1.SandboxService.StopSandbox:output_type -> boxd.v1.StopSandboxResponse
-	60, // 85: boxd.v1.SandboxService.StartSandbox:output_type -> boxd.v1.StartSandboxResponse
-	2,  // 86: boxd.v1.SandboxService.PauseSandbox:output_type -> boxd.v1.PauseSandboxResponse
-	4,  // 87: boxd.v1.SandboxService.UnpauseSandbox:output_type -> boxd.v1.UnpauseSandboxResponse
-	6,  // 88: boxd.v1.SandboxService.Stats:output_type -> boxd.v1.StatsResponse
-	63, // 89: boxd.v1.SandboxService.BuildImage:output_type -> boxd.v1.BuildImageResponse
-	65, // [65:90] is the sub-list for method output_type
-	40, // [40:65] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	70, // 21: boxd.v1.Sandbox.volumes:type_name -> boxd.v1.VolumeMount
+	24, // 22: boxd.v1.CreateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	67, // 23: boxd.v1.ListSandboxesRequest.labels:type_name -> boxd.v1.ListSandboxesRequest.LabelsEntry
+	24, // 24: boxd.v1.ListSandboxesResponse.sandboxes:type_name -> boxd.v1.Sandbox
+	24, // 25: boxd.v1.GetSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	35, // 26: boxd.v1.ExecResponse.result:type_name -> boxd.v1.ExecResult
+	35, // 27: boxd.v1.ExecStreamResponse.result:type_name -> boxd.v1.ExecResult
+	0,  // 28: boxd.v1.ImportImageRequest.format:type_name -> boxd.v1.ImageFormat
+	68, // 29: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
+	45, // 30: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
+	45, // 31: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
+	45, // 32: boxd.v1.TagImageResponse.image:type_name -> boxd.v1.Image
+	23, // 33: boxd.v1.UpdateNetworkResponse.network:type_name -> boxd.v1.NetworkStatus
+	17, // 34: boxd.v1.UpdateSandboxRequest.limits:type_name -> boxd.v1.Limits
+	24, // 35: boxd.v1.UpdateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	24, // 36: boxd.v1.StopSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	24, // 37: boxd.v1.StartSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	69, // 38: boxd.v1.BuildImageRequest.build_args:type_name -> boxd.v1.BuildImageRequest.BuildArgsEntry
+	45, // 39: boxd.v1.BuildImageResponse.image:type_name -> boxd.v1.Image
+	62, // 40: boxd.v1.BuildImageResponse.steps:type_name -> boxd.v1.BuildStep
+	18, // 41: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
+	28, // 42: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
+	30, // 43: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
+	32, // 44: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
+	53, // 45: boxd.v1.SandboxService.UpdateNetwork:input_type -> boxd.v1.UpdateNetworkRequest
+	34, // 46: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
+	34, // 47: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
+	38, // 48: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
+	40, // 49: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
+	42, // 50: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
+	44, // 51: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
+	47, // 52: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
+	49, // 53: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
+	51, // 54: boxd.v1.SandboxService.TagImage:input_type -> boxd.v1.TagImageRequest
+	13, // 55: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
+	15, // 56: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
+	8,  // 57: boxd.v1.SandboxService.CommitSandbox:input_type -> boxd.v1.CommitSandboxRequest
+	10, // 58: boxd.v1.SandboxService.ForkSandbox:input_type -> boxd.v1.ForkSandboxRequest
+	55, // 59: boxd.v1.SandboxService.UpdateSandbox:input_type -> boxd.v1.UpdateSandboxRequest
+	57, // 60: boxd.v1.SandboxService.StopSandbox:input_type -> boxd.v1.StopSandboxRequest
+	59, // 61: boxd.v1.SandboxService.StartSandbox:input_type -> boxd.v1.StartSandboxRequest
+	1,  // 62: boxd.v1.SandboxService.PauseSandbox:input_type -> boxd.v1.PauseSandboxRequest
+	3,  // 63: boxd.v1.SandboxService.UnpauseSandbox:input_type -> boxd.v1.UnpauseSandboxRequest
+	5,  // 64: boxd.v1.SandboxService.Stats:input_type -> boxd.v1.StatsRequest
+	61, // 65: boxd.v1.SandboxService.BuildImage:input_type -> boxd.v1.BuildImageRequest
+	27, // 66: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
+	29, // 67: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
+	31, // 68: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
+	33, // 69: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
+	54, // 70: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
+	36, // 71: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
+	37, // 72: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
+	39, // 73: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
+	41, // 74: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
+	43, // 75: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
+	46, // 76: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
+	48, // 77: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
+	50, // 78: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
+	52, // 79: boxd.v1.SandboxService.TagImage:output_type -> boxd.v1.TagImageResponse
+	14, // 80: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
+	16, // 81: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
+	9,  // 82: boxd.v1.SandboxService.CommitSandbox:output_type -> boxd.v1.CommitSandboxResponse
+	11, // 83: boxd.v1.SandboxService.ForkSandbox:output_type -> boxd.v1.ForkSandboxResponse
+	56, // 84: boxd.v1.SandboxService.UpdateSandbox:output_type -> boxd.v1.UpdateSandboxResponse
+	58, // 85: boxd.v1.SandboxService.StopSandbox:output_type -> boxd.v1.StopSandboxResponse
+	60, // 86: boxd.v1.SandboxService.StartSandbox:output_type -> boxd.v1.StartSandboxResponse
+	2,  // 87: boxd.v1.SandboxService.PauseSandbox:output_type -> boxd.v1.PauseSandboxResponse
+	4,  // 88: boxd.v1.SandboxService.UnpauseSandbox:output_type -> boxd.v1.UnpauseSandboxResponse
+	6,  // 89: boxd.v1.SandboxService.Stats:output_type -> boxd.v1.StatsResponse
+	63, // 90: boxd.v1.SandboxService.BuildImage:output_type -> boxd.v1.BuildImageResponse
+	66, // [66:91] is the sub-list for method output_type
+	41, // [41:66] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_boxd_v1_boxd_proto_init() }
@@ -5070,6 +5107,7 @@ func file_boxd_v1_boxd_proto_init() {
 	if File_boxd_v1_boxd_proto != nil {
 		return
 	}
+	file_boxd_v1_volumes_proto_init()
 	file_boxd_v1_boxd_proto_msgTypes[36].OneofWrappers = []any{
 		(*ExecStreamResponse_Stdout)(nil),
 		(*ExecStreamResponse_Stderr)(nil),

@@ -21,6 +21,198 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type CopyIntoVolumeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"` // first message only: the volume's name or id
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"` // first message only: absolute, in the volume
+	Data          []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"` // tar bytes
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CopyIntoVolumeRequest) Reset() {
+	*x = CopyIntoVolumeRequest{}
+	mi := &file_boxd_v1_volumes_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CopyIntoVolumeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CopyIntoVolumeRequest) ProtoMessage() {}
+
+func (x *CopyIntoVolumeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_volumes_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CopyIntoVolumeRequest.ProtoReflect.Descriptor instead.
+func (*CopyIntoVolumeRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *CopyIntoVolumeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CopyIntoVolumeRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *CopyIntoVolumeRequest) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type CopyIntoVolumeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CopyIntoVolumeResponse) Reset() {
+	*x = CopyIntoVolumeResponse{}
+	mi := &file_boxd_v1_volumes_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CopyIntoVolumeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CopyIntoVolumeResponse) ProtoMessage() {}
+
+func (x *CopyIntoVolumeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_volumes_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CopyIntoVolumeResponse.ProtoReflect.Descriptor instead.
+func (*CopyIntoVolumeResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{1}
+}
+
+type CopyFromVolumeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"` // the volume's name or id
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"` // absolute, in the volume, not /
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CopyFromVolumeRequest) Reset() {
+	*x = CopyFromVolumeRequest{}
+	mi := &file_boxd_v1_volumes_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CopyFromVolumeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CopyFromVolumeRequest) ProtoMessage() {}
+
+func (x *CopyFromVolumeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_volumes_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CopyFromVolumeRequest.ProtoReflect.Descriptor instead.
+func (*CopyFromVolumeRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *CopyFromVolumeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CopyFromVolumeRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+type CopyFromVolumeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Data          []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CopyFromVolumeResponse) Reset() {
+	*x = CopyFromVolumeResponse{}
+	mi := &file_boxd_v1_volumes_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CopyFromVolumeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CopyFromVolumeResponse) ProtoMessage() {}
+
+func (x *CopyFromVolumeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_volumes_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CopyFromVolumeResponse.ProtoReflect.Descriptor instead.
+func (*CopyFromVolumeResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *CopyFromVolumeResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 type CreateVolumeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// 1 to 63 of [A-Za-z0-9_.-], starting with a letter or digit, no "..".
@@ -42,7 +234,7 @@ type CreateVolumeRequest struct {
 
 func (x *CreateVolumeRequest) Reset() {
 	*x = CreateVolumeRequest{}
-	mi := &file_boxd_v1_volumes_proto_msgTypes[0]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -54,7 +246,7 @@ func (x *CreateVolumeRequest) String() string {
 func (*CreateVolumeRequest) ProtoMessage() {}
 
 func (x *CreateVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_volumes_proto_msgTypes[0]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -67,7 +259,7 @@ func (x *CreateVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateVolumeRequest.ProtoReflect.Descriptor instead.
 func (*CreateVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{0}
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CreateVolumeRequest) GetName() string {
@@ -114,7 +306,7 @@ type CreateVolumeResponse struct {
 
 func (x *CreateVolumeResponse) Reset() {
 	*x = CreateVolumeResponse{}
-	mi := &file_boxd_v1_volumes_proto_msgTypes[1]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -126,7 +318,7 @@ func (x *CreateVolumeResponse) String() string {
 func (*CreateVolumeResponse) ProtoMessage() {}
 
 func (x *CreateVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_volumes_proto_msgTypes[1]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -139,7 +331,7 @@ func (x *CreateVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateVolumeResponse.ProtoReflect.Descriptor instead.
 func (*CreateVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{1}
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateVolumeResponse) GetVolume() *Volume {
@@ -157,7 +349,7 @@ type ListVolumesRequest struct {
 
 func (x *ListVolumesRequest) Reset() {
 	*x = ListVolumesRequest{}
-	mi := &file_boxd_v1_volumes_proto_msgTypes[2]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -169,7 +361,7 @@ func (x *ListVolumesRequest) String() string {
 func (*ListVolumesRequest) ProtoMessage() {}
 
 func (x *ListVolumesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_volumes_proto_msgTypes[2]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -182,7 +374,7 @@ func (x *ListVolumesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVolumesRequest.ProtoReflect.Descriptor instead.
 func (*ListVolumesRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{2}
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{6}
 }
 
 type ListVolumesResponse struct {
@@ -194,7 +386,7 @@ type ListVolumesResponse struct {
 
 func (x *ListVolumesResponse) Reset() {
 	*x = ListVolumesResponse{}
-	mi := &file_boxd_v1_volumes_proto_msgTypes[3]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -206,7 +398,7 @@ func (x *ListVolumesResponse) String() string {
 func (*ListVolumesResponse) ProtoMessage() {}
 
 func (x *ListVolumesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_volumes_proto_msgTypes[3]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -219,7 +411,7 @@ func (x *ListVolumesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVolumesResponse.ProtoReflect.Descriptor instead.
 func (*ListVolumesResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{3}
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListVolumesResponse) GetVolumes() []*Volume {
@@ -238,7 +430,7 @@ type GetVolumeRequest struct {
 
 func (x *GetVolumeRequest) Reset() {
 	*x = GetVolumeRequest{}
-	mi := &file_boxd_v1_volumes_proto_msgTypes[4]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -250,7 +442,7 @@ func (x *GetVolumeRequest) String() string {
 func (*GetVolumeRequest) ProtoMessage() {}
 
 func (x *GetVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_volumes_proto_msgTypes[4]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -263,7 +455,7 @@ func (x *GetVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVolumeRequest.ProtoReflect.Descriptor instead.
 func (*GetVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{4}
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetVolumeRequest) GetName() string {
@@ -282,7 +474,7 @@ type GetVolumeResponse struct {
 
 func (x *GetVolumeResponse) Reset() {
 	*x = GetVolumeResponse{}
-	mi := &file_boxd_v1_volumes_proto_msgTypes[5]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -294,7 +486,7 @@ func (x *GetVolumeResponse) String() string {
 func (*GetVolumeResponse) ProtoMessage() {}
 
 func (x *GetVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_volumes_proto_msgTypes[5]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -307,7 +499,7 @@ func (x *GetVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVolumeResponse.ProtoReflect.Descriptor instead.
 func (*GetVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{5}
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetVolumeResponse) GetVolume() *Volume {
@@ -327,7 +519,7 @@ type RemoveVolumeRequest struct {
 
 func (x *RemoveVolumeRequest) Reset() {
 	*x = RemoveVolumeRequest{}
-	mi := &file_boxd_v1_volumes_proto_msgTypes[6]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -339,7 +531,7 @@ func (x *RemoveVolumeRequest) String() string {
 func (*RemoveVolumeRequest) ProtoMessage() {}
 
 func (x *RemoveVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_volumes_proto_msgTypes[6]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -352,7 +544,7 @@ func (x *RemoveVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveVolumeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{6}
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RemoveVolumeRequest) GetName() string {
@@ -377,7 +569,7 @@ type RemoveVolumeResponse struct {
 
 func (x *RemoveVolumeResponse) Reset() {
 	*x = RemoveVolumeResponse{}
-	mi := &file_boxd_v1_volumes_proto_msgTypes[7]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -389,7 +581,7 @@ func (x *RemoveVolumeResponse) String() string {
 func (*RemoveVolumeResponse) ProtoMessage() {}
 
 func (x *RemoveVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_volumes_proto_msgTypes[7]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -402,7 +594,7 @@ func (x *RemoveVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveVolumeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{7}
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{11}
 }
 
 type SnapshotVolumeRequest struct {
@@ -415,7 +607,7 @@ type SnapshotVolumeRequest struct {
 
 func (x *SnapshotVolumeRequest) Reset() {
 	*x = SnapshotVolumeRequest{}
-	mi := &file_boxd_v1_volumes_proto_msgTypes[8]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -427,7 +619,7 @@ func (x *SnapshotVolumeRequest) String() string {
 func (*SnapshotVolumeRequest) ProtoMessage() {}
 
 func (x *SnapshotVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_volumes_proto_msgTypes[8]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -440,7 +632,7 @@ func (x *SnapshotVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotVolumeRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{8}
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SnapshotVolumeRequest) GetName() string {
@@ -466,7 +658,7 @@ type SnapshotVolumeResponse struct {
 
 func (x *SnapshotVolumeResponse) Reset() {
 	*x = SnapshotVolumeResponse{}
-	mi := &file_boxd_v1_volumes_proto_msgTypes[9]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -478,7 +670,7 @@ func (x *SnapshotVolumeResponse) String() string {
 func (*SnapshotVolumeResponse) ProtoMessage() {}
 
 func (x *SnapshotVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_volumes_proto_msgTypes[9]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -491,7 +683,7 @@ func (x *SnapshotVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotVolumeResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{9}
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SnapshotVolumeResponse) GetVolume() *Volume {
@@ -519,7 +711,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_boxd_v1_volumes_proto_msgTypes[10]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -531,7 +723,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_volumes_proto_msgTypes[10]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -544,7 +736,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{10}
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Volume) GetId() string {
@@ -617,19 +809,22 @@ func (x *Volume) GetSnapshots() []string {
 	return nil
 }
 
-// VolumeMount is one sandbox's mount of a volume.
+// VolumeMount is one sandbox's mount of a volume: in Volume.mounts (by
+// sandbox_id) and in Sandbox.volumes (by volume and volume_id).
 type VolumeMount struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	SandboxId     string                 `protobuf:"bytes,1,opt,name=sandbox_id,json=sandboxId,proto3" json:"sandbox_id,omitempty"`
-	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"` // inside the sandbox
 	ReadOnly      bool                   `protobuf:"varint,3,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	Volume        string                 `protobuf:"bytes,4,opt,name=volume,proto3" json:"volume,omitempty"` // the volume's name
+	VolumeId      string                 `protobuf:"bytes,5,opt,name=volume_id,json=volumeId,proto3" json:"volume_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *VolumeMount) Reset() {
 	*x = VolumeMount{}
-	mi := &file_boxd_v1_volumes_proto_msgTypes[11]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -641,7 +836,7 @@ func (x *VolumeMount) String() string {
 func (*VolumeMount) ProtoMessage() {}
 
 func (x *VolumeMount) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_volumes_proto_msgTypes[11]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -654,7 +849,7 @@ func (x *VolumeMount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeMount.ProtoReflect.Descriptor instead.
 func (*VolumeMount) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{11}
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *VolumeMount) GetSandboxId() string {
@@ -678,11 +873,35 @@ func (x *VolumeMount) GetReadOnly() bool {
 	return false
 }
 
+func (x *VolumeMount) GetVolume() string {
+	if x != nil {
+		return x.Volume
+	}
+	return ""
+}
+
+func (x *VolumeMount) GetVolumeId() string {
+	if x != nil {
+		return x.VolumeId
+	}
+	return ""
+}
+
 var File_boxd_v1_volumes_proto protoreflect.FileDescriptor
 
 const file_boxd_v1_volumes_proto_rawDesc = "" +
 	"\n" +
-	"\x15boxd/v1/volumes.proto\x12\aboxd.v1\"\xe6\x01\n" +
+	"\x15boxd/v1/volumes.proto\x12\aboxd.v1\"S\n" +
+	"\x15CopyIntoVolumeRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\"\x18\n" +
+	"\x16CopyIntoVolumeResponse\"?\n" +
+	"\x15CopyFromVolumeRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\",\n" +
+	"\x16CopyFromVolumeResponse\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\"\xe6\x01\n" +
 	"\x13CreateVolumeRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\tR\x04size\x12@\n" +
@@ -727,18 +946,22 @@ const file_boxd_v1_volumes_proto_rawDesc = "" +
 	" \x03(\tR\tsnapshots\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"]\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x92\x01\n" +
 	"\vVolumeMount\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1b\n" +
-	"\tread_only\x18\x03 \x01(\bR\breadOnly2\x8a\x03\n" +
+	"\tread_only\x18\x03 \x01(\bR\breadOnly\x12\x16\n" +
+	"\x06volume\x18\x04 \x01(\tR\x06volume\x12\x1b\n" +
+	"\tvolume_id\x18\x05 \x01(\tR\bvolumeId2\xb4\x04\n" +
 	"\rVolumeService\x12K\n" +
 	"\fCreateVolume\x12\x1c.boxd.v1.CreateVolumeRequest\x1a\x1d.boxd.v1.CreateVolumeResponse\x12H\n" +
 	"\vListVolumes\x12\x1b.boxd.v1.ListVolumesRequest\x1a\x1c.boxd.v1.ListVolumesResponse\x12B\n" +
 	"\tGetVolume\x12\x19.boxd.v1.GetVolumeRequest\x1a\x1a.boxd.v1.GetVolumeResponse\x12K\n" +
 	"\fRemoveVolume\x12\x1c.boxd.v1.RemoveVolumeRequest\x1a\x1d.boxd.v1.RemoveVolumeResponse\x12Q\n" +
-	"\x0eSnapshotVolume\x12\x1e.boxd.v1.SnapshotVolumeRequest\x1a\x1f.boxd.v1.SnapshotVolumeResponseB1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
+	"\x0eSnapshotVolume\x12\x1e.boxd.v1.SnapshotVolumeRequest\x1a\x1f.boxd.v1.SnapshotVolumeResponse\x12S\n" +
+	"\x0eCopyIntoVolume\x12\x1e.boxd.v1.CopyIntoVolumeRequest\x1a\x1f.boxd.v1.CopyIntoVolumeResponse(\x01\x12S\n" +
+	"\x0eCopyFromVolume\x12\x1e.boxd.v1.CopyFromVolumeRequest\x1a\x1f.boxd.v1.CopyFromVolumeResponse0\x01B1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
 
 var (
 	file_boxd_v1_volumes_proto_rawDescOnce sync.Once
@@ -752,43 +975,51 @@ func file_boxd_v1_volumes_proto_rawDescGZIP() []byte {
 	return file_boxd_v1_volumes_proto_rawDescData
 }
 
-var file_boxd_v1_volumes_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_boxd_v1_volumes_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_boxd_v1_volumes_proto_goTypes = []any{
-	(*CreateVolumeRequest)(nil),    // 0: boxd.v1.CreateVolumeRequest
-	(*CreateVolumeResponse)(nil),   // 1: boxd.v1.CreateVolumeResponse
-	(*ListVolumesRequest)(nil),     // 2: boxd.v1.ListVolumesRequest
-	(*ListVolumesResponse)(nil),    // 3: boxd.v1.ListVolumesResponse
-	(*GetVolumeRequest)(nil),       // 4: boxd.v1.GetVolumeRequest
-	(*GetVolumeResponse)(nil),      // 5: boxd.v1.GetVolumeResponse
-	(*RemoveVolumeRequest)(nil),    // 6: boxd.v1.RemoveVolumeRequest
-	(*RemoveVolumeResponse)(nil),   // 7: boxd.v1.RemoveVolumeResponse
-	(*SnapshotVolumeRequest)(nil),  // 8: boxd.v1.SnapshotVolumeRequest
-	(*SnapshotVolumeResponse)(nil), // 9: boxd.v1.SnapshotVolumeResponse
-	(*Volume)(nil),                 // 10: boxd.v1.Volume
-	(*VolumeMount)(nil),            // 11: boxd.v1.VolumeMount
-	nil,                            // 12: boxd.v1.CreateVolumeRequest.LabelsEntry
-	nil,                            // 13: boxd.v1.Volume.LabelsEntry
+	(*CopyIntoVolumeRequest)(nil),  // 0: boxd.v1.CopyIntoVolumeRequest
+	(*CopyIntoVolumeResponse)(nil), // 1: boxd.v1.CopyIntoVolumeResponse
+	(*CopyFromVolumeRequest)(nil),  // 2: boxd.v1.CopyFromVolumeRequest
+	(*CopyFromVolumeResponse)(nil), // 3: boxd.v1.CopyFromVolumeResponse
+	(*CreateVolumeRequest)(nil),    // 4: boxd.v1.CreateVolumeRequest
+	(*CreateVolumeResponse)(nil),   // 5: boxd.v1.CreateVolumeResponse
+	(*ListVolumesRequest)(nil),     // 6: boxd.v1.ListVolumesRequest
+	(*ListVolumesResponse)(nil),    // 7: boxd.v1.ListVolumesResponse
+	(*GetVolumeRequest)(nil),       // 8: boxd.v1.GetVolumeRequest
+	(*GetVolumeResponse)(nil),      // 9: boxd.v1.GetVolumeResponse
+	(*RemoveVolumeRequest)(nil),    // 10: boxd.v1.RemoveVolumeRequest
+	(*RemoveVolumeResponse)(nil),   // 11: boxd.v1.RemoveVolumeResponse
+	(*SnapshotVolumeRequest)(nil),  // 12: boxd.v1.SnapshotVolumeRequest
+	(*SnapshotVolumeResponse)(nil), // 13: boxd.v1.SnapshotVolumeResponse
+	(*Volume)(nil),                 // 14: boxd.v1.Volume
+	(*VolumeMount)(nil),            // 15: boxd.v1.VolumeMount
+	nil,                            // 16: boxd.v1.CreateVolumeRequest.LabelsEntry
+	nil,                            // 17: boxd.v1.Volume.LabelsEntry
 }
 var file_boxd_v1_volumes_proto_depIdxs = []int32{
-	12, // 0: boxd.v1.CreateVolumeRequest.labels:type_name -> boxd.v1.CreateVolumeRequest.LabelsEntry
-	10, // 1: boxd.v1.CreateVolumeResponse.volume:type_name -> boxd.v1.Volume
-	10, // 2: boxd.v1.ListVolumesResponse.volumes:type_name -> boxd.v1.Volume
-	10, // 3: boxd.v1.GetVolumeResponse.volume:type_name -> boxd.v1.Volume
-	10, // 4: boxd.v1.SnapshotVolumeResponse.volume:type_name -> boxd.v1.Volume
-	13, // 5: boxd.v1.Volume.labels:type_name -> boxd.v1.Volume.LabelsEntry
-	11, // 6: boxd.v1.Volume.mounts:type_name -> boxd.v1.VolumeMount
-	0,  // 7: boxd.v1.VolumeService.CreateVolume:input_type -> boxd.v1.CreateVolumeRequest
-	2,  // 8: boxd.v1.VolumeService.ListVolumes:input_type -> boxd.v1.ListVolumesRequest
-	4,  // 9: boxd.v1.VolumeService.GetVolume:input_type -> boxd.v1.GetVolumeRequest
-	6,  // 10: boxd.v1.VolumeService.RemoveVolume:input_type -> boxd.v1.RemoveVolumeRequest
-	8,  // 11: boxd.v1.VolumeService.SnapshotVolume:input_type -> boxd.v1.SnapshotVolumeRequest
-	1,  // 12: boxd.v1.VolumeService.CreateVolume:output_type -> boxd.v1.CreateVolumeResponse
-	3,  // 13: boxd.v1.VolumeService.ListVolumes:output_type -> boxd.v1.ListVolumesResponse
-	5,  // 14: boxd.v1.VolumeService.GetVolume:output_type -> boxd.v1.GetVolumeResponse
-	7,  // 15: boxd.v1.VolumeService.RemoveVolume:output_type -> boxd.v1.RemoveVolumeResponse
-	9,  // 16: boxd.v1.VolumeService.SnapshotVolume:output_type -> boxd.v1.SnapshotVolumeResponse
-	12, // [12:17] is the sub-list for method output_type
-	7,  // [7:12] is the sub-list for method input_type
+	16, // 0: boxd.v1.CreateVolumeRequest.labels:type_name -> boxd.v1.CreateVolumeRequest.LabelsEntry
+	14, // 1: boxd.v1.CreateVolumeResponse.volume:type_name -> boxd.v1.Volume
+	14, // 2: boxd.v1.ListVolumesResponse.volumes:type_name -> boxd.v1.Volume
+	14, // 3: boxd.v1.GetVolumeResponse.volume:type_name -> boxd.v1.Volume
+	14, // 4: boxd.v1.SnapshotVolumeResponse.volume:type_name -> boxd.v1.Volume
+	17, // 5: boxd.v1.Volume.labels:type_name -> boxd.v1.Volume.LabelsEntry
+	15, // 6: boxd.v1.Volume.mounts:type_name -> boxd.v1.VolumeMount
+	4,  // 7: boxd.v1.VolumeService.CreateVolume:input_type -> boxd.v1.CreateVolumeRequest
+	6,  // 8: boxd.v1.VolumeService.ListVolumes:input_type -> boxd.v1.ListVolumesRequest
+	8,  // 9: boxd.v1.VolumeService.GetVolume:input_type -> boxd.v1.GetVolumeRequest
+	10, // 10: boxd.v1.VolumeService.RemoveVolume:input_type -> boxd.v1.RemoveVolumeRequest
+	12, // 11: boxd.v1.VolumeService.SnapshotVolume:input_type -> boxd.v1.SnapshotVolumeRequest
+	0,  // 12: boxd.v1.VolumeService.CopyIntoVolume:input_type -> boxd.v1.CopyIntoVolumeRequest
+	2,  // 13: boxd.v1.VolumeService.CopyFromVolume:input_type -> boxd.v1.CopyFromVolumeRequest
+	5,  // 14: boxd.v1.VolumeService.CreateVolume:output_type -> boxd.v1.CreateVolumeResponse
+	7,  // 15: boxd.v1.VolumeService.ListVolumes:output_type -> boxd.v1.ListVolumesResponse
+	9,  // 16: boxd.v1.VolumeService.GetVolume:output_type -> boxd.v1.GetVolumeResponse
+	11, // 17: boxd.v1.VolumeService.RemoveVolume:output_type -> boxd.v1.RemoveVolumeResponse
+	13, // 18: boxd.v1.VolumeService.SnapshotVolume:output_type -> boxd.v1.SnapshotVolumeResponse
+	1,  // 19: boxd.v1.VolumeService.CopyIntoVolume:output_type -> boxd.v1.CopyIntoVolumeResponse
+	3,  // 20: boxd.v1.VolumeService.CopyFromVolume:output_type -> boxd.v1.CopyFromVolumeResponse
+	14, // [14:21] is the sub-list for method output_type
+	7,  // [7:14] is the sub-list for method input_type
 	7,  // [7:7] is the sub-list for extension type_name
 	7,  // [7:7] is the sub-list for extension extendee
 	0,  // [0:7] is the sub-list for field type_name
@@ -805,7 +1036,7 @@ func file_boxd_v1_volumes_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_boxd_v1_volumes_proto_rawDesc), len(file_boxd_v1_volumes_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,3 +1,4 @@
+from boxd.v1 import volumes_pb2 as _volumes_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -258,7 +259,7 @@ class ExecStreamResponse(_message.Message):
     def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., result: _Optional[_Union[ExecResult, _Mapping]] = ...) -> None: ...
 
 class ForkSandboxRequest(_message.Message):
-    __slots__ = ["count", "env", "labels", "limits", "names", "sandbox_id", "ttl", "workdir"]
+    __slots__ = ["clone_volumes", "count", "env", "labels", "limits", "names", "sandbox_id", "share_volumes", "ttl", "workdir"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -266,23 +267,27 @@ class ForkSandboxRequest(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    CLONE_VOLUMES_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
     ENV_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
     LIMITS_FIELD_NUMBER: _ClassVar[int]
     NAMES_FIELD_NUMBER: _ClassVar[int]
     SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    SHARE_VOLUMES_FIELD_NUMBER: _ClassVar[int]
     TTL_FIELD_NUMBER: _ClassVar[int]
     WORKDIR_FIELD_NUMBER: _ClassVar[int]
+    clone_volumes: bool
     count: int
     env: _containers.RepeatedScalarFieldContainer[str]
     labels: _containers.ScalarMap[str, str]
     limits: Limits
     names: _containers.RepeatedScalarFieldContainer[str]
     sandbox_id: str
+    share_volumes: bool
     ttl: str
     workdir: str
-    def __init__(self, sandbox_id: _Optional[str] = ..., count: _Optional[int] = ..., names: _Optional[_Iterable[str]] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., ttl: _Optional[str] = ...) -> None: ...
+    def __init__(self, sandbox_id: _Optional[str] = ..., count: _Optional[int] = ..., names: _Optional[_Iterable[str]] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., ttl: _Optional[str] = ..., clone_volumes: bool = ..., share_volumes: bool = ...) -> None: ...
 
 class ForkSandboxResponse(_message.Message):
     __slots__ = ["sandboxes"]
@@ -471,7 +476,7 @@ class RemoveImageResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class Sandbox(_message.Message):
-    __slots__ = ["cpu_weight", "cpus", "created_at", "disk_bytes", "disk_used_bytes", "env", "exec_timeout", "expires_at", "hostname", "id", "idle_timeout", "image", "init_pid", "init_restarts", "labels", "last_activity_at", "last_restart_at", "last_restart_reason", "memory_bytes", "memory_low_bytes", "name", "network", "on_idle", "output_limit", "owner", "owner_uid", "pause_reason", "paused_at", "pids", "ports", "restart_refused", "runtime", "runtime_advisories", "runtime_version", "security", "state", "stopped_at", "tmpfs", "ulimits", "usage", "user", "workdir"]
+    __slots__ = ["cpu_weight", "cpus", "created_at", "disk_bytes", "disk_used_bytes", "env", "exec_timeout", "expires_at", "hostname", "id", "idle_timeout", "image", "init_pid", "init_restarts", "labels", "last_activity_at", "last_restart_at", "last_restart_reason", "memory_bytes", "memory_low_bytes", "name", "network", "on_idle", "output_limit", "owner", "owner_uid", "pause_reason", "paused_at", "pids", "ports", "restart_refused", "runtime", "runtime_advisories", "runtime_version", "security", "state", "stopped_at", "tmpfs", "ulimits", "usage", "user", "volumes", "workdir"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -520,6 +525,7 @@ class Sandbox(_message.Message):
     ULIMITS_FIELD_NUMBER: _ClassVar[int]
     USAGE_FIELD_NUMBER: _ClassVar[int]
     USER_FIELD_NUMBER: _ClassVar[int]
+    VOLUMES_FIELD_NUMBER: _ClassVar[int]
     WORKDIR_FIELD_NUMBER: _ClassVar[int]
     cpu_weight: int
     cpus: float
@@ -562,8 +568,9 @@ class Sandbox(_message.Message):
     ulimits: Ulimits
     usage: Usage
     user: str
+    volumes: _containers.RepeatedCompositeFieldContainer[_volumes_pb2.VolumeMount]
     workdir: str
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., image: _Optional[str] = ..., state: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., cpus: _Optional[float] = ..., pids: _Optional[int] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., created_at: _Optional[str] = ..., expires_at: _Optional[str] = ..., security: _Optional[_Union[Security, _Mapping]] = ..., init_pid: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., init_restarts: _Optional[int] = ..., last_restart_at: _Optional[str] = ..., last_restart_reason: _Optional[str] = ..., restart_refused: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkStatus, _Mapping]] = ..., runtime: _Optional[str] = ..., runtime_version: _Optional[str] = ..., runtime_advisories: _Optional[_Iterable[str]] = ..., owner_uid: _Optional[int] = ..., owner: _Optional[str] = ..., idle_timeout: _Optional[str] = ..., on_idle: _Optional[str] = ..., last_activity_at: _Optional[str] = ..., paused_at: _Optional[str] = ..., pause_reason: _Optional[str] = ..., user: _Optional[str] = ..., tmpfs: _Optional[_Iterable[_Union[TmpfsMount, _Mapping]]] = ..., ulimits: _Optional[_Union[Ulimits, _Mapping]] = ..., hostname: _Optional[str] = ..., cpu_weight: _Optional[int] = ..., memory_low_bytes: _Optional[int] = ..., exec_timeout: _Optional[str] = ..., output_limit: _Optional[int] = ..., stopped_at: _Optional[str] = ..., disk_bytes: _Optional[int] = ..., disk_used_bytes: _Optional[int] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., image: _Optional[str] = ..., state: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., cpus: _Optional[float] = ..., pids: _Optional[int] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., created_at: _Optional[str] = ..., expires_at: _Optional[str] = ..., security: _Optional[_Union[Security, _Mapping]] = ..., init_pid: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., init_restarts: _Optional[int] = ..., last_restart_at: _Optional[str] = ..., last_restart_reason: _Optional[str] = ..., restart_refused: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkStatus, _Mapping]] = ..., runtime: _Optional[str] = ..., runtime_version: _Optional[str] = ..., runtime_advisories: _Optional[_Iterable[str]] = ..., owner_uid: _Optional[int] = ..., owner: _Optional[str] = ..., idle_timeout: _Optional[str] = ..., on_idle: _Optional[str] = ..., last_activity_at: _Optional[str] = ..., paused_at: _Optional[str] = ..., pause_reason: _Optional[str] = ..., user: _Optional[str] = ..., tmpfs: _Optional[_Iterable[_Union[TmpfsMount, _Mapping]]] = ..., ulimits: _Optional[_Union[Ulimits, _Mapping]] = ..., hostname: _Optional[str] = ..., cpu_weight: _Optional[int] = ..., memory_low_bytes: _Optional[int] = ..., exec_timeout: _Optional[str] = ..., output_limit: _Optional[int] = ..., stopped_at: _Optional[str] = ..., disk_bytes: _Optional[int] = ..., disk_used_bytes: _Optional[int] = ..., volumes: _Optional[_Iterable[_Union[_volumes_pb2.VolumeMount, _Mapping]]] = ...) -> None: ...
 
 class SandboxStats(_message.Message):
     __slots__ = ["cpu_percent", "id", "memory_limit_bytes", "name", "state", "usage"]

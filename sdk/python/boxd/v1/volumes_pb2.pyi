@@ -5,6 +5,34 @@ from typing import ClassVar as _ClassVar, Iterable as _Iterable, Mapping as _Map
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
+class CopyFromVolumeRequest(_message.Message):
+    __slots__ = ["name", "path"]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    path: str
+    def __init__(self, name: _Optional[str] = ..., path: _Optional[str] = ...) -> None: ...
+
+class CopyFromVolumeResponse(_message.Message):
+    __slots__ = ["data"]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    def __init__(self, data: _Optional[bytes] = ...) -> None: ...
+
+class CopyIntoVolumeRequest(_message.Message):
+    __slots__ = ["data", "name", "path"]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    name: str
+    path: str
+    def __init__(self, name: _Optional[str] = ..., path: _Optional[str] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class CopyIntoVolumeResponse(_message.Message):
+    __slots__ = []
+    def __init__(self) -> None: ...
+
 class CreateVolumeRequest(_message.Message):
     __slots__ = ["labels", "name", "shared", "size"]
     class LabelsEntry(_message.Message):
@@ -111,11 +139,15 @@ class Volume(_message.Message):
     def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., size_bytes: _Optional[int] = ..., used_bytes: _Optional[int] = ..., owner_uid: _Optional[int] = ..., labels: _Optional[_Mapping[str, str]] = ..., created_at: _Optional[str] = ..., shared: bool = ..., mounts: _Optional[_Iterable[_Union[VolumeMount, _Mapping]]] = ..., snapshots: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class VolumeMount(_message.Message):
-    __slots__ = ["path", "read_only", "sandbox_id"]
+    __slots__ = ["path", "read_only", "sandbox_id", "volume", "volume_id"]
     PATH_FIELD_NUMBER: _ClassVar[int]
     READ_ONLY_FIELD_NUMBER: _ClassVar[int]
     SANDBOX_ID_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_FIELD_NUMBER: _ClassVar[int]
+    VOLUME_ID_FIELD_NUMBER: _ClassVar[int]
     path: str
     read_only: bool
     sandbox_id: str
-    def __init__(self, sandbox_id: _Optional[str] = ..., path: _Optional[str] = ..., read_only: bool = ...) -> None: ...
+    volume: str
+    volume_id: str
+    def __init__(self, sandbox_id: _Optional[str] = ..., path: _Optional[str] = ..., read_only: bool = ..., volume: _Optional[str] = ..., volume_id: _Optional[str] = ...) -> None: ...

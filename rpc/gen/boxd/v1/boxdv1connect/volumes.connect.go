@@ -47,6 +47,12 @@ const (
 	// VolumeServiceSnapshotVolumeProcedure is the fully-qualified name of the VolumeService's
 	// SnapshotVolume RPC.
 	VolumeServiceSnapshotVolumeProcedure = "/boxd.v1.VolumeService/SnapshotVolume"
+	// VolumeServiceCopyIntoVolumeProcedure is the fully-qualified name of the VolumeService's
+	// CopyIntoVolume RPC.
+	VolumeServiceCopyIntoVolumeProcedure = "/boxd.v1.VolumeService/CopyIntoVolume"
+	// VolumeServiceCopyFromVolumeProcedure is the fully-qualified name of the VolumeService's
+	// CopyFromVolume RPC.
+	VolumeServiceCopyFromVolumeProcedure = "/boxd.v1.VolumeService/CopyFromVolume"
 )
 
 // VolumeServiceClient is a client for the boxd.v1.VolumeService service.
@@ -72,6 +78,19 @@ type VolumeServiceClient interface {
 	// with the volume. Errors: not_found, already_exists (the snapshot
 	// name), resource_exhausted (quota).
 	SnapshotVolume(context.Context, *connect.Request[v1.SnapshotVolumeRequest]) (*connect.Response[v1.SnapshotVolumeResponse], error)
+	// CopyIntoVolume extracts a tar stream into a volume no sandbox mounts
+	// read-write (as CopyIn does into a sandbox: into path if it is a
+	// directory, else as path). boxd writes through the volume's host
+	// mount, never inside a sandbox; nothing is written outside the volume
+	// (names with "..", absolute names and symlinks the volume holds are
+	// never followed), and what it creates belongs to the volume's uid
+	// block (root in the sandboxes that mount it). Errors: not_found,
+	// failed_precondition (a sandbox mounts it read-write, naming it),
+	// invalid_argument (path, or an unsafe entry: data).
+	CopyIntoVolume(context.Context) *connect.ClientStreamForClient[v1.CopyIntoVolumeRequest, v1.CopyIntoVolumeResponse]
+	// CopyFromVolume streams a tar of path in a volume no sandbox mounts
+	// read-write; its one top-level entry is path's base name.
+	CopyFromVolume(context.Context, *connect.Request[v1.CopyFromVolumeRequest]) (*connect.ServerStreamForClient[v1.CopyFromVolumeResponse], error)
 }
 
 // NewVolumeServiceClient constructs a client for the boxd.v1.VolumeService service. By default, it
@@ -115,6 +134,18 @@ func NewVolumeServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(volumeServiceMethods.ByName("SnapshotVolume")),
 			connect.WithClientOptions(opts...),
 		),
+		copyIntoVolume: connect.NewClient[v1.CopyIntoVolumeRequest, v1.CopyIntoVolumeResponse](
+			httpClient,
+			baseURL+VolumeServiceCopyIntoVolumeProcedure,
+			connect.WithSchema(volumeServiceMethods.ByName("CopyIntoVolume")),
+			connect.WithClientOptions(opts...),
+		),
+		copyFromVolume: connect.NewClient[v1.CopyFromVolumeRequest, v1.CopyFromVolumeResponse](
+			httpClient,
+			baseURL+VolumeServiceCopyFromVolumeProcedure,
+			connect.WithSchema(volumeServiceMethods.ByName("CopyFromVolume")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -125,6 +156,8 @@ type volumeServiceClient struct {
 	getVolume      *connect.Client[v1.GetVolumeRequest, v1.GetVolumeResponse]
 	removeVolume   *connect.Client[v1.RemoveVolumeRequest, v1.RemoveVolumeResponse]
 	snapshotVolume *connect.Client[v1.SnapshotVolumeRequest, v1.SnapshotVolumeResponse]
+	copyIntoVolume *connect.Client[v1.CopyIntoVolumeRequest, v1.CopyIntoVolumeResponse]
+	copyFromVolume *connect.Client[v1.CopyFromVolumeRequest, v1.CopyFromVolumeResponse]
 }
 
 // CreateVolume calls boxd.v1.VolumeService.CreateVolume.
@@ -152,6 +185,16 @@ func (c *volumeServiceClient) SnapshotVolume(ctx context.Context, req *connect.R
 	return c.snapshotVolume.CallUnary(ctx, req)
 }
 
+// CopyIntoVolume calls boxd.v1.VolumeService.CopyIntoVolume.
+func (c *volumeServiceClient) CopyIntoVolume(ctx context.Context) *connect.ClientStreamForClient[v1.CopyIntoVolumeRequest, v1.CopyIntoVolumeResponse] {
+	return c.copyIntoVolume.CallClientStream(ctx)
+}
+
+// CopyFromVolume calls boxd.v1.VolumeService.CopyFromVolume.
+func (c *volumeServiceClient) CopyFromVolume(ctx context.Context, req *connect.Request[v1.CopyFromVolumeRequest]) (*connect.ServerStreamForClient[v1.CopyFromVolumeResponse], error) {
+	return c.copyFromVolume.CallServerStream(ctx, req)
+}
+
 // VolumeServiceHandler is an implementation of the boxd.v1.VolumeService service.
 type VolumeServiceHandler interface {
 	// CreateVolume makes an empty volume. Errors: invalid_argument (a bad
@@ -175,6 +218,19 @@ type VolumeServiceHandler interface {
 	// with the volume. Errors: not_found, already_exists (the snapshot
 	// name), resource_exhausted (quota).
 	SnapshotVolume(context.Context, *connect.Request[v1.SnapshotVolumeRequest]) (*connect.Response[v1.SnapshotVolumeResponse], error)
+	// CopyIntoVolume extracts a tar stream into a volume no sandbox mounts
+	// read-write (as CopyIn does into a sandbox: into path if it is a
+	// directory, else as path). boxd writes through the volume's host
+	// mount, never inside a sandbox; nothing is written outside the volume
+	// (names with "..", absolute names and symlinks the volume holds are
+	// never followed), and what it creates belongs to the volume's uid
+	// block (root in the sandboxes that mount it). Errors: not_found,
+	// failed_precondition (a sandbox mounts it read-write, naming it),
+	// invalid_argument (path, or an unsafe entry: data).
+	CopyIntoVolume(context.Context, *connect.ClientStream[v1.CopyIntoVolumeRequest]) (*connect.Response[v1.CopyIntoVolumeResponse], error)
+	// CopyFromVolume streams a tar of path in a volume no sandbox mounts
+	// read-write; its one top-level entry is path's base name.
+	CopyFromVolume(context.Context, *connect.Request[v1.CopyFromVolumeRequest], *connect.ServerStream[v1.CopyFromVolumeResponse]) error
 }
 
 // NewVolumeServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -214,6 +270,18 @@ func NewVolumeServiceHandler(svc VolumeServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(volumeServiceMethods.ByName("SnapshotVolume")),
 		connect.WithHandlerOptions(opts...),
 	)
+	volumeServiceCopyIntoVolumeHandler := connect.NewClientStreamHandler(
+		VolumeServiceCopyIntoVolumeProcedure,
+		svc.CopyIntoVolume,
+		connect.WithSchema(volumeServiceMethods.ByName("CopyIntoVolume")),
+		connect.WithHandlerOptions(opts...),
+	)
+	volumeServiceCopyFromVolumeHandler := connect.NewServerStreamHandler(
+		VolumeServiceCopyFromVolumeProcedure,
+		svc.CopyFromVolume,
+		connect.WithSchema(volumeServiceMethods.ByName("CopyFromVolume")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/boxd.v1.VolumeService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case VolumeServiceCreateVolumeProcedure:
@@ -226,6 +294,10 @@ func NewVolumeServiceHandler(svc VolumeServiceHandler, opts ...connect.HandlerOp
 			volumeServiceRemoveVolumeHandler.ServeHTTP(w, r)
 		case VolumeServiceSnapshotVolumeProcedure:
 			volumeServiceSnapshotVolumeHandler.ServeHTTP(w, r)
+		case VolumeServiceCopyIntoVolumeProcedure:
+			volumeServiceCopyIntoVolumeHandler.ServeHTTP(w, r)
+		case VolumeServiceCopyFromVolumeProcedure:
+			volumeServiceCopyFromVolumeHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -253,4 +325,12 @@ func (UnimplementedVolumeServiceHandler) RemoveVolume(context.Context, *connect.
 
 func (UnimplementedVolumeServiceHandler) SnapshotVolume(context.Context, *connect.Request[v1.SnapshotVolumeRequest]) (*connect.Response[v1.SnapshotVolumeResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.VolumeService.SnapshotVolume is not implemented"))
+}
+
+func (UnimplementedVolumeServiceHandler) CopyIntoVolume(context.Context, *connect.ClientStream[v1.CopyIntoVolumeRequest]) (*connect.Response[v1.CopyIntoVolumeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.VolumeService.CopyIntoVolume is not implemented"))
+}
+
+func (UnimplementedVolumeServiceHandler) CopyFromVolume(context.Context, *connect.Request[v1.CopyFromVolumeRequest], *connect.ServerStream[v1.CopyFromVolumeResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.VolumeService.CopyFromVolume is not implemented"))
 }

@@ -10,7 +10,96 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file boxd/v1/volumes.proto.
  */
 export const file_boxd_v1_volumes: GenFile = /*@__PURE__*/
-  fileDesc("ChVib3hkL3YxL3ZvbHVtZXMucHJvdG8SB2JveGQudjEiuAEKE0NyZWF0ZVZvbHVtZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRIMCgRzaXplGAIgASgJEjgKBmxhYmVscxgDIAMoCzIoLmJveGQudjEuQ3JlYXRlVm9sdW1lUmVxdWVzdC5MYWJlbHNFbnRyeRIOCgZzaGFyZWQYBCABKAgSDAoEZnJvbRgFIAEoCRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjcKFENyZWF0ZVZvbHVtZVJlc3BvbnNlEh8KBnZvbHVtZRgBIAEoCzIPLmJveGQudjEuVm9sdW1lIhQKEkxpc3RWb2x1bWVzUmVxdWVzdCI3ChNMaXN0Vm9sdW1lc1Jlc3BvbnNlEiAKB3ZvbHVtZXMYASADKAsyDy5ib3hkLnYxLlZvbHVtZSIgChBHZXRWb2x1bWVSZXF1ZXN0EgwKBG5hbWUYASABKAkiNAoRR2V0Vm9sdW1lUmVzcG9uc2USHwoGdm9sdW1lGAEgASgLMg8uYm94ZC52MS5Wb2x1bWUiMgoTUmVtb3ZlVm9sdW1lUmVxdWVzdBIMCgRuYW1lGAEgASgJEg0KBWZvcmNlGAIgASgIIhYKFFJlbW92ZVZvbHVtZVJlc3BvbnNlIjcKFVNuYXBzaG90Vm9sdW1lUmVxdWVzdBIMCgRuYW1lGAEgASgJEhAKCHNuYXBzaG90GAIgASgJIjkKFlNuYXBzaG90Vm9sdW1lUmVzcG9uc2USHwoGdm9sdW1lGAEgASgLMg8uYm94ZC52MS5Wb2x1bWUilgIKBlZvbHVtZRIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhIKCnNpemVfYnl0ZXMYAyABKAMSEgoKdXNlZF9ieXRlcxgEIAEoAxIRCglvd25lcl91aWQYBSABKA0SKwoGbGFiZWxzGAYgAygLMhsuYm94ZC52MS5Wb2x1bWUuTGFiZWxzRW50cnkSEgoKY3JlYXRlZF9hdBgHIAEoCRIOCgZzaGFyZWQYCCABKAgSJAoGbW91bnRzGAkgAygLMhQuYm94ZC52MS5Wb2x1bWVNb3VudBIRCglzbmFwc2hvdHMYCiADKAkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJCCgtWb2x1bWVNb3VudBISCgpzYW5kYm94X2lkGAEgASgJEgwKBHBhdGgYAiABKAkSEQoJcmVhZF9vbmx5GAMgASgIMooDCg1Wb2x1bWVTZXJ2aWNlEksKDENyZWF0ZVZvbHVtZRIcLmJveGQudjEuQ3JlYXRlVm9sdW1lUmVxdWVzdBodLmJveGQudjEuQ3JlYXRlVm9sdW1lUmVzcG9uc2USSAoLTGlzdFZvbHVtZXMSGy5ib3hkLnYxLkxpc3RWb2x1bWVzUmVxdWVzdBocLmJveGQudjEuTGlzdFZvbHVtZXNSZXNwb25zZRJCCglHZXRWb2x1bWUSGS5ib3hkLnYxLkdldFZvbHVtZVJlcXVlc3QaGi5ib3hkLnYxLkdldFZvbHVtZVJlc3BvbnNlEksKDFJlbW92ZVZvbHVtZRIcLmJveGQudjEuUmVtb3ZlVm9sdW1lUmVxdWVzdBodLmJveGQudjEuUmVtb3ZlVm9sdW1lUmVzcG9uc2USUQoOU25hcHNob3RWb2x1bWUSHi5ib3hkLnYxLlNuYXBzaG90Vm9sdW1lUmVxdWVzdBofLmJveGQudjEuU25hcHNob3RWb2x1bWVSZXNwb25zZUIxWi9naXRodWIuY29tL2JveGQtZGV2L2JveGQvcnBjL2dlbi9ib3hkL3YxO2JveGR2MWIGcHJvdG8z");
+  fileDesc("ChVib3hkL3YxL3ZvbHVtZXMucHJvdG8SB2JveGQudjEiQQoVQ29weUludG9Wb2x1bWVSZXF1ZXN0EgwKBG5hbWUYASABKAkSDAoEcGF0aBgCIAEoCRIMCgRkYXRhGAMgASgMIhgKFkNvcHlJbnRvVm9sdW1lUmVzcG9uc2UiMwoVQ29weUZyb21Wb2x1bWVSZXF1ZXN0EgwKBG5hbWUYASABKAkSDAoEcGF0aBgCIAEoCSImChZDb3B5RnJvbVZvbHVtZVJlc3BvbnNlEgwKBGRhdGEYASABKAwiuAEKE0NyZWF0ZVZvbHVtZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRIMCgRzaXplGAIgASgJEjgKBmxhYmVscxgDIAMoCzIoLmJveGQudjEuQ3JlYXRlVm9sdW1lUmVxdWVzdC5MYWJlbHNFbnRyeRIOCgZzaGFyZWQYBCABKAgSDAoEZnJvbRgFIAEoCRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjcKFENyZWF0ZVZvbHVtZVJlc3BvbnNlEh8KBnZvbHVtZRgBIAEoCzIPLmJveGQudjEuVm9sdW1lIhQKEkxpc3RWb2x1bWVzUmVxdWVzdCI3ChNMaXN0Vm9sdW1lc1Jlc3BvbnNlEiAKB3ZvbHVtZXMYASADKAsyDy5ib3hkLnYxLlZvbHVtZSIgChBHZXRWb2x1bWVSZXF1ZXN0EgwKBG5hbWUYASABKAkiNAoRR2V0Vm9sdW1lUmVzcG9uc2USHwoGdm9sdW1lGAEgASgLMg8uYm94ZC52MS5Wb2x1bWUiMgoTUmVtb3ZlVm9sdW1lUmVxdWVzdBIMCgRuYW1lGAEgASgJEg0KBWZvcmNlGAIgASgIIhYKFFJlbW92ZVZvbHVtZVJlc3BvbnNlIjcKFVNuYXBzaG90Vm9sdW1lUmVxdWVzdBIMCgRuYW1lGAEgASgJEhAKCHNuYXBzaG90GAIgASgJIjkKFlNuYXBzaG90Vm9sdW1lUmVzcG9uc2USHwoGdm9sdW1lGAEgASgLMg8uYm94ZC52MS5Wb2x1bWUilgIKBlZvbHVtZRIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhIKCnNpemVfYnl0ZXMYAyABKAMSEgoKdXNlZF9ieXRlcxgEIAEoAxIRCglvd25lcl91aWQYBSABKA0SKwoGbGFiZWxzGAYgAygLMhsuYm94ZC52MS5Wb2x1bWUuTGFiZWxzRW50cnkSEgoKY3JlYXRlZF9hdBgHIAEoCRIOCgZzaGFyZWQYCCABKAgSJAoGbW91bnRzGAkgAygLMhQuYm94ZC52MS5Wb2x1bWVNb3VudBIRCglzbmFwc2hvdHMYCiADKAkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJlCgtWb2x1bWVNb3VudBISCgpzYW5kYm94X2lkGAEgASgJEgwKBHBhdGgYAiABKAkSEQoJcmVhZF9vbmx5GAMgASgIEg4KBnZvbHVtZRgEIAEoCRIRCgl2b2x1bWVfaWQYBSABKAkytAQKDVZvbHVtZVNlcnZpY2USSwoMQ3JlYXRlVm9sdW1lEhwuYm94ZC52MS5DcmVhdGVWb2x1bWVSZXF1ZXN0Gh0uYm94ZC52MS5DcmVhdGVWb2x1bWVSZXNwb25zZRJICgtMaXN0Vm9sdW1lcxIbLmJveGQudjEuTGlzdFZvbHVtZXNSZXF1ZXN0GhwuYm94ZC52MS5MaXN0Vm9sdW1lc1Jlc3BvbnNlEkIKCUdldFZvbHVtZRIZLmJveGQudjEuR2V0Vm9sdW1lUmVxdWVzdBoaLmJveGQudjEuR2V0Vm9sdW1lUmVzcG9uc2USSwoMUmVtb3ZlVm9sdW1lEhwuYm94ZC52MS5SZW1vdmVWb2x1bWVSZXF1ZXN0Gh0uYm94ZC52MS5SZW1vdmVWb2x1bWVSZXNwb25zZRJRCg5TbmFwc2hvdFZvbHVtZRIeLmJveGQudjEuU25hcHNob3RWb2x1bWVSZXF1ZXN0Gh8uYm94ZC52MS5TbmFwc2hvdFZvbHVtZVJlc3BvbnNlElMKDkNvcHlJbnRvVm9sdW1lEh4uYm94ZC52MS5Db3B5SW50b1ZvbHVtZVJlcXVlc3QaHy5ib3hkLnYxLkNvcHlJbnRvVm9sdW1lUmVzcG9uc2UoARJTCg5Db3B5RnJvbVZvbHVtZRIeLmJveGQudjEuQ29weUZyb21Wb2x1bWVSZXF1ZXN0Gh8uYm94ZC52MS5Db3B5RnJvbVZvbHVtZVJlc3BvbnNlMAFCMVovZ2l0aHViLmNvbS9ib3hkLWRldi9ib3hkL3JwYy9nZW4vYm94ZC92MTtib3hkdjFiBnByb3RvMw");
+
+/**
+ * @generated from message boxd.v1.CopyIntoVolumeRequest
+ */
+export type CopyIntoVolumeRequest = Message<"boxd.v1.CopyIntoVolumeRequest"> & {
+  /**
+   * first message only: the volume's name or id
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * first message only: absolute, in the volume
+   *
+   * @generated from field: string path = 2;
+   */
+  path: string;
+
+  /**
+   * tar bytes
+   *
+   * @generated from field: bytes data = 3;
+   */
+  data: Uint8Array;
+};
+
+/**
+ * Describes the message boxd.v1.CopyIntoVolumeRequest.
+ * Use `create(CopyIntoVolumeRequestSchema)` to create a new message.
+ */
+export const CopyIntoVolumeRequestSchema: GenMessage<CopyIntoVolumeRequest> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_volumes, 0);
+
+/**
+ * @generated from message boxd.v1.CopyIntoVolumeResponse
+ */
+export type CopyIntoVolumeResponse = Message<"boxd.v1.CopyIntoVolumeResponse"> & {
+};
+
+/**
+ * Describes the message boxd.v1.CopyIntoVolumeResponse.
+ * Use `create(CopyIntoVolumeResponseSchema)` to create a new message.
+ */
+export const CopyIntoVolumeResponseSchema: GenMessage<CopyIntoVolumeResponse> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_volumes, 1);
+
+/**
+ * @generated from message boxd.v1.CopyFromVolumeRequest
+ */
+export type CopyFromVolumeRequest = Message<"boxd.v1.CopyFromVolumeRequest"> & {
+  /**
+   * the volume's name or id
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * absolute, in the volume, not /
+   *
+   * @generated from field: string path = 2;
+   */
+  path: string;
+};
+
+/**
+ * Describes the message boxd.v1.CopyFromVolumeRequest.
+ * Use `create(CopyFromVolumeRequestSchema)` to create a new message.
+ */
+export const CopyFromVolumeRequestSchema: GenMessage<CopyFromVolumeRequest> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_volumes, 2);
+
+/**
+ * @generated from message boxd.v1.CopyFromVolumeResponse
+ */
+export type CopyFromVolumeResponse = Message<"boxd.v1.CopyFromVolumeResponse"> & {
+  /**
+   * @generated from field: bytes data = 1;
+   */
+  data: Uint8Array;
+};
+
+/**
+ * Describes the message boxd.v1.CopyFromVolumeResponse.
+ * Use `create(CopyFromVolumeResponseSchema)` to create a new message.
+ */
+export const CopyFromVolumeResponseSchema: GenMessage<CopyFromVolumeResponse> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_volumes, 3);
 
 /**
  * @generated from message boxd.v1.CreateVolumeRequest
@@ -59,7 +148,7 @@ export type CreateVolumeRequest = Message<"boxd.v1.CreateVolumeRequest"> & {
  * Use `create(CreateVolumeRequestSchema)` to create a new message.
  */
 export const CreateVolumeRequestSchema: GenMessage<CreateVolumeRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_volumes, 0);
+  messageDesc(file_boxd_v1_volumes, 4);
 
 /**
  * @generated from message boxd.v1.CreateVolumeResponse
@@ -76,7 +165,7 @@ export type CreateVolumeResponse = Message<"boxd.v1.CreateVolumeResponse"> & {
  * Use `create(CreateVolumeResponseSchema)` to create a new message.
  */
 export const CreateVolumeResponseSchema: GenMessage<CreateVolumeResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_volumes, 1);
+  messageDesc(file_boxd_v1_volumes, 5);
 
 /**
  * @generated from message boxd.v1.ListVolumesRequest
@@ -89,7 +178,7 @@ export type ListVolumesRequest = Message<"boxd.v1.ListVolumesRequest"> & {
  * Use `create(ListVolumesRequestSchema)` to create a new message.
  */
 export const ListVolumesRequestSchema: GenMessage<ListVolumesRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_volumes, 2);
+  messageDesc(file_boxd_v1_volumes, 6);
 
 /**
  * @generated from message boxd.v1.ListVolumesResponse
@@ -106,7 +195,7 @@ export type ListVolumesResponse = Message<"boxd.v1.ListVolumesResponse"> & {
  * Use `create(ListVolumesResponseSchema)` to create a new message.
  */
 export const ListVolumesResponseSchema: GenMessage<ListVolumesResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_volumes, 3);
+  messageDesc(file_boxd_v1_volumes, 7);
 
 /**
  * @generated from message boxd.v1.GetVolumeRequest
@@ -123,7 +212,7 @@ export type GetVolumeRequest = Message<"boxd.v1.GetVolumeRequest"> & {
  * Use `create(GetVolumeRequestSchema)` to create a new message.
  */
 export const GetVolumeRequestSchema: GenMessage<GetVolumeRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_volumes, 4);
+  messageDesc(file_boxd_v1_volumes, 8);
 
 /**
  * @generated from message boxd.v1.GetVolumeResponse
@@ -140,7 +229,7 @@ export type GetVolumeResponse = Message<"boxd.v1.GetVolumeResponse"> & {
  * Use `create(GetVolumeResponseSchema)` to create a new message.
  */
 export const GetVolumeResponseSchema: GenMessage<GetVolumeResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_volumes, 5);
+  messageDesc(file_boxd_v1_volumes, 9);
 
 /**
  * @generated from message boxd.v1.RemoveVolumeRequest
@@ -166,7 +255,7 @@ export type RemoveVolumeRequest = Message<"boxd.v1.RemoveVolumeRequest"> & {
  * Use `create(RemoveVolumeRequestSchema)` to create a new message.
  */
 export const RemoveVolumeRequestSchema: GenMessage<RemoveVolumeRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_volumes, 6);
+  messageDesc(file_boxd_v1_volumes, 10);
 
 /**
  * @generated from message boxd.v1.RemoveVolumeResponse
@@ -179,7 +268,7 @@ export type RemoveVolumeResponse = Message<"boxd.v1.RemoveVolumeResponse"> & {
  * Use `create(RemoveVolumeResponseSchema)` to create a new message.
  */
 export const RemoveVolumeResponseSchema: GenMessage<RemoveVolumeResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_volumes, 7);
+  messageDesc(file_boxd_v1_volumes, 11);
 
 /**
  * @generated from message boxd.v1.SnapshotVolumeRequest
@@ -205,7 +294,7 @@ export type SnapshotVolumeRequest = Message<"boxd.v1.SnapshotVolumeRequest"> & {
  * Use `create(SnapshotVolumeRequestSchema)` to create a new message.
  */
 export const SnapshotVolumeRequestSchema: GenMessage<SnapshotVolumeRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_volumes, 8);
+  messageDesc(file_boxd_v1_volumes, 12);
 
 /**
  * @generated from message boxd.v1.SnapshotVolumeResponse
@@ -222,7 +311,7 @@ export type SnapshotVolumeResponse = Message<"boxd.v1.SnapshotVolumeResponse"> &
  * Use `create(SnapshotVolumeResponseSchema)` to create a new message.
  */
 export const SnapshotVolumeResponseSchema: GenMessage<SnapshotVolumeResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_volumes, 9);
+  messageDesc(file_boxd_v1_volumes, 13);
 
 /**
  * @generated from message boxd.v1.Volume
@@ -294,10 +383,11 @@ export type Volume = Message<"boxd.v1.Volume"> & {
  * Use `create(VolumeSchema)` to create a new message.
  */
 export const VolumeSchema: GenMessage<Volume> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_volumes, 10);
+  messageDesc(file_boxd_v1_volumes, 14);
 
 /**
- * VolumeMount is one sandbox's mount of a volume.
+ * VolumeMount is one sandbox's mount of a volume: in Volume.mounts (by
+ * sandbox_id) and in Sandbox.volumes (by volume and volume_id).
  *
  * @generated from message boxd.v1.VolumeMount
  */
@@ -308,6 +398,8 @@ export type VolumeMount = Message<"boxd.v1.VolumeMount"> & {
   sandboxId: string;
 
   /**
+   * inside the sandbox
+   *
    * @generated from field: string path = 2;
    */
   path: string;
@@ -316,6 +408,18 @@ export type VolumeMount = Message<"boxd.v1.VolumeMount"> & {
    * @generated from field: bool read_only = 3;
    */
   readOnly: boolean;
+
+  /**
+   * the volume's name
+   *
+   * @generated from field: string volume = 4;
+   */
+  volume: string;
+
+  /**
+   * @generated from field: string volume_id = 5;
+   */
+  volumeId: string;
 };
 
 /**
@@ -323,7 +427,7 @@ export type VolumeMount = Message<"boxd.v1.VolumeMount"> & {
  * Use `create(VolumeMountSchema)` to create a new message.
  */
 export const VolumeMountSchema: GenMessage<VolumeMount> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_volumes, 11);
+  messageDesc(file_boxd_v1_volumes, 15);
 
 /**
  * VolumeService manages named volumes: filesystems of a fixed size that
@@ -395,6 +499,35 @@ export const VolumeService: GenService<{
     methodKind: "unary";
     input: typeof SnapshotVolumeRequestSchema;
     output: typeof SnapshotVolumeResponseSchema;
+  },
+  /**
+   * CopyIntoVolume extracts a tar stream into a volume no sandbox mounts
+   * read-write (as CopyIn does into a sandbox: into path if it is a
+   * directory, else as path). boxd writes through the volume's host
+   * mount, never inside a sandbox; nothing is written outside the volume
+   * (names with "..", absolute names and symlinks the volume holds are
+   * never followed), and what it creates belongs to the volume's uid
+   * block (root in the sandboxes that mount it). Errors: not_found,
+   * failed_precondition (a sandbox mounts it read-write, naming it),
+   * invalid_argument (path, or an unsafe entry: data).
+   *
+   * @generated from rpc boxd.v1.VolumeService.CopyIntoVolume
+   */
+  copyIntoVolume: {
+    methodKind: "client_streaming";
+    input: typeof CopyIntoVolumeRequestSchema;
+    output: typeof CopyIntoVolumeResponseSchema;
+  },
+  /**
+   * CopyFromVolume streams a tar of path in a volume no sandbox mounts
+   * read-write; its one top-level entry is path's base name.
+   *
+   * @generated from rpc boxd.v1.VolumeService.CopyFromVolume
+   */
+  copyFromVolume: {
+    methodKind: "server_streaming";
+    input: typeof CopyFromVolumeRequestSchema;
+    output: typeof CopyFromVolumeResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_boxd_v1_volumes, 0);

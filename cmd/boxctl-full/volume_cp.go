@@ -1,0 +1,148 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"connectrpc.com/connect"
+	"github.com/urfave/cli/v2"
+
+	"github.com/boxd-dev/boxd/internal/rpcclient"
+	"github.com/boxd-dev/boxd/internal/safetar"
+	"github.com/boxd-dev/boxd/rpc/apiwire"
+	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
+)
+
+// volumeCpCommand is `boxctl volume cp`: files in and out of a volume
+// without a sandbox, with boxctl cp's rules.
+func volumeCpCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "cp",
+		Usage:     "copy files between the host and a volume no sandbox mounts read-write (docker cp rules)",
+		ArgsUsage: "SRC DST (one of them VOLUME:/PATH)",
+		Description: `boxd writes and reads through the volume's own host mount, never inside a
+sandbox; paths in the volume are resolved without following any symlink it
+holds. Files copied in belong to the volume's uid block (root in the
+sandboxes that mount it). Copying out treats the volume's files as hostile,
+as boxctl cp does a sandbox's (see --safe-links).`,
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "safe-links", Usage: "copying out: leave out symlinks that point outside the copied tree instead of failing"},
+		},
+		Action: func(c *cli.Context) error {
+			if c.NArg() != 2 {
+				return fmt.Errorf("usage: boxctl volume cp SRC DST, with VOLUME:/PATH on one side")
+			}
+			src, dst := c.Args().Get(0), c.Args().Get(1)
+			svol, spath, sRemote := splitVolume(src)
+			dvol, dpath, dRemote := splitVolume(dst)
+			switch {
+			case sRemote == dRemote:
+				return fmt.Errorf("volume cp: exactly one of %q and %q must be VOLUME:/PATH", src, dst)
+			case dRemote:
+				return volumeCopyIn(c, spath, dvol, dpath)
+			default:
+				return volumeCopyOut(c, svol, spath, dpath)
+			}
+		},
+	}
+}
+
+// splitVolume reads VOLUME:/PATH (the path absolute, so a host path with
+// a colon in it is never taken for a volume's).
+func splitVolume(s string) (vol, p string, ok bool) {
+	i := strings.Index(s, ":/")
+	if i <= 0 || strings.ContainsRune(s[:i], '/') {
+		return "", s, false
+	}
+	return s[:i], s[i+1:], true
+}
+
+// volumeCopyIn tars the host path as the calling user and streams it.
+func volumeCopyIn(c *cli.Context, local, vol, remote string) error {
+	abs, err := filepath.Abs(local)
+	if err != nil {
+		return fmt.Errorf("volume cp: %w", err)
+	}
+	if _, err := os.Lstat(abs); err != nil {
+		return fmt.Errorf("volume cp: %w", err)
+	}
+	stream := rpcclient.NewVolumes(c.String("socket")).CopyIntoVolume(c.Context)
+	first := true
+	mw := &safetar.BatchWriter{Max: apiwire.ChunkBytes, Send: func(b []byte) error {
+		msg := &boxdv1.CopyIntoVolumeRequest{Data: b}
+		if first {
+			msg.Name, msg.Path, first = vol, remote, false
+		}
+		return stream.Send(msg)
+	}}
+	err = safetar.Write(mw, abs, filepath.Base(abs))
+	if err == nil {
+		err = mw.Flush()
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		_, _ = stream.CloseAndReceive()
+		return fmt.Errorf("volume cp: %w", err)
+	}
+	if _, err := stream.CloseAndReceive(); err != nil {
+		return boxdErr{err}
+	}
+	return nil
+}
+
+// volumeCopyOut extracts the volume's tar on the host under one name, as
+// copyOut does a sandbox's.
+func volumeCopyOut(c *cli.Context, vol, remote, local string) error {
+	if _, err := remoteBase(remote); err != nil {
+		return fmt.Errorf("volume cp: %w", err)
+	}
+	stream, err := rpcclient.NewVolumes(c.String("socket")).CopyFromVolume(c.Context,
+		connect.NewRequest(&boxdv1.CopyFromVolumeRequest{Name: vol, Path: remote}))
+	if err != nil {
+		return boxdErr{err}
+	}
+	defer stream.Close()
+	r := &volumeReader{stream: stream}
+	links := safetar.LinksRefuse
+	if c.Bool("safe-links") {
+		links = safetar.LinksSkipUnsafe
+	}
+	err = extractCopyOut(r, remote, local, links, c.App.ErrWriter)
+	apiwire.RecycleChunk(r.last)
+	if err != nil {
+		if serr := stream.Err(); serr != nil {
+			return boxdErr{serr}
+		}
+		return fmt.Errorf("volume cp: %w", err)
+	}
+	return nil
+}
+
+// volumeReader reads CopyFromVolume's messages as one stream.
+type volumeReader struct {
+	stream    *connect.ServerStreamForClient[boxdv1.CopyFromVolumeResponse]
+	cur, last []byte
+	done      bool
+}
+
+func (r *volumeReader) Read(p []byte) (int, error) {
+	for len(r.cur) == 0 {
+		apiwire.RecycleChunk(r.last)
+		r.last = nil
+		if r.done || !r.stream.Receive() {
+			r.done = true
+			if err := r.stream.Err(); err != nil {
+				return 0, err
+			}
+			return 0, io.EOF
+		}
+		r.last = r.stream.Msg().Data
+		r.cur = r.last
+	}
+	n := copy(p, r.cur)
+	r.cur = r.cur[n:]
+	return n, nil
+}
