@@ -3,9 +3,12 @@
 package e2e
 
 import (
+	"archive/tar"
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -36,6 +39,7 @@ import (
 type streamWorld struct {
 	a, b     hostUser
 	sbA, sbB string
+	volA     [2]string // a's volume: its name and its id
 	apiB     clientsAs
 	execA    func(args ...string) // as user a, in sbA
 	execB    func(args ...string) // as user b, in sbB
@@ -49,6 +53,33 @@ type streamCase struct {
 }
 
 var streamCases = []streamCase{
+	{"VolumeService.CopyIntoVolume", func(t *testing.T, c context.Context, w streamWorld) {
+		copyIn := func(name string) error {
+			s := w.apiB.volumes.CopyIntoVolume(c)
+			err := s.Send(&boxdv1.CopyIntoVolumeRequest{Name: name, Path: "/", Data: oneFileTar(t, "planted", "from b")})
+			if err == nil || errors.Is(err, io.EOF) {
+				_, err = s.CloseAndReceive()
+			}
+			return err
+		}
+		sameAsMissing(t, "b's CopyIntoVolume", w.volA, copyIn)
+	}},
+	{"VolumeService.CopyFromVolume", func(t *testing.T, c context.Context, w streamWorld) {
+		copyOut := func(name string) error {
+			s, err := w.apiB.volumes.CopyFromVolume(c, connect.NewRequest(&boxdv1.CopyFromVolumeRequest{Name: name, Path: "/secret"}))
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			for s.Receive() {
+				if len(s.Msg().Data) > 0 {
+					return errors.New("b received data from a's volume")
+				}
+			}
+			return s.Err()
+		}
+		sameAsMissing(t, "b's CopyFromVolume", w.volA, copyOut)
+	}},
 	{"EventService.Events", func(t *testing.T, c context.Context, w streamWorld) {
 		// Follow first: a's command runs while b's stream is live.
 		got := followAround(t, c, w.apiB.events, w.sbB, func() { w.execA("sh", "-c", "export AWS_SECRET_ACCESS_KEY=followsecret; true") }, w.execB)
@@ -449,4 +480,55 @@ func TestEventsOwnership(t *testing.T) {
 			}
 		}
 	})
+}
+
+// volumeOf makes a volume as a user (boxctl as that user) and returns its
+// name and id.
+func volumeOf(t *testing.T, as func(args ...string) (string, string, int)) [2]string {
+	t.Helper()
+	if _, stderr, code := as("volume", "create", "ownedbya", "--size", "16m"); code != 0 {
+		t.Fatalf("a's volume create: %s", stderr)
+	}
+	out, stderr, code := as("volume", "inspect", "ownedbya")
+	var v struct {
+		ID string `json:"id"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || v.ID == "" {
+		t.Fatalf("a's volume inspect: exit %d %s %s", code, out, stderr)
+	}
+	return [2]string{"ownedbya", v.ID}
+}
+
+// sameAsMissing fails t unless call on a's volume, by name and by id, is
+// not_found with the message a volume that does not exist gets.
+func sameAsMissing(t *testing.T, what string, vol [2]string, call func(name string) error) {
+	t.Helper()
+	missing := call("nosuchvolume")
+	for _, name := range vol {
+		err := call(name)
+		if connect.CodeOf(err) != connect.CodeNotFound {
+			t.Errorf("%s of a's volume %s: %v, want not_found", what, name, err)
+			continue
+		}
+		if strings.ReplaceAll(err.Error(), name, "X") != strings.ReplaceAll(missing.Error(), "nosuchvolume", "X") {
+			t.Errorf("%s of a's volume %s: %q differs from a missing volume's %q", what, name, err, missing)
+		}
+	}
+}
+
+// oneFileTar is a tar holding one regular file.
+func oneFileTar(t *testing.T, name, body string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tw.Write([]byte(body)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
 }

@@ -88,6 +88,7 @@ type clientsAs struct {
 	procs    boxdv1connect.ProcessServiceClient
 	events   boxdv1connect.EventServiceClient
 	registry boxdv1connect.RegistryServiceClient
+	volumes  boxdv1connect.VolumeServiceClient
 }
 
 func apiAs(u hostUser, sock string) clientsAs {
@@ -99,6 +100,7 @@ func apiAs(u hostUser, sock string) clientsAs {
 		sb:       boxdv1connect.NewSandboxServiceClient(hc, base),
 		files:    boxdv1connect.NewFileServiceClient(hc, base),
 		procs:    boxdv1connect.NewProcessServiceClient(hc, base),
+		volumes:  boxdv1connect.NewVolumeServiceClient(hc, base),
 		events:   boxdv1connect.NewEventServiceClient(hc, base),
 		registry: boxdv1connect.NewRegistryServiceClient(hc, base),
 	}
@@ -617,7 +619,11 @@ func TestOwnership(t *testing.T) {
 				}
 			}
 		}
-		w := streamWorld{a: ua, b: ub, sbA: sbA, sbB: sbB, apiB: apiAs(ub, d.sock), execA: execIn(ua, sbA), execB: execIn(ub, sbB)}
+		volA := volumeOf(t, func(args ...string) (string, string, int) {
+			out, stderr, code, _ := as(ua, args...)
+			return out, stderr, code
+		})
+		w := streamWorld{a: ua, b: ub, sbA: sbA, sbB: sbB, volA: volA, apiB: apiAs(ub, d.sock), execA: execIn(ua, sbA), execB: execIn(ub, sbB)}
 		for _, sc := range streamCases {
 			t.Run(sc.name, func(t *testing.T) { sc.check(t, c, w) })
 		}

@@ -62,6 +62,9 @@ func startBoxd(t *testing.T, ns string, image bool, flags ...string) *daemon {
 	t.Cleanup(func() {
 		d.kill()
 		destroyAll(t, d.c)
+		// A stopped boxd leaves its volumes mounted (the next start
+		// finds them); the test's directory goes with the test.
+		detachVolumes(t, d)
 		if t.Failed() {
 			t.Logf("boxd log:\n%s", tail(filepath.Join(dir, "boxd.log")))
 		}
