@@ -125,7 +125,7 @@ func copyOut(c *cli.Context, id, remote, local string) error {
 		return err
 	}
 	defer stream.Close()
-	r := &messageReader{stream: stream}
+	r := readMessages(stream, (*boxdv1.CopyOutResponse).GetData)
 	links := safetar.LinksRefuse
 	if c.Bool("safe-links") {
 		links = safetar.LinksSkipUnsafe
@@ -180,27 +180,35 @@ func remoteBase(p string) (string, error) {
 	return b, nil
 }
 
-// messageReader reads the data of a CopyOut stream, handing each message's
-// buffer back to the codec's pool once it is read, so the next message
-// reuses memory already touched.
+// messageReader reads the data of a stream of messages (CopyOut,
+// CopyFromVolume) as one stream, handing each message's buffer back to
+// the codec's pool once it is read, so the next message reuses memory
+// already touched.
 type messageReader struct {
-	stream *connect.ServerStreamForClient[boxdv1.CopyOutResponse]
-	cur    []byte
-	last   []byte // the data of the last message, to recycle
-	done   bool
+	receive func() bool   // the stream's Receive
+	data    func() []byte // the received message's data
+	err     func() error  // the stream's Err
+	cur     []byte
+	last    []byte // the data of the last message, to recycle
+	done    bool
+}
+
+// readMessages reads the data of stream's messages, data(msg) each.
+func readMessages[T any](stream *connect.ServerStreamForClient[T], data func(*T) []byte) *messageReader {
+	return &messageReader{receive: stream.Receive, data: func() []byte { return data(stream.Msg()) }, err: stream.Err}
 }
 
 func (r *messageReader) Read(p []byte) (int, error) {
 	for len(r.cur) == 0 {
 		r.release()
-		if r.done || !r.stream.Receive() {
+		if r.done || !r.receive() {
 			r.done = true
-			if err := r.stream.Err(); err != nil {
+			if err := r.err(); err != nil {
 				return 0, err
 			}
 			return 0, io.EOF
 		}
-		r.last = r.stream.Msg().Data
+		r.last = r.data()
 		r.cur = r.last
 	}
 	n := copy(p, r.cur)

@@ -105,13 +105,13 @@ func volumeCopyOut(c *cli.Context, vol, remote, local string) error {
 		return boxdErr{err}
 	}
 	defer stream.Close()
-	r := &volumeReader{stream: stream}
+	r := readMessages(stream, (*boxdv1.CopyFromVolumeResponse).GetData)
 	links := safetar.LinksRefuse
 	if c.Bool("safe-links") {
 		links = safetar.LinksSkipUnsafe
 	}
 	err = extractCopyOut(r, remote, local, links, c.App.ErrWriter)
-	apiwire.RecycleChunk(r.last)
+	r.release()
 	if err != nil {
 		if serr := stream.Err(); serr != nil {
 			return boxdErr{serr}
@@ -119,30 +119,4 @@ func volumeCopyOut(c *cli.Context, vol, remote, local string) error {
 		return fmt.Errorf("volume cp: %w", err)
 	}
 	return nil
-}
-
-// volumeReader reads CopyFromVolume's messages as one stream.
-type volumeReader struct {
-	stream    *connect.ServerStreamForClient[boxdv1.CopyFromVolumeResponse]
-	cur, last []byte
-	done      bool
-}
-
-func (r *volumeReader) Read(p []byte) (int, error) {
-	for len(r.cur) == 0 {
-		apiwire.RecycleChunk(r.last)
-		r.last = nil
-		if r.done || !r.stream.Receive() {
-			r.done = true
-			if err := r.stream.Err(); err != nil {
-				return 0, err
-			}
-			return 0, io.EOF
-		}
-		r.last = r.stream.Msg().Data
-		r.cur = r.last
-	}
-	n := copy(p, r.cur)
-	r.cur = r.cur[n:]
-	return n, nil
 }
