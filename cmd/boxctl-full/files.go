@@ -13,7 +13,6 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/urfave/cli/v2"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/boxd-dev/boxd/internal/rpcclient"
 	"github.com/boxd-dev/boxd/rpc/apiwire"
@@ -265,12 +264,7 @@ func filesStatCommand() *cli.Command {
 			}
 			fi := resp.Msg.Info
 			if c.Bool("json") {
-				b, err := protojson.MarshalOptions{Multiline: true, Indent: "  ", UseProtoNames: true, EmitUnpopulated: true}.Marshal(fi)
-				if err != nil {
-					return err
-				}
-				fmt.Println(string(b))
-				return nil
+				return printJSON(fi)
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 1, ' ', 0)
 			fmt.Fprintf(tw, "path:\t%s\n", fi.Path)
@@ -405,11 +399,9 @@ func filesWatchCommand() *cli.Command {
 				}
 				for _, ev := range m.Events {
 					if c.Bool("json") {
-						b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(ev)
-						if err != nil {
+						if err := printJSONLine(ev); err != nil {
 							return err
 						}
-						fmt.Println(string(b))
 						continue
 					}
 					op := strings.ToLower(strings.TrimPrefix(ev.Op.String(), "WATCH_OP_"))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -27,5 +28,37 @@ func printJSONArray[T proto.Message](msgs []T) error {
 		return err
 	}
 	_, err = fmt.Println(string(b))
+	return err
+}
+
+// printJSON prints one message as indented JSON. protojson varies its
+// spacing from build to build on purpose; re-indenting with encoding/json
+// gives output that stays byte-for-byte the same, so scripts and diffs of
+// inspect output do not change when boxctl is rebuilt.
+func printJSON(m proto.Message) error {
+	b, err := protoJSON.Marshal(m)
+	if err != nil {
+		return err
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "", "  "); err != nil {
+		return err
+	}
+	_, err = fmt.Println(out.String())
+	return err
+}
+
+// printJSONLine prints one message as compact JSON on one line (for
+// streams such as watch --json), with the same stable spelling.
+func printJSONLine(m proto.Message) error {
+	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
+	if err != nil {
+		return err
+	}
+	var out bytes.Buffer
+	if err := json.Compact(&out, b); err != nil {
+		return err
+	}
+	_, err = fmt.Println(out.String())
 	return err
 }

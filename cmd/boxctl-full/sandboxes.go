@@ -8,12 +8,9 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/urfave/cli/v2"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 )
-
-var jsonOpts = protojson.MarshalOptions{Multiline: true, Indent: "  ", UseProtoNames: true, EmitUnpopulated: true}
 
 func lsCommand() *cli.Command {
 	return &cli.Command{
@@ -87,12 +84,7 @@ func inspectCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			b, err := jsonOpts.Marshal(resp.Msg.Sandbox)
-			if err != nil {
-				return err
-			}
-			fmt.Println(string(b))
-			return nil
+			return printJSON(resp.Msg.Sandbox)
 		},
 	}
 }

@@ -38,12 +38,7 @@ func updateCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			b, err := jsonOpts.Marshal(resp.Msg.Sandbox)
-			if err != nil {
-				return err
-			}
-			fmt.Println(string(b))
-			return nil
+			return printJSON(resp.Msg.Sandbox)
 		},
 	}
 }
