@@ -126,7 +126,7 @@ func (s *Server) MetricsHandler() http.Handler {
 			http.Error(w, "too many failed authentications", http.StatusTooManyRequests)
 			return
 		}
-		t, err := s.bearer(r)
+		t, err := s.remoteIdentity(r)
 		if err == nil && t.Scope != ScopeMetrics && t.Scope != ScopeAdmin {
 			http.Error(w, "the token's scope "+t.Scope+" does not allow metrics (scope metrics)", http.StatusForbidden)
 			return

@@ -127,12 +127,12 @@ func (s *Server) remoteHandler(h http.Handler, lim *authLimiter) http.Handler {
 			ctx = context.WithValue(ctx, authErrKey{}, connect.NewError(connect.CodeUnauthenticated,
 				fmt.Errorf("too many failed authentications from %s: refused for %s more", addr, left.Round(time.Second))))
 			ctx = context.WithValue(ctx, authBlockedKey{}, true)
-		} else if t, err := s.bearer(r); err != nil {
+		} else if t, err := s.remoteIdentity(r); err != nil {
 			lim.fail(addr, now)
 			ctx = context.WithValue(ctx, authErrKey{}, connect.NewError(connect.CodeUnauthenticated, err))
 		} else {
 			ctx = s.tokenCaller(ctx, t)
-			if apiwire.IsStream(r.Header.Get("Content-Type")) {
+			if t.Hash != "" && apiwire.IsStream(r.Header.Get("Content-Type")) {
 				var cancel context.CancelFunc
 				ctx, cancel = context.WithCancel(ctx)
 				defer cancel()
@@ -144,6 +144,24 @@ func (s *Server) remoteHandler(h http.Handler, lim *authLimiter) http.Handler {
 		}
 		h.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// remoteIdentity names the caller of r: its token if it presents one,
+// else its client certificate through the --client-cert-map. The TLS
+// handshake already verified the certificate against --client-ca.
+func (s *Server) remoteIdentity(r *http.Request) (TokenRecord, error) {
+	if r.Header.Get("Authorization") != "" || r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
+		return s.bearer(r)
+	}
+	cert := r.TLS.PeerCertificates[0]
+	if s.CertMap == nil {
+		return TokenRecord{}, fmt.Errorf("no token, and client certificates name no caller here (boxd has no --client-cert-map); certificate %q", certName(cert))
+	}
+	t, ok := s.CertMap.Lookup(cert)
+	if !ok {
+		return TokenRecord{}, fmt.Errorf("client certificate %q matches no line of --client-cert-map, and the call has no token", certName(cert))
+	}
+	return t, nil
 }
 
 // bearer reads and checks the call's token.

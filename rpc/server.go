@@ -78,6 +78,10 @@ type Server struct {
 	// Tokens are the bearer tokens (TokenService); nil: none, and every
 	// call on a TCP listener is unauthenticated.
 	Tokens *TokenStore
+	// CertMap names the callers that present a client certificate
+	// (--client-cert-map) on a TCP listener; nil: certificates name no
+	// one, and every call there needs a token.
+	CertMap *CertMap
 	// Metrics, if set, counts calls (MetricsHandler serves them).
 	Metrics *Metrics
 

@@ -97,6 +97,8 @@ func remoteFlags() []cli.Flag {
 		&cli.StringFlag{Name: "host", EnvVars: []string{apiwire.HostEnv}, Usage: "reach boxd at https://HOST:PORT (boxd --listen) instead of its socket; needs a token"},
 		&cli.StringFlag{Name: "token-file", Usage: "with --host: file holding the bearer token (else " + apiwire.TokenEnv + ")"},
 		&cli.StringFlag{Name: "tls-ca", Usage: "with --host: PEM file of the CA that signed boxd's certificate (default: the system's CAs)"},
+		&cli.StringFlag{Name: "tls-cert", Usage: "with --host: PEM client certificate, for a boxd that requires one (--client-ca); it names the caller when no token is given"},
+		&cli.StringFlag{Name: "tls-key", Usage: "with --host: PEM key of --tls-cert"},
 	}
 }
 
@@ -104,8 +106,8 @@ func remoteFlags() []cli.Flag {
 func useRemote(c *cli.Context) error {
 	host := c.String("host")
 	if host == "" {
-		if c.String("token-file") != "" || c.String("tls-ca") != "" {
-			return fmt.Errorf("--token-file and --tls-ca go with --host (or %s)", apiwire.HostEnv)
+		if c.String("token-file") != "" || c.String("tls-ca") != "" || c.String("tls-cert") != "" || c.String("tls-key") != "" {
+			return fmt.Errorf("--token-file, --tls-ca, --tls-cert and --tls-key go with --host (or %s)", apiwire.HostEnv)
 		}
 		return nil
 	}
@@ -117,5 +119,6 @@ func useRemote(c *cli.Context) error {
 		}
 		token = strings.TrimSpace(string(b))
 	}
-	return rpcclient.SetRemote(rpcclient.Remote{Host: host, Token: token, CAFile: c.String("tls-ca")})
+	return rpcclient.SetRemote(rpcclient.Remote{Host: host, Token: token, CAFile: c.String("tls-ca"),
+		CertFile: c.String("tls-cert"), KeyFile: c.String("tls-key")})
 }

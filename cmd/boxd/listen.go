@@ -4,10 +4,12 @@ package main
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -28,6 +30,8 @@ func listenFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "listen", Usage: "also serve the API on tcp://ADDR:PORT, each call authenticated by a bearer token (boxctl token create); TLS (--tls-cert, --tls-key) is required unless ADDR is loopback (repeatable)"},
 		&cli.StringFlag{Name: "tls-cert", Usage: "PEM certificate (chain) of the --listen addresses"},
 		&cli.StringFlag{Name: "tls-key", Usage: "PEM private key of --tls-cert"},
+		&cli.StringFlag{Name: "client-ca", Usage: "PEM file of the CA whose client certificates the --listen addresses require (mutual TLS); a certificate names a caller only through --client-cert-map"},
+		&cli.StringFlag{Name: "client-cert-map", Usage: "file of lines KIND:NAME USER SCOPE (KIND cn, dns, email or uri) naming the caller of a client certificate; a certificate no line matches is unauthenticated"},
 		&cli.StringFlag{Name: "metrics-listen", Usage: "serve Prometheus metrics on ADDR:PORT (/metrics), to a bearer token of scope metrics or admin; TLS (--tls-cert) unless ADDR is loopback"},
 	}
 }
@@ -54,9 +58,15 @@ func parseListen(cc *cli.Context) ([]listenSpec, error) {
 			return nil, fmt.Errorf("--tls-cert/--tls-key: %w", err)
 		}
 		cfg = &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+		if err := requireClientCerts(cc, cfg); err != nil {
+			return nil, err
+		}
 		if len(addrs) == 0 && cc.String("metrics-listen") == "" {
 			return nil, fmt.Errorf("--tls-cert: no --listen tcp:// address to serve it on")
 		}
+	}
+	if cfg == nil && (cc.String("client-ca") != "" || cc.String("client-cert-map") != "") {
+		return nil, fmt.Errorf("--client-ca and --client-cert-map need TLS: give --tls-cert and --tls-key")
 	}
 	var out []listenSpec
 	if m := cc.String("metrics-listen"); m != "" {
@@ -84,6 +94,28 @@ func parseListen(cc *cli.Context) ([]listenSpec, error) {
 		out = append(out, listenSpec{addr: hostPort, tls: cfg})
 	}
 	return out, nil
+}
+
+// requireClientCerts makes cfg require a client certificate signed by
+// --client-ca, if one is given.
+func requireClientCerts(cc *cli.Context, cfg *tls.Config) error {
+	caFile := cc.String("client-ca")
+	if caFile == "" {
+		if cc.String("client-cert-map") != "" {
+			return fmt.Errorf("--client-cert-map: give --client-ca, the CA whose certificates it maps")
+		}
+		return nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return fmt.Errorf("--client-ca: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return fmt.Errorf("--client-ca: %s holds no PEM certificate", caFile)
+	}
+	cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	return nil
 }
 
 // loopback says whether host is a loopback IP literal; a name is not

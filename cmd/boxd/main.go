@@ -191,6 +191,7 @@ func run(cc *cli.Context) error {
 	go mgr.RunPool(ctx)
 	srv := &rpc.Server{Manager: mgr, Images: images, Registry: reg, DefaultImage: cc.String("default-image"), Log: log, Events: evlog,
 		MaxConns: st.lim.maxConns, IdleTimeout: st.lim.idleTimeout, AdminGIDs: st.admins, Audit: auditLog, DrainTimeout: cc.Duration("drain-timeout")}
+	srv.CertMap = st.certMap
 	closeRemote, err := openRemote(cc, st.listen, srv)
 	if err != nil {
 		return err
@@ -210,6 +211,7 @@ type settings struct {
 	onIdle   string
 	publish  ports.Policy
 	listen   []listenSpec
+	certMap  *rpc.CertMap
 }
 
 func parseSettings(cc *cli.Context) (st settings, err error) {
@@ -249,6 +251,11 @@ func parseSettings(cc *cli.Context) (st settings, err error) {
 	}
 	if st.listen, err = parseListen(cc); err != nil {
 		return st, err
+	}
+	if f := cc.String("client-cert-map"); f != "" {
+		if st.certMap, err = rpc.LoadCertMap(f); err != nil {
+			return st, err
+		}
 	}
 	return st, nil
 }

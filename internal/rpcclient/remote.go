@@ -1,6 +1,7 @@
 package rpcclient
 
 import (
+	"crypto/tls"
 	"crypto/x509"
 	"fmt"
 	"net/http"
@@ -22,6 +23,11 @@ type Remote struct {
 	// CAFile is a PEM file of CA certificates trusted instead of the
 	// system's; empty: the system's.
 	CAFile string
+	// CertFile and KeyFile are a client certificate and its key (PEM),
+	// for a listener that requires one (boxd --client-ca); with a
+	// certificate the token may be empty, and the certificate names the
+	// caller.
+	CertFile, KeyFile string
 }
 
 // remote, once SetRemote has run, is where every client of this package
@@ -43,8 +49,11 @@ func SetRemote(r Remote) error {
 	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || (u.Path != "" && u.Path != "/") {
 		return fmt.Errorf("--host: %q is not https://HOST:PORT", r.Host)
 	}
-	if r.Token == "" {
-		return fmt.Errorf("--host: no token: give --token-file or %s", apiwire.TokenEnv)
+	if (r.CertFile == "") != (r.KeyFile == "") {
+		return fmt.Errorf("--tls-cert and --tls-key go together")
+	}
+	if r.Token == "" && r.CertFile == "" {
+		return fmt.Errorf("--host: no token: give --token-file or %s (or a client certificate: --tls-cert, --tls-key)", apiwire.TokenEnv)
 	}
 	if len(r.Token) > apiwire.MaxTokenBytes || strings.ContainsAny(r.Token, " \t\r\n") {
 		return fmt.Errorf("token: not a boxd token (longer than %d bytes or with spaces)", apiwire.MaxTokenBytes)
@@ -60,9 +69,17 @@ func SetRemote(r Remote) error {
 			return fmt.Errorf("--tls-ca: %s holds no PEM certificate", r.CAFile)
 		}
 	}
+	cfg := &tls.Config{RootCAs: roots}
+	if r.CertFile != "" {
+		pair, err := tls.LoadX509KeyPair(r.CertFile, r.KeyFile)
+		if err != nil {
+			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
 	remoteMu.Lock()
 	defer remoteMu.Unlock()
-	remote = &remoteClient{base: strings.TrimSuffix(u.String(), "/"), hc: apiwire.RemoteClient(u, r.Token, roots)}
+	remote = &remoteClient{base: strings.TrimSuffix(u.String(), "/"), hc: apiwire.RemoteClientTLS(u, r.Token, cfg)}
 	return nil
 }
 

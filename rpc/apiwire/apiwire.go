@@ -107,11 +107,22 @@ func ClientOver(rt http.RoundTripper) *http.Client {
 // TLS trusting roots, nil: the system's), the socket's frame and window
 // sizes, and token presented on every request.
 func RemoteClient(base *url.URL, token string, roots *x509.CertPool) *http.Client {
+	return RemoteClientTLS(base, token, &tls.Config{RootCAs: roots})
+}
+
+// RemoteClientTLS is RemoteClient with the TLS settings in cfg (a client
+// certificate for a listener that requires one, among them); with no
+// token, calls present none, and the certificate names the caller.
+func RemoteClientTLS(base *url.URL, token string, cfg *tls.Config) *http.Client {
+	cfg = cfg.Clone()
+	if cfg.MinVersion == 0 {
+		cfg.MinVersion = tls.VersionTLS12
+	}
 	proto := new(http.Protocols)
 	proto.SetHTTP2(true)
 	proto.SetUnencryptedHTTP2(base.Scheme == "http")
 	tr := &http.Transport{
-		TLSClientConfig:     &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: roots},
+		TLSClientConfig:     cfg,
 		Protocols:           proto,
 		TLSHandshakeTimeout: 10 * time.Second,
 		HTTP2: &http.HTTP2Config{
@@ -121,6 +132,9 @@ func RemoteClient(base *url.URL, token string, roots *x509.CertPool) *http.Clien
 		},
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     90 * time.Second,
+	}
+	if token == "" {
+		return ClientOver(tr)
 	}
 	return ClientOver(bearer{"Bearer " + token, tr})
 }
