@@ -4,6 +4,7 @@ package rpc
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
@@ -15,7 +16,9 @@ import (
 	"connectrpc.com/connect"
 )
 
-// Connection cap. netutil.LimitListener would stop accepting at the cap:
+// Connection cap, --max-connections on the socket and, counted apart, on
+// each TCP listener (a flood from the network then cannot lock out the
+// socket's callers). netutil.LimitListener would stop accepting at the cap:
 // the next client then waits in the kernel's backlog with no answer and
 // cannot tell a busy boxd from a hung one. Here a connection over the cap
 // is accepted and handed to a small second server that answers every call
@@ -124,7 +127,7 @@ func (c *countedConn) NetConn() net.Conn { return c.Conn }
 
 // serveRefusals answers every call on a connection over the cap with
 // resource_exhausted until l closes.
-func (l *limitListener) serveRefusals(proto *http.Protocols) {
+func (l *limitListener) serveRefusals(proto *http.Protocols, cfg *tls.Config) {
 	ew := connect.NewErrorWriter()
 	msg := fmt.Sprintf("boxd is serving its maximum of %d API connections (max-connections); retry when one closes", l.max)
 	l.log.Debug("connection cap", "max_connections", l.max)
@@ -145,5 +148,9 @@ func (l *limitListener) serveRefusals(proto *http.Protocols) {
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	}()
-	_ = srv.Serve((*refusedListener)(l))
+	var ln net.Listener = (*refusedListener)(l)
+	if cfg != nil { // a TLS listener's refusals are answered over TLS too
+		ln = remoteListener(RemoteListener{Listener: ln, TLS: cfg})
+	}
+	_ = srv.Serve(ln)
 }

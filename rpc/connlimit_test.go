@@ -51,7 +51,7 @@ func TestLimitListener(t *testing.T) {
 	proto := new(http.Protocols)
 	proto.SetHTTP1(true)
 	proto.SetUnencryptedHTTP2(true)
-	go ll.serveRefusals(proto)
+	go ll.serveRefusals(proto, nil)
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })}
 	go srv.Serve(ll)
 	t.Cleanup(func() { srv.Close() })

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -180,5 +181,85 @@ func TestRemotePlainLoopback(t *testing.T) {
 	_, err = grpcreflect.NewClient(apiwire.RemoteClient(u, "boxd_nope", nil), u.String()).NewStream(cctx).ListServices()
 	if connect.CodeOf(err) != connect.CodeUnauthenticated {
 		t.Errorf("reflection with a wrong token: %v", err)
+	}
+}
+
+// TestRemoteConnectionCap: --max-connections bounds each TCP listener on
+// its own count: over it a call is answered resource_exhausted over TLS,
+// naming the flag, while the socket still serves; a slot given back
+// serves again.
+func TestRemoteConnectionCap(t *testing.T) {
+	dir := t.TempDir()
+	ts, err := OpenTokens(filepath.Join(dir, "tokens.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, write, _ := ts.Create("w", 0, ScopeWrite, time.Hour)
+	cert, pool := selfSigned(t)
+	sock := filepath.Join(dir, "s.sock")
+	uln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Tokens: ts, MaxConns: 1,
+		Remote: []RemoteListener{{Listener: tln, TLS: &tls.Config{Certificates: []tls.Certificate{cert}}}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Serve(ctx, uln) }()
+	t.Cleanup(func() { cancel(); <-done })
+	url := "https://" + tln.Addr().String()
+	cctx, ccancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer ccancel()
+	// call makes a call on tr's connection.
+	call := func(tr *http.Transport) error {
+		hc := apiwire.ClientOver(authRT{"Bearer " + write, tr})
+		_, err := boxdv1connect.NewTokenServiceClient(hc, url).ListTokens(cctx, connect.NewRequest(&boxdv1.ListTokensRequest{}))
+		return err
+	}
+	newTransport := func() *http.Transport {
+		proto := new(http.Protocols)
+		proto.SetHTTP2(true)
+		return &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, Protocols: proto}
+	}
+	check := func() error { // on a connection of its own, closed after
+		tr := newTransport()
+		defer tr.CloseIdleConnections()
+		return call(tr)
+	}
+	if err := check(); err != nil {
+		t.Fatalf("under the cap: %v", err)
+	}
+	// held takes the one slot, once the first call's connection has
+	// given it back; its connection stays open.
+	held := newTransport()
+	var last error
+	for wait := time.Now().Add(10 * time.Second); time.Now().Before(wait); time.Sleep(50 * time.Millisecond) {
+		held.CloseIdleConnections() // a refused connection is not kept
+		if last = call(held); last == nil {
+			break
+		}
+	}
+	if last != nil {
+		t.Fatalf("a second connection after the first closed: %v", last)
+	}
+	last = check()
+	if connect.CodeOf(last) != connect.CodeResourceExhausted || !strings.Contains(last.Error(), "max-connections") {
+		t.Errorf("over the TCP listener's cap: %v, want resource_exhausted naming max-connections", last)
+	}
+	if code, body, err := post(sock); code == http.StatusTooManyRequests || err != nil {
+		t.Errorf("the socket while the TCP listener is full: %d %s %v", code, body, err)
+	}
+	held.CloseIdleConnections()
+	for wait := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if last = check(); last == nil {
+			break
+		}
+		if time.Now().After(wait) {
+			t.Fatalf("after the held connection closed: %v", last)
+		}
 	}
 }

@@ -129,7 +129,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		ll := newLimitListener(ln, s.MaxConns, s.Log)
 		defer ll.Close()
 		ln = ll
-		go ll.serveRefusals(proto)
+		go ll.serveRefusals(proto, nil)
 	}
 	errc := make(chan error, 2+len(s.Remote))
 	go func() { errc <- srv.Serve(ln) }()
@@ -138,6 +138,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	remote := s.remoteServer(srv)
 	for _, rl := range s.Remote {
+		if s.MaxConns > 0 {
+			ll := newLimitListener(rl.Listener, s.MaxConns, s.Log)
+			defer ll.Close()
+			go ll.serveRefusals(remote.Protocols, rl.TLS)
+			rl.Listener = ll
+		}
 		go func() { errc <- remote.Serve(remoteListener(rl)) }()
 	}
 	select {
