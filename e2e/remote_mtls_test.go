@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/boxd-dev/boxd/internal/audit"
 	"github.com/boxd-dev/boxd/rpc/apiwire"
@@ -220,7 +221,35 @@ func TestRemoteClientCert(t *testing.T) {
 		_, err := withTok.GetSandbox(d.c, connect.NewRequest(&boxdv1.GetSandboxRequest{Id: id}))
 		wantCodeAll(t, "a's certificate with b's token on a's sandbox", err, connect.CodeNotFound)
 	})
+	t.Run("mcp", func(t *testing.T) { certMCP(t, d, url, srvCA.caFile, certA, keyA, ua) })
 	certAudit(t, d, ua, id)
+}
+
+// certMCP: boxctl --host with a client certificate serves MCP against the
+// TCP listener (no local socket): what the agent creates belongs to the
+// certificate's user. The global --tls-cert is the client's, not the MCP
+// server's own --tls-cert.
+func certMCP(t *testing.T, d *daemon, url, serverCA, cert, key string, ua hostUser) {
+	cmd := exec.Command(env.boxctl, "--host", url, "--tls-ca", serverCA, "--tls-cert", cert, "--tls-key", key, "mcp")
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/", "BOXD_SOCKET=/nonexistent/boxd.sock"}
+	client := mcp.NewClient(&mcp.Implementation{Name: "boxd-e2e", Version: "test"}, nil)
+	cs, err := client.Connect(ctx(t), &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect to boxctl --host mcp: %v", err)
+	}
+	defer cs.Close()
+	_, out := call(t, cs, "sandbox_create", map[string]any{}, false)
+	id, _ := out["id"].(string)
+	if id == "" {
+		t.Fatalf("sandbox_create over --host: %v", out)
+	}
+	if text, _ := call(t, cs, "exec", map[string]any{"sandbox_id": id, "command": "echo via-mcp"}, false); !strings.Contains(text, "via-mcp") {
+		t.Errorf("exec over --host: %q", text)
+	}
+	got, err := d.api.GetSandbox(d.c, connect.NewRequest(&boxdv1.GetSandboxRequest{Id: id}))
+	if err != nil || got.Msg.Sandbox.OwnerUid != ua.uid {
+		t.Errorf("the MCP sandbox: %v %v, want owner %d (the certificate's user)", got, err, ua.uid)
+	}
 }
 
 // certAudit: a's create through a's certificate is audited as a, naming

@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/boxd-dev/boxd/rpc/apiwire"
 )
 
 // mcpName is the MCP server's binary (source cmd/boxctl-mcp), installed
@@ -49,9 +52,6 @@ func mcpCommand() *cli.Command {
 			if c.NArg() > 0 {
 				return fmt.Errorf("usage: boxctl mcp [--debug] [--http-socket PATH | --http HOST:PORT [--token-file F | --token-out F] [--tls-cert F --tls-key F]] [--idle-timeout D] [--shared-sessions]")
 			}
-			if c.String("host") != "" {
-				return fmt.Errorf("mcp: --host is not supported yet: boxctl-mcp serves only boxd's local socket")
-			}
 			self, err := os.Executable()
 			if err != nil {
 				return fmt.Errorf("find %s: %w", mcpName, err)
@@ -75,8 +75,35 @@ func mcpCommand() *cli.Command {
 			}
 			// Replace this process: the MCP client's stdio, signals and
 			// wait belong to the server itself.
-			err = syscall.Exec(path, args, os.Environ())
+			err = syscall.Exec(path, args, mcpEnv())
 			return fmt.Errorf("cannot run %s (install it next to boxctl): %w", path, err)
 		},
 	}
+}
+
+// mcpEnv is boxctl-mcp's environment: boxctl's, with the remote listener
+// the global flags named (--host and the rest; useRemote kept them) spelled as the variables
+// boxctl-mcp reads, so the server calls the same boxd this command would.
+func mcpEnv() []string {
+	r := remoteSet
+	set := map[string]string{apiwire.HostEnv: r.Host, apiwire.TokenEnv: r.Token,
+		apiwire.TLSCAEnv: r.CAFile, apiwire.TLSCertEnv: r.CertFile, apiwire.TLSKeyEnv: r.KeyFile}
+	var env []string
+	for _, kv := range os.Environ() {
+		// The inherited values go: the first of two would win.
+		if k, _, _ := strings.Cut(kv, "="); !mapHas(set, k) {
+			env = append(env, kv)
+		}
+	}
+	for k, v := range set {
+		if v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	return env
+}
+
+func mapHas(m map[string]string, k string) bool {
+	_, ok := m[k]
+	return ok
 }

@@ -96,29 +96,45 @@ func remoteFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "host", EnvVars: []string{apiwire.HostEnv}, Usage: "reach boxd at https://HOST:PORT (boxd --listen) instead of its socket; needs a token"},
 		&cli.StringFlag{Name: "token-file", Usage: "with --host: file holding the bearer token (else " + apiwire.TokenEnv + ")"},
-		&cli.StringFlag{Name: "tls-ca", Usage: "with --host: PEM file of the CA that signed boxd's certificate (default: the system's CAs)"},
-		&cli.StringFlag{Name: "tls-cert", Usage: "with --host: PEM client certificate, for a boxd that requires one (--client-ca); it names the caller when no token is given"},
-		&cli.StringFlag{Name: "tls-key", Usage: "with --host: PEM key of --tls-cert"},
+		&cli.StringFlag{Name: "tls-ca", EnvVars: []string{apiwire.TLSCAEnv}, Usage: "with --host: PEM file of the CA that signed boxd's certificate (default: the system's CAs)"},
+		&cli.StringFlag{Name: "tls-cert", EnvVars: []string{apiwire.TLSCertEnv}, Usage: "with --host: PEM client certificate, for a boxd that requires one (--client-ca); it names the caller when no token is given"},
+		&cli.StringFlag{Name: "tls-key", EnvVars: []string{apiwire.TLSKeyEnv}, Usage: "with --host: PEM key of --tls-cert"},
 	}
 }
 
-// useRemote sends every call to --host if one is set.
-func useRemote(c *cli.Context) error {
-	host := c.String("host")
-	if host == "" {
-		if c.String("token-file") != "" || c.String("tls-ca") != "" || c.String("tls-cert") != "" || c.String("tls-key") != "" {
-			return fmt.Errorf("--token-file, --tls-ca, --tls-cert and --tls-key go with --host (or %s)", apiwire.HostEnv)
+// remoteOf reads the global flags that name a TCP listener; c is the
+// application's context (a command's own flags may share these names:
+// mcp's --token-file and --tls-cert are its HTTP server's).
+func remoteOf(c *cli.Context) (rpcclient.Remote, error) {
+	r := rpcclient.Remote{Host: c.String("host"), Token: os.Getenv(apiwire.TokenEnv),
+		CAFile: c.String("tls-ca"), CertFile: c.String("tls-cert"), KeyFile: c.String("tls-key")}
+	if r.Host == "" {
+		if c.String("token-file") != "" || r.CAFile != "" || r.CertFile != "" || r.KeyFile != "" {
+			return r, fmt.Errorf("--token-file, --tls-ca, --tls-cert and --tls-key go with --host (or %s)", apiwire.HostEnv)
 		}
-		return nil
+		return r, nil
 	}
-	token := os.Getenv(apiwire.TokenEnv)
 	if f := c.String("token-file"); f != "" {
 		b, err := os.ReadFile(f)
 		if err != nil {
-			return fmt.Errorf("--token-file: %w", err)
+			return r, fmt.Errorf("--token-file: %w", err)
 		}
-		token = strings.TrimSpace(string(b))
+		r.Token = strings.TrimSpace(string(b))
 	}
-	return rpcclient.SetRemote(rpcclient.Remote{Host: host, Token: token, CAFile: c.String("tls-ca"),
-		CertFile: c.String("tls-cert"), KeyFile: c.String("tls-key")})
+	return r, nil
+}
+
+// remoteSet is what the global flags named, kept by useRemote for
+// commands that hand it on (mcp).
+var remoteSet rpcclient.Remote
+
+// useRemote sends every call to --host if one is set. It runs before any
+// command, with the application's own context.
+func useRemote(c *cli.Context) error {
+	r, err := remoteOf(c)
+	if err != nil || r.Host == "" {
+		return err
+	}
+	remoteSet = r
+	return rpcclient.SetRemote(r)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/boxd-dev/boxd/internal/instance"
+	"github.com/boxd-dev/boxd/internal/rpcclient"
 	"github.com/boxd-dev/boxd/mcpserver"
 	"github.com/boxd-dev/boxd/rpc/apiwire"
 )
@@ -52,6 +53,10 @@ func main() {
 		os.Exit(2)
 	}
 	if err := checkFlags(*httpSocket, t, *shared); err != nil {
+		fmt.Fprintln(os.Stderr, "boxctl mcp:", err)
+		os.Exit(2)
+	}
+	if err := useRemote(); err != nil {
 		fmt.Fprintln(os.Stderr, "boxctl mcp:", err)
 		os.Exit(2)
 	}
@@ -159,4 +164,16 @@ func instanceSocket(socket *string, inst string) error {
 	}
 	*socket = n.Socket
 	return nil
+}
+
+// useRemote sends every call to the TCP listener BOXD_HOST names, if one
+// is set (boxctl mcp sets it from boxctl's --host and its other flags),
+// with BOXD_TOKEN and the BOXD_TLS_* files; the socket is then not used.
+func useRemote() error {
+	host := os.Getenv(apiwire.HostEnv)
+	if host == "" {
+		return nil
+	}
+	return rpcclient.SetRemote(rpcclient.Remote{Host: host, Token: os.Getenv(apiwire.TokenEnv),
+		CAFile: os.Getenv(apiwire.TLSCAEnv), CertFile: os.Getenv(apiwire.TLSCertEnv), KeyFile: os.Getenv(apiwire.TLSKeyEnv)})
 }

@@ -156,6 +156,12 @@ func (b bearer) RoundTrip(req *http.Request) (*http.Response, error) {
 const (
 	HostEnv  = "BOXD_HOST"
 	TokenEnv = "BOXD_TOKEN"
+	// TLSCAEnv, TLSCertEnv and TLSKeyEnv are the files of --tls-ca,
+	// --tls-cert and --tls-key: a private CA, and a client certificate
+	// and its key.
+	TLSCAEnv   = "BOXD_TLS_CA"
+	TLSCertEnv = "BOXD_TLS_CERT"
+	TLSKeyEnv  = "BOXD_TLS_KEY"
 )
 
 // MaxTokenBytes is the longest bearer token boxd reads; a longer one is
