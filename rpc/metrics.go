@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,9 +21,11 @@ import (
 
 // Metrics are what boxd serves to Prometheus (--metrics-listen): API calls
 // by method and code, sandbox creates and deletes by result, create and
-// exec latency, sandboxes by state and runtime (counted at each scrape),
-// and Go's runtime and process metrics. Labels carry no owner and no
-// sandbox id, so the series stay few whatever the load.
+// exec latency, and, counted at each scrape, sandboxes by state and
+// runtime, each owner's sandboxes and memory against the quotas, init
+// restarts and warm pools; plus Go's runtime and process metrics. No
+// label is a sandbox id, and an owner label is a uid, so the series grow
+// with the number of users, not with the load.
 type Metrics struct {
 	reg     *prometheus.Registry
 	calls   *prometheus.CounterVec
@@ -84,15 +87,33 @@ func (mt *Metrics) record(procedure string, start time.Time, err error) {
 	}
 }
 
-// sandboxCollector counts the sandboxes by state and runtime at each
-// scrape, as an admin's ls sees them.
+// sandboxCollector counts, at each scrape, the sandboxes by state and
+// runtime as an admin's ls sees them, what each owner holds against the
+// quotas, the inits' restarts, and the warm pools.
 type sandboxCollector struct{ m *runtime.Manager }
 
-var sandboxesDesc = prometheus.NewDesc("boxd_sandboxes", "Sandboxes by state and runtime (warm-pool members not counted).", []string{"state", "runtime"}, nil)
+var (
+	sandboxesDesc      = prometheus.NewDesc("boxd_sandboxes", "Sandboxes by state and runtime (warm-pool members not counted).", []string{"state", "runtime"}, nil)
+	ownerSandboxesDesc = prometheus.NewDesc("boxd_owner_sandboxes", "Sandboxes each owner (a host uid) holds; the quota is boxd_quota_sandboxes_per_owner.", []string{"owner"}, nil)
+	ownerMemoryDesc    = prometheus.NewDesc("boxd_owner_memory_limit_bytes", "Sum of the memory limits of each owner's sandboxes; the quota is boxd_quota_memory_bytes_per_owner.", []string{"owner"}, nil)
+	quotaSandboxesDesc = prometheus.NewDesc("boxd_quota_sandboxes_per_owner", "--max-sandboxes-per-user (0: none).", nil, nil)
+	quotaMemoryDesc    = prometheus.NewDesc("boxd_quota_memory_bytes_per_owner", "--max-memory-per-user in bytes (0: none).", nil, nil)
+	restartsDesc       = prometheus.NewDesc("boxd_init_restarts", "Restarts boxd made of the sandboxes that exist now, summed, by runtime.", []string{"runtime"}, nil)
+	poolTargetDesc     = prometheus.NewDesc("boxd_pool_target", "Warm-pool target size by image, runtime and network.", []string{"image", "runtime", "network"}, nil)
+	poolMembersDesc    = prometheus.NewDesc("boxd_pool_members", "Warm-pool members by image, runtime, network and state (ready or starting).", []string{"image", "runtime", "network", "state"}, nil)
+)
 
-func (sandboxCollector) Describe(ch chan<- *prometheus.Desc) { ch <- sandboxesDesc }
+func (sandboxCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{sandboxesDesc, ownerSandboxesDesc, ownerMemoryDesc, quotaSandboxesDesc, quotaMemoryDesc, restartsDesc, poolTargetDesc, poolMembersDesc} {
+		ch <- d
+	}
+}
 
 func (c sandboxCollector) Collect(ch chan<- prometheus.Metric) {
+	c.collectPools(ch)
+	q := c.m.Quotas()
+	ch <- prometheus.MustNewConstMetric(quotaSandboxesDesc, prometheus.GaugeValue, float64(q.MaxSandboxes))
+	ch <- prometheus.MustNewConstMetric(quotaMemoryDesc, prometheus.GaugeValue, float64(q.MaxMemory))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	ctx = runtime.WithCaller(ctx, runtime.Caller{UID: 0, Admin: true})
@@ -103,11 +124,38 @@ func (c sandboxCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	type key struct{ state, runtime string }
 	n := map[key]int{}
+	owners := map[uint32]int{}
+	memory := map[uint32]int64{}
+	restarts := map[string]int{}
 	for _, sb := range sbs {
 		n[key{sb.State, sb.Runtime.Name}]++
+		owners[sb.OwnerUID]++
+		memory[sb.OwnerUID] += sb.Limits.MemoryBytes
+		restarts[sb.Runtime.Name] += sb.Restarts.Count
 	}
 	for k, v := range n {
 		ch <- prometheus.MustNewConstMetric(sandboxesDesc, prometheus.GaugeValue, float64(v), k.state, k.runtime)
+	}
+	for uid, v := range owners {
+		owner := strconv.FormatUint(uint64(uid), 10)
+		ch <- prometheus.MustNewConstMetric(ownerSandboxesDesc, prometheus.GaugeValue, float64(v), owner)
+		ch <- prometheus.MustNewConstMetric(ownerMemoryDesc, prometheus.GaugeValue, float64(memory[uid]), owner)
+	}
+	for rt, v := range restarts {
+		ch <- prometheus.MustNewConstMetric(restartsDesc, prometheus.GaugeValue, float64(v), rt)
+	}
+}
+
+// collectPools reports each warm pool's target and members.
+func (c sandboxCollector) collectPools(ch chan<- prometheus.Metric) {
+	for _, p := range c.m.PoolStatus() {
+		netw := p.Network
+		if netw == "" {
+			netw = "none"
+		}
+		ch <- prometheus.MustNewConstMetric(poolTargetDesc, prometheus.GaugeValue, float64(p.Size), p.Image, p.Runtime, netw)
+		ch <- prometheus.MustNewConstMetric(poolMembersDesc, prometheus.GaugeValue, float64(p.Ready), p.Image, p.Runtime, netw, "ready")
+		ch <- prometheus.MustNewConstMetric(poolMembersDesc, prometheus.GaugeValue, float64(p.Starting), p.Image, p.Runtime, netw, "starting")
 	}
 }
 

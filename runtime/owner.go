@@ -107,6 +107,9 @@ type Quotas struct {
 	MaxDisk int64
 }
 
+// Quotas are the per-uid limits this Manager enforces.
+func (m *Manager) Quotas() Quotas { return m.cfg.Quotas }
+
 // owned is what the inventory keeps about a client-visible sandbox for
 // ownership and quotas.
 type owned struct {
