@@ -100,10 +100,12 @@ func (m *Manager) newCmdGroup(id string) *cmdGroup {
 		return nil
 	}
 	parent := filepath.Join(root, m.cgPath(id))
-	g := &cmdGroup{m: m, id: id, parent: parent, dir: m.cmdGroupDir(parent), sent: bootTicks(), done: make(chan struct{})}
-	g.sp = m.cmdcg.spawning(id)
-	g.sp.asked(g)
-	return g
+	sp := m.cmdcg.spawning(id)
+	dir := sp.asked()
+	if dir == "" {
+		dir = m.cmdGroupDir(parent)
+	}
+	return &cmdGroup{m: m, id: id, parent: parent, dir: dir, sent: bootTicks(), done: make(chan struct{}), sp: sp}
 }
 
 // cmdGroupDir names a fresh command cgroup in parent.
@@ -166,19 +168,15 @@ func (g *cmdGroup) place(nsPid int) {
 	deadline := time.Now().Add(strayWait)
 	for range maxPlacePasses {
 		procs := g.rootProcs()
-		fresh := adopt(procs, nsPid, &since, in)
-		if g.moveAll(fresh, g.dir) {
-			continue
-		}
-		if strays.follow(procs) {
+		if g.moveAll(adopt(procs, nsPid, &since, in), g.dir) || strays.follow(procs) {
 			continue
 		}
 		// A command asked for but not yet reported may be any of the
 		// unknown processes: wait for its pid before calling them strays.
 		moved, wait := strays.take(since)
-		if wait && time.Now().Before(deadline) {
+		for wait && time.Now().Before(deadline) {
 			time.Sleep(200 * time.Microsecond)
-			continue
+			moved, wait = strays.take(since)
 		}
 		if !moved {
 			break
@@ -306,6 +304,7 @@ func (g *cmdGroup) finish(kill bool) {
 	}
 	if !g.started {
 		g.sp.dropped(g) // the command never ran
+		g.sp.reuse(g.dir)
 		return
 	}
 	end := func() {
@@ -314,13 +313,17 @@ func (g *cmdGroup) finish(kill bool) {
 			return
 		}
 		if kill {
-			for _, dir := range append(g.sp.linkedTo(g), g.dir) {
+			for _, dir := range g.sp.linkedTo(g) {
 				if err := killCgroup(dir); err != nil {
 					g.m.log.Warn("kill a command's cgroup", "sandbox", g.id, "cgroup", dir, "error", err)
 				}
 				g.m.leaveCmdGroup(g.id, dir)
 			}
-		} else {
+			if err := killCgroup(g.dir); err != nil {
+				g.m.log.Warn("kill a command's cgroup", "sandbox", g.id, "cgroup", g.dir, "error", err)
+			}
+		}
+		if g.keep || !g.sp.reuse(g.dir) {
 			g.m.leaveCmdGroup(g.id, g.dir)
 		}
 		g.m.sweepCmdGroups(g.id)

@@ -17,9 +17,9 @@ import (
 )
 
 const (
-	// maxPlacePasses bounds one command's placing (each pass reads the
-	// sandbox's cgroup; a pass that waits sleeps 0.2 ms).
-	maxPlacePasses = 20000
+	// maxPlacePasses bounds one command's placing: passes that moved
+	// something (a fork bomb's tree keeps growing until it is placed).
+	maxPlacePasses = 1000
 	// strayWait is how long placing waits for the pids of commands asked
 	// for at the same time before it takes unknown processes for strays.
 	strayWait = 2 * time.Second
@@ -34,6 +34,7 @@ type spawning struct {
 	mu      sync.Mutex
 	asking  int                // asked for, pid not reported yet
 	placing map[*cmdGroup]bool // pid reported, placing runs
+	free    []string           // empty command cgroups to use again
 }
 
 func (c *cmdGroups) spawning(id string) *spawning {
@@ -44,10 +45,37 @@ func (c *cmdGroups) spawning(id string) *spawning {
 	return v.(*spawning)
 }
 
-func (s *spawning) asked(*cmdGroup) {
+// asked counts a command asked for and hands it an empty cgroup one
+// before it left, if there is one ("": make one).
+func (s *spawning) asked() (dir string) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.asking++
-	s.mu.Unlock()
+	if n := len(s.free); n > 0 {
+		dir, s.free = s.free[n-1], s.free[:n-1]
+	}
+	return dir
+}
+
+// maxFreeGroups bounds the empty command cgroups kept per sandbox.
+const maxFreeGroups = 4
+
+// reuse keeps the cgroup at dir for a later command when it is empty and
+// fewer than maxFreeGroups are kept: making and removing a cgroup costs
+// the host about 0.1 ms of CPU, which a command that leaves nothing
+// behind need not pay. It reports whether it kept it.
+func (s *spawning) reuse(dir string) bool {
+	b, err := os.ReadFile(dir + "/cgroup.events")
+	if err != nil || parseKeyV2(string(b), "populated") {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.free) >= maxFreeGroups {
+		return false
+	}
+	s.free = append(s.free, dir)
+	return true
 }
 
 // dropped: the command was asked for and never ran.
@@ -68,6 +96,12 @@ func (s *spawning) end(g *cmdGroup) {
 	s.mu.Lock()
 	delete(s.placing, g)
 	s.mu.Unlock()
+}
+
+func (s *spawning) waiting() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.asking > 0
 }
 
 func (s *spawning) linkedTo(g *cmdGroup) []string {
@@ -131,6 +165,9 @@ func (p *strayPlacer) take(since uint64) (moved, wait bool) {
 	// asked for by then, so it is either still unnamed (wait), being
 	// placed (known), or placed, and then no longer in the sandbox's own
 	// cgroup, which is checked again right before the move.
+	if p.g.sp.waiting() {
+		return false, true // no need to read the list yet
+	}
 	procs := p.g.rootProcs()
 	roots, asking := p.g.sp.known()
 	if asking {

@@ -47,6 +47,7 @@ func (g *cmdGroup) startedAs(name string, nsPid int, err error) {
 		g.finish(true)
 		return
 	}
+	g.sp.reuse(g.dir) // an empty command cgroup it was handed
 	g.dir = filepath.Join(g.parent, name)
 	g.start(nsPid)
 }
