@@ -119,7 +119,7 @@ func (s *spawning) claim(g *cmdGroup, since uint64) (dir string) {
 	defer s.mu.Unlock()
 	var others []*cmdGroup
 	for o := range s.placing {
-		if o != g && o.dir != "" && o.sent <= since {
+		if o != g && o.sent <= since {
 			others = append(others, o)
 		}
 	}

@@ -3,6 +3,8 @@
 package runtime
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 )
@@ -59,5 +61,40 @@ func testProcs() []procInfo {
 		{pid: 107, ppid: 100, nsPid: 13, nsSid: 4, start: 20},  // an older orphan
 		{pid: 108, ppid: 100, nsPid: 14, nsSid: 12, start: 53}, // an orphan in that command's session
 		{pid: 109, ppid: 100, nsPid: 15, nsSid: 15, start: 53}, // setsid and orphaned: a stray
+	}
+}
+
+// reuse keeps empty command cgroups, at most maxFreeGroups, and never
+// one that holds a process; asked hands them out again.
+func TestReuseEmptyGroups(t *testing.T) {
+	sp := &spawning{placing: map[*cmdGroup]bool{}}
+	dirs := make([]string, maxFreeGroups+2)
+	for i := range dirs {
+		dirs[i] = t.TempDir()
+		events := "populated 0\nfrozen 0\n"
+		if i == 0 {
+			events = "populated 1\nfrozen 0\n"
+		}
+		if err := os.WriteFile(filepath.Join(dirs[i], "cgroup.events"), []byte(events), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sp.reuse(dirs[0]) {
+		t.Error("kept a cgroup that holds a process")
+	}
+	kept := 0
+	for _, d := range dirs[1:] {
+		if sp.reuse(d) {
+			kept++
+		}
+	}
+	if kept != maxFreeGroups {
+		t.Errorf("kept %d empty cgroups, want %d", kept, maxFreeGroups)
+	}
+	if sp.reuse(filepath.Join(t.TempDir(), "gone")) {
+		t.Error("kept a cgroup that does not exist")
+	}
+	if d := sp.asked(); d != dirs[maxFreeGroups] || sp.asking != 1 {
+		t.Errorf("asked handed out %q (asking %d), want the last one kept, %q", d, sp.asking, dirs[maxFreeGroups])
 	}
 }
