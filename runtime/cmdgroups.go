@@ -100,12 +100,11 @@ func (m *Manager) newCmdGroup(id string) *cmdGroup {
 		return nil
 	}
 	parent := filepath.Join(root, m.cgPath(id))
-	sp := m.cmdcg.spawning(id)
-	dir := sp.asked()
-	if dir == "" {
-		dir = m.cmdGroupDir(parent)
+	g := &cmdGroup{m: m, id: id, parent: parent, sent: bootTicks(), done: make(chan struct{}), sp: m.cmdcg.spawning(id)}
+	if g.dir = g.sp.ask(g); g.dir == "" {
+		g.dir = m.cmdGroupDir(parent)
 	}
-	return &cmdGroup{m: m, id: id, parent: parent, dir: dir, sent: bootTicks(), done: make(chan struct{}), sp: sp}
+	return g
 }
 
 // cmdGroupDir names a fresh command cgroup in parent.
@@ -174,13 +173,13 @@ func (g *cmdGroup) place(nsPid int) {
 		// A command asked for but not yet reported may be any of the
 		// unknown processes: wait for its pid before calling them strays.
 		moved, wait := strays.take(since)
-		for wait && time.Now().Before(deadline) {
-			time.Sleep(200 * time.Microsecond)
-			moved, wait = strays.take(since)
+		if moved {
+			continue
 		}
-		if !moved {
+		if !wait || time.Now().After(deadline) {
 			break
 		}
+		time.Sleep(time.Millisecond)
 	}
 	if strays.dir != "" && strays.dir != g.dir {
 		g.m.leaveCmdGroup(g.id, strays.dir) // removed once its strays are gone

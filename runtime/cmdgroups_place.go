@@ -8,6 +8,7 @@ package runtime
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -32,7 +33,7 @@ const (
 // stray of a command being placed.
 type spawning struct {
 	mu      sync.Mutex
-	asking  int                // asked for, pid not reported yet
+	asking  map[*cmdGroup]bool // asked for, pid not reported yet
 	placing map[*cmdGroup]bool // pid reported, placing runs
 	free    []string           // empty command cgroups to use again
 }
@@ -41,16 +42,20 @@ func (c *cmdGroups) spawning(id string) *spawning {
 	if v, ok := c.spawns.Load(id); ok {
 		return v.(*spawning)
 	}
-	v, _ := c.spawns.LoadOrStore(id, &spawning{placing: map[*cmdGroup]bool{}})
+	v, _ := c.spawns.LoadOrStore(id, newSpawning())
 	return v.(*spawning)
 }
 
-// asked counts a command asked for and hands it an empty cgroup one
-// before it left, if there is one ("": make one).
-func (s *spawning) asked() (dir string) {
+func newSpawning() *spawning {
+	return &spawning{asking: map[*cmdGroup]bool{}, placing: map[*cmdGroup]bool{}}
+}
+
+// ask notes g asked for and hands it an empty cgroup a command before it
+// left, if there is one ("": make one).
+func (s *spawning) ask(g *cmdGroup) (dir string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.asking++
+	s.asking[g] = true
 	if n := len(s.free); n > 0 {
 		dir, s.free = s.free[n-1], s.free[:n-1]
 	}
@@ -79,15 +84,15 @@ func (s *spawning) reuse(dir string) bool {
 }
 
 // dropped: the command was asked for and never ran.
-func (s *spawning) dropped(*cmdGroup) {
+func (s *spawning) dropped(g *cmdGroup) {
 	s.mu.Lock()
-	s.asking--
+	delete(s.asking, g)
 	s.mu.Unlock()
 }
 
 func (s *spawning) begin(g *cmdGroup) {
 	s.mu.Lock()
-	s.asking--
+	delete(s.asking, g)
 	s.placing[g] = true
 	s.mu.Unlock()
 }
@@ -96,12 +101,6 @@ func (s *spawning) end(g *cmdGroup) {
 	s.mu.Lock()
 	delete(s.placing, g)
 	s.mu.Unlock()
-}
-
-func (s *spawning) waiting() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.asking > 0
 }
 
 func (s *spawning) linkedTo(g *cmdGroup) []string {
@@ -144,44 +143,52 @@ type strayPlacer struct {
 }
 
 // known is what take must leave alone: the pids (in the sandbox) of the
-// commands being placed; asking reports a command whose pid is not known
-// yet, which any unknown process may be.
-func (s *spawning) known() (roots map[int]bool, asking bool) {
+// commands being placed, and from when on an unknown process may be a
+// command asked for whose pid is not known yet (the earliest such ask;
+// math.MaxUint64 when there is none).
+func (s *spawning) known() (roots map[int]bool, unsure uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	roots = make(map[int]bool, len(s.placing))
 	for o := range s.placing {
 		roots[o.nsPid] = true
 	}
-	return roots, s.asking > 0
+	unsure = math.MaxUint64
+	for o := range s.asking {
+		unsure = min(unsure, o.sent)
+	}
+	return roots, unsure
 }
 
 // take moves the strays in the sandbox's cgroup that started at or after
 // since: the init's children that are no command boxd asked for
-// (pickStrays). It reports whether it moved any, and wait when
-// a command asked for has not named its pid yet.
+// (pickStrays). It reports whether it moved any, and wait when some
+// could still be a command asked for that has not named its pid: they
+// started after that command was asked for.
 func (p *strayPlacer) take(since uint64) (moved, wait bool) {
 	// The list first, then what is known: a command in the list was
-	// asked for by then, so it is either still unnamed (wait), being
+	// asked for by then, so it is either still unnamed (unsure), being
 	// placed (known), or placed, and then no longer in the sandbox's own
 	// cgroup, which is checked again right before the move.
-	if p.g.sp.waiting() {
-		return false, true // no need to read the list yet
-	}
 	procs := p.g.rootProcs()
-	roots, asking := p.g.sp.known()
-	if asking {
-		return false, true
-	}
+	roots, unsure := p.g.sp.known()
 	rel := p.g.m.cgPath(p.g.id)
+	started := make(map[int]uint64, len(procs))
+	for _, q := range procs {
+		started[q.pid] = q.start
+	}
 	var strays []int
 	for _, pid := range pickStrays(procs, since, roots, p.in) {
+		if started[pid] >= unsure {
+			wait = true
+			continue
+		}
 		if inCgroup(pid, rel) {
 			strays = append(strays, pid)
 		}
 	}
 	if len(strays) == 0 {
-		return false, false
+		return false, wait
 	}
 	if p.dir == "" {
 		p.dir = p.g.sp.claim(p.g, since)
@@ -189,7 +196,7 @@ func (p *strayPlacer) take(since uint64) (moved, wait bool) {
 	for _, pid := range strays {
 		p.in[pid] = true
 	}
-	return p.g.moveAll(strays, p.dir), false
+	return p.g.moveAll(strays, p.dir), wait
 }
 
 // pickStrays picks among procs the init's adopted orphans, leaders of a

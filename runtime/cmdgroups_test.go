@@ -67,7 +67,7 @@ func testProcs() []procInfo {
 // reuse keeps empty command cgroups, at most maxFreeGroups, and never
 // one that holds a process; asked hands them out again.
 func TestReuseEmptyGroups(t *testing.T) {
-	sp := &spawning{placing: map[*cmdGroup]bool{}}
+	sp := newSpawning()
 	dirs := make([]string, maxFreeGroups+2)
 	for i := range dirs {
 		dirs[i] = t.TempDir()
@@ -94,7 +94,7 @@ func TestReuseEmptyGroups(t *testing.T) {
 	if sp.reuse(filepath.Join(t.TempDir(), "gone")) {
 		t.Error("kept a cgroup that does not exist")
 	}
-	if d := sp.asked(); d != dirs[maxFreeGroups] || sp.asking != 1 {
-		t.Errorf("asked handed out %q (asking %d), want the last one kept, %q", d, sp.asking, dirs[maxFreeGroups])
+	if d := sp.ask(&cmdGroup{}); d != dirs[maxFreeGroups] || len(sp.asking) != 1 {
+		t.Errorf("ask handed out %q (asking %d), want the last one kept, %q", d, len(sp.asking), dirs[maxFreeGroups])
 	}
 }
