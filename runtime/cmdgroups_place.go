@@ -36,6 +36,9 @@ type spawning struct {
 	asking  map[*cmdGroup]bool // asked for, pid not reported yet
 	placing map[*cmdGroup]bool // pid reported, placing runs
 	free    []string           // empty command cgroups to use again
+	// acct: the command cgroups account memory (accounted).
+	acctOnce sync.Once
+	acct     bool
 }
 
 func (c *cmdGroups) spawning(id string) *spawning {

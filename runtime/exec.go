@@ -237,6 +237,7 @@ func (m *Manager) ExecProcess(ctx context.Context, idOrName string, spec wire.Pr
 			m.execExited(id, ExecResult{}, err)
 			return m.procErr(ctx, id, "exec", err)
 		}
+		g.useCgroupUsage(res)
 		m.markOOM(id, before, beforeOK, res)
 		m.execExited(id, *res, nil)
 		return nil
