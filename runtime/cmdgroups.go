@@ -167,13 +167,12 @@ func (g *cmdGroup) place(nsPid int) {
 	deadline := time.Now().Add(strayWait)
 	for range maxPlacePasses {
 		procs := g.rootProcs()
-		if g.moveAll(adopt(procs, nsPid, &since, in), g.dir) || strays.follow(procs) {
-			continue
-		}
-		// A command asked for but not yet reported may be any of the
-		// unknown processes: wait for its pid before calling them strays.
-		moved, wait := strays.take(since)
-		if moved {
+		moved := g.moveAll(adopt(procs, nsPid, &since, in), g.dir)
+		moved = strays.follow(procs) || moved
+		// A command asked for but not yet reported may be one of the
+		// unknown processes: take waits for its pid then.
+		took, wait := strays.take(procs, since)
+		if moved || took {
 			continue
 		}
 		if !wait || time.Now().After(deadline) {
@@ -244,8 +243,16 @@ func moveTo(dir string, pid int) error {
 // command's): its init, and commands not placed yet.
 func (g *cmdGroup) rootProcs() []procInfo {
 	var out []procInfo
+	init := g.sp.initInfo()
 	for _, pid := range cgroupPids(g.parent) {
+		if pid == init.pid && pid != 0 {
+			out = append(out, init) // the init is there for good: read once
+			continue
+		}
 		if p, ok := readProcInfo(pid); ok {
+			if p.nsPid == 1 {
+				g.sp.setInit(p)
+			}
 			out = append(out, p)
 		}
 	}

@@ -36,6 +36,9 @@ type spawning struct {
 	asking  map[*cmdGroup]bool // asked for, pid not reported yet
 	placing map[*cmdGroup]bool // pid reported, placing runs
 	free    []string           // empty command cgroups to use again
+	// init is the sandbox's init as rootProcs read it (its host pid
+	// stays while it lives; a new init has another).
+	init procInfo
 	// acct: the command cgroups account memory (accounted).
 	acctOnce sync.Once
 	acct     bool
@@ -106,6 +109,18 @@ func (s *spawning) end(g *cmdGroup) {
 	s.mu.Unlock()
 }
 
+func (s *spawning) initInfo() procInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.init
+}
+
+func (s *spawning) setInit(p procInfo) {
+	s.mu.Lock()
+	s.init = p
+	s.mu.Unlock()
+}
+
 func (s *spawning) linkedTo(g *cmdGroup) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -168,12 +183,11 @@ func (s *spawning) known() (roots map[int]bool, unsure uint64) {
 // (pickStrays). It reports whether it moved any, and wait when some
 // could still be a command asked for that has not named its pid: they
 // started after that command was asked for.
-func (p *strayPlacer) take(since uint64) (moved, wait bool) {
-	// The list first, then what is known: a command in the list was
-	// asked for by then, so it is either still unnamed (unsure), being
-	// placed (known), or placed, and then no longer in the sandbox's own
-	// cgroup, which is checked again right before the move.
-	procs := p.g.rootProcs()
+func (p *strayPlacer) take(procs []procInfo, since uint64) (moved, wait bool) {
+	// procs was read first, then what is known: a command in the list
+	// was asked for by then, so it is either still unnamed (unsure),
+	// being placed (known), or placed, and then no longer in the
+	// sandbox's own cgroup, which is checked again right before the move.
 	roots, unsure := p.g.sp.known()
 	rel := p.g.m.cgPath(p.g.id)
 	started := make(map[int]uint64, len(procs))

@@ -126,6 +126,9 @@ func (m *Manager) dropAgentPool(id string) {
 	if l, ok := m.agentLinks.LoadAndDelete(id); ok {
 		l.(*agentLink).pool.Close()
 	}
+	if sp, ok := m.cmdcg.spawns.Load(id); ok {
+		sp.(*spawning).setInit(procInfo{}) // a new init has another pid
+	}
 }
 
 // restartWait bounds how long a call waits for a sandbox's restart (new
