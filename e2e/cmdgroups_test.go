@@ -82,19 +82,33 @@ func cmdGroupCount(t *testing.T, id string, want int) int {
 	return n
 }
 
+// countCmdGroups counts sandbox id's command cgroups that hold
+// processes (boxd keeps a few empty ones for the next commands).
 func countCmdGroups(t *testing.T, id string) int {
 	t.Helper()
-	ents, err := os.ReadDir(filepath.Join(unifiedRoot(t), namespace, id))
+	n, _ := countCmdGroupsAll(t, id)
+	return n
+}
+
+// countCmdGroupsAll counts sandbox id's command cgroups holding processes,
+// and all of them.
+func countCmdGroupsAll(t *testing.T, id string) (populated, all int) {
+	t.Helper()
+	dir := filepath.Join(unifiedRoot(t), namespace, id)
+	ents, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatalf("read sandbox cgroup: %v", err)
 	}
-	n := 0
 	for _, e := range ents {
 		if e.IsDir() && strings.HasPrefix(e.Name(), "cmd-") {
-			n++
+			all++
+			b, _ := os.ReadFile(filepath.Join(dir, e.Name(), "cgroup.events"))
+			if strings.Contains(string(b), "populated 1") {
+				populated++
+			}
 		}
 	}
-	return n
+	return populated, all
 }
 
 // escapeAtTimeout runs a command that leaves its session in every way a
@@ -234,6 +248,9 @@ func TestExecNoCgroupLeak(t *testing.T) {
 	}
 	if n := cmdGroupCount(t, id, 0); n != 0 {
 		t.Errorf("%d command cgroups left after 200 execs", n)
+	}
+	if _, all := countCmdGroupsAll(t, id); all > 4 {
+		t.Errorf("%d empty command cgroups kept after 200 execs, want at most 4", all)
 	}
 	// A leftover's cgroup goes once the leftover is gone.
 	sh(t, id, "sleep 1 > /dev/null 2>&1 &")

@@ -126,7 +126,7 @@ func (s *Server) Exec(ctx context.Context, req *connect.Request[boxdv1.ExecReque
 	if err != nil {
 		return nil, ToConnect(err)
 	}
-	out := &boxdv1.ExecResponse{Stdout: stdout.b, Stderr: stderr.b, Result: execResult(res)}
+	out := &boxdv1.ExecResponse{Stdout: stdout.b, Stderr: stderr.b, Result: execResult(res), Usage: usage(res)}
 	if req.Msg.CombinedOutput {
 		// The init sent everything as stdout, in the order written.
 		out.Result.Output, out.Stdout, out.Stderr = stdout.b, nil, nil
@@ -206,7 +206,7 @@ func (s *Server) ExecStream(ctx context.Context, req *connect.Request[boxdv1.Exe
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	return stream.Send(&boxdv1.ExecStreamResponse{Event: &boxdv1.ExecStreamResponse_Result{Result: execResult(res)}})
+	return stream.Send(&boxdv1.ExecStreamResponse{Event: &boxdv1.ExecStreamResponse_Result{Result: execResult(res)}, Usage: usage(res)})
 }
 
 // streamReader turns a client stream of data messages into an io.Reader;

@@ -158,6 +158,7 @@ func sendOutput(ctx context.Context, stream *processStream, ps *host.ProcessStre
 		switch {
 		case ev.Result != nil:
 			msg.Event = &boxdv1.ProcessOutput_Result{Result: execResult(*ev.Result)}
+			msg.Usage = usage(*ev.Result)
 		case ev.Stream == wire.FrameStderr:
 			msg.Event = &boxdv1.ProcessOutput_Stderr{Stderr: ev.Data}
 		default:
@@ -258,7 +259,11 @@ func (p *processServer) Wait(ctx context.Context, req *connect.Request[boxdv1.Wa
 	if err != nil {
 		return nil, ToConnect(err)
 	}
-	return connect.NewResponse(&boxdv1.WaitProcessResponse{Process: processInfo(info)}), nil
+	out := &boxdv1.WaitProcessResponse{Process: processInfo(info)}
+	if info.Result != nil {
+		out.Usage = usage(*info.Result)
+	}
+	return connect.NewResponse(out), nil
 }
 
 func (p *processServer) Signal(ctx context.Context, req *connect.Request[boxdv1.SignalProcessRequest]) (*connect.Response[boxdv1.SignalProcessResponse], error) {

@@ -39,6 +39,8 @@ type cmdGroups struct {
 	// processes in (deliberate leftovers: `cmd &`, a server): removed once
 	// empty, at the next exec's end.
 	left sync.Map // id -> *leftovers
+	// spawns holds, per sandbox id, the groups being made (cmdgroups_place.go).
+	spawns sync.Map // id -> *spawning
 }
 
 type leftovers struct {
@@ -70,12 +72,20 @@ type cmdGroup struct {
 	id     string // the sandbox's
 	parent string // the sandbox's cgroup directory
 	dir    string
-	placed bool
 	sent   uint64 // bootTicks when the exec was asked for
 	// started is set when the init reported the command (start ran);
 	// done is closed once start's placing is over.
 	started bool
 	done    chan struct{}
+	// sp is the sandbox's spawning state; nsPid the command's pid there.
+	sp    *spawning
+	nsPid int
+	// linked are cgroups of strays this command may own (several were
+	// being placed when they were found): killed with it. Guarded by sp.mu.
+	linked []string
+	// keep: the cgroup outlives its command's start (a background
+	// process's, a session's): it joins the leftovers once placed.
+	keep bool
 }
 
 // newCmdGroup names a cgroup for a command of sandbox id, or returns nil
@@ -90,22 +100,47 @@ func (m *Manager) newCmdGroup(id string) *cmdGroup {
 		return nil
 	}
 	parent := filepath.Join(root, m.cgPath(id))
-	dir := filepath.Join(parent, cmdGroupPrefix+strconv.FormatUint(m.cmdcg.seq.Add(1), 10))
-	return &cmdGroup{m: m, id: id, parent: parent, dir: dir, sent: bootTicks(), done: make(chan struct{})}
+	g := &cmdGroup{m: m, id: id, parent: parent, sent: bootTicks(), done: make(chan struct{}), sp: m.cmdcg.spawning(id)}
+	if g.dir = g.sp.ask(g); g.dir == "" {
+		g.dir = m.cmdGroupDir(parent)
+	}
+	return g
+}
+
+// cmdGroupDir names a fresh command cgroup in parent.
+func (m *Manager) cmdGroupDir(parent string) string {
+	return filepath.Join(parent, cmdGroupPrefix+strconv.FormatUint(m.cmdcg.seq.Add(1), 10))
 }
 
 // start makes the cgroup and places the command in it, in the background:
 // the init's started frame named it (nsPid in the sandbox).
 func (g *cmdGroup) start(nsPid int) {
 	g.started = true
+	g.nsPid = nsPid
+	g.sp.begin(g)
 	go func() {
 		defer close(g.done)
-		if err := os.Mkdir(g.dir, 0o755); err != nil {
+		defer g.sp.end(g)
+		if err := mkCgroup(g.dir); err != nil {
 			g.dir = "" // no sandbox cgroup here (a build's, say): nothing to do
 			return
 		}
 		g.place(nsPid)
+		if g.keep {
+			g.m.leaveCmdGroup(g.id, g.dir)
+		}
 	}()
+}
+
+// mkCgroup makes the cgroup at dir; one left empty by an earlier life
+// of the sandbox's init (a background process's, named by its id) is
+// taken as it is.
+func mkCgroup(dir string) error {
+	err := os.Mkdir(dir, 0o755)
+	if errors.Is(err, os.ErrExist) {
+		return nil
+	}
+	return err
 }
 
 // procInfo is what placing needs of a process in the sandbox's cgroup:
@@ -120,39 +155,55 @@ type procInfo struct {
 // cgroup. The init reports the pid right after the exec succeeded, so
 // the command has run for a moment already, and what it started meanwhile
 // is still in the sandbox's cgroup. That is moved too: its session (the
-// init starts every command as a session leader), the children of what is
-// moved, and the processes the init adopted (orphans) that started no
-// earlier than the command and lead no session, which is how a daemon's
-// double fork looks. Pass after pass until one moves nothing:
-// whatever starts later is born in the command's cgroup.
+// init starts every command as a session leader) and the children of what
+// is moved, pass after pass until one moves nothing: whatever starts later
+// is born in the command's cgroup. Then the strays: what the command's
+// tree left with the init meanwhile (a double fork, a setsid), found
+// because boxd knows every process it asked the init for (strayPlacer).
 func (g *cmdGroup) place(nsPid int) {
 	since := g.sent // the command started no earlier than this
 	in := map[int]bool{}
-	for range 4 {
-		fresh := adopt(g.rootProcs(), nsPid, &since, in)
-		moved := false
-		for _, pid := range fresh {
-			if g.move(pid) == nil {
-				moved = true
-			}
+	strays := &strayPlacer{g: g, in: map[int]bool{}}
+	deadline := time.Now().Add(strayWait)
+	for range maxPlacePasses {
+		procs := g.rootProcs()
+		moved := g.moveAll(adopt(procs, nsPid, &since, in), g.dir)
+		moved = strays.follow(procs) || moved
+		// A command asked for but not yet reported may be one of the
+		// unknown processes: take waits for its pid then.
+		took, wait := strays.take(procs, since)
+		if moved || took {
+			continue
 		}
-		if !moved {
-			return
+		if !wait || time.Now().After(deadline) {
+			break
 		}
-		g.placed = true
+		time.Sleep(time.Millisecond)
+	}
+	if strays.dir != "" && strays.dir != g.dir {
+		g.m.leaveCmdGroup(g.id, strays.dir) // removed once its strays are gone
 	}
 }
 
-// adopt picks the command's processes among procs into in: the command,
-// its session, orphans the init adopted since the command started, and
-// the children of all of these (in holds those of earlier passes). since
-// is lowered to the command's own start. It returns the ones added.
-func adopt(procs []procInfo, nsPid int, since *uint64, in map[int]bool) []int {
-	init := 0
-	for _, p := range procs {
-		if p.nsPid == 1 {
-			init = p.pid
+// moveAll moves pids into the cgroup at dir and reports whether any moved.
+func (g *cmdGroup) moveAll(pids []int, dir string) bool {
+	moved := false
+	for _, pid := range pids {
+		if moveTo(dir, pid) == nil {
+			moved = true
 		}
+	}
+	return moved
+}
+
+// adopt picks the command's processes among procs into in: the command,
+// its session and the children of all of these (in holds those of
+// earlier passes). since is lowered to the command's own start. It
+// returns the ones added. The orphans its tree left with the init are
+// strays (pickStrays).
+func adopt(procs []procInfo, nsPid int, since *uint64, in map[int]bool) []int {
+	init := initPid(procs)
+	for _, p := range procs {
 		if p.nsPid == nsPid && p.start < *since {
 			*since = p.start
 		}
@@ -164,11 +215,7 @@ func adopt(procs []procInfo, nsPid int, since *uint64, in map[int]bool) []int {
 			if in[p.pid] || p.pid == init {
 				continue
 			}
-			// An orphan that leads its own session looks like what the
-			// init starts itself (every command, process and session
-			// shell): only the others are taken.
-			orphan := init != 0 && p.ppid == init && p.start >= *since && p.nsSid != p.nsPid
-			if p.nsPid == nsPid || p.nsSid == nsPid || in[p.ppid] || orphan {
+			if p.nsPid == nsPid || p.nsSid == nsPid || in[p.ppid] {
 				in[p.pid], grew = true, true
 				fresh = append(fresh, p.pid)
 			}
@@ -187,24 +234,25 @@ func bootTicks() uint64 {
 	return uint64(ts.Nano()) / uint64(time.Second/100)
 }
 
-func (g *cmdGroup) move(pid int) error {
-	return os.WriteFile(filepath.Join(g.dir, "cgroup.procs"), strconv.AppendInt(nil, int64(pid), 10), 0o644)
+// moveTo moves the process pid (host) into the cgroup at dir.
+func moveTo(dir string, pid int) error {
+	return os.WriteFile(filepath.Join(dir, "cgroup.procs"), strconv.AppendInt(nil, int64(pid), 10), 0o644)
 }
 
 // rootProcs lists the processes in the sandbox's own cgroup (not in a
 // command's): its init, and commands not placed yet.
 func (g *cmdGroup) rootProcs() []procInfo {
-	b, err := os.ReadFile(filepath.Join(g.parent, "cgroup.procs"))
-	if err != nil {
-		return nil
-	}
 	var out []procInfo
-	for _, f := range bytes.Fields(b) {
-		pid, err := strconv.Atoi(string(f))
-		if err != nil {
+	init := g.sp.initInfo()
+	for _, pid := range cgroupPids(g.parent) {
+		if pid == init.pid && pid != 0 {
+			out = append(out, init) // the init is there for good: read once
 			continue
 		}
 		if p, ok := readProcInfo(pid); ok {
+			if p.nsPid == 1 {
+				g.sp.setInit(p)
+			}
 			out = append(out, p)
 		}
 	}
@@ -252,12 +300,17 @@ func readProcInfo(pid int) (procInfo, bool) {
 }
 
 // finish ends the command's cgroup when its exec ends. With kill (a
-// timeout, a closed stream) every process in it is killed and the cgroup
-// removed before it returns. Otherwise, in the background, it is removed
-// if empty, and kept while the command's leftovers run, to be removed once
-// they are gone.
+// timeout, a closed stream) every process in it is killed, and in the
+// stray cgroups linked to it, and the cgroup removed before it returns.
+// Otherwise, in the background, it is removed if empty, and kept while the
+// command's leftovers run, to be removed once they are gone.
 func (g *cmdGroup) finish(kill bool) {
-	if g == nil || !g.started {
+	if g == nil {
+		return
+	}
+	if !g.started {
+		g.sp.dropped(g) // the command never ran
+		g.sp.reuse(g.dir)
 		return
 	}
 	end := func() {
@@ -265,16 +318,19 @@ func (g *cmdGroup) finish(kill bool) {
 		if g.dir == "" {
 			return
 		}
-		if kill && g.placed {
+		if kill {
+			for _, dir := range g.sp.linkedTo(g) {
+				if err := killCgroup(dir); err != nil {
+					g.m.log.Warn("kill a command's cgroup", "sandbox", g.id, "cgroup", dir, "error", err)
+				}
+				g.m.leaveCmdGroup(g.id, dir)
+			}
 			if err := killCgroup(g.dir); err != nil {
 				g.m.log.Warn("kill a command's cgroup", "sandbox", g.id, "cgroup", g.dir, "error", err)
 			}
 		}
-		if err := os.Remove(g.dir); err != nil && errors.Is(err, syscall.EBUSY) {
-			l, _ := g.m.cmdcg.left.LoadOrStore(g.id, &leftovers{dirs: map[string]bool{}})
-			l.(*leftovers).mu.Lock()
-			l.(*leftovers).dirs[g.dir] = true
-			l.(*leftovers).mu.Unlock()
+		if g.keep || !g.sp.reuse(g.dir) {
+			g.m.leaveCmdGroup(g.id, g.dir)
 		}
 		g.m.sweepCmdGroups(g.id)
 	}
@@ -283,6 +339,17 @@ func (g *cmdGroup) finish(kill bool) {
 		return
 	}
 	go end()
+}
+
+// leaveCmdGroup removes the cgroup at dir, or, while it holds processes,
+// lists it with sandbox id's leftovers, removed once empty.
+func (m *Manager) leaveCmdGroup(id, dir string) {
+	if err := os.Remove(dir); err != nil && errors.Is(err, syscall.EBUSY) {
+		l, _ := m.cmdcg.left.LoadOrStore(id, &leftovers{dirs: map[string]bool{}})
+		l.(*leftovers).mu.Lock()
+		l.(*leftovers).dirs[dir] = true
+		l.(*leftovers).mu.Unlock()
+	}
 }
 
 // sweepCmdGroups removes sandbox id's command cgroups whose leftovers are
@@ -371,6 +438,11 @@ func (m *Manager) KillAll(ctx context.Context, idOrName string) (int, error) {
 
 // cmdGroupDirs lists sandbox id's command cgroups.
 func (m *Manager) cmdGroupDirs(id string) ([]string, error) {
+	return m.groupDirs(id, cmdGroupPrefix)
+}
+
+// groupDirs lists sandbox id's cgroups whose names start with a prefix.
+func (m *Manager) groupDirs(id string, prefixes ...string) ([]string, error) {
 	parent := filepath.Join(m.cmdcg.unifiedRoot(), m.cgPath(id))
 	ents, err := os.ReadDir(parent)
 	if errors.Is(err, os.ErrNotExist) {
@@ -381,11 +453,20 @@ func (m *Manager) cmdGroupDirs(id string) ([]string, error) {
 	}
 	var out []string
 	for _, e := range ents {
-		if e.IsDir() && strings.HasPrefix(e.Name(), cmdGroupPrefix) {
+		if e.IsDir() && hasAnyPrefix(e.Name(), prefixes) {
 			out = append(out, filepath.Join(parent, e.Name()))
 		}
 	}
 	return out, nil
+}
+
+func hasAnyPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // dropCmdGroups removes sandbox id's command cgroups once its task is
@@ -393,10 +474,11 @@ func (m *Manager) cmdGroupDirs(id string) ([]string, error) {
 // this covers one left behind).
 func (m *Manager) dropCmdGroups(id string) {
 	m.cmdcg.left.Delete(id)
+	m.cmdcg.spawns.Delete(id)
 	if m.cmdcg.unifiedRoot() == "" {
 		return
 	}
-	dirs, _ := m.cmdGroupDirs(id)
+	dirs, _ := m.groupDirs(id, cmdGroupPrefix, procGroupPrefix, sessionGroupPrefix)
 	for _, dir := range dirs {
 		_ = killCgroup(dir)
 		_ = os.Remove(dir)

@@ -126,6 +126,9 @@ func (m *Manager) dropAgentPool(id string) {
 	if l, ok := m.agentLinks.LoadAndDelete(id); ok {
 		l.(*agentLink).pool.Close()
 	}
+	if sp, ok := m.cmdcg.spawns.Load(id); ok {
+		sp.(*spawning).setInit(procInfo{}) // a new init has another pid
+	}
 }
 
 // restartWait bounds how long a call waits for a sandbox's restart (new
@@ -237,6 +240,7 @@ func (m *Manager) ExecProcess(ctx context.Context, idOrName string, spec wire.Pr
 			m.execExited(id, ExecResult{}, err)
 			return m.procErr(ctx, id, "exec", err)
 		}
+		g.useCgroupUsage(res)
 		m.markOOM(id, before, beforeOK, res)
 		m.execExited(id, *res, nil)
 		return nil

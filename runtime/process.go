@@ -116,7 +116,9 @@ func (m *Manager) StartProcess(ctx context.Context, idOrName string, spec wire.P
 	if err != nil {
 		return wire.ProcessInfo{}, err
 	}
+	g := m.spawnGroup(id)
 	info, err := c.StartProcess(ctx, spec)
+	g.startedAs(procGroupPrefix+info.ID, info.PID, err)
 	if err != nil {
 		return info, m.procErr(ctx, id, "start", err)
 	}
@@ -168,6 +170,10 @@ func (m *Manager) SignalProcess(ctx context.Context, idOrName, pid, sig string) 
 	if err != nil {
 		return info, m.procErr(ctx, id, "signal", err)
 	}
+	if isKill(sig) {
+		// Its whole cgroup: what left its session too.
+		m.killGroup(id, procGroupPrefix+pid)
+	}
 	return info, nil
 }
 
@@ -208,7 +214,9 @@ func (m *Manager) CreateSession(ctx context.Context, idOrName string, spec wire.
 	if err != nil {
 		return wire.SessionInfo{}, err
 	}
+	g := m.spawnGroup(id)
 	info, err := c.CreateSession(ctx, spec)
+	g.startedAs(sessionGroupPrefix+spec.Name, info.PID, err)
 	if err != nil {
 		return info, m.procErr(ctx, id, "create session", err)
 	}
@@ -240,6 +248,7 @@ func (m *Manager) RemoveSession(ctx context.Context, idOrName, name string) erro
 	if err := c.RemoveSession(ctx, name); err != nil {
 		return m.procErr(ctx, id, "remove session", err)
 	}
+	m.killGroup(id, sessionGroupPrefix+name)
 	return nil
 }
 
@@ -262,9 +271,11 @@ func (m *Manager) SessionExec(ctx context.Context, idOrName string, cmd wire.Ses
 	if err != nil {
 		return wire.SessionResult{}, err
 	}
+	sent := bootTicks()
 	res, err := c.SessionExec(ctx, cmd, stdout, stderr)
 	if err != nil {
 		return res, m.procErr(ctx, id, "session exec", err)
 	}
+	m.afterSessionExec(ctx, c, id, cmd.Name, sent, res)
 	return res, nil
 }

@@ -66,8 +66,11 @@ func procResult(c *child, started, ended time.Time, timedOut, truncated bool) wi
 		UserCPU:   time.Duration(c.rusage.Utime.Nano()),
 		SystemCPU: time.Duration(c.rusage.Stime.Nano()),
 		MaxRSS:    c.rusage.Maxrss * 1024, // KiB
-		PID:       c.pid,
-		Lifetime:  c.lifetime(),
+		// Blocks of 512 bytes, whatever the filesystem's block size.
+		ReadBytes:  c.rusage.Inblock * 512,
+		WriteBytes: c.rusage.Oublock * 512,
+		PID:        c.pid,
+		Lifetime:   c.lifetime(),
 	}
 	switch ws := c.status; {
 	case c.lost:

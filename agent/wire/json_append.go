@@ -185,6 +185,14 @@ func appendResult(b []byte, r *ExecResult) ([]byte, bool) {
 	b = jsonline.Int(b, int64(r.SystemCPU))
 	b = jsonline.Key(b, "max_rss")
 	b = jsonline.Int(b, r.MaxRSS)
+	if r.ReadBytes != 0 {
+		b = jsonline.Key(b, "read_bytes")
+		b = jsonline.Int(b, r.ReadBytes)
+	}
+	if r.WriteBytes != 0 {
+		b = jsonline.Key(b, "write_bytes")
+		b = jsonline.Int(b, r.WriteBytes)
+	}
 	if r.PID != 0 {
 		b = jsonline.Key(b, "pid")
 		b = jsonline.Int(b, int64(r.PID))

@@ -71,7 +71,7 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 		check(&req)
 		check(ExecResult{ExitCode: r.Intn(300) - 10, Signal: randString(r), TimedOut: r.Intn(2) == 0, Truncated: r.Intn(2) == 0,
 			Started: randTime(r), Ended: randTime(r), UserCPU: time.Duration(r.Int63()), SystemCPU: time.Duration(r.Int63n(1e9)),
-			MaxRSS: r.Int63(), PID: r.Intn(3) * r.Intn(1<<22), Lifetime: time.Duration(r.Int63n(3) * r.Int63n(1e10)),
+			MaxRSS: r.Int63(), ReadBytes: r.Int63n(2) * r.Int63(), WriteBytes: r.Int63n(2) * r.Int63(), PID: r.Intn(3) * r.Intn(1<<22), Lifetime: time.Duration(r.Int63n(3) * r.Int63n(1e10)),
 			OOMKilled: r.Intn(2) == 0, Kept: r.Intn(2) == 0})
 		res := FileResult{Index: r.Intn(5000), Path: randString(r), Size: r.Int63n(3) * r.Int63(), Code: randString(r), Message: randString(r)}
 		check(res)

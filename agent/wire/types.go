@@ -62,6 +62,11 @@ type ExecResult struct {
 	UserCPU   time.Duration `json:"user_cpu"`
 	SystemCPU time.Duration `json:"system_cpu"`
 	MaxRSS    int64         `json:"max_rss"` // bytes
+	// ReadBytes and WriteBytes are the storage I/O of the command and the
+	// children it waited for (getrusage's blocks in and out, 512 bytes
+	// each): what reached or came from a block device, not the page cache.
+	ReadBytes  int64 `json:"read_bytes,omitempty"`
+	WriteBytes int64 `json:"write_bytes,omitempty"`
 	// PID is the command's process id in the sandbox's pid namespace.
 	PID int `json:"pid,omitempty"`
 	// Lifetime is the command's process from the init's fork to its

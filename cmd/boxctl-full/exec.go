@@ -36,6 +36,7 @@ func execCommand() *cli.Command {
 			&cli.BoolFlag{Name: "detach", Aliases: []string{"d"}, Usage: "run in the background and print the process id (see ps, attach, kill)"},
 			&cli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "run as NAME, UID, NAME:GROUP or UID:GID of the sandbox"},
 			&cli.BoolFlag{Name: "resume", Usage: "unpause the sandbox first if it is paused (else exec in a paused sandbox fails)"},
+			&cli.BoolFlag{Name: "stats", Usage: "print what the command used (CPU, peak memory, storage I/O, wall time) on stderr"},
 		),
 		UseShortOptionHandling: true,
 		Action: func(c *cli.Context) error {
@@ -76,7 +77,7 @@ func execCommand() *cli.Command {
 				fmt.Println(resp.Msg.Process.Id)
 				return nil
 			}
-			return runProcess(c.Context, api, spec, c.Bool("interactive"))
+			return runProcess(c.Context, api, spec, c.Bool("interactive"), c.Bool("stats"))
 		},
 	}
 }
@@ -84,7 +85,7 @@ func execCommand() *cli.Command {
 // runProcess runs a command through ProcessService.Exec: stdin streamed
 // with -i, a terminal with -t. It returns exitError with the command's
 // code.
-func runProcess(ctx context.Context, api boxdv1connect.ProcessServiceClient, spec *boxdv1.ProcessSpec, interactive bool) error {
+func runProcess(ctx context.Context, api boxdv1connect.ProcessServiceClient, spec *boxdv1.ProcessSpec, interactive, stats bool) error {
 	raw := spec.Tty && interactive
 	if raw && !isTerminal(os.Stdin) {
 		return boxdErr{fmt.Errorf("exec -it: stdin is not a terminal (drop -t to pipe input)")}
@@ -131,7 +132,20 @@ func runProcess(ctx context.Context, api boxdv1connect.ProcessServiceClient, spe
 	if _, err := p.stream.Receive(); err != nil && !errors.Is(err, io.EOF) {
 		return boxdErr{err}
 	}
+	if stats {
+		fmt.Fprintln(os.Stderr, "boxctl: "+usageLine(p.usage))
+	}
 	return exitWith(res)
+}
+
+// usageLine is exec --stats's line: what the command used.
+func usageLine(u *boxdv1.ResourceUsage) string {
+	if u == nil {
+		return "stats: none reported"
+	}
+	sec := func(usec int64) string { return fmt.Sprintf("%.3fs", float64(usec)/1e6) }
+	return fmt.Sprintf("stats: user %s system %s peak_memory %d read_bytes %d write_bytes %d wall %s",
+		sec(u.UserCpuUsec), sec(u.SystemCpuUsec), u.PeakMemoryBytes, u.ReadBytes, u.WriteBytes, sec(u.WallUsec))
 }
 
 // runExec streams a command's output to boxctl's stdout and stderr and

@@ -22,6 +22,7 @@ type procConn struct {
 	stream *connect.BidiStreamForClient[boxdv1.ProcessInput, boxdv1.ProcessOutput]
 	mu     sync.Mutex
 	closed bool
+	usage  *boxdv1.ResourceUsage // with the result
 }
 
 func (p *procConn) send(msg *boxdv1.ProcessInput) error {
@@ -158,6 +159,7 @@ func (p *procConn) receive() (*boxdv1.ExecResult, error) {
 		case *boxdv1.ProcessOutput_Stderr:
 			_, _ = os.Stderr.Write(ev.Stderr)
 		case *boxdv1.ProcessOutput_Result:
+			p.usage = msg.Usage
 			return ev.Result, nil
 		}
 	}

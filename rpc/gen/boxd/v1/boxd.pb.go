@@ -2921,6 +2921,7 @@ type ExecResponse struct {
 	Stdout        []byte                 `protobuf:"bytes,1,opt,name=stdout,proto3" json:"stdout,omitempty"`
 	Stderr        []byte                 `protobuf:"bytes,2,opt,name=stderr,proto3" json:"stderr,omitempty"`
 	Result        *ExecResult            `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	Usage         *ResourceUsage         `protobuf:"bytes,10,opt,name=usage,proto3" json:"usage,omitempty"` // what the command used
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2976,6 +2977,13 @@ func (x *ExecResponse) GetResult() *ExecResult {
 	return nil
 }
 
+func (x *ExecResponse) GetUsage() *ResourceUsage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
 type ExecStreamResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Event:
@@ -2984,6 +2992,7 @@ type ExecStreamResponse struct {
 	//	*ExecStreamResponse_Stderr
 	//	*ExecStreamResponse_Result
 	Event         isExecStreamResponse_Event `protobuf_oneof:"event"`
+	Usage         *ResourceUsage             `protobuf:"bytes,10,opt,name=usage,proto3" json:"usage,omitempty"` // with the result: what the command used
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3048,6 +3057,13 @@ func (x *ExecStreamResponse) GetResult() *ExecResult {
 		if x, ok := x.Event.(*ExecStreamResponse_Result); ok {
 			return x.Result
 		}
+	}
+	return nil
+}
+
+func (x *ExecStreamResponse) GetUsage() *ResourceUsage {
+	if x != nil {
+		return x.Usage
 	}
 	return nil
 }
@@ -4510,7 +4526,7 @@ var File_boxd_v1_boxd_proto protoreflect.FileDescriptor
 
 const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\n" +
-	"\x12boxd/v1/boxd.proto\x12\aboxd.v1\x1a\x15boxd/v1/volumes.proto\"%\n" +
+	"\x12boxd/v1/boxd.proto\x12\aboxd.v1\x1a\x15boxd/v1/volumes.proto\x1a\x13boxd/v1/usage.proto\"%\n" +
 	"\x13PauseSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
 	"\x14PauseSandboxResponse\"'\n" +
@@ -4767,15 +4783,19 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\n" +
 	"oom_killed\x18\v \x01(\bR\toomKilled\x12\x16\n" +
 	"\x06output\x18\f \x01(\fR\x06output\x12!\n" +
-	"\fprocess_usec\x18} \x01(\x03R\vprocessUsec\"k\n" +
+	"\fprocess_usec\x18} \x01(\x03R\vprocessUsec\"\x99\x01\n" +
 	"\fExecResponse\x12\x16\n" +
 	"\x06stdout\x18\x01 \x01(\fR\x06stdout\x12\x16\n" +
 	"\x06stderr\x18\x02 \x01(\fR\x06stderr\x12+\n" +
-	"\x06result\x18\x03 \x01(\v2\x13.boxd.v1.ExecResultR\x06result\"\x80\x01\n" +
+	"\x06result\x18\x03 \x01(\v2\x13.boxd.v1.ExecResultR\x06result\x12,\n" +
+	"\x05usage\x18\n" +
+	" \x01(\v2\x16.boxd.v1.ResourceUsageR\x05usage\"\xae\x01\n" +
 	"\x12ExecStreamResponse\x12\x18\n" +
 	"\x06stdout\x18\x01 \x01(\fH\x00R\x06stdout\x12\x18\n" +
 	"\x06stderr\x18\x02 \x01(\fH\x00R\x06stderr\x12-\n" +
-	"\x06result\x18\x03 \x01(\v2\x13.boxd.v1.ExecResultH\x00R\x06resultB\a\n" +
+	"\x06result\x18\x03 \x01(\v2\x13.boxd.v1.ExecResultH\x00R\x06result\x12,\n" +
+	"\x05usage\x18\n" +
+	" \x01(\v2\x16.boxd.v1.ResourceUsageR\x05usageB\a\n" +
 	"\x05event\"V\n" +
 	"\rCopyInRequest\x12\x1d\n" +
 	"\n" +
@@ -5002,6 +5022,7 @@ var file_boxd_v1_boxd_proto_goTypes = []any{
 	nil,                            // 68: boxd.v1.Image.LabelsEntry
 	nil,                            // 69: boxd.v1.BuildImageRequest.BuildArgsEntry
 	(*VolumeMount)(nil),            // 70: boxd.v1.VolumeMount
+	(*ResourceUsage)(nil),          // 71: boxd.v1.ResourceUsage
 }
 var file_boxd_v1_boxd_proto_depIdxs = []int32{
 	7,  // 0: boxd.v1.StatsResponse.sandboxes:type_name -> boxd.v1.SandboxStats
@@ -5031,75 +5052,77 @@ var file_boxd_v1_boxd_proto_depIdxs = []int32{
 	24, // 24: boxd.v1.ListSandboxesResponse.sandboxes:type_name -> boxd.v1.Sandbox
 	24, // 25: boxd.v1.GetSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
 	35, // 26: boxd.v1.ExecResponse.result:type_name -> boxd.v1.ExecResult
-	35, // 27: boxd.v1.ExecStreamResponse.result:type_name -> boxd.v1.ExecResult
-	0,  // 28: boxd.v1.ImportImageRequest.format:type_name -> boxd.v1.ImageFormat
-	68, // 29: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
-	45, // 30: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
-	45, // 31: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
-	45, // 32: boxd.v1.TagImageResponse.image:type_name -> boxd.v1.Image
-	23, // 33: boxd.v1.UpdateNetworkResponse.network:type_name -> boxd.v1.NetworkStatus
-	17, // 34: boxd.v1.UpdateSandboxRequest.limits:type_name -> boxd.v1.Limits
-	24, // 35: boxd.v1.UpdateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	24, // 36: boxd.v1.StopSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	24, // 37: boxd.v1.StartSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	69, // 38: boxd.v1.BuildImageRequest.build_args:type_name -> boxd.v1.BuildImageRequest.BuildArgsEntry
-	45, // 39: boxd.v1.BuildImageResponse.image:type_name -> boxd.v1.Image
-	62, // 40: boxd.v1.BuildImageResponse.steps:type_name -> boxd.v1.BuildStep
-	18, // 41: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
-	28, // 42: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
-	30, // 43: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
-	32, // 44: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
-	53, // 45: boxd.v1.SandboxService.UpdateNetwork:input_type -> boxd.v1.UpdateNetworkRequest
-	34, // 46: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
-	34, // 47: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
-	38, // 48: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
-	40, // 49: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
-	42, // 50: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
-	44, // 51: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
-	47, // 52: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
-	49, // 53: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
-	51, // 54: boxd.v1.SandboxService.TagImage:input_type -> boxd.v1.TagImageRequest
-	13, // 55: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
-	15, // 56: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
-	8,  // 57: boxd.v1.SandboxService.CommitSandbox:input_type -> boxd.v1.CommitSandboxRequest
-	10, // 58: boxd.v1.SandboxService.ForkSandbox:input_type -> boxd.v1.ForkSandboxRequest
-	55, // 59: boxd.v1.SandboxService.UpdateSandbox:input_type -> boxd.v1.UpdateSandboxRequest
-	57, // 60: boxd.v1.SandboxService.StopSandbox:input_type -> boxd.v1.StopSandboxRequest
-	59, // 61: boxd.v1.SandboxService.StartSandbox:input_type -> boxd.v1.StartSandboxRequest
-	1,  // 62: boxd.v1.SandboxService.PauseSandbox:input_type -> boxd.v1.PauseSandboxRequest
-	3,  // 63: boxd.v1.SandboxService.UnpauseSandbox:input_type -> boxd.v1.UnpauseSandboxRequest
-	5,  // 64: boxd.v1.SandboxService.Stats:input_type -> boxd.v1.StatsRequest
-	61, // 65: boxd.v1.SandboxService.BuildImage:input_type -> boxd.v1.BuildImageRequest
-	27, // 66: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
-	29, // 67: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
-	31, // 68: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
-	33, // 69: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
-	54, // 70: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
-	36, // 71: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
-	37, // 72: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
-	39, // 73: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
-	41, // 74: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
-	43, // 75: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
-	46, // 76: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
-	48, // 77: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
-	50, // 78: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
-	52, // 79: boxd.v1.SandboxService.TagImage:output_type -> boxd.v1.TagImageResponse
-	14, // 80: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
-	16, // 81: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
-	9,  // 82: boxd.v1.SandboxService.CommitSandbox:output_type -> boxd.v1.CommitSandboxResponse
-	11, // 83: boxd.v1.SandboxService.ForkSandbox:output_type -> boxd.v1.ForkSandboxResponse
-	56, // 84: boxd.v1.SandboxService.UpdateSandbox:output_type -> boxd.v1.UpdateSandboxResponse
-	58, // 85: boxd.v1.SandboxService.StopSandbox:output_type -> boxd.v1.StopSandboxResponse
-	60, // 86: boxd.v1.SandboxService.StartSandbox:output_type -> boxd.v1.StartSandboxResponse
-	2,  // 87: boxd.v1.SandboxService.PauseSandbox:output_type -> boxd.v1.PauseSandboxResponse
-	4,  // 88: boxd.v1.SandboxService.UnpauseSandbox:output_type -> boxd.v1.UnpauseSandboxResponse
-	6,  // 89: boxd.v1.SandboxService.Stats:output_type -> boxd.v1.StatsResponse
-	63, // 90: boxd.v1.SandboxService.BuildImage:output_type -> boxd.v1.BuildImageResponse
-	66, // [66:91] is the sub-list for method output_type
-	41, // [41:66] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	71, // 27: boxd.v1.ExecResponse.usage:type_name -> boxd.v1.ResourceUsage
+	35, // 28: boxd.v1.ExecStreamResponse.result:type_name -> boxd.v1.ExecResult
+	71, // 29: boxd.v1.ExecStreamResponse.usage:type_name -> boxd.v1.ResourceUsage
+	0,  // 30: boxd.v1.ImportImageRequest.format:type_name -> boxd.v1.ImageFormat
+	68, // 31: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
+	45, // 32: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
+	45, // 33: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
+	45, // 34: boxd.v1.TagImageResponse.image:type_name -> boxd.v1.Image
+	23, // 35: boxd.v1.UpdateNetworkResponse.network:type_name -> boxd.v1.NetworkStatus
+	17, // 36: boxd.v1.UpdateSandboxRequest.limits:type_name -> boxd.v1.Limits
+	24, // 37: boxd.v1.UpdateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	24, // 38: boxd.v1.StopSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	24, // 39: boxd.v1.StartSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	69, // 40: boxd.v1.BuildImageRequest.build_args:type_name -> boxd.v1.BuildImageRequest.BuildArgsEntry
+	45, // 41: boxd.v1.BuildImageResponse.image:type_name -> boxd.v1.Image
+	62, // 42: boxd.v1.BuildImageResponse.steps:type_name -> boxd.v1.BuildStep
+	18, // 43: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
+	28, // 44: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
+	30, // 45: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
+	32, // 46: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
+	53, // 47: boxd.v1.SandboxService.UpdateNetwork:input_type -> boxd.v1.UpdateNetworkRequest
+	34, // 48: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
+	34, // 49: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
+	38, // 50: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
+	40, // 51: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
+	42, // 52: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
+	44, // 53: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
+	47, // 54: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
+	49, // 55: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
+	51, // 56: boxd.v1.SandboxService.TagImage:input_type -> boxd.v1.TagImageRequest
+	13, // 57: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
+	15, // 58: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
+	8,  // 59: boxd.v1.SandboxService.CommitSandbox:input_type -> boxd.v1.CommitSandboxRequest
+	10, // 60: boxd.v1.SandboxService.ForkSandbox:input_type -> boxd.v1.ForkSandboxRequest
+	55, // 61: boxd.v1.SandboxService.UpdateSandbox:input_type -> boxd.v1.UpdateSandboxRequest
+	57, // 62: boxd.v1.SandboxService.StopSandbox:input_type -> boxd.v1.StopSandboxRequest
+	59, // 63: boxd.v1.SandboxService.StartSandbox:input_type -> boxd.v1.StartSandboxRequest
+	1,  // 64: boxd.v1.SandboxService.PauseSandbox:input_type -> boxd.v1.PauseSandboxRequest
+	3,  // 65: boxd.v1.SandboxService.UnpauseSandbox:input_type -> boxd.v1.UnpauseSandboxRequest
+	5,  // 66: boxd.v1.SandboxService.Stats:input_type -> boxd.v1.StatsRequest
+	61, // 67: boxd.v1.SandboxService.BuildImage:input_type -> boxd.v1.BuildImageRequest
+	27, // 68: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
+	29, // 69: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
+	31, // 70: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
+	33, // 71: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
+	54, // 72: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
+	36, // 73: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
+	37, // 74: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
+	39, // 75: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
+	41, // 76: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
+	43, // 77: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
+	46, // 78: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
+	48, // 79: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
+	50, // 80: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
+	52, // 81: boxd.v1.SandboxService.TagImage:output_type -> boxd.v1.TagImageResponse
+	14, // 82: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
+	16, // 83: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
+	9,  // 84: boxd.v1.SandboxService.CommitSandbox:output_type -> boxd.v1.CommitSandboxResponse
+	11, // 85: boxd.v1.SandboxService.ForkSandbox:output_type -> boxd.v1.ForkSandboxResponse
+	56, // 86: boxd.v1.SandboxService.UpdateSandbox:output_type -> boxd.v1.UpdateSandboxResponse
+	58, // 87: boxd.v1.SandboxService.StopSandbox:output_type -> boxd.v1.StopSandboxResponse
+	60, // 88: boxd.v1.SandboxService.StartSandbox:output_type -> boxd.v1.StartSandboxResponse
+	2,  // 89: boxd.v1.SandboxService.PauseSandbox:output_type -> boxd.v1.PauseSandboxResponse
+	4,  // 90: boxd.v1.SandboxService.UnpauseSandbox:output_type -> boxd.v1.UnpauseSandboxResponse
+	6,  // 91: boxd.v1.SandboxService.Stats:output_type -> boxd.v1.StatsResponse
+	63, // 92: boxd.v1.SandboxService.BuildImage:output_type -> boxd.v1.BuildImageResponse
+	68, // [68:93] is the sub-list for method output_type
+	43, // [43:68] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_boxd_v1_boxd_proto_init() }
@@ -5108,6 +5131,7 @@ func file_boxd_v1_boxd_proto_init() {
 		return
 	}
 	file_boxd_v1_volumes_proto_init()
+	file_boxd_v1_usage_proto_init()
 	file_boxd_v1_boxd_proto_msgTypes[36].OneofWrappers = []any{
 		(*ExecStreamResponse_Stdout)(nil),
 		(*ExecStreamResponse_Stderr)(nil),

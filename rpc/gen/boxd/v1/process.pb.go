@@ -432,6 +432,7 @@ type ProcessOutput struct {
 	//	*ProcessOutput_Result
 	//	*ProcessOutput_Process
 	Event         isProcessOutput_Event `protobuf_oneof:"event"`
+	Usage         *ResourceUsage        `protobuf:"bytes,10,opt,name=usage,proto3" json:"usage,omitempty"` // with the result: what the command used
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -505,6 +506,13 @@ func (x *ProcessOutput) GetProcess() *ProcessInfo {
 		if x, ok := x.Event.(*ProcessOutput_Process); ok {
 			return x.Process
 		}
+	}
+	return nil
+}
+
+func (x *ProcessOutput) GetUsage() *ResourceUsage {
+	if x != nil {
+		return x.Usage
 	}
 	return nil
 }
@@ -876,6 +884,7 @@ func (x *WaitProcessRequest) GetProcessId() string {
 type WaitProcessResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Process       *ProcessInfo           `protobuf:"bytes,1,opt,name=process,proto3" json:"process,omitempty"`
+	Usage         *ResourceUsage         `protobuf:"bytes,10,opt,name=usage,proto3" json:"usage,omitempty"` // what the process used
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -913,6 +922,13 @@ func (*WaitProcessResponse) Descriptor() ([]byte, []int) {
 func (x *WaitProcessResponse) GetProcess() *ProcessInfo {
 	if x != nil {
 		return x.Process
+	}
+	return nil
+}
+
+func (x *WaitProcessResponse) GetUsage() *ResourceUsage {
+	if x != nil {
+		return x.Usage
 	}
 	return nil
 }
@@ -1680,7 +1696,7 @@ var File_boxd_v1_process_proto protoreflect.FileDescriptor
 
 const file_boxd_v1_process_proto_rawDesc = "" +
 	"\n" +
-	"\x15boxd/v1/process.proto\x12\aboxd.v1\x1a\x12boxd/v1/boxd.proto\"\xba\x02\n" +
+	"\x15boxd/v1/process.proto\x12\aboxd.v1\x1a\x12boxd/v1/boxd.proto\x1a\x13boxd/v1/usage.proto\"\xba\x02\n" +
 	"\vProcessSpec\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x12\n" +
@@ -1714,12 +1730,14 @@ const file_boxd_v1_process_proto_rawDesc = "" +
 	"closeStdin\x12-\n" +
 	"\x06resize\x18\x05 \x01(\v2\x13.boxd.v1.WindowSizeH\x00R\x06resize\x12\x18\n" +
 	"\x06signal\x18\x06 \x01(\tH\x00R\x06signalB\a\n" +
-	"\x05event\"\xad\x01\n" +
+	"\x05event\"\xdb\x01\n" +
 	"\rProcessOutput\x12\x18\n" +
 	"\x06stdout\x18\x01 \x01(\fH\x00R\x06stdout\x12\x18\n" +
 	"\x06stderr\x18\x02 \x01(\fH\x00R\x06stderr\x12-\n" +
 	"\x06result\x18\x03 \x01(\v2\x13.boxd.v1.ExecResultH\x00R\x06result\x120\n" +
-	"\aprocess\x18\x04 \x01(\v2\x14.boxd.v1.ProcessInfoH\x00R\aprocessB\a\n" +
+	"\aprocess\x18\x04 \x01(\v2\x14.boxd.v1.ProcessInfoH\x00R\aprocess\x12,\n" +
+	"\x05usage\x18\n" +
+	" \x01(\v2\x16.boxd.v1.ResourceUsageR\x05usageB\a\n" +
 	"\x05event\"\xea\x01\n" +
 	"\vProcessInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
@@ -1746,9 +1764,11 @@ const file_boxd_v1_process_proto_rawDesc = "" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x1d\n" +
 	"\n" +
-	"process_id\x18\x02 \x01(\tR\tprocessId\"E\n" +
+	"process_id\x18\x02 \x01(\tR\tprocessId\"s\n" +
 	"\x13WaitProcessResponse\x12.\n" +
-	"\aprocess\x18\x01 \x01(\v2\x14.boxd.v1.ProcessInfoR\aprocess\"~\n" +
+	"\aprocess\x18\x01 \x01(\v2\x14.boxd.v1.ProcessInfoR\aprocess\x12,\n" +
+	"\x05usage\x18\n" +
+	" \x01(\v2\x16.boxd.v1.ResourceUsageR\x05usage\"~\n" +
 	"\x14SignalProcessRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x1d\n" +
@@ -1855,6 +1875,7 @@ var file_boxd_v1_process_proto_goTypes = []any{
 	(*SessionExecResult)(nil),     // 22: boxd.v1.SessionExecResult
 	(*SessionExecResponse)(nil),   // 23: boxd.v1.SessionExecResponse
 	(*ExecResult)(nil),            // 24: boxd.v1.ExecResult
+	(*ResourceUsage)(nil),         // 25: boxd.v1.ResourceUsage
 }
 var file_boxd_v1_process_proto_depIdxs = []int32{
 	1,  // 0: boxd.v1.ProcessSpec.window:type_name -> boxd.v1.WindowSize
@@ -1863,41 +1884,43 @@ var file_boxd_v1_process_proto_depIdxs = []int32{
 	1,  // 3: boxd.v1.ProcessInput.resize:type_name -> boxd.v1.WindowSize
 	24, // 4: boxd.v1.ProcessOutput.result:type_name -> boxd.v1.ExecResult
 	5,  // 5: boxd.v1.ProcessOutput.process:type_name -> boxd.v1.ProcessInfo
-	24, // 6: boxd.v1.ProcessInfo.result:type_name -> boxd.v1.ExecResult
-	0,  // 7: boxd.v1.StartProcessRequest.spec:type_name -> boxd.v1.ProcessSpec
-	5,  // 8: boxd.v1.StartProcessResponse.process:type_name -> boxd.v1.ProcessInfo
-	5,  // 9: boxd.v1.ListProcessesResponse.processes:type_name -> boxd.v1.ProcessInfo
-	5,  // 10: boxd.v1.WaitProcessResponse.process:type_name -> boxd.v1.ProcessInfo
-	5,  // 11: boxd.v1.SignalProcessResponse.process:type_name -> boxd.v1.ProcessInfo
-	15, // 12: boxd.v1.CreateSessionResponse.session:type_name -> boxd.v1.Session
-	15, // 13: boxd.v1.ListSessionsResponse.sessions:type_name -> boxd.v1.Session
-	24, // 14: boxd.v1.SessionExecResult.result:type_name -> boxd.v1.ExecResult
-	22, // 15: boxd.v1.SessionExecResponse.result:type_name -> boxd.v1.SessionExecResult
-	3,  // 16: boxd.v1.ProcessService.Exec:input_type -> boxd.v1.ProcessInput
-	6,  // 17: boxd.v1.ProcessService.Start:input_type -> boxd.v1.StartProcessRequest
-	8,  // 18: boxd.v1.ProcessService.List:input_type -> boxd.v1.ListProcessesRequest
-	10, // 19: boxd.v1.ProcessService.Wait:input_type -> boxd.v1.WaitProcessRequest
-	12, // 20: boxd.v1.ProcessService.Signal:input_type -> boxd.v1.SignalProcessRequest
-	3,  // 21: boxd.v1.ProcessService.Attach:input_type -> boxd.v1.ProcessInput
-	14, // 22: boxd.v1.ProcessService.CreateSession:input_type -> boxd.v1.CreateSessionRequest
-	17, // 23: boxd.v1.ProcessService.ListSessions:input_type -> boxd.v1.ListSessionsRequest
-	19, // 24: boxd.v1.ProcessService.DeleteSession:input_type -> boxd.v1.DeleteSessionRequest
-	21, // 25: boxd.v1.ProcessService.SessionExec:input_type -> boxd.v1.SessionExecRequest
-	4,  // 26: boxd.v1.ProcessService.Exec:output_type -> boxd.v1.ProcessOutput
-	7,  // 27: boxd.v1.ProcessService.Start:output_type -> boxd.v1.StartProcessResponse
-	9,  // 28: boxd.v1.ProcessService.List:output_type -> boxd.v1.ListProcessesResponse
-	11, // 29: boxd.v1.ProcessService.Wait:output_type -> boxd.v1.WaitProcessResponse
-	13, // 30: boxd.v1.ProcessService.Signal:output_type -> boxd.v1.SignalProcessResponse
-	4,  // 31: boxd.v1.ProcessService.Attach:output_type -> boxd.v1.ProcessOutput
-	16, // 32: boxd.v1.ProcessService.CreateSession:output_type -> boxd.v1.CreateSessionResponse
-	18, // 33: boxd.v1.ProcessService.ListSessions:output_type -> boxd.v1.ListSessionsResponse
-	20, // 34: boxd.v1.ProcessService.DeleteSession:output_type -> boxd.v1.DeleteSessionResponse
-	23, // 35: boxd.v1.ProcessService.SessionExec:output_type -> boxd.v1.SessionExecResponse
-	26, // [26:36] is the sub-list for method output_type
-	16, // [16:26] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	25, // 6: boxd.v1.ProcessOutput.usage:type_name -> boxd.v1.ResourceUsage
+	24, // 7: boxd.v1.ProcessInfo.result:type_name -> boxd.v1.ExecResult
+	0,  // 8: boxd.v1.StartProcessRequest.spec:type_name -> boxd.v1.ProcessSpec
+	5,  // 9: boxd.v1.StartProcessResponse.process:type_name -> boxd.v1.ProcessInfo
+	5,  // 10: boxd.v1.ListProcessesResponse.processes:type_name -> boxd.v1.ProcessInfo
+	5,  // 11: boxd.v1.WaitProcessResponse.process:type_name -> boxd.v1.ProcessInfo
+	25, // 12: boxd.v1.WaitProcessResponse.usage:type_name -> boxd.v1.ResourceUsage
+	5,  // 13: boxd.v1.SignalProcessResponse.process:type_name -> boxd.v1.ProcessInfo
+	15, // 14: boxd.v1.CreateSessionResponse.session:type_name -> boxd.v1.Session
+	15, // 15: boxd.v1.ListSessionsResponse.sessions:type_name -> boxd.v1.Session
+	24, // 16: boxd.v1.SessionExecResult.result:type_name -> boxd.v1.ExecResult
+	22, // 17: boxd.v1.SessionExecResponse.result:type_name -> boxd.v1.SessionExecResult
+	3,  // 18: boxd.v1.ProcessService.Exec:input_type -> boxd.v1.ProcessInput
+	6,  // 19: boxd.v1.ProcessService.Start:input_type -> boxd.v1.StartProcessRequest
+	8,  // 20: boxd.v1.ProcessService.List:input_type -> boxd.v1.ListProcessesRequest
+	10, // 21: boxd.v1.ProcessService.Wait:input_type -> boxd.v1.WaitProcessRequest
+	12, // 22: boxd.v1.ProcessService.Signal:input_type -> boxd.v1.SignalProcessRequest
+	3,  // 23: boxd.v1.ProcessService.Attach:input_type -> boxd.v1.ProcessInput
+	14, // 24: boxd.v1.ProcessService.CreateSession:input_type -> boxd.v1.CreateSessionRequest
+	17, // 25: boxd.v1.ProcessService.ListSessions:input_type -> boxd.v1.ListSessionsRequest
+	19, // 26: boxd.v1.ProcessService.DeleteSession:input_type -> boxd.v1.DeleteSessionRequest
+	21, // 27: boxd.v1.ProcessService.SessionExec:input_type -> boxd.v1.SessionExecRequest
+	4,  // 28: boxd.v1.ProcessService.Exec:output_type -> boxd.v1.ProcessOutput
+	7,  // 29: boxd.v1.ProcessService.Start:output_type -> boxd.v1.StartProcessResponse
+	9,  // 30: boxd.v1.ProcessService.List:output_type -> boxd.v1.ListProcessesResponse
+	11, // 31: boxd.v1.ProcessService.Wait:output_type -> boxd.v1.WaitProcessResponse
+	13, // 32: boxd.v1.ProcessService.Signal:output_type -> boxd.v1.SignalProcessResponse
+	4,  // 33: boxd.v1.ProcessService.Attach:output_type -> boxd.v1.ProcessOutput
+	16, // 34: boxd.v1.ProcessService.CreateSession:output_type -> boxd.v1.CreateSessionResponse
+	18, // 35: boxd.v1.ProcessService.ListSessions:output_type -> boxd.v1.ListSessionsResponse
+	20, // 36: boxd.v1.ProcessService.DeleteSession:output_type -> boxd.v1.DeleteSessionResponse
+	23, // 37: boxd.v1.ProcessService.SessionExec:output_type -> boxd.v1.SessionExecResponse
+	28, // [28:38] is the sub-list for method output_type
+	18, // [18:28] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_boxd_v1_process_proto_init() }
@@ -1906,6 +1929,7 @@ func file_boxd_v1_process_proto_init() {
 		return
 	}
 	file_boxd_v1_boxd_proto_init()
+	file_boxd_v1_usage_proto_init()
 	file_boxd_v1_process_proto_msgTypes[3].OneofWrappers = []any{
 		(*ProcessInput_Start)(nil),
 		(*ProcessInput_Attach)(nil),

@@ -1,4 +1,5 @@
 from boxd.v1 import volumes_pb2 as _volumes_pb2
+from boxd.v1 import usage_pb2 as _usage_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -209,14 +210,16 @@ class ExecRequest(_message.Message):
     def __init__(self, sandbox_id: _Optional[str] = ..., args: _Optional[_Iterable[str]] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., timeout: _Optional[str] = ..., stdin: _Optional[bytes] = ..., output_limit: _Optional[int] = ..., user: _Optional[str] = ..., combined_output: bool = ..., resume: bool = ...) -> None: ...
 
 class ExecResponse(_message.Message):
-    __slots__ = ["result", "stderr", "stdout"]
+    __slots__ = ["result", "stderr", "stdout", "usage"]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     STDERR_FIELD_NUMBER: _ClassVar[int]
     STDOUT_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
     result: ExecResult
     stderr: bytes
     stdout: bytes
-    def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., result: _Optional[_Union[ExecResult, _Mapping]] = ...) -> None: ...
+    usage: _usage_pb2.ResourceUsage
+    def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., result: _Optional[_Union[ExecResult, _Mapping]] = ..., usage: _Optional[_Union[_usage_pb2.ResourceUsage, _Mapping]] = ...) -> None: ...
 
 class ExecResult(_message.Message):
     __slots__ = ["ended_at", "exit_code", "max_rss_bytes", "oom_killed", "output", "pid", "process_usec", "signal", "started_at", "system_cpu_usec", "timed_out", "truncated", "user_cpu_usec"]
@@ -249,14 +252,16 @@ class ExecResult(_message.Message):
     def __init__(self, exit_code: _Optional[int] = ..., signal: _Optional[str] = ..., timed_out: bool = ..., truncated: bool = ..., started_at: _Optional[str] = ..., ended_at: _Optional[str] = ..., user_cpu_usec: _Optional[int] = ..., system_cpu_usec: _Optional[int] = ..., max_rss_bytes: _Optional[int] = ..., pid: _Optional[int] = ..., oom_killed: bool = ..., output: _Optional[bytes] = ..., process_usec: _Optional[int] = ...) -> None: ...
 
 class ExecStreamResponse(_message.Message):
-    __slots__ = ["result", "stderr", "stdout"]
+    __slots__ = ["result", "stderr", "stdout", "usage"]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     STDERR_FIELD_NUMBER: _ClassVar[int]
     STDOUT_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
     result: ExecResult
     stderr: bytes
     stdout: bytes
-    def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., result: _Optional[_Union[ExecResult, _Mapping]] = ...) -> None: ...
+    usage: _usage_pb2.ResourceUsage
+    def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., result: _Optional[_Union[ExecResult, _Mapping]] = ..., usage: _Optional[_Union[_usage_pb2.ResourceUsage, _Mapping]] = ...) -> None: ...
 
 class ForkSandboxRequest(_message.Message):
     __slots__ = ["clone_volumes", "count", "env", "labels", "limits", "names", "sandbox_id", "share_volumes", "ttl", "workdir"]

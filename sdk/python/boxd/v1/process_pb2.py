@@ -12,9 +12,10 @@ _sym_db = _symbol_database.Default()
 
 
 from boxd.v1 import boxd_pb2 as boxd_dot_v1_dot_boxd__pb2
+from boxd.v1 import usage_pb2 as boxd_dot_v1_dot_usage__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x62oxd/v1/process.proto\x12\x07\x62oxd.v1\x1a\x12\x62oxd/v1/boxd.proto\"\xdc\x01\n\x0bProcessSpec\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\x12\x0c\n\x04\x61rgs\x18\x02 \x03(\t\x12\x0b\n\x03\x65nv\x18\x03 \x03(\t\x12\x0f\n\x07workdir\x18\x04 \x01(\t\x12\x0c\n\x04user\x18\x05 \x01(\t\x12\x0f\n\x07timeout\x18\x06 \x01(\t\x12\x0b\n\x03tty\x18\x07 \x01(\x08\x12#\n\x06window\x18\x08 \x01(\x0b\x32\x13.boxd.v1.WindowSize\x12\r\n\x05stdin\x18\t \x01(\x0c\x12\x14\n\x0coutput_limit\x18\n \x01(\x03\x12\x17\n\x0fkeep_stdin_open\x18\x0b \x01(\x08\"(\n\nWindowSize\x12\x0c\n\x04rows\x18\x01 \x01(\r\x12\x0c\n\x04\x63ols\x18\x02 \x01(\r\"Y\n\rAttachRequest\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\x12\x12\n\nprocess_id\x18\x02 \x01(\t\x12\r\n\x05stdin\x18\x03 \x01(\x08\x12\x11\n\tno_follow\x18\x04 \x01(\x08\"\xc9\x01\n\x0cProcessInput\x12%\n\x05start\x18\x01 \x01(\x0b\x32\x14.boxd.v1.ProcessSpecH\x00\x12(\n\x06\x61ttach\x18\x02 \x01(\x0b\x32\x16.boxd.v1.AttachRequestH\x00\x12\x0f\n\x05stdin\x18\x03 \x01(\x0cH\x00\x12\x15\n\x0b\x63lose_stdin\x18\x04 \x01(\x08H\x00\x12%\n\x06resize\x18\x05 \x01(\x0b\x32\x13.boxd.v1.WindowSizeH\x00\x12\x10\n\x06signal\x18\x06 \x01(\tH\x00\x42\x07\n\x05\x65vent\"\x8c\x01\n\rProcessOutput\x12\x10\n\x06stdout\x18\x01 \x01(\x0cH\x00\x12\x10\n\x06stderr\x18\x02 \x01(\x0cH\x00\x12%\n\x06result\x18\x03 \x01(\x0b\x32\x13.boxd.v1.ExecResultH\x00\x12\'\n\x07process\x18\x04 \x01(\x0b\x32\x14.boxd.v1.ProcessInfoH\x00\x42\x07\n\x05\x65vent\"\xab\x01\n\x0bProcessInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0b\n\x03pid\x18\x02 \x01(\x03\x12\x0c\n\x04\x61rgs\x18\x03 \x03(\t\x12\x0c\n\x04user\x18\x04 \x01(\t\x12\x0b\n\x03tty\x18\x05 \x01(\x08\x12\x12\n\nstdin_open\x18\x06 \x01(\x08\x12\r\n\x05state\x18\x07 \x01(\t\x12\x12\n\nstarted_at\x18\x08 \x01(\t\x12#\n\x06result\x18\t \x01(\x0b\x32\x13.boxd.v1.ExecResult\"9\n\x13StartProcessRequest\x12\"\n\x04spec\x18\x01 \x01(\x0b\x32\x14.boxd.v1.ProcessSpec\"=\n\x14StartProcessResponse\x12%\n\x07process\x18\x01 \x01(\x0b\x32\x14.boxd.v1.ProcessInfo\"*\n\x14ListProcessesRequest\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\"@\n\x15ListProcessesResponse\x12\'\n\tprocesses\x18\x01 \x03(\x0b\x32\x14.boxd.v1.ProcessInfo\"<\n\x12WaitProcessRequest\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\x12\x12\n\nprocess_id\x18\x02 \x01(\t\"<\n\x13WaitProcessResponse\x12%\n\x07process\x18\x01 \x01(\x0b\x32\x14.boxd.v1.ProcessInfo\"[\n\x14SignalProcessRequest\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\x12\x12\n\nprocess_id\x18\x02 \x01(\t\x12\x0e\n\x06signal\x18\x03 \x01(\t\x12\x0b\n\x03\x61ll\x18\x04 \x01(\x08\">\n\x15SignalProcessResponse\x12%\n\x07process\x18\x01 \x01(\x0b\x32\x14.boxd.v1.ProcessInfo\"s\n\x14\x43reateSessionRequest\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05shell\x18\x03 \x01(\t\x12\x0c\n\x04user\x18\x04 \x01(\t\x12\x0b\n\x03\x65nv\x18\x05 \x03(\t\x12\x0f\n\x07workdir\x18\x06 \x01(\t\"\x87\x01\n\x07Session\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05shell\x18\x02 \x01(\t\x12\x0c\n\x04user\x18\x03 \x01(\t\x12\x0b\n\x03pid\x18\x04 \x01(\x03\x12\x12\n\ncreated_at\x18\x05 \x01(\t\x12\x0c\n\x04\x62usy\x18\x06 \x01(\x08\x12\x10\n\x08\x63ommands\x18\x07 \x01(\x03\x12\x10\n\x08restarts\x18\x08 \x01(\x03\":\n\x15\x43reateSessionResponse\x12!\n\x07session\x18\x01 \x01(\x0b\x32\x10.boxd.v1.Session\")\n\x13ListSessionsRequest\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\":\n\x14ListSessionsResponse\x12\"\n\x08sessions\x18\x01 \x03(\x0b\x32\x10.boxd.v1.Session\"8\n\x14\x44\x65leteSessionRequest\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"\x17\n\x15\x44\x65leteSessionResponse\"n\n\x12SessionExecRequest\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0f\n\x07\x63ommand\x18\x03 \x01(\t\x12\x0f\n\x07timeout\x18\x04 \x01(\t\x12\x14\n\x0coutput_limit\x18\x05 \x01(\x03\"j\n\x11SessionExecResult\x12#\n\x06result\x18\x01 \x01(\x0b\x32\x13.boxd.v1.ExecResult\x12\x19\n\x11session_restarted\x18\x02 \x01(\x08\x12\x15\n\rsession_ended\x18\x03 \x01(\x08\"p\n\x13SessionExecResponse\x12\x10\n\x06stdout\x18\x01 \x01(\x0cH\x00\x12\x10\n\x06stderr\x18\x02 \x01(\x0cH\x00\x12,\n\x06result\x18\x03 \x01(\x0b\x32\x1a.boxd.v1.SessionExecResultH\x00\x42\x07\n\x05\x65vent2\xda\x05\n\x0eProcessService\x12\x39\n\x04\x45xec\x12\x15.boxd.v1.ProcessInput\x1a\x16.boxd.v1.ProcessOutput(\x01\x30\x01\x12\x44\n\x05Start\x12\x1c.boxd.v1.StartProcessRequest\x1a\x1d.boxd.v1.StartProcessResponse\x12\x45\n\x04List\x12\x1d.boxd.v1.ListProcessesRequest\x1a\x1e.boxd.v1.ListProcessesResponse\x12\x41\n\x04Wait\x12\x1b.boxd.v1.WaitProcessRequest\x1a\x1c.boxd.v1.WaitProcessResponse\x12G\n\x06Signal\x12\x1d.boxd.v1.SignalProcessRequest\x1a\x1e.boxd.v1.SignalProcessResponse\x12;\n\x06\x41ttach\x12\x15.boxd.v1.ProcessInput\x1a\x16.boxd.v1.ProcessOutput(\x01\x30\x01\x12N\n\rCreateSession\x12\x1d.boxd.v1.CreateSessionRequest\x1a\x1e.boxd.v1.CreateSessionResponse\x12K\n\x0cListSessions\x12\x1c.boxd.v1.ListSessionsRequest\x1a\x1d.boxd.v1.ListSessionsResponse\x12N\n\rDeleteSession\x12\x1d.boxd.v1.DeleteSessionRequest\x1a\x1e.boxd.v1.DeleteSessionResponse\x12J\n\x0bSessionExec\x12\x1b.boxd.v1.SessionExecRequest\x1a\x1c.boxd.v1.SessionExecResponse0\x01\x42\x31Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x62oxd/v1/process.proto\x12\x07\x62oxd.v1\x1a\x12\x62oxd/v1/boxd.proto\x1a\x13\x62oxd/v1/usage.proto\"\xdc\x01\n\x0bProcessSpec\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\x12\x0c\n\x04\x61rgs\x18\x02 \x03(\t\x12\x0b\n\x03\x65nv\x18\x03 \x03(\t\x12\x0f\n\x07workdir\x18\x04 \x01(\t\x12\x0c\n\x04user\x18\x05 \x01(\t\x12\x0f\n\x07timeout\x18\x06 \x01(\t\x12\x0b\n\x03tty\x18\x07 \x01(\x08\x12#\n\x06window\x18\x08 \x01(\x0b\x32\x13.boxd.v1.WindowSize\x12\r\n\x05stdin\x18\t \x01(\x0c\x12\x14\n\x0coutput_limit\x18\n \x01(\x03\x12\x17\n\x0fkeep_stdin_open\x18\x0b \x01(\x08\"(\n\nWindowSize\x12\x0c\n\x04rows\x18\x01 \x01(\r\x12\x0c\n\x04\x63ols\x18\x02 \x01(\r\"Y\n\rAttachRequest\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\x12\x12\n\nprocess_id\x18\x02 \x01(\t\x12\r\n\x05stdin\x18\x03 \x01(\x08\x12\x11\n\tno_follow\x18\x04 \x01(\x08\"\xc9\x01\n\x0cProcessInput\x12%\n\x05start\x18\x01 \x01(\x0b\x32\x14.boxd.v1.ProcessSpecH\x00\x12(\n\x06\x61ttach\x18\x02 \x01(\x0b\x32\x16.boxd.v1.AttachRequestH\x00\x12\x0f\n\x05stdin\x18\x03 \x01(\x0cH\x00\x12\x15\n\x0b\x63lose_stdin\x18\x04 \x01(\x08H\x00\x12%\n\x06resize\x18\x05 \x01(\x0b\x32\x13.boxd.v1.WindowSizeH\x00\x12\x10\n\x06signal\x18\x06 \x01(\tH\x00\x42\x07\n\x05\x65vent\"\xb3\x01\n\rProcessOutput\x12\x10\n\x06stdout\x18\x01 \x01(\x0cH\x00\x12\x10\n\x06stderr\x18\x02 \x01(\x0cH\x00\x12%\n\x06result\x18\x03 \x01(\x0b\x32\x13.boxd.v1.ExecResultH\x00\x12\'\n\x07process\x18\x04 \x01(\x0b\x32\x14.boxd.v1.ProcessInfoH\x00\x12%\n\x05usage\x18\n \x01(\x0b\x32\x16.boxd.v1.ResourceUsageB\x07\n\x05\x65vent\"\xab\x01\n\x0bProcessInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0b\n\x03pid\x18\x02 \x01(\x03\x12\x0c\n\x04\x61rgs\x18\x03 \x03(\t\x12\x0c\n\x04user\x18\x04 \x01(\t\x12\x0b\n\x03tty\x18\x05 \x01(\x08\x12\x12\n\nstdin_open\x18\x06 \x01(\x08\x12\r\n\x05state\x18\x07 \x01(\t\x12\x12\n\nstarted_at\x18\x08 \x01(\t\x12#\n\x06result\x18\t \x01(\x0b\x32\x13.boxd.v1.ExecResult\"9\n\x13StartProcessRequest\x12\"\n\x04spec\x18\x01 \x01(\x0b\x32\x14.boxd.v1.ProcessSpec\"=\n\x14StartProcessResponse\x12%\n\x07process\x18\x01 \x01(\x0b\x32\x14.boxd.v1.ProcessInfo\"*\n\x14ListProcessesRequest\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\"@\n\x15ListProcessesResponse\x12\'\n\tprocesses\x18\x01 \x03(\x0b\x32\x14.boxd.v1.ProcessInfo\"<\n\x12WaitProcessRequest\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\x12\x12\n\nprocess_id\x18\x02 \x01(\t\"c\n\x13WaitProcessResponse\x12%\n\x07process\x18\x01 \x01(\x0b\x32\x14.boxd.v1.ProcessInfo\x12%\n\x05usage\x18\n \x01(\x0b\x32\x16.boxd.v1.ResourceUsage\"[\n\x14SignalProcessRequest\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\x12\x12\n\nprocess_id\x18\x02 \x01(\t\x12\x0e\n\x06signal\x18\x03 \x01(\t\x12\x0b\n\x03\x61ll\x18\x04 \x01(\x08\">\n\x15SignalProcessResponse\x12%\n\x07process\x18\x01 \x01(\x0b\x32\x14.boxd.v1.ProcessInfo\"s\n\x14\x43reateSessionRequest\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\r\n\x05shell\x18\x03 \x01(\t\x12\x0c\n\x04user\x18\x04 \x01(\t\x12\x0b\n\x03\x65nv\x18\x05 \x03(\t\x12\x0f\n\x07workdir\x18\x06 \x01(\t\"\x87\x01\n\x07Session\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05shell\x18\x02 \x01(\t\x12\x0c\n\x04user\x18\x03 \x01(\t\x12\x0b\n\x03pid\x18\x04 \x01(\x03\x12\x12\n\ncreated_at\x18\x05 \x01(\t\x12\x0c\n\x04\x62usy\x18\x06 \x01(\x08\x12\x10\n\x08\x63ommands\x18\x07 \x01(\x03\x12\x10\n\x08restarts\x18\x08 \x01(\x03\":\n\x15\x43reateSessionResponse\x12!\n\x07session\x18\x01 \x01(\x0b\x32\x10.boxd.v1.Session\")\n\x13ListSessionsRequest\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\":\n\x14ListSessionsResponse\x12\"\n\x08sessions\x18\x01 \x03(\x0b\x32\x10.boxd.v1.Session\"8\n\x14\x44\x65leteSessionRequest\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\"\x17\n\x15\x44\x65leteSessionResponse\"n\n\x12SessionExecRequest\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x0f\n\x07\x63ommand\x18\x03 \x01(\t\x12\x0f\n\x07timeout\x18\x04 \x01(\t\x12\x14\n\x0coutput_limit\x18\x05 \x01(\x03\"j\n\x11SessionExecResult\x12#\n\x06result\x18\x01 \x01(\x0b\x32\x13.boxd.v1.ExecResult\x12\x19\n\x11session_restarted\x18\x02 \x01(\x08\x12\x15\n\rsession_ended\x18\x03 \x01(\x08\"p\n\x13SessionExecResponse\x12\x10\n\x06stdout\x18\x01 \x01(\x0cH\x00\x12\x10\n\x06stderr\x18\x02 \x01(\x0cH\x00\x12,\n\x06result\x18\x03 \x01(\x0b\x32\x1a.boxd.v1.SessionExecResultH\x00\x42\x07\n\x05\x65vent2\xda\x05\n\x0eProcessService\x12\x39\n\x04\x45xec\x12\x15.boxd.v1.ProcessInput\x1a\x16.boxd.v1.ProcessOutput(\x01\x30\x01\x12\x44\n\x05Start\x12\x1c.boxd.v1.StartProcessRequest\x1a\x1d.boxd.v1.StartProcessResponse\x12\x45\n\x04List\x12\x1d.boxd.v1.ListProcessesRequest\x1a\x1e.boxd.v1.ListProcessesResponse\x12\x41\n\x04Wait\x12\x1b.boxd.v1.WaitProcessRequest\x1a\x1c.boxd.v1.WaitProcessResponse\x12G\n\x06Signal\x12\x1d.boxd.v1.SignalProcessRequest\x1a\x1e.boxd.v1.SignalProcessResponse\x12;\n\x06\x41ttach\x12\x15.boxd.v1.ProcessInput\x1a\x16.boxd.v1.ProcessOutput(\x01\x30\x01\x12N\n\rCreateSession\x12\x1d.boxd.v1.CreateSessionRequest\x1a\x1e.boxd.v1.CreateSessionResponse\x12K\n\x0cListSessions\x12\x1c.boxd.v1.ListSessionsRequest\x1a\x1d.boxd.v1.ListSessionsResponse\x12N\n\rDeleteSession\x12\x1d.boxd.v1.DeleteSessionRequest\x1a\x1e.boxd.v1.DeleteSessionResponse\x12J\n\x0bSessionExec\x12\x1b.boxd.v1.SessionExecRequest\x1a\x1c.boxd.v1.SessionExecResponse0\x01\x42\x31Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'boxd.v1.process_pb2', globals())
@@ -22,54 +23,54 @@ if _descriptor._USE_C_DESCRIPTORS == False:
 
   DESCRIPTOR._options = None
   DESCRIPTOR._serialized_options = b'Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1'
-  _PROCESSSPEC._serialized_start=55
-  _PROCESSSPEC._serialized_end=275
-  _WINDOWSIZE._serialized_start=277
-  _WINDOWSIZE._serialized_end=317
-  _ATTACHREQUEST._serialized_start=319
-  _ATTACHREQUEST._serialized_end=408
-  _PROCESSINPUT._serialized_start=411
-  _PROCESSINPUT._serialized_end=612
-  _PROCESSOUTPUT._serialized_start=615
-  _PROCESSOUTPUT._serialized_end=755
-  _PROCESSINFO._serialized_start=758
-  _PROCESSINFO._serialized_end=929
-  _STARTPROCESSREQUEST._serialized_start=931
-  _STARTPROCESSREQUEST._serialized_end=988
-  _STARTPROCESSRESPONSE._serialized_start=990
-  _STARTPROCESSRESPONSE._serialized_end=1051
-  _LISTPROCESSESREQUEST._serialized_start=1053
-  _LISTPROCESSESREQUEST._serialized_end=1095
-  _LISTPROCESSESRESPONSE._serialized_start=1097
-  _LISTPROCESSESRESPONSE._serialized_end=1161
-  _WAITPROCESSREQUEST._serialized_start=1163
-  _WAITPROCESSREQUEST._serialized_end=1223
-  _WAITPROCESSRESPONSE._serialized_start=1225
-  _WAITPROCESSRESPONSE._serialized_end=1285
-  _SIGNALPROCESSREQUEST._serialized_start=1287
-  _SIGNALPROCESSREQUEST._serialized_end=1378
-  _SIGNALPROCESSRESPONSE._serialized_start=1380
-  _SIGNALPROCESSRESPONSE._serialized_end=1442
-  _CREATESESSIONREQUEST._serialized_start=1444
-  _CREATESESSIONREQUEST._serialized_end=1559
-  _SESSION._serialized_start=1562
-  _SESSION._serialized_end=1697
-  _CREATESESSIONRESPONSE._serialized_start=1699
-  _CREATESESSIONRESPONSE._serialized_end=1757
-  _LISTSESSIONSREQUEST._serialized_start=1759
-  _LISTSESSIONSREQUEST._serialized_end=1800
-  _LISTSESSIONSRESPONSE._serialized_start=1802
-  _LISTSESSIONSRESPONSE._serialized_end=1860
-  _DELETESESSIONREQUEST._serialized_start=1862
-  _DELETESESSIONREQUEST._serialized_end=1918
-  _DELETESESSIONRESPONSE._serialized_start=1920
-  _DELETESESSIONRESPONSE._serialized_end=1943
-  _SESSIONEXECREQUEST._serialized_start=1945
-  _SESSIONEXECREQUEST._serialized_end=2055
-  _SESSIONEXECRESULT._serialized_start=2057
-  _SESSIONEXECRESULT._serialized_end=2163
-  _SESSIONEXECRESPONSE._serialized_start=2165
-  _SESSIONEXECRESPONSE._serialized_end=2277
-  _PROCESSSERVICE._serialized_start=2280
-  _PROCESSSERVICE._serialized_end=3010
+  _PROCESSSPEC._serialized_start=76
+  _PROCESSSPEC._serialized_end=296
+  _WINDOWSIZE._serialized_start=298
+  _WINDOWSIZE._serialized_end=338
+  _ATTACHREQUEST._serialized_start=340
+  _ATTACHREQUEST._serialized_end=429
+  _PROCESSINPUT._serialized_start=432
+  _PROCESSINPUT._serialized_end=633
+  _PROCESSOUTPUT._serialized_start=636
+  _PROCESSOUTPUT._serialized_end=815
+  _PROCESSINFO._serialized_start=818
+  _PROCESSINFO._serialized_end=989
+  _STARTPROCESSREQUEST._serialized_start=991
+  _STARTPROCESSREQUEST._serialized_end=1048
+  _STARTPROCESSRESPONSE._serialized_start=1050
+  _STARTPROCESSRESPONSE._serialized_end=1111
+  _LISTPROCESSESREQUEST._serialized_start=1113
+  _LISTPROCESSESREQUEST._serialized_end=1155
+  _LISTPROCESSESRESPONSE._serialized_start=1157
+  _LISTPROCESSESRESPONSE._serialized_end=1221
+  _WAITPROCESSREQUEST._serialized_start=1223
+  _WAITPROCESSREQUEST._serialized_end=1283
+  _WAITPROCESSRESPONSE._serialized_start=1285
+  _WAITPROCESSRESPONSE._serialized_end=1384
+  _SIGNALPROCESSREQUEST._serialized_start=1386
+  _SIGNALPROCESSREQUEST._serialized_end=1477
+  _SIGNALPROCESSRESPONSE._serialized_start=1479
+  _SIGNALPROCESSRESPONSE._serialized_end=1541
+  _CREATESESSIONREQUEST._serialized_start=1543
+  _CREATESESSIONREQUEST._serialized_end=1658
+  _SESSION._serialized_start=1661
+  _SESSION._serialized_end=1796
+  _CREATESESSIONRESPONSE._serialized_start=1798
+  _CREATESESSIONRESPONSE._serialized_end=1856
+  _LISTSESSIONSREQUEST._serialized_start=1858
+  _LISTSESSIONSREQUEST._serialized_end=1899
+  _LISTSESSIONSRESPONSE._serialized_start=1901
+  _LISTSESSIONSRESPONSE._serialized_end=1959
+  _DELETESESSIONREQUEST._serialized_start=1961
+  _DELETESESSIONREQUEST._serialized_end=2017
+  _DELETESESSIONRESPONSE._serialized_start=2019
+  _DELETESESSIONRESPONSE._serialized_end=2042
+  _SESSIONEXECREQUEST._serialized_start=2044
+  _SESSIONEXECREQUEST._serialized_end=2154
+  _SESSIONEXECRESULT._serialized_start=2156
+  _SESSIONEXECRESULT._serialized_end=2262
+  _SESSIONEXECRESPONSE._serialized_start=2264
+  _SESSIONEXECRESPONSE._serialized_end=2376
+  _PROCESSSERVICE._serialized_start=2379
+  _PROCESSSERVICE._serialized_end=3109
 # @@protoc_insertion_point(module_scope)

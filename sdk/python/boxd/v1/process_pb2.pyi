@@ -1,4 +1,5 @@
 from boxd.v1 import boxd_pb2 as _boxd_pb2
+from boxd.v1 import usage_pb2 as _usage_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -115,16 +116,18 @@ class ProcessInput(_message.Message):
     def __init__(self, start: _Optional[_Union[ProcessSpec, _Mapping]] = ..., attach: _Optional[_Union[AttachRequest, _Mapping]] = ..., stdin: _Optional[bytes] = ..., close_stdin: bool = ..., resize: _Optional[_Union[WindowSize, _Mapping]] = ..., signal: _Optional[str] = ...) -> None: ...
 
 class ProcessOutput(_message.Message):
-    __slots__ = ["process", "result", "stderr", "stdout"]
+    __slots__ = ["process", "result", "stderr", "stdout", "usage"]
     PROCESS_FIELD_NUMBER: _ClassVar[int]
     RESULT_FIELD_NUMBER: _ClassVar[int]
     STDERR_FIELD_NUMBER: _ClassVar[int]
     STDOUT_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
     process: ProcessInfo
     result: _boxd_pb2.ExecResult
     stderr: bytes
     stdout: bytes
-    def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., result: _Optional[_Union[_boxd_pb2.ExecResult, _Mapping]] = ..., process: _Optional[_Union[ProcessInfo, _Mapping]] = ...) -> None: ...
+    usage: _usage_pb2.ResourceUsage
+    def __init__(self, stdout: _Optional[bytes] = ..., stderr: _Optional[bytes] = ..., result: _Optional[_Union[_boxd_pb2.ExecResult, _Mapping]] = ..., process: _Optional[_Union[ProcessInfo, _Mapping]] = ..., usage: _Optional[_Union[_usage_pb2.ResourceUsage, _Mapping]] = ...) -> None: ...
 
 class ProcessSpec(_message.Message):
     __slots__ = ["args", "env", "keep_stdin_open", "output_limit", "sandbox_id", "stdin", "timeout", "tty", "user", "window", "workdir"]
@@ -245,10 +248,12 @@ class WaitProcessRequest(_message.Message):
     def __init__(self, sandbox_id: _Optional[str] = ..., process_id: _Optional[str] = ...) -> None: ...
 
 class WaitProcessResponse(_message.Message):
-    __slots__ = ["process"]
+    __slots__ = ["process", "usage"]
     PROCESS_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
     process: ProcessInfo
-    def __init__(self, process: _Optional[_Union[ProcessInfo, _Mapping]] = ...) -> None: ...
+    usage: _usage_pb2.ResourceUsage
+    def __init__(self, process: _Optional[_Union[ProcessInfo, _Mapping]] = ..., usage: _Optional[_Union[_usage_pb2.ResourceUsage, _Mapping]] = ...) -> None: ...
 
 class WindowSize(_message.Message):
     __slots__ = ["cols", "rows"]
