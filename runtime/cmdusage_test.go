@@ -14,8 +14,8 @@ func TestReadCgroupUsage(t *testing.T) {
 	if !ok {
 		t.Fatal("no usage read from testdata/cgroupv2")
 	}
-	want := cgroupUsage{user: 981234 * time.Microsecond, system: 53333 * time.Microsecond,
-		peak: 210763776, rbytes: 1048576 + 4096, wbytes: 4194304}
+	want := cgroupUsage{user: 1816273 * time.Microsecond, system: 919146 * time.Microsecond,
+		peak: 91537408, rbytes: 1187840 + 4096, wbytes: 20971520 + 8192}
 	if u != want {
 		t.Errorf("usage %+v, want %+v", u, want)
 	}
