@@ -309,8 +309,8 @@ func (c *Client) UploadFiles(ctx context.Context, a wire.UploadArgs, next func()
 	if err != nil {
 		return fileError(ctx, "upload", "", err)
 	}
-	// No path: an init that knows only trees refuses the request.
-	cn, err := c.open(ctx, wire.Request{Op: wire.OpCopyIn, Args: args})
+	// An init that knows only trees refuses BatchPath.
+	cn, err := c.open(ctx, wire.Request{Op: wire.OpCopyIn, Path: wire.BatchPath, Args: args})
 	if err != nil {
 		return fileError(ctx, "upload", "", err)
 	}

@@ -26,7 +26,9 @@ func hostileInit(t *testing.T, play func(fr *wire.FrameReader, fw *wire.FrameWri
 func readUploadedFile(fr *wire.FrameReader) (wire.UploadItem, int, bool) {
 	var item wire.UploadItem
 	n := 0
-	err := safetar.ReadEntries(wire.NewFrameDataReader(fr, wire.FrameTar, wire.FrameTarEnd, false), func(hdr *tar.Header, data io.Reader) error {
+	r := wire.NewFrameDataReader(fr, wire.FrameTar, wire.FrameTarEnd, false)
+	defer io.Copy(io.Discard, r) // up to tar-end, as the init reads it
+	err := safetar.ReadEntries(r, func(hdr *tar.Header, data io.Reader) error {
 		if _, more := hdr.PAXRecords[wire.PAXAppend]; !more {
 			item.Path = hdr.Name
 		}

@@ -134,7 +134,7 @@ type batch struct {
 }
 
 func (s *Server) batchPlacer(conn net.Conn, fw *wire.FrameWriter, req *wire.Request) (copyPlacer, bool) {
-	if req.Path != "" {
+	if req.Path != wire.BatchPath {
 		s.replyError(fw, "upload", fmt.Errorf("%w: copy-in with both a path and upload arguments", wire.ErrInvalid))
 		return nil, false
 	}

@@ -181,7 +181,7 @@ type FileChmodArgs struct {
 }
 
 // UploadArgs make a copy-in a batch of files: the tar that follows the
-// request is not a tree placed under Request.Path (which stays empty, so
+// request is not a tree placed under Request.Path (which is BatchPath, so
 // an init that predates batches refuses the request) but files, each
 // written at its own path as User, like file-write (atomically replaced,
 // never through a final symlink), each with a FileResult of its own.
@@ -196,6 +196,11 @@ type UploadArgs struct {
 	User    string `json:"user,omitempty"`
 	Parents bool   `json:"parents,omitempty"`
 }
+
+// BatchPath is a batch's Request.Path. An init that reads copy-in's path
+// only (it ignores Args) refuses it, naming it in its error, rather than
+// placing the batch's tar as a tree.
+const BatchPath = "\x00a batch of files needs a newer boxd-init: restart the sandbox"
 
 // PAX records of a batch's tar (UploadArgs).
 const (
