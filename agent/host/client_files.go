@@ -381,7 +381,7 @@ func batchHeader(item wire.UploadItem) *tar.Header {
 	h := &tar.Header{Typeflag: tar.TypeReg, Name: item.Path, ModTime: time.Unix(0, 0)}
 	switch {
 	case item.Mode == nil:
-		h.PAXRecords = map[string]string{wire.PAXMode: wire.PAXModeNone}
+		h.Mode = wire.BatchModeNone
 	case *item.Mode > 0o7777:
 		h.PAXRecords = map[string]string{wire.PAXMode: strconv.FormatUint(uint64(*item.Mode), 10)}
 	default:

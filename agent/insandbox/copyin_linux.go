@@ -195,12 +195,12 @@ func (b *batch) entry(hdr *tar.Header, data io.Reader) error {
 // batchMode is an entry's mode, nil for none.
 func batchMode(hdr *tar.Header) (*uint32, error) {
 	v, ok := hdr.PAXRecords[wire.PAXMode]
-	if !ok {
+	switch {
+	case !ok && hdr.Mode == wire.BatchModeNone:
+		return nil, nil
+	case !ok:
 		m := uint32(hdr.Mode)
 		return &m, nil
-	}
-	if v == wire.PAXModeNone {
-		return nil, nil
 	}
 	m, err := strconv.ParseUint(v, 10, 32)
 	if err != nil {

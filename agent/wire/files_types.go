@@ -188,8 +188,8 @@ type FileChmodArgs struct {
 //
 // The tar is the batch's: every entry a regular file whose name is the
 // path as the caller gave it (PAXPath instead when tar cannot carry it)
-// and whose mode is the file's (PAXMode instead when there is none, or one
-// that does not fit). A file's data may come in pieces: an entry with
+// and whose mode is the file's (BatchModeNone for none; PAXMode instead
+// when it does not fit). A file's data may come in pieces: an entry with
 // PAXAppend continues the file before it. The data's size is known only
 // piece by piece, as the API's messages bring it.
 type UploadArgs struct {
@@ -208,11 +208,15 @@ const (
 	PAXAppend = "BOXD.append"
 	// PAXPath is a file's path when the entry's name cannot carry it.
 	PAXPath = "BOXD.path"
-	// PAXMode is a file's mode in decimal, or PAXModeNone for none (0644
-	// for a new file, the old mode for a replaced one).
-	PAXMode     = "BOXD.mode"
-	PAXModeNone = "none"
+	// PAXMode is a file's mode in decimal, for one beyond 07777 (which
+	// the init refuses, failing that file).
+	PAXMode = "BOXD.mode"
 )
+
+// BatchModeNone in a batch entry's mode field says the file has no mode:
+// 0644 for a new file, the old mode for a replaced one. (A bit no tar
+// writer sets, and a header that needs no PAX record.)
+const BatchModeNone = 0o1000000
 
 // UploadItem names one file of an upload. Each is written like file-write
 // (atomically replaced, never through a final symlink).
