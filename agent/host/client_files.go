@@ -1,17 +1,16 @@
 package host
 
 import (
-	"archive/tar"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/containerd/errdefs"
 
@@ -348,7 +347,7 @@ func sendBatch(fw *wire.FrameWriter, next func() (wire.UploadItem, io.Reader, er
 	buf := fileSendBufs.Get().(*[wire.FileChunk]byte)
 	defer fileSendBufs.Put(buf)
 	bw := &safetar.BatchWriter{Max: wire.FileChunk, Buf: buf[:0], Send: func(b []byte) error { return fw.WriteFrame(wire.FrameTar, b) }}
-	tw := tar.NewWriter(bw)
+	var hdr []byte // one entry's header blocks, reused
 	for n := 0; ; n++ {
 		item, r, err := next()
 		if err == io.EOF {
@@ -363,11 +362,11 @@ func sendBatch(fw *wire.FrameWriter, next func() (wire.UploadItem, io.Reader, er
 		// Recorded before the header goes out, so the init's result for
 		// this file always finds it.
 		counted := sent.add(item.Path)
-		if err := sendBatchFile(tw, item, r, counted); err != nil {
+		if hdr, err = sendBatchFile(bw, hdr, item, r, counted); err != nil {
 			return err
 		}
 	}
-	if err := tw.Close(); err != nil {
+	if _, err := bw.Write(safetar.Trailer()); err != nil {
 		return err
 	}
 	if err := bw.Flush(); err != nil {
@@ -376,45 +375,51 @@ func sendBatch(fw *wire.FrameWriter, next func() (wire.UploadItem, io.Reader, er
 	return fw.WriteFrame(wire.FrameTarEnd, nil)
 }
 
-// batchHeader is the entry of a batch's file (see wire.UploadArgs).
-func batchHeader(item wire.UploadItem) *tar.Header {
-	h := &tar.Header{Typeflag: tar.TypeReg, Name: item.Path, ModTime: time.Unix(0, 0)}
+// batchEntry is the name, mode and PAX records of a batch file's entries
+// (see wire.UploadArgs).
+func batchEntry(item wire.UploadItem) (name string, mode int64, pax map[string]string) {
+	name = item.Path
 	switch {
 	case item.Mode == nil:
-		h.Mode = wire.BatchModeNone
+		mode = wire.BatchModeNone
 	case *item.Mode > 0o7777:
-		h.PAXRecords = map[string]string{wire.PAXMode: strconv.FormatUint(uint64(*item.Mode), 10)}
+		pax = map[string]string{wire.PAXMode: strconv.FormatUint(uint64(*item.Mode), 10)}
 	default:
-		h.Mode = int64(*item.Mode)
+		mode = int64(*item.Mode)
 	}
 	if strings.IndexByte(item.Path, 0) >= 0 {
 		// tar names cannot hold NUL; the init refuses the path by itself.
-		if h.PAXRecords == nil {
-			h.PAXRecords = map[string]string{}
+		if pax == nil {
+			pax = map[string]string{}
 		}
-		h.Name, h.PAXRecords[wire.PAXPath] = "nul", item.Path
+		name, pax[wire.PAXPath] = "nul", item.Path
 	}
-	return h
+	return name, mode, pax
 }
 
-// sendBatchFile sends one file: an entry per piece of its data (the first
-// names the file, the others continue it), at least one. A failure of r is
-// a *sourceError.
-func sendBatchFile(tw *tar.Writer, item wire.UploadItem, r io.Reader, counted *atomic.Int64) error {
-	h := batchHeader(item)
+// sendBatchFile writes one file to w: an entry per piece of its data (the
+// first names the file, the others continue it), at least one. hdr is a
+// buffer for the headers. A failure of r is a *sourceError.
+func sendBatchFile(w io.Writer, hdr []byte, item wire.UploadItem, r io.Reader, counted *atomic.Int64) ([]byte, error) {
+	name, mode, pax := batchEntry(item)
 	piece := func(b []byte) error {
-		h.Size = int64(len(b))
-		if err := tw.WriteHeader(h); err != nil {
+		var err error
+		if hdr, err = safetar.AppendFileHeader(hdr[:0], name, mode, int64(len(b)), pax); err != nil {
 			return err
 		}
-		counted.Add(h.Size)
-		if _, err := tw.Write(b); err != nil {
-			return err
+		counted.Add(int64(len(b)))
+		for _, p := range [][]byte{hdr, b, safetar.Pad(int64(len(b)))} {
+			if _, err := w.Write(p); err != nil {
+				return err
+			}
 		}
-		if h.PAXRecords == nil {
-			h.PAXRecords = map[string]string{}
+		if _, ok := pax[wire.PAXAppend]; !ok {
+			pax = maps.Clone(pax)
+			if pax == nil {
+				pax = map[string]string{}
+			}
+			pax[wire.PAXAppend] = "1"
 		}
-		h.PAXRecords[wire.PAXAppend] = "1"
 		return nil
 	}
 	first := true
@@ -425,7 +430,7 @@ func sendBatchFile(tw *tar.Writer, item wire.UploadItem, r io.Reader, counted *a
 	if err == nil && first {
 		err = piece(nil)
 	}
-	return err
+	return hdr, err
 }
 
 // eachPiece hands r's data to f: a ChunkSource's pieces as they are,
