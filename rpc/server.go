@@ -263,7 +263,7 @@ func (s *Server) CopyIn(ctx context.Context, stream *connect.ClientStream[boxdv1
 		}
 		return stream.Msg().Data, true, nil
 	}}
-	if err := s.Manager.CopyIn(ctx, first.SandboxId, first.Path, r); err != nil {
+	if err := s.Manager.CopyIn(ctx, first.SandboxId, runtime.CopyIn{Dest: first.Path, Tar: r}); err != nil {
 		return nil, ToConnect(err)
 	}
 	return connect.NewResponse(&boxdv1.CopyInResponse{}), nil

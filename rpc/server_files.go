@@ -15,6 +15,7 @@ import (
 	"github.com/boxd-dev/boxd/rpc/apiwire"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
+	"github.com/boxd-dev/boxd/runtime"
 )
 
 // fileServer implements FileService on the Server's Manager. It is a type
@@ -308,16 +309,20 @@ func (f *fileServer) UploadFiles(ctx context.Context, stream *connect.ClientStre
 	u := &uploadFiles{ctx: ctx, stream: stream, pending: first}
 	out := &boxdv1.UploadFilesResponse{}
 	var mu sync.Mutex // results arrive on the agent client's reader goroutine
-	err := f.s.Manager.UploadFiles(ctx, first.SandboxId, wire.UploadArgs{User: first.User, Parents: first.Parents}, u.next, func(r wire.FileResult) error {
-		mu.Lock()
-		defer mu.Unlock()
-		out.Results = append(out.Results, fileResult(r))
-		if r.Code == "" {
-			out.FilesWritten++
-			out.BytesWritten += r.Size
-		}
-		return nil
-	})
+	err := f.s.Manager.CopyIn(ctx, first.SandboxId, runtime.CopyIn{Files: &runtime.FileBatch{
+		UploadArgs: wire.UploadArgs{User: first.User, Parents: first.Parents},
+		Next:       u.next,
+		Result: func(r wire.FileResult) error {
+			mu.Lock()
+			defer mu.Unlock()
+			out.Results = append(out.Results, fileResult(r))
+			if r.Code == "" {
+				out.FilesWritten++
+				out.BytesWritten += r.Size
+			}
+			return nil
+		},
+	}})
 	if err != nil {
 		var ce *connect.Error
 		if errors.As(err, &ce) {

@@ -153,7 +153,7 @@ func (m *Manager) buildCopy(ctx context.Context, id string, s dockerfile.Step, c
 		return dockerfile.Errf(s.Line, nil, "%s: destination %s: %v", s.Original, cp.Dir, err)
 	}
 	for _, t := range cp.Tars {
-		if err := m.CopyIn(ctx, id, cp.Dir, bytes.NewReader(t)); err != nil {
+		if err := m.CopyIn(ctx, id, CopyIn{Dest: cp.Dir, Tar: bytes.NewReader(t)}); err != nil {
 			return dockerfile.Errf(s.Line, errUnwrapKind(err), "%s: %v", s.Original, err)
 		}
 	}

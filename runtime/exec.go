@@ -273,25 +273,6 @@ func (m *Manager) execDefaults(ctx context.Context, id string) Tunables {
 	return d
 }
 
-// CopyIn extracts a tar stream at dest inside the sandbox (docker cp rules:
-// into dest if it is a directory, else as dest).
-func (m *Manager) CopyIn(ctx context.Context, idOrName, dest string, tarStream io.Reader) error {
-	if err := ValidateWorkdir("path", dest); err != nil {
-		return err
-	}
-	if dest == "" {
-		return fieldErr("path", "destination path is empty")
-	}
-	c, id, err := m.agentFor(ctx, idOrName)
-	if err != nil {
-		return err
-	}
-	if err := c.CopyIn(ctx, dest, tarStream); err != nil {
-		return m.notRunning(ctx, id, fmt.Errorf("copy into sandbox %s:%s: %w", id, dest, err))
-	}
-	return nil
-}
-
 // CopyOut writes a tar of path inside the sandbox to w.
 func (m *Manager) CopyOut(ctx context.Context, idOrName, path string, w io.Writer) error {
 	if err := ValidateWorkdir("path", path); err != nil {

@@ -161,14 +161,50 @@ func (m *Manager) ChmodPath(ctx context.Context, idOrName string, a wire.FileChm
 	return m.fileErr(ctx, id, c.ChmodPath(ctx, a))
 }
 
-// UploadFiles writes many files in one call; see host.Client.UploadFiles.
-// A path that is invalid fails that file only.
-func (m *Manager) UploadFiles(ctx context.Context, idOrName string, a wire.UploadArgs, next func() (wire.UploadItem, io.Reader, error), result func(wire.FileResult) error) error {
-	c, id, err := m.fileAgent(ctx, idOrName, a.User, nil)
+// CopyIn is what Manager.CopyIn copies into a sandbox: a tree, or a batch
+// of files.
+type CopyIn struct {
+	// Dest and Tar are a tree: the tar placed at Dest with docker cp's
+	// rules (into Dest if it is a directory, else as Dest), as root.
+	Dest string
+	Tar  io.Reader
+	// Files, if set, is a batch instead: each file written at its own
+	// path as Files.User, with a result of its own (Dest and Tar unused).
+	Files *FileBatch
+}
+
+// FileBatch is a batch of files to write; see host.Client.UploadFiles.
+type FileBatch struct {
+	wire.UploadArgs
+	Next   func() (wire.UploadItem, io.Reader, error)
+	Result func(wire.FileResult) error
+}
+
+// CopyIn copies files into a sandbox: every way of doing so (the API's
+// CopyIn and UploadFiles, image builds' COPY) is this call, and the init's
+// copy-in op. A batch's path that is invalid fails that file only.
+func (m *Manager) CopyIn(ctx context.Context, idOrName string, in CopyIn) error {
+	if b := in.Files; b != nil {
+		c, id, err := m.fileAgent(ctx, idOrName, b.User, nil)
+		if err != nil {
+			return err
+		}
+		return m.fileErr(ctx, id, c.UploadFiles(ctx, b.UploadArgs, b.Next, b.Result))
+	}
+	if err := ValidateWorkdir("path", in.Dest); err != nil {
+		return err
+	}
+	if in.Dest == "" {
+		return fieldErr("path", "destination path is empty")
+	}
+	c, id, err := m.agentFor(ctx, idOrName)
 	if err != nil {
 		return err
 	}
-	return m.fileErr(ctx, id, c.UploadFiles(ctx, a, next, result))
+	if err := c.CopyIn(ctx, in.Dest, in.Tar); err != nil {
+		return m.notRunning(ctx, id, fmt.Errorf("copy into sandbox %s:%s: %w", id, in.Dest, err))
+	}
+	return nil
 }
 
 // DownloadFiles reads many files in one call; see host.Client.DownloadFiles.

@@ -1,12 +1,13 @@
 package host
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"github.com/containerd/errdefs"
 
 	"github.com/boxd-dev/boxd/agent/wire"
+	"github.com/boxd-dev/boxd/internal/safetar"
 )
 
 // ChunkSource is implemented by readers that already hold their data in
@@ -295,12 +297,19 @@ func (c *Client) ChmodPath(ctx context.Context, a wire.FileChmodArgs) error {
 	return c.simpleFileOp(ctx, wire.OpFileChmod, "chmod", a.Path, a, wire.FrameOK, nil)
 }
 
-// UploadFiles writes many files in one operation. next returns each file
-// and its data in turn, then io.EOF; result receives each file's outcome,
-// in order, from another goroutine. One file failing does not stop the
-// others; the returned error is about the operation as a whole.
+// UploadFiles writes many files in one operation: a copy-in whose tar is
+// the batch's (see wire.UploadArgs), built here from next's files. next
+// returns each file and its data in turn, then io.EOF; result receives
+// each file's outcome, in order, from another goroutine. One file failing
+// does not stop the others; the returned error is about the operation as
+// a whole.
 func (c *Client) UploadFiles(ctx context.Context, a wire.UploadArgs, next func() (wire.UploadItem, io.Reader, error), result func(wire.FileResult) error) error {
-	cn, err := c.openFileOp(ctx, wire.OpFileUpload, a)
+	args, err := json.Marshal(a)
+	if err != nil {
+		return fileError(ctx, "upload", "", err)
+	}
+	// An init that knows only trees refuses BatchPath.
+	cn, err := c.open(ctx, wire.Request{Op: wire.OpCopyIn, Path: wire.BatchPath, Args: args})
 	if err != nil {
 		return fileError(ctx, "upload", "", err)
 	}
@@ -311,39 +320,7 @@ func (c *Client) UploadFiles(ctx context.Context, a wire.UploadArgs, next func()
 	var sent sentFiles
 	readDone := make(chan error, 1)
 	go func() { readDone <- cn.readUploadResults(&sent, result) }()
-
-	// Small files' frames are coalesced: a header, a data frame and an end
-	// frame per file would otherwise be three writes each. Frames larger
-	// than the buffer pass through it without a copy.
-	bw := bufio.NewWriterSize(cn.c, 64<<10)
-	fw := wire.NewFrameWriter(bw)
-	var werr error
-	for n := 0; ; n++ {
-		item, r, err := next()
-		if err == io.EOF {
-			if werr = fw.WriteFrame(wire.FrameOK, nil); werr == nil {
-				werr = bw.Flush()
-			}
-			break
-		}
-		if err != nil {
-			werr = &sourceError{err}
-			break
-		}
-		if n >= wire.MaxBulkFiles {
-			werr = &fileClassError{&wire.RemoteError{Message: fmt.Sprintf("upload: more than %d files in one call", wire.MaxBulkFiles), Code: wire.CodeResourceExhausted}, errdefs.ErrResourceExhausted}
-			break
-		}
-		// Recorded before the header goes out, so the init's result for
-		// this file always finds it.
-		counted := sent.add(item.Path)
-		if werr = fw.WriteJSON(wire.FrameResult, item); werr != nil {
-			break
-		}
-		if werr = fileSendStream(fw, r, counted); werr != nil {
-			break
-		}
-	}
+	werr := sendBatch(cn.fw, next, &sent)
 	var src *sourceError
 	var cls *fileClassError
 	if errors.As(werr, &src) || errors.As(werr, &cls) {
@@ -361,6 +338,140 @@ func (c *Client) UploadFiles(ctx context.Context, a wire.UploadArgs, next func()
 		return fileError(ctx, "upload", "", werr)
 	}
 	return nil
+}
+
+// sendBatch sends next's files as a batch's tar and its tar-end. Small
+// files' headers and data are gathered into few frames; big pieces go out
+// as they are.
+func sendBatch(fw *wire.FrameWriter, next func() (wire.UploadItem, io.Reader, error), sent *sentFiles) error {
+	buf := fileSendBufs.Get().(*[wire.FileChunk]byte)
+	defer fileSendBufs.Put(buf)
+	bw := &safetar.BatchWriter{Max: wire.FileChunk, Buf: buf[:0], Send: func(b []byte) error { return fw.WriteFrame(wire.FrameTar, b) }}
+	var hdr []byte // one entry's header blocks, reused
+	for n := 0; ; n++ {
+		item, r, err := next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return &sourceError{err}
+		}
+		if n >= wire.MaxBulkFiles {
+			return &fileClassError{&wire.RemoteError{Message: fmt.Sprintf("upload: more than %d files in one call", wire.MaxBulkFiles), Code: wire.CodeResourceExhausted}, errdefs.ErrResourceExhausted}
+		}
+		// Recorded before the header goes out, so the init's result for
+		// this file always finds it.
+		counted := sent.add(item.Path)
+		if hdr, err = sendBatchFile(bw, hdr, item, r, counted); err != nil {
+			return err
+		}
+	}
+	if _, err := bw.Write(safetar.Trailer()); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return err
+	}
+	return fw.WriteFrame(wire.FrameTarEnd, nil)
+}
+
+// batchEntry is the name, mode and PAX records of a batch file's entries
+// (see wire.UploadArgs).
+func batchEntry(item wire.UploadItem) (name string, mode int64, pax map[string]string) {
+	name = item.Path
+	switch {
+	case item.Mode == nil:
+		mode = wire.BatchModeNone
+	case *item.Mode > 0o7777:
+		pax = map[string]string{wire.PAXMode: strconv.FormatUint(uint64(*item.Mode), 10)}
+	default:
+		mode = int64(*item.Mode)
+	}
+	if strings.IndexByte(item.Path, 0) >= 0 {
+		// tar names cannot hold NUL; the init refuses the path by itself.
+		if pax == nil {
+			pax = map[string]string{}
+		}
+		name, pax[wire.PAXPath] = "nul", item.Path
+	}
+	return name, mode, pax
+}
+
+// sendBatchFile writes one file to w: an entry per piece of its data (the
+// first names the file, the others continue it), at least one. hdr is a
+// buffer for the headers. A failure of r is a *sourceError.
+func sendBatchFile(w io.Writer, hdr []byte, item wire.UploadItem, r io.Reader, counted *atomic.Int64) ([]byte, error) {
+	name, mode, pax := batchEntry(item)
+	piece := func(b []byte) error {
+		var err error
+		if hdr, err = safetar.AppendFileHeader(hdr[:0], name, mode, int64(len(b)), pax); err != nil {
+			return err
+		}
+		counted.Add(int64(len(b)))
+		for _, p := range [][]byte{hdr, b, safetar.Pad(int64(len(b)))} {
+			if _, err := w.Write(p); err != nil {
+				return err
+			}
+		}
+		if _, ok := pax[wire.PAXAppend]; !ok {
+			pax = maps.Clone(pax)
+			if pax == nil {
+				pax = map[string]string{}
+			}
+			pax[wire.PAXAppend] = "1"
+		}
+		return nil
+	}
+	first := true
+	err := eachPiece(r, func(b []byte) error {
+		first = false
+		return piece(b)
+	})
+	if err == nil && first {
+		err = piece(nil)
+	}
+	return hdr, err
+}
+
+// eachPiece hands r's data to f: a ChunkSource's pieces as they are,
+// other readers' in chunks of up to FileChunk. A failure of r is a
+// *sourceError.
+func eachPiece(r io.Reader, f func([]byte) error) error {
+	if r == nil {
+		return nil
+	}
+	if cs, ok := r.(ChunkSource); ok {
+		for {
+			b, err := cs.NextChunk()
+			if len(b) > 0 {
+				if ferr := f(b); ferr != nil {
+					return ferr
+				}
+			}
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return &sourceError{err}
+			}
+		}
+	}
+	buf := fileSendBufs.Get().(*[wire.FileChunk]byte)
+	defer fileSendBufs.Put(buf)
+	for {
+		n, err := io.ReadFull(r, buf[:])
+		if n > 0 {
+			if ferr := f(buf[:n]); ferr != nil {
+				return ferr
+			}
+		}
+		if err == io.EOF || err == io.ErrUnexpectedEOF {
+			return nil
+		}
+		if err != nil {
+			return &sourceError{err}
+		}
+	}
 }
 
 // readUploadResults reads an upload's results up to its final ok frame.

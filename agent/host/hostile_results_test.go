@@ -3,8 +3,8 @@
 package host
 
 import (
+	"archive/tar"
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/boxd-dev/boxd/agent/wire"
+	"github.com/boxd-dev/boxd/internal/safetar"
 )
 
 // hostileInit is serveInit with the frames at hand.
@@ -20,29 +21,22 @@ func hostileInit(t *testing.T, play func(fr *wire.FrameReader, fw *wire.FrameWri
 	return serveInit(t, func(c net.Conn, fr *wire.FrameReader) { play(fr, wire.NewFrameWriter(c)) })
 }
 
-// readUploadedFile consumes one file of an upload: its header and its data.
+// readUploadedFile consumes an upload of one file: the batch's tar (its
+// one file's entries) up to tar-end.
 func readUploadedFile(fr *wire.FrameReader) (wire.UploadItem, int, bool) {
 	var item wire.UploadItem
-	f, err := fr.ReadFrame()
-	if err != nil || f.Type != wire.FrameResult {
-		return item, 0, false
-	}
-	_ = json.Unmarshal(f.Payload, &item)
 	n := 0
-	for {
-		f, err := fr.ReadFrame()
-		if err != nil {
-			return item, n, false
+	r := wire.NewFrameDataReader(fr, wire.FrameTar, wire.FrameTarEnd, false)
+	defer io.Copy(io.Discard, r) // up to tar-end, as the init reads it
+	err := safetar.ReadEntries(r, func(hdr *tar.Header, data io.Reader) error {
+		if _, more := hdr.PAXRecords[wire.PAXAppend]; !more {
+			item.Path = hdr.Name
 		}
-		switch f.Type {
-		case wire.FrameFileData:
-			n += len(f.Payload)
-		case wire.FrameFileDataEnd:
-			return item, n, true
-		default:
-			return item, n, false
-		}
-	}
+		m, err := io.Copy(io.Discard, data)
+		n += int(m)
+		return err
+	})
+	return item, n, err == nil && item.Path != ""
 }
 
 func oneFile(path, data string) func() (wire.UploadItem, io.Reader, error) {

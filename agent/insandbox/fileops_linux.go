@@ -3,9 +3,7 @@
 package insandbox
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -61,46 +59,6 @@ func fileInfoMode(fi wire.FileStat) fs.FileMode {
 		m |= fs.ModeDevice
 	}
 	return m
-}
-
-// copyIn extracts the tar that follows the request with docker cp semantics:
-// into dest if dest is a directory, else as dest (the tar's top-level entry
-// renamed to base(dest)) inside dest's parent, which must exist.
-func (s *Server) copyIn(fr *wire.FrameReader, fw *wire.FrameWriter, dest string) {
-	p, err := s.resolve(dest)
-	if err != nil {
-		s.replyError(fw, "copy-in "+dest, err)
-		return
-	}
-	dir, rename := p, ""
-	if fi, err := os.Stat(p); err != nil || !fi.IsDir() {
-		dir, rename = filepath.Dir(p), filepath.Base(p)
-		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-			s.replyError(fw, "copy-in "+dest, &wire.RemoteError{
-				Message: fmt.Sprintf("%s: no such directory", dir),
-				Code:    wire.CodeNotFound,
-			})
-			return
-		}
-	}
-	tarStream := wire.NewFrameDataReader(fr, wire.FrameTar, wire.FrameTarEnd, false)
-	// The tar comes from the host's side; its symlinks point into the
-	// sandbox's own root whatever they say, so they are kept as they are.
-	opts := safetar.Options{Rename: rename, Links: safetar.LinksKeep, SkipDevices: true}
-	if err := safetar.Extract(tarStream, dir, opts); err != nil {
-		if errors.Is(err, safetar.ErrUnsafe) {
-			err = &wire.RemoteError{Message: err.Error(), Code: wire.CodeInvalidArgument}
-		}
-		s.replyError(fw, "copy-in "+dest, err)
-		return
-	}
-	// The tar reader stops at the end-of-archive marker; consume the
-	// padding after it so the reply follows the host's tar-end.
-	if _, err := io.Copy(io.Discard, tarStream); err != nil {
-		s.replyError(fw, "copy-in "+dest, err)
-		return
-	}
-	fw.WriteFrame(wire.FrameOK, nil)
 }
 
 // copyOut sends a tar of path whose single top-level entry is base(path).

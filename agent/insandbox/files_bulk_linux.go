@@ -4,8 +4,6 @@ package insandbox
 
 import (
 	"bufio"
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -20,99 +18,6 @@ import (
 func fsFailResult(r *wire.FileResult, op string, err error) {
 	re := fsFail(op, r.Path, err)
 	r.Code, r.Message = re.Code, re.Message
-}
-
-// fileUpload writes many files in one connection. A file that fails (bad
-// path, permission denied, disk full) gets an error result and its data is
-// skipped; the others go on. Results stream back as each file finishes, so
-// the host must read them while it sends.
-func (s *Server) fileUpload(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWriter, req *wire.Request) {
-	var a wire.UploadArgs
-	id, ok := s.fileSetup(fw, req, &a, func() string { return a.User })
-	if !ok {
-		return
-	}
-	dirs := &fsDirCache{}
-	defer dirs.close()
-	// Results go out through a buffer, flushed whenever the next read
-	// might block: one write for many small files' results, and the host
-	// still sees each result as soon as the init waits for more.
-	bw := bufio.NewWriterSize(conn, 16<<10)
-	rw := wire.NewFrameWriter(bw)
-	for index := 0; ; index++ {
-		if fr.Buffered() < wire.FrameHeaderLen && bw.Flush() != nil {
-			return
-		}
-		f, err := fr.ReadFrame()
-		if err != nil {
-			return // the host left
-		}
-		switch f.Type {
-		case wire.FrameOK:
-			rw.WriteFrame(wire.FrameOK, nil)
-			bw.Flush()
-			return
-		case wire.FrameResult:
-		default:
-			s.replyError(fw, "upload", wire.UnexpectedFrame(f.Type))
-			return
-		}
-		if index >= wire.MaxBulkFiles {
-			bw.Flush()
-			s.replyError(fw, "upload", &wire.RemoteError{
-				Message: fmt.Sprintf("upload: more than %d files in one call", wire.MaxBulkFiles),
-				Code:    wire.CodeResourceExhausted,
-			})
-			return
-		}
-		var item wire.UploadItem
-		d := json.NewDecoder(bytes.NewReader(f.Payload))
-		d.DisallowUnknownFields()
-		if err := d.Decode(&item); err != nil {
-			bw.Flush()
-			s.replyError(fw, "upload", fmt.Errorf("%w: malformed upload item: %v", wire.ErrInvalid, err))
-			return
-		}
-		res := wire.FileResult{Index: index, Path: item.Path}
-		p, err := cleanFilePath(s.workdir(), item.Path)
-		var t *fsWriteTarget
-		if err == nil {
-			t, err = fsOpenWriteTarget(id, p, &wire.FileWriteArgs{Path: p, Mode: item.Mode, Parents: a.Parents}, dirs)
-		}
-		fd := -1
-		if t != nil {
-			fd = t.fd
-		}
-		n, werr, serr := fsReceiveData(fr, fd, true)
-		if serr != nil {
-			if t != nil {
-				t.abort()
-			}
-			if !fsHostGone(serr) {
-				bw.Flush()
-				s.replyError(fw, "upload", serr)
-			}
-			return
-		}
-		res.Size = n
-		switch {
-		case err != nil:
-			fsFailResult(&res, "write", err)
-		case werr != nil:
-			t.abort()
-			fsFailResult(&res, "write", werr)
-		default:
-			if _, err := t.commit(false); err != nil {
-				fsFailResult(&res, "write", err)
-			}
-		}
-		if res.Code != "" {
-			res.Size = 0
-		}
-		if err := rw.WriteJSON(wire.FrameResult, res); err != nil {
-			return
-		}
-	}
 }
 
 // fileDownload sends many files in one connection, in the order asked.

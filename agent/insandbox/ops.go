@@ -20,7 +20,7 @@ var ops = map[string]opHandler{
 	wire.OpPing:    (*Server).ping,
 	wire.OpExec:    (*Server).execOp,
 	wire.OpStat:    served((*Server).statOp),
-	wire.OpCopyIn:  served((*Server).copyInOp),
+	wire.OpCopyIn:  served((*Server).copyIn),
 	wire.OpCopyOut: served((*Server).copyOutOp),
 
 	wire.OpProcessExec:   served((*Server).processExec),
@@ -43,7 +43,6 @@ var ops = map[string]opHandler{
 	wire.OpFileRename:    served((*Server).fileRename),
 	wire.OpFileChmod:     served((*Server).fileChmod),
 	wire.OpFileChown:     served((*Server).fileChown),
-	wire.OpFileUpload:    served((*Server).fileUpload),
 	wire.OpFileDownload:  served((*Server).fileDownload),
 	wire.OpFileWatch:     served((*Server).fileWatch),
 	wire.OpFileReadLines: served((*Server).fileReadLines),
@@ -92,10 +91,6 @@ func (s *Server) execOp(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWrite
 
 func (s *Server) statOp(_ net.Conn, _ *wire.FrameReader, fw *wire.FrameWriter, req *wire.Request) {
 	s.stat(fw, req.Path)
-}
-
-func (s *Server) copyInOp(_ net.Conn, fr *wire.FrameReader, fw *wire.FrameWriter, req *wire.Request) {
-	s.copyIn(fr, fw, req.Path)
 }
 
 func (s *Server) copyOutOp(conn net.Conn, _ *wire.FrameReader, fw *wire.FrameWriter, req *wire.Request) {

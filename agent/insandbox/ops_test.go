@@ -3,7 +3,17 @@
 package insandbox
 
 import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"io"
+	"maps"
+	"net"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/boxd-dev/boxd/agent/wire"
@@ -23,5 +33,65 @@ func TestOpTableMatchesWire(t *testing.T) {
 	slices.Sort(want)
 	if !slices.Equal(served, want) {
 		t.Errorf("op table serves %v, wire names %v", served, want)
+	}
+}
+
+// Every copy into the sandbox is one op: a tree (SandboxService.CopyIn,
+// `boxctl cp`, image builds' COPY) and a batch of files
+// (FileService.UploadFiles) both reach the init as copy-in, whose one tar
+// reader (copyIn) serves them; the retired upload op is served no more.
+func TestCopiesInShareOneOp(t *testing.T) {
+	for _, name := range wire.Retired {
+		if _, ok := ops[name]; ok {
+			t.Errorf("retired op %q is still served", name)
+		}
+	}
+	// Count what the init is asked for, op by op (the table is restored
+	// before any other test runs).
+	var mu sync.Mutex
+	seen := map[string]int{}
+	saved := maps.Clone(ops)
+	t.Cleanup(func() { maps.Copy(ops, saved) })
+	for name, h := range saved {
+		ops[name] = func(s *Server, conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWriter, req *wire.Request) bool {
+			mu.Lock()
+			seen[name]++
+			mu.Unlock()
+			return h(s, conn, fr, fw, req)
+		}
+	}
+	tg := startServer(t)
+	ctx := context.Background()
+
+	var tarBuf bytes.Buffer
+	tw := tar.NewWriter(&tarBuf)
+	tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "tree.txt", Mode: 0o644, Size: 4})
+	tw.Write([]byte("tree"))
+	tw.Close()
+	if err := tg.client.CopyIn(ctx, tg.workdir, &tarBuf); err != nil {
+		t.Fatalf("copy-in of a tree: %v", err)
+	}
+	done := false
+	var results []wire.FileResult
+	err := tg.client.UploadFiles(ctx, wire.UploadArgs{}, func() (wire.UploadItem, io.Reader, error) {
+		if done {
+			return wire.UploadItem{}, nil, io.EOF
+		}
+		done = true
+		return wire.UploadItem{Path: "batch.txt"}, strings.NewReader("batch"), nil
+	}, func(r wire.FileResult) error { results = append(results, r); return nil })
+	if err != nil || len(results) != 1 || results[0].Code != "" {
+		t.Fatalf("upload: %v %+v", err, results)
+	}
+	for name, want := range map[string]string{"tree.txt": "tree", "batch.txt": "batch"} {
+		if b, err := os.ReadFile(filepath.Join(tg.workdir, name)); err != nil || string(b) != want {
+			t.Errorf("%s: %q %v", name, b, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	delete(seen, wire.OpPing)
+	if want := map[string]int{wire.OpCopyIn: 2}; !maps.Equal(seen, want) {
+		t.Errorf("ops asked for = %v, want %v: both kinds of copy through copy-in", seen, want)
 	}
 }

@@ -8,8 +8,7 @@ package wire
 //	file-list:     -> request{args}                     <- result([]FileStat)* (ok | error)
 //	file-mkdir, file-remove, file-rename, file-chmod:
 //	               -> request{args}                     <- ok | error
-//	file-upload:   -> request{args} (result(UploadItem) data* data-end)* ok
-//	                                                    <- result(FileResult)* (ok | error)
+//	upload:        copy-in with args (UploadArgs); see protocol.go and UploadArgs
 //	file-download: -> request{args}                     <- (result(DownloadMark start) data* result(DownloadMark done)
 //	                                                        | result(DownloadMark done with error))* (ok | error)
 //	file-watch:    -> request{args}                     <- ok(ready) result([]WatchEvent)* (ok | error)
@@ -30,7 +29,7 @@ const (
 	OpFileRemove   = "file-remove"
 	OpFileRename   = "file-rename"
 	OpFileChmod    = "file-chmod"
-	OpFileUpload   = "file-upload"
+	OpFileUpload   = "file-upload" // retired: uploads are copy-in's (see Retired)
 	OpFileDownload = "file-download"
 	OpFileWatch    = "file-watch"
 )
@@ -181,12 +180,43 @@ type FileChmodArgs struct {
 	Mode uint32 `json:"mode"`
 }
 
-// UploadArgs are the parameters of file-upload; the files follow the
-// request, each an UploadItem and its data.
+// UploadArgs make a copy-in a batch of files: the tar that follows the
+// request is not a tree placed under Request.Path (which is BatchPath, so
+// an init that predates batches refuses the request) but files, each
+// written at its own path as User, like file-write (atomically replaced,
+// never through a final symlink), each with a FileResult of its own.
+//
+// The tar is the batch's: every entry a regular file whose name is the
+// path as the caller gave it (PAXPath instead when tar cannot carry it)
+// and whose mode is the file's (BatchModeNone for none; PAXMode instead
+// when it does not fit). A file's data may come in pieces: an entry with
+// PAXAppend continues the file before it. The data's size is known only
+// piece by piece, as the API's messages bring it.
 type UploadArgs struct {
 	User    string `json:"user,omitempty"`
 	Parents bool   `json:"parents,omitempty"`
 }
+
+// BatchPath is a batch's Request.Path. An init that reads copy-in's path
+// only (it ignores Args) refuses it, naming it in its error, rather than
+// placing the batch's tar as a tree.
+const BatchPath = "\x00a batch of files needs a newer boxd-init: restart the sandbox"
+
+// PAX records of a batch's tar (UploadArgs).
+const (
+	// PAXAppend marks an entry whose data continues the file before it.
+	PAXAppend = "BOXD.append"
+	// PAXPath is a file's path when the entry's name cannot carry it.
+	PAXPath = "BOXD.path"
+	// PAXMode is a file's mode in decimal, for one beyond 07777 (which
+	// the init refuses, failing that file).
+	PAXMode = "BOXD.mode"
+)
+
+// BatchModeNone in a batch entry's mode field says the file has no mode:
+// 0644 for a new file, the old mode for a replaced one. (A bit no tar
+// writer sets, and a header that needs no PAX record.)
+const BatchModeNone = 0o1000000
 
 // UploadItem names one file of an upload. Each is written like file-write
 // (atomically replaced, never through a final symlink).

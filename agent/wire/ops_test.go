@@ -49,7 +49,7 @@ func TestOpsListsEveryOp(t *testing.T) {
 	for _, v := range declared {
 		want = append(want, v)
 	}
-	got := slices.Clone(Ops)
+	got := append(slices.Clone(Ops), Retired...)
 	slices.Sort(want)
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
@@ -60,7 +60,7 @@ func TestOpsListsEveryOp(t *testing.T) {
 		"process-attach", "process-list", "process-wait", "process-signal", "session-create", "session-list",
 		"session-remove", "session-exec", "file-write", "file-read", "file-stat", "file-list", "file-mkdir",
 		"file-remove", "file-rename", "file-chmod", "file-upload", "file-download", "file-watch"} {
-		if !slices.Contains(Ops, name) {
+		if !slices.Contains(Ops, name) && !slices.Contains(Retired, name) {
 			t.Errorf("op %q is gone from the wire", name)
 		}
 	}

@@ -8,6 +8,8 @@ package wire
 //	stat:     -> request{path}       <- result(FileInfo) | error
 //	copy-in:  -> request{path} tar* tar-end
 //	                                 <- ok | error (possibly before tar-end)
+//	          -> request{args: UploadArgs} tar* tar-end
+//	                                 <- result(FileResult)* (ok | error)
 //	copy-out: -> request{path}       <- tar* (tar-end | error)
 //	exec:     -> request{exec} [stdin* stdin-close if exec.stdin_stream]
 //	                                 <- (stdout | stderr)* (result | error)
@@ -53,9 +55,13 @@ var Ops = []string{
 	OpProcessExec, OpProcessStart, OpProcessAttach, OpProcessList, OpProcessWait, OpProcessSignal,
 	OpSessionCreate, OpSessionList, OpSessionRemove, OpSessionExec,
 	OpFileWrite, OpFileRead, OpFileStat, OpFileList, OpFileMkdir, OpFileRemove, OpFileRename, OpFileChmod,
-	OpFileChown, OpFileUpload, OpFileDownload, OpFileWatch, OpFileReadLines, OpFileEdit, OpFileGlob, OpFileGrep,
+	OpFileChown, OpFileDownload, OpFileWatch, OpFileReadLines, OpFileEdit, OpFileGlob, OpFileGrep,
 	OpSetDefaults, OpTerminate, OpDial,
 }
+
+// Retired names operations no init serves any more. A name is never given
+// another meaning, so these stay reserved: an init answers them as unknown.
+var Retired = []string{OpFileUpload}
 
 // Request is the JSON payload of the first frame of every connection.
 type Request struct {
@@ -205,6 +211,10 @@ type FrameDataReader struct {
 	pending  []byte
 	err      error
 	acceptEr bool // whether the peer may end the stream with an error frame
+	// Idle, if set, runs before a read that may wait for the peer (no
+	// whole frame header is buffered); its error ends the stream. The
+	// init flushes its buffered replies there.
+	Idle func() error
 }
 
 // NewFrameDataReader reads data frames from fr until an end frame;
@@ -227,6 +237,12 @@ func (r *FrameDataReader) Read(p []byte) (int, error) {
 
 // next reads one frame into pending or err.
 func (r *FrameDataReader) next() {
+	if r.Idle != nil && r.fr.Buffered() < FrameHeaderLen {
+		if err := r.Idle(); err != nil {
+			r.err = err
+			return
+		}
+	}
 	f, err := r.fr.ReadFrame()
 	switch {
 	case err == io.EOF:

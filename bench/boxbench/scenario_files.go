@@ -76,9 +76,15 @@ func scenarioFiles(ctx context.Context, e *env, cfg *config) ([]*latency, error)
 		}
 	}
 	var rs []*latency
+	// With BENCH_AB, the base build's boxctl cp takes turns in every row.
+	ab, abSb, abDone, err := startABSandbox(ctx, e)
+	if err != nil {
+		return rs, err
+	}
+	defer abDone()
 	fc := rpcclient.NewFiles(e.sock)
 	bigName := fmt.Sprintf("%d MiB file", cfg.bigMiB)
-	in := measure(ctx, bigName+" in", 1, cfg.bigN, []peer{
+	inBig := []peer{
 		{name: "boxctl cp", run: func(ctx context.Context, _ int) error {
 			return run(e.boxctlCmd(ctx, "cp", big, sb+":/workspace/big.bin"))
 		}, after: rmIn(e.boxd, sb, "/workspace/big.bin")},
@@ -91,7 +97,13 @@ func scenarioFiles(ctx context.Context, e *env, cfg *config) ([]*latency, error)
 		{name: "Docker Engine API", run: func(ctx context.Context, _ int) error {
 			return e.docker.putFile(ctx, dk, "/workspace", big)
 		}, after: rmIn(e.docker, dk, "/workspace/big.bin")},
-	})
+	}
+	if ab != nil {
+		inBig = append(inBig, peer{name: "boxctl cp (base)", run: func(ctx context.Context, _ int) error {
+			return run(ab.boxctlCmd(ctx, "cp", big, abSb+":/workspace/big.bin"))
+		}, after: rmIn(ab.api, abSb, "/workspace/big.bin")})
+	}
+	in := measure(ctx, bigName+" in", 1, cfg.bigN, inBig)
 	logThroughput(in, bigSize)
 	rs = append(rs, in)
 
@@ -101,6 +113,11 @@ func scenarioFiles(ctx context.Context, e *env, cfg *config) ([]*latency, error)
 	}
 	if err := run(e.dockerCmd(ctx, "cp", big, dk+":/workspace/big.bin")); err != nil {
 		return rs, err
+	}
+	if ab != nil {
+		if err := run(ab.boxctlCmd(ctx, "cp", big, abSb+":/workspace/big.bin")); err != nil {
+			return rs, err
+		}
 	}
 	// checkOut verifies the copy's size (a truncated copy is an error) and
 	// removes it, untimed.
@@ -118,7 +135,8 @@ func scenarioFiles(ctx context.Context, e *env, cfg *config) ([]*latency, error)
 		}
 	}
 	boxdOut, dockerOut := filepath.Join(outDir, "boxd.bin"), filepath.Join(outDir, "docker.bin")
-	out := measure(ctx, bigName+" out", 1, cfg.bigN, []peer{
+	abOut := filepath.Join(outDir, "base.bin")
+	outBig := []peer{
 		{name: "boxctl cp", run: func(ctx context.Context, _ int) error {
 			return run(e.boxctlCmd(ctx, "cp", sb+":/workspace/big.bin", boxdOut))
 		}, after: checkOut(boxdOut)},
@@ -131,7 +149,13 @@ func scenarioFiles(ctx context.Context, e *env, cfg *config) ([]*latency, error)
 		{name: "Docker Engine API", run: func(ctx context.Context, _ int) error {
 			return e.docker.getFile(ctx, dk, "/workspace/big.bin", dockerOut)
 		}, after: checkOut(dockerOut)},
-	})
+	}
+	if ab != nil {
+		outBig = append(outBig, peer{name: "boxctl cp (base)", run: func(ctx context.Context, _ int) error {
+			return run(ab.boxctlCmd(ctx, "cp", abSb+":/workspace/big.bin", abOut))
+		}, after: checkOut(abOut)})
+	}
+	out := measure(ctx, bigName+" out", 1, cfg.bigN, outBig)
 	logThroughput(out, bigSize)
 	rs = append(rs, out)
 
@@ -141,11 +165,6 @@ func scenarioFiles(ctx context.Context, e *env, cfg *config) ([]*latency, error)
 	// VM's) passes over every inode freed in the last minutes when it
 	// allocates one (recently_deleted), so each sample would be slower
 	// than the last, for every peer alike (bench/README.md, files).
-	ab, abSb, abDone, err := startABSandbox(ctx, e)
-	if err != nil {
-		return rs, err
-	}
-	defer abDone()
 	var abFc boxdv1connect.FileServiceClient
 	if ab != nil {
 		abFc = rpcclient.NewFiles(ab.sock)

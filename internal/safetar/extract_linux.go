@@ -31,39 +31,85 @@ const maxDeferredDirs = 10000
 // removed again; entries already written into a top-level directory that
 // existed before stay.
 func Extract(r io.Reader, destDir string, opts Options) (err error) {
+	x, err := NewExtractor(destDir, opts)
+	if err != nil {
+		return err
+	}
+	defer func() { err = x.Close(err) }()
+	if err := ReadEntries(r, x.Entry); err != nil {
+		return err
+	}
+	return x.Finish()
+}
+
+// ReadEntries reads the tar stream r up to its end-of-archive marker and
+// hands each entry to entry, with a reader of its data (unread data is
+// skipped). It stops at the first error; entry's are returned as they
+// are, the archive's own name the archive. This is the tar reader of
+// Extract and of boxd-init's copy-in, whatever places the entries.
+func ReadEntries(r io.Reader, entry func(hdr *tar.Header, data io.Reader) error) error {
+	tr := tar.NewReader(r)
+	for {
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("safetar: read archive: %w", err)
+		}
+		if err := entry(hdr, tr); err != nil {
+			return err
+		}
+	}
+}
+
+// Extractor places one archive's entries in a directory, as Extract does,
+// for a caller that reads the archive itself (see ReadEntries). Call
+// Entry for each entry in order, then Finish, and always Close.
+type Extractor struct {
+	x *extractor
+}
+
+// NewExtractor opens destDir, which must exist, for an extraction as opts
+// says.
+func NewExtractor(destDir string, opts Options) (*Extractor, error) {
 	for _, n := range []string{opts.Top, opts.Rename} {
 		if n != "" {
 			if err := checkComponent(n); err != nil {
-				return err
+				return nil, err
 			}
 		}
 	}
 	root, err := unix.Open(destDir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("safetar: open destination %s: %w", destDir, err)
+		return nil, fmt.Errorf("safetar: open destination %s: %w", destDir, err)
 	}
-	defer unix.Close(root)
-	x := &extractor{root: root, destDir: destDir, opts: opts, top: opts.Top, parentFD: -1}
-	defer x.dropParent()
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, x.abandon())
-		}
-	}()
-	tr := tar.NewReader(r)
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("safetar: read archive: %w", err)
-		}
-		if err := x.entry(hdr, tr); err != nil {
-			return fmt.Errorf("safetar: entry %q: %w", shorten(hdr.Name), err)
-		}
+	return &Extractor{x: &extractor{root: root, destDir: destDir, opts: opts, top: opts.Top, parentFD: -1}}, nil
+}
+
+// Entry places one entry; its error names the entry.
+func (e *Extractor) Entry(hdr *tar.Header, data io.Reader) error {
+	if err := e.x.entry(hdr, data); err != nil {
+		return fmt.Errorf("safetar: entry %q: %w", shorten(hdr.Name), err)
 	}
-	return x.finish()
+	return nil
+}
+
+// Finish applies what waits for the archive's end: the modes of
+// directories held writable, and the move of a staged top-level directory
+// into place.
+func (e *Extractor) Finish() error { return e.x.finish() }
+
+// Close releases the extraction and returns err; if err is not nil, a
+// top-level directory the extraction created is removed again, and a
+// failure to remove it is joined to err.
+func (e *Extractor) Close(err error) error {
+	e.x.dropParent()
+	if err != nil {
+		err = errors.Join(err, e.x.abandon())
+	}
+	unix.Close(e.x.root)
+	return err
 }
 
 type extractor struct {
