@@ -77,6 +77,9 @@ type Manager struct {
 	byID  map[string]*member
 
 	dns *resolver
+	// deny is the deny log: refused connections (from the kernel, see
+	// nflog.go) and refused DNS names, per sandbox.
+	deny *denyLog
 	// blockedNow is the always-blocked set last written, for the
 	// resolver; nil before the first (then every address counts as
 	// blocked).
@@ -148,8 +151,8 @@ func New(cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger, cni: cni, legacyCNI: legacyCNI,
-		fw:    &firewall{table: cfg.Table, bridge: cfg.Bridge, subnet: cfg.Subnet, gw: gw},
-		bySrc: map[netip.Addr]*member{}, byID: map[string]*member{}}
+		fw:    &firewall{table: cfg.Table, group: nflogGroup(cfg.Table), bridge: cfg.Bridge, subnet: cfg.Subnet, gw: gw},
+		bySrc: map[netip.Addr]*member{}, byID: map[string]*member{}, deny: newDenyLog()}
 	m.dns = &resolver{m: m, upstream: upstream, log: cfg.Logger}
 	return m, nil
 }
@@ -335,10 +338,32 @@ func (m *Manager) prepare() error {
 		}
 		m.log.Info("network: resolver for egress sandboxes", "addr", m.fw.gw, "upstream", m.dns.upstream)
 		go m.watchHost()
+		m.startDenyLog()
 	}
 	m.ready = true
 	return nil
 }
+
+// startDenyLog binds the kernel's log of refusals and starts the
+// window's flushes. Without the log (the group is taken by another
+// program) boxd still refuses what it must, and logs refused names.
+func (m *Manager) startDenyLog() {
+	go m.deny.run()
+	r, err := openNFLog(m.fw.group)
+	if err != nil {
+		m.log.Warn("network: the deny log has no refused connections (refused DNS names only)", "group", m.fw.group, "err", err)
+		return
+	}
+	go m.watchDenials(r)
+}
+
+// OnDeny sets what is told of each sandbox's records at the end of each
+// deny-log window (and at teardown): events.
+func (m *Manager) OnDeny(f func(id string, recs []DenyRecord)) { m.deny.onFlush.Store(&f) }
+
+// DenyLog is sandbox id's deny log, oldest first: the records of past
+// windows (at most DenyRecordsPerSandbox), then the current window's.
+func (m *Manager) DenyLog(id string) []DenyRecord { return m.deny.records(id) }
 
 // member is the egress sandbox with source address a, or nil.
 func (m *Manager) member(a netip.Addr) *member {
@@ -412,6 +437,7 @@ func (m *Manager) Teardown(ctx context.Context, id string) error {
 	}
 	errs = append(errs, m.fw.remove(id))
 	m.mu.Unlock()
+	m.deny.forget(id)
 
 	path := m.netnsPath(id)
 	_, err := os.Stat(path)

@@ -49,6 +49,7 @@ const (
 
 type firewall struct {
 	table  string
+	group  uint16 // nfnetlink_log group of the deny log
 	bridge string
 	subnet netip.Prefix
 	gw     netip.Addr
@@ -111,6 +112,7 @@ func (f *firewall) toHostRules(c *nftables.Conn, toHost *nftables.Chain) {
 	for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
 		add(ipv4(), daddrIs(f.gw), l4proto(proto), dport(53), verdict(expr.VerdictAccept))
 	}
+	add(f.logRefusal("H"))
 	add(reject())
 }
 
@@ -285,6 +287,7 @@ func (f *firewall) addAllowRules(c *nftables.Conn, ch *nftables.Chain, dyn, dynp
 			withPort(d.Port, daddrIn(d.Prefix))
 		}
 	}
+	add(ipv4(), lookupDaddr(setBlocked, false), f.logRefusal("B"))
 	add(ipv4(), lookupDaddr(setBlocked, false), reject())
 	// Addresses the sandbox's resolver handed out for allowed names.
 	add(ipv4(), lookupDaddr(dyn.Name, false), verdict(expr.VerdictAccept))
@@ -300,6 +303,7 @@ func (f *firewall) addAllowRules(c *nftables.Conn, ch *nftables.Chain, dyn, dynp
 			withPort(d.Port, nil)
 		}
 	}
+	add(f.logRefusal("N"))
 	add(reject())
 }
 
@@ -452,6 +456,19 @@ func (f *firewall) admit(id string, addrs []netip.Addr, port uint16, ttl time.Du
 }
 
 // ---- expressions -------------------------------------------------------------
+
+// logRefusal reports the packet to the deny log's nfnetlink_log group
+// (nflog.go) with prefix (its reason), at most DenyLogRate a second with
+// a burst of DenyLogBurst per rule (so per sandbox and reason), and its
+// first nflogSnaplen bytes only. It has no verdict: the next rule
+// rejects. The group is the table's (nflogGroup).
+func (f *firewall) logRefusal(prefix string) []expr.Any {
+	return []expr.Any{
+		&expr.Limit{Type: expr.LimitTypePkts, Rate: DenyLogRate, Unit: expr.LimitTimeSecond, Burst: DenyLogBurst},
+		&expr.Log{Key: 1<<unix.NFTA_LOG_GROUP | 1<<unix.NFTA_LOG_PREFIX | 1<<unix.NFTA_LOG_SNAPLEN,
+			Group: f.group, Snaplen: nflogSnaplen, Data: []byte(prefix)},
+	}
+}
 
 func verdict(k expr.VerdictKind) []expr.Any { return []expr.Any{&expr.Verdict{Kind: k}} }
 func jump(chain string) []expr.Any {

@@ -109,6 +109,7 @@ func (r *resolver) answer(w dns.ResponseWriter, q *dns.Msg) *dns.Msg {
 	ports, allowed := allowedPorts(mb.allow, qn)
 	if !allowed {
 		r.log.Debug("dns: name not allowed", "sandbox", mb.id, "name", qn)
+		r.m.deny.add(mb.id, DenyRecord{Dest: SanitizeName(qn), Port: 53, Proto: "dns", Reason: ReasonNameNotAllowed})
 		return resp.SetRcode(q, dns.RcodeNameError)
 	}
 	if q.Question[0].Qtype == dns.TypeAAAA {

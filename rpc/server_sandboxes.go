@@ -136,6 +136,20 @@ func (s *Server) UpdateNetwork(ctx context.Context, req *connect.Request[boxdv1.
 	return connect.NewResponse(&boxdv1.UpdateNetworkResponse{Network: netToProto(n)}), nil
 }
 
+func (s *Server) NetworkLog(ctx context.Context, req *connect.Request[boxdv1.NetworkLogRequest]) (*connect.Response[boxdv1.NetworkLogResponse], error) {
+	recs, err := s.Manager.NetworkLog(ctx, req.Msg.SandboxId)
+	if err != nil {
+		return nil, ToConnect(err)
+	}
+	out := &boxdv1.NetworkLogResponse{}
+	for _, r := range recs {
+		out.Denials = append(out.Denials, &boxdv1.EgressDenial{
+			First: r.First.UTC().Format(time.RFC3339Nano), Last: r.Last.UTC().Format(time.RFC3339Nano),
+			Dest: r.Dest, Port: uint32(r.Port), Proto: r.Proto, Reason: r.Reason, Count: r.Count})
+	}
+	return connect.NewResponse(out), nil
+}
+
 func (s *Server) DeleteSandbox(ctx context.Context, req *connect.Request[boxdv1.DeleteSandboxRequest]) (*connect.Response[boxdv1.DeleteSandboxResponse], error) {
 	grace, err := runtime.ParseGrace("timeout", req.Msg.Timeout)
 	if err != nil {
