@@ -125,7 +125,7 @@ func netToProto(n *runtime.NetworkInfo) *boxdv1.NetworkStatus {
 	if n == nil {
 		return &boxdv1.NetworkStatus{Mode: "none"}
 	}
-	return &boxdv1.NetworkStatus{Mode: n.Mode, Allow: n.Allow, Address: n.Addr, Gateway: n.Gateway, Dns: n.DNS}
+	return &boxdv1.NetworkStatus{Mode: n.Mode, Allow: n.Allow, Address: n.Addr, Gateway: n.Gateway, Dns: n.DNS, Address6: n.Addr6}
 }
 
 func (s *Server) UpdateNetwork(ctx context.Context, req *connect.Request[boxdv1.UpdateNetworkRequest]) (*connect.Response[boxdv1.UpdateNetworkResponse], error) {

@@ -1608,12 +1608,15 @@ func (x *NetworkRequest) GetAllow() []string {
 
 // NetworkStatus is a sandbox's network as boxd set it up.
 type NetworkStatus struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Mode          string                 `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`       // none or egress
-	Allow         []string               `protobuf:"bytes,2,rep,name=allow,proto3" json:"allow,omitempty"`     // canonical entries
-	Address       string                 `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"` // the sandbox's IPv4 address on boxd's bridge
-	Gateway       string                 `protobuf:"bytes,4,opt,name=gateway,proto3" json:"gateway,omitempty"`
-	Dns           string                 `protobuf:"bytes,5,opt,name=dns,proto3" json:"dns,omitempty"` // boxd's resolver for the sandbox
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Mode    string                 `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`       // none or egress
+	Allow   []string               `protobuf:"bytes,2,rep,name=allow,proto3" json:"allow,omitempty"`     // canonical entries
+	Address string                 `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"` // the sandbox's IPv4 address on boxd's bridge
+	Gateway string                 `protobuf:"bytes,4,opt,name=gateway,proto3" json:"gateway,omitempty"`
+	Dns     string                 `protobuf:"bytes,5,opt,name=dns,proto3" json:"dns,omitempty"` // boxd's resolver for the sandbox
+	// The sandbox's IPv6 address on boxd's bridge (boxd's
+	// --bridge-subnet6); empty without IPv6 egress.
+	Address6      string `protobuf:"bytes,6,opt,name=address6,proto3" json:"address6,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1679,6 +1682,13 @@ func (x *NetworkStatus) GetGateway() string {
 func (x *NetworkStatus) GetDns() string {
 	if x != nil {
 		return x.Dns
+	}
+	return ""
+}
+
+func (x *NetworkStatus) GetAddress6() string {
+	if x != nil {
+		return x.Address6
 	}
 	return ""
 }
@@ -4632,13 +4642,14 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"fsizeBytes\":\n" +
 	"\x0eNetworkRequest\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x14\n" +
-	"\x05allow\x18\x02 \x03(\tR\x05allow\"\x7f\n" +
+	"\x05allow\x18\x02 \x03(\tR\x05allow\"\x9b\x01\n" +
 	"\rNetworkStatus\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x14\n" +
 	"\x05allow\x18\x02 \x03(\tR\x05allow\x12\x18\n" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\x12\x18\n" +
 	"\agateway\x18\x04 \x01(\tR\agateway\x12\x10\n" +
-	"\x03dns\x18\x05 \x01(\tR\x03dns\"\xed\v\n" +
+	"\x03dns\x18\x05 \x01(\tR\x03dns\x12\x1a\n" +
+	"\baddress6\x18\x06 \x01(\tR\baddress6\"\xed\v\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
