@@ -379,8 +379,12 @@ func checkGvisor(cc *cli.Context, log *slog.Logger) (_ *runtime.Gvisor, why, def
 	if err != nil {
 		return nil, "", "", err
 	}
+	egressCfg, err := gvisor.WriteEgressConfig(filepath.Join(state, "gvisor"), info, filepath.Join(state, "gvisor", "root"))
+	if err != nil {
+		return nil, "", "", err
+	}
 	log.Info("runtime", "name", gvisor.Name, "version", info.Version, "path", info.Runsc, "shim", info.Shim, "platform", gvisor.Platform, "default", def == runtime.RuntimeGvisor)
-	return &runtime.Gvisor{Info: info, ConfigPath: cfg}, "", def, nil
+	return &runtime.Gvisor{Info: info, ConfigPath: cfg, EgressConfigPath: egressCfg}, "", def, nil
 }
 
 func checkRuntime(cc *cli.Context, log *slog.Logger) (runtimeInfo, error) {
