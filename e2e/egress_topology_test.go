@@ -177,11 +177,14 @@ func serveDNS(t *testing.T, addr string) {
 		m := new(dns.Msg)
 		m.SetReply(q)
 		ip, ok := testNames[strings.ToLower(q.Question[0].Name)]
+		ip6, ok6 := testNames6[strings.ToLower(q.Question[0].Name)]
 		switch {
-		case !ok:
+		case !ok && !ok6:
 			m.Rcode = dns.RcodeNameError
-		case q.Question[0].Qtype == dns.TypeA:
+		case q.Question[0].Qtype == dns.TypeA && ok:
 			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 60}, A: net.ParseIP(ip)})
+		case q.Question[0].Qtype == dns.TypeAAAA && ok6:
+			m.Answer = append(m.Answer, &dns.AAAA{Hdr: dns.RR_Header{Name: q.Question[0].Name, Rrtype: dns.TypeAAAA, Class: dns.ClassINET, Ttl: 60}, AAAA: net.ParseIP(ip6)})
 		}
 		_ = w.WriteMsg(m)
 	})}
@@ -337,7 +340,7 @@ func (e *egressNet) leftovers(t *testing.T) []string {
 		sets, err := c.GetSets(tbl)
 		must(t, err)
 		for _, s := range sets {
-			if s.Name != "blocked" {
+			if s.Name != "blocked" && s.Name != "blocked6" {
 				left = append(left, "nft set: "+s.Name)
 			}
 		}

@@ -304,6 +304,10 @@ var sandboxRPCs = []rpcCase{
 		}
 		return err
 	}},
+	{"NetworkLog", func(ctx context.Context, c clientsAs, id string) error {
+		_, err := c.sb.NetworkLog(ctx, connect.NewRequest(&boxdv1.NetworkLogRequest{SandboxId: id}))
+		return err
+	}},
 	// Last: it would end the sandbox for the owner's pass.
 	{"DeleteSandbox", func(ctx context.Context, c clientsAs, id string) error {
 		_, err := c.sb.DeleteSandbox(ctx, connect.NewRequest(&boxdv1.DeleteSandboxRequest{Id: id}))

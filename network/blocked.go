@@ -27,6 +27,25 @@ var fixedBlocked = []netip.Prefix{
 	netip.MustParsePrefix("168.63.129.16/32"),   // Azure wireserver (platform DNS, DHCP, agent)
 }
 
+// fixedBlocked6 is the IPv6 part of the always-blocked set that does not
+// depend on the host. The prefixes that carry an IPv4 address inside
+// (mapped, NAT64, 6to4, Teredo) are blocked whole: through a translator
+// or relay they would reach IPv4 destinations past the IPv4 set.
+var fixedBlocked6 = []netip.Prefix{
+	netip.MustParsePrefix("::/128"),         // unspecified: the host itself
+	netip.MustParsePrefix("::1/128"),        // loopback
+	netip.MustParsePrefix("::ffff:0:0/96"),  // IPv4-mapped
+	netip.MustParsePrefix("64:ff9b::/96"),   // NAT64, well-known prefix
+	netip.MustParsePrefix("64:ff9b:1::/48"), // NAT64, local use
+	netip.MustParsePrefix("100::/64"),       // discard
+	netip.MustParsePrefix("2001::/32"),      // Teredo
+	netip.MustParsePrefix("2002::/16"),      // 6to4
+	netip.MustParsePrefix("fc00::/7"),       // unique local (ULA): private networks, and cloud metadata (fd00:ec2::254)
+	netip.MustParsePrefix("fe80::/10"),      // link-local
+	netip.MustParsePrefix("fec0::/10"),      // site-local (deprecated, still routed by some hosts)
+	netip.MustParsePrefix("ff00::/8"),       // multicast
+}
+
 // privateRanges are the networks a connected or routed network of the
 // host is blocked in: what is there is the host's own infrastructure.
 var privateRanges = []netip.Prefix{
@@ -34,14 +53,14 @@ var privateRanges = []netip.Prefix{
 	netip.MustParsePrefix("192.168.0.0/16"), netip.MustParsePrefix("100.64.0.0/10"),
 }
 
-// hostAddr is one IPv4 address of the host, as netlink lists it.
+// hostAddr is one address of the host, as netlink lists it.
 type hostAddr struct {
 	Prefix    netip.Prefix // the address with its prefix length
 	Peer      netip.Prefix // the far end of a point-to-point link, if any
 	Broadcast netip.Addr   // if set
 }
 
-// hostRoute is one IPv4 route of the host, of any table.
+// hostRoute is one route of the host, of any table.
 type hostRoute struct {
 	Dst  netip.Prefix // 0.0.0.0/0 for a default route
 	Type int          // unix.RTN_*
@@ -52,11 +71,20 @@ type hostRoute struct {
 // address of the host and every broadcast address of its connected
 // networks, the host's local and broadcast routes, and each connected or
 // routed network that lies in a private range (a route to a private
-// network; never a default route). Sorted, without duplicates.
-func blockedSet(subnet netip.Prefix, extra []netip.Prefix, addrs []hostAddr, routes []hostRoute) []netip.Prefix {
-	out := slices.Concat(fixedBlocked, []netip.Prefix{subnet}, extra)
+// network; never a default route). With IPv6: fixedBlocked6, subnet6,
+// every IPv6 address of the host and the host's local, anycast and
+// multicast routes (its private networks are all in fc00::/7 and
+// fe80::/10 already). Sorted, without duplicates.
+func blockedSet(subnet netip.Prefix, extra []netip.Prefix, addrs []hostAddr, routes []hostRoute, subnet6 ...netip.Prefix) []netip.Prefix {
+	out := slices.Concat(fixedBlocked, []netip.Prefix{subnet}, extra, fixedBlocked6)
+	for _, s6 := range subnet6 {
+		if s6.IsValid() {
+			out = append(out, s6)
+		}
+	}
 	for _, a := range addrs {
-		if !a.Prefix.Addr().Is4() {
+		if a.Prefix.Addr().Is6() {
+			out = append(out, netip.PrefixFrom(a.Prefix.Addr(), 128))
 			continue
 		}
 		out = append(out, netip.PrefixFrom(a.Prefix.Addr(), 32))
@@ -73,7 +101,11 @@ func blockedSet(subnet netip.Prefix, extra []netip.Prefix, addrs []hostAddr, rou
 		}
 	}
 	for _, r := range routes {
-		if !r.Dst.Addr().Is4() {
+		if r.Dst.Addr().Is6() {
+			switch r.Type {
+			case unix.RTN_LOCAL, unix.RTN_ANYCAST, unix.RTN_MULTICAST:
+				out = append(out, r.Dst.Masked())
+			}
 			continue
 		}
 		switch r.Type {
@@ -86,6 +118,9 @@ func blockedSet(subnet netip.Prefix, extra []netip.Prefix, addrs []hostAddr, rou
 		}
 	}
 	slices.SortFunc(out, func(a, b netip.Prefix) int {
+		if a.Addr().Is6() != b.Addr().Is6() {
+			return a.Addr().BitLen() - b.Addr().BitLen()
+		}
 		if c := a.Addr().Compare(b.Addr()); c != 0 {
 			return c
 		}
@@ -111,14 +146,18 @@ func lastAddr(p netip.Prefix) netip.Addr {
 }
 
 // unicast reports whether a can be one host's address: not unspecified,
-// "this network", multicast, reserved or the limited broadcast.
+// "this network", multicast, reserved or the limited broadcast; an IPv6
+// one neither unspecified, multicast, loopback nor IPv4-mapped.
 func unicast(a netip.Addr) bool {
+	if a.Is6() && !a.Is4In6() {
+		return !a.IsUnspecified() && !a.IsMulticast() && !a.IsLoopback()
+	}
 	a = a.Unmap()
 	return a.Is4() && !a.IsUnspecified() && !a.IsMulticast() &&
 		!netip.MustParsePrefix("0.0.0.0/8").Contains(a) && !netip.MustParsePrefix("240.0.0.0/4").Contains(a)
 }
 
-// ParseBlock reads one --block value: an IPv4 CIDR or address.
+// ParseBlock reads one --block value: a CIDR or an address (IPv4 or IPv6).
 func ParseBlock(s string) (netip.Prefix, error) {
 	p, err := netip.ParsePrefix(s)
 	if err != nil {
@@ -126,10 +165,13 @@ func ParseBlock(s string) (netip.Prefix, error) {
 		if aerr != nil {
 			return netip.Prefix{}, fmt.Errorf("%q is neither a CIDR nor an address", s)
 		}
+		if a.Zone() != "" {
+			return netip.Prefix{}, fmt.Errorf("%q: an address with a zone: write it with no zone", s)
+		}
 		p = netip.PrefixFrom(a, a.BitLen())
 	}
-	if !p.Addr().Is4() {
-		return netip.Prefix{}, fmt.Errorf("%q: an IPv6 network (sandboxes never reach IPv6: boxd drops all of it)", s)
+	if p.Addr().Is4In6() || p.Addr().Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("%q: write an IPv4 network as IPv4, and no zone", s)
 	}
 	if p.Masked() != p {
 		return netip.Prefix{}, fmt.Errorf("%q has host bits set (did you mean %s?)", s, p.Masked())
@@ -137,14 +179,18 @@ func ParseBlock(s string) (netip.Prefix, error) {
 	return p, nil
 }
 
-// readHost lists the host's IPv4 addresses and routes (every table). A
-// dump that changed while it was read is read again.
-func readHost() ([]hostAddr, []hostRoute, error) {
+// readHost lists the host's addresses and routes (every table; IPv4, and
+// IPv6 too with v6). A dump that changed while it was read is read again.
+func readHost(v6 bool) ([]hostAddr, []hostRoute, error) {
 	var err error
+	fam := netlink.FAMILY_V4
+	if v6 {
+		fam = netlink.FAMILY_ALL
+	}
 	for range 5 {
 		var as []hostAddr
 		var rs []hostRoute
-		if as, rs, err = readHostOnce(); err == nil {
+		if as, rs, err = readHostOnce(fam); err == nil {
 			return as, rs, nil
 		}
 		if !errors.Is(err, netlink.ErrDumpInterrupted) {
@@ -154,8 +200,8 @@ func readHost() ([]hostAddr, []hostRoute, error) {
 	return nil, nil, fmt.Errorf("network: host addresses and routes: %w", err)
 }
 
-func readHostOnce() ([]hostAddr, []hostRoute, error) {
-	nas, err := netlink.AddrList(nil, netlink.FAMILY_V4)
+func readHostOnce(fam int) ([]hostAddr, []hostRoute, error) {
+	nas, err := netlink.AddrList(nil, fam)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -169,14 +215,16 @@ func readHostOnce() ([]hostAddr, []hostRoute, error) {
 			as = append(as, a)
 		}
 	}
-	nrs, err := netlink.RouteListFiltered(netlink.FAMILY_V4, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+	nrs, err := netlink.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
 	if err != nil {
 		return nil, nil, err
 	}
 	var rs []hostRoute
 	for _, nr := range nrs {
 		dst := ipNetPrefix(nr.Dst)
-		if !dst.IsValid() {
+		if !dst.IsValid() && nr.Family == netlink.FAMILY_V6 {
+			dst = netip.MustParsePrefix("::/0")
+		} else if !dst.IsValid() {
 			dst = netip.MustParsePrefix("0.0.0.0/0")
 		}
 		rs = append(rs, hostRoute{Dst: dst, Type: nr.Type})
@@ -184,26 +232,29 @@ func readHostOnce() ([]hostAddr, []hostRoute, error) {
 	return as, rs, nil
 }
 
-// ipNetPrefix is n as an IPv4 prefix, or the zero Prefix.
+// ipNetPrefix is n as an IPv4 or IPv6 prefix, or the zero Prefix.
 func ipNetPrefix(n *net.IPNet) netip.Prefix {
-	if n == nil || n.IP.To4() == nil {
+	if n == nil {
 		return netip.Prefix{}
 	}
-	a, _ := netip.AddrFromSlice(n.IP.To4())
 	ones, bits := n.Mask.Size()
-	if bits != 32 {
-		return netip.Prefix{}
+	if ip4 := n.IP.To4(); ip4 != nil && bits == 32 {
+		a, _ := netip.AddrFromSlice(ip4)
+		return netip.PrefixFrom(a, ones)
 	}
-	return netip.PrefixFrom(a, ones)
+	if a, ok := netip.AddrFromSlice(n.IP); ok && len(n.IP) == 16 && bits == 128 {
+		return netip.PrefixFrom(a, ones)
+	}
+	return netip.Prefix{}
 }
 
 // blocked is the always-blocked set of the host as it is now.
 func (m *Manager) blocked() ([]netip.Prefix, error) {
-	as, rs, err := readHost()
+	as, rs, err := readHost(m.cfg.Subnet6.IsValid())
 	if err != nil {
 		return nil, err
 	}
-	return blockedSet(m.cfg.Subnet, m.cfg.Block, as, rs), nil
+	return blockedSet(m.cfg.Subnet, m.cfg.Block, as, rs, m.cfg.Subnet6), nil
 }
 
 // isBlocked reports whether a is in the always-blocked set last written.
@@ -231,29 +282,41 @@ func (m *Manager) refreshBlocked() error {
 	return nil
 }
 
-// screenAnswer removes from up's answer section the A records a sandbox
-// with allowlist allow must not be handed: non-unicast addresses, and
-// addresses in the always-blocked set unless one of its CIDR entries
-// names them. It returns the addresses to admit (never a blocked one:
-// a CIDR entry lets those through on its own terms) and the shortest TTL
-// among them.
-func (m *Manager) screenAnswer(allow []Dest, up *dns.Msg) ([]netip.Addr, time.Duration) {
+// screenAnswer removes from up's answer section the A (and AAAA) records
+// a sandbox with allowlist allow must not be handed: non-unicast
+// addresses, and addresses in the always-blocked set unless one of its
+// CIDR entries names them; without v6 every AAAA record. It returns the
+// addresses to admit (never a blocked one: a CIDR entry lets those
+// through on its own terms) and the shortest TTL among them.
+func (m *Manager) screenAnswer(allow []Dest, up *dns.Msg, v6 bool) ([]netip.Addr, time.Duration) {
 	var addrs []netip.Addr
 	ttl := maxAdmit
 	up.Answer = slices.DeleteFunc(up.Answer, func(rr dns.RR) bool {
-		a, ok := rr.(*dns.A)
-		if !ok {
+		var ip netip.Addr
+		switch r := rr.(type) {
+		case *dns.A:
+			a, ok := netip.AddrFromSlice(r.A.To4())
+			if !ok || r.A.To4() == nil {
+				return true
+			}
+			ip = a
+		case *dns.AAAA:
+			a, ok := netip.AddrFromSlice(r.AAAA)
+			if !ok || !v6 || len(r.AAAA) != 16 || a.Is4In6() {
+				return true
+			}
+			ip = a
+		default:
 			return false
 		}
-		ip, ok := netip.AddrFromSlice(a.A.To4())
-		if !ok || a.A.To4() == nil || !unicast(ip) {
+		if !unicast(ip) {
 			return true
 		}
 		if m.isBlocked(ip) {
 			return !slices.ContainsFunc(allow, func(d Dest) bool { return d.IsCIDR() && d.Prefix.Contains(ip) })
 		}
 		addrs = append(addrs, ip)
-		ttl = min(ttl, time.Duration(a.Hdr.Ttl)*time.Second)
+		ttl = min(ttl, time.Duration(rr.Header().Ttl)*time.Second)
 		return false
 	})
 	return addrs, ttl

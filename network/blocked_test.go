@@ -80,7 +80,7 @@ func TestBlockedSet(t *testing.T) {
 		t.Errorf("set differs for the same host:\n%v\n%v", set, again)
 	}
 	// And it fits an interval set.
-	if len(intervalElements(set)) == 0 {
+	if len(intervalElements(set, false)) == 0 {
 		t.Errorf("no interval elements")
 	}
 }
@@ -108,13 +108,14 @@ func TestUnicast(t *testing.T) {
 }
 
 func TestParseBlock(t *testing.T) {
-	for in, want := range map[string]string{"10.0.0.0/8": "10.0.0.0/8", "192.0.2.7": "192.0.2.7/32"} {
+	for in, want := range map[string]string{"10.0.0.0/8": "10.0.0.0/8", "192.0.2.7": "192.0.2.7/32",
+		"fd00:ec2::254": "fd00:ec2::254/128", "2001:db8::/32": "2001:db8::/32"} {
 		if got, err := ParseBlock(in); err != nil || got.String() != want {
 			t.Errorf("ParseBlock(%q) = %v, %v; want %s", in, got, err, want)
 		}
 	}
 	for in, msg := range map[string]string{
-		"10.1.0.0/8": "host bits", "fd00:ec2::254": "IPv6", "fd00::/8": "IPv6", "example.org": "neither", "": "neither",
+		"10.1.0.0/8": "host bits", "fd00::/7": "host bits", "::ffff:10.0.0.1": "as IPv4", "fe80::1%eth0": "no zone", "example.org": "neither", "": "neither",
 	} {
 		if _, err := ParseBlock(in); err == nil || !strings.Contains(err.Error(), msg) {
 			t.Errorf("ParseBlock(%q) error = %v, want one saying %q", in, err, msg)
@@ -147,13 +148,13 @@ func TestScreenAnswer(t *testing.T) {
 
 	// Before any set is written nothing is admitted.
 	up := answer()
-	if addrs, _ := m.screenAnswer(nil, up); len(addrs) != 0 {
+	if addrs, _ := m.screenAnswer(nil, up, false); len(addrs) != 0 {
 		t.Errorf("admitted %v with no set yet", addrs)
 	}
 
 	m.blockedNow.Store(&set)
 	up = answer()
-	addrs, ttl := m.screenAnswer(nil, up)
+	addrs, ttl := m.screenAnswer(nil, up, false)
 	if got := strings.Join(kept(up), ","); got != "198.18.0.2,198.18.1.2" {
 		t.Errorf("answer keeps %s", got)
 	}
@@ -169,16 +170,42 @@ func TestScreenAnswer(t *testing.T) {
 	// non-unicast one.
 	allow := []Dest{{Prefix: pfx("10.77.0.0/24")}, {Prefix: pfx("224.0.0.0/4")}, {Name: "x.test"}}
 	up = answer()
-	addrs, _ = m.screenAnswer(allow, up)
+	addrs, _ = m.screenAnswer(allow, up, false)
 	if got := strings.Join(kept(up), ","); got != "198.18.0.2,10.77.0.9,198.18.1.2" {
 		t.Errorf("answer with CIDR entries keeps %s", got)
 	}
 	if slices.Contains(addrs, netip.MustParseAddr("10.77.0.9")) {
 		t.Errorf("admitted 10.77.0.9, a blocked address named by a CIDR entry")
 	}
+
+	// AAAA records: only for a sandbox with IPv6, and never a ULA,
+	// link-local, mapped, NAT64, multicast or the bridge's own.
+	set6 := blockedSet(pfx("10.213.0.0/24"), nil, nil, nil, pfx("fd62::/64"))
+	m.blockedNow.Store(&set6)
+	aaaa := func(ip string) dns.RR {
+		return &dns.AAAA{Hdr: dns.RR_Header{Name: "x.test.", Rrtype: dns.TypeAAAA, Class: dns.ClassINET, Ttl: 90}, AAAA: net.ParseIP(ip)}
+	}
+	answer6 := func() *dns.Msg {
+		return &dns.Msg{Answer: []dns.RR{aaaa("2001:2::2"), aaaa("fd00:ec2::254"), aaaa("fe80::1"), aaaa("::ffff:169.254.169.254"),
+			aaaa("64:ff9b::a9fe:a9fe"), aaaa("ff02::1"), aaaa("fd62::1"), aaaa("::1"), a("198.18.0.2", 300)}}
+	}
+	up = answer6()
+	addrs, ttl = m.screenAnswer(nil, up, true)
+	if fmt.Sprint(addrs) != "[2001:2::2 198.18.0.2]" || len(up.Answer) != 2 || ttl.Seconds() != 90 {
+		t.Errorf("with IPv6: admitted %v for %v, answer %v", addrs, ttl, up.Answer)
+	}
+	up = answer6()
+	if addrs, _ = m.screenAnswer(nil, up, false); fmt.Sprint(addrs) != "[198.18.0.2]" || len(up.Answer) != 1 {
+		t.Errorf("without IPv6: admitted %v, answer %v", addrs, up.Answer)
+	}
 }
 
 func TestRouteMatters(t *testing.T) {
+	_, six, _ := net.ParseCIDR("2001:2::/64")
+	if !routeMatters(netlink.Route{Family: netlink.FAMILY_V6, Type: unix.RTN_LOCAL}, true) ||
+		routeMatters(netlink.Route{Family: netlink.FAMILY_V6, Dst: six, Type: unix.RTN_UNICAST}, true) {
+		t.Errorf("with IPv6: a local IPv6 route must matter, a unicast one not")
+	}
 	_, private, _ := net.ParseCIDR("10.77.3.0/24")
 	_, public, _ := net.ParseCIDR("198.18.5.0/24")
 	for _, c := range []struct {
@@ -191,7 +218,7 @@ func TestRouteMatters(t *testing.T) {
 		{netlink.Route{Family: netlink.FAMILY_V4, Dst: public, Type: unix.RTN_LOCAL}, true},
 		{netlink.Route{Family: netlink.FAMILY_V6, Type: unix.RTN_LOCAL}, false},
 	} {
-		if got := routeMatters(c.r); got != c.want {
+		if got := routeMatters(c.r, false); got != c.want {
 			t.Errorf("routeMatters(%v type %d) = %v, want %v", c.r.Dst, c.r.Type, got, c.want)
 		}
 	}

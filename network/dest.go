@@ -8,8 +8,9 @@
 // (through libcni, github.com/containernetworking/cni; lo is brought up in-process, see
 // newNetNS), nftables through netlink
 // (github.com/google/nftables), and a DNS resolver (github.com/miekg/dns)
-// that answers only allowed names. Only IPv4 is routed: a sandbox's IPv6 is
-// switched off and the firewall drops any IPv6 from the bridge.
+// that answers only allowed names. IPv6 is routed (NAT66) only with a
+// Config.Subnet6; without one a sandbox's IPv6 is switched off and the
+// firewall drops any IPv6 from the bridge.
 package network
 
 import (
@@ -46,6 +47,9 @@ func (d Dest) String() string {
 		s = d.Name
 	default:
 		s = d.Prefix.String()
+		if d.Port != 0 && d.Prefix.Addr().Is6() {
+			s = "[" + s + "]"
+		}
 	}
 	if d.Port != 0 {
 		s += ":" + strconv.Itoa(int(d.Port))
@@ -56,9 +60,14 @@ func (d Dest) String() string {
 // IsCIDR reports whether d names addresses (as opposed to names or "*").
 func (d Dest) IsCIDR() bool { return d.Prefix.IsValid() }
 
+// IsIPv6 reports whether d names IPv6 addresses.
+func (d Dest) IsIPv6() bool { return d.Prefix.IsValid() && d.Prefix.Addr().Is6() }
+
 // ParseDest reads an allowlist entry: "203.0.113.0/24", "203.0.113.7",
-// "203.0.113.0/24:443", "api.example.com", "api.example.com:443", "*.example.net",
-// "*" or "*:443". IPv6 CIDRs are refused: boxd routes only IPv4.
+// "203.0.113.0/24:443", "2001:db8::/32", "[2001:db8::/32]:443",
+// "[2001:db8::7]:443", "api.example.com", "api.example.com:443",
+// "*.example.net", "*" or "*:443". An IPv6 entry with a port is written
+// in brackets.
 func ParseDest(s string) (Dest, error) {
 	var d Dest
 	if s == "" {
@@ -67,21 +76,11 @@ func ParseDest(s string) (Dest, error) {
 	if len(s) > 260 {
 		return d, fmt.Errorf("%.40q...: longer than 260 bytes", s)
 	}
-	host := s
-	if i := strings.LastIndexByte(s, ':'); i >= 0 {
-		if strings.Count(s, ":") > 1 {
-			return d, fmt.Errorf("%q: IPv6 destinations are not supported (boxd routes IPv4 only)", s)
-		}
-		host = s[:i]
-		p, err := strconv.ParseUint(s[i+1:], 10, 32)
-		if err != nil {
-			return d, fmt.Errorf("%q: port %q is not a number", s, s[i+1:])
-		}
-		if p < 1 || p > 65535 {
-			return d, fmt.Errorf("%q: port %d is outside 1-65535", s, p)
-		}
-		d.Port = uint16(p)
+	host, port, err := splitPort(s)
+	if err != nil {
+		return d, err
 	}
+	d.Port = port
 	switch {
 	case host == "*":
 		d.Any = true
@@ -94,8 +93,8 @@ func ParseDest(s string) (Dest, error) {
 		if err != nil {
 			return d, fmt.Errorf("%q is not a CIDR: %v", host, err)
 		}
-		if !p.Addr().Is4() {
-			return d, fmt.Errorf("%q: IPv6 destinations are not supported (boxd routes IPv4 only)", host)
+		if p.Addr().Is4In6() || p.Addr().Zone() != "" {
+			return d, fmt.Errorf("%q: write an IPv4 network as IPv4, and no zone", host)
 		}
 		if p.Masked() != p {
 			return d, fmt.Errorf("%q has host bits set (did you mean %s?)", host, p.Masked())
@@ -104,14 +103,14 @@ func ParseDest(s string) (Dest, error) {
 		return d, nil
 	}
 	if a, err := netip.ParseAddr(host); err == nil {
-		if !a.Is4() {
-			return d, fmt.Errorf("%q: IPv6 destinations are not supported (boxd routes IPv4 only)", host)
+		if a.Is4In6() || a.Zone() != "" {
+			return d, fmt.Errorf("%q: write an IPv4 address as IPv4, and no zone", host)
 		}
-		d.Prefix = netip.PrefixFrom(a, 32)
+		d.Prefix = netip.PrefixFrom(a, a.BitLen())
 		return d, nil
 	}
-	if looksNumeric(host) {
-		return d, fmt.Errorf("%q is not an IPv4 address", host)
+	if looksNumeric(host) || strings.Contains(host, ":") {
+		return d, fmt.Errorf("%q is not an IP address", host)
 	}
 	name := strings.ToLower(strings.TrimSuffix(host, "."))
 	wild := strings.HasPrefix(name, "*.")
@@ -123,6 +122,38 @@ func ParseDest(s string) (Dest, error) {
 	}
 	d.Name = name
 	return d, nil
+}
+
+// splitPort cuts an entry into its destination and port (0 if none):
+// "HOST:PORT", "[IPV6]:PORT", "[IPV6]", or an IPv6 address or CIDR alone.
+func splitPort(s string) (string, uint16, error) {
+	var host, ps string
+	switch {
+	case strings.HasPrefix(s, "["):
+		end := strings.IndexByte(s, ']')
+		if end < 0 || !strings.HasPrefix(s[end+1:], ":") {
+			return "", 0, fmt.Errorf("%q: an IPv6 entry with a port is [ADDRESS]:PORT or [CIDR]:PORT", s)
+		}
+		host, ps = s[1:end], s[end+2:]
+		if !strings.Contains(host, ":") {
+			return "", 0, fmt.Errorf("%q: brackets are for IPv6 addresses only", s)
+		}
+	case strings.Count(s, ":") > 1:
+		return s, 0, nil // IPv6 without a port
+	case strings.Contains(s, ":"):
+		i := strings.LastIndexByte(s, ':')
+		host, ps = s[:i], s[i+1:]
+	default:
+		return s, 0, nil
+	}
+	p, err := strconv.ParseUint(ps, 10, 32)
+	if err != nil {
+		return "", 0, fmt.Errorf("%q: port %q is not a number", s, ps)
+	}
+	if p < 1 || p > 65535 {
+		return "", 0, fmt.Errorf("%q: port %d is outside 1-65535", s, p)
+	}
+	return host, uint16(p), nil
 }
 
 // looksNumeric is true for things like "300.1.2.3" that are meant as

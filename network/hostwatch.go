@@ -58,6 +58,7 @@ func (m *Manager) watchOnce() error {
 		ErrorCallback: onErr, ReceiveBufferSize: 1 << 20}); err != nil {
 		return err
 	}
+	v6 := m.IPv6()
 	// What changed before the subscriptions took effect is read now.
 	var due <-chan time.Time = time.After(0)
 	retry := retryMin
@@ -67,14 +68,14 @@ func (m *Manager) watchOnce() error {
 			if !ok {
 				return errors.New("address subscription closed")
 			}
-			if due == nil && u.LinkAddress.IP.To4() != nil {
+			if due == nil && (u.LinkAddress.IP.To4() != nil || v6) {
 				due = time.After(settle)
 			}
 		case u, ok := <-routes:
 			if !ok {
 				return errors.New("route subscription closed")
 			}
-			if due == nil && routeMatters(u.Route) {
+			if due == nil && routeMatters(u.Route, v6) {
 				due = time.After(settle)
 			}
 		case <-due:
@@ -91,9 +92,13 @@ func (m *Manager) watchOnce() error {
 }
 
 // routeMatters says whether a change of r can change the always-blocked
-// set: an IPv4 route of the host's own addresses, or one to a private
-// network. The churn of public routes (a full routing table) is ignored.
-func routeMatters(r netlink.Route) bool {
+// set: a route of the host's own addresses (IPv6 ones with v6), or an
+// IPv4 one to a private network. The churn of public routes (a full
+// routing table) is ignored.
+func routeMatters(r netlink.Route, v6 bool) bool {
+	if r.Family == netlink.FAMILY_V6 && v6 {
+		return r.Type != unix.RTN_UNICAST
+	}
 	if r.Family != netlink.FAMILY_V4 {
 		return false
 	}

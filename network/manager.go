@@ -38,7 +38,11 @@ type Config struct {
 	PluginDirs []string
 	Bridge     string       // the bridge's name; also the CNI network's
 	Subnet     netip.Prefix // host-local hands out addresses from it; .1 is the gateway
-	Table      string       // name of boxd's nftables tables
+	// Subnet6, if valid, is the IPv6 network sandboxes also get addresses
+	// from (::1 of it is the gateway), NATed to the host's IPv6 (NAT66);
+	// without it egress is IPv4 only.
+	Subnet6 netip.Prefix
+	Table   string // name of boxd's nftables tables
 	// CNICacheDir is libcni's cache directory (its results/ holds each
 	// attachment's result); "" is libcni's default, /var/lib/cni, the
 	// default instance's.
@@ -47,7 +51,7 @@ type Config struct {
 	// (host:port); empty means the first nameserver of /etc/resolv.conf.
 	DNSUpstream string
 	// Block is what the admin adds to the always-blocked set (--block):
-	// IPv4 networks, host bits zero.
+	// IPv4 and IPv6 networks, host bits zero.
 	Block  []netip.Prefix
 	Logger *slog.Logger
 }
@@ -57,7 +61,8 @@ type Attachment struct {
 	NetNS   string     `json:"netns"`
 	Addr    netip.Addr `json:"addr"`
 	Gateway netip.Addr `json:"gateway"`
-	Veth    string     `json:"veth"` // the host end, a port of the bridge
+	Addr6   netip.Addr `json:"addr6,omitzero"` // with Config.Subnet6
+	Veth    string     `json:"veth"`           // the host end, a port of the bridge
 }
 
 // Manager sets sandboxes' networks up and tears them down. It is safe for
@@ -77,6 +82,9 @@ type Manager struct {
 	byID  map[string]*member
 
 	dns *resolver
+	// deny is the deny log: refused connections (from the kernel, see
+	// nflog.go) and refused DNS names, per sandbox.
+	deny *denyLog
 	// blockedNow is the always-blocked set last written, for the
 	// resolver; nil before the first (then every address counts as
 	// blocked).
@@ -87,6 +95,7 @@ type Manager struct {
 type member struct {
 	id    string
 	addr  netip.Addr
+	addr6 netip.Addr // invalid without IPv6
 	allow []Dest
 }
 
@@ -111,9 +120,12 @@ func New(cfg Config) (*Manager, error) {
 	if !cfg.Subnet.Addr().Is4() || cfg.Subnet.Bits() > 28 || cfg.Subnet.Masked() != cfg.Subnet {
 		return nil, fmt.Errorf("bridge-subnet %s: must be an IPv4 network (host bits zero) of /28 or larger", cfg.Subnet)
 	}
+	if s6 := cfg.Subnet6; s6.IsValid() && (!s6.Addr().Is6() || s6.Addr().Is4In6() || s6.Bits() < 48 || s6.Bits() > 120 || s6.Masked() != s6) {
+		return nil, fmt.Errorf("bridge-subnet6 %s: must be an IPv6 network (host bits zero) of /48 to /120", s6)
+	}
 	for _, p := range cfg.Block {
-		if !p.Addr().Is4() || p.Masked() != p {
-			return nil, fmt.Errorf("block %s: must be an IPv4 network with host bits zero", p)
+		if p.Masked() != p {
+			return nil, fmt.Errorf("block %s: must be a network with host bits zero", p)
 		}
 	}
 	if len(cfg.Bridge) > 15 || strings.ContainsAny(cfg.Bridge, "/ \x00") {
@@ -148,16 +160,24 @@ func New(cfg Config) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{cfg: cfg, log: cfg.Logger, cni: cni, legacyCNI: legacyCNI,
-		fw:    &firewall{table: cfg.Table, bridge: cfg.Bridge, subnet: cfg.Subnet, gw: gw},
-		bySrc: map[netip.Addr]*member{}, byID: map[string]*member{}}
+		fw: &firewall{table: cfg.Table, group: nflogGroup(cfg.Table), bridge: cfg.Bridge, subnet: cfg.Subnet, gw: gw,
+			subnet6: cfg.Subnet6},
+		bySrc: map[netip.Addr]*member{}, byID: map[string]*member{}, deny: newDenyLog()}
 	m.dns = &resolver{m: m, upstream: upstream, log: cfg.Logger}
 	return m, nil
 }
 
 // conflist is the CNI network: a bridge with the gateway on it and no
 // masquerade of its own (boxd's nftables does NAT), host-local addresses
-// kept under boxd's state dir.
+// kept under boxd's state dir; with Subnet6 an IPv6 range and route too.
+// The bridge plugin's DAD stays off (its default), so an address is
+// usable at once.
 func conflist(cfg Config) string {
+	ranges, routes := fmt.Sprintf(`[{"subnet": %q}]`, cfg.Subnet.String()), `{"dst": "0.0.0.0/0"}`
+	if cfg.Subnet6.IsValid() {
+		ranges += fmt.Sprintf(`, [{"subnet": %q}]`, cfg.Subnet6.String())
+		routes += `, {"dst": "::/0"}`
+	}
 	return fmt.Sprintf(`{
   "cniVersion": "1.0.0",
   "name": %q,
@@ -169,16 +189,42 @@ func conflist(cfg Config) string {
     "hairpinMode": false,
     "ipam": {
       "type": "host-local",
-      "ranges": [[{"subnet": %q}]],
-      "routes": [{"dst": "0.0.0.0/0"}],
+      "ranges": [%s],
+      "routes": [%s],
       "dataDir": %q
     }
   }]
-}`, cfg.Bridge, cfg.Bridge, cfg.Subnet.String(), filepath.Join(cfg.StateDir, "ipam"))
+}`, cfg.Bridge, cfg.Bridge, ranges, routes, filepath.Join(cfg.StateDir, "ipam"))
 }
 
 // Gateway is the bridge's address, where the resolver answers.
 func (m *Manager) Gateway() netip.Addr { return m.fw.gw }
+
+// IPv6 reports whether sandboxes get IPv6 egress (Config.Subnet6).
+func (m *Manager) IPv6() bool { return m.cfg.Subnet6.IsValid() }
+
+// CheckForwarding fails with failed_precondition if the kernel does not
+// forward IPv4 in boxd's network namespace, nor, with IPv6 egress,
+// IPv6. boxd never turns it on itself (and checks before the CNI bridge
+// plugin, which would).
+func (m *Manager) CheckForwarding() error {
+	if err := CheckForwarding(); err != nil {
+		return err
+	}
+	if !m.IPv6() {
+		return nil
+	}
+	const p = "/proc/sys/net/ipv6/conf/all/forwarding"
+	b, err := os.ReadFile(p)
+	if err != nil {
+		return fmt.Errorf("network egress: read net.ipv6.conf.all.forwarding: %w", err)
+	}
+	if strings.TrimSpace(string(b)) != "1" {
+		return fmt.Errorf("IPv6 egress (--bridge-subnet6) needs IPv6 forwarding, and net.ipv6.conf.all.forwarding is %s in boxd's network namespace (boxd does not change it; set it with sysctl): %w",
+			strings.TrimSpace(string(b)), errdefs.ErrFailedPrecondition)
+	}
+	return nil
+}
 
 func (m *Manager) netnsPath(id string) string { return filepath.Join(m.cfg.StateDir, "netns", id) }
 
@@ -237,7 +283,7 @@ func (m *Manager) Setup(ctx context.Context, id string, allow []Dest) (_ *Attach
 // path it returns, so a runtime spec can name it while Attach runs. The
 // caller tears down on a later failure.
 func (m *Manager) Prepare(id string) (string, error) {
-	if err := CheckForwarding(); err != nil {
+	if err := m.CheckForwarding(); err != nil {
 		return "", err
 	}
 	if err := m.CheckPlugins(); err != nil {
@@ -249,7 +295,7 @@ func (m *Manager) Prepare(id string) (string, error) {
 	}
 	tTables := time.Since(t0)
 	path := m.netnsPath(id)
-	if err := newNetNS(path); err != nil {
+	if err := newNetNS(path, m.IPv6()); err != nil {
 		return "", err
 	}
 	m.log.Debug("network prepare timing", "sandbox", id, "tables", tTables.Round(time.Microsecond), "total", time.Since(t0).Round(time.Microsecond))
@@ -273,10 +319,16 @@ func (m *Manager) Attach(ctx context.Context, id string, allow []Dest) (*Attachm
 				att.Addr = a
 				att.Gateway, _ = netip.AddrFromSlice(c.Gateway.To4())
 			}
+			if a, ok := netip.AddrFromSlice(c.Address.IP); ok && c.Address.IP.To4() == nil && m.cfg.Subnet6.Contains(a) {
+				att.Addr6 = a
+			}
 		}
 	}
 	if !att.Addr.IsValid() {
 		return nil, fmt.Errorf("network: cni gave sandbox %s no address in %s", id, m.cfg.Subnet)
+	}
+	if m.IPv6() && !att.Addr6.IsValid() {
+		return nil, fmt.Errorf("network: cni gave sandbox %s no address in %s", id, m.cfg.Subnet6)
 	}
 	for _, r := range res {
 		for _, ifc := range r.Interfaces {
@@ -303,16 +355,24 @@ func (m *Manager) Attach(ctx context.Context, id string, allow []Dest) (*Attachm
 func (m *Manager) attach(id string, att *Attachment, allow []Dest, fresh bool) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if !m.IPv6() {
+		// Made by a boxd with IPv6 egress: without it here, its IPv6
+		// stays in the sandbox (from_sandbox drops it).
+		att.Addr6 = netip.Addr{}
+	}
 	blocked, err := m.blocked()
 	if err != nil {
 		return err
 	}
-	if err := m.fw.install(id, att.Addr, att.Veth, allow, blocked, fresh); err != nil {
+	if err := m.fw.install(id, att.Addr, att.Addr6, att.Veth, allow, blocked, fresh); err != nil {
 		return err
 	}
 	m.blockedNow.Store(&blocked)
-	mb := &member{id: id, addr: att.Addr, allow: allow}
+	mb := &member{id: id, addr: att.Addr, addr6: att.Addr6, allow: allow}
 	m.bySrc[att.Addr] = mb
+	if att.Addr6.IsValid() {
+		m.bySrc[att.Addr6] = mb
+	}
 	m.byID[id] = mb
 	return nil
 }
@@ -335,10 +395,32 @@ func (m *Manager) prepare() error {
 		}
 		m.log.Info("network: resolver for egress sandboxes", "addr", m.fw.gw, "upstream", m.dns.upstream)
 		go m.watchHost()
+		m.startDenyLog()
 	}
 	m.ready = true
 	return nil
 }
+
+// startDenyLog binds the kernel's log of refusals and starts the
+// window's flushes. Without the log (the group is taken by another
+// program) boxd still refuses what it must, and logs refused names.
+func (m *Manager) startDenyLog() {
+	go m.deny.run()
+	r, err := openNFLog(m.fw.group)
+	if err != nil {
+		m.log.Warn("network: the deny log has no refused connections (refused DNS names only)", "group", m.fw.group, "err", err)
+		return
+	}
+	go m.watchDenials(r)
+}
+
+// OnDeny sets what is told of each sandbox's records at the end of each
+// deny-log window (and at teardown): events.
+func (m *Manager) OnDeny(f func(id string, recs []DenyRecord)) { m.deny.onFlush.Store(&f) }
+
+// DenyLog is sandbox id's deny log, oldest first: the records of past
+// windows (at most DenyRecordsPerSandbox), then the current window's.
+func (m *Manager) DenyLog(id string) []DenyRecord { return m.deny.records(id) }
 
 // member is the egress sandbox with source address a, or nil.
 func (m *Manager) member(a netip.Addr) *member {
@@ -359,6 +441,10 @@ func (m *Manager) admit(id string, addrs []netip.Addr, ports []uint16, ttl time.
 	defer m.mu.Unlock()
 	if m.byID[id] == nil {
 		return fmt.Errorf("sandbox %s is gone", id)
+	}
+	if !m.byID[id].addr6.IsValid() {
+		// A sandbox without IPv6 has no IPv6 sets.
+		addrs = slices.DeleteFunc(slices.Clone(addrs), func(a netip.Addr) bool { return a.Is6() })
 	}
 	if len(ports) == 0 {
 		return m.fw.admit(id, addrs, 0, ttl)
@@ -393,7 +479,7 @@ func (m *Manager) SetAllow(id string, allow []Dest) error {
 		return fmt.Errorf("sandbox %s has no egress network in this boxd: %w", id, errdefs.ErrFailedPrecondition)
 	}
 	forget := slices.ContainsFunc(mb.allow, func(d Dest) bool { return !slices.Contains(allow, d) })
-	if err := m.fw.replaceAllow(id, allow, forget); err != nil {
+	if err := m.fw.replaceAllow(id, allow, forget, mb.addr6.IsValid()); err != nil {
 		return err
 	}
 	mb.allow = allow
@@ -408,10 +494,12 @@ func (m *Manager) Teardown(ctx context.Context, id string) error {
 	m.mu.Lock()
 	if mb := m.byID[id]; mb != nil {
 		delete(m.bySrc, mb.addr)
+		delete(m.bySrc, mb.addr6)
 		delete(m.byID, id)
 	}
 	errs = append(errs, m.fw.remove(id))
 	m.mu.Unlock()
+	m.deny.forget(id)
 
 	path := m.netnsPath(id)
 	_, err := os.Stat(path)

@@ -17,7 +17,7 @@ import (
 // CNI loopback plugin: that plugin is a process of its own per create and
 // per delete, and on a busy host its start cost more than the whole rest
 // of the namespace's set-up.
-func newNetNS(path string) (retErr error) {
+func newNetNS(path string, ipv6 bool) (retErr error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_RDONLY, 0o444)
 	if err != nil {
 		return fmt.Errorf("netns %s: %w", path, err)
@@ -37,11 +37,9 @@ func newNetNS(path string) (retErr error) {
 			errc <- fmt.Errorf("unshare: %w", err)
 			return
 		}
-		for _, p := range []string{"/proc/sys/net/ipv6/conf/all/disable_ipv6", "/proc/sys/net/ipv6/conf/default/disable_ipv6"} {
-			if err := os.WriteFile(p, []byte("1"), 0); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				errc <- fmt.Errorf("switch IPv6 off: %w", err)
-				return
-			}
+		if err := ipv6Sysctls(ipv6); err != nil {
+			errc <- err
+			return
 		}
 		if err := loopbackUp(); err != nil {
 			errc <- fmt.Errorf("bring lo up: %w", err)
@@ -56,6 +54,25 @@ func newNetNS(path string) (retErr error) {
 	}()
 	if err := <-errc; err != nil {
 		return fmt.Errorf("netns %s: %w", path, err)
+	}
+	return nil
+}
+
+// ipv6Sysctls switches IPv6 off in the calling thread's network
+// namespace, or (on) keeps it from taking router advertisements and
+// redirects. A kernel without IPv6 has none of the files.
+func ipv6Sysctls(on bool) error {
+	vals := map[string]string{"disable_ipv6": "1"}
+	if on {
+		vals = map[string]string{"accept_ra": "0", "accept_redirects": "0", "autoconf": "0"}
+	}
+	for k, v := range vals {
+		for _, dev := range []string{"all", "default"} {
+			p := "/proc/sys/net/ipv6/conf/" + dev + "/" + k
+			if err := os.WriteFile(p, []byte(v), 0); err != nil && !(errors.Is(err, fs.ErrNotExist) && !on) {
+				return fmt.Errorf("set %s to %s: %w", p, v, err)
+			}
+		}
 	}
 	return nil
 }

@@ -109,10 +109,12 @@ func (r *resolver) answer(w dns.ResponseWriter, q *dns.Msg) *dns.Msg {
 	ports, allowed := allowedPorts(mb.allow, qn)
 	if !allowed {
 		r.log.Debug("dns: name not allowed", "sandbox", mb.id, "name", qn)
+		r.m.deny.add(mb.id, DenyRecord{Dest: SanitizeName(qn), Port: 53, Proto: "dns", Reason: ReasonNameNotAllowed})
 		return resp.SetRcode(q, dns.RcodeNameError)
 	}
-	if q.Question[0].Qtype == dns.TypeAAAA {
-		// boxd routes IPv4 only: no IPv6 answers, so clients use IPv4.
+	v6 := mb.addr6.IsValid()
+	if q.Question[0].Qtype == dns.TypeAAAA && !v6 {
+		// No IPv6 for this sandbox: no IPv6 answers, so clients use IPv4.
 		return resp.SetReply(q)
 	}
 	up, err := r.forward(q, w.RemoteAddr().Network())
@@ -121,7 +123,7 @@ func (r *resolver) answer(w dns.ResponseWriter, q *dns.Msg) *dns.Msg {
 		return resp.SetRcode(q, dns.RcodeServerFailure)
 	}
 	// Records of non-unicast and always-blocked addresses leave the answer.
-	addrs, ttl := r.m.screenAnswer(mb.allow, up)
+	addrs, ttl := r.m.screenAnswer(mb.allow, up, v6)
 	if len(addrs) > 0 {
 		ttl = max(ttl, minAdmit)
 		if err := r.m.admit(mb.id, addrs, ports, ttl); err != nil {

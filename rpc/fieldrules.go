@@ -52,6 +52,7 @@ var requestRules = map[protoreflect.Name]msgRules{
 	"GetSandboxRequest":     {anyone: "id"},
 	"DeleteSandboxRequest":  {anyone: "id timeout force background"},
 	"UpdateNetworkRequest":  {anyone: "sandbox_id allow deny"},
+	"NetworkLogRequest":     {anyone: "sandbox_id"},
 	"ExecRequest":           {anyone: "sandbox_id args env workdir timeout stdin output_limit user combined_output resume"},
 	"CopyInRequest":         {anyone: "sandbox_id path data"},
 	"CopyOutRequest":        {anyone: "sandbox_id path"},

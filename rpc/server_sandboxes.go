@@ -125,7 +125,7 @@ func netToProto(n *runtime.NetworkInfo) *boxdv1.NetworkStatus {
 	if n == nil {
 		return &boxdv1.NetworkStatus{Mode: "none"}
 	}
-	return &boxdv1.NetworkStatus{Mode: n.Mode, Allow: n.Allow, Address: n.Addr, Gateway: n.Gateway, Dns: n.DNS}
+	return &boxdv1.NetworkStatus{Mode: n.Mode, Allow: n.Allow, Address: n.Addr, Gateway: n.Gateway, Dns: n.DNS, Address6: n.Addr6}
 }
 
 func (s *Server) UpdateNetwork(ctx context.Context, req *connect.Request[boxdv1.UpdateNetworkRequest]) (*connect.Response[boxdv1.UpdateNetworkResponse], error) {
@@ -134,6 +134,20 @@ func (s *Server) UpdateNetwork(ctx context.Context, req *connect.Request[boxdv1.
 		return nil, ToConnect(err)
 	}
 	return connect.NewResponse(&boxdv1.UpdateNetworkResponse{Network: netToProto(n)}), nil
+}
+
+func (s *Server) NetworkLog(ctx context.Context, req *connect.Request[boxdv1.NetworkLogRequest]) (*connect.Response[boxdv1.NetworkLogResponse], error) {
+	recs, err := s.Manager.NetworkLog(ctx, req.Msg.SandboxId)
+	if err != nil {
+		return nil, ToConnect(err)
+	}
+	out := &boxdv1.NetworkLogResponse{}
+	for _, r := range recs {
+		out.Denials = append(out.Denials, &boxdv1.EgressDenial{
+			First: r.First.UTC().Format(time.RFC3339Nano), Last: r.Last.UTC().Format(time.RFC3339Nano),
+			Dest: r.Dest, Port: uint32(r.Port), Proto: r.Proto, Reason: r.Reason, Count: r.Count})
+	}
+	return connect.NewResponse(out), nil
 }
 
 func (s *Server) DeleteSandbox(ctx context.Context, req *connect.Request[boxdv1.DeleteSandboxRequest]) (*connect.Response[boxdv1.DeleteSandboxResponse], error) {

@@ -224,7 +224,7 @@ func (c *creation) newContainer(ctx context.Context, img client.Image, spec *spe
 		client.WithSnapshotter(m.cfg.Images.Snapshotter()),
 		newSnapshot,
 		client.WithSpec(spec),
-		m.containerRuntime(c.r.runtime),
+		m.containerRuntime(c.r.runtime, c.r.network),
 		client.WithContainerLabels(labels),
 	)
 	if err != nil {

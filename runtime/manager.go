@@ -223,11 +223,13 @@ func NewManager(cfg Config) (*Manager, error) {
 	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "sandboxes"), 0o700); err != nil {
 		return nil, fmt.Errorf("runtime: state dir: %w", err)
 	}
-	return &Manager{cfg: cfg, log: cfg.Logger, pool: pool{wake: make(chan struct{}, 1)}, inv: newInventory(cfg.MaxSandboxes),
+	m := &Manager{cfg: cfg, log: cfg.Logger, pool: pool{wake: make(chan struct{}, 1)}, inv: newInventory(cfg.MaxSandboxes),
 		ids:   newIDRanges(cfg.IDBase, cfg.IDMapSize, cfg.IDRanges),
 		shims: newShimGroups(cfg.ShimGroupSize),
 		ports: &ports.Publisher{Log: cfg.Logger},
-		vols:  newVolumes(cfg.StateDir)}, nil
+		vols:  newVolumes(cfg.StateDir)}
+	m.watchDenials()
+	return m, nil
 }
 
 func (m *Manager) sandboxDir(id string) string { return filepath.Join(m.cfg.StateDir, "sandboxes", id) }

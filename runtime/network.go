@@ -34,6 +34,7 @@ type NetworkInfo struct {
 	Addr    string
 	Gateway string
 	DNS     string
+	Addr6   string // "" without IPv6
 }
 
 // netState is the LabelNetwork label.
@@ -68,7 +69,24 @@ func (m *Manager) resolveNetwork(req CreateRequest, r *resolved) error {
 		}
 		return &FieldError{Field: "network.allow", Msg: err.Error()}
 	}
+	if err := m.checkIPv6("network.allow", allow); err != nil {
+		return err
+	}
 	r.allow = allow
+	return nil
+}
+
+// checkIPv6 refuses IPv6 entries when boxd has no IPv6 egress
+// (--bridge-subnet6): they could never be reached.
+func (m *Manager) checkIPv6(field string, allow []network.Dest) error {
+	if m.cfg.Network != nil && m.cfg.Network.IPv6() {
+		return nil
+	}
+	for i, d := range allow {
+		if d.IsIPv6() {
+			return fieldErr(fmt.Sprintf("%s[%d]", field, i), "%s: an IPv6 destination, and this boxd's egress is IPv4 only (boxd --bridge-subnet6 turns IPv6 on)", d)
+		}
+	}
 	return nil
 }
 
@@ -87,7 +105,7 @@ func (m *Manager) startNetwork(ctx context.Context, id string, r resolved) (st *
 		return nil, nil, nil, fmt.Errorf("network egress is not available in this boxd (%s): %w", m.cfg.NetworkErr, errdefs.ErrFailedPrecondition)
 	}
 	// What the host lacks fails the create here, before anything is made.
-	if err := network.CheckForwarding(); err != nil {
+	if err := m.cfg.Network.CheckForwarding(); err != nil {
 		return nil, nil, nil, err
 	}
 	if err := m.cfg.Network.CheckPlugins(); err != nil {
@@ -220,7 +238,11 @@ func (st *netState) info(gw string) *NetworkInfo {
 	if st == nil {
 		return &NetworkInfo{Mode: network.ModeNone}
 	}
-	return &NetworkInfo{Mode: st.Mode, Allow: slices.Clone(st.Allow), Addr: st.Addr.String(), Gateway: st.Gateway.String(), DNS: gw}
+	info := &NetworkInfo{Mode: st.Mode, Allow: slices.Clone(st.Allow), Addr: st.Addr.String(), Gateway: st.Gateway.String(), DNS: gw}
+	if st.Addr6.IsValid() {
+		info.Addr6 = st.Addr6.String()
+	}
+	return info
 }
 
 // teardownNetwork releases sandbox id's network, if it has one.
@@ -238,6 +260,9 @@ func (m *Manager) ChangeNetwork(ctx context.Context, idOrName string, allow, den
 	add, err := network.ParseAllow("allow", allow)
 	if err != nil {
 		return nil, &FieldError{Field: "allow", Msg: err.Error()}
+	}
+	if err := m.checkIPv6("allow", add); err != nil {
+		return nil, err
 	}
 	del, err := network.ParseAllow("deny", deny)
 	if err != nil {

@@ -329,10 +329,10 @@ func (m *Manager) resolve(req CreateRequest) (resolved, error) {
 	if r.runtime, err = m.pickRuntime(req.Runtime); err != nil {
 		return r, err
 	}
-	if r.runtime == RuntimeGvisor && r.network == network.ModeEgress {
-		// runsc runs with --network none: the Sentry has no host network
-		// to reach boxd's egress bridge through.
-		return r, fmt.Errorf("network: egress is not offered under gvisor (runsc runs with --network none; use --runtime runc for egress): %w", errdefs.ErrFailedPrecondition)
+	if r.runtime == RuntimeGvisor && r.network == network.ModeEgress && m.cfg.Gvisor.EgressConfigPath == "" {
+		// Without its options file runsc runs with --network none: the
+		// Sentry has no host network to reach boxd's egress bridge through.
+		return r, fmt.Errorf("network: egress is not offered under gvisor here (runsc runs with --network none; use --runtime runc for egress): %w", errdefs.ErrFailedPrecondition)
 	}
 	return r, nil
 }

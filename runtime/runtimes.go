@@ -23,6 +23,7 @@ import (
 	"github.com/boxd-dev/boxd/agent/handoff"
 	"github.com/boxd-dev/boxd/agent/host"
 	"github.com/boxd-dev/boxd/internal/gvisor"
+	"github.com/boxd-dev/boxd/network"
 )
 
 // The OCI runtimes a sandbox can run on (CreateRequest.Runtime).
@@ -36,6 +37,9 @@ type Gvisor struct {
 	Info gvisor.Info
 	// ConfigPath is the shim's options file (gvisor.WriteConfig).
 	ConfigPath string
+	// EgressConfigPath is egress sandboxes' (gvisor.WriteEgressConfig);
+	// "" refuses egress under gVisor.
+	EgressConfigPath string
 }
 
 // ParseRuntime checks a runtime name given to field (a flag or a request
@@ -73,12 +77,16 @@ func (m *Manager) pickRuntime(name string) (string, error) {
 
 // containerRuntime is the containerd runtime (shim and its options) of a
 // new sandbox on runtime name.
-func (m *Manager) containerRuntime(name string) client.NewContainerOpts {
+func (m *Manager) containerRuntime(name, netMode string) client.NewContainerOpts {
 	if name == RuntimeGvisor {
 		// The shim's absolute path is the runtime: containerd starts it
 		// as it is, so neither its configuration nor its PATH must name
 		// gVisor.
-		return client.WithRuntime(m.cfg.Gvisor.Info.Shim, gvisor.Options(m.cfg.Gvisor.ConfigPath))
+		cfg := m.cfg.Gvisor.ConfigPath
+		if netMode == network.ModeEgress {
+			cfg = m.cfg.Gvisor.EgressConfigPath
+		}
+		return client.WithRuntime(m.cfg.Gvisor.Info.Shim, gvisor.Options(cfg))
 	}
 	return client.WithRuntime(m.cfg.Runtime, runtimeOptions(m.cfg.Runc))
 }

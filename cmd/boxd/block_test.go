@@ -12,7 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// --block (config key block) takes IPv4 CIDRs and addresses; anything
+// --block (config key block) takes IPv4 and IPv6 CIDRs and addresses; anything
 // else stops boxd with the flag, the value and, from the config, the
 // file, line and key named.
 func TestBlockFlag(t *testing.T) {
@@ -29,7 +29,7 @@ func TestBlockFlag(t *testing.T) {
 		}
 		return app.Run(append([]string{"boxd", "--config", path, "--state-dir", dir}, args...))
 	}
-	if err := check("block = [\"10.0.0.0/8\", \"192.0.2.7\"]\n", "--dns-upstream", "192.0.2.53"); err != nil {
+	if err := check("block = [\"10.0.0.0/8\", \"192.0.2.7\", \"2001:db8::/32\"]\n", "--dns-upstream", "192.0.2.53"); err != nil {
 		t.Errorf("good block list refused: %v", err)
 	}
 	for _, c := range []struct {
@@ -37,7 +37,8 @@ func TestBlockFlag(t *testing.T) {
 		args   []string
 		words  []string
 	}{
-		{"# x\nblock = [\"10.0.0.0/8\", \"fd00:ec2::254\"]\n", nil, []string{"config.toml:2: key block", "--block", "fd00:ec2::254", "IPv6"}},
+		{"# x\nblock = [\"10.0.0.0/8\", \"fd00:ec2::/16\"]\n", nil, []string{"config.toml:2: key block", "--block", "fd00:ec2::/16", "host bits"}},
+		{"", []string{"--block", "::ffff:10.0.0.1"}, []string{"--block", "as IPv4"}},
 		{"", []string{"--block", "10.1.0.0/8"}, []string{"--block", "host bits", "10.0.0.0/8"}},
 		{"", []string{"--block", "metadata.example"}, []string{"--block", "metadata.example"}},
 	} {

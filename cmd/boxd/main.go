@@ -81,7 +81,8 @@ func newApp() *cli.App {
 			&cli.StringFlag{Name: "bridge", Value: network.DefaultBridge, Usage: "bridge of --network egress sandboxes (made on first use)"},
 			&cli.StringFlag{Name: "bridge-subnet", Value: network.DefaultSubnet, Usage: "IPv4 network egress sandboxes get addresses from (the gateway is .1)"},
 			&cli.StringFlag{Name: "dns-upstream", Usage: "resolver (host[:port]) egress sandboxes' allowed names are forwarded to (default: the first nameserver in /etc/resolv.conf)"},
-			&cli.StringSliceFlag{Name: "block", Usage: "IPv4 CIDR or address added to the set egress sandboxes never reach, whatever their allowlist's names or '*' (repeatable)"},
+			&cli.StringFlag{Name: "bridge-subnet6", Usage: "IPv6 network egress sandboxes also get addresses from (NAT66 to the host's IPv6; the gateway is ::1 of it); empty: egress is IPv4 only"},
+			&cli.StringSliceFlag{Name: "block", Usage: "CIDR or address (IPv4 or IPv6) added to the set egress sandboxes never reach, whatever their allowlist's names or '*' (repeatable)"},
 			&cli.StringFlag{Name: "cni-plugin-dir", Value: strings.Join(network.DefaultPluginDirs, ":"), Usage: "where the CNI plugins bridge and host-local are (colon-separated)"},
 			&cli.StringSliceFlag{Name: "allow-publish-address", Usage: "host address other than loopback that sandbox ports may be published on (repeatable); such ports are reachable from other machines"},
 			&cli.StringSliceFlag{Name: "insecure-registry", Usage: "registry HOST:PORT reached over plain HTTP instead of HTTPS (repeatable); every other registry is HTTPS only"},
@@ -385,8 +386,12 @@ func checkGvisor(cc *cli.Context, log *slog.Logger) (_ *runtime.Gvisor, why, def
 	if err != nil {
 		return nil, "", "", err
 	}
+	egressCfg, err := gvisor.WriteEgressConfig(filepath.Join(state, "gvisor"), info, filepath.Join(state, "gvisor", "root"))
+	if err != nil {
+		return nil, "", "", err
+	}
 	log.Info("runtime", "name", gvisor.Name, "version", info.Version, "path", info.Runsc, "shim", info.Shim, "platform", gvisor.Platform, "default", def == runtime.RuntimeGvisor)
-	return &runtime.Gvisor{Info: info, ConfigPath: cfg}, "", def, nil
+	return &runtime.Gvisor{Info: info, ConfigPath: cfg, EgressConfigPath: egressCfg}, "", def, nil
 }
 
 func checkRuntime(cc *cli.Context, log *slog.Logger) (runtimeInfo, error) {
@@ -435,11 +440,18 @@ func newNetwork(cc *cli.Context, log *slog.Logger) (*network.Manager, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--bridge-subnet: %w", err)
 	}
+	var subnet6 netip.Prefix
+	if v := cc.String("bridge-subnet6"); v != "" {
+		if subnet6, err = netip.ParsePrefix(v); err != nil {
+			return nil, fmt.Errorf("--bridge-subnet6: %w", err)
+		}
+	}
 	block, err := blockFlag(cc)
 	if err != nil {
 		return nil, err
 	}
 	m, err := network.New(network.Config{
+		Subnet6:     subnet6,
 		StateDir:    filepath.Join(cc.String("state-dir"), "network"),
 		PluginDirs:  filepath.SplitList(cc.String("cni-plugin-dir")),
 		Bridge:      cc.String("bridge"),

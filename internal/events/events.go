@@ -38,10 +38,14 @@ const (
 	// PortUnpublished: boxd could not listen on a published port again
 	// after a restart and gave it up (attrs: host_addr, port, reason, error).
 	PortUnpublished = "port_unpublished"
+	// EgressDenied: an egress sandbox's refused connections or DNS names,
+	// aggregated over the deny log's window (attrs: dest, port, proto,
+	// reason, count, first, last).
+	EgressDenied = "egress_denied"
 )
 
 // Types lists every event type, for filter validation.
-var Types = []string{Created, Started, ExecStarted, ExecExited, OOM, Died, Paused, Resumed, Expired, Idle, Restarted, Deleted, PortUnpublished}
+var Types = []string{Created, Started, ExecStarted, ExecExited, OOM, Died, Paused, Resumed, Expired, Idle, Restarted, Deleted, PortUnpublished, EgressDenied}
 
 // Event is one thing that happened to one sandbox.
 type Event struct {

@@ -128,17 +128,37 @@ func Flags() map[string]string {
 // returns its path. root is runsc's state root, kept under boxd's state
 // (runsc's default is host-global /var/run/runsc).
 func WriteConfig(dir string, info Info, root string) (string, error) {
+	return writeConfig(dir, "runsc.toml", info, root, Flags())
+}
+
+// EgressFlags are Flags for a sandbox with boxd's egress network: runsc's
+// own network stack (netstack) on the interface of the namespace the
+// spec names (network "sandbox"), in place of none. Raw and packet
+// sockets stay off in the sandbox (runsc's --net-raw is not given), so
+// code in it sends what netstack builds, from the address boxd gave it.
+func EgressFlags() map[string]string {
+	f := Flags()
+	f["network"] = "sandbox"
+	return f
+}
+
+// WriteEgressConfig writes the options file of egress sandboxes
+// (EgressFlags) beside WriteConfig's and returns its path.
+func WriteEgressConfig(dir string, info Info, root string) (string, error) {
+	return writeConfig(dir, "runsc-egress.toml", info, root, EgressFlags())
+}
+
+func writeConfig(dir, name string, info Info, root string, flags map[string]string) (string, error) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Written by boxd at start: the options of gVisor's containerd shim.\n")
 	fmt.Fprintf(&b, "binary_name = %q\nroot = %q\n\n[runsc_config]\n", info.Runsc, root)
-	flags := Flags()
 	for _, k := range []string{"host-uds", "network", "oci-seccomp", "platform"} {
 		fmt.Fprintf(&b, "%q = %q\n", k, flags[k])
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("gvisor: config dir: %w", err)
 	}
-	path := filepath.Join(dir, "runsc.toml")
+	path := filepath.Join(dir, name)
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
 		return "", fmt.Errorf("gvisor: write %s: %w", tmp, err)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	toml "github.com/pelletier/go-toml/v2"
@@ -98,5 +99,26 @@ func TestWriteConfig(t *testing.T) {
 	opts := Options(path)
 	if opts.TypeUrl != OptionsType || opts.ConfigPath != path {
 		t.Errorf("Options = %+v", opts)
+	}
+}
+
+// Egress sandboxes' options file differs from the others' only in
+// runsc's network: its own stack in the sandbox's namespace.
+func TestWriteEgressConfig(t *testing.T) {
+	dir := t.TempDir()
+	info := Info{Runsc: "/x/runsc", Shim: "/x/containerd-shim-runsc-v1"}
+	plain, err := WriteConfig(dir, info, "/x/root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	egress, err := WriteEgressConfig(dir, info, "/x/root")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.ReadFile(plain)
+	b, _ := os.ReadFile(egress)
+	if plain == egress || !strings.Contains(string(a), `"network" = "none"`) ||
+		strings.Replace(string(a), `"network" = "none"`, `"network" = "sandbox"`, 1) != string(b) {
+		t.Errorf("options files:\n%s\n%s", a, b)
 	}
 }

@@ -15,6 +15,17 @@
 // sends N UDP queries to ADDR one after the other and prints how many got
 // each answer code, e.g. "NXDOMAIN 200 REFUSED 800 none 0".
 //
+//	connflood spray NET N
+//
+// sends one UDP datagram to each of N destinations, as fast as it can:
+// the addresses NET.2 to NET.201 (NET is three octets, "198.18.1"), each
+// on its own port from 1000 up; prints "sent N".
+//
+//	connflood ask ADDR NAME
+//
+// asks the DNS server at ADDR over UDP for NAME's A records once (NAME in
+// presentation form: \DDD is any byte) and prints the answer code.
+//
 //	connflood serve PORT...
 //
 // listens on 127.0.0.1:PORT for each PORT, accepts every connection and
@@ -48,14 +59,43 @@ func main() {
 		rate(os.Args[2], n)
 	case "serve":
 		serve(os.Args[2:])
+	case "ask":
+		ask1(os.Args[2], os.Args[3])
+	case "spray":
+		n, _ := strconv.Atoi(os.Args[3])
+		spray(os.Args[2], n)
 	default:
 		usage()
 	}
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: connflood dns ADDR N SECONDS | rate ADDR N | serve PORT...")
+	fmt.Fprintln(os.Stderr, "usage: connflood dns ADDR N SECONDS | rate ADDR N | ask ADDR NAME | spray NET N | serve PORT...")
 	os.Exit(2)
+}
+
+func ask1(addr, name string) {
+	q := new(dns.Msg)
+	q.SetQuestion(name, dns.TypeA)
+	r, err := dns.Exchange(q, addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Println(dns.RcodeToString[r.Rcode])
+}
+
+func spray(nw string, n int) {
+	c, err := net.ListenPacket("udp4", ":0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	for i := range n {
+		to, _ := net.ResolveUDPAddr("udp4", fmt.Sprintf("%s.%d:%d", nw, 2+i%200, 1000+i%60000))
+		_, _ = c.WriteTo([]byte("x"), to)
+	}
+	fmt.Println("sent", n)
 }
 
 func query() *dns.Msg {

@@ -1608,12 +1608,15 @@ func (x *NetworkRequest) GetAllow() []string {
 
 // NetworkStatus is a sandbox's network as boxd set it up.
 type NetworkStatus struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Mode          string                 `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`       // none or egress
-	Allow         []string               `protobuf:"bytes,2,rep,name=allow,proto3" json:"allow,omitempty"`     // canonical entries
-	Address       string                 `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"` // the sandbox's IPv4 address on boxd's bridge
-	Gateway       string                 `protobuf:"bytes,4,opt,name=gateway,proto3" json:"gateway,omitempty"`
-	Dns           string                 `protobuf:"bytes,5,opt,name=dns,proto3" json:"dns,omitempty"` // boxd's resolver for the sandbox
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Mode    string                 `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`       // none or egress
+	Allow   []string               `protobuf:"bytes,2,rep,name=allow,proto3" json:"allow,omitempty"`     // canonical entries
+	Address string                 `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"` // the sandbox's IPv4 address on boxd's bridge
+	Gateway string                 `protobuf:"bytes,4,opt,name=gateway,proto3" json:"gateway,omitempty"`
+	Dns     string                 `protobuf:"bytes,5,opt,name=dns,proto3" json:"dns,omitempty"` // boxd's resolver for the sandbox
+	// The sandbox's IPv6 address on boxd's bridge (boxd's
+	// --bridge-subnet6); empty without IPv6 egress.
+	Address6      string `protobuf:"bytes,6,opt,name=address6,proto3" json:"address6,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1679,6 +1682,13 @@ func (x *NetworkStatus) GetGateway() string {
 func (x *NetworkStatus) GetDns() string {
 	if x != nil {
 		return x.Dns
+	}
+	return ""
+}
+
+func (x *NetworkStatus) GetAddress6() string {
+	if x != nil {
+		return x.Address6
 	}
 	return ""
 }
@@ -4526,7 +4536,7 @@ var File_boxd_v1_boxd_proto protoreflect.FileDescriptor
 
 const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\n" +
-	"\x12boxd/v1/boxd.proto\x12\aboxd.v1\x1a\x15boxd/v1/volumes.proto\x1a\x13boxd/v1/usage.proto\"%\n" +
+	"\x12boxd/v1/boxd.proto\x12\aboxd.v1\x1a\x15boxd/v1/volumes.proto\x1a\x13boxd/v1/usage.proto\x1a\x15boxd/v1/network.proto\"%\n" +
 	"\x13PauseSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
 	"\x14PauseSandboxResponse\"'\n" +
@@ -4648,13 +4658,14 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"fsizeBytes\":\n" +
 	"\x0eNetworkRequest\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x14\n" +
-	"\x05allow\x18\x02 \x03(\tR\x05allow\"\x7f\n" +
+	"\x05allow\x18\x02 \x03(\tR\x05allow\"\x9b\x01\n" +
 	"\rNetworkStatus\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x14\n" +
 	"\x05allow\x18\x02 \x03(\tR\x05allow\x12\x18\n" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\x12\x18\n" +
 	"\agateway\x18\x04 \x01(\tR\agateway\x12\x10\n" +
-	"\x03dns\x18\x05 \x01(\tR\x03dns\"\xed\v\n" +
+	"\x03dns\x18\x05 \x01(\tR\x03dns\x12\x1a\n" +
+	"\baddress6\x18\x06 \x01(\tR\baddress6\"\xed\v\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -4904,7 +4915,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\vImageFormat\x12\x1c\n" +
 	"\x18IMAGE_FORMAT_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10IMAGE_FORMAT_TAR\x10\x01\x12\x17\n" +
-	"\x13IMAGE_FORMAT_ROOTFS\x10\x022\xa9\x0e\n" +
+	"\x13IMAGE_FORMAT_ROOTFS\x10\x022\xf0\x0e\n" +
 	"\x0eSandboxService\x12N\n" +
 	"\rCreateSandbox\x12\x1d.boxd.v1.CreateSandboxRequest\x1a\x1e.boxd.v1.CreateSandboxResponse\x12N\n" +
 	"\rListSandboxes\x12\x1d.boxd.v1.ListSandboxesRequest\x1a\x1e.boxd.v1.ListSandboxesResponse\x12E\n" +
@@ -4934,7 +4945,9 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x0eUnpauseSandbox\x12\x1e.boxd.v1.UnpauseSandboxRequest\x1a\x1f.boxd.v1.UnpauseSandboxResponse\x128\n" +
 	"\x05Stats\x12\x15.boxd.v1.StatsRequest\x1a\x16.boxd.v1.StatsResponse0\x01\x12G\n" +
 	"\n" +
-	"BuildImage\x12\x1a.boxd.v1.BuildImageRequest\x1a\x1b.boxd.v1.BuildImageResponse(\x01B1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
+	"BuildImage\x12\x1a.boxd.v1.BuildImageRequest\x1a\x1b.boxd.v1.BuildImageResponse(\x01\x12E\n" +
+	"\n" +
+	"NetworkLog\x12\x1a.boxd.v1.NetworkLogRequest\x1a\x1b.boxd.v1.NetworkLogResponseB1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
 
 var (
 	file_boxd_v1_boxd_proto_rawDescOnce sync.Once
@@ -5023,6 +5036,8 @@ var file_boxd_v1_boxd_proto_goTypes = []any{
 	nil,                            // 69: boxd.v1.BuildImageRequest.BuildArgsEntry
 	(*VolumeMount)(nil),            // 70: boxd.v1.VolumeMount
 	(*ResourceUsage)(nil),          // 71: boxd.v1.ResourceUsage
+	(*NetworkLogRequest)(nil),      // 72: boxd.v1.NetworkLogRequest
+	(*NetworkLogResponse)(nil),     // 73: boxd.v1.NetworkLogResponse
 }
 var file_boxd_v1_boxd_proto_depIdxs = []int32{
 	7,  // 0: boxd.v1.StatsResponse.sandboxes:type_name -> boxd.v1.SandboxStats
@@ -5093,33 +5108,35 @@ var file_boxd_v1_boxd_proto_depIdxs = []int32{
 	3,  // 65: boxd.v1.SandboxService.UnpauseSandbox:input_type -> boxd.v1.UnpauseSandboxRequest
 	5,  // 66: boxd.v1.SandboxService.Stats:input_type -> boxd.v1.StatsRequest
 	61, // 67: boxd.v1.SandboxService.BuildImage:input_type -> boxd.v1.BuildImageRequest
-	27, // 68: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
-	29, // 69: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
-	31, // 70: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
-	33, // 71: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
-	54, // 72: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
-	36, // 73: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
-	37, // 74: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
-	39, // 75: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
-	41, // 76: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
-	43, // 77: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
-	46, // 78: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
-	48, // 79: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
-	50, // 80: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
-	52, // 81: boxd.v1.SandboxService.TagImage:output_type -> boxd.v1.TagImageResponse
-	14, // 82: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
-	16, // 83: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
-	9,  // 84: boxd.v1.SandboxService.CommitSandbox:output_type -> boxd.v1.CommitSandboxResponse
-	11, // 85: boxd.v1.SandboxService.ForkSandbox:output_type -> boxd.v1.ForkSandboxResponse
-	56, // 86: boxd.v1.SandboxService.UpdateSandbox:output_type -> boxd.v1.UpdateSandboxResponse
-	58, // 87: boxd.v1.SandboxService.StopSandbox:output_type -> boxd.v1.StopSandboxResponse
-	60, // 88: boxd.v1.SandboxService.StartSandbox:output_type -> boxd.v1.StartSandboxResponse
-	2,  // 89: boxd.v1.SandboxService.PauseSandbox:output_type -> boxd.v1.PauseSandboxResponse
-	4,  // 90: boxd.v1.SandboxService.UnpauseSandbox:output_type -> boxd.v1.UnpauseSandboxResponse
-	6,  // 91: boxd.v1.SandboxService.Stats:output_type -> boxd.v1.StatsResponse
-	63, // 92: boxd.v1.SandboxService.BuildImage:output_type -> boxd.v1.BuildImageResponse
-	68, // [68:93] is the sub-list for method output_type
-	43, // [43:68] is the sub-list for method input_type
+	72, // 68: boxd.v1.SandboxService.NetworkLog:input_type -> boxd.v1.NetworkLogRequest
+	27, // 69: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
+	29, // 70: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
+	31, // 71: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
+	33, // 72: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
+	54, // 73: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
+	36, // 74: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
+	37, // 75: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
+	39, // 76: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
+	41, // 77: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
+	43, // 78: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
+	46, // 79: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
+	48, // 80: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
+	50, // 81: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
+	52, // 82: boxd.v1.SandboxService.TagImage:output_type -> boxd.v1.TagImageResponse
+	14, // 83: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
+	16, // 84: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
+	9,  // 85: boxd.v1.SandboxService.CommitSandbox:output_type -> boxd.v1.CommitSandboxResponse
+	11, // 86: boxd.v1.SandboxService.ForkSandbox:output_type -> boxd.v1.ForkSandboxResponse
+	56, // 87: boxd.v1.SandboxService.UpdateSandbox:output_type -> boxd.v1.UpdateSandboxResponse
+	58, // 88: boxd.v1.SandboxService.StopSandbox:output_type -> boxd.v1.StopSandboxResponse
+	60, // 89: boxd.v1.SandboxService.StartSandbox:output_type -> boxd.v1.StartSandboxResponse
+	2,  // 90: boxd.v1.SandboxService.PauseSandbox:output_type -> boxd.v1.PauseSandboxResponse
+	4,  // 91: boxd.v1.SandboxService.UnpauseSandbox:output_type -> boxd.v1.UnpauseSandboxResponse
+	6,  // 92: boxd.v1.SandboxService.Stats:output_type -> boxd.v1.StatsResponse
+	63, // 93: boxd.v1.SandboxService.BuildImage:output_type -> boxd.v1.BuildImageResponse
+	73, // 94: boxd.v1.SandboxService.NetworkLog:output_type -> boxd.v1.NetworkLogResponse
+	69, // [69:95] is the sub-list for method output_type
+	43, // [43:69] is the sub-list for method input_type
 	43, // [43:43] is the sub-list for extension type_name
 	43, // [43:43] is the sub-list for extension extendee
 	0,  // [0:43] is the sub-list for field type_name
@@ -5132,6 +5149,7 @@ func file_boxd_v1_boxd_proto_init() {
 	}
 	file_boxd_v1_volumes_proto_init()
 	file_boxd_v1_usage_proto_init()
+	file_boxd_v1_network_proto_init()
 	file_boxd_v1_boxd_proto_msgTypes[36].OneofWrappers = []any{
 		(*ExecStreamResponse_Stdout)(nil),
 		(*ExecStreamResponse_Stderr)(nil),

@@ -147,7 +147,8 @@ type Event struct {
 	Seq   uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`  // increases by one per event, across boxd restarts
 	Time  string                 `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"` // RFC 3339 with nanoseconds
 	// created, started, exec_started, exec_exited, oom, died, paused,
-	// resumed, expired, idle, restarted, deleted, port_unpublished
+	// resumed, expired, idle, restarted, deleted, port_unpublished,
+	// egress_denied
 	Type    string `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
 	Sandbox string `protobuf:"bytes,4,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
 	// Details by type: exec_started args (only on a boxd started with
@@ -156,7 +157,8 @@ type Event struct {
 	// idle); resumed reason (user, exec); idle action, idle_timeout;
 	// restarted reason, restarts; expired expires_at; port_unpublished
 	// host_addr, port, reason (in_use, privileged, not_allowed, failed),
-	// error.
+	// error; egress_denied dest, port, proto, reason, count, first, last
+	// (one record of the deny log, see NetworkLog).
 	Attrs map[string]string `protobuf:"bytes,5,rep,name=attrs,proto3" json:"attrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The host uid of the sandbox's owner. A caller that is not root or an
 	// --admin-group member gets only the events of its own sandboxes.

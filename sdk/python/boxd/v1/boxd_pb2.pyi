@@ -1,5 +1,6 @@
 from boxd.v1 import volumes_pb2 as _volumes_pb2
 from boxd.v1 import usage_pb2 as _usage_pb2
+from boxd.v1 import network_pb2 as _network_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -405,18 +406,20 @@ class NetworkRequest(_message.Message):
     def __init__(self, mode: _Optional[str] = ..., allow: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class NetworkStatus(_message.Message):
-    __slots__ = ["address", "allow", "dns", "gateway", "mode"]
+    __slots__ = ["address", "address6", "allow", "dns", "gateway", "mode"]
+    ADDRESS6_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     ALLOW_FIELD_NUMBER: _ClassVar[int]
     DNS_FIELD_NUMBER: _ClassVar[int]
     GATEWAY_FIELD_NUMBER: _ClassVar[int]
     MODE_FIELD_NUMBER: _ClassVar[int]
     address: str
+    address6: str
     allow: _containers.RepeatedScalarFieldContainer[str]
     dns: str
     gateway: str
     mode: str
-    def __init__(self, mode: _Optional[str] = ..., allow: _Optional[_Iterable[str]] = ..., address: _Optional[str] = ..., gateway: _Optional[str] = ..., dns: _Optional[str] = ...) -> None: ...
+    def __init__(self, mode: _Optional[str] = ..., allow: _Optional[_Iterable[str]] = ..., address: _Optional[str] = ..., gateway: _Optional[str] = ..., dns: _Optional[str] = ..., address6: _Optional[str] = ...) -> None: ...
 
 class PauseSandboxRequest(_message.Message):
     __slots__ = ["id"]

@@ -102,6 +102,9 @@ const (
 	// SandboxServiceBuildImageProcedure is the fully-qualified name of the SandboxService's BuildImage
 	// RPC.
 	SandboxServiceBuildImageProcedure = "/boxd.v1.SandboxService/BuildImage"
+	// SandboxServiceNetworkLogProcedure is the fully-qualified name of the SandboxService's NetworkLog
+	// RPC.
+	SandboxServiceNetworkLogProcedure = "/boxd.v1.SandboxService/NetworkLog"
 )
 
 // SandboxServiceClient is a client for the boxd.v1.SandboxService service.
@@ -211,6 +214,12 @@ type SandboxServiceClient interface {
 	// (ref exists, without force). A failure leaves no image under ref and
 	// no sandbox.
 	BuildImage(context.Context) *connect.ClientStreamForClient[v1.BuildImageRequest, v1.BuildImageResponse]
+	// NetworkLog is an egress sandbox's deny log: the connections and DNS
+	// names boxd refused it, aggregated per destination, port and reason
+	// over 10 s windows with a count. The owner's and admins' only
+	// (another user's sandbox is not_found); failed_precondition for a
+	// sandbox of network mode none. See docs/network.md.
+	NetworkLog(context.Context, *connect.Request[v1.NetworkLogRequest]) (*connect.Response[v1.NetworkLogResponse], error)
 }
 
 // NewSandboxServiceClient constructs a client for the boxd.v1.SandboxService service. By default,
@@ -374,6 +383,12 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sandboxServiceMethods.ByName("BuildImage")),
 			connect.WithClientOptions(opts...),
 		),
+		networkLog: connect.NewClient[v1.NetworkLogRequest, v1.NetworkLogResponse](
+			httpClient,
+			baseURL+SandboxServiceNetworkLogProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("NetworkLog")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -404,6 +419,7 @@ type sandboxServiceClient struct {
 	unpauseSandbox *connect.Client[v1.UnpauseSandboxRequest, v1.UnpauseSandboxResponse]
 	stats          *connect.Client[v1.StatsRequest, v1.StatsResponse]
 	buildImage     *connect.Client[v1.BuildImageRequest, v1.BuildImageResponse]
+	networkLog     *connect.Client[v1.NetworkLogRequest, v1.NetworkLogResponse]
 }
 
 // CreateSandbox calls boxd.v1.SandboxService.CreateSandbox.
@@ -531,6 +547,11 @@ func (c *sandboxServiceClient) BuildImage(ctx context.Context) *connect.ClientSt
 	return c.buildImage.CallClientStream(ctx)
 }
 
+// NetworkLog calls boxd.v1.SandboxService.NetworkLog.
+func (c *sandboxServiceClient) NetworkLog(ctx context.Context, req *connect.Request[v1.NetworkLogRequest]) (*connect.Response[v1.NetworkLogResponse], error) {
+	return c.networkLog.CallUnary(ctx, req)
+}
+
 // SandboxServiceHandler is an implementation of the boxd.v1.SandboxService service.
 type SandboxServiceHandler interface {
 	CreateSandbox(context.Context, *connect.Request[v1.CreateSandboxRequest]) (*connect.Response[v1.CreateSandboxResponse], error)
@@ -638,6 +659,12 @@ type SandboxServiceHandler interface {
 	// (ref exists, without force). A failure leaves no image under ref and
 	// no sandbox.
 	BuildImage(context.Context, *connect.ClientStream[v1.BuildImageRequest]) (*connect.Response[v1.BuildImageResponse], error)
+	// NetworkLog is an egress sandbox's deny log: the connections and DNS
+	// names boxd refused it, aggregated per destination, port and reason
+	// over 10 s windows with a count. The owner's and admins' only
+	// (another user's sandbox is not_found); failed_precondition for a
+	// sandbox of network mode none. See docs/network.md.
+	NetworkLog(context.Context, *connect.Request[v1.NetworkLogRequest]) (*connect.Response[v1.NetworkLogResponse], error)
 }
 
 // NewSandboxServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -797,6 +824,12 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sandboxServiceMethods.ByName("BuildImage")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sandboxServiceNetworkLogHandler := connect.NewUnaryHandler(
+		SandboxServiceNetworkLogProcedure,
+		svc.NetworkLog,
+		connect.WithSchema(sandboxServiceMethods.ByName("NetworkLog")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/boxd.v1.SandboxService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case SandboxServiceCreateSandboxProcedure:
@@ -849,6 +882,8 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 			sandboxServiceStatsHandler.ServeHTTP(w, r)
 		case SandboxServiceBuildImageProcedure:
 			sandboxServiceBuildImageHandler.ServeHTTP(w, r)
+		case SandboxServiceNetworkLogProcedure:
+			sandboxServiceNetworkLogHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -956,4 +991,8 @@ func (UnimplementedSandboxServiceHandler) Stats(context.Context, *connect.Reques
 
 func (UnimplementedSandboxServiceHandler) BuildImage(context.Context, *connect.ClientStream[v1.BuildImageRequest]) (*connect.Response[v1.BuildImageResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.BuildImage is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) NetworkLog(context.Context, *connect.Request[v1.NetworkLogRequest]) (*connect.Response[v1.NetworkLogResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.NetworkLog is not implemented"))
 }

@@ -96,7 +96,8 @@ export type Event = Message<"boxd.v1.Event"> & {
 
   /**
    * created, started, exec_started, exec_exited, oom, died, paused,
-   * resumed, expired, idle, restarted, deleted, port_unpublished
+   * resumed, expired, idle, restarted, deleted, port_unpublished,
+   * egress_denied
    *
    * @generated from field: string type = 3;
    */
@@ -114,7 +115,8 @@ export type Event = Message<"boxd.v1.Event"> & {
    * idle); resumed reason (user, exec); idle action, idle_timeout;
    * restarted reason, restarts; expired expires_at; port_unpublished
    * host_addr, port, reason (in_use, privileged, not_allowed, failed),
-   * error.
+   * error; egress_denied dest, port, proto, reason, count, first, last
+   * (one record of the deny log, see NetworkLog).
    *
    * @generated from field: map<string, string> attrs = 5;
    */
