@@ -4510,7 +4510,7 @@ var File_boxd_v1_boxd_proto protoreflect.FileDescriptor
 
 const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\n" +
-	"\x12boxd/v1/boxd.proto\x12\aboxd.v1\x1a\x15boxd/v1/volumes.proto\"%\n" +
+	"\x12boxd/v1/boxd.proto\x12\aboxd.v1\x1a\x15boxd/v1/volumes.proto\x1a\x12boxd/v1/diff.proto\"%\n" +
 	"\x13PauseSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
 	"\x14PauseSandboxResponse\"'\n" +
@@ -4884,7 +4884,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\vImageFormat\x12\x1c\n" +
 	"\x18IMAGE_FORMAT_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10IMAGE_FORMAT_TAR\x10\x01\x12\x17\n" +
-	"\x13IMAGE_FORMAT_ROOTFS\x10\x022\xa9\x0e\n" +
+	"\x13IMAGE_FORMAT_ROOTFS\x10\x022\xf5\x0e\n" +
 	"\x0eSandboxService\x12N\n" +
 	"\rCreateSandbox\x12\x1d.boxd.v1.CreateSandboxRequest\x1a\x1e.boxd.v1.CreateSandboxResponse\x12N\n" +
 	"\rListSandboxes\x12\x1d.boxd.v1.ListSandboxesRequest\x1a\x1e.boxd.v1.ListSandboxesResponse\x12E\n" +
@@ -4914,7 +4914,8 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x0eUnpauseSandbox\x12\x1e.boxd.v1.UnpauseSandboxRequest\x1a\x1f.boxd.v1.UnpauseSandboxResponse\x128\n" +
 	"\x05Stats\x12\x15.boxd.v1.StatsRequest\x1a\x16.boxd.v1.StatsResponse0\x01\x12G\n" +
 	"\n" +
-	"BuildImage\x12\x1a.boxd.v1.BuildImageRequest\x1a\x1b.boxd.v1.BuildImageResponse(\x01B1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
+	"BuildImage\x12\x1a.boxd.v1.BuildImageRequest\x1a\x1b.boxd.v1.BuildImageResponse(\x01\x12J\n" +
+	"\vDiffSandbox\x12\x1b.boxd.v1.DiffSandboxRequest\x1a\x1c.boxd.v1.DiffSandboxResponse0\x01B1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
 
 var (
 	file_boxd_v1_boxd_proto_rawDescOnce sync.Once
@@ -5002,6 +5003,8 @@ var file_boxd_v1_boxd_proto_goTypes = []any{
 	nil,                            // 68: boxd.v1.Image.LabelsEntry
 	nil,                            // 69: boxd.v1.BuildImageRequest.BuildArgsEntry
 	(*VolumeMount)(nil),            // 70: boxd.v1.VolumeMount
+	(*DiffSandboxRequest)(nil),     // 71: boxd.v1.DiffSandboxRequest
+	(*DiffSandboxResponse)(nil),    // 72: boxd.v1.DiffSandboxResponse
 }
 var file_boxd_v1_boxd_proto_depIdxs = []int32{
 	7,  // 0: boxd.v1.StatsResponse.sandboxes:type_name -> boxd.v1.SandboxStats
@@ -5070,33 +5073,35 @@ var file_boxd_v1_boxd_proto_depIdxs = []int32{
 	3,  // 63: boxd.v1.SandboxService.UnpauseSandbox:input_type -> boxd.v1.UnpauseSandboxRequest
 	5,  // 64: boxd.v1.SandboxService.Stats:input_type -> boxd.v1.StatsRequest
 	61, // 65: boxd.v1.SandboxService.BuildImage:input_type -> boxd.v1.BuildImageRequest
-	27, // 66: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
-	29, // 67: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
-	31, // 68: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
-	33, // 69: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
-	54, // 70: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
-	36, // 71: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
-	37, // 72: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
-	39, // 73: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
-	41, // 74: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
-	43, // 75: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
-	46, // 76: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
-	48, // 77: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
-	50, // 78: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
-	52, // 79: boxd.v1.SandboxService.TagImage:output_type -> boxd.v1.TagImageResponse
-	14, // 80: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
-	16, // 81: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
-	9,  // 82: boxd.v1.SandboxService.CommitSandbox:output_type -> boxd.v1.CommitSandboxResponse
-	11, // 83: boxd.v1.SandboxService.ForkSandbox:output_type -> boxd.v1.ForkSandboxResponse
-	56, // 84: boxd.v1.SandboxService.UpdateSandbox:output_type -> boxd.v1.UpdateSandboxResponse
-	58, // 85: boxd.v1.SandboxService.StopSandbox:output_type -> boxd.v1.StopSandboxResponse
-	60, // 86: boxd.v1.SandboxService.StartSandbox:output_type -> boxd.v1.StartSandboxResponse
-	2,  // 87: boxd.v1.SandboxService.PauseSandbox:output_type -> boxd.v1.PauseSandboxResponse
-	4,  // 88: boxd.v1.SandboxService.UnpauseSandbox:output_type -> boxd.v1.UnpauseSandboxResponse
-	6,  // 89: boxd.v1.SandboxService.Stats:output_type -> boxd.v1.StatsResponse
-	63, // 90: boxd.v1.SandboxService.BuildImage:output_type -> boxd.v1.BuildImageResponse
-	66, // [66:91] is the sub-list for method output_type
-	41, // [41:66] is the sub-list for method input_type
+	71, // 66: boxd.v1.SandboxService.DiffSandbox:input_type -> boxd.v1.DiffSandboxRequest
+	27, // 67: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
+	29, // 68: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
+	31, // 69: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
+	33, // 70: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
+	54, // 71: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
+	36, // 72: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
+	37, // 73: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
+	39, // 74: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
+	41, // 75: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
+	43, // 76: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
+	46, // 77: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
+	48, // 78: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
+	50, // 79: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
+	52, // 80: boxd.v1.SandboxService.TagImage:output_type -> boxd.v1.TagImageResponse
+	14, // 81: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
+	16, // 82: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
+	9,  // 83: boxd.v1.SandboxService.CommitSandbox:output_type -> boxd.v1.CommitSandboxResponse
+	11, // 84: boxd.v1.SandboxService.ForkSandbox:output_type -> boxd.v1.ForkSandboxResponse
+	56, // 85: boxd.v1.SandboxService.UpdateSandbox:output_type -> boxd.v1.UpdateSandboxResponse
+	58, // 86: boxd.v1.SandboxService.StopSandbox:output_type -> boxd.v1.StopSandboxResponse
+	60, // 87: boxd.v1.SandboxService.StartSandbox:output_type -> boxd.v1.StartSandboxResponse
+	2,  // 88: boxd.v1.SandboxService.PauseSandbox:output_type -> boxd.v1.PauseSandboxResponse
+	4,  // 89: boxd.v1.SandboxService.UnpauseSandbox:output_type -> boxd.v1.UnpauseSandboxResponse
+	6,  // 90: boxd.v1.SandboxService.Stats:output_type -> boxd.v1.StatsResponse
+	63, // 91: boxd.v1.SandboxService.BuildImage:output_type -> boxd.v1.BuildImageResponse
+	72, // 92: boxd.v1.SandboxService.DiffSandbox:output_type -> boxd.v1.DiffSandboxResponse
+	67, // [67:93] is the sub-list for method output_type
+	41, // [41:67] is the sub-list for method input_type
 	41, // [41:41] is the sub-list for extension type_name
 	41, // [41:41] is the sub-list for extension extendee
 	0,  // [0:41] is the sub-list for field type_name
@@ -5108,6 +5113,7 @@ func file_boxd_v1_boxd_proto_init() {
 		return
 	}
 	file_boxd_v1_volumes_proto_init()
+	file_boxd_v1_diff_proto_init()
 	file_boxd_v1_boxd_proto_msgTypes[36].OneofWrappers = []any{
 		(*ExecStreamResponse_Stdout)(nil),
 		(*ExecStreamResponse_Stderr)(nil),

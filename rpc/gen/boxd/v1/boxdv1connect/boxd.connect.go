@@ -102,6 +102,9 @@ const (
 	// SandboxServiceBuildImageProcedure is the fully-qualified name of the SandboxService's BuildImage
 	// RPC.
 	SandboxServiceBuildImageProcedure = "/boxd.v1.SandboxService/BuildImage"
+	// SandboxServiceDiffSandboxProcedure is the fully-qualified name of the SandboxService's
+	// DiffSandbox RPC.
+	SandboxServiceDiffSandboxProcedure = "/boxd.v1.SandboxService/DiffSandbox"
 )
 
 // SandboxServiceClient is a client for the boxd.v1.SandboxService service.
@@ -211,6 +214,18 @@ type SandboxServiceClient interface {
 	// (ref exists, without force). A failure leaves no image under ref and
 	// no sandbox.
 	BuildImage(context.Context) *connect.ClientStreamForClient[v1.BuildImageRequest, v1.BuildImageResponse]
+	// DiffSandbox lists the files added, modified and deleted in a sandbox's
+	// writable layer (and the fork layers under it) since it was created,
+	// since it was forked, or since an image committed from it; volumes and
+	// binds are not in it. Read from the layers on the host, never following
+	// a link in them: only what the layers hold is walked. A rename is a
+	// deletion and an addition; a change of mode or owner, or a file opened
+	// for writing, is a modification. With patch, text files get a unified
+	// diff. The sandbox runs on meanwhile (it may be stopped). Errors:
+	// not_found (sandbox, or the since image), invalid_argument naming since
+	// (an image that is not a commit of this sandbox), failed_precondition
+	// (since fork for a sandbox not made by a fork; a gvisor sandbox).
+	DiffSandbox(context.Context, *connect.Request[v1.DiffSandboxRequest]) (*connect.ServerStreamForClient[v1.DiffSandboxResponse], error)
 }
 
 // NewSandboxServiceClient constructs a client for the boxd.v1.SandboxService service. By default,
@@ -374,6 +389,12 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sandboxServiceMethods.ByName("BuildImage")),
 			connect.WithClientOptions(opts...),
 		),
+		diffSandbox: connect.NewClient[v1.DiffSandboxRequest, v1.DiffSandboxResponse](
+			httpClient,
+			baseURL+SandboxServiceDiffSandboxProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("DiffSandbox")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -404,6 +425,7 @@ type sandboxServiceClient struct {
 	unpauseSandbox *connect.Client[v1.UnpauseSandboxRequest, v1.UnpauseSandboxResponse]
 	stats          *connect.Client[v1.StatsRequest, v1.StatsResponse]
 	buildImage     *connect.Client[v1.BuildImageRequest, v1.BuildImageResponse]
+	diffSandbox    *connect.Client[v1.DiffSandboxRequest, v1.DiffSandboxResponse]
 }
 
 // CreateSandbox calls boxd.v1.SandboxService.CreateSandbox.
@@ -531,6 +553,11 @@ func (c *sandboxServiceClient) BuildImage(ctx context.Context) *connect.ClientSt
 	return c.buildImage.CallClientStream(ctx)
 }
 
+// DiffSandbox calls boxd.v1.SandboxService.DiffSandbox.
+func (c *sandboxServiceClient) DiffSandbox(ctx context.Context, req *connect.Request[v1.DiffSandboxRequest]) (*connect.ServerStreamForClient[v1.DiffSandboxResponse], error) {
+	return c.diffSandbox.CallServerStream(ctx, req)
+}
+
 // SandboxServiceHandler is an implementation of the boxd.v1.SandboxService service.
 type SandboxServiceHandler interface {
 	CreateSandbox(context.Context, *connect.Request[v1.CreateSandboxRequest]) (*connect.Response[v1.CreateSandboxResponse], error)
@@ -638,6 +665,18 @@ type SandboxServiceHandler interface {
 	// (ref exists, without force). A failure leaves no image under ref and
 	// no sandbox.
 	BuildImage(context.Context, *connect.ClientStream[v1.BuildImageRequest]) (*connect.Response[v1.BuildImageResponse], error)
+	// DiffSandbox lists the files added, modified and deleted in a sandbox's
+	// writable layer (and the fork layers under it) since it was created,
+	// since it was forked, or since an image committed from it; volumes and
+	// binds are not in it. Read from the layers on the host, never following
+	// a link in them: only what the layers hold is walked. A rename is a
+	// deletion and an addition; a change of mode or owner, or a file opened
+	// for writing, is a modification. With patch, text files get a unified
+	// diff. The sandbox runs on meanwhile (it may be stopped). Errors:
+	// not_found (sandbox, or the since image), invalid_argument naming since
+	// (an image that is not a commit of this sandbox), failed_precondition
+	// (since fork for a sandbox not made by a fork; a gvisor sandbox).
+	DiffSandbox(context.Context, *connect.Request[v1.DiffSandboxRequest], *connect.ServerStream[v1.DiffSandboxResponse]) error
 }
 
 // NewSandboxServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -797,6 +836,12 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sandboxServiceMethods.ByName("BuildImage")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sandboxServiceDiffSandboxHandler := connect.NewServerStreamHandler(
+		SandboxServiceDiffSandboxProcedure,
+		svc.DiffSandbox,
+		connect.WithSchema(sandboxServiceMethods.ByName("DiffSandbox")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/boxd.v1.SandboxService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case SandboxServiceCreateSandboxProcedure:
@@ -849,6 +894,8 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 			sandboxServiceStatsHandler.ServeHTTP(w, r)
 		case SandboxServiceBuildImageProcedure:
 			sandboxServiceBuildImageHandler.ServeHTTP(w, r)
+		case SandboxServiceDiffSandboxProcedure:
+			sandboxServiceDiffSandboxHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -956,4 +1003,8 @@ func (UnimplementedSandboxServiceHandler) Stats(context.Context, *connect.Reques
 
 func (UnimplementedSandboxServiceHandler) BuildImage(context.Context, *connect.ClientStream[v1.BuildImageRequest]) (*connect.Response[v1.BuildImageResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.BuildImage is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) DiffSandbox(context.Context, *connect.Request[v1.DiffSandboxRequest], *connect.ServerStream[v1.DiffSandboxResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.DiffSandbox is not implemented"))
 }
