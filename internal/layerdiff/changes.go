@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"slices"
 
 	"github.com/containerd/errdefs"
@@ -243,26 +245,49 @@ func (d *differ) names(cands []int, fds map[int]int) ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
 	for _, l := range cands {
-		ns, err := readNames(fds[l])
-		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read directory: %w", err)
-		}
-		d.scanned += len(ns)
-		if d.opts.MaxScan > 0 && d.scanned > d.opts.MaxScan {
-			return nil, errStop
-		}
-		for _, n := range ns {
+		err := d.readNames(fds[l], func(n string) {
 			if !seen[n] {
 				seen[n] = true
 				out = append(out, n)
 			}
+		})
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+			continue
+		}
+		if err != nil {
+			return nil, err
 		}
 	}
 	slices.Sort(out)
 	return out, nil
+}
+
+// readNames lists a directory by its descriptor (a dup, so fd stays open
+// at its position) in batches, counting each name against MaxScan, so a
+// directory of millions of names stops the walk before it fills memory.
+func (d *differ) readNames(fd int, add func(string)) error {
+	dfd, err := unix.Openat(fd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(dfd), ".")
+	defer f.Close()
+	for {
+		ns, err := f.Readdirnames(4096)
+		for _, n := range ns {
+			add(n)
+		}
+		d.scanned += len(ns)
+		if d.opts.MaxScan > 0 && d.scanned > d.opts.MaxScan {
+			return errStop
+		}
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read directory: %w", err)
+		}
+	}
 }
 
 // entry compares one name of a directory and descends into it when it is

@@ -183,3 +183,22 @@ func TestChangesPatch(t *testing.T) {
 		t.Errorf("with 40 bytes of patches allowed: %d bytes, truncated %v", total, r.PatchTruncated)
 	}
 }
+
+// TestChangesBounded: a directory of 10,000 names stops the walk at
+// MaxScan, with Truncated set, before it is read whole.
+func TestChangesBounded(t *testing.T) {
+	dir := t.TempDir()
+	img, up := filepath.Join(dir, "img"), filepath.Join(dir, "up")
+	must(t, os.MkdirAll(img, 0o755))
+	must(t, os.MkdirAll(up+"/many", 0o755))
+	for i := range 10000 {
+		must(t, os.WriteFile(fmt.Sprintf("%s/many/f%d", up, i), nil, 0o644))
+	}
+	opts := testOpts
+	opts.MaxScan = 5000
+	r, err := Changes(context.Background(), []Layer{{Dir: img}}, []Layer{{Dir: up}, {Dir: img}}, opts)
+	must(t, err)
+	if !r.Truncated || r.Scanned > 5000+4096 || len(r.Changes) > 1 {
+		t.Errorf("truncated %v after %d entries looked at, %d changes", r.Truncated, r.Scanned, len(r.Changes))
+	}
+}
