@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -224,5 +225,24 @@ printf 'x\n' > "$(printf '/workspace/evil\n+++ bad')"
 	if !strings.Contains(out, "A /workspace/t.txt\n--- /dev/null\n+++ b/workspace/t.txt\n") ||
 		!strings.Contains(out, "Binary file /workspace/bin differs\n") || strings.Contains(out, "\n+++ bad") {
 		t.Errorf("boxctl diff --patch:\n%s", out)
+	}
+}
+
+// TestMCPDiff: boxctl mcp's sandbox_diff lists a session's sandbox's
+// changes with patches, a hostile name quoted in its text.
+func TestMCPDiff(t *testing.T) {
+	cs := mcpSession(t)
+	defer cs.Close()
+	_, sb := call(t, cs, "sandbox_create", map[string]any{"ttl": "10m"}, false)
+	id, _ := sb["id"].(string)
+	defer env.api.DeleteSandbox(context.Background(), connect.NewRequest(&boxdv1.DeleteSandboxRequest{Id: id, Force: true}))
+	call(t, cs, "exec", map[string]any{"sandbox_id": id, "command": `echo hi > /workspace/new; touch "$(printf '/workspace/x\nD /etc/passwd')"`}, false)
+	text, out := call(t, cs, "sandbox_diff", map[string]any{"sandbox_id": id, "patch": true}, false)
+	want := "A /workspace/new\n--- /dev/null\n+++ b/workspace/new\n@@ -0,0 +1,1 @@\n+hi\nA \"/workspace/x\\nD /etc/passwd\"\n"
+	if text != want {
+		t.Errorf("sandbox_diff text:\n%s\nwant:\n%s", text, want)
+	}
+	if es, _ := out["entries"].([]any); len(es) != 2 || out["truncated"] != false {
+		t.Errorf("sandbox_diff structured: %v", out)
 	}
 }
