@@ -166,18 +166,25 @@ func (m *Manager) diffBase(ctx context.Context, id string, src *source, newStack
 // commitStack is the layers of an image committed from sandbox id, as a
 // read-only view of its snapshot, checked to sit on the sandbox's image.
 func (m *Manager) commitStack(ctx context.Context, id string, src *source, image []layerdiff.Layer, ref string) ([]layerdiff.Layer, func(), error) {
-	img, err := m.cfg.Images.Get(ctx, ref)
+	name, err := snapshot.NormalizeName(ref)
 	if err != nil {
-		if errdefs.IsInvalidArgument(err) {
-			return nil, nil, fieldErr("since", "%q is not create, fork or an image name: %v", ref, err)
-		}
-		if errdefs.IsNotFound(err) {
-			return nil, nil, fmt.Errorf("since: %w", err)
-		}
-		return nil, nil, err
+		return nil, nil, fieldErr("since", "%q is not create, fork or an image name: %v", ref, err)
 	}
-	if img.Labels()[snapshot.LabelCommittedFrom] != id {
+	// The label first: nothing is unpacked for an image that is not this
+	// sandbox's commit.
+	rec, err := m.cfg.Client.ImageService().Get(ctx, name)
+	if errdefs.IsNotFound(err) {
+		return nil, nil, fmt.Errorf("since: image %s not found: %w", ref, errdefs.ErrNotFound)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("since: image %s: %w", ref, err)
+	}
+	if rec.Labels[snapshot.LabelCommittedFrom] != id {
 		return nil, nil, fieldErr("since", "image %s is not a commit of sandbox %s", ref, id)
+	}
+	img, err := m.cfg.Images.Get(ctx, name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("since: %w", err)
 	}
 	diffIDs, err := img.RootFS(ctx)
 	if err != nil {
