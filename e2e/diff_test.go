@@ -246,3 +246,31 @@ func TestMCPDiff(t *testing.T) {
 		t.Errorf("sandbox_diff structured: %v", out)
 	}
 }
+
+// TestDiffRacingLayer: the sandbox swaps a directory for a symlink to /
+// and back as fast as it can while boxd diffs it: every diff ends
+// (listing or a clean error), none lists a path through the symlink (a
+// walk that followed it would list the host's /), and boxd stays up.
+func TestDiffRacingLayer(t *testing.T) {
+	id := newSandbox(t)
+	sh(t, id, `cd /workspace; (while :; do mkdir -p d/e; echo x > d/e/f; rm -rf d; ln -s / d; rm d; done) >/dev/null 2>&1 &`)
+	for i := range 30 {
+		s, err := env.api.DiffSandbox(ctx(t), connect.NewRequest(&boxdv1.DiffSandboxRequest{SandboxId: id, Patch: true}))
+		if err != nil {
+			t.Fatalf("diff %d: %v", i, err)
+		}
+		for s.Receive() {
+			for _, e := range s.Msg().Entries {
+				if p, ok := strings.CutPrefix(e.Path, "/workspace/d/"); ok && p != "e" && p != "e/f" {
+					t.Errorf("diff %d lists %q: the walk went through the symlink", i, e.Path)
+				}
+			}
+		}
+		if err := s.Err(); err != nil {
+			t.Logf("diff %d: %v", i, err) // the layer changed under it: an error is allowed, a hang or a crash is not
+		}
+	}
+	if _, err := env.api.GetSandbox(ctx(t), connect.NewRequest(&boxdv1.GetSandboxRequest{Id: id})); err != nil {
+		t.Fatalf("boxd after the racing diffs: %v", err)
+	}
+}
