@@ -236,9 +236,9 @@ func TestMCPDiff(t *testing.T) {
 	_, sb := call(t, cs, "sandbox_create", map[string]any{"ttl": "10m"}, false)
 	id, _ := sb["id"].(string)
 	defer env.api.DeleteSandbox(context.Background(), connect.NewRequest(&boxdv1.DeleteSandboxRequest{Id: id, Force: true}))
-	call(t, cs, "exec", map[string]any{"sandbox_id": id, "command": `echo hi > /workspace/new; touch "$(printf '/workspace/x\nD /etc/passwd')"`}, false)
+	call(t, cs, "exec", map[string]any{"sandbox_id": id, "command": `echo hi > /workspace/new; touch "$(printf '/workspace/x\nD y')"`}, false)
 	text, out := call(t, cs, "sandbox_diff", map[string]any{"sandbox_id": id, "patch": true}, false)
-	want := "A /workspace/new\n--- /dev/null\n+++ b/workspace/new\n@@ -0,0 +1,1 @@\n+hi\nA \"/workspace/x\\nD /etc/passwd\"\n"
+	want := "A /workspace/new\n--- /dev/null\n+++ b/workspace/new\n@@ -0,0 +1,1 @@\n+hi\nA \"/workspace/x\\nD y\"\n"
 	if text != want {
 		t.Errorf("sandbox_diff text:\n%s\nwant:\n%s", text, want)
 	}
