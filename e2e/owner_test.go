@@ -308,6 +308,9 @@ var sandboxRPCs = []rpcCase{
 		_, err := c.sb.NetworkLog(ctx, connect.NewRequest(&boxdv1.NetworkLogRequest{SandboxId: id}))
 		return err
 	}},
+	{"DiffSandbox", func(ctx context.Context, c clientsAs, id string) error {
+		return drainStream(c.sb.DiffSandbox(ctx, connect.NewRequest(&boxdv1.DiffSandboxRequest{SandboxId: id, Patch: true})))
+	}},
 	// Last: it would end the sandbox for the owner's pass.
 	{"DeleteSandbox", func(ctx context.Context, c clientsAs, id string) error {
 		_, err := c.sb.DeleteSandbox(ctx, connect.NewRequest(&boxdv1.DeleteSandboxRequest{Id: id}))

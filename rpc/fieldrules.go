@@ -72,6 +72,7 @@ var requestRules = map[protoreflect.Name]msgRules{
 	"UnpauseSandboxRequest": {anyone: "id"},
 	"StatsRequest":          {anyone: "ids stream interval"},
 	"BuildImageRequest":     {adminCall: "change images", admin: "ref dockerfile build_args force no_cache context"},
+	"DiffSandboxRequest":    {anyone: "sandbox_id since patch"},
 	// EventService
 	"EventsRequest": {anyone: "since filters follow"},
 	// FileService

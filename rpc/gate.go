@@ -111,7 +111,7 @@ func procGroups(pid int32) []uint32 {
 
 // readOnlyPrefixes name the calls that change nothing; every other call is
 // audited, so a call added later is audited unless it is named here.
-var readOnlyPrefixes = []string{"Get", "List", "Stat", "Read", "Watch", "Download", "Wait", "Inspect", "Describe", "CopyOut", "Stats", "Events"}
+var readOnlyPrefixes = []string{"Get", "List", "Stat", "Read", "Watch", "Download", "Wait", "Inspect", "Describe", "CopyOut", "Stats", "Events", "Diff"}
 
 func method(procedure string) string {
 	return procedure[strings.LastIndexByte(procedure, '/')+1:]

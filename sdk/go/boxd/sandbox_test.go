@@ -186,3 +186,31 @@ func TestErrors(t *testing.T) {
 		t.Errorf("connect to no boxd: %v, want ErrUnavailable naming the socket", err)
 	}
 }
+
+// TestDiff: the files a command added, changed and deleted, with a patch.
+func TestDiff(t *testing.T) {
+	c := connectT(t)
+	sb := createT(t, c, Options{})
+	ctx := context.Background()
+	if _, err := sb.Exec(ctx, "sh", "-c", "echo hi > /workspace/new; rm /etc/shadow; chmod 600 /etc/hostname"); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := sb.Diff(ctx, DiffOptions{Patch: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, e := range ch.Entries {
+		got = append(got, e.Change.String()+" "+e.Path)
+	}
+	want := "DIFF_CHANGE_MODIFIED /etc/hostname,DIFF_CHANGE_DELETED /etc/shadow,DIFF_CHANGE_ADDED /workspace/new"
+	if strings.Join(got, ",") != want || ch.Truncated {
+		t.Fatalf("diff: %v (truncated %v), want %s", got, ch.Truncated, want)
+	}
+	if p := ch.Entries[2].Patch; p != "--- /dev/null\n+++ b/workspace/new\n@@ -0,0 +1,1 @@\n+hi\n" {
+		t.Errorf("patch of /workspace/new: %q", p)
+	}
+	if _, err := sb.Diff(ctx, DiffOptions{Since: SinceFork}); !errors.Is(err, ErrFailedPrecondition) {
+		t.Errorf("since fork of a sandbox not forked: %v, want ErrFailedPrecondition", err)
+	}
+}

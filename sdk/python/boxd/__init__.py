@@ -33,6 +33,8 @@ from .types import (
     BlobProgress,
     BuildResult,
     BuildStep,
+    Change,
+    Changes,
     DownloadedFile,
     Event,
     EditResult,
@@ -66,7 +68,7 @@ __all__ = [
     "SearchResult", "Line", "Lines", "EditResult", "GrepMatch",
     "ExecResult", "Output", "SandboxInfo", "Usage", "FileInfo", "FileResult", "DownloadedFile",
     "ProcessInfo", "SessionInfo", "SessionResult", "OutputStream", "images", "Image", "BuildResult", "BuildStep",
-    "PublishedPort", "NetworkStatus", "Pool", "BlobProgress", "TransferProgress", "PathStat",
+    "PublishedPort", "NetworkStatus", "Pool", "BlobProgress", "TransferProgress", "PathStat", "Change", "Changes",
     "BoxdError", "NotFound", "InvalidArgument", "AlreadyExists", "FailedPrecondition", "ResourceExhausted",
     "DeadlineExceeded", "Unavailable", "PermissionDenied", "Cancelled", "Unimplemented", "Internal", "Unknown",
 ]

@@ -29,10 +29,10 @@ from .files import (Data, SearchResult, UploadItem, UploadResult, _chunks, _grep
 from .process import PIPE, argv, env_list, split_stdin
 from .images import build_requests, import_requests, pull_request, push_request
 from .sandbox import copy_in_requests, create_request, fork_request, update_request
-from .types import (BuildResult, DownloadedFile, EditResult, Event, ExecResult, FileInfo, FileResult, GrepMatch,
+from .types import (BuildResult, Changes, DownloadedFile, EditResult, Event, ExecResult, FileInfo, FileResult, GrepMatch,
                     Image, Lines, NetworkStatus, Output, PathStat, Pool, ProcessInfo, PublishedPort, SandboxInfo,
                     SandboxStats, SessionInfo, SessionResult, TransferProgress, duration)
-from .v1 import boxd_pb2, events_pb2, files_pb2, pool_pb2, process_pb2, registry_pb2
+from .v1 import boxd_pb2, diff_pb2, events_pb2, files_pb2, pool_pb2, process_pb2, registry_pb2
 
 __all__ = ["Client", "Sandbox", "Execution", "list", "events", "images", "PIPE"]
 
@@ -260,6 +260,16 @@ class Sandbox:
         async for msg in self._client.stream(self._client.sandbox.Stats, req):
             for x in msg.sandboxes:
                 yield SandboxStats._from(x)
+
+    async def diff(self, since: str = "create", *, patch: bool = False) -> Changes:
+        out = Changes()
+        done = False
+        req = diff_pb2.DiffSandboxRequest(sandbox_id=self.id, since=since, patch=patch)
+        async for msg in self._client.stream(self._client.sandbox.DiffSandbox, req):
+            done = out._add(msg)
+        if not done:
+            raise errors.Unavailable(f"the diff of sandbox {self.id} ended early")
+        return out
 
     # -- images, forks, ports, network, tar copies (as boxd.Sandbox) ---------
 

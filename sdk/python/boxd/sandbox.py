@@ -9,10 +9,10 @@ from . import _wire, errors
 from ._client import CHUNK, Client, default_client
 from .files import Data, Files, _chunks
 from .process import PIPE, Execution, OnOutput, Processes, Sessions, Stdin, argv, env_list, split_stdin
-from .types import (Event, ExecResult, Image, NetworkStatus, Output, PathStat, PublishedPort, SandboxInfo,
+from .types import (Changes, Event, ExecResult, Image, NetworkStatus, Output, PathStat, PublishedPort, SandboxInfo,
                     SandboxStats, duration)
 from .v1 import events_pb2
-from .v1 import boxd_pb2, process_pb2
+from .v1 import boxd_pb2, diff_pb2, process_pb2
 
 Env = Union[Mapping[str, str], Sequence[str], None]
 
@@ -163,6 +163,21 @@ class Sandbox:
             for msg in st:
                 for x in msg.sandboxes:
                     yield SandboxStats._from(x)
+
+    def diff(self, since: str = "create", *, patch: bool = False) -> Changes:
+        """The files added, modified and deleted in the sandbox's writable
+        layer since it was created ("create"), forked ("fork"), or
+        committed as an image (its name); volumes are not included. patch
+        adds a unified diff of each changed text file."""
+        out = Changes()
+        done = False
+        req = diff_pb2.DiffSandboxRequest(sandbox_id=self.id, since=since, patch=patch)
+        with self._client.stream(self._client.sandbox.DiffSandbox, req) as st:
+            for msg in st:
+                done = out._add(msg)
+        if not done:
+            raise errors.Unavailable(f"the diff of sandbox {self.id} ended early")
+        return out
 
     # -- images, forks, ports, network, tar copies ----------------------------
 

@@ -6,9 +6,11 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Union
 
 from .errors import BoxdError, from_code
-from .v1 import boxd_pb2, files_pb2, pool_pb2, process_pb2, registry_pb2
+from .v1 import boxd_pb2, diff_pb2, files_pb2, pool_pb2, process_pb2, registry_pb2
 
 __all__ = [
+    "Change",
+    "Changes",
     "ExecResult",
     "Output",
     "SandboxInfo",
@@ -579,3 +581,50 @@ class PathStat:
     @classmethod
     def _from(cls, r: boxd_pb2.StatPathResponse) -> "PathStat":
         return cls(r.name, r.size, r.mode, r.is_dir, r.mtime, r.link_target)
+
+
+_CHANGE_KINDS = {diff_pb2.DIFF_CHANGE_ADDED: "added", diff_pb2.DIFF_CHANGE_MODIFIED: "modified",
+                 diff_pb2.DIFF_CHANGE_DELETED: "deleted"}
+
+
+@dataclass
+class Change:
+    """One path changed in a sandbox's writable layer (Sandbox.diff):
+    its new state, or its old one when it was deleted."""
+
+    path: str  # a byte that is not UTF-8 shows as U+FFFD; raw_path has the bytes
+    change: str  # "added", "modified" or "deleted"
+    type: str  # "file", "dir", "symlink", "fifo", "socket", "char", "block"
+    size: int
+    mode: int
+    uid: int
+    gid: int
+    link_target: str = ""
+    patch: str = ""  # with patch=True: the unified diff of a text file
+    binary: bool = False  # not text: no patch
+    patch_truncated: bool = False  # over 1 MiB, or 16 MiB of patches in all
+    raw_path: bytes = b""
+
+    @classmethod
+    def _from(cls, e: diff_pb2.DiffEntry) -> "Change":
+        types = {files_pb2.FILE_TYPE_REGULAR: "file", files_pb2.FILE_TYPE_DIRECTORY: "dir",
+                 files_pb2.FILE_TYPE_SYMLINK: "symlink", files_pb2.FILE_TYPE_FIFO: "fifo",
+                 files_pb2.FILE_TYPE_SOCKET: "socket", files_pb2.FILE_TYPE_CHAR_DEVICE: "char",
+                 files_pb2.FILE_TYPE_BLOCK_DEVICE: "block"}
+        return cls(e.path, _CHANGE_KINDS.get(e.change, "unknown"), types.get(e.type, "unknown"), e.size, e.mode,
+                   e.uid, e.gid, e.link_target, e.patch, e.binary, e.patch_truncated,
+                   e.raw_path or e.path.encode())
+
+
+@dataclass
+class Changes:
+    """What Sandbox.diff found, in path order."""
+
+    entries: List[Change] = field(default_factory=list)
+    truncated: bool = False  # the listing stopped at 100,000 changes
+    patch_truncated: bool = False  # some patch was cut or left out
+
+    def _add(self, msg: diff_pb2.DiffSandboxResponse) -> bool:
+        self.entries.extend(Change._from(e) for e in msg.entries)
+        self.truncated, self.patch_truncated = msg.truncated, msg.patch_truncated
+        return msg.done

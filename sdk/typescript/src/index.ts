@@ -84,6 +84,8 @@ export {
   type ProcessInfo,
   type SandboxInfo,
   type SandboxStats,
+  type Change,
+  type Changes,
   type SessionInfo,
   type Usage,
   type WatchEvent,

@@ -52,9 +52,12 @@ import {
   type Stdin,
 } from "./process.js";
 import { EventsRequestSchema } from "./gen/boxd/v1/events_pb.js";
+import { DiffSandboxRequestSchema } from "./gen/boxd/v1/diff_pb.js";
 import {
   ExecResult,
   argv,
+  change,
+  type Changes,
   duration,
   envList,
   event,
@@ -390,6 +393,27 @@ export class Sandbox {
     for await (const msg of c.stream((opts) => c.sandbox.stats(req, opts), o)) {
       for (const s of msg.sandboxes) yield sandboxStats(s);
     }
+  }
+
+  /**
+   * The files added, modified and deleted in the sandbox's writable layer
+   * since it was created ("create", the default), forked ("fork"), or
+   * committed as an image (its name); volumes are not included. patch adds
+   * a unified diff of each changed text file.
+   */
+  async diff(o: CallOpts & { since?: string; patch?: boolean } = {}): Promise<Changes> {
+    const c = this.client;
+    const req = create(DiffSandboxRequestSchema, { sandboxId: this.id, since: o.since ?? "", patch: o.patch ?? false });
+    const out: Changes = { entries: [], truncated: false, patchTruncated: false };
+    let done = false;
+    for await (const msg of c.stream((opts) => c.sandbox.diffSandbox(req, opts), o)) {
+      out.entries.push(...msg.entries.map(change));
+      out.truncated = msg.truncated;
+      out.patchTruncated = msg.patchTruncated;
+      done = msg.done;
+    }
+    if (!done) throw new Unknown(`the diff of sandbox ${this.id} ended early`);
+    return out;
   }
 
   // -- images, forks, ports, network, tar copies ----------------------------

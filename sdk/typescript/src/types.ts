@@ -18,6 +18,7 @@ import type { Event as PbEvent } from "./gen/boxd/v1/events_pb.js";
 import { FileType, WatchOp, type FileInfo as PbFileInfo, type FileResult as PbFileResult, type WatchEvent as PbWatchEvent } from "./gen/boxd/v1/files_pb.js";
 import type { ProcessInfo as PbProcessInfo, Session as PbSession } from "./gen/boxd/v1/process_pb.js";
 import { type BoxdError, fromCode } from "./errors.js";
+import { DiffChange, type DiffEntry as PbDiffEntry } from "./gen/boxd/v1/diff_pb.js";
 
 const utf8 = new TextDecoder("utf-8");
 const empty = new Uint8Array(0);
@@ -564,4 +565,46 @@ export interface SearchResult<T> {
   matches: T[];
   truncated: boolean;
   truncatedReason: string;
+}
+
+/** One path changed in a sandbox's writable layer (Sandbox.diff): its new state, or its old one when deleted. */
+export interface Change {
+  /** A byte that is not UTF-8 shows as U+FFFD; rawPath has the bytes. */
+  path: string;
+  rawPath: Uint8Array;
+  change: "added" | "modified" | "deleted" | "unknown";
+  type: FileKind;
+  size: number;
+  mode: number;
+  uid: number;
+  gid: number;
+  linkTarget: string;
+  /** With patch: the unified diff of a text file. */
+  patch: string;
+  /** Not text: listed without a patch. */
+  binary: boolean;
+  /** Over 1 MiB, or 16 MiB of patches in all: the patch is cut or left out. */
+  patchTruncated: boolean;
+}
+
+/** What Sandbox.diff found, in path order. */
+export interface Changes {
+  entries: Change[];
+  /** The listing stopped at 100,000 changes. */
+  truncated: boolean;
+  patchTruncated: boolean;
+}
+
+const changeKinds: Record<number, Change["change"]> = {
+  [DiffChange.ADDED]: "added",
+  [DiffChange.MODIFIED]: "modified",
+  [DiffChange.DELETED]: "deleted",
+};
+
+export function change(e: PbDiffEntry): Change {
+  return {
+    path: e.path, rawPath: e.rawPath.length > 0 ? e.rawPath : new TextEncoder().encode(e.path),
+    change: changeKinds[e.change] ?? "unknown", type: kinds[e.type] ?? "unknown", size: Number(e.size), mode: e.mode,
+    uid: e.uid, gid: e.gid, linkTarget: e.linkTarget, patch: e.patch, binary: e.binary, patchTruncated: e.patchTruncated,
+  };
 }

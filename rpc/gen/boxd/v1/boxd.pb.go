@@ -4536,7 +4536,7 @@ var File_boxd_v1_boxd_proto protoreflect.FileDescriptor
 
 const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\n" +
-	"\x12boxd/v1/boxd.proto\x12\aboxd.v1\x1a\x15boxd/v1/volumes.proto\x1a\x13boxd/v1/usage.proto\x1a\x15boxd/v1/network.proto\"%\n" +
+	"\x12boxd/v1/boxd.proto\x12\aboxd.v1\x1a\x15boxd/v1/volumes.proto\x1a\x13boxd/v1/usage.proto\x1a\x15boxd/v1/network.proto\x1a\x12boxd/v1/diff.proto\"%\n" +
 	"\x13PauseSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
 	"\x14PauseSandboxResponse\"'\n" +
@@ -4915,7 +4915,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\vImageFormat\x12\x1c\n" +
 	"\x18IMAGE_FORMAT_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10IMAGE_FORMAT_TAR\x10\x01\x12\x17\n" +
-	"\x13IMAGE_FORMAT_ROOTFS\x10\x022\xf0\x0e\n" +
+	"\x13IMAGE_FORMAT_ROOTFS\x10\x022\xbc\x0f\n" +
 	"\x0eSandboxService\x12N\n" +
 	"\rCreateSandbox\x12\x1d.boxd.v1.CreateSandboxRequest\x1a\x1e.boxd.v1.CreateSandboxResponse\x12N\n" +
 	"\rListSandboxes\x12\x1d.boxd.v1.ListSandboxesRequest\x1a\x1e.boxd.v1.ListSandboxesResponse\x12E\n" +
@@ -4947,7 +4947,8 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\n" +
 	"BuildImage\x12\x1a.boxd.v1.BuildImageRequest\x1a\x1b.boxd.v1.BuildImageResponse(\x01\x12E\n" +
 	"\n" +
-	"NetworkLog\x12\x1a.boxd.v1.NetworkLogRequest\x1a\x1b.boxd.v1.NetworkLogResponseB1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
+	"NetworkLog\x12\x1a.boxd.v1.NetworkLogRequest\x1a\x1b.boxd.v1.NetworkLogResponse\x12J\n" +
+	"\vDiffSandbox\x12\x1b.boxd.v1.DiffSandboxRequest\x1a\x1c.boxd.v1.DiffSandboxResponse0\x01B1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
 
 var (
 	file_boxd_v1_boxd_proto_rawDescOnce sync.Once
@@ -5037,7 +5038,9 @@ var file_boxd_v1_boxd_proto_goTypes = []any{
 	(*VolumeMount)(nil),            // 70: boxd.v1.VolumeMount
 	(*ResourceUsage)(nil),          // 71: boxd.v1.ResourceUsage
 	(*NetworkLogRequest)(nil),      // 72: boxd.v1.NetworkLogRequest
-	(*NetworkLogResponse)(nil),     // 73: boxd.v1.NetworkLogResponse
+	(*DiffSandboxRequest)(nil),     // 73: boxd.v1.DiffSandboxRequest
+	(*NetworkLogResponse)(nil),     // 74: boxd.v1.NetworkLogResponse
+	(*DiffSandboxResponse)(nil),    // 75: boxd.v1.DiffSandboxResponse
 }
 var file_boxd_v1_boxd_proto_depIdxs = []int32{
 	7,  // 0: boxd.v1.StatsResponse.sandboxes:type_name -> boxd.v1.SandboxStats
@@ -5109,34 +5112,36 @@ var file_boxd_v1_boxd_proto_depIdxs = []int32{
 	5,  // 66: boxd.v1.SandboxService.Stats:input_type -> boxd.v1.StatsRequest
 	61, // 67: boxd.v1.SandboxService.BuildImage:input_type -> boxd.v1.BuildImageRequest
 	72, // 68: boxd.v1.SandboxService.NetworkLog:input_type -> boxd.v1.NetworkLogRequest
-	27, // 69: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
-	29, // 70: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
-	31, // 71: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
-	33, // 72: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
-	54, // 73: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
-	36, // 74: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
-	37, // 75: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
-	39, // 76: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
-	41, // 77: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
-	43, // 78: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
-	46, // 79: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
-	48, // 80: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
-	50, // 81: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
-	52, // 82: boxd.v1.SandboxService.TagImage:output_type -> boxd.v1.TagImageResponse
-	14, // 83: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
-	16, // 84: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
-	9,  // 85: boxd.v1.SandboxService.CommitSandbox:output_type -> boxd.v1.CommitSandboxResponse
-	11, // 86: boxd.v1.SandboxService.ForkSandbox:output_type -> boxd.v1.ForkSandboxResponse
-	56, // 87: boxd.v1.SandboxService.UpdateSandbox:output_type -> boxd.v1.UpdateSandboxResponse
-	58, // 88: boxd.v1.SandboxService.StopSandbox:output_type -> boxd.v1.StopSandboxResponse
-	60, // 89: boxd.v1.SandboxService.StartSandbox:output_type -> boxd.v1.StartSandboxResponse
-	2,  // 90: boxd.v1.SandboxService.PauseSandbox:output_type -> boxd.v1.PauseSandboxResponse
-	4,  // 91: boxd.v1.SandboxService.UnpauseSandbox:output_type -> boxd.v1.UnpauseSandboxResponse
-	6,  // 92: boxd.v1.SandboxService.Stats:output_type -> boxd.v1.StatsResponse
-	63, // 93: boxd.v1.SandboxService.BuildImage:output_type -> boxd.v1.BuildImageResponse
-	73, // 94: boxd.v1.SandboxService.NetworkLog:output_type -> boxd.v1.NetworkLogResponse
-	69, // [69:95] is the sub-list for method output_type
-	43, // [43:69] is the sub-list for method input_type
+	73, // 69: boxd.v1.SandboxService.DiffSandbox:input_type -> boxd.v1.DiffSandboxRequest
+	27, // 70: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
+	29, // 71: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
+	31, // 72: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
+	33, // 73: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
+	54, // 74: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
+	36, // 75: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
+	37, // 76: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
+	39, // 77: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
+	41, // 78: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
+	43, // 79: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
+	46, // 80: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
+	48, // 81: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
+	50, // 82: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
+	52, // 83: boxd.v1.SandboxService.TagImage:output_type -> boxd.v1.TagImageResponse
+	14, // 84: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
+	16, // 85: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
+	9,  // 86: boxd.v1.SandboxService.CommitSandbox:output_type -> boxd.v1.CommitSandboxResponse
+	11, // 87: boxd.v1.SandboxService.ForkSandbox:output_type -> boxd.v1.ForkSandboxResponse
+	56, // 88: boxd.v1.SandboxService.UpdateSandbox:output_type -> boxd.v1.UpdateSandboxResponse
+	58, // 89: boxd.v1.SandboxService.StopSandbox:output_type -> boxd.v1.StopSandboxResponse
+	60, // 90: boxd.v1.SandboxService.StartSandbox:output_type -> boxd.v1.StartSandboxResponse
+	2,  // 91: boxd.v1.SandboxService.PauseSandbox:output_type -> boxd.v1.PauseSandboxResponse
+	4,  // 92: boxd.v1.SandboxService.UnpauseSandbox:output_type -> boxd.v1.UnpauseSandboxResponse
+	6,  // 93: boxd.v1.SandboxService.Stats:output_type -> boxd.v1.StatsResponse
+	63, // 94: boxd.v1.SandboxService.BuildImage:output_type -> boxd.v1.BuildImageResponse
+	74, // 95: boxd.v1.SandboxService.NetworkLog:output_type -> boxd.v1.NetworkLogResponse
+	75, // 96: boxd.v1.SandboxService.DiffSandbox:output_type -> boxd.v1.DiffSandboxResponse
+	70, // [70:97] is the sub-list for method output_type
+	43, // [43:70] is the sub-list for method input_type
 	43, // [43:43] is the sub-list for extension type_name
 	43, // [43:43] is the sub-list for extension extendee
 	0,  // [0:43] is the sub-list for field type_name
@@ -5150,6 +5155,7 @@ func file_boxd_v1_boxd_proto_init() {
 	file_boxd_v1_volumes_proto_init()
 	file_boxd_v1_usage_proto_init()
 	file_boxd_v1_network_proto_init()
+	file_boxd_v1_diff_proto_init()
 	file_boxd_v1_boxd_proto_msgTypes[36].OneofWrappers = []any{
 		(*ExecStreamResponse_Stdout)(nil),
 		(*ExecStreamResponse_Stderr)(nil),

@@ -1,6 +1,7 @@
 from boxd.v1 import volumes_pb2 as _volumes_pb2
 from boxd.v1 import usage_pb2 as _usage_pb2
 from boxd.v1 import network_pb2 as _network_pb2
+from boxd.v1 import diff_pb2 as _diff_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor

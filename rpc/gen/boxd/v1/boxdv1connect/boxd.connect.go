@@ -105,6 +105,9 @@ const (
 	// SandboxServiceNetworkLogProcedure is the fully-qualified name of the SandboxService's NetworkLog
 	// RPC.
 	SandboxServiceNetworkLogProcedure = "/boxd.v1.SandboxService/NetworkLog"
+	// SandboxServiceDiffSandboxProcedure is the fully-qualified name of the SandboxService's
+	// DiffSandbox RPC.
+	SandboxServiceDiffSandboxProcedure = "/boxd.v1.SandboxService/DiffSandbox"
 )
 
 // SandboxServiceClient is a client for the boxd.v1.SandboxService service.
@@ -220,6 +223,18 @@ type SandboxServiceClient interface {
 	// (another user's sandbox is not_found); failed_precondition for a
 	// sandbox of network mode none. See docs/network.md.
 	NetworkLog(context.Context, *connect.Request[v1.NetworkLogRequest]) (*connect.Response[v1.NetworkLogResponse], error)
+	// DiffSandbox lists the files added, modified and deleted in a sandbox's
+	// writable layer (and the fork layers under it) since it was created,
+	// since it was forked, or since an image committed from it; volumes and
+	// binds are not in it. Read from the layers on the host, never following
+	// a link in them: only what the layers hold is walked. A rename is a
+	// deletion and an addition; a change of mode or owner, or a file opened
+	// for writing, is a modification. With patch, text files get a unified
+	// diff. The sandbox runs on meanwhile (it may be stopped). Errors:
+	// not_found (sandbox, or the since image), invalid_argument naming since
+	// (an image that is not a commit of this sandbox), failed_precondition
+	// (since fork for a sandbox not made by a fork; a gvisor sandbox).
+	DiffSandbox(context.Context, *connect.Request[v1.DiffSandboxRequest]) (*connect.ServerStreamForClient[v1.DiffSandboxResponse], error)
 }
 
 // NewSandboxServiceClient constructs a client for the boxd.v1.SandboxService service. By default,
@@ -389,6 +404,12 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sandboxServiceMethods.ByName("NetworkLog")),
 			connect.WithClientOptions(opts...),
 		),
+		diffSandbox: connect.NewClient[v1.DiffSandboxRequest, v1.DiffSandboxResponse](
+			httpClient,
+			baseURL+SandboxServiceDiffSandboxProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("DiffSandbox")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -420,6 +441,7 @@ type sandboxServiceClient struct {
 	stats          *connect.Client[v1.StatsRequest, v1.StatsResponse]
 	buildImage     *connect.Client[v1.BuildImageRequest, v1.BuildImageResponse]
 	networkLog     *connect.Client[v1.NetworkLogRequest, v1.NetworkLogResponse]
+	diffSandbox    *connect.Client[v1.DiffSandboxRequest, v1.DiffSandboxResponse]
 }
 
 // CreateSandbox calls boxd.v1.SandboxService.CreateSandbox.
@@ -552,6 +574,11 @@ func (c *sandboxServiceClient) NetworkLog(ctx context.Context, req *connect.Requ
 	return c.networkLog.CallUnary(ctx, req)
 }
 
+// DiffSandbox calls boxd.v1.SandboxService.DiffSandbox.
+func (c *sandboxServiceClient) DiffSandbox(ctx context.Context, req *connect.Request[v1.DiffSandboxRequest]) (*connect.ServerStreamForClient[v1.DiffSandboxResponse], error) {
+	return c.diffSandbox.CallServerStream(ctx, req)
+}
+
 // SandboxServiceHandler is an implementation of the boxd.v1.SandboxService service.
 type SandboxServiceHandler interface {
 	CreateSandbox(context.Context, *connect.Request[v1.CreateSandboxRequest]) (*connect.Response[v1.CreateSandboxResponse], error)
@@ -665,6 +692,18 @@ type SandboxServiceHandler interface {
 	// (another user's sandbox is not_found); failed_precondition for a
 	// sandbox of network mode none. See docs/network.md.
 	NetworkLog(context.Context, *connect.Request[v1.NetworkLogRequest]) (*connect.Response[v1.NetworkLogResponse], error)
+	// DiffSandbox lists the files added, modified and deleted in a sandbox's
+	// writable layer (and the fork layers under it) since it was created,
+	// since it was forked, or since an image committed from it; volumes and
+	// binds are not in it. Read from the layers on the host, never following
+	// a link in them: only what the layers hold is walked. A rename is a
+	// deletion and an addition; a change of mode or owner, or a file opened
+	// for writing, is a modification. With patch, text files get a unified
+	// diff. The sandbox runs on meanwhile (it may be stopped). Errors:
+	// not_found (sandbox, or the since image), invalid_argument naming since
+	// (an image that is not a commit of this sandbox), failed_precondition
+	// (since fork for a sandbox not made by a fork; a gvisor sandbox).
+	DiffSandbox(context.Context, *connect.Request[v1.DiffSandboxRequest], *connect.ServerStream[v1.DiffSandboxResponse]) error
 }
 
 // NewSandboxServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -830,6 +869,12 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sandboxServiceMethods.ByName("NetworkLog")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sandboxServiceDiffSandboxHandler := connect.NewServerStreamHandler(
+		SandboxServiceDiffSandboxProcedure,
+		svc.DiffSandbox,
+		connect.WithSchema(sandboxServiceMethods.ByName("DiffSandbox")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/boxd.v1.SandboxService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case SandboxServiceCreateSandboxProcedure:
@@ -884,6 +929,8 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 			sandboxServiceBuildImageHandler.ServeHTTP(w, r)
 		case SandboxServiceNetworkLogProcedure:
 			sandboxServiceNetworkLogHandler.ServeHTTP(w, r)
+		case SandboxServiceDiffSandboxProcedure:
+			sandboxServiceDiffSandboxHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -995,4 +1042,8 @@ func (UnimplementedSandboxServiceHandler) BuildImage(context.Context, *connect.C
 
 func (UnimplementedSandboxServiceHandler) NetworkLog(context.Context, *connect.Request[v1.NetworkLogRequest]) (*connect.Response[v1.NetworkLogResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.NetworkLog is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) DiffSandbox(context.Context, *connect.Request[v1.DiffSandboxRequest], *connect.ServerStream[v1.DiffSandboxResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.DiffSandbox is not implemented"))
 }
