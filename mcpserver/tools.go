@@ -106,6 +106,7 @@ func (s *Server) addTools(srv *mcp.Server) {
 	s.addExec(srv)
 	s.addFiles(srv)
 	s.addProcesses(srv)
+	s.addCode(srv)
 }
 
 func ptr[T any](v T) *T { return &v }
