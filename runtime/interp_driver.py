@@ -103,7 +103,7 @@ class Context:
         env = dict(os.environ)
         env.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
         env.setdefault("PYDEVD_DISABLE_FILE_VALIDATION", "1")
-        self.km.start_kernel(env=env, cwd=os.getcwd())
+        self.km.start_kernel(extra_arguments=["--HistoryManager.enabled=False"], env=env, cwd=os.getcwd())
         self.connect()
 
     def connect(self):
