@@ -171,12 +171,14 @@ class Context:
         """Sends what one iopub message carries; True once the cell is done."""
         typ, c = msg["msg_type"], msg["content"]
         if typ == "stream":
-            text = c.get("text", "")
-            raw = text.encode("utf-8", "replace")
-            if not budget.take(len(raw)):
-                return False
+            raw = c.get("text", "").encode("utf-8", "replace")
+            if len(raw) > budget.left:
+                raw = raw[:budget.left]
+                budget.truncated = True
+            budget.left -= len(raw)
             for i in range(0, len(raw), CHUNK):
-                send({"t": "out", "id": rid, "s": c.get("name", "stdout"), "b": raw[i:i + CHUNK].decode("utf-8", "replace")})
+                # A piece cut inside a character loses it (never grows).
+                send({"t": "out", "id": rid, "s": c.get("name", "stdout"), "b": raw[i:i + CHUNK].decode("utf-8", "ignore")})
         elif typ in ("display_data", "update_display_data", "execute_result"):
             data = bundle(c.get("data", {}), budget)
             if data:

@@ -79,16 +79,15 @@ func (r *codeRun) handle(msg driverMsg) (bool, error) {
 		if msg.S != "stdout" && msg.S != "stderr" {
 			return false, fmt.Errorf("interpreter driver: %w: stream %.20q", wire.ErrProtocol, msg.S)
 		}
-		n := int64(len(msg.B))
-		if n > r.left {
+		b := msg.B
+		if int64(len(b)) > r.left {
+			b = b[:r.left]
 			r.res.Truncated = true
-			r.left = 0
-			return false, nil
 		}
-		r.left -= n
-		if r.err == nil && r.out != nil {
+		r.left -= int64(len(b))
+		if len(b) > 0 && r.err == nil && r.out != nil {
 			// A caller gone: keep reading to the end of the run.
-			r.err = r.out(msg.S, []byte(msg.B))
+			r.err = r.out(msg.S, []byte(b))
 		}
 	case "display", "value":
 		return false, r.bundle(msg)

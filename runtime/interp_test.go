@@ -79,7 +79,7 @@ func TestCodeRunBudget(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if string(got) != "ab" || !r.res.Truncated {
+	if string(got) != "abcd" || !r.res.Truncated {
 		t.Errorf("streamed %q, truncated %v", got, r.res.Truncated)
 	}
 	if _, err := r.handle(driverMsg{T: "out", S: "other"}); err == nil {
