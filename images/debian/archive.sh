@@ -23,7 +23,7 @@ die() { echo "images/debian/archive.sh: $*" >&2; exit 1; }
 OUT=$1
 REF=${2:-boxd/debian:bookworm}
 SUITE=${DEBIAN_SUITE:-bookworm}
-PACKAGES=bash,coreutils,git,ca-certificates,curl,python3,python3-requests,python3-ipykernel,python3-jupyter-client,python3-matplotlib
+PACKAGES=bash,coreutils,git,ca-certificates,curl,python3,python3-requests,python3-ipykernel,python3-jupyter-client,python3-matplotlib,python3-munkres
 
 [[ $(id -u) -eq 0 ]] || die "must run as root (mmdebstrap's root mode)"
 command -v mmdebstrap >/dev/null || die "mmdebstrap not found (run scripts/setup.sh)"
@@ -44,11 +44,33 @@ WORK=$(mktemp -d "${OUT}.work.XXXXXX")
 trap 'rm -rf "$WORK" "$OUT.tmp.$$"' EXIT
 mkdir -p "$WORK/img"
 
+# Depends that only debugging and compiling need, nothing the interpreter
+# runs: gdb (debugpy's process attach), python3-pythran (scipy's compiler,
+# which brings g++, boost and the -dev packages: half the image) and
+# python3-sympy (fontTools' symbolic module). A local package provides
+# them, so apt leaves them out and stays consistent; `apt-get install gdb`
+# in a sandbox still installs the real one. python3-munkres stands for
+# python3-scipy, fontTools' other alternative.
+mkdir -p "$WORK/slim/DEBIAN"
+cat >"$WORK/slim/DEBIAN/control" <<'CONTROL'
+Package: boxd-interp-slim
+Version: 1
+Architecture: all
+Maintainer: boxd
+Priority: optional
+Provides: gdb, python3-pythran, python3-sympy
+Description: boxd's code interpreter image without build and debug tools
+ Provides what the Jupyter stack depends on only for debugging and compiling.
+CONTROL
+dpkg-deb --root-owner-group --build "$WORK/slim" "$WORK/slim.deb" >/dev/null
+
 echo "mmdebstrap --variant=minbase $SUITE from $MIRROR (packages: $PACKAGES)" >&2
 # Device nodes stay out of the tar: the sandbox's /dev is the runtime's.
 if ! mmdebstrap --variant=minbase --include="$PACKAGES" --format=tar \
 	--skip=output/dev --skip=output/mknod \
 	--aptopt='APT::Install-Recommends "false"' \
+	--essential-hook="copy-in $WORK/slim.deb /tmp" \
+	--essential-hook='chroot "$1" dpkg -i /tmp/slim.deb && rm "$1/tmp/slim.deb"' \
 	--dpkgopt='path-exclude=/usr/share/man/*' \
 	--dpkgopt='path-exclude=/usr/share/locale/*' \
 	--dpkgopt='path-include=/usr/share/locale/locale.alias' \
