@@ -141,7 +141,10 @@ func TestRunCode(t *testing.T) {
 		}
 	})
 	t.Run("matplotlib", func(t *testing.T) {
-		r := mustRun(t, id, "import matplotlib.pyplot as plt\nplt.figure(figsize=(4, 3), dpi=100)\nplt.plot([1, 3, 2])\n")
+		// The inline backend crops to the drawing (bbox_inches="tight")
+		// unless told not to; then the PNG is the figure's size.
+		r := mustRun(t, id, "%config InlineBackend.print_figure_kwargs = {'bbox_inches': None}\n"+
+			"import matplotlib.pyplot as plt\nplt.figure(figsize=(4, 3), dpi=100)\nplt.plot([1, 3, 2])\n")
 		if len(r.res.Displays) != 1 {
 			t.Fatalf("%d displays, want the figure: %v", len(r.res.Displays), r.res)
 		}
