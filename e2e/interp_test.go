@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"image/png"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -172,8 +173,13 @@ func TestRunCode(t *testing.T) {
 			t.Fatal(err)
 		}
 		e := r.res.Error
-		if e == nil || e.Name != "ZeroDivisionError" || e.Value != "division by zero" || !strings.Contains(strings.Join(e.Traceback, "\n"), "f()") {
-			t.Errorf("error: %v", e)
+		if e == nil || e.Name != "ZeroDivisionError" || e.Value != "division by zero" {
+			t.Fatalf("error: %v", e)
+		}
+		// The lines carry IPython's colours.
+		tb := regexp.MustCompile("\x1b\\[[0-9;]*m").ReplaceAllString(strings.Join(e.Traceback, "\n"), "")
+		if !strings.Contains(tb, "----> 3 f()") || !strings.Contains(tb, "return 1 / 0") {
+			t.Errorf("traceback:\n%s", tb)
 		}
 	})
 	t.Run("timeout", func(t *testing.T) {
