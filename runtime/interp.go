@@ -271,7 +271,7 @@ func (d *interpDriver) await(ctx context.Context, id int64, deadline time.Time, 
 				return err
 			}
 			if err != nil {
-				return reply.error
+				return reply
 			}
 			if end {
 				return nil

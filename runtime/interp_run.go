@@ -6,6 +6,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -56,7 +57,7 @@ func (m *Manager) RunCode(ctx context.Context, idOrName string, req RunCodeReque
 	})
 	defer stop()
 	if err := d.await(ctx, rid, deadline, r.handle); err != nil {
-		return nil, m.procErr(ctx, id, "run code", err)
+		return nil, driverErr(m, ctx, id, "run code", err)
 	}
 	r.res.Duration = time.Since(start)
 	return r.res, nil
@@ -214,10 +215,17 @@ func (m *Manager) contextCall(ctx context.Context, idOrName string, req map[stri
 		}
 		return true, reply(msg)
 	})
-	if err != nil {
-		return m.procErr(ctx, id, "code context", err)
+	return driverErr(m, ctx, id, "code context", err)
+}
+
+// driverErr is the driver's own answer as it is, and anything else (the
+// channel, a broken driver) with the sandbox named.
+func driverErr(m *Manager, ctx context.Context, id, what string, err error) error {
+	var reply errReply
+	if err == nil || errors.As(err, &reply) {
+		return err
 	}
-	return nil
+	return m.procErr(ctx, id, what, err)
 }
 
 // errReply is the driver's answer, not a broken driver: it stays up.
