@@ -24,6 +24,7 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _out = None
 _out_lock = threading.Lock()
 _cancel = threading.Event()
+_running = [None]  # the id of the run in progress
 _requests = queue.Queue()
 
 
@@ -49,7 +50,8 @@ def read_requests(pin):
             break
         req = json.loads(body)
         if req.get("op") == "cancel":
-            _cancel.set()
+            if req.get("run") == _running[0]:  # a late cancel of an earlier run is dropped
+                _cancel.set()
         else:
             _requests.put(req)
     _requests.put(None)
@@ -209,6 +211,7 @@ def serve():
                 raise ValueError("bad context name")
             if op == "run":
                 _cancel.clear()
+                _running[0] = rid
                 ctx = contexts.get(name)
                 if ctx is None:
                     if len(contexts) >= MAX_CONTEXTS:

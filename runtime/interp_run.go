@@ -53,7 +53,7 @@ func (m *Manager) RunCode(ctx context.Context, idOrName string, req RunCodeReque
 	// The caller going away interrupts the cell; the driver answers
 	// within runSlack.
 	stop := context.AfterFunc(ctx, func() {
-		_ = d.send(map[string]any{"op": "cancel"})
+		_ = d.send(map[string]any{"op": "cancel", "run": rid})
 	})
 	defer stop()
 	if err := d.await(ctx, rid, deadline, r.handle); err != nil {
