@@ -52,8 +52,13 @@ def read_requests(pin):
         if req.get("op") == "cancel":
             if req.get("run") == _running[0]:  # a late cancel of an earlier run is dropped
                 _cancel.set()
-        else:
-            _requests.put(req)
+            continue
+        if req.get("op") == "run":
+            # boxd sends a run only after the last one's end: from here
+            # on a cancel is this run's.
+            _cancel.clear()
+            _running[0] = req.get("id")
+        _requests.put(req)
     _requests.put(None)
 
 
@@ -210,8 +215,6 @@ def serve():
             if not isinstance(name, str) or not NAME_RE.match(name):
                 raise ValueError("bad context name")
             if op == "run":
-                _cancel.clear()
-                _running[0] = rid
                 ctx = contexts.get(name)
                 if ctx is None:
                     if len(contexts) >= MAX_CONTEXTS:
