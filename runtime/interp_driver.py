@@ -43,7 +43,7 @@ def read_requests(pin):
         if len(head) < 4:
             break
         (n,) = struct.unpack(">I", head)
-        if n > 4 * MAX_FRAME:
+        if n > 16 * MAX_FRAME:  # 1 MiB of code, JSON-escaped
             break
         body = pin.read(n)
         if len(body) < n:
