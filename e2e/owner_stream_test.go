@@ -135,6 +135,35 @@ var streamCases = []streamCase{
 	{"RegistryService.PushImage", func(t *testing.T, c context.Context, w streamWorld) {
 		wantDenied(t, "b's PushImage", drainStream(w.apiB.registry.PushImage(c, connect.NewRequest(&boxdv1.PushImageRequest{Reference: "127.0.0.1:1/boxd/x:latest", Source: testImage}))))
 	}},
+	{"CodeService.RunCode", func(t *testing.T, c context.Context, w streamWorld) {
+		// And the context calls: all name a sandbox, a's is not found.
+		calls := map[string]func(id string) error{
+			"RunCode": func(id string) error {
+				return drainStream(w.apiB.code.RunCode(c, connect.NewRequest(&boxdv1.RunCodeRequest{SandboxId: id, Code: "1"})))
+			},
+			"ListCodeContexts": func(id string) error {
+				_, err := w.apiB.code.ListCodeContexts(c, connect.NewRequest(&boxdv1.ListCodeContextsRequest{SandboxId: id}))
+				return err
+			},
+			"RestartCodeContext": func(id string) error {
+				_, err := w.apiB.code.RestartCodeContext(c, connect.NewRequest(&boxdv1.RestartCodeContextRequest{SandboxId: id, Context: "default"}))
+				return err
+			},
+			"DeleteCodeContext": func(id string) error {
+				_, err := w.apiB.code.DeleteCodeContext(c, connect.NewRequest(&boxdv1.DeleteCodeContextRequest{SandboxId: id, Context: "default"}))
+				return err
+			},
+		}
+		const missing = "0123456789ab"
+		for name, call := range calls {
+			want := call(missing)
+			err := call(w.sbA)
+			if connect.CodeOf(want) != connect.CodeNotFound || connect.CodeOf(err) != connect.CodeNotFound ||
+				err.Error() != strings.ReplaceAll(want.Error(), missing, w.sbA) {
+				t.Errorf("b's %s on a's sandbox: %v; on a missing one: %v; want the same not_found", name, err, want)
+			}
+		}
+	}},
 }
 
 func wantDenied(t *testing.T, what string, err error) {

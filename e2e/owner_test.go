@@ -89,6 +89,7 @@ type clientsAs struct {
 	events   boxdv1connect.EventServiceClient
 	registry boxdv1connect.RegistryServiceClient
 	volumes  boxdv1connect.VolumeServiceClient
+	code     boxdv1connect.CodeServiceClient
 }
 
 func apiAs(u hostUser, sock string) clientsAs {
@@ -103,6 +104,7 @@ func apiAs(u hostUser, sock string) clientsAs {
 		volumes:  boxdv1connect.NewVolumeServiceClient(hc, base),
 		events:   boxdv1connect.NewEventServiceClient(hc, base),
 		registry: boxdv1connect.NewRegistryServiceClient(hc, base),
+		code:     boxdv1connect.NewCodeServiceClient(hc, base),
 	}
 }
 

@@ -42,6 +42,7 @@ type Server struct {
 	api     boxdv1connect.SandboxServiceClient
 	files   boxdv1connect.FileServiceClient
 	procs   boxdv1connect.ProcessServiceClient
+	code    boxdv1connect.CodeServiceClient
 	log     *slog.Logger
 	session string
 	// isolated: this session may use only the sandboxes it created
@@ -67,6 +68,7 @@ func New(socket string, log *slog.Logger) (*Server, error) {
 		api:     rpcclient.New(socket),
 		files:   rpcclient.NewFiles(socket),
 		procs:   rpcclient.NewProcess(socket),
+		code:    rpcclient.NewCode(socket),
 		log:     log,
 		session: hex.EncodeToString(id),
 		created: map[string]bool{},

@@ -107,6 +107,7 @@ func (s *Server) addTools(srv *mcp.Server) {
 	s.addFiles(srv)
 	s.addProcesses(srv)
 	s.addDiff(srv)
+	s.addCode(srv)
 }
 
 func ptr[T any](v T) *T { return &v }

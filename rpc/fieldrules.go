@@ -124,6 +124,11 @@ var requestRules = map[protoreflect.Name]msgRules{
 	"CreateTokenRequest": {anyone: "name ttl", cond: map[protoreflect.Name]*condRule{"owner": tokenOwnerRule, "scope": tokenScopeRule}},
 	"ListTokensRequest":  {},
 	"DeleteTokenRequest": {anyone: "name", cond: map[protoreflect.Name]*condRule{"owner": tokenOwnerRule}},
+	// CodeService: the runtime checks ownership and bounds.
+	"RunCodeRequest":            {anyone: "sandbox_id code language context timeout output_limit"},
+	"ListCodeContextsRequest":   {anyone: "sandbox_id"},
+	"RestartCodeContextRequest": {anyone: "sandbox_id context"},
+	"DeleteCodeContextRequest":  {anyone: "sandbox_id context"},
 }
 
 // msgRules are one message's rows of requestRules: field names separated

@@ -29,6 +29,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(boxdv1connect.NewPoolServiceHandler(&poolServer{s}, s.handlerOptions()...))
 	mux.Handle(boxdv1connect.NewVolumeServiceHandler(&volumeServer{s}, s.handlerOptions()...))
 	mux.Handle(boxdv1connect.NewTokenServiceHandler(&tokenServer{s}, s.handlerOptions()...))
+	mux.Handle(boxdv1connect.NewCodeServiceHandler(&codeServer{s}, s.handlerOptions()...))
 	s.describe(mux)
 	return coalesceBulk(bufferStreams(mux))
 }
@@ -43,6 +44,7 @@ var APIServices = []string{
 	boxdv1connect.PoolServiceName,
 	boxdv1connect.VolumeServiceName,
 	boxdv1connect.TokenServiceName,
+	boxdv1connect.CodeServiceName,
 }
 
 // describe adds what lets a client that has no copy of rpc/proto find its

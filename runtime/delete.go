@@ -107,6 +107,7 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 	m.execDefs.Delete(id)
 	m.oomFiles.forget(id)
 	m.dropAgentPool(id)
+	m.dropInterp(id)
 	m.pool.signal() // a slot under max-sandboxes may be free for a member
 	m.forgetActivity(id)
 	if err := os.RemoveAll(m.sandboxDir(id)); err != nil {

@@ -141,6 +141,9 @@ type Manager struct {
 
 	// Volumes: the named volumes and who mounts them (volumes.go).
 	vols *volumes
+
+	// Interp: each sandbox's code interpreter driver (interp.go).
+	interps sync.Map
 }
 
 // claim marks id busy; it reports false if something else holds it.

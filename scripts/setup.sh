@@ -15,7 +15,8 @@
 #     pull bench run their own on loopback; the package's own service is
 #     stopped and disabled right after install, only the binary is used),
 #     libseccomp-dev (to build runc with seccomp), and curl and jq (the
-#     docs' curl example, which e2e TestDocs runs)
+#     docs' curl example, which e2e TestDocs runs), mmdebstrap (builds
+#     the Debian image below)
 #     (apt-get update runs only if one of them is missing);
 #   - containerd, containerd-shim-runc-v2 and ctr at the version go.mod pins
 #     for github.com/containerd/containerd/v2, built with `go install` into
@@ -27,6 +28,10 @@
 #     scripts/lib.sh pins (GVISOR_VERSION), built with `go install` into
 #     $BOXD_DEPS/gvisor-$VERSION/ (`create --runtime gvisor`; about 8 min on
 #     2 cores the first time);
+#   - the Debian image of the code interpreter (images/debian/archive.sh:
+#     bookworm with python3, ipykernel, jupyter_client, matplotlib), as a
+#     docker-archive tar at $BOXD_DEPS/images/debian-KEY.tar, KEY the
+#     recipe's hash (built once, a few minutes; the e2e tests import it);
 #   - protoc-gen-go and protoc-gen-connect-go, at the versions go.mod pins for
 #     google.golang.org/protobuf and connectrpc.com/connect, into $BOXD_DEPS/bin.
 # BOXD_DEPS defaults to /opt/boxd-deps.
@@ -50,7 +55,7 @@ missing=()
 need() { missing+=("$1"); }
 
 # ---- apt packages -----------------------------------------------------------
-APT_PACKAGES=(busybox-static debootstrap protobuf-compiler containernetworking-plugins python3-grpcio python3-protobuf nodejs e2fsprogs docker-registry libseccomp-dev curl jq)
+APT_PACKAGES=(busybox-static debootstrap protobuf-compiler containernetworking-plugins python3-grpcio python3-protobuf nodejs e2fsprogs docker-registry libseccomp-dev curl jq mmdebstrap)
 # Files each package must provide (busybox-static: the static binary; the
 # dynamically linked "busybox" package also provides /bin/busybox).
 declare -A APT_FILE=(
@@ -66,6 +71,7 @@ declare -A APT_FILE=(
 	[libseccomp-dev]=/usr/include/seccomp.h
 	[curl]=/usr/bin/curl
 	[jq]=/usr/bin/jq
+	[mmdebstrap]=/usr/bin/mmdebstrap
 )
 apt_missing() {
 	local status pkg
@@ -280,6 +286,26 @@ if ! gvisor_ok; then
 	fi
 fi
 
+# ---- the Debian image -----------------------------------------------------------
+# Keyed by the recipe: a changed recipe builds anew (testenv.DebianImage
+# finds it by the same key).
+DEBIAN_KEY=$(sha256sum "$BOXD_REPO/images/debian/archive.sh" | cut -c1-16)
+DEBIAN_TAR=$BOXD_DEPS/images/debian-$DEBIAN_KEY.tar
+debian_ok() { [[ -s $DEBIAN_TAR ]]; }
+debian_steps() { # TMP LOG
+	echo "setup: building the Debian image into $DEBIAN_TAR (a few minutes the first time; log: $2)" >&2
+	bash "$BOXD_REPO/images/debian/archive.sh" "$1/debian.tar" >>"$2" 2>&1 &&
+		mv -f "$1/debian.tar" "$DEBIAN_TAR"
+}
+if ! debian_ok; then
+	if $CHECK_ONLY; then
+		need "the Debian image $DEBIAN_TAR"
+	else
+		[[ $(id -u) -eq 0 ]] || die "the Debian image is missing and not root: run 'sudo $0'"
+		build_once "the Debian image" "$BOXD_DEPS/images" debian_ok debian_steps "$DEBIAN_TAR was not built"
+	fi
+fi
+
 # ---- protoc plugins -----------------------------------------------------------
 PLUGIN_BIN=$BOXD_DEPS/bin
 # plugin_ok NAME VERSION: installed at that version? (go.mod versions have a
@@ -324,6 +350,7 @@ echo "containerd-shim-runsc-v1=$RUNSC_SHIM"
 echo "busybox=${APT_FILE[busybox-static]}"
 echo "debootstrap=${APT_FILE[debootstrap]}"
 echo "protoc=${APT_FILE[protobuf-compiler]}"
+echo "debian-image=$DEBIAN_TAR"
 echo "containerd-version=$CONTAINERD_VERSION"
 for t in "${CTRD_TOOLS[@]}"; do
 	echo "$t=$CTRD_BIN/$t"

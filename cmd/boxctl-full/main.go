@@ -67,6 +67,7 @@ func commands() []*cli.Command {
 		filesCommand(), portCommand(), networkCommand(), mcpCommand(), commitCommand(), forkCommand(), buildCommand(),
 		pauseCommand(), unpauseCommand(), statsCommand(), eventsCommand(), poolCommand(), volumeCommand(), tokenCommand(),
 		diffCommand(),
+		runCodeCommand(),
 	}
 }
 

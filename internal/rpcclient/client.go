@@ -61,3 +61,8 @@ func NewTokens(path string) boxdv1connect.TokenServiceClient {
 func NewVolumes(path string) boxdv1connect.VolumeServiceClient {
 	return newClient(path, boxdv1connect.NewVolumeServiceClient)
 }
+
+// NewCode returns a CodeService client for the Unix socket at path.
+func NewCode(path string) boxdv1connect.CodeServiceClient {
+	return newClient(path, boxdv1connect.NewCodeServiceClient)
+}

@@ -517,6 +517,22 @@ func BusyboxRootfs() (string, error) {
 	return out, nil
 }
 
+// DebianImage returns the docker-archive tar of boxd's Debian image
+// (images/debian/archive.sh: python3 with ipykernel, jupyter_client and
+// matplotlib), which scripts/setup.sh builds once into
+// $BOXD_DEPS/images, keyed by the recipe. Its tag is boxd/debian:bookworm.
+func DebianImage() (string, error) {
+	d, err := ensureDeps()
+	if err != nil {
+		return "", err
+	}
+	p := d["debian-image"]
+	if p == "" || !fileExists(p) {
+		return "", fmt.Errorf("scripts/setup.sh reported no Debian image (%q): run it as root", p)
+	}
+	return p, nil
+}
+
 // busyboxKey hashes the recipe and identifies the busybox binary it copies.
 func busyboxKey(script string) (string, error) {
 	h := sha256.New()

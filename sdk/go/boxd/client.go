@@ -64,6 +64,7 @@ type API struct {
 	Registry  boxdv1connect.RegistryServiceClient
 	Events    boxdv1connect.EventServiceClient
 	Pool      boxdv1connect.PoolServiceClient
+	Code      boxdv1connect.CodeServiceClient
 }
 
 type settings struct{ socket, instance, host, token, caFile string }
@@ -185,6 +186,7 @@ func newAPI(hc *http.Client, u string) *API {
 		Registry:  boxdv1connect.NewRegistryServiceClient(hc, u, o...),
 		Events:    boxdv1connect.NewEventServiceClient(hc, u, o...),
 		Pool:      boxdv1connect.NewPoolServiceClient(hc, u, o...),
+		Code:      boxdv1connect.NewCodeServiceClient(hc, u, o...),
 	}
 }
 

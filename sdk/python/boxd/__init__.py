@@ -28,6 +28,7 @@ from .errors import (
 from .files import Files, SearchResult, UploadResult, Watch
 from .process import PIPE, Execution, Processes, Session, Sessions
 from .sandbox import OutputStream, Sandbox, events, list
+from .code import CodeError, CodeOutput, CodeResult
 from . import images
 from .types import (
     BlobProgress,
@@ -63,7 +64,7 @@ from .types import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "default_client", "default_socket",
+    "Client", "default_client", "default_socket", "CodeResult", "CodeOutput", "CodeError",
     "Sandbox", "list", "events", "Event", "SandboxStats", "PIPE", "Execution", "Files", "Processes", "Session", "Sessions", "UploadResult", "Watch", "WatchEvent",
     "SearchResult", "Line", "Lines", "EditResult", "GrepMatch",
     "ExecResult", "Output", "SandboxInfo", "Usage", "FileInfo", "FileResult", "DownloadedFile",

@@ -18,7 +18,7 @@ import grpc
 import grpc.experimental  # ChannelOptions; not imported by "import grpc"
 
 from . import _http1, _wire, errors
-from .v1 import boxd_pb2, events_pb2, files_pb2, pool_pb2, process_pb2, registry_pb2
+from .v1 import boxd_pb2, events_pb2, files_pb2, interp_pb2, pool_pb2, process_pb2, registry_pb2
 
 DEFAULT_SOCKET = "/run/boxd/boxd.sock"
 
@@ -126,6 +126,7 @@ class Client:
         self.registry = _Service(self._channel, registry_pb2.DESCRIPTOR.services_by_name["RegistryService"],
                                  registry_pb2)
         self.pool = _Service(self._channel, pool_pb2.DESCRIPTOR.services_by_name["PoolService"], pool_pb2)
+        self.code = _Service(self._channel, interp_pb2.DESCRIPTOR.services_by_name["CodeService"], interp_pb2)
         # File reads (ReadFile, DownloadFiles) go over HTTP/1.1 instead, in
         # the Connect protocol: see _http1 for why.
         self.http1 = _http1.Pool(self.socket)

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import io
-from typing import Any, Iterator, List, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, List, Mapping, Optional, Sequence, Union
 
 from . import _wire, errors
+from . import code as _code
+from .code import CodeResult
 from ._client import CHUNK, Client, default_client
 from .files import Data, Files, _chunks
 from .process import PIPE, Execution, OnOutput, Processes, Sessions, Stdin, argv, env_list, split_stdin
@@ -307,6 +309,36 @@ class Sandbox:
         with self.exec_stream(args, stdin=stdin, env=env, workdir=workdir, user=user, timeout=timeout,
                               output_limit=output_limit, request_timeout=request_timeout) as ex:
             return ex.wait(on_stdout=on_stdout, on_stderr=on_stderr)
+
+    def run_code(self, code: str, language: str = "python", context: Optional[str] = None,
+                 timeout: Union[float, str, None] = None, *, output_limit: int = 0,
+                 on_stdout: Optional[Callable[[str], None]] = None, on_stderr: Optional[Callable[[str], None]] = None,
+                 request_timeout: Optional[float] = None) -> CodeResult:
+        """Runs Python code in the sandbox's interpreter (an IPython kernel
+        per context, made on first use; variables and imports persist
+        between calls) and returns a CodeResult: stdout, stderr, the last
+        expression's value and every display output as MIME bundles (a
+        matplotlib figure as image/png), and the exception it raised, if
+        any. timeout: seconds (or a Go duration) after which the cell is
+        interrupted; the result then says timed_out and whether the context
+        was restarted. on_stdout/on_stderr see output as it comes. The
+        image needs python3, ipykernel and jupyter_client (failed
+        precondition otherwise); see docs/interpreter.md."""
+        return _code.run_code(self._client, self.id, code, language=language, context=context, timeout=timeout,
+                              output_limit=output_limit, on_stdout=on_stdout, on_stderr=on_stderr,
+                              request_timeout=request_timeout)
+
+    def code_contexts(self) -> List[str]:
+        """The names of the sandbox's interpreter contexts."""
+        return _code.list_contexts(self._client, self.id)
+
+    def restart_code_context(self, context: str) -> None:
+        """Starts a context's kernel afresh (its state is gone)."""
+        _code.restart_context(self._client, self.id, context)
+
+    def delete_code_context(self, context: str) -> None:
+        """Stops a context's kernel and forgets it."""
+        _code.delete_context(self._client, self.id, context)
 
     def exec_stream(self, args: Union[str, Sequence[str]], *, stdin: Any = None, env: Env = None,
                     workdir: Optional[str] = None, user: Optional[str] = None,

@@ -22,6 +22,7 @@ import { FileService } from "./gen/boxd/v1/files_pb.js";
 import { ProcessService } from "./gen/boxd/v1/process_pb.js";
 import { PoolService } from "./gen/boxd/v1/pool_pb.js";
 import { RegistryService } from "./gen/boxd/v1/registry_pb.js";
+import { CodeService } from "./gen/boxd/v1/interp_pb.js";
 import { fromError } from "./errors.js";
 import { UnaryPool } from "./http1.js";
 import type { StreamOpener } from "./rawgrpc.js";
@@ -77,6 +78,7 @@ export class Client {
   readonly events: RpcClient<typeof EventService>;
   readonly registry: RpcClient<typeof RegistryService>;
   readonly pool: RpcClient<typeof PoolService>;
+  readonly code: RpcClient<typeof CodeService>;
   private readonly sessions: Http2SessionManager;
   /** @internal Opens an HTTP/2 stream for a hand-framed gRPC call (rawgrpc.ts). */
   readonly h2stream: StreamOpener;
@@ -163,6 +165,7 @@ export class Client {
     this.events = createClient(EventService, transport);
     this.registry = createClient(RegistryService, transport);
     this.pool = createClient(PoolService, transport);
+    this.code = createClient(CodeService, transport);
   }
 
   /** Call options for connect: the deadline and the signal. */

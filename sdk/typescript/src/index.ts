@@ -55,6 +55,7 @@ export {
   type RegistryAuth,
   type UpdateOptions,
 } from "./sandbox.js";
+export { CodeOutput, type CodeError, type CodeResult, type RunCodeOptions } from "./code.js";
 export * as images from "./images.js";
 export type { BuildOptions, TransferOptions } from "./images.js";
 export {

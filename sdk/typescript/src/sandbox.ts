@@ -10,6 +10,7 @@ const EXEC = "/boxd.v1.SandboxService/Exec";
 const INLINE_STDIN = 64 << 10;
 import { CHUNK, defaultClient, type CallOpts, type Client, type Stream } from "./client.js";
 import { NotFound, Unknown } from "./errors.js";
+import { deleteCodeContext, listCodeContexts, restartCodeContext, runCode, type CodeResult, type RunCodeOptions } from "./code.js";
 import { Files, chunks } from "./files.js";
 import {
   CommitSandboxRequestSchema,
@@ -593,6 +594,33 @@ export class Sandbox {
     } finally {
       ex.cancel();
     }
+  }
+
+  /**
+   * Runs Python code in the sandbox's interpreter (an IPython kernel per
+   * context, made on first use; variables and imports persist between
+   * calls): stdout and stderr, the last expression's value and every display
+   * output as MIME bundles (a matplotlib figure as image/png), and the
+   * exception it raised, if any. The image needs python3, ipykernel and
+   * jupyter_client (FailedPrecondition otherwise); see docs/interpreter.md.
+   */
+  runCode(code: string, o: RunCodeOptions = {}): Promise<CodeResult> {
+    return runCode(this.client, this.id, code, o);
+  }
+
+  /** The names of the sandbox's interpreter contexts. */
+  codeContexts(o?: CallOpts): Promise<string[]> {
+    return listCodeContexts(this.client, this.id, o);
+  }
+
+  /** Starts a context's kernel afresh (its state is gone). */
+  restartCodeContext(context: string, o?: CallOpts): Promise<void> {
+    return restartCodeContext(this.client, this.id, context, o);
+  }
+
+  /** Stops a context's kernel and forgets it. */
+  deleteCodeContext(context: string, o?: CallOpts): Promise<void> {
+    return deleteCodeContext(this.client, this.id, context, o);
   }
 
   /**
