@@ -43,7 +43,12 @@ func (s *Server) callerContext(ctx context.Context, c net.Conn) context.Context 
 	if !ok {
 		return ctx
 	}
-	return runtime.WithCaller(ctx, runtime.Caller{UID: uint32(p.UID), Admin: s.isAdmin(p), Unchecked: unchecked})
+	groups := p.Groups
+	if groups == nil {
+		groups = procGroups(p.PID)
+	}
+	return runtime.WithCaller(ctx, runtime.Caller{UID: uint32(p.UID), Admin: s.isAdmin(p), Unchecked: unchecked,
+		GID: uint32(p.GID), Groups: groups, GIDKnown: p.GID >= 0 && groups != nil})
 }
 
 func (s *Server) isAdmin(p Peer) bool {

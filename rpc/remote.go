@@ -187,7 +187,8 @@ func (s *Server) tokenCaller(ctx context.Context, t TokenRecord) context.Context
 	}
 	ctx = context.WithValue(ctx, peerKey{}, p)
 	ctx = context.WithValue(ctx, tokenKey{}, t)
-	return runtime.WithCaller(ctx, runtime.Caller{UID: t.UID, Admin: t.Scope == ScopeAdmin && s.isAdmin(p)})
+	return runtime.WithCaller(ctx, runtime.Caller{UID: t.UID, Admin: t.Scope == ScopeAdmin && s.isAdmin(p),
+		GID: uint32(p.GID), Groups: p.Groups, GIDKnown: p.GID >= 0})
 }
 
 type groupsEntry struct {

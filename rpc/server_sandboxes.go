@@ -57,6 +57,7 @@ func toProto(sb *runtime.Sandbox) *boxdv1.Sandbox {
 		Runtime: sb.Runtime.Name, RuntimeVersion: sb.Runtime.Version, RuntimeAdvisories: sb.Runtime.Advisories,
 		OwnerUid: sb.OwnerUID, Owner: userName(sb.OwnerUID),
 		Volumes: sandboxVolumesProto(sb.Volumes),
+		Binds:   sandboxBindsProto(sb.Binds),
 		Security: &boxdv1.Security{
 			Network:        sb.Network != nil && sb.Network.Mode == "egress",
 			ReadOnlyRootfs: t.ReadOnly,
@@ -74,7 +75,7 @@ func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[boxdv1.
 	}
 	cr := runtime.CreateRequest{Image: m.Image, Env: m.Env, Workdir: m.Workdir, Labels: m.Labels, Name: m.Name, TTL: m.Ttl, Publish: portSpecs(m.Publish),
 		IdleTimeout: m.IdleTimeout, OnIdle: m.OnIdle,
-		User: m.User, Replace: m.Replace, Cold: m.Cold, Runtime: m.Runtime, Volumes: m.Volumes,
+		User: m.User, Replace: m.Replace, Cold: m.Cold, Runtime: m.Runtime, Volumes: m.Volumes, Binds: m.Binds,
 		Tunables: runtime.TunablesRequest{
 			ReadOnly: m.ReadOnlyRootfs, Tmpfs: m.Tmpfs, Ulimits: m.Ulimits, Hostname: m.Hostname, CPUWeight: m.CpuWeight,
 			MemoryLow: m.MemoryLow, ExecTimeout: m.ExecTimeout, OutputLimit: m.OutputLimit,
@@ -205,6 +206,14 @@ func sandboxVolumesProto(vs []runtime.SandboxVolume) []*boxdv1.VolumeMount {
 	var out []*boxdv1.VolumeMount
 	for _, v := range vs {
 		out = append(out, &boxdv1.VolumeMount{Volume: v.Name, VolumeId: v.ID, Path: v.Path, ReadOnly: v.ReadOnly})
+	}
+	return out
+}
+
+func sandboxBindsProto(bs []runtime.SandboxBind) []*boxdv1.BindMount {
+	var out []*boxdv1.BindMount
+	for _, b := range bs {
+		out = append(out, &boxdv1.BindMount{Source: b.Source, Path: b.Path, ReadOnly: b.ReadOnly, Noexec: b.NoExec})
 	}
 	return out
 }

@@ -110,4 +110,7 @@ type Config struct {
 	IdleTimeout time.Duration
 	OnIdle      string
 	Logger      *slog.Logger
+	// BindRoots are the host directories beneath which callers may bind
+	// directories of their own (--allow-bind; binds.go); none: no binds.
+	BindRoots []string
 }

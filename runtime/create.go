@@ -80,6 +80,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 		return nil, err
 	}
 	defer m.releaseVolumes(volToken)
+	if r.binds, r.bindCreds, err = m.parseBinds(ctx, r, req.Binds); err != nil {
+		return nil, err
+	}
 	// The owner's quota share is held from here until the sandbox is
 	// counted as visible (or the create failed).
 	releaseQuota, err := m.reserveQuota(r)
@@ -91,8 +94,8 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	m.pool.serveBegin()
 	defer m.pool.serveEnd()
 	// A create the pool cannot serve (fits) is made cold; pool members
-	// mount no volumes.
-	if len(r.volumes) == 0 {
+	// mount no volumes and no host directories.
+	if len(r.volumes) == 0 && len(r.binds) == 0 {
 		if sb, ok := m.fromPool(ctx, r, img, imgSpec); ok {
 			m.created(sb.ID)
 			return sb, nil
@@ -144,6 +147,9 @@ func (m *Manager) createResolved(ctx context.Context, t0 time.Time, r resolved, 
 		return nil, fmt.Errorf("create sandbox %s: state dir: %w", id, err)
 	}
 	c.onFail(func(context.Context) { _ = os.RemoveAll(m.sandboxDir(id)) })
+	if err := c.mountBinds(); err != nil {
+		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
+	}
 	if err := c.startNetwork(ctx, member); err != nil {
 		return nil, fmt.Errorf("create sandbox %s: %w", id, err)
 	}

@@ -101,7 +101,7 @@ func (c *creation) newRecord(img client.Image) {
 		Name:      r.name, Image: img.Name(), ImageDigest: img.Target().Digest.String(), Memory: r.limits.MemoryBytes, CPUs: r.limits.CPUs, Pids: r.limits.Pids,
 		Workdir: r.workdir, CreatedAt: now, ExpiresAt: now.Add(r.ttl), HostUID: c.hostID, IDMapSize: c.m.cfg.IDMapSize,
 		Disk: r.limits.DiskBytes,
-		User: r.user, Tunables: r.tun, Volumes: r.volumes,
+		User: r.user, Tunables: r.tun, Volumes: r.volumes, Binds: r.binds, BindCreds: r.bindCreds,
 	}
 	rec.Runtime = r.runtime
 	c.rec = c.m.withRuntime(rec)
@@ -173,6 +173,7 @@ func (c *creation) spec(ctx context.Context, imgSpec ocispec.Image) (*specs.Spec
 		return nil, nil, err
 	}
 	spec.Mounts = append(spec.Mounts, c.m.volumeSpecMounts(c.r.volumes, c.hostID)...)
+	spec.Mounts = append(spec.Mounts, c.m.bindSpecMounts(c.id, c.r.binds, c.r.bindCreds, c.hostID)...)
 	if c.shimGroup != "" {
 		if spec.Annotations == nil {
 			spec.Annotations = map[string]string{}

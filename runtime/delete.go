@@ -104,6 +104,7 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 	}
 	m.inv.forget(id)
 	m.releaseVolumes(id)
+	m.unmountBinds(id)
 	m.execDefs.Delete(id)
 	m.oomFiles.forget(id)
 	m.dropAgentPool(id)

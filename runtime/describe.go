@@ -57,6 +57,8 @@ type Sandbox struct {
 	// holds them (a volume removed with --force stays listed: its mount
 	// is still there, failing with EIO).
 	Volumes []SandboxVolume
+	// Binds are the host directories the sandbox mounts (binds.go).
+	Binds []SandboxBind
 
 	hostUID uint32 // first host id of its uid block (the pool keeps it)
 	// shimGroup is the shim it shares (the pool keeps it too).
@@ -190,6 +192,7 @@ func (m *Manager) toSandbox(id string, labels map[string]string, rec record) *Sa
 		User:     rec.User, Tunables: rec.Tunables,
 		hostUID: rec.HostUID, shimGroup: rec.ShimGroup,
 		Volumes: sandboxVolumes(rec.Volumes),
+		Binds:   sandboxBinds(rec.Binds),
 	}
 	if t, err := time.Parse(time.RFC3339, labels[LabelStopped]); err == nil {
 		sb.StoppedAt = t

@@ -71,6 +71,9 @@ func (m *Manager) Fork(ctx context.Context, req ForkRequest) (_ []*Sandbox, retE
 		return nil, err
 	}
 	srcID := ctr.ID()
+	if err := refuseForkBinds(req.Source, sb); err != nil {
+		return nil, err
+	}
 	rs, err := m.forkRequests(req, sb, count)
 	if err != nil {
 		return nil, err

@@ -236,6 +236,7 @@ func (m *Manager) Load(ctx context.Context) error {
 		return fmt.Errorf("list sandboxes: %w", err)
 	}
 	m.loadVolumes(recs)
+	m.pruneBinds(recs)
 	var visible []string
 	for _, r := range recs {
 		switch {
@@ -281,6 +282,7 @@ func (m *Manager) pruneInventory(ctx context.Context) {
 	for _, id := range m.inv.prune(present, listedAt, m.busy.Held) {
 		m.log.Warn("sandbox removed behind boxd's back; no longer counted", "sandbox", id)
 		m.releaseVolumes(id) // nor does it hold its volumes
+		m.unmountBinds(id)
 	}
 }
 

@@ -81,6 +81,10 @@ type record struct {
 	ShimGroup string `json:"shim_group,omitempty"`
 	// Volumes are the named volumes the sandbox mounts (volumes.go).
 	Volumes []volumeMount `json:"volumes,omitempty"`
+	// Binds are the host directories the sandbox mounts, and BindCreds
+	// who they were checked for (binds.go).
+	Binds     []bindMount `json:"binds,omitempty"`
+	BindCreds *bindCreds  `json:"bind_creds,omitempty"`
 	Tunables
 }
 

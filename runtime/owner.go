@@ -42,6 +42,13 @@ type Caller struct {
 	// benchmark's --bench-unchecked-socket (bench aid): the same build
 	// measured with and without the check.
 	Unchecked bool
+	// GID and Groups are the caller's primary and supplementary groups
+	// (SO_PEERCRED and SO_PEERGROUPS, or a token user's groups), checked
+	// with UID when a create binds host directories. GIDKnown is false
+	// when the API layer could not learn them.
+	GID      uint32
+	Groups   []uint32
+	GIDKnown bool
 }
 
 type callerKey struct{}

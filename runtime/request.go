@@ -54,6 +54,9 @@ type CreateRequest struct {
 	Cold bool
 	// Volumes are named volumes to mount: NAME:/PATH or NAME:/PATH:ro.
 	Volumes []string
+	// Binds are host directories to mount: HOST:/PATH[:ro][,noexec]
+	// (binds.go).
+	Binds []string
 }
 
 // Limits are the resource limits every sandbox carries.
@@ -218,6 +221,9 @@ type resolved struct {
 	cold bool
 	// volumes are the named volumes the sandbox mounts (volumes_mount.go).
 	volumes []volumeMount
+	// binds are the host directories the sandbox mounts (binds.go).
+	binds     []bindMount
+	bindCreds *bindCreds
 	// id, if set, is the new sandbox's id (a fork's, chosen before its
 	// volumes are held and named); empty: a new one.
 	id string

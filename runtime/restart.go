@@ -221,6 +221,10 @@ func (m *Manager) restartIfDead(ctx context.Context, ctr client.Container) (bool
 		_ = m.saveRestartState(ctx, ctr, st)
 		return false, fmt.Errorf("restart sandbox %s: %w", id, err)
 	}
+	if err := m.ensureBinds(ctx, ctr); err != nil {
+		_ = m.saveRestartState(ctx, ctr, st)
+		return false, fmt.Errorf("restart sandbox %s: %w", id, err)
+	}
 	problem, err := m.checkRootfs(ctx, ctr)
 	log.Debug("rootfs checked", "took", time.Since(t0), "problem", problem, "err", err)
 	if err != nil {

@@ -42,15 +42,23 @@ func parseVolumeSpec(field, s string) (name, p string, ro bool, _ error) {
 	if err := ValidateVolumeName(field, name); err != nil {
 		return "", "", false, err
 	}
+	if err := checkMountPath(field, s, p); err != nil {
+		return "", "", false, err
+	}
+	return name, p, ro, nil
+}
+
+// checkMountPath checks p, where a volume or bind of spec s is mounted.
+func checkMountPath(field, s, p string) error {
 	if !path.IsAbs(p) || path.Clean(p) != p || p == "/" || len(p) > maxPathBytes || strings.IndexByte(p, 0) >= 0 {
-		return "", "", false, fieldErr(field, "%q: the path must be absolute, clean and not /", s)
+		return fieldErr(field, "%q: the path must be absolute, clean and not /", s)
 	}
 	for _, r := range volumeReserved {
 		if p == r || strings.HasPrefix(p, r+"/") {
-			return "", "", false, fieldErr(field, "%q: a volume cannot be mounted on or under %s", s, r)
+			return fieldErr(field, "%q: a volume cannot be mounted on or under %s", s, r)
 		}
 	}
-	return name, p, ro, nil
+	return nil
 }
 
 // attachVolumes resolves a create's volumes for ctx's caller and holds
@@ -143,16 +151,24 @@ func (m *Manager) releaseVolumes(holder string) {
 func (m *Manager) volumeSpecMounts(vms []volumeMount, hostID uint32) []specs.Mount {
 	var out []specs.Mount
 	for _, vm := range vms {
-		mode := "rw"
-		if vm.ReadOnly {
-			mode = "ro"
-		}
-		idmap := []specs.LinuxIDMapping{{ContainerID: vm.HostUID, HostID: hostID, Size: m.cfg.IDMapSize}}
-		out = append(out, specs.Mount{Destination: vm.Path, Type: "bind", Source: m.vols.store.MountPoint(vm.ID),
-			Options:     []string{"bind", "nosuid", "nodev", mode},
-			UIDMappings: idmap, GIDMappings: idmap})
+		out = append(out, idMappedBind(m.vols.store.MountPoint(vm.ID), vm.Path, vm.ReadOnly, vm.HostUID, vm.HostUID, hostID, m.cfg.IDMapSize))
 	}
 	return out
+}
+
+// idMappedBind is a nosuid, nodev bind mount of host directory src at
+// dst, ID-mapped so that the size uids from uid and gids from gid (as
+// the files have them on disk) are the sandbox's from hostID (its root
+// first). runc applies the mapping (mount_setattr MOUNT_ATTR_IDMAP).
+func idMappedBind(src, dst string, ro bool, uid, gid, hostID, size uint32, opts ...string) specs.Mount {
+	mode := "rw"
+	if ro {
+		mode = "ro"
+	}
+	return specs.Mount{Destination: dst, Type: "bind", Source: src,
+		Options:     append([]string{"bind", "nosuid", "nodev", mode}, opts...),
+		UIDMappings: []specs.LinuxIDMapping{{ContainerID: uid, HostID: hostID, Size: size}},
+		GIDMappings: []specs.LinuxIDMapping{{ContainerID: gid, HostID: hostID, Size: size}}}
 }
 
 // loadVolumes reads the volumes (mounting any a host restart lost), their

@@ -90,7 +90,7 @@ func newApp() *cli.App {
 			&cli.DurationFlag{Name: "registry-timeout", Value: registry.DefaultTimeout, Usage: "how long a registry may stay silent (connect, answer, or mid-download) before a pull or push fails"},
 			&cli.StringFlag{Name: "max-image-size", Value: formatSize(registry.DefaultMaxImageSize), Usage: "most a pulled image's layers may expand to, uncompressed (0: no limit)"},
 			&cli.BoolFlag{Name: "debug"},
-		}, append(append(append(limitFlags(readHost()), ownerFlags()...), instanceFlags()...), listenFlags()...)...),
+		}, append(append(append(limitFlags(readHost()), ownerFlags()...), instanceFlags()...), append(listenFlags(), bindFlags()...)...)...),
 		Before: loadConfig,
 		Action: func(cc *cli.Context) error {
 			if err := applyInstance(cc); err != nil {
@@ -98,6 +98,7 @@ func newApp() *cli.App {
 			}
 			if cc.Bool("print-config") {
 				printConfig(cc.App.Writer, names(cc))
+				printBindRoots(cc.App.Writer, cc)
 				return nil
 			}
 			return fromConfig(cc, run(cc))
@@ -213,6 +214,7 @@ type settings struct {
 	publish  ports.Policy
 	listen   []listenSpec
 	certMap  *rpc.CertMap
+	binds    []string
 }
 
 func parseSettings(cc *cli.Context) (st settings, err error) {
@@ -258,6 +260,9 @@ func parseSettings(cc *cli.Context) (st settings, err error) {
 			return st, err
 		}
 	}
+	if st.binds, err = parseBindRoots(cc); err != nil {
+		return st, err
+	}
 	return st, nil
 }
 
@@ -302,7 +307,8 @@ func managerConfig(cc *cli.Context, log *slog.Logger, st settings, rts runtimes,
 		Events:      evlog,
 		EventsArgv:  cc.Bool("events-argv"),
 		IdleTimeout: cc.Duration("idle-timeout"), OnIdle: st.onIdle,
-		Logger: log,
+		Logger:    log,
+		BindRoots: st.binds,
 	}
 }
 

@@ -54,6 +54,7 @@ class Sandbox:
                cpu_weight: Optional[int] = None, memory_low: Union[str, int, None] = None,
                exec_timeout: Union[float, str, None] = None, output_limit: Optional[int] = None,
                runtime: Optional[str] = None, cold: bool = False, volumes: Sequence[str] = (),
+               binds: Sequence[str] = (),
                client: Optional[Client] = None, request_timeout: Optional[float] = None) -> "Sandbox":
         """Creates and starts a sandbox. memory: "256m", "1g" or bytes; ttl:
         seconds or a Go duration ("1h"); unset fields take boxd's defaults
@@ -69,7 +70,8 @@ class Sandbox:
         ("pause", "delete"); cpu_weight (1-10000), memory_low ("64m"),
         exec_timeout ("120s") and output_limit (bytes): defaults of exec;
         runtime: "runc" or "gvisor"; cold: never from the warm pool;
-        volumes: named volumes to mount (["data:/data", "cache:/c:ro"]).
+        volumes: named volumes to mount (["data:/data", "cache:/c:ro"]);
+        binds: host directories to mount (["/srv/work/repo:/workspace:ro"]).
         sdk/create-options.json maps every option to its API field."""
         c = client or default_client()
         req = create_request(image, memory=memory, cpus=cpus, pids=pids, env=env, workdir=workdir, labels=labels,
@@ -77,7 +79,8 @@ class Sandbox:
                              hostname=hostname, replace=replace, publish=publish, allow=allow, pull=pull, auth=auth,
                              disk=disk, network=network, idle_timeout=idle_timeout, on_idle=on_idle,
                              cpu_weight=cpu_weight, memory_low=memory_low, exec_timeout=exec_timeout,
-                             output_limit=output_limit, runtime=runtime, cold=cold, volumes=volumes)
+                             output_limit=output_limit, runtime=runtime, cold=cold, volumes=volumes,
+                             binds=binds)
         r = c.unary(c.sandbox.CreateSandbox, req, request_timeout)
         return cls(SandboxInfo._from(r.sandbox), c)
 
@@ -445,7 +448,7 @@ def create_request(image: Optional[str], *, memory: Union[str, int, None], cpus:
                    cpu_weight: Optional[int] = None, memory_low: Union[str, int, None] = None,
                    exec_timeout: Union[float, str, None] = None, output_limit: Optional[int] = None,
                    runtime: Optional[str] = None, cold: bool = False,
-                   volumes: Sequence[str] = ()) -> boxd_pb2.CreateSandboxRequest:
+                   volumes: Sequence[str] = (), binds: Sequence[str] = ()) -> boxd_pb2.CreateSandboxRequest:
     limits = _limits(memory, cpus, pids)
     limits.disk = _size(disk)
     req = boxd_pb2.CreateSandboxRequest(image=image or "", limits=limits, env=env_list(env),
@@ -456,7 +459,8 @@ def create_request(image: Optional[str], *, memory: Union[str, int, None], cpus:
                                         idle_timeout=duration(idle_timeout), on_idle=on_idle or "",
                                         cpu_weight=cpu_weight or 0, memory_low=_size(memory_low),
                                         exec_timeout=duration(exec_timeout), output_limit=output_limit or 0,
-                                        runtime=runtime or "", cold=cold, volumes=[*volumes])
+                                        runtime=runtime or "", cold=cold, volumes=[*volumes],
+                                        binds=[*binds])
     if allow is not None or network:
         # allow alone means egress; network="none" with an allowlist is
         # left for boxd to refuse, naming the field.

@@ -139,6 +139,8 @@ export interface CreateOptions extends CallOpts {
   cold?: boolean;
   /** Named volumes to mount: "NAME:/PATH" or "NAME:/PATH:ro". */
   volumes?: string[];
+  /** Host directories to mount: "HOST-PATH:/PATH[:ro][,noexec]" (boxd --allow-bind). */
+  binds?: string[];
   client?: Client;
 }
 
@@ -187,6 +189,7 @@ export function createRequest(o: CreateOptions) {
     runtime: o.runtime ?? "",
     cold: o.cold ?? false,
     volumes: o.volumes ?? [],
+    binds: o.binds ?? [],
   });
 }
 

@@ -1145,7 +1145,17 @@ type CreateSandboxRequest struct {
 	// is not_found; a second read-write mount of a volume not created
 	// shared is failed_precondition naming the sandbox that holds it; a
 	// gVisor sandbox with volumes is failed_precondition.
-	Volumes       []string `protobuf:"bytes,200,rep,name=volumes,proto3" json:"volumes,omitempty"`
+	Volumes []string `protobuf:"bytes,200,rep,name=volumes,proto3" json:"volumes,omitempty"`
+	// Host directories to mount, each "HOST-PATH:/PATH", optionally
+	// followed by ":ro", ":noexec" or ":ro,noexec" (see docs/volumes.md,
+	// "Host directories"). Only beneath a directory the daemon allows
+	// (--allow-bind) and only one the caller can open themselves (checked
+	// with the caller's uid and groups; a symlink or ".." leading out of
+	// the allowed directory is refused): anything else is
+	// permission_denied naming the path, as is any bind by host root. The
+	// sandbox's root reads and writes there as the caller's uid and gid. At
+	// most 8; a gVisor sandbox with binds is failed_precondition.
+	Binds         []string `protobuf:"bytes,90,rep,name=binds,proto3" json:"binds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1358,6 +1368,13 @@ func (x *CreateSandboxRequest) GetRuntime() string {
 func (x *CreateSandboxRequest) GetVolumes() []string {
 	if x != nil {
 		return x.Volumes
+	}
+	return nil
+}
+
+func (x *CreateSandboxRequest) GetBinds() []string {
+	if x != nil {
+		return x.Binds
 	}
 	return nil
 }
@@ -1763,7 +1780,9 @@ type Sandbox struct {
 	DiskUsedBytes int64 `protobuf:"varint,96,opt,name=disk_used_bytes,json=diskUsedBytes,proto3" json:"disk_used_bytes,omitempty"`
 	// The named volumes the sandbox mounts (volume, volume_id, path,
 	// read_only; see VolumeService).
-	Volumes       []*VolumeMount `protobuf:"bytes,200,rep,name=volumes,proto3" json:"volumes,omitempty"`
+	Volumes []*VolumeMount `protobuf:"bytes,200,rep,name=volumes,proto3" json:"volumes,omitempty"`
+	// The host directories the sandbox mounts (CreateSandboxRequest.binds).
+	Binds         []*BindMount `protobuf:"bytes,93,rep,name=binds,proto3" json:"binds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2095,6 +2114,13 @@ func (x *Sandbox) GetDiskUsedBytes() int64 {
 func (x *Sandbox) GetVolumes() []*VolumeMount {
 	if x != nil {
 		return x.Volumes
+	}
+	return nil
+}
+
+func (x *Sandbox) GetBinds() []*BindMount {
+	if x != nil {
+		return x.Binds
 	}
 	return nil
 }
@@ -4532,6 +4558,75 @@ func (x *BuildImageResponse) GetSteps() []*BuildStep {
 	return nil
 }
 
+// BindMount is a host directory a sandbox mounts.
+type BindMount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Source        string                 `protobuf:"bytes,1,opt,name=source,proto3" json:"source,omitempty"` // the host path, as the create gave it
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`     // inside the sandbox
+	ReadOnly      bool                   `protobuf:"varint,3,opt,name=read_only,json=readOnly,proto3" json:"read_only,omitempty"`
+	Noexec        bool                   `protobuf:"varint,4,opt,name=noexec,proto3" json:"noexec,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BindMount) Reset() {
+	*x = BindMount{}
+	mi := &file_boxd_v1_boxd_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BindMount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BindMount) ProtoMessage() {}
+
+func (x *BindMount) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_boxd_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BindMount.ProtoReflect.Descriptor instead.
+func (*BindMount) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_boxd_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *BindMount) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *BindMount) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *BindMount) GetReadOnly() bool {
+	if x != nil {
+		return x.ReadOnly
+	}
+	return false
+}
+
+func (x *BindMount) GetNoexec() bool {
+	if x != nil {
+		return x.Noexec
+	}
+	return false
+}
+
 var File_boxd_v1_boxd_proto protoreflect.FileDescriptor
 
 const file_boxd_v1_boxd_proto_rawDesc = "" +
@@ -4607,7 +4702,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x06memory\x18\x01 \x01(\tR\x06memory\x12\x12\n" +
 	"\x04cpus\x18\x02 \x01(\x01R\x04cpus\x12\x12\n" +
 	"\x04pids\x18\x03 \x01(\x03R\x04pids\x12\x12\n" +
-	"\x04disk\x18_ \x01(\tR\x04disk\"\x87\a\n" +
+	"\x04disk\x18_ \x01(\tR\x04disk\"\x9d\a\n" +
 	"\x14CreateSandboxRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12'\n" +
 	"\x06limits\x18\x02 \x01(\v2\x0f.boxd.v1.LimitsR\x06limits\x12\x10\n" +
@@ -4636,7 +4731,8 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\areplace\x18; \x01(\bR\areplace\x12\x12\n" +
 	"\x04cold\x18i \x01(\bR\x04cold\x12\x18\n" +
 	"\aruntime\x18d \x01(\tR\aruntime\x12\x19\n" +
-	"\avolumes\x18\xc8\x01 \x03(\tR\avolumes\x1a9\n" +
+	"\avolumes\x18\xc8\x01 \x03(\tR\avolumes\x12\x14\n" +
+	"\x05binds\x18Z \x03(\tR\x05binds\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"m\n" +
@@ -4665,7 +4761,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\x12\x18\n" +
 	"\agateway\x18\x04 \x01(\tR\agateway\x12\x10\n" +
 	"\x03dns\x18\x05 \x01(\tR\x03dns\x12\x1a\n" +
-	"\baddress6\x18\x06 \x01(\tR\baddress6\"\xed\v\n" +
+	"\baddress6\x18\x06 \x01(\tR\baddress6\"\x97\f\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -4715,7 +4811,8 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\n" +
 	"disk_bytes\x18_ \x01(\x03R\tdiskBytes\x12&\n" +
 	"\x0fdisk_used_bytes\x18` \x01(\x03R\rdiskUsedBytes\x12/\n" +
-	"\avolumes\x18\xc8\x01 \x03(\v2\x14.boxd.v1.VolumeMountR\avolumes\x1a9\n" +
+	"\avolumes\x18\xc8\x01 \x03(\v2\x14.boxd.v1.VolumeMountR\avolumes\x12(\n" +
+	"\x05binds\x18] \x03(\v2\x12.boxd.v1.BindMountR\x05binds\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x84\x03\n" +
@@ -4911,7 +5008,12 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"durationMs\"d\n" +
 	"\x12BuildImageResponse\x12$\n" +
 	"\x05image\x18\x01 \x01(\v2\x0e.boxd.v1.ImageR\x05image\x12(\n" +
-	"\x05steps\x18\x02 \x03(\v2\x12.boxd.v1.BuildStepR\x05steps*Z\n" +
+	"\x05steps\x18\x02 \x03(\v2\x12.boxd.v1.BuildStepR\x05steps\"l\n" +
+	"\tBindMount\x12\x16\n" +
+	"\x06source\x18\x01 \x01(\tR\x06source\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1b\n" +
+	"\tread_only\x18\x03 \x01(\bR\breadOnly\x12\x16\n" +
+	"\x06noexec\x18\x04 \x01(\bR\x06noexec*Z\n" +
 	"\vImageFormat\x12\x1c\n" +
 	"\x18IMAGE_FORMAT_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10IMAGE_FORMAT_TAR\x10\x01\x12\x17\n" +
@@ -4963,7 +5065,7 @@ func file_boxd_v1_boxd_proto_rawDescGZIP() []byte {
 }
 
 var file_boxd_v1_boxd_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_boxd_v1_boxd_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
+var file_boxd_v1_boxd_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_boxd_v1_boxd_proto_goTypes = []any{
 	(ImageFormat)(0),               // 0: boxd.v1.ImageFormat
 	(*PauseSandboxRequest)(nil),    // 1: boxd.v1.PauseSandboxRequest
@@ -5029,122 +5131,124 @@ var file_boxd_v1_boxd_proto_goTypes = []any{
 	(*BuildImageRequest)(nil),      // 61: boxd.v1.BuildImageRequest
 	(*BuildStep)(nil),              // 62: boxd.v1.BuildStep
 	(*BuildImageResponse)(nil),     // 63: boxd.v1.BuildImageResponse
-	nil,                            // 64: boxd.v1.ForkSandboxRequest.LabelsEntry
-	nil,                            // 65: boxd.v1.CreateSandboxRequest.LabelsEntry
-	nil,                            // 66: boxd.v1.Sandbox.LabelsEntry
-	nil,                            // 67: boxd.v1.ListSandboxesRequest.LabelsEntry
-	nil,                            // 68: boxd.v1.Image.LabelsEntry
-	nil,                            // 69: boxd.v1.BuildImageRequest.BuildArgsEntry
-	(*VolumeMount)(nil),            // 70: boxd.v1.VolumeMount
-	(*ResourceUsage)(nil),          // 71: boxd.v1.ResourceUsage
-	(*NetworkLogRequest)(nil),      // 72: boxd.v1.NetworkLogRequest
-	(*DiffSandboxRequest)(nil),     // 73: boxd.v1.DiffSandboxRequest
-	(*NetworkLogResponse)(nil),     // 74: boxd.v1.NetworkLogResponse
-	(*DiffSandboxResponse)(nil),    // 75: boxd.v1.DiffSandboxResponse
+	(*BindMount)(nil),              // 64: boxd.v1.BindMount
+	nil,                            // 65: boxd.v1.ForkSandboxRequest.LabelsEntry
+	nil,                            // 66: boxd.v1.CreateSandboxRequest.LabelsEntry
+	nil,                            // 67: boxd.v1.Sandbox.LabelsEntry
+	nil,                            // 68: boxd.v1.ListSandboxesRequest.LabelsEntry
+	nil,                            // 69: boxd.v1.Image.LabelsEntry
+	nil,                            // 70: boxd.v1.BuildImageRequest.BuildArgsEntry
+	(*VolumeMount)(nil),            // 71: boxd.v1.VolumeMount
+	(*ResourceUsage)(nil),          // 72: boxd.v1.ResourceUsage
+	(*NetworkLogRequest)(nil),      // 73: boxd.v1.NetworkLogRequest
+	(*DiffSandboxRequest)(nil),     // 74: boxd.v1.DiffSandboxRequest
+	(*NetworkLogResponse)(nil),     // 75: boxd.v1.NetworkLogResponse
+	(*DiffSandboxResponse)(nil),    // 76: boxd.v1.DiffSandboxResponse
 }
 var file_boxd_v1_boxd_proto_depIdxs = []int32{
 	7,  // 0: boxd.v1.StatsResponse.sandboxes:type_name -> boxd.v1.SandboxStats
 	25, // 1: boxd.v1.SandboxStats.usage:type_name -> boxd.v1.Usage
 	45, // 2: boxd.v1.CommitSandboxResponse.image:type_name -> boxd.v1.Image
 	17, // 3: boxd.v1.ForkSandboxRequest.limits:type_name -> boxd.v1.Limits
-	64, // 4: boxd.v1.ForkSandboxRequest.labels:type_name -> boxd.v1.ForkSandboxRequest.LabelsEntry
+	65, // 4: boxd.v1.ForkSandboxRequest.labels:type_name -> boxd.v1.ForkSandboxRequest.LabelsEntry
 	24, // 5: boxd.v1.ForkSandboxResponse.sandboxes:type_name -> boxd.v1.Sandbox
 	12, // 6: boxd.v1.PublishPortRequest.port:type_name -> boxd.v1.PublishedPort
 	12, // 7: boxd.v1.PublishPortResponse.port:type_name -> boxd.v1.PublishedPort
 	12, // 8: boxd.v1.UnpublishPortResponse.ports:type_name -> boxd.v1.PublishedPort
 	17, // 9: boxd.v1.CreateSandboxRequest.limits:type_name -> boxd.v1.Limits
-	65, // 10: boxd.v1.CreateSandboxRequest.labels:type_name -> boxd.v1.CreateSandboxRequest.LabelsEntry
+	66, // 10: boxd.v1.CreateSandboxRequest.labels:type_name -> boxd.v1.CreateSandboxRequest.LabelsEntry
 	12, // 11: boxd.v1.CreateSandboxRequest.publish:type_name -> boxd.v1.PublishedPort
 	22, // 12: boxd.v1.CreateSandboxRequest.network:type_name -> boxd.v1.NetworkRequest
 	19, // 13: boxd.v1.CreateSandboxRequest.registry_auth:type_name -> boxd.v1.RegistryAuth
-	66, // 14: boxd.v1.Sandbox.labels:type_name -> boxd.v1.Sandbox.LabelsEntry
+	67, // 14: boxd.v1.Sandbox.labels:type_name -> boxd.v1.Sandbox.LabelsEntry
 	26, // 15: boxd.v1.Sandbox.security:type_name -> boxd.v1.Security
 	25, // 16: boxd.v1.Sandbox.usage:type_name -> boxd.v1.Usage
 	12, // 17: boxd.v1.Sandbox.ports:type_name -> boxd.v1.PublishedPort
 	23, // 18: boxd.v1.Sandbox.network:type_name -> boxd.v1.NetworkStatus
 	20, // 19: boxd.v1.Sandbox.tmpfs:type_name -> boxd.v1.TmpfsMount
 	21, // 20: boxd.v1.Sandbox.ulimits:type_name -> boxd.v1.Ulimits
-	70, // 21: boxd.v1.Sandbox.volumes:type_name -> boxd.v1.VolumeMount
-	24, // 22: boxd.v1.CreateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	67, // 23: boxd.v1.ListSandboxesRequest.labels:type_name -> boxd.v1.ListSandboxesRequest.LabelsEntry
-	24, // 24: boxd.v1.ListSandboxesResponse.sandboxes:type_name -> boxd.v1.Sandbox
-	24, // 25: boxd.v1.GetSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	35, // 26: boxd.v1.ExecResponse.result:type_name -> boxd.v1.ExecResult
-	71, // 27: boxd.v1.ExecResponse.usage:type_name -> boxd.v1.ResourceUsage
-	35, // 28: boxd.v1.ExecStreamResponse.result:type_name -> boxd.v1.ExecResult
-	71, // 29: boxd.v1.ExecStreamResponse.usage:type_name -> boxd.v1.ResourceUsage
-	0,  // 30: boxd.v1.ImportImageRequest.format:type_name -> boxd.v1.ImageFormat
-	68, // 31: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
-	45, // 32: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
-	45, // 33: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
-	45, // 34: boxd.v1.TagImageResponse.image:type_name -> boxd.v1.Image
-	23, // 35: boxd.v1.UpdateNetworkResponse.network:type_name -> boxd.v1.NetworkStatus
-	17, // 36: boxd.v1.UpdateSandboxRequest.limits:type_name -> boxd.v1.Limits
-	24, // 37: boxd.v1.UpdateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	24, // 38: boxd.v1.StopSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	24, // 39: boxd.v1.StartSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	69, // 40: boxd.v1.BuildImageRequest.build_args:type_name -> boxd.v1.BuildImageRequest.BuildArgsEntry
-	45, // 41: boxd.v1.BuildImageResponse.image:type_name -> boxd.v1.Image
-	62, // 42: boxd.v1.BuildImageResponse.steps:type_name -> boxd.v1.BuildStep
-	18, // 43: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
-	28, // 44: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
-	30, // 45: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
-	32, // 46: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
-	53, // 47: boxd.v1.SandboxService.UpdateNetwork:input_type -> boxd.v1.UpdateNetworkRequest
-	34, // 48: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
-	34, // 49: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
-	38, // 50: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
-	40, // 51: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
-	42, // 52: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
-	44, // 53: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
-	47, // 54: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
-	49, // 55: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
-	51, // 56: boxd.v1.SandboxService.TagImage:input_type -> boxd.v1.TagImageRequest
-	13, // 57: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
-	15, // 58: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
-	8,  // 59: boxd.v1.SandboxService.CommitSandbox:input_type -> boxd.v1.CommitSandboxRequest
-	10, // 60: boxd.v1.SandboxService.ForkSandbox:input_type -> boxd.v1.ForkSandboxRequest
-	55, // 61: boxd.v1.SandboxService.UpdateSandbox:input_type -> boxd.v1.UpdateSandboxRequest
-	57, // 62: boxd.v1.SandboxService.StopSandbox:input_type -> boxd.v1.StopSandboxRequest
-	59, // 63: boxd.v1.SandboxService.StartSandbox:input_type -> boxd.v1.StartSandboxRequest
-	1,  // 64: boxd.v1.SandboxService.PauseSandbox:input_type -> boxd.v1.PauseSandboxRequest
-	3,  // 65: boxd.v1.SandboxService.UnpauseSandbox:input_type -> boxd.v1.UnpauseSandboxRequest
-	5,  // 66: boxd.v1.SandboxService.Stats:input_type -> boxd.v1.StatsRequest
-	61, // 67: boxd.v1.SandboxService.BuildImage:input_type -> boxd.v1.BuildImageRequest
-	72, // 68: boxd.v1.SandboxService.NetworkLog:input_type -> boxd.v1.NetworkLogRequest
-	73, // 69: boxd.v1.SandboxService.DiffSandbox:input_type -> boxd.v1.DiffSandboxRequest
-	27, // 70: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
-	29, // 71: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
-	31, // 72: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
-	33, // 73: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
-	54, // 74: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
-	36, // 75: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
-	37, // 76: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
-	39, // 77: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
-	41, // 78: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
-	43, // 79: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
-	46, // 80: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
-	48, // 81: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
-	50, // 82: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
-	52, // 83: boxd.v1.SandboxService.TagImage:output_type -> boxd.v1.TagImageResponse
-	14, // 84: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
-	16, // 85: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
-	9,  // 86: boxd.v1.SandboxService.CommitSandbox:output_type -> boxd.v1.CommitSandboxResponse
-	11, // 87: boxd.v1.SandboxService.ForkSandbox:output_type -> boxd.v1.ForkSandboxResponse
-	56, // 88: boxd.v1.SandboxService.UpdateSandbox:output_type -> boxd.v1.UpdateSandboxResponse
-	58, // 89: boxd.v1.SandboxService.StopSandbox:output_type -> boxd.v1.StopSandboxResponse
-	60, // 90: boxd.v1.SandboxService.StartSandbox:output_type -> boxd.v1.StartSandboxResponse
-	2,  // 91: boxd.v1.SandboxService.PauseSandbox:output_type -> boxd.v1.PauseSandboxResponse
-	4,  // 92: boxd.v1.SandboxService.UnpauseSandbox:output_type -> boxd.v1.UnpauseSandboxResponse
-	6,  // 93: boxd.v1.SandboxService.Stats:output_type -> boxd.v1.StatsResponse
-	63, // 94: boxd.v1.SandboxService.BuildImage:output_type -> boxd.v1.BuildImageResponse
-	74, // 95: boxd.v1.SandboxService.NetworkLog:output_type -> boxd.v1.NetworkLogResponse
-	75, // 96: boxd.v1.SandboxService.DiffSandbox:output_type -> boxd.v1.DiffSandboxResponse
-	70, // [70:97] is the sub-list for method output_type
-	43, // [43:70] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	71, // 21: boxd.v1.Sandbox.volumes:type_name -> boxd.v1.VolumeMount
+	64, // 22: boxd.v1.Sandbox.binds:type_name -> boxd.v1.BindMount
+	24, // 23: boxd.v1.CreateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	68, // 24: boxd.v1.ListSandboxesRequest.labels:type_name -> boxd.v1.ListSandboxesRequest.LabelsEntry
+	24, // 25: boxd.v1.ListSandboxesResponse.sandboxes:type_name -> boxd.v1.Sandbox
+	24, // 26: boxd.v1.GetSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	35, // 27: boxd.v1.ExecResponse.result:type_name -> boxd.v1.ExecResult
+	72, // 28: boxd.v1.ExecResponse.usage:type_name -> boxd.v1.ResourceUsage
+	35, // 29: boxd.v1.ExecStreamResponse.result:type_name -> boxd.v1.ExecResult
+	72, // 30: boxd.v1.ExecStreamResponse.usage:type_name -> boxd.v1.ResourceUsage
+	0,  // 31: boxd.v1.ImportImageRequest.format:type_name -> boxd.v1.ImageFormat
+	69, // 32: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
+	45, // 33: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
+	45, // 34: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
+	45, // 35: boxd.v1.TagImageResponse.image:type_name -> boxd.v1.Image
+	23, // 36: boxd.v1.UpdateNetworkResponse.network:type_name -> boxd.v1.NetworkStatus
+	17, // 37: boxd.v1.UpdateSandboxRequest.limits:type_name -> boxd.v1.Limits
+	24, // 38: boxd.v1.UpdateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	24, // 39: boxd.v1.StopSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	24, // 40: boxd.v1.StartSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	70, // 41: boxd.v1.BuildImageRequest.build_args:type_name -> boxd.v1.BuildImageRequest.BuildArgsEntry
+	45, // 42: boxd.v1.BuildImageResponse.image:type_name -> boxd.v1.Image
+	62, // 43: boxd.v1.BuildImageResponse.steps:type_name -> boxd.v1.BuildStep
+	18, // 44: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
+	28, // 45: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
+	30, // 46: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
+	32, // 47: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
+	53, // 48: boxd.v1.SandboxService.UpdateNetwork:input_type -> boxd.v1.UpdateNetworkRequest
+	34, // 49: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
+	34, // 50: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
+	38, // 51: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
+	40, // 52: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
+	42, // 53: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
+	44, // 54: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
+	47, // 55: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
+	49, // 56: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
+	51, // 57: boxd.v1.SandboxService.TagImage:input_type -> boxd.v1.TagImageRequest
+	13, // 58: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
+	15, // 59: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
+	8,  // 60: boxd.v1.SandboxService.CommitSandbox:input_type -> boxd.v1.CommitSandboxRequest
+	10, // 61: boxd.v1.SandboxService.ForkSandbox:input_type -> boxd.v1.ForkSandboxRequest
+	55, // 62: boxd.v1.SandboxService.UpdateSandbox:input_type -> boxd.v1.UpdateSandboxRequest
+	57, // 63: boxd.v1.SandboxService.StopSandbox:input_type -> boxd.v1.StopSandboxRequest
+	59, // 64: boxd.v1.SandboxService.StartSandbox:input_type -> boxd.v1.StartSandboxRequest
+	1,  // 65: boxd.v1.SandboxService.PauseSandbox:input_type -> boxd.v1.PauseSandboxRequest
+	3,  // 66: boxd.v1.SandboxService.UnpauseSandbox:input_type -> boxd.v1.UnpauseSandboxRequest
+	5,  // 67: boxd.v1.SandboxService.Stats:input_type -> boxd.v1.StatsRequest
+	61, // 68: boxd.v1.SandboxService.BuildImage:input_type -> boxd.v1.BuildImageRequest
+	73, // 69: boxd.v1.SandboxService.NetworkLog:input_type -> boxd.v1.NetworkLogRequest
+	74, // 70: boxd.v1.SandboxService.DiffSandbox:input_type -> boxd.v1.DiffSandboxRequest
+	27, // 71: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
+	29, // 72: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
+	31, // 73: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
+	33, // 74: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
+	54, // 75: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
+	36, // 76: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
+	37, // 77: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
+	39, // 78: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
+	41, // 79: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
+	43, // 80: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
+	46, // 81: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
+	48, // 82: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
+	50, // 83: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
+	52, // 84: boxd.v1.SandboxService.TagImage:output_type -> boxd.v1.TagImageResponse
+	14, // 85: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
+	16, // 86: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
+	9,  // 87: boxd.v1.SandboxService.CommitSandbox:output_type -> boxd.v1.CommitSandboxResponse
+	11, // 88: boxd.v1.SandboxService.ForkSandbox:output_type -> boxd.v1.ForkSandboxResponse
+	56, // 89: boxd.v1.SandboxService.UpdateSandbox:output_type -> boxd.v1.UpdateSandboxResponse
+	58, // 90: boxd.v1.SandboxService.StopSandbox:output_type -> boxd.v1.StopSandboxResponse
+	60, // 91: boxd.v1.SandboxService.StartSandbox:output_type -> boxd.v1.StartSandboxResponse
+	2,  // 92: boxd.v1.SandboxService.PauseSandbox:output_type -> boxd.v1.PauseSandboxResponse
+	4,  // 93: boxd.v1.SandboxService.UnpauseSandbox:output_type -> boxd.v1.UnpauseSandboxResponse
+	6,  // 94: boxd.v1.SandboxService.Stats:output_type -> boxd.v1.StatsResponse
+	63, // 95: boxd.v1.SandboxService.BuildImage:output_type -> boxd.v1.BuildImageResponse
+	75, // 96: boxd.v1.SandboxService.NetworkLog:output_type -> boxd.v1.NetworkLogResponse
+	76, // 97: boxd.v1.SandboxService.DiffSandbox:output_type -> boxd.v1.DiffSandboxResponse
+	71, // [71:98] is the sub-list for method output_type
+	44, // [44:71] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_boxd_v1_boxd_proto_init() }
@@ -5167,7 +5271,7 @@ func file_boxd_v1_boxd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_boxd_v1_boxd_proto_rawDesc), len(file_boxd_v1_boxd_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   69,
+			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -13,6 +13,18 @@ IMAGE_FORMAT_ROOTFS: ImageFormat
 IMAGE_FORMAT_TAR: ImageFormat
 IMAGE_FORMAT_UNSPECIFIED: ImageFormat
 
+class BindMount(_message.Message):
+    __slots__ = ["noexec", "path", "read_only", "source"]
+    NOEXEC_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    READ_ONLY_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_FIELD_NUMBER: _ClassVar[int]
+    noexec: bool
+    path: str
+    read_only: bool
+    source: str
+    def __init__(self, source: _Optional[str] = ..., path: _Optional[str] = ..., read_only: bool = ..., noexec: bool = ...) -> None: ...
+
 class BuildImageRequest(_message.Message):
     __slots__ = ["build_args", "context", "dockerfile", "force", "no_cache", "ref"]
     class BuildArgsEntry(_message.Message):
@@ -103,7 +115,7 @@ class CopyOutResponse(_message.Message):
     def __init__(self, data: _Optional[bytes] = ...) -> None: ...
 
 class CreateSandboxRequest(_message.Message):
-    __slots__ = ["cold", "cpu_weight", "env", "exec_timeout", "hostname", "idle_timeout", "image", "labels", "limits", "memory_low", "name", "network", "on_idle", "output_limit", "publish", "pull", "read_only_rootfs", "registry_auth", "replace", "runtime", "tmpfs", "ttl", "ulimits", "user", "volumes", "workdir"]
+    __slots__ = ["binds", "cold", "cpu_weight", "env", "exec_timeout", "hostname", "idle_timeout", "image", "labels", "limits", "memory_low", "name", "network", "on_idle", "output_limit", "publish", "pull", "read_only_rootfs", "registry_auth", "replace", "runtime", "tmpfs", "ttl", "ulimits", "user", "volumes", "workdir"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -111,6 +123,7 @@ class CreateSandboxRequest(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    BINDS_FIELD_NUMBER: _ClassVar[int]
     COLD_FIELD_NUMBER: _ClassVar[int]
     CPU_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     ENV_FIELD_NUMBER: _ClassVar[int]
@@ -137,6 +150,7 @@ class CreateSandboxRequest(_message.Message):
     USER_FIELD_NUMBER: _ClassVar[int]
     VOLUMES_FIELD_NUMBER: _ClassVar[int]
     WORKDIR_FIELD_NUMBER: _ClassVar[int]
+    binds: _containers.RepeatedScalarFieldContainer[str]
     cold: bool
     cpu_weight: int
     env: _containers.RepeatedScalarFieldContainer[str]
@@ -163,7 +177,7 @@ class CreateSandboxRequest(_message.Message):
     user: str
     volumes: _containers.RepeatedScalarFieldContainer[str]
     workdir: str
-    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., name: _Optional[str] = ..., ttl: _Optional[str] = ..., publish: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkRequest, _Mapping]] = ..., idle_timeout: _Optional[str] = ..., on_idle: _Optional[str] = ..., pull: _Optional[str] = ..., registry_auth: _Optional[_Union[RegistryAuth, _Mapping]] = ..., user: _Optional[str] = ..., read_only_rootfs: bool = ..., tmpfs: _Optional[_Iterable[str]] = ..., ulimits: _Optional[_Iterable[str]] = ..., hostname: _Optional[str] = ..., cpu_weight: _Optional[int] = ..., memory_low: _Optional[str] = ..., exec_timeout: _Optional[str] = ..., output_limit: _Optional[int] = ..., replace: bool = ..., cold: bool = ..., runtime: _Optional[str] = ..., volumes: _Optional[_Iterable[str]] = ...) -> None: ...
+    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., name: _Optional[str] = ..., ttl: _Optional[str] = ..., publish: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkRequest, _Mapping]] = ..., idle_timeout: _Optional[str] = ..., on_idle: _Optional[str] = ..., pull: _Optional[str] = ..., registry_auth: _Optional[_Union[RegistryAuth, _Mapping]] = ..., user: _Optional[str] = ..., read_only_rootfs: bool = ..., tmpfs: _Optional[_Iterable[str]] = ..., ulimits: _Optional[_Iterable[str]] = ..., hostname: _Optional[str] = ..., cpu_weight: _Optional[int] = ..., memory_low: _Optional[str] = ..., exec_timeout: _Optional[str] = ..., output_limit: _Optional[int] = ..., replace: bool = ..., cold: bool = ..., runtime: _Optional[str] = ..., volumes: _Optional[_Iterable[str]] = ..., binds: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class CreateSandboxResponse(_message.Message):
     __slots__ = ["sandbox"]
@@ -485,7 +499,7 @@ class RemoveImageResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class Sandbox(_message.Message):
-    __slots__ = ["cpu_weight", "cpus", "created_at", "disk_bytes", "disk_used_bytes", "env", "exec_timeout", "expires_at", "hostname", "id", "idle_timeout", "image", "init_pid", "init_restarts", "labels", "last_activity_at", "last_restart_at", "last_restart_reason", "memory_bytes", "memory_low_bytes", "name", "network", "on_idle", "output_limit", "owner", "owner_uid", "pause_reason", "paused_at", "pids", "ports", "restart_refused", "runtime", "runtime_advisories", "runtime_version", "security", "state", "stopped_at", "tmpfs", "ulimits", "usage", "user", "volumes", "workdir"]
+    __slots__ = ["binds", "cpu_weight", "cpus", "created_at", "disk_bytes", "disk_used_bytes", "env", "exec_timeout", "expires_at", "hostname", "id", "idle_timeout", "image", "init_pid", "init_restarts", "labels", "last_activity_at", "last_restart_at", "last_restart_reason", "memory_bytes", "memory_low_bytes", "name", "network", "on_idle", "output_limit", "owner", "owner_uid", "pause_reason", "paused_at", "pids", "ports", "restart_refused", "runtime", "runtime_advisories", "runtime_version", "security", "state", "stopped_at", "tmpfs", "ulimits", "usage", "user", "volumes", "workdir"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -493,6 +507,7 @@ class Sandbox(_message.Message):
         key: str
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    BINDS_FIELD_NUMBER: _ClassVar[int]
     CPUS_FIELD_NUMBER: _ClassVar[int]
     CPU_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
@@ -536,6 +551,7 @@ class Sandbox(_message.Message):
     USER_FIELD_NUMBER: _ClassVar[int]
     VOLUMES_FIELD_NUMBER: _ClassVar[int]
     WORKDIR_FIELD_NUMBER: _ClassVar[int]
+    binds: _containers.RepeatedCompositeFieldContainer[BindMount]
     cpu_weight: int
     cpus: float
     created_at: str
@@ -579,7 +595,7 @@ class Sandbox(_message.Message):
     user: str
     volumes: _containers.RepeatedCompositeFieldContainer[_volumes_pb2.VolumeMount]
     workdir: str
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., image: _Optional[str] = ..., state: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., cpus: _Optional[float] = ..., pids: _Optional[int] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., created_at: _Optional[str] = ..., expires_at: _Optional[str] = ..., security: _Optional[_Union[Security, _Mapping]] = ..., init_pid: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., init_restarts: _Optional[int] = ..., last_restart_at: _Optional[str] = ..., last_restart_reason: _Optional[str] = ..., restart_refused: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkStatus, _Mapping]] = ..., runtime: _Optional[str] = ..., runtime_version: _Optional[str] = ..., runtime_advisories: _Optional[_Iterable[str]] = ..., owner_uid: _Optional[int] = ..., owner: _Optional[str] = ..., idle_timeout: _Optional[str] = ..., on_idle: _Optional[str] = ..., last_activity_at: _Optional[str] = ..., paused_at: _Optional[str] = ..., pause_reason: _Optional[str] = ..., user: _Optional[str] = ..., tmpfs: _Optional[_Iterable[_Union[TmpfsMount, _Mapping]]] = ..., ulimits: _Optional[_Union[Ulimits, _Mapping]] = ..., hostname: _Optional[str] = ..., cpu_weight: _Optional[int] = ..., memory_low_bytes: _Optional[int] = ..., exec_timeout: _Optional[str] = ..., output_limit: _Optional[int] = ..., stopped_at: _Optional[str] = ..., disk_bytes: _Optional[int] = ..., disk_used_bytes: _Optional[int] = ..., volumes: _Optional[_Iterable[_Union[_volumes_pb2.VolumeMount, _Mapping]]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., image: _Optional[str] = ..., state: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., cpus: _Optional[float] = ..., pids: _Optional[int] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., created_at: _Optional[str] = ..., expires_at: _Optional[str] = ..., security: _Optional[_Union[Security, _Mapping]] = ..., init_pid: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., init_restarts: _Optional[int] = ..., last_restart_at: _Optional[str] = ..., last_restart_reason: _Optional[str] = ..., restart_refused: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkStatus, _Mapping]] = ..., runtime: _Optional[str] = ..., runtime_version: _Optional[str] = ..., runtime_advisories: _Optional[_Iterable[str]] = ..., owner_uid: _Optional[int] = ..., owner: _Optional[str] = ..., idle_timeout: _Optional[str] = ..., on_idle: _Optional[str] = ..., last_activity_at: _Optional[str] = ..., paused_at: _Optional[str] = ..., pause_reason: _Optional[str] = ..., user: _Optional[str] = ..., tmpfs: _Optional[_Iterable[_Union[TmpfsMount, _Mapping]]] = ..., ulimits: _Optional[_Union[Ulimits, _Mapping]] = ..., hostname: _Optional[str] = ..., cpu_weight: _Optional[int] = ..., memory_low_bytes: _Optional[int] = ..., exec_timeout: _Optional[str] = ..., output_limit: _Optional[int] = ..., stopped_at: _Optional[str] = ..., disk_bytes: _Optional[int] = ..., disk_used_bytes: _Optional[int] = ..., volumes: _Optional[_Iterable[_Union[_volumes_pb2.VolumeMount, _Mapping]]] = ..., binds: _Optional[_Iterable[_Union[BindMount, _Mapping]]] = ...) -> None: ...
 
 class SandboxStats(_message.Message):
     __slots__ = ["cpu_percent", "id", "memory_limit_bytes", "name", "state", "usage"]
