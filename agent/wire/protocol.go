@@ -55,6 +55,7 @@ var Ops = []string{
 	OpFileWrite, OpFileRead, OpFileStat, OpFileList, OpFileMkdir, OpFileRemove, OpFileRename, OpFileChmod,
 	OpFileChown, OpFileUpload, OpFileDownload, OpFileWatch, OpFileReadLines, OpFileEdit, OpFileGlob, OpFileGrep,
 	OpSetDefaults, OpTerminate, OpDial,
+	OpCheckpointPrepare, OpCheckpointResume,
 }
 
 // Request is the JSON payload of the first frame of every connection.
