@@ -126,27 +126,39 @@ func Flags() map[string]string {
 
 // WriteConfig writes the shim's options file (TOML) for info under dir and
 // returns its path. root is runsc's state root, kept under boxd's state
-// (runsc's default is host-global /var/run/runsc).
-func WriteConfig(dir string, info Info, root string) (string, error) {
+// (runsc's default is host-global /var/run/runsc). The runsc the shim runs
+// is boxd's wrapper of info.Runsc (WriteWrapper), which restores a
+// checkpointed sandbox of sandboxes (boxd's per-sandbox state directories)
+// when boxd asks for it.
+func WriteConfig(dir string, info Info, root, sandboxes string) (string, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("gvisor: config dir: %w", err)
+	}
+	wrapper, err := WriteWrapper(dir, info, sandboxes)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "runsc.toml")
+	return path, writeConfigFile(path, wrapper, root)
+}
+
+// writeConfigFile writes the shim's options, with binary as runsc, to path.
+func writeConfigFile(path, binary, root string) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Written by boxd at start: the options of gVisor's containerd shim.\n")
-	fmt.Fprintf(&b, "binary_name = %q\nroot = %q\n\n[runsc_config]\n", info.Runsc, root)
+	fmt.Fprintf(&b, "# Written by boxd: the options of gVisor's containerd shim.\n")
+	fmt.Fprintf(&b, "binary_name = %q\nroot = %q\n\n[runsc_config]\n", binary, root)
 	flags := Flags()
 	for _, k := range []string{"host-uds", "network", "oci-seccomp", "platform"} {
 		fmt.Fprintf(&b, "%q = %q\n", k, flags[k])
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("gvisor: config dir: %w", err)
-	}
-	path := filepath.Join(dir, "runsc.toml")
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
-		return "", fmt.Errorf("gvisor: write %s: %w", tmp, err)
+		return fmt.Errorf("gvisor: write %s: %w", tmp, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return "", fmt.Errorf("gvisor: %w", err)
+		return fmt.Errorf("gvisor: %w", err)
 	}
-	return path, nil
+	return nil
 }
 
 // Annotations mark a container as the root container of its own gVisor
