@@ -141,6 +141,10 @@ type Manager struct {
 
 	// Volumes: the named volumes and who mounts them (volumes.go).
 	vols *volumes
+
+	// Checkpoint: bytes promised to checkpoints being written, and the
+	// HMAC key (checkpoint_store.go).
+	ckpt checkpoints
 }
 
 // claim marks id busy; it reports false if something else holds it.

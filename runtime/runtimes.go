@@ -36,6 +36,9 @@ type Gvisor struct {
 	Info gvisor.Info
 	// ConfigPath is the shim's options file (gvisor.WriteConfig).
 	ConfigPath string
+	// Root is runsc's state root in that file (the shim adds the
+	// containerd namespace).
+	Root string
 }
 
 // ParseRuntime checks a runtime name given to field (a flag or a request

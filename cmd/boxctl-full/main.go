@@ -66,6 +66,7 @@ func commands() []*cli.Command {
 		psCommand(), killCommand(), waitCommand(), attachCommand(), sessionCommand(),
 		filesCommand(), portCommand(), networkCommand(), mcpCommand(), commitCommand(), forkCommand(), buildCommand(),
 		pauseCommand(), unpauseCommand(), statsCommand(), eventsCommand(), poolCommand(), volumeCommand(), tokenCommand(),
+		checkpointCommand(), restoreCommand(),
 	}
 }
 
