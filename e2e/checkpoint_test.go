@@ -215,8 +215,9 @@ func TestCheckpointTamperedRefused(t *testing.T) {
 	if _, err := f.WriteAt(b, off); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := boxctl(nil, "restore", id); err != nil {
-		t.Fatalf("restore of the repaired checkpoint: %v: %s", err, out)
+	// exec --resume restores a checkpointed sandbox first.
+	if out, err := boxctl(nil, "exec", "--resume", id, "--", "cat", "/tmp/count"); err != nil {
+		t.Fatalf("exec --resume of the repaired checkpoint: %v: %s", err, out)
 	}
 	if n := waitCount(t, id, before); n < before {
 		t.Errorf("counter %d after restore, was %d", n, before)

@@ -8,6 +8,7 @@ package runtime
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -55,7 +56,7 @@ func (m *Manager) restoreLocked(ctx context.Context, ctr client.Container) error
 		return err
 	}
 	if labels[LabelCheckpointed] == "" {
-		return fmt.Errorf("sandbox %s is not checkpointed: %w", id, errdefs.ErrFailedPrecondition)
+		return fmt.Errorf("sandbox %s %w: %w", id, errNotCheckpointed, errdefs.ErrFailedPrecondition)
 	}
 	start := time.Now()
 	if err := m.restoreTask(ctx, ctr); err != nil {
@@ -143,4 +144,19 @@ func (m *Manager) dropFailedRestore(ctx context.Context, id string, task client.
 	if err != nil && !errdefs.IsNotFound(errgrpc.ToNative(err)) {
 		m.log.Error("cleanup: delete the task of a failed restore", "sandbox", id, "err", err)
 	}
+}
+
+var errNotCheckpointed = errors.New("is not checkpointed")
+
+// restoreForCall restores a checkpointed sandbox before a call that asked
+// to resume it (exec --resume); anything else is left to the call. Only a
+// sandbox with a checkpoint on disk costs more than a stat.
+func (m *Manager) restoreForCall(ctx context.Context, id string) error {
+	if _, err := os.Stat(filepath.Join(m.ckDir(id), "manifest.mac")); err != nil {
+		return nil
+	}
+	if _, err := m.Restore(ctx, id); err != nil && !errors.Is(err, errNotCheckpointed) {
+		return err
+	}
+	return nil
 }

@@ -49,3 +49,14 @@ func restoreCommand() *cli.Command {
 		},
 	}
 }
+
+// restoreIfCheckpointed restores sandbox id if it is checkpointed (exec
+// --resume).
+func restoreIfCheckpointed(c *cli.Context, id string) error {
+	sb, err := apiClient(c).GetSandbox(c.Context, connect.NewRequest(&boxdv1.GetSandboxRequest{Id: id}))
+	if err != nil || sb.Msg.Sandbox.GetState() != "checkpointed" {
+		return nil // the exec reports what is wrong
+	}
+	_, err = apiClient(c).RestoreSandbox(c.Context, connect.NewRequest(&boxdv1.RestoreSandboxRequest{Id: id}))
+	return err
+}
