@@ -47,7 +47,7 @@ func TestGvisorShimRuns(t *testing.T) {
 	// runsc keeps a bind mount (null-netns, the --network none namespace)
 	// in its root: under the harness's directory, which its stop unmounts.
 	dir := filepath.Join(env.ctrd.Dir, "gvisor")
-	cfg, err := gvisor.WriteConfig(filepath.Join(dir, "cfg"), info, filepath.Join(dir, "root"))
+	cfg, err := gvisor.WriteConfig(filepath.Join(dir, "cfg"), info, filepath.Join(dir, "root"), filepath.Join(dir, "sandboxes"))
 	if err != nil {
 		t.Fatal(err)
 	}

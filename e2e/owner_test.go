@@ -313,6 +313,14 @@ var sandboxRPCs = []rpcCase{
 	{"DiffSandbox", func(ctx context.Context, c clientsAs, id string) error {
 		return drainStream(c.sb.DiffSandbox(ctx, connect.NewRequest(&boxdv1.DiffSandboxRequest{SandboxId: id, Patch: true})))
 	}},
+	{"CheckpointSandbox", func(ctx context.Context, c clientsAs, id string) error {
+		_, err := c.sb.CheckpointSandbox(ctx, connect.NewRequest(&boxdv1.CheckpointSandboxRequest{Id: id}))
+		return err
+	}},
+	{"RestoreSandbox", func(ctx context.Context, c clientsAs, id string) error {
+		_, err := c.sb.RestoreSandbox(ctx, connect.NewRequest(&boxdv1.RestoreSandboxRequest{Id: id}))
+		return err
+	}},
 	// Last: it would end the sandbox for the owner's pass.
 	{"DeleteSandbox", func(ctx context.Context, c clientsAs, id string) error {
 		_, err := c.sb.DeleteSandbox(ctx, connect.NewRequest(&boxdv1.DeleteSandboxRequest{Id: id}))

@@ -65,6 +65,11 @@ func startBoxd(t *testing.T, ns string, image bool, flags ...string) *daemon {
 		// A stopped boxd leaves its volumes mounted (the next start
 		// finds them); the test's directory goes with the test.
 		detachVolumes(t, d)
+		// runsc's null-netns pin of a gVisor sandbox's state root, or the
+		// directory cannot be removed.
+		if err := testenv.ReleaseGvisorRoots(dir); err != nil {
+			t.Errorf("release gVisor roots: %v", err)
+		}
 		if t.Failed() {
 			t.Logf("boxd log:\n%s", tail(filepath.Join(dir, "boxd.log")))
 		}

@@ -56,8 +56,9 @@ func toProto(sb *runtime.Sandbox) *boxdv1.Sandbox {
 		Ports:   portsProto(sb.Ports),
 		Runtime: sb.Runtime.Name, RuntimeVersion: sb.Runtime.Version, RuntimeAdvisories: sb.Runtime.Advisories,
 		OwnerUid: sb.OwnerUID, Owner: userName(sb.OwnerUID),
-		Volumes: sandboxVolumesProto(sb.Volumes),
-		Binds:   sandboxBindsProto(sb.Binds),
+		Volumes:         sandboxVolumesProto(sb.Volumes),
+		Binds:           sandboxBindsProto(sb.Binds),
+		CheckpointBytes: ckBytes(sb.Checkpoint), CheckpointedAt: ckAt(sb.Checkpoint), CheckpointPause: ckPause(sb.Checkpoint),
 		Security: &boxdv1.Security{
 			Network:        sb.Network != nil && sb.Network.Mode == "egress",
 			ReadOnlyRootfs: t.ReadOnly,

@@ -56,6 +56,10 @@ type Config struct {
 	GvisorErr      string
 	DefaultRuntime string
 
+	// MaxCheckpointBytes bounds the total size of checkpoints on disk
+	// (--max-checkpoint-bytes).
+	MaxCheckpointBytes int64
+
 	DefaultImage  string
 	DefaultLimits Limits
 	DefaultTTL    time.Duration

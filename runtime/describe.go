@@ -59,6 +59,9 @@ type Sandbox struct {
 	Volumes []SandboxVolume
 	// Binds are the host directories the sandbox mounts (binds.go).
 	Binds []SandboxBind
+	// Checkpoint is set while the sandbox is checkpointed (state
+	// "checkpointed").
+	Checkpoint *CheckpointInfo
 
 	hostUID uint32 // first host id of its uid block (the pool keeps it)
 	// shimGroup is the shim it shares (the pool keeps it too).
@@ -123,6 +126,9 @@ func (m *Manager) describeKnown(ctx context.Context, ctr client.Container, withE
 		if st, err := t.Status(ctx); err == nil {
 			sb.State = string(st.Status)
 		}
+	}
+	if sb.Checkpoint = checkpointInfo(info.Labels); sb.Checkpoint != nil && sb.State == "stopped" {
+		sb.State = "checkpointed"
 	}
 	if err == nil && sb.State != "stopped" {
 		// containerd does not see boxd's freezer writes: the kernel's

@@ -80,6 +80,11 @@ func (m *Manager) agentFor(ctx context.Context, idOrName string) (*host.Client, 
 // sandbox is paused (a frozen init would leave the call hanging), and
 // counted as use for idle expiry while any connection of it is open.
 func (m *Manager) agentClient(ctx context.Context, id string) (*host.Client, string, error) {
+	if resumeFrom(ctx) { // exec --resume also restores a checkpointed sandbox
+		if err := m.restoreForCall(ctx, id); err != nil {
+			return nil, "", err
+		}
+	}
 	if err := m.checkPaused(ctx, id); err != nil {
 		return nil, "", err
 	}

@@ -339,6 +339,9 @@ func (m *Manager) Start(ctx context.Context, idOrName string) (*Sandbox, error) 
 	if labels[LabelStopped] == "" {
 		return nil, fmt.Errorf("sandbox %s is not stopped: %w", id, errdefs.ErrFailedPrecondition)
 	}
+	if labels[LabelCheckpointed] != "" {
+		return nil, fmt.Errorf("sandbox %s is checkpointed: restore it (a fresh init would lose its processes): %w", id, errdefs.ErrFailedPrecondition)
+	}
 	if _, err := m.removeDeadTask(ctx, ctr); err != nil {
 		return nil, fmt.Errorf("start sandbox %s: %w", id, err)
 	}

@@ -148,6 +148,9 @@ type Manager struct {
 
 	// Interp: each sandbox's code interpreter driver (interp.go).
 	interps sync.Map
+	// Checkpoint: bytes promised to checkpoints being written, and the
+	// HMAC key (checkpoint_store.go).
+	ckpt checkpoints
 }
 
 // claim marks id busy; it reports false if something else holds it.

@@ -40,6 +40,9 @@ type Gvisor struct {
 	// EgressConfigPath is egress sandboxes' (gvisor.WriteEgressConfig);
 	// "" refuses egress under gVisor.
 	EgressConfigPath string
+	// Root is runsc's state root in that file (the shim adds the
+	// containerd namespace).
+	Root string
 }
 
 // ParseRuntime checks a runtime name given to field (a flag or a request

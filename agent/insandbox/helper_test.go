@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -31,14 +32,18 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		err = RunInit(InitConfig{
+		cfg := InitConfig{
 			Workdir:  os.Getenv("BOXD_TEST_WORKDIR"),
 			Listener: ln,
 			BaseEnv:  baseEnv(),
 			Logf: func(format string, args ...any) {
 				fmt.Fprintf(os.Stderr, "test-init: "+format+"\n", args...)
 			},
-		})
+		}
+		if os.Getenv("BOXD_TEST_REBIND") == "1" { // as boxd-init under gVisor
+			cfg.Rebind = func() (net.Listener, error) { return Listen(os.Getenv("BOXD_TEST_SOCKET")) }
+		}
+		err = RunInit(cfg)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
@@ -95,12 +100,12 @@ func startServer(t testing.TB) *target {
 	return &target{client: host.NewClient(ln.Addr().String()), socket: ln.Addr().String(), workdir: wd}
 }
 
-func startInit(t testing.TB) *target {
+func startInit(t testing.TB, env ...string) *target {
 	d := shortTempDir(t)
 	wd := filepath.Join(d, "work") // created by the init
 	sock := filepath.Join(d, "run", wire.SocketName)
 	cmd := exec.Command(os.Args[0])
-	cmd.Env = append(baseEnv(), helperEnv+"=1", "BOXD_TEST_WORKDIR="+wd, "BOXD_TEST_SOCKET="+sock)
+	cmd.Env = append(append(baseEnv(), helperEnv+"=1", "BOXD_TEST_WORKDIR="+wd, "BOXD_TEST_SOCKET="+sock), env...)
 	var log syncBuffer
 	cmd.Stderr = &log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

@@ -29,6 +29,10 @@ type InitConfig struct {
 	BaseEnv  []string // environment of every exec
 	User     string   // default user of commands and file operations; empty: root
 	Logf     func(format string, args ...any)
+	// Rebind, if set, binds a new agent listener (gVisor: the init binds
+	// its own). With it the init offers checkpoint-prepare, and binds anew
+	// on SIGUSR2 after one (wire.OpCheckpointPrepare).
+	Rebind func() (net.Listener, error)
 }
 
 // RunInit is the whole life of boxd-init: reap children, serve the agent
@@ -60,25 +64,43 @@ func RunInit(cfg InitConfig) error {
 			return fmt.Errorf("boxd-init: default %v: %w", err, ErrBadUser)
 		}
 	}
-	srv := &Server{BaseEnv: cfg.BaseEnv, Workdir: cfg.Workdir, User: cfg.User, Logf: cfg.Logf}
+	srv := &Server{BaseEnv: cfg.BaseEnv, Workdir: cfg.Workdir, User: cfg.User, Logf: cfg.Logf, CanRebind: cfg.Rebind != nil}
+	// SIGUSR2 is always handled, so that one from the host never ends the
+	// init; it only matters after a checkpoint-prepare.
+	rebind := make(chan os.Signal, 1)
+	signal.Notify(rebind, syscall.SIGUSR2)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(cfg.Listener) }()
 	if cfg.Logf != nil {
 		cfg.Logf("boxd-init: serving")
 	}
-
-	select {
-	case sig := <-sigs:
-		if cfg.Logf != nil {
-			cfg.Logf("boxd-init: %v: killing all processes", sig)
+	for {
+		select {
+		case sig := <-sigs:
+			if cfg.Logf != nil {
+				cfg.Logf("boxd-init: %v: killing all processes", sig)
+			}
+			srv.Close()
+			killAll()
+			return nil
+		case <-rebind:
+			if cfg.Rebind == nil || !srv.Unpark() {
+				continue
+			}
+			ln, err := cfg.Rebind()
+			if err != nil {
+				srv.logf("boxd-init: bind a new agent socket: %v", err)
+				continue
+			}
+			go func() { served <- srv.Serve(ln) }()
+		case err := <-served:
+			if errors.Is(err, errParked) {
+				continue
+			}
+			srv.Close()
+			killAll()
+			return err
 		}
-		srv.Close()
-		killAll()
-		return nil
-	case err := <-served:
-		srv.Close()
-		killAll()
-		return err
 	}
 }
 

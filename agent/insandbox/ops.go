@@ -53,6 +53,9 @@ var ops = map[string]opHandler{
 	wire.OpSetDefaults: served((*Server).setDefaults),
 	wire.OpTerminate:   served((*Server).terminate),
 	wire.OpDial:        served((*Server).dial),
+
+	wire.OpCheckpointPrepare: served((*Server).checkpointPrepare),
+	wire.OpCheckpointResume:  served((*Server).checkpointResume),
 }
 
 // served adapts a handler after which the connection always ends.

@@ -44,7 +44,12 @@ type Server struct {
 	// operations read them.
 	dmu sync.RWMutex
 
+	// CanRebind says the init can bind a new agent socket after
+	// checkpoint-prepare closed its listener (RunInit's Rebind).
+	CanRebind bool
+
 	mu        sync.Mutex
+	ck        ckState
 	closed    bool
 	listeners map[net.Listener]struct{}
 	running   map[*child]*reaper
@@ -65,6 +70,9 @@ func (s *Server) Serve(ln net.Listener) error {
 		if err != nil {
 			if s.isClosed() {
 				return nil
+			}
+			if s.isParked() {
+				return errParked
 			}
 			// Out of fds or a connection reset before accept: transient,
 			// and the init must not die of it.
@@ -167,6 +175,8 @@ func (s *Server) logf(format string, args ...any) {
 }
 
 func (s *Server) handle(conn net.Conn) {
+	s.trackConn(conn)
+	defer s.untrackConn(conn)
 	defer conn.Close()
 	fr := wire.NewFrameReader(conn)
 	fw := wire.NewFrameWriter(conn)

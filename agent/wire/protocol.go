@@ -57,6 +57,7 @@ var Ops = []string{
 	OpFileWrite, OpFileRead, OpFileStat, OpFileList, OpFileMkdir, OpFileRemove, OpFileRename, OpFileChmod,
 	OpFileChown, OpFileDownload, OpFileWatch, OpFileReadLines, OpFileEdit, OpFileGlob, OpFileGrep,
 	OpSetDefaults, OpTerminate, OpDial,
+	OpCheckpointPrepare, OpCheckpointResume,
 }
 
 // Retired names operations no init serves any more. A name is never given

@@ -62,6 +62,9 @@ func execCommand() *cli.Command {
 				if err != nil && connect.CodeOf(err) != connect.CodeFailedPrecondition {
 					return boxdErr{err}
 				}
+				if err := restoreIfCheckpointed(c, id); err != nil {
+					return boxdErr{err}
+				}
 			}
 			spec := &boxdv1.ProcessSpec{
 				SandboxId: id, Args: cmd, Env: c.StringSlice("env"), Workdir: c.String("workdir"),

@@ -68,6 +68,7 @@ func commands() []*cli.Command {
 		pauseCommand(), unpauseCommand(), statsCommand(), eventsCommand(), poolCommand(), volumeCommand(), tokenCommand(),
 		diffCommand(),
 		runCodeCommand(),
+		checkpointCommand(), restoreCommand(),
 	}
 }
 

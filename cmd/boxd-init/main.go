@@ -76,6 +76,9 @@ func main() {
 		User:     hc.User,
 		Logf:     logf,
 	}
+	if len(os.Args) == 2 && os.Args[1] == wire.GvisorFlag {
+		cfg.Rebind = bindAgent
+	}
 	if cfg.Workdir == "" {
 		cfg.Workdir = "/workspace"
 	}
@@ -101,15 +104,22 @@ func gvisorChannel() (handoff.Config, net.Listener, error) {
 	if err != nil {
 		return hc, nil, err
 	}
+	ln, err := bindAgent()
+	return hc, ln, err
+}
+
+// bindAgent binds the agent socket in wire.AgentDir, replacing whatever
+// is there; also after a checkpoint (insandbox.InitConfig.Rebind).
+func bindAgent() (net.Listener, error) {
 	path := filepath.Join(wire.AgentDir, wire.SocketName)
 	_ = os.Remove(path)
 	ln, err := net.Listen("unix", path)
 	if err != nil {
-		return hc, nil, err
+		return nil, err
 	}
-	// The listener is kept open for the init's life; its file stays too.
+	// The file stays when the listener closes: boxd removes it.
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
-	return hc, ln, nil
+	return ln, nil
 }
 
 // handoffTimeout bounds the wait for boxd's hand-off; boxd listens before

@@ -215,6 +215,7 @@ type settings struct {
 	listen   []listenSpec
 	certMap  *rpc.CertMap
 	binds    []string
+	ckMax    int64 // --max-checkpoint-bytes
 }
 
 func parseSettings(cc *cli.Context) (st settings, err error) {
@@ -225,6 +226,9 @@ func parseSettings(cc *cli.Context) (st settings, err error) {
 		return st, err
 	}
 	if st.admins, err = adminGIDs(cc); err != nil {
+		return st, err
+	}
+	if st.ckMax, err = parseCheckpointMax(cc); err != nil {
 		return st, err
 	}
 	if st.initBin, err = findInit(cc.String("init-binary")); err != nil {
@@ -307,8 +311,9 @@ func managerConfig(cc *cli.Context, log *slog.Logger, st settings, rts runtimes,
 		Events:      evlog,
 		EventsArgv:  cc.Bool("events-argv"),
 		IdleTimeout: cc.Duration("idle-timeout"), OnIdle: st.onIdle,
-		Logger:    log,
-		BindRoots: st.binds,
+		Logger:             log,
+		BindRoots:          st.binds,
+		MaxCheckpointBytes: st.ckMax,
 	}
 }
 
@@ -388,16 +393,17 @@ func checkGvisor(cc *cli.Context, log *slog.Logger) (_ *runtime.Gvisor, why, def
 		return nil, err.Error(), def, nil
 	}
 	state := cc.String("state-dir")
-	cfg, err := gvisor.WriteConfig(filepath.Join(state, "gvisor"), info, filepath.Join(state, "gvisor", "root"))
+	root := filepath.Join(state, "gvisor", "root")
+	cfg, err := gvisor.WriteConfig(filepath.Join(state, "gvisor"), info, root, filepath.Join(state, "sandboxes"))
 	if err != nil {
 		return nil, "", "", err
 	}
-	egressCfg, err := gvisor.WriteEgressConfig(filepath.Join(state, "gvisor"), info, filepath.Join(state, "gvisor", "root"))
+	egressCfg, err := gvisor.WriteEgressConfig(filepath.Join(state, "gvisor"), info, root, filepath.Join(state, "sandboxes"))
 	if err != nil {
 		return nil, "", "", err
 	}
 	log.Info("runtime", "name", gvisor.Name, "version", info.Version, "path", info.Runsc, "shim", info.Shim, "platform", gvisor.Platform, "default", def == runtime.RuntimeGvisor)
-	return &runtime.Gvisor{Info: info, ConfigPath: cfg, EgressConfigPath: egressCfg}, "", def, nil
+	return &runtime.Gvisor{Info: info, ConfigPath: cfg, EgressConfigPath: egressCfg, Root: root}, "", def, nil
 }
 
 func checkRuntime(cc *cli.Context, log *slog.Logger) (runtimeInfo, error) {

@@ -27,6 +27,7 @@ func ownerFlags() []cli.Flag {
 		&cli.IntFlag{Name: "audit-keep", Value: 5, Usage: "rotated audit logs kept (audit.log.1 newest)"},
 		&cli.DurationFlag{Name: "drain-timeout", Value: 30 * time.Second, Usage: "on SIGTERM, how long calls in flight (a running exec) may finish while new calls get unavailable; sandboxes keep running"},
 		&cli.BoolFlag{Name: "events-argv", Usage: "record each command's arguments in its exec_started event (seen only by the sandbox's owner and admins); off, events never carry them, as arguments often hold secrets"},
+		&cli.StringFlag{Name: "max-checkpoint-bytes", Value: formatSize(runtime.DefaultMaxCheckpointBytes), Usage: "most disk all checkpoints (boxctl checkpoint) may hold together; a checkpoint is refused unless the sandbox's memory limit plus disk cap fits in what is left"},
 		&cli.StringFlag{Name: "bench-unchecked-socket", Hidden: true, Usage: "BENCH AID ONLY: a second socket whose calls skip the ownership check, so the benchmark measures the check's cost in one run; never set it in production"},
 	}
 }

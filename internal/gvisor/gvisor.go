@@ -126,9 +126,12 @@ func Flags() map[string]string {
 
 // WriteConfig writes the shim's options file (TOML) for info under dir and
 // returns its path. root is runsc's state root, kept under boxd's state
-// (runsc's default is host-global /var/run/runsc).
-func WriteConfig(dir string, info Info, root string) (string, error) {
-	return writeConfig(dir, "runsc.toml", info, root, Flags())
+// (runsc's default is host-global /var/run/runsc). The runsc the shim runs
+// is boxd's wrapper of info.Runsc (WriteWrapper), which restores a
+// checkpointed sandbox of sandboxes (boxd's per-sandbox state directories)
+// when boxd asks for it.
+func WriteConfig(dir string, info Info, root, sandboxes string) (string, error) {
+	return writeConfig(dir, "runsc.toml", info, root, sandboxes, Flags())
 }
 
 // EgressFlags are Flags for a sandbox with boxd's egress network: runsc's
@@ -144,29 +147,38 @@ func EgressFlags() map[string]string {
 
 // WriteEgressConfig writes the options file of egress sandboxes
 // (EgressFlags) beside WriteConfig's and returns its path.
-func WriteEgressConfig(dir string, info Info, root string) (string, error) {
-	return writeConfig(dir, "runsc-egress.toml", info, root, EgressFlags())
+func WriteEgressConfig(dir string, info Info, root, sandboxes string) (string, error) {
+	return writeConfig(dir, "runsc-egress.toml", info, root, sandboxes, EgressFlags())
 }
 
-func writeConfig(dir, name string, info Info, root string, flags map[string]string) (string, error) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "# Written by boxd at start: the options of gVisor's containerd shim.\n")
-	fmt.Fprintf(&b, "binary_name = %q\nroot = %q\n\n[runsc_config]\n", info.Runsc, root)
-	for _, k := range []string{"host-uds", "network", "oci-seccomp", "platform"} {
-		fmt.Fprintf(&b, "%q = %q\n", k, flags[k])
-	}
+func writeConfig(dir, name string, info Info, root, sandboxes string, flags map[string]string) (string, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", fmt.Errorf("gvisor: config dir: %w", err)
 	}
+	wrapper, err := WriteWrapper(dir, info, sandboxes)
+	if err != nil {
+		return "", err
+	}
 	path := filepath.Join(dir, name)
+	return path, writeConfigFile(path, wrapper, root, flags)
+}
+
+// writeConfigFile writes the shim's options, with binary as runsc, to path.
+func writeConfigFile(path, binary, root string, flags map[string]string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Written by boxd: the options of gVisor's containerd shim.\n")
+	fmt.Fprintf(&b, "binary_name = %q\nroot = %q\n\n[runsc_config]\n", binary, root)
+	for _, k := range []string{"host-uds", "network", "oci-seccomp", "platform"} {
+		fmt.Fprintf(&b, "%q = %q\n", k, flags[k])
+	}
 	tmp := path + ".tmp"
 	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
-		return "", fmt.Errorf("gvisor: write %s: %w", tmp, err)
+		return fmt.Errorf("gvisor: write %s: %w", tmp, err)
 	}
 	if err := os.Rename(tmp, path); err != nil {
-		return "", fmt.Errorf("gvisor: %w", err)
+		return fmt.Errorf("gvisor: %w", err)
 	}
-	return path, nil
+	return nil
 }
 
 // Annotations mark a container as the root container of its own gVisor

@@ -54,7 +54,7 @@ func TestProbeMissing(t *testing.T) {
 func TestWriteConfig(t *testing.T) {
 	dir := t.TempDir()
 	info := Info{Runsc: "/opt/x/runsc", Shim: "/opt/x/" + ShimName, Version: "v1"}
-	path, err := WriteConfig(dir, info, "/var/lib/boxd/gvisor/root")
+	path, err := WriteConfig(dir, info, "/var/lib/boxd/gvisor/root", "/var/lib/boxd/sandboxes")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,8 @@ func TestWriteConfig(t *testing.T) {
 	if err := toml.Unmarshal(b, &got); err != nil {
 		t.Fatalf("%s: %v\n%s", path, err, b)
 	}
-	if got.BinaryName != info.Runsc || got.Root != "/var/lib/boxd/gvisor/root" {
+	// The wrapper (WriteWrapper), which runs info.Runsc.
+	if w, _ := os.ReadFile(got.BinaryName); got.BinaryName != filepath.Join(dir, "runsc") || !strings.Contains(string(w), "exec '"+info.Runsc+"' \"$@\"") || got.Root != "/var/lib/boxd/gvisor/root" {
 		t.Errorf("binary_name %q root %q", got.BinaryName, got.Root)
 	}
 	want := Flags()
@@ -107,11 +108,11 @@ func TestWriteConfig(t *testing.T) {
 func TestWriteEgressConfig(t *testing.T) {
 	dir := t.TempDir()
 	info := Info{Runsc: "/x/runsc", Shim: "/x/containerd-shim-runsc-v1"}
-	plain, err := WriteConfig(dir, info, "/x/root")
+	plain, err := WriteConfig(dir, info, "/x/root", "/x/sandboxes")
 	if err != nil {
 		t.Fatal(err)
 	}
-	egress, err := WriteEgressConfig(dir, info, "/x/root")
+	egress, err := WriteEgressConfig(dir, info, "/x/root", "/x/sandboxes")
 	if err != nil {
 		t.Fatal(err)
 	}

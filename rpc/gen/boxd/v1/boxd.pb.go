@@ -1782,9 +1782,15 @@ type Sandbox struct {
 	// read_only; see VolumeService).
 	Volumes []*VolumeMount `protobuf:"bytes,200,rep,name=volumes,proto3" json:"volumes,omitempty"`
 	// The host directories the sandbox mounts (CreateSandboxRequest.binds).
-	Binds         []*BindMount `protobuf:"bytes,93,rep,name=binds,proto3" json:"binds,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Binds []*BindMount `protobuf:"bytes,93,rep,name=binds,proto3" json:"binds,omitempty"`
+	// Set while the sandbox is checkpointed (state "checkpointed"): the
+	// checkpoint's size on disk, when it was written (RFC 3339), and how
+	// long the sandbox was stopped to write it (Go duration).
+	CheckpointBytes int64  `protobuf:"varint,110,opt,name=checkpoint_bytes,json=checkpointBytes,proto3" json:"checkpoint_bytes,omitempty"`
+	CheckpointedAt  string `protobuf:"bytes,111,opt,name=checkpointed_at,json=checkpointedAt,proto3" json:"checkpointed_at,omitempty"`
+	CheckpointPause string `protobuf:"bytes,112,opt,name=checkpoint_pause,json=checkpointPause,proto3" json:"checkpoint_pause,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Sandbox) Reset() {
@@ -2123,6 +2129,27 @@ func (x *Sandbox) GetBinds() []*BindMount {
 		return x.Binds
 	}
 	return nil
+}
+
+func (x *Sandbox) GetCheckpointBytes() int64 {
+	if x != nil {
+		return x.CheckpointBytes
+	}
+	return 0
+}
+
+func (x *Sandbox) GetCheckpointedAt() string {
+	if x != nil {
+		return x.CheckpointedAt
+	}
+	return ""
+}
+
+func (x *Sandbox) GetCheckpointPause() string {
+	if x != nil {
+		return x.CheckpointPause
+	}
+	return ""
 }
 
 type Usage struct {
@@ -4631,7 +4658,7 @@ var File_boxd_v1_boxd_proto protoreflect.FileDescriptor
 
 const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\n" +
-	"\x12boxd/v1/boxd.proto\x12\aboxd.v1\x1a\x15boxd/v1/volumes.proto\x1a\x13boxd/v1/usage.proto\x1a\x15boxd/v1/network.proto\x1a\x12boxd/v1/diff.proto\"%\n" +
+	"\x12boxd/v1/boxd.proto\x12\aboxd.v1\x1a\x15boxd/v1/volumes.proto\x1a\x13boxd/v1/usage.proto\x1a\x15boxd/v1/network.proto\x1a\x12boxd/v1/diff.proto\x1a\x18boxd/v1/checkpoint.proto\"%\n" +
 	"\x13PauseSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
 	"\x14PauseSandboxResponse\"'\n" +
@@ -4761,7 +4788,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\x12\x18\n" +
 	"\agateway\x18\x04 \x01(\tR\agateway\x12\x10\n" +
 	"\x03dns\x18\x05 \x01(\tR\x03dns\x12\x1a\n" +
-	"\baddress6\x18\x06 \x01(\tR\baddress6\"\x97\f\n" +
+	"\baddress6\x18\x06 \x01(\tR\baddress6\"\x96\r\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -4812,7 +4839,10 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"disk_bytes\x18_ \x01(\x03R\tdiskBytes\x12&\n" +
 	"\x0fdisk_used_bytes\x18` \x01(\x03R\rdiskUsedBytes\x12/\n" +
 	"\avolumes\x18\xc8\x01 \x03(\v2\x14.boxd.v1.VolumeMountR\avolumes\x12(\n" +
-	"\x05binds\x18] \x03(\v2\x12.boxd.v1.BindMountR\x05binds\x1a9\n" +
+	"\x05binds\x18] \x03(\v2\x12.boxd.v1.BindMountR\x05binds\x12)\n" +
+	"\x10checkpoint_bytes\x18n \x01(\x03R\x0fcheckpointBytes\x12'\n" +
+	"\x0fcheckpointed_at\x18o \x01(\tR\x0echeckpointedAt\x12)\n" +
+	"\x10checkpoint_pause\x18p \x01(\tR\x0fcheckpointPause\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x84\x03\n" +
@@ -5017,7 +5047,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\vImageFormat\x12\x1c\n" +
 	"\x18IMAGE_FORMAT_UNSPECIFIED\x10\x00\x12\x14\n" +
 	"\x10IMAGE_FORMAT_TAR\x10\x01\x12\x17\n" +
-	"\x13IMAGE_FORMAT_ROOTFS\x10\x022\xbc\x0f\n" +
+	"\x13IMAGE_FORMAT_ROOTFS\x10\x022\xeb\x10\n" +
 	"\x0eSandboxService\x12N\n" +
 	"\rCreateSandbox\x12\x1d.boxd.v1.CreateSandboxRequest\x1a\x1e.boxd.v1.CreateSandboxResponse\x12N\n" +
 	"\rListSandboxes\x12\x1d.boxd.v1.ListSandboxesRequest\x1a\x1e.boxd.v1.ListSandboxesResponse\x12E\n" +
@@ -5050,7 +5080,9 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"BuildImage\x12\x1a.boxd.v1.BuildImageRequest\x1a\x1b.boxd.v1.BuildImageResponse(\x01\x12E\n" +
 	"\n" +
 	"NetworkLog\x12\x1a.boxd.v1.NetworkLogRequest\x1a\x1b.boxd.v1.NetworkLogResponse\x12J\n" +
-	"\vDiffSandbox\x12\x1b.boxd.v1.DiffSandboxRequest\x1a\x1c.boxd.v1.DiffSandboxResponse0\x01B1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
+	"\vDiffSandbox\x12\x1b.boxd.v1.DiffSandboxRequest\x1a\x1c.boxd.v1.DiffSandboxResponse0\x01\x12Z\n" +
+	"\x11CheckpointSandbox\x12!.boxd.v1.CheckpointSandboxRequest\x1a\".boxd.v1.CheckpointSandboxResponse\x12Q\n" +
+	"\x0eRestoreSandbox\x12\x1e.boxd.v1.RestoreSandboxRequest\x1a\x1f.boxd.v1.RestoreSandboxResponseB1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
 
 var (
 	file_boxd_v1_boxd_proto_rawDescOnce sync.Once
@@ -5067,83 +5099,87 @@ func file_boxd_v1_boxd_proto_rawDescGZIP() []byte {
 var file_boxd_v1_boxd_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_boxd_v1_boxd_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_boxd_v1_boxd_proto_goTypes = []any{
-	(ImageFormat)(0),               // 0: boxd.v1.ImageFormat
-	(*PauseSandboxRequest)(nil),    // 1: boxd.v1.PauseSandboxRequest
-	(*PauseSandboxResponse)(nil),   // 2: boxd.v1.PauseSandboxResponse
-	(*UnpauseSandboxRequest)(nil),  // 3: boxd.v1.UnpauseSandboxRequest
-	(*UnpauseSandboxResponse)(nil), // 4: boxd.v1.UnpauseSandboxResponse
-	(*StatsRequest)(nil),           // 5: boxd.v1.StatsRequest
-	(*StatsResponse)(nil),          // 6: boxd.v1.StatsResponse
-	(*SandboxStats)(nil),           // 7: boxd.v1.SandboxStats
-	(*CommitSandboxRequest)(nil),   // 8: boxd.v1.CommitSandboxRequest
-	(*CommitSandboxResponse)(nil),  // 9: boxd.v1.CommitSandboxResponse
-	(*ForkSandboxRequest)(nil),     // 10: boxd.v1.ForkSandboxRequest
-	(*ForkSandboxResponse)(nil),    // 11: boxd.v1.ForkSandboxResponse
-	(*PublishedPort)(nil),          // 12: boxd.v1.PublishedPort
-	(*PublishPortRequest)(nil),     // 13: boxd.v1.PublishPortRequest
-	(*PublishPortResponse)(nil),    // 14: boxd.v1.PublishPortResponse
-	(*UnpublishPortRequest)(nil),   // 15: boxd.v1.UnpublishPortRequest
-	(*UnpublishPortResponse)(nil),  // 16: boxd.v1.UnpublishPortResponse
-	(*Limits)(nil),                 // 17: boxd.v1.Limits
-	(*CreateSandboxRequest)(nil),   // 18: boxd.v1.CreateSandboxRequest
-	(*RegistryAuth)(nil),           // 19: boxd.v1.RegistryAuth
-	(*TmpfsMount)(nil),             // 20: boxd.v1.TmpfsMount
-	(*Ulimits)(nil),                // 21: boxd.v1.Ulimits
-	(*NetworkRequest)(nil),         // 22: boxd.v1.NetworkRequest
-	(*NetworkStatus)(nil),          // 23: boxd.v1.NetworkStatus
-	(*Sandbox)(nil),                // 24: boxd.v1.Sandbox
-	(*Usage)(nil),                  // 25: boxd.v1.Usage
-	(*Security)(nil),               // 26: boxd.v1.Security
-	(*CreateSandboxResponse)(nil),  // 27: boxd.v1.CreateSandboxResponse
-	(*ListSandboxesRequest)(nil),   // 28: boxd.v1.ListSandboxesRequest
-	(*ListSandboxesResponse)(nil),  // 29: boxd.v1.ListSandboxesResponse
-	(*GetSandboxRequest)(nil),      // 30: boxd.v1.GetSandboxRequest
-	(*GetSandboxResponse)(nil),     // 31: boxd.v1.GetSandboxResponse
-	(*DeleteSandboxRequest)(nil),   // 32: boxd.v1.DeleteSandboxRequest
-	(*DeleteSandboxResponse)(nil),  // 33: boxd.v1.DeleteSandboxResponse
-	(*ExecRequest)(nil),            // 34: boxd.v1.ExecRequest
-	(*ExecResult)(nil),             // 35: boxd.v1.ExecResult
-	(*ExecResponse)(nil),           // 36: boxd.v1.ExecResponse
-	(*ExecStreamResponse)(nil),     // 37: boxd.v1.ExecStreamResponse
-	(*CopyInRequest)(nil),          // 38: boxd.v1.CopyInRequest
-	(*CopyInResponse)(nil),         // 39: boxd.v1.CopyInResponse
-	(*CopyOutRequest)(nil),         // 40: boxd.v1.CopyOutRequest
-	(*CopyOutResponse)(nil),        // 41: boxd.v1.CopyOutResponse
-	(*StatPathRequest)(nil),        // 42: boxd.v1.StatPathRequest
-	(*StatPathResponse)(nil),       // 43: boxd.v1.StatPathResponse
-	(*ImportImageRequest)(nil),     // 44: boxd.v1.ImportImageRequest
-	(*Image)(nil),                  // 45: boxd.v1.Image
-	(*ImportImageResponse)(nil),    // 46: boxd.v1.ImportImageResponse
-	(*ListImagesRequest)(nil),      // 47: boxd.v1.ListImagesRequest
-	(*ListImagesResponse)(nil),     // 48: boxd.v1.ListImagesResponse
-	(*RemoveImageRequest)(nil),     // 49: boxd.v1.RemoveImageRequest
-	(*RemoveImageResponse)(nil),    // 50: boxd.v1.RemoveImageResponse
-	(*TagImageRequest)(nil),        // 51: boxd.v1.TagImageRequest
-	(*TagImageResponse)(nil),       // 52: boxd.v1.TagImageResponse
-	(*UpdateNetworkRequest)(nil),   // 53: boxd.v1.UpdateNetworkRequest
-	(*UpdateNetworkResponse)(nil),  // 54: boxd.v1.UpdateNetworkResponse
-	(*UpdateSandboxRequest)(nil),   // 55: boxd.v1.UpdateSandboxRequest
-	(*UpdateSandboxResponse)(nil),  // 56: boxd.v1.UpdateSandboxResponse
-	(*StopSandboxRequest)(nil),     // 57: boxd.v1.StopSandboxRequest
-	(*StopSandboxResponse)(nil),    // 58: boxd.v1.StopSandboxResponse
-	(*StartSandboxRequest)(nil),    // 59: boxd.v1.StartSandboxRequest
-	(*StartSandboxResponse)(nil),   // 60: boxd.v1.StartSandboxResponse
-	(*BuildImageRequest)(nil),      // 61: boxd.v1.BuildImageRequest
-	(*BuildStep)(nil),              // 62: boxd.v1.BuildStep
-	(*BuildImageResponse)(nil),     // 63: boxd.v1.BuildImageResponse
-	(*BindMount)(nil),              // 64: boxd.v1.BindMount
-	nil,                            // 65: boxd.v1.ForkSandboxRequest.LabelsEntry
-	nil,                            // 66: boxd.v1.CreateSandboxRequest.LabelsEntry
-	nil,                            // 67: boxd.v1.Sandbox.LabelsEntry
-	nil,                            // 68: boxd.v1.ListSandboxesRequest.LabelsEntry
-	nil,                            // 69: boxd.v1.Image.LabelsEntry
-	nil,                            // 70: boxd.v1.BuildImageRequest.BuildArgsEntry
-	(*VolumeMount)(nil),            // 71: boxd.v1.VolumeMount
-	(*ResourceUsage)(nil),          // 72: boxd.v1.ResourceUsage
-	(*NetworkLogRequest)(nil),      // 73: boxd.v1.NetworkLogRequest
-	(*DiffSandboxRequest)(nil),     // 74: boxd.v1.DiffSandboxRequest
-	(*NetworkLogResponse)(nil),     // 75: boxd.v1.NetworkLogResponse
-	(*DiffSandboxResponse)(nil),    // 76: boxd.v1.DiffSandboxResponse
+	(ImageFormat)(0),                  // 0: boxd.v1.ImageFormat
+	(*PauseSandboxRequest)(nil),       // 1: boxd.v1.PauseSandboxRequest
+	(*PauseSandboxResponse)(nil),      // 2: boxd.v1.PauseSandboxResponse
+	(*UnpauseSandboxRequest)(nil),     // 3: boxd.v1.UnpauseSandboxRequest
+	(*UnpauseSandboxResponse)(nil),    // 4: boxd.v1.UnpauseSandboxResponse
+	(*StatsRequest)(nil),              // 5: boxd.v1.StatsRequest
+	(*StatsResponse)(nil),             // 6: boxd.v1.StatsResponse
+	(*SandboxStats)(nil),              // 7: boxd.v1.SandboxStats
+	(*CommitSandboxRequest)(nil),      // 8: boxd.v1.CommitSandboxRequest
+	(*CommitSandboxResponse)(nil),     // 9: boxd.v1.CommitSandboxResponse
+	(*ForkSandboxRequest)(nil),        // 10: boxd.v1.ForkSandboxRequest
+	(*ForkSandboxResponse)(nil),       // 11: boxd.v1.ForkSandboxResponse
+	(*PublishedPort)(nil),             // 12: boxd.v1.PublishedPort
+	(*PublishPortRequest)(nil),        // 13: boxd.v1.PublishPortRequest
+	(*PublishPortResponse)(nil),       // 14: boxd.v1.PublishPortResponse
+	(*UnpublishPortRequest)(nil),      // 15: boxd.v1.UnpublishPortRequest
+	(*UnpublishPortResponse)(nil),     // 16: boxd.v1.UnpublishPortResponse
+	(*Limits)(nil),                    // 17: boxd.v1.Limits
+	(*CreateSandboxRequest)(nil),      // 18: boxd.v1.CreateSandboxRequest
+	(*RegistryAuth)(nil),              // 19: boxd.v1.RegistryAuth
+	(*TmpfsMount)(nil),                // 20: boxd.v1.TmpfsMount
+	(*Ulimits)(nil),                   // 21: boxd.v1.Ulimits
+	(*NetworkRequest)(nil),            // 22: boxd.v1.NetworkRequest
+	(*NetworkStatus)(nil),             // 23: boxd.v1.NetworkStatus
+	(*Sandbox)(nil),                   // 24: boxd.v1.Sandbox
+	(*Usage)(nil),                     // 25: boxd.v1.Usage
+	(*Security)(nil),                  // 26: boxd.v1.Security
+	(*CreateSandboxResponse)(nil),     // 27: boxd.v1.CreateSandboxResponse
+	(*ListSandboxesRequest)(nil),      // 28: boxd.v1.ListSandboxesRequest
+	(*ListSandboxesResponse)(nil),     // 29: boxd.v1.ListSandboxesResponse
+	(*GetSandboxRequest)(nil),         // 30: boxd.v1.GetSandboxRequest
+	(*GetSandboxResponse)(nil),        // 31: boxd.v1.GetSandboxResponse
+	(*DeleteSandboxRequest)(nil),      // 32: boxd.v1.DeleteSandboxRequest
+	(*DeleteSandboxResponse)(nil),     // 33: boxd.v1.DeleteSandboxResponse
+	(*ExecRequest)(nil),               // 34: boxd.v1.ExecRequest
+	(*ExecResult)(nil),                // 35: boxd.v1.ExecResult
+	(*ExecResponse)(nil),              // 36: boxd.v1.ExecResponse
+	(*ExecStreamResponse)(nil),        // 37: boxd.v1.ExecStreamResponse
+	(*CopyInRequest)(nil),             // 38: boxd.v1.CopyInRequest
+	(*CopyInResponse)(nil),            // 39: boxd.v1.CopyInResponse
+	(*CopyOutRequest)(nil),            // 40: boxd.v1.CopyOutRequest
+	(*CopyOutResponse)(nil),           // 41: boxd.v1.CopyOutResponse
+	(*StatPathRequest)(nil),           // 42: boxd.v1.StatPathRequest
+	(*StatPathResponse)(nil),          // 43: boxd.v1.StatPathResponse
+	(*ImportImageRequest)(nil),        // 44: boxd.v1.ImportImageRequest
+	(*Image)(nil),                     // 45: boxd.v1.Image
+	(*ImportImageResponse)(nil),       // 46: boxd.v1.ImportImageResponse
+	(*ListImagesRequest)(nil),         // 47: boxd.v1.ListImagesRequest
+	(*ListImagesResponse)(nil),        // 48: boxd.v1.ListImagesResponse
+	(*RemoveImageRequest)(nil),        // 49: boxd.v1.RemoveImageRequest
+	(*RemoveImageResponse)(nil),       // 50: boxd.v1.RemoveImageResponse
+	(*TagImageRequest)(nil),           // 51: boxd.v1.TagImageRequest
+	(*TagImageResponse)(nil),          // 52: boxd.v1.TagImageResponse
+	(*UpdateNetworkRequest)(nil),      // 53: boxd.v1.UpdateNetworkRequest
+	(*UpdateNetworkResponse)(nil),     // 54: boxd.v1.UpdateNetworkResponse
+	(*UpdateSandboxRequest)(nil),      // 55: boxd.v1.UpdateSandboxRequest
+	(*UpdateSandboxResponse)(nil),     // 56: boxd.v1.UpdateSandboxResponse
+	(*StopSandboxRequest)(nil),        // 57: boxd.v1.StopSandboxRequest
+	(*StopSandboxResponse)(nil),       // 58: boxd.v1.StopSandboxResponse
+	(*StartSandboxRequest)(nil),       // 59: boxd.v1.StartSandboxRequest
+	(*StartSandboxResponse)(nil),      // 60: boxd.v1.StartSandboxResponse
+	(*BuildImageRequest)(nil),         // 61: boxd.v1.BuildImageRequest
+	(*BuildStep)(nil),                 // 62: boxd.v1.BuildStep
+	(*BuildImageResponse)(nil),        // 63: boxd.v1.BuildImageResponse
+	(*BindMount)(nil),                 // 64: boxd.v1.BindMount
+	nil,                               // 65: boxd.v1.ForkSandboxRequest.LabelsEntry
+	nil,                               // 66: boxd.v1.CreateSandboxRequest.LabelsEntry
+	nil,                               // 67: boxd.v1.Sandbox.LabelsEntry
+	nil,                               // 68: boxd.v1.ListSandboxesRequest.LabelsEntry
+	nil,                               // 69: boxd.v1.Image.LabelsEntry
+	nil,                               // 70: boxd.v1.BuildImageRequest.BuildArgsEntry
+	(*VolumeMount)(nil),               // 71: boxd.v1.VolumeMount
+	(*ResourceUsage)(nil),             // 72: boxd.v1.ResourceUsage
+	(*NetworkLogRequest)(nil),         // 73: boxd.v1.NetworkLogRequest
+	(*DiffSandboxRequest)(nil),        // 74: boxd.v1.DiffSandboxRequest
+	(*CheckpointSandboxRequest)(nil),  // 75: boxd.v1.CheckpointSandboxRequest
+	(*RestoreSandboxRequest)(nil),     // 76: boxd.v1.RestoreSandboxRequest
+	(*NetworkLogResponse)(nil),        // 77: boxd.v1.NetworkLogResponse
+	(*DiffSandboxResponse)(nil),       // 78: boxd.v1.DiffSandboxResponse
+	(*CheckpointSandboxResponse)(nil), // 79: boxd.v1.CheckpointSandboxResponse
+	(*RestoreSandboxResponse)(nil),    // 80: boxd.v1.RestoreSandboxResponse
 }
 var file_boxd_v1_boxd_proto_depIdxs = []int32{
 	7,  // 0: boxd.v1.StatsResponse.sandboxes:type_name -> boxd.v1.SandboxStats
@@ -5217,35 +5253,39 @@ var file_boxd_v1_boxd_proto_depIdxs = []int32{
 	61, // 68: boxd.v1.SandboxService.BuildImage:input_type -> boxd.v1.BuildImageRequest
 	73, // 69: boxd.v1.SandboxService.NetworkLog:input_type -> boxd.v1.NetworkLogRequest
 	74, // 70: boxd.v1.SandboxService.DiffSandbox:input_type -> boxd.v1.DiffSandboxRequest
-	27, // 71: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
-	29, // 72: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
-	31, // 73: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
-	33, // 74: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
-	54, // 75: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
-	36, // 76: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
-	37, // 77: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
-	39, // 78: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
-	41, // 79: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
-	43, // 80: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
-	46, // 81: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
-	48, // 82: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
-	50, // 83: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
-	52, // 84: boxd.v1.SandboxService.TagImage:output_type -> boxd.v1.TagImageResponse
-	14, // 85: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
-	16, // 86: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
-	9,  // 87: boxd.v1.SandboxService.CommitSandbox:output_type -> boxd.v1.CommitSandboxResponse
-	11, // 88: boxd.v1.SandboxService.ForkSandbox:output_type -> boxd.v1.ForkSandboxResponse
-	56, // 89: boxd.v1.SandboxService.UpdateSandbox:output_type -> boxd.v1.UpdateSandboxResponse
-	58, // 90: boxd.v1.SandboxService.StopSandbox:output_type -> boxd.v1.StopSandboxResponse
-	60, // 91: boxd.v1.SandboxService.StartSandbox:output_type -> boxd.v1.StartSandboxResponse
-	2,  // 92: boxd.v1.SandboxService.PauseSandbox:output_type -> boxd.v1.PauseSandboxResponse
-	4,  // 93: boxd.v1.SandboxService.UnpauseSandbox:output_type -> boxd.v1.UnpauseSandboxResponse
-	6,  // 94: boxd.v1.SandboxService.Stats:output_type -> boxd.v1.StatsResponse
-	63, // 95: boxd.v1.SandboxService.BuildImage:output_type -> boxd.v1.BuildImageResponse
-	75, // 96: boxd.v1.SandboxService.NetworkLog:output_type -> boxd.v1.NetworkLogResponse
-	76, // 97: boxd.v1.SandboxService.DiffSandbox:output_type -> boxd.v1.DiffSandboxResponse
-	71, // [71:98] is the sub-list for method output_type
-	44, // [44:71] is the sub-list for method input_type
+	75, // 71: boxd.v1.SandboxService.CheckpointSandbox:input_type -> boxd.v1.CheckpointSandboxRequest
+	76, // 72: boxd.v1.SandboxService.RestoreSandbox:input_type -> boxd.v1.RestoreSandboxRequest
+	27, // 73: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
+	29, // 74: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
+	31, // 75: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
+	33, // 76: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
+	54, // 77: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
+	36, // 78: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
+	37, // 79: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
+	39, // 80: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
+	41, // 81: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
+	43, // 82: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
+	46, // 83: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
+	48, // 84: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
+	50, // 85: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
+	52, // 86: boxd.v1.SandboxService.TagImage:output_type -> boxd.v1.TagImageResponse
+	14, // 87: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
+	16, // 88: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
+	9,  // 89: boxd.v1.SandboxService.CommitSandbox:output_type -> boxd.v1.CommitSandboxResponse
+	11, // 90: boxd.v1.SandboxService.ForkSandbox:output_type -> boxd.v1.ForkSandboxResponse
+	56, // 91: boxd.v1.SandboxService.UpdateSandbox:output_type -> boxd.v1.UpdateSandboxResponse
+	58, // 92: boxd.v1.SandboxService.StopSandbox:output_type -> boxd.v1.StopSandboxResponse
+	60, // 93: boxd.v1.SandboxService.StartSandbox:output_type -> boxd.v1.StartSandboxResponse
+	2,  // 94: boxd.v1.SandboxService.PauseSandbox:output_type -> boxd.v1.PauseSandboxResponse
+	4,  // 95: boxd.v1.SandboxService.UnpauseSandbox:output_type -> boxd.v1.UnpauseSandboxResponse
+	6,  // 96: boxd.v1.SandboxService.Stats:output_type -> boxd.v1.StatsResponse
+	63, // 97: boxd.v1.SandboxService.BuildImage:output_type -> boxd.v1.BuildImageResponse
+	77, // 98: boxd.v1.SandboxService.NetworkLog:output_type -> boxd.v1.NetworkLogResponse
+	78, // 99: boxd.v1.SandboxService.DiffSandbox:output_type -> boxd.v1.DiffSandboxResponse
+	79, // 100: boxd.v1.SandboxService.CheckpointSandbox:output_type -> boxd.v1.CheckpointSandboxResponse
+	80, // 101: boxd.v1.SandboxService.RestoreSandbox:output_type -> boxd.v1.RestoreSandboxResponse
+	73, // [73:102] is the sub-list for method output_type
+	44, // [44:73] is the sub-list for method input_type
 	44, // [44:44] is the sub-list for extension type_name
 	44, // [44:44] is the sub-list for extension extendee
 	0,  // [0:44] is the sub-list for field type_name
@@ -5260,6 +5300,7 @@ func file_boxd_v1_boxd_proto_init() {
 	file_boxd_v1_usage_proto_init()
 	file_boxd_v1_network_proto_init()
 	file_boxd_v1_diff_proto_init()
+	file_boxd_v1_checkpoint_proto_init()
 	file_boxd_v1_boxd_proto_msgTypes[36].OneofWrappers = []any{
 		(*ExecStreamResponse_Stdout)(nil),
 		(*ExecStreamResponse_Stderr)(nil),

@@ -2,6 +2,7 @@ from boxd.v1 import volumes_pb2 as _volumes_pb2
 from boxd.v1 import usage_pb2 as _usage_pb2
 from boxd.v1 import network_pb2 as _network_pb2
 from boxd.v1 import diff_pb2 as _diff_pb2
+from boxd.v1 import checkpoint_pb2 as _checkpoint_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -499,7 +500,7 @@ class RemoveImageResponse(_message.Message):
     def __init__(self) -> None: ...
 
 class Sandbox(_message.Message):
-    __slots__ = ["binds", "cpu_weight", "cpus", "created_at", "disk_bytes", "disk_used_bytes", "env", "exec_timeout", "expires_at", "hostname", "id", "idle_timeout", "image", "init_pid", "init_restarts", "labels", "last_activity_at", "last_restart_at", "last_restart_reason", "memory_bytes", "memory_low_bytes", "name", "network", "on_idle", "output_limit", "owner", "owner_uid", "pause_reason", "paused_at", "pids", "ports", "restart_refused", "runtime", "runtime_advisories", "runtime_version", "security", "state", "stopped_at", "tmpfs", "ulimits", "usage", "user", "volumes", "workdir"]
+    __slots__ = ["binds", "checkpoint_bytes", "checkpoint_pause", "checkpointed_at", "cpu_weight", "cpus", "created_at", "disk_bytes", "disk_used_bytes", "env", "exec_timeout", "expires_at", "hostname", "id", "idle_timeout", "image", "init_pid", "init_restarts", "labels", "last_activity_at", "last_restart_at", "last_restart_reason", "memory_bytes", "memory_low_bytes", "name", "network", "on_idle", "output_limit", "owner", "owner_uid", "pause_reason", "paused_at", "pids", "ports", "restart_refused", "runtime", "runtime_advisories", "runtime_version", "security", "state", "stopped_at", "tmpfs", "ulimits", "usage", "user", "volumes", "workdir"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -508,6 +509,9 @@ class Sandbox(_message.Message):
         value: str
         def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     BINDS_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINTED_AT_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_BYTES_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_PAUSE_FIELD_NUMBER: _ClassVar[int]
     CPUS_FIELD_NUMBER: _ClassVar[int]
     CPU_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
@@ -552,6 +556,9 @@ class Sandbox(_message.Message):
     VOLUMES_FIELD_NUMBER: _ClassVar[int]
     WORKDIR_FIELD_NUMBER: _ClassVar[int]
     binds: _containers.RepeatedCompositeFieldContainer[BindMount]
+    checkpoint_bytes: int
+    checkpoint_pause: str
+    checkpointed_at: str
     cpu_weight: int
     cpus: float
     created_at: str
@@ -595,7 +602,7 @@ class Sandbox(_message.Message):
     user: str
     volumes: _containers.RepeatedCompositeFieldContainer[_volumes_pb2.VolumeMount]
     workdir: str
-    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., image: _Optional[str] = ..., state: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., cpus: _Optional[float] = ..., pids: _Optional[int] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., created_at: _Optional[str] = ..., expires_at: _Optional[str] = ..., security: _Optional[_Union[Security, _Mapping]] = ..., init_pid: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., init_restarts: _Optional[int] = ..., last_restart_at: _Optional[str] = ..., last_restart_reason: _Optional[str] = ..., restart_refused: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkStatus, _Mapping]] = ..., runtime: _Optional[str] = ..., runtime_version: _Optional[str] = ..., runtime_advisories: _Optional[_Iterable[str]] = ..., owner_uid: _Optional[int] = ..., owner: _Optional[str] = ..., idle_timeout: _Optional[str] = ..., on_idle: _Optional[str] = ..., last_activity_at: _Optional[str] = ..., paused_at: _Optional[str] = ..., pause_reason: _Optional[str] = ..., user: _Optional[str] = ..., tmpfs: _Optional[_Iterable[_Union[TmpfsMount, _Mapping]]] = ..., ulimits: _Optional[_Union[Ulimits, _Mapping]] = ..., hostname: _Optional[str] = ..., cpu_weight: _Optional[int] = ..., memory_low_bytes: _Optional[int] = ..., exec_timeout: _Optional[str] = ..., output_limit: _Optional[int] = ..., stopped_at: _Optional[str] = ..., disk_bytes: _Optional[int] = ..., disk_used_bytes: _Optional[int] = ..., volumes: _Optional[_Iterable[_Union[_volumes_pb2.VolumeMount, _Mapping]]] = ..., binds: _Optional[_Iterable[_Union[BindMount, _Mapping]]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., image: _Optional[str] = ..., state: _Optional[str] = ..., memory_bytes: _Optional[int] = ..., cpus: _Optional[float] = ..., pids: _Optional[int] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., created_at: _Optional[str] = ..., expires_at: _Optional[str] = ..., security: _Optional[_Union[Security, _Mapping]] = ..., init_pid: _Optional[int] = ..., usage: _Optional[_Union[Usage, _Mapping]] = ..., init_restarts: _Optional[int] = ..., last_restart_at: _Optional[str] = ..., last_restart_reason: _Optional[str] = ..., restart_refused: _Optional[str] = ..., ports: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkStatus, _Mapping]] = ..., runtime: _Optional[str] = ..., runtime_version: _Optional[str] = ..., runtime_advisories: _Optional[_Iterable[str]] = ..., owner_uid: _Optional[int] = ..., owner: _Optional[str] = ..., idle_timeout: _Optional[str] = ..., on_idle: _Optional[str] = ..., last_activity_at: _Optional[str] = ..., paused_at: _Optional[str] = ..., pause_reason: _Optional[str] = ..., user: _Optional[str] = ..., tmpfs: _Optional[_Iterable[_Union[TmpfsMount, _Mapping]]] = ..., ulimits: _Optional[_Union[Ulimits, _Mapping]] = ..., hostname: _Optional[str] = ..., cpu_weight: _Optional[int] = ..., memory_low_bytes: _Optional[int] = ..., exec_timeout: _Optional[str] = ..., output_limit: _Optional[int] = ..., stopped_at: _Optional[str] = ..., disk_bytes: _Optional[int] = ..., disk_used_bytes: _Optional[int] = ..., volumes: _Optional[_Iterable[_Union[_volumes_pb2.VolumeMount, _Mapping]]] = ..., binds: _Optional[_Iterable[_Union[BindMount, _Mapping]]] = ..., checkpoint_bytes: _Optional[int] = ..., checkpointed_at: _Optional[str] = ..., checkpoint_pause: _Optional[str] = ...) -> None: ...
 
 class SandboxStats(_message.Message):
     __slots__ = ["cpu_percent", "id", "memory_limit_bytes", "name", "state", "usage"]

@@ -108,6 +108,12 @@ const (
 	// SandboxServiceDiffSandboxProcedure is the fully-qualified name of the SandboxService's
 	// DiffSandbox RPC.
 	SandboxServiceDiffSandboxProcedure = "/boxd.v1.SandboxService/DiffSandbox"
+	// SandboxServiceCheckpointSandboxProcedure is the fully-qualified name of the SandboxService's
+	// CheckpointSandbox RPC.
+	SandboxServiceCheckpointSandboxProcedure = "/boxd.v1.SandboxService/CheckpointSandbox"
+	// SandboxServiceRestoreSandboxProcedure is the fully-qualified name of the SandboxService's
+	// RestoreSandbox RPC.
+	SandboxServiceRestoreSandboxProcedure = "/boxd.v1.SandboxService/RestoreSandbox"
 )
 
 // SandboxServiceClient is a client for the boxd.v1.SandboxService service.
@@ -235,6 +241,20 @@ type SandboxServiceClient interface {
 	// (an image that is not a commit of this sandbox), failed_precondition
 	// (since fork for a sandbox not made by a fork; a gvisor sandbox).
 	DiffSandbox(context.Context, *connect.Request[v1.DiffSandboxRequest]) (*connect.ServerStreamForClient[v1.DiffSandboxResponse], error)
+	// CheckpointSandbox writes a running gVisor sandbox's processes, memory
+	// and root filesystem changes to boxd's state on disk and, unless
+	// leave_running, ends its task, freeing its memory: it is then in state
+	// "checkpointed" until RestoreSandbox. Errors: failed_precondition (not
+	// running, paused, a runc sandbox, no memory limit or disk cap),
+	// resource_exhausted (its memory limit plus disk cap does not fit under
+	// --max-checkpoint-bytes with the checkpoints on disk; nothing changes).
+	// See docs/checkpoint.md.
+	CheckpointSandbox(context.Context, *connect.Request[v1.CheckpointSandboxRequest]) (*connect.Response[v1.CheckpointSandboxResponse], error)
+	// RestoreSandbox brings a checkpointed sandbox back with the same id and
+	// its processes. Every file of the checkpoint is checked against boxd's
+	// HMAC first: a changed one is failed_precondition, and the sandbox
+	// stays checkpointed.
+	RestoreSandbox(context.Context, *connect.Request[v1.RestoreSandboxRequest]) (*connect.Response[v1.RestoreSandboxResponse], error)
 }
 
 // NewSandboxServiceClient constructs a client for the boxd.v1.SandboxService service. By default,
@@ -410,38 +430,52 @@ func NewSandboxServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithSchema(sandboxServiceMethods.ByName("DiffSandbox")),
 			connect.WithClientOptions(opts...),
 		),
+		checkpointSandbox: connect.NewClient[v1.CheckpointSandboxRequest, v1.CheckpointSandboxResponse](
+			httpClient,
+			baseURL+SandboxServiceCheckpointSandboxProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("CheckpointSandbox")),
+			connect.WithClientOptions(opts...),
+		),
+		restoreSandbox: connect.NewClient[v1.RestoreSandboxRequest, v1.RestoreSandboxResponse](
+			httpClient,
+			baseURL+SandboxServiceRestoreSandboxProcedure,
+			connect.WithSchema(sandboxServiceMethods.ByName("RestoreSandbox")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // sandboxServiceClient implements SandboxServiceClient.
 type sandboxServiceClient struct {
-	createSandbox  *connect.Client[v1.CreateSandboxRequest, v1.CreateSandboxResponse]
-	listSandboxes  *connect.Client[v1.ListSandboxesRequest, v1.ListSandboxesResponse]
-	getSandbox     *connect.Client[v1.GetSandboxRequest, v1.GetSandboxResponse]
-	deleteSandbox  *connect.Client[v1.DeleteSandboxRequest, v1.DeleteSandboxResponse]
-	updateNetwork  *connect.Client[v1.UpdateNetworkRequest, v1.UpdateNetworkResponse]
-	exec           *connect.Client[v1.ExecRequest, v1.ExecResponse]
-	execStream     *connect.Client[v1.ExecRequest, v1.ExecStreamResponse]
-	copyIn         *connect.Client[v1.CopyInRequest, v1.CopyInResponse]
-	copyOut        *connect.Client[v1.CopyOutRequest, v1.CopyOutResponse]
-	statPath       *connect.Client[v1.StatPathRequest, v1.StatPathResponse]
-	importImage    *connect.Client[v1.ImportImageRequest, v1.ImportImageResponse]
-	listImages     *connect.Client[v1.ListImagesRequest, v1.ListImagesResponse]
-	removeImage    *connect.Client[v1.RemoveImageRequest, v1.RemoveImageResponse]
-	tagImage       *connect.Client[v1.TagImageRequest, v1.TagImageResponse]
-	publishPort    *connect.Client[v1.PublishPortRequest, v1.PublishPortResponse]
-	unpublishPort  *connect.Client[v1.UnpublishPortRequest, v1.UnpublishPortResponse]
-	commitSandbox  *connect.Client[v1.CommitSandboxRequest, v1.CommitSandboxResponse]
-	forkSandbox    *connect.Client[v1.ForkSandboxRequest, v1.ForkSandboxResponse]
-	updateSandbox  *connect.Client[v1.UpdateSandboxRequest, v1.UpdateSandboxResponse]
-	stopSandbox    *connect.Client[v1.StopSandboxRequest, v1.StopSandboxResponse]
-	startSandbox   *connect.Client[v1.StartSandboxRequest, v1.StartSandboxResponse]
-	pauseSandbox   *connect.Client[v1.PauseSandboxRequest, v1.PauseSandboxResponse]
-	unpauseSandbox *connect.Client[v1.UnpauseSandboxRequest, v1.UnpauseSandboxResponse]
-	stats          *connect.Client[v1.StatsRequest, v1.StatsResponse]
-	buildImage     *connect.Client[v1.BuildImageRequest, v1.BuildImageResponse]
-	networkLog     *connect.Client[v1.NetworkLogRequest, v1.NetworkLogResponse]
-	diffSandbox    *connect.Client[v1.DiffSandboxRequest, v1.DiffSandboxResponse]
+	createSandbox     *connect.Client[v1.CreateSandboxRequest, v1.CreateSandboxResponse]
+	listSandboxes     *connect.Client[v1.ListSandboxesRequest, v1.ListSandboxesResponse]
+	getSandbox        *connect.Client[v1.GetSandboxRequest, v1.GetSandboxResponse]
+	deleteSandbox     *connect.Client[v1.DeleteSandboxRequest, v1.DeleteSandboxResponse]
+	updateNetwork     *connect.Client[v1.UpdateNetworkRequest, v1.UpdateNetworkResponse]
+	exec              *connect.Client[v1.ExecRequest, v1.ExecResponse]
+	execStream        *connect.Client[v1.ExecRequest, v1.ExecStreamResponse]
+	copyIn            *connect.Client[v1.CopyInRequest, v1.CopyInResponse]
+	copyOut           *connect.Client[v1.CopyOutRequest, v1.CopyOutResponse]
+	statPath          *connect.Client[v1.StatPathRequest, v1.StatPathResponse]
+	importImage       *connect.Client[v1.ImportImageRequest, v1.ImportImageResponse]
+	listImages        *connect.Client[v1.ListImagesRequest, v1.ListImagesResponse]
+	removeImage       *connect.Client[v1.RemoveImageRequest, v1.RemoveImageResponse]
+	tagImage          *connect.Client[v1.TagImageRequest, v1.TagImageResponse]
+	publishPort       *connect.Client[v1.PublishPortRequest, v1.PublishPortResponse]
+	unpublishPort     *connect.Client[v1.UnpublishPortRequest, v1.UnpublishPortResponse]
+	commitSandbox     *connect.Client[v1.CommitSandboxRequest, v1.CommitSandboxResponse]
+	forkSandbox       *connect.Client[v1.ForkSandboxRequest, v1.ForkSandboxResponse]
+	updateSandbox     *connect.Client[v1.UpdateSandboxRequest, v1.UpdateSandboxResponse]
+	stopSandbox       *connect.Client[v1.StopSandboxRequest, v1.StopSandboxResponse]
+	startSandbox      *connect.Client[v1.StartSandboxRequest, v1.StartSandboxResponse]
+	pauseSandbox      *connect.Client[v1.PauseSandboxRequest, v1.PauseSandboxResponse]
+	unpauseSandbox    *connect.Client[v1.UnpauseSandboxRequest, v1.UnpauseSandboxResponse]
+	stats             *connect.Client[v1.StatsRequest, v1.StatsResponse]
+	buildImage        *connect.Client[v1.BuildImageRequest, v1.BuildImageResponse]
+	networkLog        *connect.Client[v1.NetworkLogRequest, v1.NetworkLogResponse]
+	diffSandbox       *connect.Client[v1.DiffSandboxRequest, v1.DiffSandboxResponse]
+	checkpointSandbox *connect.Client[v1.CheckpointSandboxRequest, v1.CheckpointSandboxResponse]
+	restoreSandbox    *connect.Client[v1.RestoreSandboxRequest, v1.RestoreSandboxResponse]
 }
 
 // CreateSandbox calls boxd.v1.SandboxService.CreateSandbox.
@@ -579,6 +613,16 @@ func (c *sandboxServiceClient) DiffSandbox(ctx context.Context, req *connect.Req
 	return c.diffSandbox.CallServerStream(ctx, req)
 }
 
+// CheckpointSandbox calls boxd.v1.SandboxService.CheckpointSandbox.
+func (c *sandboxServiceClient) CheckpointSandbox(ctx context.Context, req *connect.Request[v1.CheckpointSandboxRequest]) (*connect.Response[v1.CheckpointSandboxResponse], error) {
+	return c.checkpointSandbox.CallUnary(ctx, req)
+}
+
+// RestoreSandbox calls boxd.v1.SandboxService.RestoreSandbox.
+func (c *sandboxServiceClient) RestoreSandbox(ctx context.Context, req *connect.Request[v1.RestoreSandboxRequest]) (*connect.Response[v1.RestoreSandboxResponse], error) {
+	return c.restoreSandbox.CallUnary(ctx, req)
+}
+
 // SandboxServiceHandler is an implementation of the boxd.v1.SandboxService service.
 type SandboxServiceHandler interface {
 	CreateSandbox(context.Context, *connect.Request[v1.CreateSandboxRequest]) (*connect.Response[v1.CreateSandboxResponse], error)
@@ -704,6 +748,20 @@ type SandboxServiceHandler interface {
 	// (an image that is not a commit of this sandbox), failed_precondition
 	// (since fork for a sandbox not made by a fork; a gvisor sandbox).
 	DiffSandbox(context.Context, *connect.Request[v1.DiffSandboxRequest], *connect.ServerStream[v1.DiffSandboxResponse]) error
+	// CheckpointSandbox writes a running gVisor sandbox's processes, memory
+	// and root filesystem changes to boxd's state on disk and, unless
+	// leave_running, ends its task, freeing its memory: it is then in state
+	// "checkpointed" until RestoreSandbox. Errors: failed_precondition (not
+	// running, paused, a runc sandbox, no memory limit or disk cap),
+	// resource_exhausted (its memory limit plus disk cap does not fit under
+	// --max-checkpoint-bytes with the checkpoints on disk; nothing changes).
+	// See docs/checkpoint.md.
+	CheckpointSandbox(context.Context, *connect.Request[v1.CheckpointSandboxRequest]) (*connect.Response[v1.CheckpointSandboxResponse], error)
+	// RestoreSandbox brings a checkpointed sandbox back with the same id and
+	// its processes. Every file of the checkpoint is checked against boxd's
+	// HMAC first: a changed one is failed_precondition, and the sandbox
+	// stays checkpointed.
+	RestoreSandbox(context.Context, *connect.Request[v1.RestoreSandboxRequest]) (*connect.Response[v1.RestoreSandboxResponse], error)
 }
 
 // NewSandboxServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -875,6 +933,18 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 		connect.WithSchema(sandboxServiceMethods.ByName("DiffSandbox")),
 		connect.WithHandlerOptions(opts...),
 	)
+	sandboxServiceCheckpointSandboxHandler := connect.NewUnaryHandler(
+		SandboxServiceCheckpointSandboxProcedure,
+		svc.CheckpointSandbox,
+		connect.WithSchema(sandboxServiceMethods.ByName("CheckpointSandbox")),
+		connect.WithHandlerOptions(opts...),
+	)
+	sandboxServiceRestoreSandboxHandler := connect.NewUnaryHandler(
+		SandboxServiceRestoreSandboxProcedure,
+		svc.RestoreSandbox,
+		connect.WithSchema(sandboxServiceMethods.ByName("RestoreSandbox")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/boxd.v1.SandboxService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case SandboxServiceCreateSandboxProcedure:
@@ -931,6 +1001,10 @@ func NewSandboxServiceHandler(svc SandboxServiceHandler, opts ...connect.Handler
 			sandboxServiceNetworkLogHandler.ServeHTTP(w, r)
 		case SandboxServiceDiffSandboxProcedure:
 			sandboxServiceDiffSandboxHandler.ServeHTTP(w, r)
+		case SandboxServiceCheckpointSandboxProcedure:
+			sandboxServiceCheckpointSandboxHandler.ServeHTTP(w, r)
+		case SandboxServiceRestoreSandboxProcedure:
+			sandboxServiceRestoreSandboxHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -1046,4 +1120,12 @@ func (UnimplementedSandboxServiceHandler) NetworkLog(context.Context, *connect.R
 
 func (UnimplementedSandboxServiceHandler) DiffSandbox(context.Context, *connect.Request[v1.DiffSandboxRequest], *connect.ServerStream[v1.DiffSandboxResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.DiffSandbox is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) CheckpointSandbox(context.Context, *connect.Request[v1.CheckpointSandboxRequest]) (*connect.Response[v1.CheckpointSandboxResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.CheckpointSandbox is not implemented"))
+}
+
+func (UnimplementedSandboxServiceHandler) RestoreSandbox(context.Context, *connect.Request[v1.RestoreSandboxRequest]) (*connect.Response[v1.RestoreSandboxResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.SandboxService.RestoreSandbox is not implemented"))
 }
