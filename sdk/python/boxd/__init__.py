@@ -20,6 +20,7 @@ from .errors import (
     InvalidArgument,
     NotFound,
     PermissionDenied,
+    Unauthenticated,
     ResourceExhausted,
     Unavailable,
     Unimplemented,
@@ -68,5 +69,5 @@ __all__ = [
     "ProcessInfo", "SessionInfo", "SessionResult", "OutputStream", "images", "Image", "BuildResult", "BuildStep",
     "PublishedPort", "NetworkStatus", "Pool", "BlobProgress", "TransferProgress", "PathStat",
     "BoxdError", "NotFound", "InvalidArgument", "AlreadyExists", "FailedPrecondition", "ResourceExhausted",
-    "DeadlineExceeded", "Unavailable", "PermissionDenied", "Cancelled", "Unimplemented", "Internal", "Unknown",
+    "DeadlineExceeded", "Unavailable", "PermissionDenied", "Unauthenticated", "Cancelled", "Unimplemented", "Internal", "Unknown",
 ]
