@@ -27,10 +27,26 @@ import (
 // boxd.Unauthenticated. The sandboxes it made belong to the token's user,
 // as the admin socket reports.
 func TestSDKPythonRemote(t *testing.T) {
+	dir := filepath.Join(testenv.RepoRoot(), "sdk", "python")
+	runRemoteSDK(t, "boxd-e2e-pyremote", 2, dir, python, filepath.Join("tests", "remote_client.py"))
+}
+
+// TestSDKTypeScriptRemote is TestSDKPythonRemote for the TypeScript SDK
+// (sdk/typescript/test/remote_client.ts).
+func TestSDKTypeScriptRemote(t *testing.T) {
+	dir := tsBuild(t)
+	runRemoteSDK(t, "boxd-e2e-tsremote", 1, dir, "node", filepath.Join(dir, "dist", "test", "remote_client.js"))
+}
+
+// runRemoteSDK starts a boxd (namespace ns) listening on TLS, mints a write token for a
+// host user, runs the client program with the remote settings in its
+// environment, and checks that it made want sandboxes, each owned by the
+// token's user, and never printed the token.
+func runRemoteSDK(t *testing.T, ns string, want int, dir, prog string, args ...string) {
 	sockGroup, adminGroup, ua, _, _ := hostUsers(t)
 	ca := newTestCA(t, t.TempDir())
 	port := fmt.Sprint(freePort(t))
-	d := startBoxd(t, "boxd-e2e-sdkremote", true, "--socket-group", sockGroup, "--admin-group", adminGroup,
+	d := startBoxd(t, ns, true, "--socket-group", sockGroup, "--admin-group", adminGroup,
 		"--listen", "tcp://127.0.0.1:"+port, "--tls-cert", ca.certFile, "--tls-key", ca.keyFile)
 	out, stderr, code := d.boxctl("token", "create", "sdk", "--owner", ua.name, "--scope", "write")
 	if code != 0 || !strings.HasPrefix(out, "boxd_") {
@@ -40,15 +56,14 @@ func TestSDKPythonRemote(t *testing.T) {
 
 	c, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	dir := filepath.Join(testenv.RepoRoot(), "sdk", "python")
-	cmd := exec.CommandContext(c, python, filepath.Join("tests", "remote_client.py"))
+	cmd := exec.CommandContext(c, prog, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(),
 		"BOXD_SOCKET="+filepath.Join(t.TempDir(), "none.sock"),
 		"BOXD_HOST=https://127.0.0.1:"+port, "BOXD_TOKEN="+token, "BOXD_TLS_CA="+ca.caFile,
 		"PYTHONPATH="+dir, "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1")
 	res, err := cmd.CombinedOutput()
-	t.Logf("python:\n%s", res)
+	t.Logf("%s:\n%s", prog, res)
 	var ids []string
 	for _, line := range strings.Split(string(res), "\n") {
 		if f := strings.Fields(line); len(f) == 2 && f[0] == "sandbox" {
@@ -64,8 +79,8 @@ func TestSDKPythonRemote(t *testing.T) {
 	if strings.Contains(string(res), token) {
 		t.Errorf("the token appears in the client's output")
 	}
-	if len(ids) != 2 {
-		t.Fatalf("sandboxes made: %q, want 2", ids)
+	if len(ids) != want {
+		t.Fatalf("sandboxes made: %q, want %d", ids, want)
 	}
 	for _, id := range ids {
 		got, err := d.api.GetSandbox(d.c, connect.NewRequest(&boxdv1.GetSandboxRequest{Id: id}))
