@@ -20,6 +20,7 @@ from .errors import (
     InvalidArgument,
     NotFound,
     PermissionDenied,
+    Unauthenticated,
     ResourceExhausted,
     Unavailable,
     Unimplemented,
@@ -71,5 +72,5 @@ __all__ = [
     "ProcessInfo", "SessionInfo", "SessionResult", "OutputStream", "images", "Image", "BuildResult", "BuildStep",
     "PublishedPort", "NetworkStatus", "Pool", "BlobProgress", "TransferProgress", "PathStat", "Change", "Changes",
     "BoxdError", "NotFound", "InvalidArgument", "AlreadyExists", "FailedPrecondition", "ResourceExhausted",
-    "DeadlineExceeded", "Unavailable", "PermissionDenied", "Cancelled", "Unimplemented", "Internal", "Unknown",
+    "DeadlineExceeded", "Unavailable", "PermissionDenied", "Unauthenticated", "Cancelled", "Unimplemented", "Internal", "Unknown",
 ]

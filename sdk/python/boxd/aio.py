@@ -23,7 +23,7 @@ import grpc
 import grpc.aio
 
 from . import _http1, _wire, errors
-from ._client import _MAX_MESSAGE, CHUNK, _Service, default_socket
+from ._client import _MAX_MESSAGE, CHUNK, _Service, default_socket, remote
 from .files import (Data, SearchResult, UploadItem, UploadResult, _chunks, _grep_request, _read_lines_request,
                     _search_result, _upload_requests, _DOWNLOAD_SPLIT, _READ_SPLIT, _WRITE_DATA)
 from .process import PIPE, argv, env_list, split_stdin
@@ -42,21 +42,29 @@ OnOutput = Optional[Callable[[bytes], Any]]
 
 class Client:
     """A grpc.aio connection to boxd; make it inside the event loop that
-    uses it. socket and timeout as boxd.Client."""
+    uses it. socket, timeout, host, token, tls_ca, tls_cert and tls_key as
+    boxd.Client."""
 
-    def __init__(self, socket: Optional[str] = None, *, timeout: Optional[float] = None) -> None:
+    def __init__(self, socket: Optional[str] = None, *, timeout: Optional[float] = None, host: Optional[str] = None,
+                 token: Optional[str] = None, tls_ca: Optional[str] = None, tls_cert: Optional[str] = None,
+                 tls_key: Optional[str] = None) -> None:
         import os
 
-        self.socket = socket or default_socket()
+        r = remote(host, token, tls_ca, tls_cert, tls_key)
+        self.host = r.host if r else None
+        self.socket = None if r else (socket or default_socket())
+        self.where = r.host if r else self.socket
         self.timeout = timeout
-        self._channel = grpc.aio.insecure_channel(
-            "unix:" + os.path.abspath(self.socket),
-            options=[("grpc.max_receive_message_length", _MAX_MESSAGE),
-                     ("grpc.max_send_message_length", _MAX_MESSAGE),
-                     ("grpc.default_authority", "localhost"),
-                     ("grpc.min_reconnect_backoff_ms", 100),
-                     ("grpc.initial_reconnect_backoff_ms", 100),
-                     ("grpc.max_reconnect_backoff_ms", 1000)])
+        options = [("grpc.max_receive_message_length", _MAX_MESSAGE),
+                   ("grpc.max_send_message_length", _MAX_MESSAGE),
+                   ("grpc.min_reconnect_backoff_ms", 100),
+                   ("grpc.initial_reconnect_backoff_ms", 100),
+                   ("grpc.max_reconnect_backoff_ms", 1000)]
+        if r:
+            self._channel = grpc.aio.secure_channel(r.target, r.credentials, options=options)
+        else:
+            options.append(("grpc.default_authority", "localhost"))
+            self._channel = grpc.aio.insecure_channel("unix:" + os.path.abspath(self.socket), options=options)
         self.sandbox = _Service(self._channel, boxd_pb2.DESCRIPTOR.services_by_name["SandboxService"], boxd_pb2)
         self.files = _Service(self._channel, files_pb2.DESCRIPTOR.services_by_name["FileService"], files_pb2)
         self.process = _Service(self._channel, process_pb2.DESCRIPTOR.services_by_name["ProcessService"],
@@ -65,8 +73,12 @@ class Client:
         self.registry = _Service(self._channel, registry_pb2.DESCRIPTOR.services_by_name["RegistryService"],
                                  registry_pb2)
         self.pool = _Service(self._channel, pool_pb2.DESCRIPTOR.services_by_name["PoolService"], pool_pb2)
-        # File reads go over HTTP/1.1, as in the sync client (see _http1).
-        self.http1 = _http1.AsyncPool(self.socket)
+        # File reads go over HTTP/1.1, as in the sync client (see _http1);
+        # with a host, over the gRPC channel.
+        self.http1 = _http1.AsyncPool(self.socket) if self.socket else None
+
+    def __repr__(self) -> str:
+        return f"boxd.aio.Client({self.where!r})"
 
     def _t(self, request_timeout: Optional[float]) -> Optional[float]:
         return self.timeout if request_timeout is None else request_timeout
@@ -75,7 +87,7 @@ class Client:
         try:
             return await method(request, timeout=self._t(request_timeout))
         except grpc.RpcError as e:
-            raise errors.from_rpc_error(e, self.socket) from None
+            raise errors.from_rpc_error(e, self.where) from None
 
     async def stream(self, method: Any, request: Any, request_timeout: Optional[float] = None) -> AsyncIterator[Any]:
         call = method(request, timeout=self._t(request_timeout))
@@ -83,7 +95,7 @@ class Client:
             async for msg in call:
                 yield msg
         except grpc.RpcError as e:
-            raise errors.from_rpc_error(e, self.socket) from None
+            raise errors.from_rpc_error(e, self.where) from None
         finally:
             call.cancel()
 
@@ -91,13 +103,19 @@ class Client:
                           request_timeout: Optional[float] = None) -> AsyncIterator[Any]:
         """boxd.Client.read_stream, awaited: each response is split(view of
         the message), the view valid until the next one."""
+        if self.http1 is None:
+            split_method = getattr(self.files, method.rsplit("/", 1)[1] + "Split")  # FileService's
+            async for msg in self.stream(split_method, request, request_timeout):
+                yield msg
+            return
         async with _aclosing(self.http1.server_stream(method, request.SerializeToString(),
                                                       self._t(request_timeout))) as s:
             async for mv in s:
                 yield split(mv)
 
     async def close(self) -> None:
-        self.http1.close()
+        if self.http1 is not None:
+            self.http1.close()
         await self._channel.close()
 
     async def __aenter__(self) -> "Client":
@@ -425,7 +443,7 @@ class Execution:
                     await self._call.write(process_pb2.ProcessInput(close_stdin=True))
                 return
         except grpc.RpcError as e:
-            raise errors.from_rpc_error(e, self._client.socket) from None
+            raise errors.from_rpc_error(e, self._client.where) from None
         self._feeder = asyncio.ensure_future(self._feed(s))
 
     async def _feed(self, chunks: Any) -> None:
@@ -473,7 +491,7 @@ class Execution:
                     self.result = ExecResult._from(msg.result)
                     break
         except grpc.RpcError as e:
-            raise errors.from_rpc_error(e, self._client.socket) from None
+            raise errors.from_rpc_error(e, self._client.where) from None
 
     async def wait(self, on_stdout: OnOutput = None, on_stderr: OnOutput = None) -> ExecResult:
         out: List[bytes] = []

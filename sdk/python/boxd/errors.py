@@ -92,6 +92,13 @@ class PermissionDenied(BoxdError, PermissionError):
     code = "permission_denied"
 
 
+class Unauthenticated(PermissionDenied):
+    """A TCP listener of boxd's refused the call's token (or certificate):
+    missing, unknown, expired or revoked. Also a PermissionDenied."""
+
+    code = "unauthenticated"
+
+
 class Cancelled(BoxdError):
     code = "canceled"
 
@@ -119,7 +126,7 @@ _BY_STATUS: Dict[grpc.StatusCode, Type[BoxdError]] = {
     grpc.StatusCode.DEADLINE_EXCEEDED: DeadlineExceeded,
     grpc.StatusCode.UNAVAILABLE: Unavailable,
     grpc.StatusCode.PERMISSION_DENIED: PermissionDenied,
-    grpc.StatusCode.UNAUTHENTICATED: PermissionDenied,
+    grpc.StatusCode.UNAUTHENTICATED: Unauthenticated,
     grpc.StatusCode.CANCELLED: Cancelled,
     grpc.StatusCode.UNIMPLEMENTED: Unimplemented,
     grpc.StatusCode.INTERNAL: Internal,
@@ -170,7 +177,7 @@ _BY_CONNECT: Dict[str, Type[BoxdError]] = {
     "deadline_exceeded": DeadlineExceeded,
     "unavailable": Unavailable,
     "permission_denied": PermissionDenied,
-    "unauthenticated": PermissionDenied,
+    "unauthenticated": Unauthenticated,
     "canceled": Cancelled,
     "unimplemented": Unimplemented,
     "internal": Internal,

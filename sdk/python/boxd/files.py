@@ -290,7 +290,7 @@ class Files:
         path goes away; recursive watches the directories below too (at most
         8192)."""
         req = files_pb2.WatchPathRequest(sandbox_id=self._sb.id, path=path, user=user or "", recursive=recursive)
-        return Watch(self._c.stream(self._c.files.WatchPath, req, request_timeout), self._c.socket)
+        return Watch(self._c.stream(self._c.files.WatchPath, req, request_timeout), self._c.where)
 
     # -- many files ----------------------------------------------------------
 

@@ -13,6 +13,7 @@
 
 import * as http2 from "node:http2";
 import * as net from "node:net";
+import * as fs from "node:fs";
 import * as path from "node:path";
 import { createClient, type CallOptions, type Client as RpcClient } from "@connectrpc/connect";
 import { createGrpcTransport, Http2SessionManager } from "@connectrpc/connect-node";
@@ -23,7 +24,7 @@ import { ProcessService } from "./gen/boxd/v1/process_pb.js";
 import { PoolService } from "./gen/boxd/v1/pool_pb.js";
 import { RegistryService } from "./gen/boxd/v1/registry_pb.js";
 import { CodeService } from "./gen/boxd/v1/interp_pb.js";
-import { fromError } from "./errors.js";
+import { InvalidArgument, fromError } from "./errors.js";
 import { UnaryPool } from "./http1.js";
 import type { StreamOpener } from "./rawgrpc.js";
 
@@ -62,6 +63,72 @@ export interface ClientOptions {
   socket?: string;
   /** The default requestTimeoutMs of every call that does not give one. */
   requestTimeoutMs?: number;
+  /**
+   * A TCP listener of boxd's (boxd --listen), `https://HOST:PORT`; default
+   * `$BOXD_HOST`. Every call then goes there over TLS, none to the socket.
+   */
+  host?: string;
+  /** The bearer token sent on every call to host; default `$BOXD_TOKEN`. */
+  token?: string;
+  /** PEM file of a private CA trusted for host; default `$BOXD_TLS_CA`. */
+  tlsCa?: string;
+  /** A client certificate and its key (PEM files) for a boxd with --client-ca; default `$BOXD_TLS_CERT`, `$BOXD_TLS_KEY`. */
+  tlsCert?: string;
+  tlsKey?: string;
+}
+
+/** The TLS connection settings of a client with a host; the token is kept only in the header closure. */
+interface Remote {
+  url: string;
+  tls: { ca?: Buffer; cert?: Buffer; key?: Buffer };
+  authorization?: string;
+}
+
+const MAX_TOKEN = 128; // boxd reads no longer token
+
+function pem(file: string | undefined, setting: string, kind: string): Buffer | undefined {
+  if (!file) return undefined;
+  let data: Buffer;
+  try {
+    data = fs.readFileSync(file);
+  } catch (e) {
+    throw new InvalidArgument(`${setting}: ${file}: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
+  }
+  if (!data.includes("-----BEGIN ") || !data.includes(kind)) throw new InvalidArgument(`${setting}: ${file} holds no PEM ${kind}`);
+  return data;
+}
+
+/** The listener to call, from the options, else BOXD_HOST and the rest; undefined without a host. */
+function remote(o: ClientOptions): Remote | undefined {
+  const env = process.env;
+  const host = o.host || env.BOXD_HOST || "";
+  if (!host) return undefined;
+  const token = o.token || env.BOXD_TOKEN || "";
+  const tlsCert = o.tlsCert || env.BOXD_TLS_CERT || undefined;
+  const tlsKey = o.tlsKey || env.BOXD_TLS_KEY || undefined;
+  let u: URL | undefined;
+  try {
+    u = new URL(host);
+  } catch {
+    u = undefined;
+  }
+  if (!u || u.protocol !== "https:" || !u.hostname || (u.pathname !== "" && u.pathname !== "/") || u.search || u.hash || u.username) {
+    throw new InvalidArgument(`host: ${JSON.stringify(host)} is not https://HOST:PORT`);
+  }
+  if (!tlsCert !== !tlsKey) throw new InvalidArgument("tlsCert, tlsKey: a client certificate needs both (or neither)");
+  if (!token && !tlsCert) {
+    throw new InvalidArgument(`host: no token (token or $BOXD_TOKEN) and no client certificate (tlsCert, tlsKey) for ${u.origin}`);
+  }
+  // Never quote the token: it may be a secret pasted in the wrong place.
+  if (token && (token.length > MAX_TOKEN || !/^[\x21-\x7e]+$/.test(token))) {
+    throw new InvalidArgument(`token: not a boxd token (printable ASCII without spaces, at most ${MAX_TOKEN} characters)`);
+  }
+  const tls = {
+    ca: pem(o.tlsCa || env.BOXD_TLS_CA, "tlsCa", "CERTIFICATE"),
+    cert: pem(tlsCert, "tlsCert", "CERTIFICATE"),
+    key: pem(tlsKey, "tlsKey", "PRIVATE KEY"),
+  };
+  return { url: u.origin, tls, authorization: token ? "Bearer " + token : undefined };
 }
 
 /**
@@ -69,7 +136,10 @@ export interface ClientOptions {
  * calls share defaultClient(). Idle, it does not keep Node from exiting.
  */
 export class Client {
+  /** boxd's Unix socket, or with a host the host's URL: where errors say the calls went. */
   readonly socket: string;
+  /** The TCP listener's https://HOST:PORT, when the client has one. */
+  readonly host: string | undefined;
   readonly requestTimeoutMs: number | undefined;
   /** The generated service clients, for calls the SDK does not wrap. */
   readonly sandbox: RpcClient<typeof SandboxService>;
@@ -91,28 +161,37 @@ export class Client {
 
   constructor(options: ClientOptions | string = {}) {
     const o = typeof options === "string" ? { socket: options } : options;
-    this.socket = path.resolve(o.socket || defaultSocket());
+    const r = remote(o);
+    this.host = r?.url;
+    this.socket = r ? r.url : path.resolve(o.socket || defaultSocket());
     this.requestTimeoutMs = o.requestTimeoutMs;
     const socket = this.socket;
-    this.http1 = new UnaryPool(socket);
-    this.sessions = new Http2SessionManager(
-      "http://localhost",
-      {},
-      {
-        createConnection: () => {
-          const s = net.connect(socket);
-          s.setNoDelay?.(true);
-          return s;
-        },
-        settings: { initialWindowSize: STREAM_WINDOW, maxFrameSize: (1 << 24) - 1 },
-      },
-    );
+    // With a host nothing touches a socket: exec's HTTP/1.1 path is off.
+    this.http1 = new UnaryPool(socket, r !== undefined);
+    const settings = { initialWindowSize: STREAM_WINDOW, maxFrameSize: (1 << 24) - 1 };
+    this.sessions = r
+      ? new Http2SessionManager(r.url, {}, { ...r.tls, settings })
+      : new Http2SessionManager(
+          "http://localhost",
+          {},
+          {
+            createConnection: () => {
+              const s = net.connect(socket);
+              s.setNoDelay?.(true);
+              return s;
+            },
+            settings,
+          },
+        );
+    const authorization = r?.authorization;
     const sessions = this.sessions;
     const open = this.open;
     const openSeq = this.openSeq;
     const widened = new WeakSet<http2.Http2Session>();
     // Every stream of this client, connect's and the SDK's own (rawgrpc.ts).
     const request = async (method: string, p: string, headers: http2.OutgoingHttpHeaders, options: Omit<http2.ClientSessionRequestOptions, "signal">) => {
+      // The token goes on every call, the SDK's hand-framed ones included.
+      if (authorization) headers = { ...headers, authorization };
       const stream = await sessions.request(method, p, headers, options);
       open.set(stream, p);
       openSeq.set(stream, ++this.opened);
@@ -148,7 +227,7 @@ export class Client {
     };
     this.h2stream = (p, headers) => request("POST", p, headers, {});
     const transport = createGrpcTransport({
-      baseUrl: "http://localhost",
+      baseUrl: r ? r.url : "http://localhost",
       sessionManager: {
         authority: sessions.authority,
         request,

@@ -63,6 +63,13 @@ export class Unavailable extends BoxdError {
 export class PermissionDenied extends BoxdError {
   static defaultCode = "permission_denied";
 }
+/**
+ * A TCP listener of boxd's refused the call's token (or certificate):
+ * missing, unknown, expired or revoked. Also a PermissionDenied.
+ */
+export class Unauthenticated extends PermissionDenied {
+  static defaultCode = "unauthenticated";
+}
 /** The call was cancelled by the caller (its AbortSignal). */
 export class Cancelled extends BoxdError {
   static defaultCode = "canceled";
@@ -90,7 +97,7 @@ const byConnectCode: Partial<Record<Code, ErrorClass>> = {
   [Code.DeadlineExceeded]: DeadlineExceeded,
   [Code.Unavailable]: Unavailable,
   [Code.PermissionDenied]: PermissionDenied,
-  [Code.Unauthenticated]: PermissionDenied,
+  [Code.Unauthenticated]: Unauthenticated,
   [Code.Canceled]: Cancelled,
   [Code.Unimplemented]: Unimplemented,
   [Code.Internal]: Internal,
@@ -107,6 +114,7 @@ const byName: Record<string, ErrorClass> = {
   deadline_exceeded: DeadlineExceeded,
   unavailable: Unavailable,
   permission_denied: PermissionDenied,
+  unauthenticated: Unauthenticated,
   canceled: Cancelled,
   unimplemented: Unimplemented,
   internal: Internal,

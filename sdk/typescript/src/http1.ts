@@ -301,7 +301,10 @@ export class UnaryPool {
   private readonly idle: Conn[] = [];
   private readonly busy = new Set<Conn>();
 
-  constructor(private readonly socket: string) {}
+  constructor(
+    private readonly socket: string,
+    private readonly disabled = false,
+  ) {}
 
   /**
    * Runs a unary call: req is the request message's bytes, the answer the
@@ -309,6 +312,7 @@ export class UnaryPool {
    * already (the caller goes over HTTP/2 then).
    */
   call(path: string, req: Uint8Array, o: RawOpts): Promise<Uint8Array> | undefined {
+    if (this.disabled) return undefined; // a client with a host: HTTP/2 over TLS only
     if (o.signal?.aborted) return Promise.reject(fromError(new ConnectError("the call was cancelled", Code.Canceled), this.socket));
     let conn = this.idle.pop();
     if (!conn) {

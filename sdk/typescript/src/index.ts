@@ -20,6 +20,7 @@ export {
   InvalidArgument,
   NotFound,
   PermissionDenied,
+  Unauthenticated,
   ResourceExhausted,
   Unavailable,
   Unimplemented,
