@@ -1,0 +1,272 @@
+//go:build linux
+
+package e2e
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/boxd-dev/boxd/internal/testenv"
+)
+
+// The Docker Engine API endpoint (--docker-socket, docs/docker.md), driven
+// by clients this project did not write: Debian's docker CLI and docker-py.
+
+// dockerDaemon starts a boxd serving the Docker API; it returns the boxd
+// and the Docker socket's path.
+func dockerDaemon(t *testing.T, ns string, flags ...string) (*daemon, string) {
+	t.Helper()
+	dir := t.TempDir()
+	_ = os.Chmod(dir, 0o711)
+	sock := filepath.Join(dir, "docker.sock")
+	d := startBoxd(t, ns, true, append([]string{"--docker-socket", sock, "--docker-default-ttl", "20m"}, flags...)...)
+	return d, sock
+}
+
+// dockerCLI runs Debian's docker client against sock.
+func dockerCLI(t *testing.T, sock string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	bin, err := testenv.DockerCLI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "DOCKER_HOST=unix://"+sock, "DOCKER_CONFIG="+t.TempDir(), "DOCKER_CLI_HINTS=false")
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err = cmd.Run()
+	code = 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("docker %v: %v", args, err)
+	}
+	return o.String(), e.String(), code
+}
+
+// dockerOK runs the docker client and fails the test unless it exits 0.
+func dockerOK(t *testing.T, sock string, args ...string) string {
+	t.Helper()
+	out, errOut, code := dockerCLI(t, sock, args...)
+	if code != 0 {
+		t.Fatalf("docker %v: exit %d\nstdout: %s\nstderr: %s", args, code, out, errOut)
+	}
+	return out
+}
+
+// refusedFlags are docker run flags whose HostConfig field boxd refuses,
+// with the field the 400 must name.
+var refusedFlags = []struct {
+	flags []string
+	field string
+}{
+	{[]string{"--privileged"}, "HostConfig.Privileged"},
+	{[]string{"--cap-add", "SYS_ADMIN"}, "HostConfig.CapAdd"},
+	{[]string{"--network", "host"}, "HostConfig.NetworkMode"},
+	{[]string{"--network", "container:x"}, "HostConfig.NetworkMode"},
+	{[]string{"--pid", "host"}, "HostConfig.PidMode"},
+	{[]string{"--ipc", "host"}, "HostConfig.IpcMode"},
+	{[]string{"--uts", "host"}, "HostConfig.UTSMode"},
+	{[]string{"--userns", "host"}, "HostConfig.UsernsMode"},
+	{[]string{"--cgroupns", "host"}, "HostConfig.CgroupnsMode"},
+	{[]string{"--device", "/dev/null"}, "HostConfig.Devices"},
+	{[]string{"--gpus", "all"}, "HostConfig.DeviceRequests"},
+	{[]string{"--device-cgroup-rule", "c 1:3 mr"}, "HostConfig.DeviceCgroupRules"},
+	{[]string{"--cgroup-parent", "/x"}, "HostConfig.CgroupParent"},
+	{[]string{"--volumes-from", "other"}, "HostConfig.VolumesFrom"},
+	{[]string{"--oom-kill-disable"}, "HostConfig.OomKillDisable"},
+	{[]string{"--security-opt", "seccomp=unconfined"}, "HostConfig.SecurityOpt"},
+	{[]string{"--sysctl", "net.ipv4.ip_forward=1"}, "HostConfig.Sysctls"},
+	{[]string{"--runtime", "nvidia"}, "HostConfig.Runtime"},
+	{[]string{"-v", "/etc:/hostetc"}, "HostConfig.Binds"},
+	{[]string{"--restart", "always"}, "HostConfig.RestartPolicy"},
+}
+
+// TestDockerCLI runs a sandbox wrapper's flow with the docker CLI: run
+// with limits, exec with separate stdout, stderr and exit code, a tar
+// round trip, logs, list by label, stop, rm; and every refused flag is a
+// 400 naming its field, with nothing made.
+func TestDockerCLI(t *testing.T) {
+	_, sock := dockerDaemon(t, namespace+"-dockercli")
+	if v := dockerOK(t, sock, "version", "--format", "{{.Server.APIVersion}} {{.Server.MinAPIVersion}}"); v != "1.43 1.41\n" {
+		t.Errorf("server version %q, want 1.43 1.41", v)
+	}
+	id := strings.TrimSpace(dockerOK(t, sock, "run", "-d", "--name", "dk1", "--label", "boxd.test=dk", "-m", "64m", "--cpus", "0.5",
+		"--pids-limit", "64", "-e", "GREETING=hi", testImage, "sh", "-c", "echo out $GREETING; echo err >&2; sleep 300"))
+	got := dockerOK(t, sock, "inspect", "-f", "{{.Id}} {{.Name}} {{.HostConfig.Memory}} {{.HostConfig.NanoCpus}} {{.HostConfig.PidsLimit}} {{.State.Status}} {{.Boxd.TTL}}", "dk1")
+	if want := id + " /dk1 67108864 500000000 64 running 20m0s\n"; got != want {
+		t.Errorf("inspect: %q, want %q", got, want)
+	}
+	out, errOut, code := dockerCLI(t, sock, "exec", "dk1", "sh", "-c", "echo O; echo E >&2; exit 3")
+	if out != "O\n" || errOut != "E\n" || code != 3 {
+		t.Errorf("exec: stdout %q stderr %q exit %d, want O, E, 3", out, errOut, code)
+	}
+	if out, errOut, code := dockerCLI(t, sock, "exec", "-i", "dk1", "cat"); code != 0 || out != "" {
+		t.Errorf("exec -i cat with empty stdin: %q %q exit %d", out, errOut, code)
+	}
+
+	// A tree in and out again with docker cp (archive PUT, HEAD, GET).
+	src := filepath.Join(t.TempDir(), "tree")
+	must(t, os.MkdirAll(filepath.Join(src, "sub"), 0o755))
+	must(t, os.WriteFile(filepath.Join(src, "sub", "f.txt"), []byte("round trip\n"), 0o640))
+	dockerOK(t, sock, "cp", src, "dk1:/tmp/")
+	if got := dockerOK(t, sock, "exec", "dk1", "cat", "/tmp/tree/sub/f.txt"); got != "round trip\n" {
+		t.Errorf("file copied in: %q", got)
+	}
+	back := t.TempDir()
+	dockerOK(t, sock, "cp", "dk1:/tmp/tree", back)
+	if b, err := os.ReadFile(filepath.Join(back, "tree", "sub", "f.txt")); err != nil || string(b) != "round trip\n" {
+		t.Errorf("file copied out: %q %v", b, err)
+	}
+	if _, errOut, code := dockerCLI(t, sock, "cp", "dk1:/nonexistent", back); code == 0 || !strings.Contains(errOut, "No such container:path: dk1:/nonexistent") {
+		t.Errorf("cp of a missing path: exit %d %q", code, errOut)
+	}
+
+	out, errOut, _ = dockerCLI(t, sock, "logs", "dk1")
+	if out != "out hi\n" || errOut != "err\n" {
+		t.Errorf("logs: stdout %q stderr %q", out, errOut)
+	}
+	if got := dockerOK(t, sock, "ps", "--filter", "label=boxd.test=dk", "--format", "{{.Names}} {{.State}}"); got != "dk1 running\n" {
+		t.Errorf("ps by label: %q", got)
+	}
+	if got := dockerOK(t, sock, "ps", "-a", "--filter", "label=boxd.test=other", "--format", "{{.Names}}"); got != "" {
+		t.Errorf("ps by another label: %q", got)
+	}
+	dockerOK(t, sock, "stop", "-t", "1", "dk1")
+	if got := dockerOK(t, sock, "inspect", "-f", "{{.State.Status}} {{.State.ExitCode}}", "dk1"); got != "exited 143\n" && got != "exited 137\n" {
+		t.Errorf("after stop: %q, want exited 143 (or 137)", got)
+	}
+	if got := dockerOK(t, sock, "wait", "dk1"); got != "143\n" && got != "137\n" {
+		t.Errorf("wait after stop: %q", got)
+	}
+	dockerOK(t, sock, "rm", "dk1")
+	if got := dockerOK(t, sock, "ps", "-a", "-q"); got != "" {
+		t.Errorf("ps -a after rm: %q", got)
+	}
+
+	// A main command that ends on its own: its exit code is wait's.
+	id = strings.TrimSpace(dockerOK(t, sock, "run", "-d", testImage, "sh", "-c", "echo bye; exit 7"))
+	if got := dockerOK(t, sock, "wait", id); got != "7\n" {
+		t.Errorf("wait: %q, want 7", got)
+	}
+	if got := dockerOK(t, sock, "logs", id); got != "bye\n" {
+		t.Errorf("logs of an exited container: %q", got)
+	}
+	dockerOK(t, sock, "rm", id)
+
+	for _, c := range refusedFlags {
+		args := append(append([]string{"run", "-d"}, c.flags...), testImage, "true")
+		_, errOut, code := dockerCLI(t, sock, args...)
+		if code != 125 || !strings.Contains(errOut, c.field+":") {
+			t.Errorf("docker run %v: exit %d, stderr %q; want 125 naming %s", c.flags, code, errOut, c.field)
+		}
+	}
+	if got := dockerOK(t, sock, "ps", "-a", "-q"); got != "" {
+		t.Errorf("refused runs left containers: %q", got)
+	}
+}
+
+// dockerHTTP is a client of the Docker socket speaking plain HTTP.
+func dockerHTTP(sock string, dial func(ctx context.Context, _, _ string) (net.Conn, error)) *http.Client {
+	if dial == nil {
+		dial = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+		}
+	}
+	return &http.Client{Transport: &http.Transport{DialContext: dial}}
+}
+
+// dcall makes one request and returns the status and body.
+func dcall(t *testing.T, hc *http.Client, method, path string, body any) (int, string) {
+	t.Helper()
+	var r io.Reader
+	switch b := body.(type) {
+	case nil:
+	case []byte:
+		r = bytes.NewReader(b)
+	default:
+		j, _ := json.Marshal(b)
+		r = bytes.NewReader(j)
+	}
+	req, err := http.NewRequest(method, "http://docker"+path, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// TestDockerAPIShape checks what clients rely on beside the CLI's flow:
+// versions, Docker's error shape, unknown endpoints and fields, _ping.
+func TestDockerAPIShape(t *testing.T) {
+	_, sock := dockerDaemon(t, namespace+"-dockerapi")
+	hc := dockerHTTP(sock, nil)
+	for _, c := range []struct {
+		method, path string
+		body         any
+		code         int
+		msg          string
+	}{
+		{"GET", "/_ping", nil, 200, "OK"},
+		{"HEAD", "/_ping", nil, 200, ""},
+		{"GET", "/v1.41/_ping", nil, 200, "OK"},
+		{"GET", "/v1.99/version", nil, 400, `{"message":"client version 1.99 is too new. Maximum supported API version is 1.43"}`},
+		{"GET", "/v1.12/version", nil, 400, `"message":"client version 1.12 is too old.`},
+		{"GET", "/v1.43/nothing/here", nil, 404, `{"message":"page not found: GET /nothing/here"}`},
+		{"GET", "/containers/nosuch/json", nil, 404, `{"message":"No such container: nosuch"}`},
+		{"POST", "/containers/create", map[string]any{"Image": testImage, "Cmd": []string{"true"}, "HostConfig": map[string]any{"FooBar": 1}},
+			400, `HostConfig.FooBar: boxd does not know this field`},
+		{"POST", "/containers/create", map[string]any{"Image": testImage, "Cmd": []string{"true"}, "Frobnicate": "x"}, 400, `Frobnicate: boxd does not know`},
+		{"POST", "/containers/create", map[string]any{"Image": testImage, "Cmd": []string{"true"}, "HostConfig": map[string]any{"StorageOpt": map[string]string{"dm.basesize": "1g"}}},
+			400, `HostConfig.StorageOpt: \"dm.basesize\" refused`},
+		{"POST", "/containers/create", map[string]any{"Image": "no/such:image", "Cmd": []string{"true"}}, 404, `No such image: no/such:image`},
+		{"POST", "/containers/create", map[string]any{"Image": testImage, "Cmd": []string{"true"}, "HostConfig": map[string]any{"Memory": 1024}}, 400, `HostConfig.Memory: `},
+	} {
+		code, body := dcall(t, hc, c.method, c.path, c.body)
+		if code != c.code || !strings.Contains(body, c.msg) {
+			t.Errorf("%s %s: %d %s; want %d with %s", c.method, c.path, code, body, c.code, c.msg)
+		}
+	}
+	// An unknown zero field is what clients send for what they did not set.
+	code, body := dcall(t, hc, "POST", "/containers/create", map[string]any{"Image": testImage, "Cmd": []string{"true"},
+		"HostConfig": map[string]any{"FooBar": nil, "Privileged": false, "Binds": []string{}}})
+	if code != 201 {
+		t.Errorf("create with zero unknown and refused fields: %d %s", code, body)
+	}
+}
+
+func hostileTar(t *testing.T, entries ...tar.Header) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for _, h := range entries {
+		h := h
+		if h.Mode == 0 {
+			h.Mode = 0o644
+		}
+		must(t, tw.WriteHeader(&h))
+		if h.Typeflag == tar.TypeReg {
+			_, _ = tw.Write(make([]byte, h.Size))
+		}
+	}
+	must(t, tw.Close())
+	return b.Bytes()
+}
