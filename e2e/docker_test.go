@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -16,7 +17,11 @@ import (
 	"strings"
 	"testing"
 
+	"connectrpc.com/connect"
+
+	"github.com/boxd-dev/boxd/internal/rpcclient"
 	"github.com/boxd-dev/boxd/internal/testenv"
+	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 )
 
 // The Docker Engine API endpoint (--docker-socket, docs/docker.md), driven
@@ -142,6 +147,11 @@ func TestDockerCLI(t *testing.T) {
 	if got := dockerOK(t, sock, "ps", "-a", "--filter", "label=boxd.test=other", "--format", "{{.Names}}"); got != "" {
 		t.Errorf("ps by another label: %q", got)
 	}
+	dockerOK(t, sock, "pause", "dk1")
+	if got := dockerOK(t, sock, "inspect", "-f", "{{.State.Status}} {{.State.Paused}}", "dk1"); got != "paused true\n" {
+		t.Errorf("after pause: %q", got)
+	}
+	dockerOK(t, sock, "unpause", "dk1")
 	dockerOK(t, sock, "stop", "-t", "1", "dk1")
 	if got := dockerOK(t, sock, "inspect", "-f", "{{.State.Status}} {{.State.ExitCode}}", "dk1"); got != "exited 143\n" && got != "exited 137\n" {
 		t.Errorf("after stop: %q, want exited 143 (or 137)", got)
@@ -163,6 +173,16 @@ func TestDockerCLI(t *testing.T) {
 		t.Errorf("logs of an exited container: %q", got)
 	}
 	dockerOK(t, sock, "rm", id)
+
+	// docker run without -d attaches before it starts; --rm waits for
+	// the removal.
+	out, errOut, code = dockerCLI(t, sock, "run", "--rm", testImage, "sh", "-c", "echo to-out; echo to-err >&2; exit 4")
+	if out != "to-out\n" || errOut != "to-err\n" || code != 4 {
+		t.Errorf("run --rm: stdout %q stderr %q exit %d, want to-out, to-err, 4", out, errOut, code)
+	}
+	if got := dockerOK(t, sock, "ps", "-a", "-q"); got != "" {
+		t.Errorf("run --rm left %q", got)
+	}
 
 	for _, c := range refusedFlags {
 		args := append(append([]string{"run", "-d"}, c.flags...), testImage, "true")
@@ -269,4 +289,139 @@ func hostileTar(t *testing.T, entries ...tar.Header) []byte {
 	}
 	must(t, tw.Close())
 	return b.Bytes()
+}
+
+// TestDockerPy runs the wrapper's flow with docker-py (Debian's
+// python3-docker, which scripts/setup.sh installs).
+func TestDockerPy(t *testing.T) {
+	_, sock := dockerDaemon(t, namespace+"-dockerpy")
+	out, err := exec.Command("/usr/bin/python3", filepath.Join("testdata", "docker_py_flow.py"), sock).CombinedOutput()
+	if err != nil || !strings.HasSuffix(string(out), "ok\n") {
+		t.Fatalf("docker-py flow: %v\n%s", err, out)
+	}
+}
+
+// TestDockerOwnership: the Docker socket identifies callers as boxd's own
+// socket does. Another user's container is "No such container" to every
+// call, its exec instances "No such exec instance", its containers are
+// not listed; a non-admin cannot change images; an admin sees it all.
+func TestDockerOwnership(t *testing.T) {
+	sockGroup, adminGroup, a, b, admin := hostUsers(t)
+	_, sock := dockerDaemon(t, namespace+"-dockerown", "--socket-group", sockGroup, "--admin-group", adminGroup)
+	as := func(u hostUser) *http.Client { return dockerHTTP(sock, testenv.DialAs(u.uid, u.gid, u.groups, sock)) }
+	ca, cb, cadm := as(a), as(b), as(admin)
+	code, body := dcall(t, ca, "POST", "/containers/create?name=mine", map[string]any{"Image": testImage, "Cmd": []string{"sleep", "300"}})
+	if code != 201 {
+		t.Fatalf("a's create: %d %s", code, body)
+	}
+	var created struct{ Id string }
+	must(t, json.Unmarshal([]byte(body), &created))
+	id := created.Id
+	if code, body := dcall(t, ca, "POST", "/containers/"+id+"/start", nil); code != 204 {
+		t.Fatalf("a's start: %d %s", code, body)
+	}
+	code, body = dcall(t, ca, "POST", "/containers/"+id+"/exec", map[string]any{"Cmd": []string{"true"}})
+	if code != 201 {
+		t.Fatalf("a's exec create: %d %s", code, body)
+	}
+	var ex struct{ Id string }
+	must(t, json.Unmarshal([]byte(body), &ex))
+	for _, ref := range []string{id, "mine", id[:6]} {
+		want := `{"message":"No such container: ` + ref + `"}` + "\n"
+		for _, c := range []struct{ method, path string }{
+			{"GET", "/containers/" + ref + "/json"}, {"POST", "/containers/" + ref + "/start"}, {"POST", "/containers/" + ref + "/stop"},
+			{"POST", "/containers/" + ref + "/kill"}, {"POST", "/containers/" + ref + "/wait"}, {"GET", "/containers/" + ref + "/logs?stdout=1"},
+			{"GET", "/containers/" + ref + "/archive?path=/etc/hostname"}, {"PUT", "/containers/" + ref + "/archive?path=/tmp"},
+			{"POST", "/containers/" + ref + "/exec"}, {"DELETE", "/containers/" + ref + "?force=1"},
+		} {
+			var payload any
+			if c.path == "/containers/"+ref+"/exec" {
+				payload = map[string]any{"Cmd": []string{"true"}}
+			}
+			if code, body := dcall(t, cb, c.method, c.path, payload); code != 404 || body != want {
+				t.Errorf("b: %s %s: %d %q, want 404 %q", c.method, c.path, code, body, want)
+			}
+		}
+	}
+	for _, c := range []struct{ method, path string }{{"GET", "/exec/" + ex.Id + "/json"}, {"POST", "/exec/" + ex.Id + "/start"}} {
+		if code, body := dcall(t, cb, c.method, c.path, map[string]any{}); code != 404 || !strings.Contains(body, "No such exec instance") {
+			t.Errorf("b: %s %s: %d %s", c.method, c.path, code, body)
+		}
+	}
+	if _, body := dcall(t, cb, "GET", "/containers/json?all=1", nil); strings.Contains(body, id) {
+		t.Errorf("b's list shows a's container: %s", body)
+	}
+	if _, body := dcall(t, ca, "GET", "/containers/json", nil); !strings.Contains(body, id) {
+		t.Errorf("a's list lacks its container: %s", body)
+	}
+	if code, body := dcall(t, cadm, "GET", "/containers/"+id+"/json", nil); code != 200 {
+		t.Errorf("admin's inspect of a's container: %d %s", code, body)
+	}
+	for _, c := range []struct{ method, path string }{
+		{"POST", "/images/create?fromImage=localhost:1/x&tag=latest"}, {"POST", "/images/" + testImage + "/tag?repo=x/y&tag=z"},
+		{"DELETE", "/images/" + testImage},
+	} {
+		if code, body := dcall(t, ca, c.method, c.path, nil); code != 403 || !strings.Contains(body, "--admin-group") {
+			t.Errorf("a: %s %s: %d %s, want 403", c.method, c.path, code, body)
+		}
+	}
+	if code, body := dcall(t, ca, "GET", "/images/json", nil); code != 200 || !strings.Contains(body, testImage) {
+		t.Errorf("a's image list: %d %s", code, body)
+	}
+	if code, body := dcall(t, ca, "DELETE", "/containers/"+id+"?force=1", nil); code != 204 {
+		t.Errorf("a's rm: %d %s", code, body)
+	}
+}
+
+// TestDockerHostileTar: a tar PUT through the archive endpoint meets the
+// init's copy-in checks, so it is refused exactly as boxd's own CopyIn
+// (boxctl cp) refuses it, and nothing lands outside the target.
+func TestDockerHostileTar(t *testing.T) {
+	d, sock := dockerDaemon(t, namespace+"-dockertar")
+	hc := dockerHTTP(sock, nil)
+	code, body := dcall(t, hc, "POST", "/containers/create", map[string]any{"Image": testImage, "Cmd": []string{"sleep", "300"}})
+	if code != 201 {
+		t.Fatalf("create: %d %s", code, body)
+	}
+	var created struct{ Id string }
+	must(t, json.Unmarshal([]byte(body), &created))
+	id := created.Id
+	if code, body := dcall(t, hc, "POST", "/containers/"+id+"/start", nil); code != 204 {
+		t.Fatalf("start: %d %s", code, body)
+	}
+	for name, tarball := range map[string][]byte{
+		"traversal": hostileTar(t, tar.Header{Name: "../../etc/evil", Typeflag: tar.TypeReg, Size: 1}),
+		"link out":  hostileTar(t, tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "/etc"}, tar.Header{Name: "l/evil", Typeflag: tar.TypeReg, Size: 1}),
+		"hardlink":  hostileTar(t, tar.Header{Name: "h", Typeflag: tar.TypeLink, Linkname: "/etc/passwd"}),
+		"device":    hostileTar(t, tar.Header{Name: "dev", Typeflag: tar.TypeChar, Devmajor: 1, Devminor: 1}),
+	} {
+		code, body := dcall(t, hc, "PUT", "/containers/"+id+"/archive?path=/tmp", tarball)
+		boxdErr := copyInErr(t, d, id, tarball)
+		var got errorMsg
+		_ = json.Unmarshal([]byte(body), &got)
+		if code < 400 || code >= 500 || boxdErr == "" || got.Message != boxdErr {
+			t.Errorf("%s: %d %s; boxd's own CopyIn says %q", name, code, body, boxdErr)
+		}
+	}
+	if got := dockerOK(t, sock, "exec", id, "sh", "-c", "ls /etc/evil /tmp/evil /tmp/dev 2>&1 | grep -c 'No such file' || true"); got != "3\n" {
+		t.Errorf("hostile tars left files: %q", got)
+	}
+}
+
+type errorMsg struct{ Message string }
+
+// copyInErr sends tarball to boxd's own CopyIn (what boxctl cp uses) and
+// returns its error message.
+func copyInErr(t *testing.T, d *daemon, id string, tarball []byte) string {
+	t.Helper()
+	st := rpcclient.New(d.sock).CopyIn(d.c)
+	if err := st.Send(&boxdv1.CopyInRequest{SandboxId: id, Path: "/tmp", Data: tarball}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := st.CloseAndReceive()
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce.Message()
+	}
+	return ""
 }

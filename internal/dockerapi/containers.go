@@ -28,6 +28,10 @@ func (s *Server) containerRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /containers/{id}/wait", s.waitContainer)
 	mux.HandleFunc("DELETE /containers/{id}", s.removeContainer)
 	mux.HandleFunc("GET /containers/{id}/logs", s.containerLogs)
+	mux.HandleFunc("POST /containers/{id}/attach", s.attachContainer)
+	mux.HandleFunc("POST /containers/{id}/resize", s.resizeContainer)
+	mux.HandleFunc("POST /containers/{id}/pause", s.pauseContainer)
+	mux.HandleFunc("POST /containers/{id}/unpause", s.pauseContainer)
 }
 
 // resolve finds the caller's sandbox by id, name or unique id prefix.
@@ -109,7 +113,7 @@ func (s *Server) createContainer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	caller, _ := runtime.CallerFrom(r.Context())
-	x := &ctr{id: sb.ID, dir: s.ctrDir(sb.ID), cfg: cfg, exited: make(chan struct{}), removed: make(chan struct{}),
+	x := &ctr{id: sb.ID, dir: s.ctrDir(sb.ID), cfg: cfg, exited: make(chan struct{}), started: make(chan struct{}), removed: make(chan struct{}),
 		st: ctrState{Status: "created", Owner: caller.UID}}
 	if err := s.persist(x); err != nil {
 		_ = s.Manager.Delete(context.WithoutCancel(r.Context()), sb.ID)

@@ -29,6 +29,9 @@ func (s *Server) viewOf(sb *runtime.Sandbox) view {
 		x.mu.Lock()
 		v.cfg, v.st = x.cfg, x.st
 		x.mu.Unlock()
+		if !sb.PausedAt.IsZero() && v.st.Status == "running" {
+			v.st.Status = "paused"
+		}
 		return v
 	}
 	// A sandbox made without Docker: running is its init.
@@ -51,7 +54,7 @@ func (v view) name() string {
 func (v view) stateJSON() map[string]any {
 	st := v.st
 	return map[string]any{
-		"Status": st.Status, "Running": st.Status == "running", "Paused": false, "Restarting": false,
+		"Status": st.Status, "Running": st.Status == "running" || st.Status == "paused", "Paused": st.Status == "paused", "Restarting": false,
 		"OOMKilled": st.OOMKilled, "Dead": false, "Pid": st.Pid, "ExitCode": st.ExitCode, "Error": st.Error,
 		"StartedAt": dockerTime(st.StartedAt), "FinishedAt": dockerTime(st.FinishedAt),
 	}

@@ -53,6 +53,8 @@ func (s *Server) startContainer(w http.ResponseWriter, r *http.Request) {
 	}
 	x.st = ctrState{Status: "running", ProcID: info.ID, Pid: info.PID, StartedAt: time.Now().UTC(), Owner: x.st.Owner}
 	_ = x.save()
+	close(x.started)
+	x.started = make(chan struct{})
 	caller, _ := runtime.CallerFrom(ctx)
 	go s.follow(runtime.WithCaller(context.Background(), caller), x, info.ID, x.exited)
 	w.WriteHeader(http.StatusNoContent)

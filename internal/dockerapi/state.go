@@ -79,6 +79,7 @@ type ctr struct {
 	mu      sync.Mutex
 	st      ctrState
 	exited  chan struct{} // closed when the current or next run ends
+	started chan struct{} // closed when the next run starts
 	removed chan struct{} // closed when the container is removed
 	gone    bool          // removed, or being removed: follow leaves it be
 	rmOnce  sync.Once
@@ -112,7 +113,7 @@ func (c *containers) lookup(s *Server, id string) *ctr {
 		return x
 	}
 	dir := s.ctrDir(id)
-	x := &ctr{id: id, dir: dir, exited: make(chan struct{}), removed: make(chan struct{})}
+	x := &ctr{id: id, dir: dir, exited: make(chan struct{}), started: make(chan struct{}), removed: make(chan struct{})}
 	if readJSON(filepath.Join(dir, "config.json"), &x.cfg) != nil || readJSON(filepath.Join(dir, "state.json"), &x.st) != nil {
 		return nil
 	}
