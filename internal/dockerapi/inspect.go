@@ -143,7 +143,7 @@ func (s *Server) inspectContainer(w http.ResponseWriter, r *http.Request) {
 		"Image": sb.Image, "Name": v.name(), "RestartCount": 0, "Driver": "overlayfs", "Platform": "linux",
 		"HostConfig": v.hostConfigJSON(), "Config": v.configJSON(), "Mounts": []any{},
 		"NetworkSettings": map[string]any{"Networks": map[string]any{}, "Ports": map[string]any{}},
-		"Boxd": boxd,
+		"Boxd":            boxd,
 	})
 }
 

@@ -22,24 +22,24 @@ import (
 
 // ctrConfig is a container's create request as boxd resolved it.
 type ctrConfig struct {
-	Name       string
-	Created    time.Time
-	Image      string
-	Args       []string // the main command: entrypoint and cmd
-	Entrypoint []string
-	Cmd        []string
-	Env        []string
-	WorkingDir string
-	User       string
-	Labels     map[string]string
-	Tty        bool
-	OpenStdin  bool
-	Hostname   string
-	StopSignal string
+	Name        string
+	Created     time.Time
+	Image       string
+	Args        []string // the main command: entrypoint and cmd
+	Entrypoint  []string
+	Cmd         []string
+	Env         []string
+	WorkingDir  string
+	User        string
+	Labels      map[string]string
+	Tty         bool
+	OpenStdin   bool
+	Hostname    string
+	StopSignal  string
 	StopTimeout *int
-	Host       hostConfig
-	TTL        string
-	Network    string // boxd's mode the NetworkMode mapped to
+	Host        hostConfig
+	TTL         string
+	Network     string // boxd's mode the NetworkMode mapped to
 }
 
 // hostConfig is the part of Docker's HostConfig boxd honours.
