@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/containerd/errdefs"
+
 	"github.com/boxd-dev/boxd/agent/wire"
 	"github.com/boxd-dev/boxd/runtime"
 )
@@ -64,32 +66,41 @@ func (s *Server) startContainer(w http.ResponseWriter, r *http.Request) {
 // exits, then records its exit and stops the sandbox (deletes it with
 // AutoRemove), as Docker's container ends with its main process.
 func (s *Server) follow(ctx context.Context, x *ctr, procID string, exited chan struct{}) {
+	defer close(exited)
 	res, err := s.copyLog(ctx, x, procID)
 	x.mu.Lock()
+	gone := x.gone
+	x.mu.Unlock()
+	if !gone && !x.cfg.Host.AutoRemove {
+		// Stopped before the exit is reported: whoever waits finds the
+		// container as Docker leaves it.
+		if _, serr := s.Manager.Stop(ctx, x.id, 0); errdefs.IsNotFound(serr) {
+			gone = true // expired or deleted meanwhile
+		} else if serr != nil {
+			s.Log.Debug("docker: stop after the main command exited", "container", x.id, "err", serr)
+		}
+	}
+	x.mu.Lock()
 	x.st.Status, x.st.FinishedAt = "exited", time.Now().UTC()
-	switch {
-	case err != nil:
+	if err != nil {
 		x.st.ExitCode, x.st.Error = 255, err.Error()
-	default:
+	} else {
 		x.st.ExitCode, x.st.OOMKilled = exitCode(res), res.OOMKilled
 	}
-	gone := x.gone
 	if !gone {
 		_ = x.save()
 	}
 	x.exited = make(chan struct{})
 	x.mu.Unlock()
-	if !gone {
-		if x.cfg.Host.AutoRemove {
-			if err := s.Manager.Delete(ctx, x.id); err != nil {
-				s.Log.Warn("docker: auto-remove", "container", x.id, "err", err)
-			}
-			s.ctrs.drop(s, x)
-		} else if _, err := s.Manager.Stop(ctx, x.id, 0); err != nil {
-			s.Log.Debug("docker: stop after the main command exited", "container", x.id, "err", err)
+	switch {
+	case gone:
+		s.ctrs.drop(s, x)
+	case x.cfg.Host.AutoRemove:
+		if err := s.Manager.Delete(ctx, x.id); err != nil && !errdefs.IsNotFound(err) {
+			s.Log.Warn("docker: auto-remove", "container", x.id, "err", err)
 		}
+		s.ctrs.drop(s, x)
 	}
-	close(exited)
 }
 
 // exitCode is Docker's: the status, or 128 plus the signal that killed it.

@@ -3,6 +3,7 @@
 package dockerapi
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"regexp"
 	"sync"
 	"time"
+
+	"github.com/containerd/errdefs"
 
 	"github.com/boxd-dev/boxd/runtime"
 )
@@ -180,4 +183,22 @@ func writeJSON0(path string, v any) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return os.Rename(tmp, path)
+}
+
+// sweep removes what boxd kept of containers whose sandbox is gone
+// (expired, or deleted with boxctl) while the endpoint was not serving.
+func (s *Server) sweep(ctx context.Context) {
+	ents, err := os.ReadDir(s.StateDir)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		if !e.IsDir() || !idRe.MatchString(e.Name()) {
+			continue
+		}
+		// No caller in ctx: boxd's own look, which reaches every sandbox.
+		if _, err := s.Manager.Get(ctx, e.Name()); errdefs.IsNotFound(err) {
+			_ = os.RemoveAll(filepath.Join(s.StateDir, e.Name()))
+		}
+	}
 }
