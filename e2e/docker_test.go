@@ -32,7 +32,10 @@ import (
 func dockerDaemon(t *testing.T, ns string, flags ...string) (*daemon, string) {
 	t.Helper()
 	dir := t.TempDir()
+	// Other users reach the socket: its directory and the test's own
+	// temporary directory above it are searchable.
 	_ = os.Chmod(dir, 0o711)
+	_ = os.Chmod(filepath.Dir(dir), 0o711)
 	sock := filepath.Join(dir, "docker.sock")
 	d := startBoxd(t, ns, true, append([]string{"--docker-socket", sock, "--docker-default-ttl", "20m"}, flags...)...)
 	return d, sock
@@ -399,8 +402,13 @@ func TestDockerHostileTar(t *testing.T) {
 		boxdErr := copyInErr(t, d, id, tarball)
 		var got errorMsg
 		_ = json.Unmarshal([]byte(body), &got)
-		if code < 400 || code >= 500 || boxdErr == "" || got.Message != boxdErr {
+		// The same outcome as boxd's own CopyIn: the same refusal, or
+		// (a device node, which the init does not make) the same success.
+		if boxdErr == "" && code != 200 || boxdErr != "" && (code < 400 || code >= 500 || got.Message != boxdErr) {
 			t.Errorf("%s: %d %s; boxd's own CopyIn says %q", name, code, body, boxdErr)
+		}
+		if name != "device" && boxdErr == "" {
+			t.Errorf("%s: boxd's own CopyIn accepted it", name)
 		}
 	}
 	if got := dockerOK(t, sock, "exec", id, "sh", "-c", "ls /etc/evil /tmp/evil /tmp/dev 2>&1 | grep -c 'No such file' || true"); got != "3\n" {

@@ -151,6 +151,7 @@ var execFields = []fieldRule{
 	{name: "AttachStdout", t: honoured},
 	{name: "AttachStderr", t: honoured},
 	{name: "Detach", t: ignored, note: "start's own Detach decides"},
+	{name: "Container", t: ignored, note: "docker-py sends it; the path names the container"},
 	{name: "DetachKeys", t: ignored},
 	{name: "ConsoleSize", t: ignored},
 	{name: "Privileged", t: refused},
