@@ -159,13 +159,13 @@ func (s *Server) startExec(w http.ResponseWriter, r *http.Request) {
 	// A detached command outlives the call; an attached one ends with its
 	// connection, which the hijack takes out of net/http's hands.
 	ctx := context.WithoutCancel(r.Context())
-	ps, err := s.Manager.ExecProcess(ctx, x.ctr, spec)
-	if err != nil {
-		x.finish(126, 0)
-		fail(w, dockerField(err))
-		return
-	}
 	if opts.Detach {
+		ps, err := s.Manager.ExecProcess(ctx, x.ctr, spec)
+		if err != nil {
+			x.finish(126, 0)
+			fail(w, dockerField(err))
+			return
+		}
 		go func() {
 			defer ps.Close()
 			res, err := ps.Output(nil, nil)
@@ -174,13 +174,22 @@ func (s *Server) startExec(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
-	defer ps.Close()
+	// The header goes out before the command starts: a client that reads
+	// the response through a buffer (docker-py) would otherwise lose
+	// output that arrives with the header.
 	h, err := hijack(w, r, b.Tty)
 	if err != nil {
 		x.finish(126, 0)
 		return
 	}
 	defer h.close()
+	ps, err := s.Manager.ExecProcess(ctx, x.ctr, spec)
+	if err != nil {
+		x.finish(126, 0)
+		_, _ = streamWriter{h.out, streamStderr, b.Tty}.Write([]byte("boxd: exec: " + dockerField(err).Error() + "\n"))
+		return
+	}
+	defer ps.Close()
 	if b.AttachStdin {
 		go func() {
 			if _, err := io.Copy(ps, h.r); err != nil {
