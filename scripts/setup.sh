@@ -14,9 +14,10 @@
 #     sandbox), docker-registry (the registry e2e TestRegistry and the
 #     pull bench run their own on loopback; the package's own service is
 #     stopped and disabled right after install, only the binary is used),
-#     libseccomp-dev (to build runc with seccomp), and curl and jq (the
+#     libseccomp-dev (to build runc with seccomp), curl and jq (the
 #     docs' curl example, which e2e TestDocs runs), mmdebstrap (builds
-#     the Debian image below)
+#     the Debian image below), and python3-docker (docker-py, which e2e
+#     TestDockerPy points at boxd's Docker endpoint)
 #     (apt-get update runs only if one of them is missing);
 #   - containerd, containerd-shim-runc-v2 and ctr at the version go.mod pins
 #     for github.com/containerd/containerd/v2, built with `go install` into
@@ -32,6 +33,9 @@
 #     bookworm with python3, ipykernel, jupyter_client, matplotlib), as a
 #     docker-archive tar at $BOXD_DEPS/images/debian-KEY.tar, KEY the
 #     recipe's hash (built once, a few minutes; the e2e tests import it);
+#   - the docker client of Debian's docker.io, fetched with apt-get download
+#     and unpacked with dpkg-deb -x into $BOXD_DEPS/docker-cli (nothing of
+#     the package is installed: no dockerd, containerd or iptables rules);
 #   - protoc-gen-go and protoc-gen-connect-go, at the versions go.mod pins for
 #     google.golang.org/protobuf and connectrpc.com/connect, into $BOXD_DEPS/bin.
 # BOXD_DEPS defaults to /opt/boxd-deps.
@@ -55,7 +59,7 @@ missing=()
 need() { missing+=("$1"); }
 
 # ---- apt packages -----------------------------------------------------------
-APT_PACKAGES=(busybox-static debootstrap protobuf-compiler containernetworking-plugins python3-grpcio python3-protobuf nodejs e2fsprogs docker-registry libseccomp-dev curl jq mmdebstrap)
+APT_PACKAGES=(busybox-static debootstrap protobuf-compiler containernetworking-plugins python3-grpcio python3-protobuf nodejs e2fsprogs docker-registry libseccomp-dev curl jq mmdebstrap python3-docker)
 # Files each package must provide (busybox-static: the static binary; the
 # dynamically linked "busybox" package also provides /bin/busybox).
 declare -A APT_FILE=(
@@ -64,6 +68,7 @@ declare -A APT_FILE=(
 	[protobuf-compiler]=/usr/bin/protoc
 	[containernetworking-plugins]=/usr/lib/cni/bridge
 	[python3-grpcio]=/usr/lib/python3/dist-packages/grpc/__init__.py
+	[python3-docker]=/usr/lib/python3/dist-packages/docker/__init__.py
 	[python3-protobuf]=/usr/lib/python3/dist-packages/google/protobuf/__init__.py
 	[nodejs]=/usr/bin/node
 	[e2fsprogs]=/sbin/mkfs.ext4
@@ -338,6 +343,25 @@ if ! plugin_ok protoc-gen-connect-go "$CONNECT_VERSION"; then
 	fi
 fi
 
+# ---- Docker CLI -----------------------------------------------------------------
+# Debian's docker.io, downloaded and unpacked, never installed: only its
+# docker client is kept (e2e TestDocker* point it at boxd's --docker-socket),
+# so no dockerd, containerd or iptables rules come with it.
+DOCKER_CLI_DIR=$BOXD_DEPS/docker-cli
+DOCKER_CLI=$DOCKER_CLI_DIR/docker
+if [[ ! -x $DOCKER_CLI ]]; then
+	if $CHECK_ONLY; then need "docker CLI (Debian's docker.io, unpacked)"; else
+		echo "setup: unpacking Debian's docker.io client into $DOCKER_CLI_DIR" >&2
+		tmp=$(mktemp -d)
+		chmod 0755 "$tmp" # apt-get download runs as _apt where it can
+		(cd "$tmp" && apt-get download docker.io) >&2 || die "apt-get download docker.io failed"
+		dpkg-deb -x "$tmp"/docker.io_*.deb "$tmp/x" || die "dpkg-deb -x docker.io failed"
+		mkdir -p "$DOCKER_CLI_DIR" || die "cannot create $DOCKER_CLI_DIR"
+		install -m 0755 "$tmp/x/usr/bin/docker" "$DOCKER_CLI" || die "no usr/bin/docker in docker.io"
+		rm -rf "$tmp"
+	fi
+fi
+
 if ((${#missing[@]})); then
 	printf 'setup: missing: %s\n' "${missing[@]}" >&2
 	exit 1
@@ -356,4 +380,5 @@ for t in "${CTRD_TOOLS[@]}"; do
 	echo "$t=$CTRD_BIN/$t"
 done
 echo "protoc-gen-go=$PLUGIN_BIN/protoc-gen-go"
+echo "docker=$DOCKER_CLI"
 echo "protoc-gen-connect-go=$PLUGIN_BIN/protoc-gen-connect-go"

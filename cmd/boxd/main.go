@@ -90,7 +90,7 @@ func newApp() *cli.App {
 			&cli.DurationFlag{Name: "registry-timeout", Value: registry.DefaultTimeout, Usage: "how long a registry may stay silent (connect, answer, or mid-download) before a pull or push fails"},
 			&cli.StringFlag{Name: "max-image-size", Value: formatSize(registry.DefaultMaxImageSize), Usage: "most a pulled image's layers may expand to, uncompressed (0: no limit)"},
 			&cli.BoolFlag{Name: "debug"},
-		}, append(append(append(limitFlags(readHost()), ownerFlags()...), instanceFlags()...), append(listenFlags(), bindFlags()...)...)...),
+		}, append(append(append(limitFlags(readHost()), ownerFlags()...), instanceFlags()...), append(append(listenFlags(), bindFlags()...), dockerFlags()...)...)...),
 		Before: loadConfig,
 		Action: func(cc *cli.Context) error {
 			if err := applyInstance(cc); err != nil {
@@ -259,6 +259,9 @@ func parseSettings(cc *cli.Context) (st settings, err error) {
 	if st.listen, err = parseListen(cc); err != nil {
 		return st, err
 	}
+	if err = checkDockerFlags(cc); err != nil {
+		return st, err
+	}
 	if f := cc.String("client-cert-map"); f != "" {
 		if st.certMap, err = rpc.LoadCertMap(f); err != nil {
 			return st, err
@@ -350,6 +353,11 @@ func serve(ctx context.Context, cc *cli.Context, log *slog.Logger, srv *rpc.Serv
 		}
 		defer os.Remove(p)
 	}
+	stopDocker, err := serveDocker(ctx, cc, log, srv, gid)
+	if err != nil {
+		return err
+	}
+	defer stopDocker()
 	log.Info("serving", "socket", ln.Addr().String(), "init", initBin, "state_dir", cc.String("state-dir"))
 	for _, rl := range srv.Remote {
 		log.Info("serving", "tcp", rl.Addr().String(), "tls", rl.TLS != nil)
