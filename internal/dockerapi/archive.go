@@ -12,6 +12,7 @@ import (
 	"github.com/containerd/errdefs"
 
 	"github.com/boxd-dev/boxd/agent/wire"
+	"github.com/boxd-dev/boxd/runtime"
 )
 
 // The archive endpoints are boxd's copy-in and copy-out (boxctl cp): a tar
@@ -135,7 +136,7 @@ func (s *Server) putArchive(w http.ResponseWriter, r *http.Request) {
 		fail(w, errf(http.StatusBadRequest, "extraction point is not a directory"))
 		return
 	}
-	if err := s.Manager.CopyIn(r.Context(), sb.ID, path.Clean(p), r.Body); err != nil {
+	if err := s.Manager.CopyIn(r.Context(), sb.ID, runtime.CopyIn{Dest: path.Clean(p), Tar: r.Body}); err != nil {
 		fail(w, dockerField(err))
 		return
 	}
