@@ -102,7 +102,7 @@ func TestMCPHTTP(t *testing.T) {
 
 	a := mcpHTTPSession(t, path)
 	tools, err := a.ListTools(ctx(t), nil)
-	if err != nil || len(tools.Tools) != 12 {
+	if err != nil || len(tools.Tools) != 14 {
 		t.Fatalf("tools: %v %v", tools, err)
 	}
 	_, sb := call(t, a, "sandbox_create", map[string]any{"memory": "128m", "ttl": "10m"}, false)

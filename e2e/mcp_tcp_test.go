@@ -150,7 +150,7 @@ func TestMCPTCP(t *testing.T) {
 	}
 	a := mcpTCPSession(t, s, token, nil)
 	tools, err := a.ListTools(ctx(t), nil)
-	if err != nil || len(tools.Tools) != 12 {
+	if err != nil || len(tools.Tools) != 14 {
 		t.Fatalf("tools: %v %v", tools, err)
 	}
 	_, sb := call(t, a, "sandbox_create", map[string]any{"memory": "128m", "ttl": "10m"}, false)

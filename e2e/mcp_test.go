@@ -94,7 +94,7 @@ func TestMCPConversation(t *testing.T) {
 		}
 	}
 	sort.Strings(names)
-	if got, want := strings.Join(names, " "), "edit_file exec list_files process_kill process_list process_read process_start read_file sandbox_create sandbox_delete sandbox_diff sandbox_list write_file"; got != want {
+	if got, want := strings.Join(names, " "), "edit_file exec list_files process_kill process_list process_read process_start read_file run_code sandbox_create sandbox_delete sandbox_diff sandbox_list write_file"; got != want {
 		t.Errorf("tools: %s, want %s", got, want)
 	}
 

@@ -151,6 +151,8 @@ func mcpAttackArgs(tool string) map[string]any {
 		return map[string]any{"path": "."}
 	case "process_read", "process_kill":
 		return map[string]any{"process_id": "p1"}
+	case "run_code":
+		return map[string]any{"code": "open('/tmp/pwned', 'w')"}
 	}
 	return map[string]any{} // process_list, sandbox_delete, and any new tool
 }

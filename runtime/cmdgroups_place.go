@@ -275,16 +275,17 @@ func initPid(procs []procInfo) int {
 }
 
 // killSince kills the processes in the cgroup at dir that started at or
-// after since (clock ticks since boot), sparing older ones (a session's
-// shell and the leftovers of its earlier commands): frozen meanwhile, so
-// none of them forks past the kill.
-func killSince(dir string, since uint64) {
+// after since (clock ticks since boot), sparing older ones (the leftovers
+// of a session's earlier commands) and the process whose pid in the
+// sandbox is shell (0: none): frozen meanwhile, so none of them forks
+// past the kill.
+func killSince(dir string, since uint64, shell int) {
 	freeze := func(v string) { _ = os.WriteFile(dir+"/cgroup.freeze", []byte(v), 0o644) }
 	for range 8 {
 		freeze("1")
 		n := 0
 		for _, pid := range cgroupPids(dir) {
-			if p, ok := readProcInfo(pid); ok && p.start >= since {
+			if p, ok := readProcInfo(pid); ok && p.start >= since && (shell == 0 || p.nsPid != shell) {
 				_ = killPid(pid)
 				n++
 			}

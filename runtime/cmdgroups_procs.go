@@ -112,8 +112,25 @@ func (m *Manager) afterSessionExec(ctx context.Context, c *host.Client, id, name
 		m.rehomeShell(ctx, c, id, name, dir)
 	case res.TimedOut:
 		m.awaitPlaced(id)
-		killSince(dir, sent)
+		killSince(dir, sent, sessionShell(ctx, c, name))
 	}
+}
+
+// sessionShell is the pid in the sandbox of session name's shell, 0 if
+// the init does not say. A start time alone cannot spare the shell: it
+// counts in clock ticks (10 ms), and a session made and given a command
+// within one tick has a shell no older than the command.
+func sessionShell(ctx context.Context, c *host.Client, name string) int {
+	infos, err := c.ListSessions(ctx)
+	if err != nil {
+		return 0
+	}
+	for _, s := range infos {
+		if s.Name == name {
+			return s.PID
+		}
+	}
+	return 0
 }
 
 // rehomeShell moves session name's new shell (the init started it in the

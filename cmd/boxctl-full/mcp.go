@@ -24,7 +24,7 @@ func mcpCommand() *cli.Command {
 		Name:  "mcp",
 		Usage: "serve boxd to an AI agent over the Model Context Protocol on stdin/stdout (or HTTP on a Unix socket or TCP)",
 		Description: "Tools: sandbox_create, sandbox_list, sandbox_delete, exec, read_file, write_file, list_files, edit_file,\n" +
-			"process_start, process_read, process_kill, process_list, sandbox_diff.\n" +
+			"process_start, process_read, process_kill, process_list, sandbox_diff, run_code.\n" +
 			"Sandboxes the client creates are labelled mcp-session=<session> and deleted when the\n" +
 			"client closes stdin (or boxctl gets SIGINT or SIGTERM), unless created with keep=true.\n" +
 			"With --http-socket PATH it serves MCP's streamable HTTP transport on that Unix socket (mode 0600)\n" +

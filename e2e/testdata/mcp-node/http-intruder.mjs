@@ -24,6 +24,7 @@ const args = {
   list_files: { path: "." },
   process_read: { process_id: "p1" },
   process_kill: { process_id: "p1" },
+  run_code: { code: "open('/tmp/pwned', 'w')" },
 };
 
 const transport = new StreamableHTTPClientTransport(new URL("http://localhost/mcp"), { fetch: unixFetcher(socketPath) });
