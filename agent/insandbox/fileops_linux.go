@@ -4,12 +4,9 @@ package insandbox
 
 import (
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/boxd-dev/boxd/agent/wire"
 	"github.com/boxd-dev/boxd/internal/safetar"
@@ -27,38 +24,9 @@ func (s *Server) stat(fw *wire.FrameWriter, path string) {
 		return
 	}
 	fw.WriteJSON(wire.FrameResult, wire.FileInfo{
-		Name: fi.Name, Size: fi.Size, Mode: fileInfoMode(fi), IsDir: fi.Type == wire.FileTypeDir,
+		Name: fi.Name, Size: fi.Size, Mode: fi.FileMode(), IsDir: fi.Type == wire.FileTypeDir,
 		Mtime: fi.Mtime, LinkTarget: fi.LinkTarget,
 	})
-}
-
-// fileInfoMode is a FileStat's type and permission bits as an fs.FileMode.
-func fileInfoMode(fi wire.FileStat) fs.FileMode {
-	m := fs.FileMode(fi.Mode & 0o777)
-	if fi.Mode&unix.S_ISUID != 0 {
-		m |= fs.ModeSetuid
-	}
-	if fi.Mode&unix.S_ISGID != 0 {
-		m |= fs.ModeSetgid
-	}
-	if fi.Mode&unix.S_ISVTX != 0 {
-		m |= fs.ModeSticky
-	}
-	switch fi.Type {
-	case wire.FileTypeDir:
-		m |= fs.ModeDir
-	case wire.FileTypeSymlink:
-		m |= fs.ModeSymlink
-	case wire.FileTypeFIFO:
-		m |= fs.ModeNamedPipe
-	case wire.FileTypeSocket:
-		m |= fs.ModeSocket
-	case wire.FileTypeChar:
-		m |= fs.ModeDevice | fs.ModeCharDevice
-	case wire.FileTypeBlock:
-		m |= fs.ModeDevice
-	}
-	return m
 }
 
 // copyOut sends a tar of path whose single top-level entry is base(path).

@@ -17,7 +17,10 @@ package wire
 // byte stream, and reusing them keeps the set of frame types (part of the
 // wire format, shared with other features) unchanged.
 
-import "time"
+import (
+	"io/fs"
+	"time"
+)
 
 // Operations of the file API.
 const (
@@ -274,4 +277,34 @@ type WatchEvent struct {
 	OldPath string `json:"old_path,omitempty"` // rename: where it was
 	IsDir   bool   `json:"is_dir,omitempty"`
 	Message string `json:"message,omitempty"` // overflow: what was lost
+}
+
+// FileMode is the entry's type and permission bits (setuid, setgid and
+// sticky included) as an fs.FileMode.
+func (fi FileStat) FileMode() fs.FileMode {
+	m := fs.FileMode(fi.Mode & 0o777)
+	if fi.Mode&0o4000 != 0 {
+		m |= fs.ModeSetuid
+	}
+	if fi.Mode&0o2000 != 0 {
+		m |= fs.ModeSetgid
+	}
+	if fi.Mode&0o1000 != 0 {
+		m |= fs.ModeSticky
+	}
+	switch fi.Type {
+	case FileTypeDir:
+		m |= fs.ModeDir
+	case FileTypeSymlink:
+		m |= fs.ModeSymlink
+	case FileTypeFIFO:
+		m |= fs.ModeNamedPipe
+	case FileTypeSocket:
+		m |= fs.ModeSocket
+	case FileTypeChar:
+		m |= fs.ModeDevice | fs.ModeCharDevice
+	case FileTypeBlock:
+		m |= fs.ModeDevice
+	}
+	return m
 }

@@ -34,34 +34,6 @@ type pathStat struct {
 	LinkTarget string      `json:"linkTarget"`
 }
 
-func fileMode(st wire.FileStat) fs.FileMode {
-	m := fs.FileMode(st.Mode & 0o777)
-	if st.Mode&0o4000 != 0 {
-		m |= fs.ModeSetuid
-	}
-	if st.Mode&0o2000 != 0 {
-		m |= fs.ModeSetgid
-	}
-	if st.Mode&0o1000 != 0 {
-		m |= fs.ModeSticky
-	}
-	switch st.Type {
-	case wire.FileTypeDir:
-		m |= fs.ModeDir
-	case wire.FileTypeSymlink:
-		m |= fs.ModeSymlink
-	case wire.FileTypeFIFO:
-		m |= fs.ModeNamedPipe
-	case wire.FileTypeSocket:
-		m |= fs.ModeSocket
-	case wire.FileTypeChar:
-		m |= fs.ModeDevice | fs.ModeCharDevice
-	case wire.FileTypeBlock:
-		m |= fs.ModeDevice
-	}
-	return m
-}
-
 // stat describes path in the container for the archive header; a missing
 // path is Docker's 404.
 func (s *Server) stat(r *http.Request, id, p string) (wire.FileStat, error) {
@@ -76,7 +48,7 @@ func (s *Server) stat(r *http.Request, id, p string) (wire.FileStat, error) {
 }
 
 func statHeader(w http.ResponseWriter, p string, st wire.FileStat) {
-	b, _ := json.Marshal(pathStat{Name: path.Base(p), Size: st.Size, Mode: fileMode(st),
+	b, _ := json.Marshal(pathStat{Name: path.Base(p), Size: st.Size, Mode: st.FileMode(),
 		Mtime: dockerTime(st.Mtime), LinkTarget: st.LinkTarget})
 	w.Header().Set("X-Docker-Container-Path-Stat", base64.StdEncoding.EncodeToString(b))
 }
