@@ -48,8 +48,8 @@ func TestPostureFromHost(t *testing.T) {
 			t.Errorf("/proc/%d/limits lacks %q:\n%s", pid, want, limits)
 		}
 	}
-	if v := readProc(t, pid, "oom_score_adj"); strings.TrimSpace(v) != "1000" {
-		t.Errorf("oom_score_adj = %q", v)
+	if v := readProc(t, pid, "oom_score_adj"); strings.TrimSpace(v) != "500" {
+		t.Errorf("init's oom_score_adj = %q, want 500 (commands run at 1000)", v)
 	}
 	// Cgroup limits as the kernel holds them (v1 here, v2 on most hosts).
 	mem, pids, quota := cgroupLimits(t, id)

@@ -47,8 +47,6 @@ const (
 	ShmSizeBytes = 64 << 20
 	// CPUPeriod is the CFS period in microseconds; the quota is CPUs times it.
 	CPUPeriod = 100000
-	// OOMScoreAdj makes the kernel pick a sandbox before anything on the host.
-	OOMScoreAdj = 1000
 
 	// The kernel refuses a CFS quota below 1 ms.
 	minCPUQuota = 1000
@@ -145,8 +143,13 @@ func Spec(ctx context.Context, c Config) (*specs.Spec, error) {
 	}
 
 	args := []string{wire.InitPath}
+	// The init runs below its commands (see wire.InitOOMScoreAdj). Under
+	// gVisor the host sees one sandbox process, whose OOM kill ends the
+	// sandbox whatever runs inside, so it stays at the commands' score.
+	oomScore := wire.InitOOMScoreAdj
 	if c.AgentDir != "" {
 		args = append(args, wire.GvisorFlag)
+		oomScore = wire.CommandOOMScoreAdj
 	}
 	opts := []coci.SpecOpts{
 		coci.WithProcessArgs(args...),
@@ -162,7 +165,7 @@ func Spec(ctx context.Context, c Config) (*specs.Spec, error) {
 		coci.WithAnnotations(map[string]string{InitAnnotation: string(initCfg)}),
 		withNoTerminal,
 		coci.WithNoNewPrivileges,
-		withOOMScoreAdj(OOMScoreAdj),
+		withOOMScoreAdj(oomScore),
 		coci.WithHostname(hostname(c)),
 
 		// Capabilities before seccomp: the default profile opens syscalls

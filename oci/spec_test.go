@@ -324,8 +324,8 @@ func checkInvariants(t *testing.T, c Config, s *specs.Spec) {
 	if !p.NoNewPrivileges {
 		t.Error("NoNewPrivileges = false")
 	}
-	if p.OOMScoreAdj == nil || *p.OOMScoreAdj != 1000 {
-		t.Errorf("OOMScoreAdj = %v, want 1000", p.OOMScoreAdj)
+	if p.OOMScoreAdj == nil || *p.OOMScoreAdj != 500 {
+		t.Errorf("OOMScoreAdj = %v, want the init's 500", p.OOMScoreAdj)
 	}
 	// The init's own environment is fixed: nothing from the image or the
 	// request reaches it.
@@ -487,6 +487,10 @@ func TestSpecGvisorAgentDir(t *testing.T) {
 	s := mustSpec(t, c)
 	if !slices.Equal(s.Process.Args, []string{wire.InitPath, wire.GvisorFlag}) {
 		t.Errorf("gvisor init args %q", s.Process.Args)
+	}
+	// The host sees one gVisor sandbox process: it keeps the commands' score.
+	if p := s.Process.OOMScoreAdj; p == nil || *p != wire.CommandOOMScoreAdj {
+		t.Errorf("gvisor OOMScoreAdj = %v, want %d", p, wire.CommandOOMScoreAdj)
 	}
 	m := mountsByDest(t, s)[wire.AgentDir]
 	if m.Source != c.AgentDir || m.Type != "bind" {

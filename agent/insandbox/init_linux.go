@@ -48,6 +48,9 @@ func RunInit(cfg InitConfig) error {
 	}
 	// Before anything can start a child, so none is missed.
 	StartReaper()
+	if err := initOOMScore.setUp(); err != nil && cfg.Logf != nil {
+		cfg.Logf("boxd-init: commands keep the init's oom_score_adj: %v", err)
+	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 

@@ -187,7 +187,9 @@ func (s *Server) spawnProcess(sp *spawnSpec) (_ *procCmd, retErr error) {
 	attr := &syscall.ProcAttr{Dir: sp.dir, Env: sp.env, Files: files, Sys: sys}
 	cmd.reaper = s.reaper()
 	var err error
-	cmd.child, err = cmd.reaper.spawn(func() (int, error) { return syscall.ForkExec(sp.path, sp.args, attr) })
+	cmd.child, err = cmd.reaper.spawn(func() (int, error) {
+		return initOOMScore.fork(func() (int, error) { return syscall.ForkExec(sp.path, sp.args, attr) })
+	})
 	if err != nil {
 		if code, ok := startFailureCode(err); ok {
 			return nil, &startFailure{code: code, err: err}

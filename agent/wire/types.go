@@ -26,6 +26,17 @@ const (
 	DefaultOutputLimit = 16 << 20 // bytes of stdout+stderr kept per exec unless the caller asks otherwise
 )
 
+// oom_score_adj of a sandbox's processes: both above anything on the host,
+// so a sandbox dies before the host's processes do, and commands above the
+// init, so that a sandbox filling its memory limit loses the command that
+// filled it rather than its init (at equal scores the kernel picks by size
+// alone, and the init can be the largest process). The init runs at
+// InitOOMScoreAdj and starts every command at CommandOOMScoreAdj.
+const (
+	InitOOMScoreAdj    = 500
+	CommandOOMScoreAdj = 1000
+)
+
 // ExecRequest describes one command to run inside the sandbox.
 type ExecRequest struct {
 	Args        []string      `json:"args"`
