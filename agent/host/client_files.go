@@ -1,16 +1,20 @@
 package host
 
 import (
+	"archive/tar"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"maps"
+	"math"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/containerd/errdefs"
 
@@ -73,12 +77,6 @@ func (c *Client) simpleFileOp(ctx context.Context, op, name, path string, args a
 	}
 	return nil
 }
-
-// bulkReaders are the frame readers of downloads, whose files arrive as
-// many small frames that the init writes in batches of up to 256 KiB
-// (files_bulk_linux.go): with the connection's usual 4 KiB buffer a
-// download of a thousand small files took a thousand read calls or more.
-var bulkReaders = sync.Pool{New: func() any { return wire.NewFrameReaderSize(nil, 256<<10) }}
 
 // fileSendBufs holds the client's send buffers for readers that are not
 // ChunkSources.
@@ -537,9 +535,10 @@ const maxResultMessage = 1024
 // boxd asked for, and cuts its error code and message to a sane length.
 func boundResult(r *wire.FileResult, path string) {
 	r.Path = path
-	if len(r.Code) > 64 {
+	if len(r.Code) > 64 || !utf8.ValidString(r.Code) {
 		r.Code = wire.CodeInternal
 	}
+	r.Message = strings.ToValidUTF8(r.Message, "\uFFFD")
 	if len(r.Message) > maxResultMessage {
 		r.Message = strings.ToValidUTF8(r.Message[:maxResultMessage], "") + "…"
 	}
@@ -588,83 +587,175 @@ type DownloadHandler struct {
 	Done  func(r wire.FileResult) error
 }
 
-// DownloadFiles reads many files in one operation. A file that cannot be
-// read gets an error in its Done; the others go on.
+// DownloadFiles reads many files in one operation: a copy-out whose tar is
+// the batch's (see wire.DownloadArgs). A file that cannot be read gets an
+// error in its Done; the others go on.
 func (c *Client) DownloadFiles(ctx context.Context, a wire.DownloadArgs, h DownloadHandler) error {
-	cn, err := c.openFileOp(ctx, wire.OpFileDownload, a)
+	args, err := json.Marshal(a)
+	if err != nil {
+		return fileError(ctx, "download", "", err)
+	}
+	// An init that knows only trees refuses BatchPath.
+	cn, err := c.open(ctx, wire.Request{Op: wire.OpCopyOut, Path: wire.BatchPath, Args: args})
 	if err != nil {
 		return fileError(ctx, "download", "", err)
 	}
 	defer cn.close()
-	fr := cn.fr
-	if cn.pool == nil && fr.Buffered() == 0 {
-		// A download is many small frames: read them in big pieces.
-		bfr := bulkReaders.Get().(*wire.FrameReader)
-		bfr.Reset(cn.c)
-		defer func() { bfr.Reset(nil); bulkReaders.Put(bfr) }()
-		fr = bfr
+	d := &downloadReader{paths: a.Paths, h: h, current: -1}
+	buf := fileSendBufs.Get().(*[wire.FileChunk]byte)
+	defer fileSendBufs.Put(buf)
+	d.buf = buf[:]
+	r := wire.NewFrameDataReader(cn.fr, wire.FrameTar, wire.FrameTarEnd, true)
+	err = safetar.ReadEntries(r, d.entry)
+	if err == nil {
+		err = d.end()
 	}
-	current := -1 // index of the file whose data is flowing
-	next := 0     // index of the next file to finish
-	for {
-		f, err := fr.ReadFrame()
-		switch {
-		case err == io.EOF:
-			err = fmt.Errorf("%w: connection closed before the download's end", wire.ErrProtocol)
-		case err != nil:
-		case f.Type == wire.FrameFileData:
-			if current < 0 {
-				err = fmt.Errorf("%w: data outside a file", wire.ErrProtocol)
-				break
-			}
-			if h.Data != nil {
-				if err := h.Data(current, f.Payload); err != nil {
-					return err
-				}
-			}
-			continue
-		case f.Type == wire.FrameResult && len(f.Payload) <= MaxControlPayload:
-			var m wire.DownloadMark
-			if err = wire.DecodeDownloadMark(f.Payload, &m); err != nil {
-				err = fmt.Errorf("%w: malformed download frame: %v", wire.ErrProtocol, err)
-				break
-			}
-			if m.Index != next || m.Index >= len(a.Paths) || (m.Start == nil) == (m.Done == nil) || (m.Start != nil && current >= 0) {
-				err = fmt.Errorf("%w: download frames out of order", wire.ErrProtocol)
-				break
-			}
-			if m.Start != nil {
-				current = m.Index
-				if h.Start != nil {
-					if err := h.Start(m.Index, *m.Start); err != nil {
-						return err
-					}
-				}
-				continue
-			}
-			current = -1
-			next++
-			m.Done.Index = m.Index
-			boundResult(m.Done, a.Paths[m.Index])
-			if h.Done != nil {
-				if err := h.Done(*m.Done); err != nil {
-					return err
-				}
-			}
-			continue
-		case f.Type == wire.FrameOK:
-			if next != len(a.Paths) {
-				err = fmt.Errorf("%w: %d of %d files in the download", wire.ErrProtocol, next, len(a.Paths))
-				break
-			}
-			return nil
-		case f.Type == wire.FrameError && len(f.Payload) <= MaxControlPayload:
-			err = wire.DecodeRemoteError(f.Payload)
-		default:
-			err = wire.UnexpectedFrame(f.Type)
-		}
+	if err == nil {
+		// Up to tar-end: the padding after the end-of-archive marker.
+		_, err = io.Copy(io.Discard, r)
+	}
+	if err == nil && d.next != len(a.Paths) {
+		err = fmt.Errorf("%w: %d of %d files in the download", wire.ErrProtocol, d.next, len(a.Paths))
+	}
+	var he *handlerError
+	if errors.As(err, &he) {
+		return he.err
+	}
+	if err != nil {
 		return fileError(ctx, "download", "", err)
 	}
+	return nil
+}
+
+// handlerError carries a DownloadHandler's own error out unchanged.
+type handlerError struct{ err error }
+
+func (e *handlerError) Error() string { return e.err.Error() }
+
+// downloadReader turns a batch's tar into a DownloadHandler's calls. The
+// init is not trusted: entries must come in the batch's form and order,
+// no more files than were asked for, each result carries the path boxd
+// asked for and the size boxd counted, and what the init says is bounded.
+type downloadReader struct {
+	paths   []string
+	h       DownloadHandler
+	buf     []byte
+	current int // index of the file whose data is flowing, or -1
+	next    int // index of the next file to begin
+	size    int64
+}
+
+func (d *downloadReader) entry(hdr *tar.Header, data io.Reader) error {
+	if hdr.Typeflag != tar.TypeReg || len(hdr.Name) > safetar.MaxNameLen {
+		return fmt.Errorf("%w: download entry of type %q, name of %d bytes", wire.ErrProtocol, hdr.Typeflag, len(hdr.Name))
+	}
+	for k := range hdr.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			return fmt.Errorf("%w: sparse download entry", wire.ErrProtocol)
+		}
+	}
+	code, failed := hdr.PAXRecords[wire.PAXCode]
+	if _, more := hdr.PAXRecords[wire.PAXAppend]; more {
+		if d.current < 0 {
+			return fmt.Errorf("%w: download data continues no file", wire.ErrProtocol)
+		}
+		if failed {
+			return d.fail(hdr, code, data)
+		}
+		return d.data(data)
+	}
+	if err := d.end(); err != nil {
+		return err
+	}
+	if d.next >= len(d.paths) {
+		return fmt.Errorf("%w: more files than the %d asked for", wire.ErrProtocol, len(d.paths))
+	}
+	d.current, d.size = d.next, 0
+	d.next++
+	if failed {
+		return d.fail(hdr, code, data)
+	}
+	fi, err := downloadStat(hdr)
+	if err != nil {
+		return err
+	}
+	if d.h.Start != nil {
+		if err := d.h.Start(d.current, fi); err != nil {
+			return &handlerError{err}
+		}
+	}
+	return d.data(data)
+}
+
+// downloadStat describes a downloaded file from its first entry.
+func downloadStat(hdr *tar.Header) (wire.FileStat, error) {
+	fi := wire.FileStat{Path: strings.ToValidUTF8(hdr.Name, "\uFFFD"), Type: wire.FileTypeRegular, Size: hdr.Size,
+		Mode: uint32(hdr.Mode & 0o7777), Mtime: hdr.ModTime}
+	fi.Name = path.Base(fi.Path)
+	if hdr.Uid < 0 || hdr.Gid < 0 || int64(hdr.Uid) > math.MaxUint32 || int64(hdr.Gid) > math.MaxUint32 {
+		return fi, fmt.Errorf("%w: download entry owned by %d:%d", wire.ErrProtocol, hdr.Uid, hdr.Gid)
+	}
+	fi.UID, fi.GID = uint32(hdr.Uid), uint32(hdr.Gid)
+	if v, ok := hdr.PAXRecords[wire.PAXSize]; ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return fi, fmt.Errorf("%w: download entry of size %q", wire.ErrProtocol, v)
+		}
+		fi.Size = n
+	}
+	return fi, nil
+}
+
+// data hands an entry's data to the handler, counting it.
+func (d *downloadReader) data(r io.Reader) error {
+	for {
+		n, err := r.Read(d.buf)
+		if n > 0 {
+			d.size += int64(n)
+			if d.h.Data != nil {
+				if herr := d.h.Data(d.current, d.buf[:n]); herr != nil {
+					return &handlerError{herr}
+				}
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// fail ends the current file with the error an entry carries.
+func (d *downloadReader) fail(hdr *tar.Header, code string, data io.Reader) error {
+	if hdr.Size != 0 {
+		return fmt.Errorf("%w: a failed file's entry carries data", wire.ErrProtocol)
+	}
+	return d.done(code, hdr.PAXRecords[wire.PAXMessage])
+}
+
+// end ends the current file, if any, as read whole.
+func (d *downloadReader) end() error {
+	if d.current < 0 {
+		return nil
+	}
+	return d.done("", "")
+}
+
+func (d *downloadReader) done(code, msg string) error {
+	r := wire.FileResult{Index: d.current, Size: d.size, Code: code, Message: msg}
+	if code == "" && msg != "" {
+		r.Code = wire.CodeInternal
+	}
+	d.current = -1
+	boundResult(&r, d.paths[r.Index])
+	if d.h.Done != nil {
+		if err := d.h.Done(r); err != nil {
+			return &handlerError{err}
+		}
+	}
+	return nil
 }
 
 // Watch reports changes under a path inside the sandbox until ctx ends

@@ -24,11 +24,31 @@ const copyBuf = 1 << 20
 // faults.
 var copyBufs = sync.Pool{New: func() any { return new([copyBuf]byte) }}
 
-// Write writes a tar of srcPath to w whose top-level entry is called name.
-// srcPath itself is not followed if it is a symlink, and neither is anything
-// below it: the tree is walked with descriptors opened O_NOFOLLOW, so a
-// concurrent rename of a directory into a symlink cannot redirect the walk.
+// Write writes a tar of srcPath to w whose top-level entry is called name
+// (NewWriter, Tree and Close).
 func Write(w io.Writer, srcPath, name string) error {
+	tw := NewWriter(w)
+	if err := tw.Tree(srcPath, name); err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+// Writer writes one tar stream: trees (Tree) and entries whose data the
+// caller has in hand (Entry), in any order. It is the one tar writer of
+// everything boxd-init sends out of a sandbox, and of boxctl's uploads.
+type Writer struct {
+	tw *tar.Writer
+}
+
+// NewWriter starts a tar stream on w.
+func NewWriter(w io.Writer) *Writer { return &Writer{tw: tar.NewWriter(w)} }
+
+// Tree writes the tree at srcPath as entries under name. srcPath itself is
+// not followed if it is a symlink, and neither is anything below it: the
+// tree is walked with descriptors opened O_NOFOLLOW, so a concurrent
+// rename of a directory into a symlink cannot redirect the walk.
+func (w *Writer) Tree(srcPath, name string) error {
 	if err := checkComponent(name); err != nil {
 		return err
 	}
@@ -37,11 +57,25 @@ func Write(w io.Writer, srcPath, name string) error {
 		return fmt.Errorf("safetar: open %s: %w", filepath.Dir(srcPath), err)
 	}
 	defer unix.Close(parent)
-	tw := tar.NewWriter(w)
-	if err := writeEntry(tw, parent, filepath.Base(srcPath), name); err != nil {
+	return writeEntry(w.tw, parent, filepath.Base(srcPath), name)
+}
+
+// Entry writes one entry of hdr.Size = len(data) bytes, data.
+func (w *Writer) Entry(hdr *tar.Header, data []byte) error {
+	hdr.Size = int64(len(data))
+	if err := writeHeader(w.tw, hdr); err != nil {
 		return err
 	}
-	if err := tw.Close(); err != nil {
+	if _, err := w.tw.Write(data); err != nil {
+		return fmt.Errorf("safetar: archive %s: %w", hdr.Name, err)
+	}
+	return nil
+}
+
+// Close writes the end-of-archive marker; it does not close the
+// underlying writer.
+func (w *Writer) Close() error {
+	if err := w.tw.Close(); err != nil {
 		return fmt.Errorf("safetar: finish archive: %w", err)
 	}
 	return nil
