@@ -43,6 +43,10 @@ func (e *fileClassError) Unwrap() []error { return []error{e.RemoteError, e.clas
 // name the operation and path; other errors (connection, protocol) get
 // them here.
 func fileError(ctx context.Context, op, path string, err error) error {
+	var he *handlerError
+	if err == nil || errors.As(err, &he) {
+		return unwrapHandler(err)
+	}
 	err = ctxErr(ctx, err)
 	var re *wire.RemoteError
 	if errors.As(err, &re) {
@@ -246,31 +250,14 @@ func (c *Client) ListDir(ctx context.Context, a wire.FileListArgs, fn func([]wir
 		return fileError(ctx, "list", a.Path, err)
 	}
 	defer cn.close()
-	for {
-		f, err := cn.fr.ReadFrame()
-		switch {
-		case err == io.EOF:
-			err = fmt.Errorf("%w: connection closed before the end of the listing", wire.ErrProtocol)
-		case err != nil:
-		case f.Type == wire.FrameResult:
-			var batch []wire.FileStat
-			if err = json.Unmarshal(f.Payload, &batch); err != nil {
-				err = fmt.Errorf("%w: malformed list frame: %v", wire.ErrProtocol, err)
-				break
-			}
-			if err = fn(batch); err != nil {
-				return err
-			}
-			continue
-		case f.Type == wire.FrameOK:
-			return nil
-		case f.Type == wire.FrameError:
-			err = wire.DecodeRemoteError(f.Payload)
-		default:
-			err = wire.UnexpectedFrame(f.Type)
+	err = cn.readResults("listing", func(p []byte) error {
+		var batch []wire.FileStat
+		if err := json.Unmarshal(p, &batch); err != nil {
+			return fmt.Errorf("%w: malformed list frame: %v", wire.ErrProtocol, err)
 		}
-		return fileError(ctx, "list", a.Path, err)
-	}
+		return handlerErr(fn(batch))
+	}, nil)
+	return fileError(ctx, "list", a.Path, err)
 }
 
 // MakeDir creates a directory inside the sandbox; see FileMkdirArgs.
@@ -479,52 +466,40 @@ func eachPiece(r io.Reader, f func([]byte) error) error {
 // boxd keeps and passes on is bounded by what the caller uploaded.
 func (cn *conn) readUploadResults(sent *sentFiles, result func(wire.FileResult) error) error {
 	next := 0
-	for {
-		f, err := cn.fr.ReadFrame()
-		switch {
-		case err == io.EOF:
-			err = fmt.Errorf("%w: connection closed before the upload's end", wire.ErrProtocol)
-		case err != nil:
-		case f.Type == wire.FrameResult && len(f.Payload) <= MaxControlPayload:
-			var r wire.FileResult
-			if err = json.Unmarshal(f.Payload, &r); err != nil {
-				err = fmt.Errorf("%w: malformed upload result: %v", wire.ErrProtocol, err)
-				break
-			}
-			path, size, ok := sent.get(next)
-			switch {
-			case !ok:
-				err = fmt.Errorf("%w: upload result %d for a file not sent", wire.ErrProtocol, next)
-			case r.Index != next:
-				err = fmt.Errorf("%w: upload result for file %d where %d was next", wire.ErrProtocol, r.Index, next)
-			case r.Size < 0 || r.Size > size:
-				err = fmt.Errorf("%w: upload result says %d bytes for file %d, %d were sent", wire.ErrProtocol, r.Size, next, size)
-			}
-			if err != nil {
-				break
-			}
-			next++
-			boundResult(&r, path)
-			if result != nil {
-				if err := result(r); err != nil {
-					cn.c.Close()
-					return err
-				}
-			}
-			continue
-		case f.Type == wire.FrameOK:
-			if n := sent.len(); next != n {
-				err = fmt.Errorf("%w: %d results for %d files in the upload", wire.ErrProtocol, next, n)
-				break
-			}
-			return nil
-		case f.Type == wire.FrameError && len(f.Payload) <= MaxControlPayload:
-			err = wire.DecodeRemoteError(f.Payload)
-		default:
-			err = wire.UnexpectedFrame(f.Type)
+	err := cn.readResults("upload", func(p []byte) error {
+		if len(p) > MaxControlPayload {
+			return fmt.Errorf("%w: upload result of %d bytes", wire.ErrProtocol, len(p))
 		}
-		return fileError(context.Background(), "upload", "", err)
-	}
+		var r wire.FileResult
+		if err := json.Unmarshal(p, &r); err != nil {
+			return fmt.Errorf("%w: malformed upload result: %v", wire.ErrProtocol, err)
+		}
+		path, size, ok := sent.get(next)
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: upload result %d for a file not sent", wire.ErrProtocol, next)
+		case r.Index != next:
+			return fmt.Errorf("%w: upload result for file %d where %d was next", wire.ErrProtocol, r.Index, next)
+		case r.Size < 0 || r.Size > size:
+			return fmt.Errorf("%w: upload result says %d bytes for file %d, %d were sent", wire.ErrProtocol, r.Size, next, size)
+		}
+		next++
+		boundResult(&r, path)
+		if result == nil {
+			return nil
+		}
+		if err := result(r); err != nil {
+			cn.c.Close()
+			return &handlerError{err}
+		}
+		return nil
+	}, func([]byte) error {
+		if n := sent.len(); next != n {
+			return fmt.Errorf("%w: %d results for %d files in the upload", wire.ErrProtocol, next, n)
+		}
+		return nil
+	})
+	return fileError(context.Background(), "upload", "", err)
 }
 
 // maxResultMessage bounds the error text kept from one file's result: a
@@ -617,20 +592,8 @@ func (c *Client) DownloadFiles(ctx context.Context, a wire.DownloadArgs, h Downl
 	if err == nil && d.next != len(a.Paths) {
 		err = fmt.Errorf("%w: %d of %d files in the download", wire.ErrProtocol, d.next, len(a.Paths))
 	}
-	var he *handlerError
-	if errors.As(err, &he) {
-		return he.err
-	}
-	if err != nil {
-		return fileError(ctx, "download", "", err)
-	}
-	return nil
+	return fileError(ctx, "download", "", err)
 }
-
-// handlerError carries a DownloadHandler's own error out unchanged.
-type handlerError struct{ err error }
-
-func (e *handlerError) Error() string { return e.err.Error() }
 
 // downloadReader turns a batch's tar into a DownloadHandler's calls. The
 // init is not trusted: entries must come in the batch's form and order,
@@ -774,31 +737,15 @@ func (c *Client) Watch(ctx context.Context, a wire.WatchArgs, ready func(), even
 	if ready != nil {
 		ready()
 	}
-	for {
-		f, err := cn.fr.ReadFrame()
-		switch {
-		case err == io.EOF:
-			err = fmt.Errorf("%w: connection closed during the watch", wire.ErrProtocol)
-		case err != nil:
-		case f.Type == wire.FrameResult:
-			var evs []wire.WatchEvent
-			if err = json.Unmarshal(f.Payload, &evs); err != nil {
-				err = fmt.Errorf("%w: malformed watch frame: %v", wire.ErrProtocol, err)
-				break
-			}
-			if events != nil {
-				if err := events(evs); err != nil {
-					return err
-				}
-			}
-			continue
-		case f.Type == wire.FrameOK:
-			return nil
-		case f.Type == wire.FrameError && len(f.Payload) <= MaxControlPayload:
-			err = wire.DecodeRemoteError(f.Payload)
-		default:
-			err = wire.UnexpectedFrame(f.Type)
+	err = cn.readResults("watch", func(p []byte) error {
+		var evs []wire.WatchEvent
+		if err := json.Unmarshal(p, &evs); err != nil {
+			return fmt.Errorf("%w: malformed watch frame: %v", wire.ErrProtocol, err)
 		}
-		return fileError(ctx, "watch", a.Path, err)
-	}
+		if events == nil {
+			return nil
+		}
+		return handlerErr(events(evs))
+	}, nil)
+	return fileError(ctx, "watch", a.Path, err)
 }
