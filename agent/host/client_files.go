@@ -1,7 +1,6 @@
 package host
 
 import (
-	"archive/tar"
 	"context"
 	"encoding/json"
 	"errors"
@@ -581,7 +580,7 @@ func (c *Client) DownloadFiles(ctx context.Context, a wire.DownloadArgs, h Downl
 	defer fileSendBufs.Put(buf)
 	d.buf = buf[:]
 	r := wire.NewFrameDataReader(cn.fr, wire.FrameTar, wire.FrameTarEnd, true)
-	err = safetar.ReadEntries(r, d.entry)
+	err = readBatch(r, d.entry)
 	if err == nil {
 		err = d.end()
 	}
@@ -608,22 +607,17 @@ type downloadReader struct {
 	size    int64
 }
 
-func (d *downloadReader) entry(hdr *tar.Header, data io.Reader) error {
-	if hdr.Typeflag != tar.TypeReg || len(hdr.Name) > safetar.MaxNameLen {
-		return fmt.Errorf("%w: download entry of type %q, name of %d bytes", wire.ErrProtocol, hdr.Typeflag, len(hdr.Name))
+func (d *downloadReader) entry(hdr *batchFile, data io.Reader) error {
+	if len(hdr.Name) > safetar.MaxNameLen {
+		return fmt.Errorf("%w: download entry's name of %d bytes", wire.ErrProtocol, len(hdr.Name))
 	}
-	for k := range hdr.PAXRecords {
-		if strings.HasPrefix(k, "GNU.sparse.") {
-			return fmt.Errorf("%w: sparse download entry", wire.ErrProtocol)
-		}
-	}
-	code, failed := hdr.PAXRecords[wire.PAXCode]
-	if _, more := hdr.PAXRecords[wire.PAXAppend]; more {
+	code, failed := hdr.Records[wire.PAXCode]
+	if _, more := hdr.Records[wire.PAXAppend]; more {
 		if d.current < 0 {
 			return fmt.Errorf("%w: download data continues no file", wire.ErrProtocol)
 		}
 		if failed {
-			return d.fail(hdr, code, data)
+			return d.fail(hdr, code)
 		}
 		return d.data(data)
 	}
@@ -636,7 +630,7 @@ func (d *downloadReader) entry(hdr *tar.Header, data io.Reader) error {
 	d.current, d.size = d.next, 0
 	d.next++
 	if failed {
-		return d.fail(hdr, code, data)
+		return d.fail(hdr, code)
 	}
 	fi, err := downloadStat(hdr)
 	if err != nil {
@@ -651,15 +645,15 @@ func (d *downloadReader) entry(hdr *tar.Header, data io.Reader) error {
 }
 
 // downloadStat describes a downloaded file from its first entry.
-func downloadStat(hdr *tar.Header) (wire.FileStat, error) {
+func downloadStat(hdr *batchFile) (wire.FileStat, error) {
 	fi := wire.FileStat{Path: strings.ToValidUTF8(hdr.Name, "\uFFFD"), Type: wire.FileTypeRegular, Size: hdr.Size,
 		Mode: uint32(hdr.Mode & 0o7777), Mtime: hdr.ModTime}
 	fi.Name = path.Base(fi.Path)
-	if hdr.Uid < 0 || hdr.Gid < 0 || int64(hdr.Uid) > math.MaxUint32 || int64(hdr.Gid) > math.MaxUint32 {
-		return fi, fmt.Errorf("%w: download entry owned by %d:%d", wire.ErrProtocol, hdr.Uid, hdr.Gid)
+	if hdr.UID < 0 || hdr.GID < 0 || hdr.UID > math.MaxUint32 || hdr.GID > math.MaxUint32 {
+		return fi, fmt.Errorf("%w: download entry owned by %d:%d", wire.ErrProtocol, hdr.UID, hdr.GID)
 	}
-	fi.UID, fi.GID = uint32(hdr.Uid), uint32(hdr.Gid)
-	if v, ok := hdr.PAXRecords[wire.PAXSize]; ok {
+	fi.UID, fi.GID = uint32(hdr.UID), uint32(hdr.GID)
+	if v, ok := hdr.Records[wire.PAXSize]; ok {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 {
 			return fi, fmt.Errorf("%w: download entry of size %q", wire.ErrProtocol, v)
@@ -691,11 +685,11 @@ func (d *downloadReader) data(r io.Reader) error {
 }
 
 // fail ends the current file with the error an entry carries.
-func (d *downloadReader) fail(hdr *tar.Header, code string, data io.Reader) error {
+func (d *downloadReader) fail(hdr *batchFile, code string) error {
 	if hdr.Size != 0 {
 		return fmt.Errorf("%w: a failed file's entry carries data", wire.ErrProtocol)
 	}
-	return d.done(code, hdr.PAXRecords[wire.PAXMessage])
+	return d.done(code, hdr.Records[wire.PAXMessage])
 }
 
 // end ends the current file, if any, as read whole.

@@ -21,9 +21,9 @@ import (
 )
 
 // copySource writes what a copy-out sends into the op's one tar writer:
-// a tree (treeSource) or a batch of files (batchSource). flush sends what
-// the writer has gathered so far.
-type copySource func(tw *safetar.Writer, flush func() error) error
+// a tree (treeSource) or a batch of files (batchSource). bw is where the
+// tar gathers into frames.
+type copySource func(tw *safetar.Writer, bw *safetar.BatchWriter) error
 
 // copyOut is every copy out of the sandbox: `boxctl cp`, the Docker
 // endpoint's archive GET (a tree, as root) and FileService.DownloadFiles
@@ -53,7 +53,7 @@ func (s *Server) copyOut(conn net.Conn, _ *wire.FrameReader, fw *wire.FrameWrite
 		return nil
 	}}
 	tw := safetar.NewWriter(bw)
-	err := src(tw, bw.Flush)
+	err := src(tw, bw)
 	if err == nil {
 		err = tw.Close()
 	}
@@ -86,13 +86,17 @@ func (s *Server) treeSource(fw *wire.FrameWriter, path string) (copySource, bool
 	if _, err := os.Lstat(p); err != nil {
 		return fail(err)
 	}
-	return func(tw *safetar.Writer, _ func() error) error { return tw.Tree(p, filepath.Base(p)) }, true
+	return func(tw *safetar.Writer, _ *safetar.BatchWriter) error { return tw.Tree(p, filepath.Base(p)) }, true
 }
 
-// downloadFlushEvery bounds how long a batch's finished files wait in the
-// writer while more files keep coming (a slow file does not hold back
-// those before it).
-const downloadFlushEvery = 5 * time.Millisecond
+// A batch's small files go out in frames of downloadBatch, so boxd reads
+// one while the init writes the next, and at least every
+// downloadFlushEvery while files keep coming (a slow file does not hold
+// back those before it).
+const (
+	downloadBatch      = 256 << 10
+	downloadFlushEvery = 5 * time.Millisecond
+)
 
 // batchSource is a batch's files (wire.DownloadArgs), each read like
 // file-read as the batch's user. A file that cannot be read gets an error
@@ -114,7 +118,7 @@ func (s *Server) batchSource(fw *wire.FrameWriter, req *wire.Request) (copySourc
 		})
 		return nil, false
 	}
-	return func(tw *safetar.Writer, flush func() error) error {
+	return func(tw *safetar.Writer, bw *safetar.BatchWriter) error {
 		buf := fileReadBufs.Get().(*[wire.FileChunk]byte)
 		defer fileReadBufs.Put(buf)
 		flushed := time.Now()
@@ -122,8 +126,8 @@ func (s *Server) batchSource(fw *wire.FrameWriter, req *wire.Request) (copySourc
 			if err := s.downloadOne(tw, id, &a, path, buf[:]); err != nil {
 				return err
 			}
-			if time.Since(flushed) >= downloadFlushEvery {
-				if err := flush(); err != nil {
+			if len(bw.Buf) >= downloadBatch || time.Since(flushed) >= downloadFlushEvery {
+				if err := bw.Flush(); err != nil {
 					return err
 				}
 				flushed = time.Now()
