@@ -290,7 +290,7 @@ func (w *copyOutWriter) Write(p []byte) (int, error) {
 }
 
 func (s *Server) CopyOut(ctx context.Context, req *connect.Request[boxdv1.CopyOutRequest], stream *connect.ServerStream[boxdv1.CopyOutResponse]) error {
-	return ToConnect(s.Manager.CopyOut(ctx, req.Msg.SandboxId, req.Msg.Path, &copyOutWriter{stream: stream}))
+	return ToConnect(s.Manager.CopyOut(ctx, req.Msg.SandboxId, runtime.CopyOut{Path: req.Msg.Path, Tar: &copyOutWriter{stream: stream}}))
 }
 
 // StatPath is FileService.StatFile's stat, as root (the init's own

@@ -350,11 +350,14 @@ func (f *fileServer) DownloadFiles(ctx context.Context, req *connect.Request[box
 		}
 		return stream.Send(msg)
 	}
-	err := f.s.Manager.DownloadFiles(ctx, m.SandboxId, wire.DownloadArgs{Paths: m.Paths, User: m.User, NoFollow: m.NoFollow}, host.DownloadHandler{
-		Start: func(i int, fi wire.FileStat) error { return send(i, fileInfo(fi)) },
-		Data:  func(i int, p []byte) error { return send(i, p) },
-		Done:  func(r wire.FileResult) error { return send(r.Index, fileResult(r)) },
-	})
+	err := f.s.Manager.CopyOut(ctx, m.SandboxId, runtime.CopyOut{Files: &runtime.FileFetch{
+		DownloadArgs: wire.DownloadArgs{Paths: m.Paths, User: m.User, NoFollow: m.NoFollow},
+		DownloadHandler: host.DownloadHandler{
+			Start: func(i int, fi wire.FileStat) error { return send(i, fileInfo(fi)) },
+			Data:  func(i int, p []byte) error { return send(i, p) },
+			Done:  func(r wire.FileResult) error { return send(r.Index, fileResult(r)) },
+		},
+	}})
 	return ToConnect(err)
 }
 

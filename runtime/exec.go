@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"regexp"
 	"strconv"
@@ -276,22 +275,4 @@ func (m *Manager) execDefaults(ctx context.Context, id string) Tunables {
 	d := Tunables{ExecTimeout: rec.ExecTimeout, OutputLimit: rec.OutputLimit}
 	m.execDefs.Store(id, d)
 	return d
-}
-
-// CopyOut writes a tar of path inside the sandbox to w.
-func (m *Manager) CopyOut(ctx context.Context, idOrName, path string, w io.Writer) error {
-	if err := ValidateWorkdir("path", path); err != nil {
-		return err
-	}
-	if path == "" {
-		return fieldErr("path", "source path is empty")
-	}
-	c, id, err := m.agentFor(ctx, idOrName)
-	if err != nil {
-		return err
-	}
-	if err := c.CopyOut(ctx, path, w); err != nil {
-		return m.notRunning(ctx, id, fmt.Errorf("copy from sandbox %s:%s: %w", id, path, err))
-	}
-	return nil
 }

@@ -207,19 +207,57 @@ func (m *Manager) CopyIn(ctx context.Context, idOrName string, in CopyIn) error 
 	return nil
 }
 
-// DownloadFiles reads many files in one call; see host.Client.DownloadFiles.
-func (m *Manager) DownloadFiles(ctx context.Context, idOrName string, a wire.DownloadArgs, h host.DownloadHandler) error {
-	if len(a.Paths) == 0 {
-		return fieldErr("paths", "no paths given")
+// CopyOut is what Manager.CopyOut copies out of a sandbox: a tree, or a
+// batch of files.
+type CopyOut struct {
+	// Path and Tar are a tree: a tar of Path (its one top-level entry
+	// base(Path), symlinks stored as symlinks) written to Tar, as root.
+	// The tar comes from the sandbox: extract it with safetar.
+	Path string
+	Tar  io.Writer
+	// Files, if set, is a batch instead: each file read at its own path
+	// as Files.User, with a result of its own (Path and Tar unused).
+	Files *FileFetch
+}
+
+// FileFetch is a batch of files to read; see host.Client.DownloadFiles.
+type FileFetch struct {
+	wire.DownloadArgs
+	host.DownloadHandler
+}
+
+// CopyOut copies files out of a sandbox: every way of doing so (the API's
+// CopyOut and DownloadFiles, the Docker endpoint's archive GET) is this
+// call, and the init's copy-out op. A batch's path that is invalid fails
+// that file only.
+func (m *Manager) CopyOut(ctx context.Context, idOrName string, out CopyOut) error {
+	if b := out.Files; b != nil {
+		if len(b.Paths) == 0 {
+			return fieldErr("paths", "no paths given")
+		}
+		if len(b.Paths) > wire.MaxBulkFiles {
+			return fieldErr("paths", "%d paths, at most %d in one call", len(b.Paths), wire.MaxBulkFiles)
+		}
+		c, id, err := m.fileAgent(ctx, idOrName, b.User, nil)
+		if err != nil {
+			return err
+		}
+		return m.fileErr(ctx, id, c.DownloadFiles(ctx, b.DownloadArgs, b.DownloadHandler))
 	}
-	if len(a.Paths) > wire.MaxBulkFiles {
-		return fieldErr("paths", "%d paths, at most %d in one call", len(a.Paths), wire.MaxBulkFiles)
+	if err := ValidateWorkdir("path", out.Path); err != nil {
+		return err
 	}
-	c, id, err := m.fileAgent(ctx, idOrName, a.User, nil)
+	if out.Path == "" {
+		return fieldErr("path", "source path is empty")
+	}
+	c, id, err := m.agentFor(ctx, idOrName)
 	if err != nil {
 		return err
 	}
-	return m.fileErr(ctx, id, c.DownloadFiles(ctx, a, h))
+	if err := c.CopyOut(ctx, out.Path, out.Tar); err != nil {
+		return m.notRunning(ctx, id, fmt.Errorf("copy from sandbox %s:%s: %w", id, out.Path, err))
+	}
+	return nil
 }
 
 // WatchPath streams changes under a path in the sandbox until ctx ends or

@@ -176,8 +176,16 @@ func ctxErr(ctx context.Context, err error) error {
 }
 
 // readReply reads the single frame that ends a simple operation: want
-// (decoded into v if v is not nil) or an error frame.
+// (decoded into v if v is not nil) or an error frame, each at most
+// MaxControlPayload.
 func (cn *conn) readReply(want wire.FrameType, v any) error {
+	return cn.readReplyMax(want, v, MaxControlPayload)
+}
+
+// readReplyMax is readReply for a want frame of up to max bytes (an error
+// frame is still at most MaxControlPayload). Every single-frame answer is
+// read here.
+func (cn *conn) readReplyMax(want wire.FrameType, v any, max int) error {
 	f, err := cn.fr.ReadFrame()
 	if err == io.EOF {
 		return fmt.Errorf("%w: connection closed without a reply", wire.ErrProtocol)
@@ -185,11 +193,8 @@ func (cn *conn) readReply(want wire.FrameType, v any) error {
 	if err != nil {
 		return err
 	}
-	if len(f.Payload) > MaxControlPayload && (f.Type == want || f.Type == wire.FrameError) {
-		return fmt.Errorf("%w: %s frame of %d bytes", wire.ErrProtocol, f.Type, len(f.Payload))
-	}
-	switch f.Type {
-	case want:
+	switch {
+	case f.Type == want && len(f.Payload) <= max:
 		if v == nil {
 			return nil
 		}
@@ -197,10 +202,65 @@ func (cn *conn) readReply(want wire.FrameType, v any) error {
 			return fmt.Errorf("%w: malformed %s frame: %v", wire.ErrProtocol, f.Type, err)
 		}
 		return nil
-	case wire.FrameError:
+	case f.Type == wire.FrameError && len(f.Payload) <= MaxControlPayload:
 		return wire.DecodeRemoteError(f.Payload)
+	case f.Type == want || f.Type == wire.FrameError:
+		return fmt.Errorf("%w: %s frame of %d bytes", wire.ErrProtocol, f.Type, len(f.Payload))
 	}
 	return wire.UnexpectedFrame(f.Type)
+}
+
+// readResults reads an op's frames up to its ok frame: each result
+// frame's payload goes to result, the ok frame's (at most
+// MaxControlPayload) to ok if set. An error frame (bounded too), a closed
+// connection or any other frame ends it with an error; what names the
+// answer being read.
+func (cn *conn) readResults(what string, result, ok func([]byte) error) error {
+	for {
+		f, err := cn.fr.ReadFrame()
+		switch {
+		case err == io.EOF:
+			return fmt.Errorf("%w: connection closed before the end of the %s", wire.ErrProtocol, what)
+		case err != nil:
+			return err
+		case f.Type == wire.FrameResult:
+			if err := result(f.Payload); err != nil {
+				return err
+			}
+		case f.Type == wire.FrameOK && len(f.Payload) <= MaxControlPayload:
+			if ok == nil {
+				return nil
+			}
+			return ok(f.Payload)
+		case f.Type == wire.FrameError && len(f.Payload) <= MaxControlPayload:
+			return wire.DecodeRemoteError(f.Payload)
+		default:
+			return wire.UnexpectedFrame(f.Type)
+		}
+	}
+}
+
+// handlerError carries a caller's callback's own error out of a read
+// unchanged (not as the op's error).
+type handlerError struct{ err error }
+
+func (e *handlerError) Error() string { return e.err.Error() }
+
+// handlerErr marks a callback's error, if any.
+func handlerErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &handlerError{err}
+}
+
+// unwrapHandler returns a callback's error as it was.
+func unwrapHandler(err error) error {
+	var he *handlerError
+	if errors.As(err, &he) {
+		return he.err
+	}
+	return err
 }
 
 // Ping succeeds once the init is up and serving.
@@ -299,46 +359,19 @@ func (e *sourceError) Unwrap() error { return e.err }
 // big frames are what makes a large copy fast. A failure of r is a
 // *sourceError.
 func sendChunks(fw *wire.FrameWriter, t wire.FrameType, r io.Reader, counted *atomic.Int64) error {
-	if cs, ok := r.(ChunkSource); ok {
-		for {
-			b, err := cs.NextChunk()
-			for len(b) > 0 {
-				n := min(len(b), wire.FileChunk)
-				if counted != nil {
-					counted.Add(int64(n))
-				}
-				if werr := fw.WriteFrame(t, b[:n]); werr != nil {
-					return werr
-				}
-				b = b[n:]
-			}
-			if err == io.EOF {
-				return nil
-			}
-			if err != nil {
-				return &sourceError{err}
-			}
-		}
-	}
-	buf := fileSendBufs.Get().(*[wire.FileChunk]byte)
-	defer fileSendBufs.Put(buf)
-	for {
-		n, err := io.ReadFull(r, buf[:])
-		if n > 0 {
+	return eachPiece(r, func(b []byte) error {
+		for len(b) > 0 {
+			n := min(len(b), wire.FileChunk)
 			if counted != nil {
 				counted.Add(int64(n))
 			}
-			if werr := fw.WriteFrame(t, buf[:n]); werr != nil {
-				return werr
+			if err := fw.WriteFrame(t, b[:n]); err != nil {
+				return err
 			}
+			b = b[n:]
 		}
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			return nil
-		}
-		if err != nil {
-			return &sourceError{err}
-		}
-	}
+		return nil
+	})
 }
 
 // copyFrames sends r as frames of type t until EOF.

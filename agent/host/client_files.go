@@ -7,10 +7,13 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/containerd/errdefs"
 
@@ -39,6 +42,10 @@ func (e *fileClassError) Unwrap() []error { return []error{e.RemoteError, e.clas
 // name the operation and path; other errors (connection, protocol) get
 // them here.
 func fileError(ctx context.Context, op, path string, err error) error {
+	var he *handlerError
+	if err == nil || errors.As(err, &he) {
+		return unwrapHandler(err)
+	}
 	err = ctxErr(ctx, err)
 	var re *wire.RemoteError
 	if errors.As(err, &re) {
@@ -73,12 +80,6 @@ func (c *Client) simpleFileOp(ctx context.Context, op, name, path string, args a
 	}
 	return nil
 }
-
-// bulkReaders are the frame readers of downloads, whose files arrive as
-// many small frames that the init writes in batches of up to 256 KiB
-// (files_bulk_linux.go): with the connection's usual 4 KiB buffer a
-// download of a thousand small files took a thousand read calls or more.
-var bulkReaders = sync.Pool{New: func() any { return wire.NewFrameReaderSize(nil, 256<<10) }}
 
 // fileSendBufs holds the client's send buffers for readers that are not
 // ChunkSources.
@@ -248,31 +249,14 @@ func (c *Client) ListDir(ctx context.Context, a wire.FileListArgs, fn func([]wir
 		return fileError(ctx, "list", a.Path, err)
 	}
 	defer cn.close()
-	for {
-		f, err := cn.fr.ReadFrame()
-		switch {
-		case err == io.EOF:
-			err = fmt.Errorf("%w: connection closed before the end of the listing", wire.ErrProtocol)
-		case err != nil:
-		case f.Type == wire.FrameResult:
-			var batch []wire.FileStat
-			if err = json.Unmarshal(f.Payload, &batch); err != nil {
-				err = fmt.Errorf("%w: malformed list frame: %v", wire.ErrProtocol, err)
-				break
-			}
-			if err = fn(batch); err != nil {
-				return err
-			}
-			continue
-		case f.Type == wire.FrameOK:
-			return nil
-		case f.Type == wire.FrameError:
-			err = wire.DecodeRemoteError(f.Payload)
-		default:
-			err = wire.UnexpectedFrame(f.Type)
+	err = cn.readResults("listing", func(p []byte) error {
+		var batch []wire.FileStat
+		if err := json.Unmarshal(p, &batch); err != nil {
+			return fmt.Errorf("%w: malformed list frame: %v", wire.ErrProtocol, err)
 		}
-		return fileError(ctx, "list", a.Path, err)
-	}
+		return handlerErr(fn(batch))
+	}, nil)
+	return fileError(ctx, "list", a.Path, err)
 }
 
 // MakeDir creates a directory inside the sandbox; see FileMkdirArgs.
@@ -481,52 +465,40 @@ func eachPiece(r io.Reader, f func([]byte) error) error {
 // boxd keeps and passes on is bounded by what the caller uploaded.
 func (cn *conn) readUploadResults(sent *sentFiles, result func(wire.FileResult) error) error {
 	next := 0
-	for {
-		f, err := cn.fr.ReadFrame()
-		switch {
-		case err == io.EOF:
-			err = fmt.Errorf("%w: connection closed before the upload's end", wire.ErrProtocol)
-		case err != nil:
-		case f.Type == wire.FrameResult && len(f.Payload) <= MaxControlPayload:
-			var r wire.FileResult
-			if err = json.Unmarshal(f.Payload, &r); err != nil {
-				err = fmt.Errorf("%w: malformed upload result: %v", wire.ErrProtocol, err)
-				break
-			}
-			path, size, ok := sent.get(next)
-			switch {
-			case !ok:
-				err = fmt.Errorf("%w: upload result %d for a file not sent", wire.ErrProtocol, next)
-			case r.Index != next:
-				err = fmt.Errorf("%w: upload result for file %d where %d was next", wire.ErrProtocol, r.Index, next)
-			case r.Size < 0 || r.Size > size:
-				err = fmt.Errorf("%w: upload result says %d bytes for file %d, %d were sent", wire.ErrProtocol, r.Size, next, size)
-			}
-			if err != nil {
-				break
-			}
-			next++
-			boundResult(&r, path)
-			if result != nil {
-				if err := result(r); err != nil {
-					cn.c.Close()
-					return err
-				}
-			}
-			continue
-		case f.Type == wire.FrameOK:
-			if n := sent.len(); next != n {
-				err = fmt.Errorf("%w: %d results for %d files in the upload", wire.ErrProtocol, next, n)
-				break
-			}
-			return nil
-		case f.Type == wire.FrameError && len(f.Payload) <= MaxControlPayload:
-			err = wire.DecodeRemoteError(f.Payload)
-		default:
-			err = wire.UnexpectedFrame(f.Type)
+	err := cn.readResults("upload", func(p []byte) error {
+		if len(p) > MaxControlPayload {
+			return fmt.Errorf("%w: upload result of %d bytes", wire.ErrProtocol, len(p))
 		}
-		return fileError(context.Background(), "upload", "", err)
-	}
+		var r wire.FileResult
+		if err := json.Unmarshal(p, &r); err != nil {
+			return fmt.Errorf("%w: malformed upload result: %v", wire.ErrProtocol, err)
+		}
+		path, size, ok := sent.get(next)
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: upload result %d for a file not sent", wire.ErrProtocol, next)
+		case r.Index != next:
+			return fmt.Errorf("%w: upload result for file %d where %d was next", wire.ErrProtocol, r.Index, next)
+		case r.Size < 0 || r.Size > size:
+			return fmt.Errorf("%w: upload result says %d bytes for file %d, %d were sent", wire.ErrProtocol, r.Size, next, size)
+		}
+		next++
+		boundResult(&r, path)
+		if result == nil {
+			return nil
+		}
+		if err := result(r); err != nil {
+			cn.c.Close()
+			return &handlerError{err}
+		}
+		return nil
+	}, func([]byte) error {
+		if n := sent.len(); next != n {
+			return fmt.Errorf("%w: %d results for %d files in the upload", wire.ErrProtocol, next, n)
+		}
+		return nil
+	})
+	return fileError(context.Background(), "upload", "", err)
 }
 
 // maxResultMessage bounds the error text kept from one file's result: a
@@ -537,9 +509,10 @@ const maxResultMessage = 1024
 // boxd asked for, and cuts its error code and message to a sane length.
 func boundResult(r *wire.FileResult, path string) {
 	r.Path = path
-	if len(r.Code) > 64 {
+	if len(r.Code) > 64 || !utf8.ValidString(r.Code) {
 		r.Code = wire.CodeInternal
 	}
+	r.Message = strings.ToValidUTF8(r.Message, "\uFFFD")
 	if len(r.Message) > maxResultMessage {
 		r.Message = strings.ToValidUTF8(r.Message[:maxResultMessage], "") + "…"
 	}
@@ -588,83 +561,158 @@ type DownloadHandler struct {
 	Done  func(r wire.FileResult) error
 }
 
-// DownloadFiles reads many files in one operation. A file that cannot be
-// read gets an error in its Done; the others go on.
+// DownloadFiles reads many files in one operation: a copy-out whose tar is
+// the batch's (see wire.DownloadArgs). A file that cannot be read gets an
+// error in its Done; the others go on.
 func (c *Client) DownloadFiles(ctx context.Context, a wire.DownloadArgs, h DownloadHandler) error {
-	cn, err := c.openFileOp(ctx, wire.OpFileDownload, a)
+	args, err := json.Marshal(a)
+	if err != nil {
+		return fileError(ctx, "download", "", err)
+	}
+	// An init that knows only trees refuses BatchPath.
+	cn, err := c.open(ctx, wire.Request{Op: wire.OpCopyOut, Path: wire.BatchPath, Args: args})
 	if err != nil {
 		return fileError(ctx, "download", "", err)
 	}
 	defer cn.close()
-	fr := cn.fr
-	if cn.pool == nil && fr.Buffered() == 0 {
-		// A download is many small frames: read them in big pieces.
-		bfr := bulkReaders.Get().(*wire.FrameReader)
-		bfr.Reset(cn.c)
-		defer func() { bfr.Reset(nil); bulkReaders.Put(bfr) }()
-		fr = bfr
+	d := &downloadReader{paths: a.Paths, h: h, current: -1}
+	buf := fileSendBufs.Get().(*[wire.FileChunk]byte)
+	defer fileSendBufs.Put(buf)
+	d.buf = buf[:]
+	r := wire.NewFrameDataReader(cn.fr, wire.FrameTar, wire.FrameTarEnd, true)
+	err = readBatch(r, d.entry)
+	if err == nil {
+		err = d.end()
 	}
-	current := -1 // index of the file whose data is flowing
-	next := 0     // index of the next file to finish
-	for {
-		f, err := fr.ReadFrame()
-		switch {
-		case err == io.EOF:
-			err = fmt.Errorf("%w: connection closed before the download's end", wire.ErrProtocol)
-		case err != nil:
-		case f.Type == wire.FrameFileData:
-			if current < 0 {
-				err = fmt.Errorf("%w: data outside a file", wire.ErrProtocol)
-				break
-			}
-			if h.Data != nil {
-				if err := h.Data(current, f.Payload); err != nil {
-					return err
-				}
-			}
-			continue
-		case f.Type == wire.FrameResult && len(f.Payload) <= MaxControlPayload:
-			var m wire.DownloadMark
-			if err = wire.DecodeDownloadMark(f.Payload, &m); err != nil {
-				err = fmt.Errorf("%w: malformed download frame: %v", wire.ErrProtocol, err)
-				break
-			}
-			if m.Index != next || m.Index >= len(a.Paths) || (m.Start == nil) == (m.Done == nil) || (m.Start != nil && current >= 0) {
-				err = fmt.Errorf("%w: download frames out of order", wire.ErrProtocol)
-				break
-			}
-			if m.Start != nil {
-				current = m.Index
-				if h.Start != nil {
-					if err := h.Start(m.Index, *m.Start); err != nil {
-						return err
-					}
-				}
-				continue
-			}
-			current = -1
-			next++
-			m.Done.Index = m.Index
-			boundResult(m.Done, a.Paths[m.Index])
-			if h.Done != nil {
-				if err := h.Done(*m.Done); err != nil {
-					return err
-				}
-			}
-			continue
-		case f.Type == wire.FrameOK:
-			if next != len(a.Paths) {
-				err = fmt.Errorf("%w: %d of %d files in the download", wire.ErrProtocol, next, len(a.Paths))
-				break
-			}
-			return nil
-		case f.Type == wire.FrameError && len(f.Payload) <= MaxControlPayload:
-			err = wire.DecodeRemoteError(f.Payload)
-		default:
-			err = wire.UnexpectedFrame(f.Type)
+	if err == nil {
+		// Up to tar-end: the padding after the end-of-archive marker.
+		_, err = io.Copy(io.Discard, r)
+	}
+	if err == nil && d.next != len(a.Paths) {
+		err = fmt.Errorf("%w: %d of %d files in the download", wire.ErrProtocol, d.next, len(a.Paths))
+	}
+	return fileError(ctx, "download", "", err)
+}
+
+// downloadReader turns a batch's tar into a DownloadHandler's calls. The
+// init is not trusted: entries must come in the batch's form and order,
+// no more files than were asked for, each result carries the path boxd
+// asked for and the size boxd counted, and what the init says is bounded.
+type downloadReader struct {
+	paths   []string
+	h       DownloadHandler
+	buf     []byte
+	current int // index of the file whose data is flowing, or -1
+	next    int // index of the next file to begin
+	size    int64
+}
+
+func (d *downloadReader) entry(hdr *batchFile, data io.Reader) error {
+	if len(hdr.Name) > safetar.MaxNameLen {
+		return fmt.Errorf("%w: download entry's name of %d bytes", wire.ErrProtocol, len(hdr.Name))
+	}
+	code, failed := hdr.Records[wire.PAXCode]
+	if _, more := hdr.Records[wire.PAXAppend]; more {
+		if d.current < 0 {
+			return fmt.Errorf("%w: download data continues no file", wire.ErrProtocol)
 		}
-		return fileError(ctx, "download", "", err)
+		if failed {
+			return d.fail(hdr, code)
+		}
+		return d.data(data)
 	}
+	if err := d.end(); err != nil {
+		return err
+	}
+	if d.next >= len(d.paths) {
+		return fmt.Errorf("%w: more files than the %d asked for", wire.ErrProtocol, len(d.paths))
+	}
+	d.current, d.size = d.next, 0
+	d.next++
+	if failed {
+		return d.fail(hdr, code)
+	}
+	fi, err := downloadStat(hdr)
+	if err != nil {
+		return err
+	}
+	if d.h.Start != nil {
+		if err := d.h.Start(d.current, fi); err != nil {
+			return &handlerError{err}
+		}
+	}
+	return d.data(data)
+}
+
+// downloadStat describes a downloaded file from its first entry.
+func downloadStat(hdr *batchFile) (wire.FileStat, error) {
+	fi := wire.FileStat{Path: strings.ToValidUTF8(hdr.Name, "\uFFFD"), Type: wire.FileTypeRegular, Size: hdr.Size,
+		Mode: uint32(hdr.Mode & 0o7777), Mtime: hdr.ModTime}
+	fi.Name = path.Base(fi.Path)
+	if hdr.UID < 0 || hdr.GID < 0 || hdr.UID > math.MaxUint32 || hdr.GID > math.MaxUint32 {
+		return fi, fmt.Errorf("%w: download entry owned by %d:%d", wire.ErrProtocol, hdr.UID, hdr.GID)
+	}
+	fi.UID, fi.GID = uint32(hdr.UID), uint32(hdr.GID)
+	if v, ok := hdr.Records[wire.PAXSize]; ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return fi, fmt.Errorf("%w: download entry of size %q", wire.ErrProtocol, v)
+		}
+		fi.Size = n
+	}
+	return fi, nil
+}
+
+// data hands an entry's data to the handler, counting it.
+func (d *downloadReader) data(r io.Reader) error {
+	for {
+		n, err := r.Read(d.buf)
+		if n > 0 {
+			d.size += int64(n)
+			if d.h.Data != nil {
+				if herr := d.h.Data(d.current, d.buf[:n]); herr != nil {
+					return &handlerError{herr}
+				}
+			}
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// fail ends the current file with the error an entry carries.
+func (d *downloadReader) fail(hdr *batchFile, code string) error {
+	if hdr.Size != 0 {
+		return fmt.Errorf("%w: a failed file's entry carries data", wire.ErrProtocol)
+	}
+	return d.done(code, hdr.Records[wire.PAXMessage])
+}
+
+// end ends the current file, if any, as read whole.
+func (d *downloadReader) end() error {
+	if d.current < 0 {
+		return nil
+	}
+	return d.done("", "")
+}
+
+func (d *downloadReader) done(code, msg string) error {
+	r := wire.FileResult{Index: d.current, Size: d.size, Code: code, Message: msg}
+	if code == "" && msg != "" {
+		r.Code = wire.CodeInternal
+	}
+	d.current = -1
+	boundResult(&r, d.paths[r.Index])
+	if d.h.Done != nil {
+		if err := d.h.Done(r); err != nil {
+			return &handlerError{err}
+		}
+	}
+	return nil
 }
 
 // Watch reports changes under a path inside the sandbox until ctx ends
@@ -683,31 +731,15 @@ func (c *Client) Watch(ctx context.Context, a wire.WatchArgs, ready func(), even
 	if ready != nil {
 		ready()
 	}
-	for {
-		f, err := cn.fr.ReadFrame()
-		switch {
-		case err == io.EOF:
-			err = fmt.Errorf("%w: connection closed during the watch", wire.ErrProtocol)
-		case err != nil:
-		case f.Type == wire.FrameResult:
-			var evs []wire.WatchEvent
-			if err = json.Unmarshal(f.Payload, &evs); err != nil {
-				err = fmt.Errorf("%w: malformed watch frame: %v", wire.ErrProtocol, err)
-				break
-			}
-			if events != nil {
-				if err := events(evs); err != nil {
-					return err
-				}
-			}
-			continue
-		case f.Type == wire.FrameOK:
-			return nil
-		case f.Type == wire.FrameError && len(f.Payload) <= MaxControlPayload:
-			err = wire.DecodeRemoteError(f.Payload)
-		default:
-			err = wire.UnexpectedFrame(f.Type)
+	err = cn.readResults("watch", func(p []byte) error {
+		var evs []wire.WatchEvent
+		if err := json.Unmarshal(p, &evs); err != nil {
+			return fmt.Errorf("%w: malformed watch frame: %v", wire.ErrProtocol, err)
 		}
-		return fileError(ctx, "watch", a.Path, err)
-	}
+		if events == nil {
+			return nil
+		}
+		return handlerErr(events(evs))
+	}, nil)
+	return fileError(ctx, "watch", a.Path, err)
 }

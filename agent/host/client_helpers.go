@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"unicode/utf8"
 
 	"github.com/boxd-dev/boxd/agent/wire"
@@ -24,7 +23,7 @@ func (c *Client) ReadLines(ctx context.Context, a wire.ReadLinesArgs) (wire.Read
 		return res, fileError(ctx, "read", a.Path, err)
 	}
 	defer cn.close()
-	if err := cn.readBigReply(wire.FrameResult, &res); err != nil {
+	if err := cn.readReplyMax(wire.FrameResult, &res, wire.MaxFramePayload); err != nil {
 		return res, fileError(ctx, "read", a.Path, err)
 	}
 	limit := a.Limit
@@ -57,30 +56,6 @@ func checkLine(l wire.Line, maxLine int) error {
 		return fmt.Errorf("%w: line %d is not what was asked for (%d bytes, at most %d)", wire.ErrProtocol, l.N, len(l.T), maxLine)
 	}
 	return nil
-}
-
-// readBigReply is readReply for answers up to a whole frame.
-func (cn *conn) readBigReply(want wire.FrameType, v any) error {
-	f, err := cn.fr.ReadFrame()
-	if err == io.EOF {
-		return fmt.Errorf("%w: connection closed without a reply", wire.ErrProtocol)
-	}
-	if err != nil {
-		return err
-	}
-	switch f.Type {
-	case want:
-		if err := json.Unmarshal(f.Payload, v); err != nil {
-			return fmt.Errorf("%w: malformed %s frame: %v", wire.ErrProtocol, f.Type, err)
-		}
-		return nil
-	case wire.FrameError:
-		if len(f.Payload) > MaxControlPayload {
-			return fmt.Errorf("%w: error frame of %d bytes", wire.ErrProtocol, len(f.Payload))
-		}
-		return wire.DecodeRemoteError(f.Payload)
-	}
-	return wire.UnexpectedFrame(f.Type)
 }
 
 // EditFile replaces a.Old with a.New in a file, atomically.
@@ -153,42 +128,30 @@ func (c *Client) search(ctx context.Context, op, name, path string, args any, li
 	}
 	defer cn.close()
 	results, size := 0, 0
-	for {
-		f, err := cn.fr.ReadFrame()
-		switch {
-		case err == io.EOF:
-			err = fmt.Errorf("%w: connection closed before the end of the %s", wire.ErrProtocol, name)
-		case err != nil:
-		case f.Type == wire.FrameResult:
-			size += len(f.Payload)
-			if size > wire.MaxSearchResultBytes+wire.MaxFramePayload {
-				err = fmt.Errorf("%w: %s results beyond %d bytes", wire.ErrProtocol, name, wire.MaxSearchResultBytes)
-				break
-			}
-			var n int
-			if n, err = batch(f.Payload); err != nil {
-				err = fmt.Errorf("%w: malformed %s results: %v", wire.ErrProtocol, name, err)
-				break
-			}
-			if results += n; results > limit {
-				err = fmt.Errorf("%w: %d %s results where at most %d were asked for", wire.ErrProtocol, results, name, limit)
-				break
-			}
-			continue
-		case f.Type == wire.FrameOK && len(f.Payload) <= MaxControlPayload:
-			if err = json.Unmarshal(f.Payload, &sum); err != nil {
-				err = fmt.Errorf("%w: malformed %s summary: %v", wire.ErrProtocol, name, err)
-				break
-			}
-			if len(sum.Reason) > 256 || !utf8.ValidString(sum.Reason) {
-				sum.Reason = "the search stopped early"
-			}
-			return sum, nil
-		case f.Type == wire.FrameError && len(f.Payload) <= MaxControlPayload:
-			err = wire.DecodeRemoteError(f.Payload)
-		default:
-			err = wire.UnexpectedFrame(f.Type)
+	err = cn.readResults(name, func(p []byte) error {
+		size += len(p)
+		if size > wire.MaxSearchResultBytes+wire.MaxFramePayload {
+			return fmt.Errorf("%w: %s results beyond %d bytes", wire.ErrProtocol, name, wire.MaxSearchResultBytes)
 		}
+		n, err := batch(p)
+		if err != nil {
+			return fmt.Errorf("%w: malformed %s results: %v", wire.ErrProtocol, name, err)
+		}
+		if results += n; results > limit {
+			return fmt.Errorf("%w: %d %s results where at most %d were asked for", wire.ErrProtocol, results, name, limit)
+		}
+		return nil
+	}, func(p []byte) error {
+		if err := json.Unmarshal(p, &sum); err != nil {
+			return fmt.Errorf("%w: malformed %s summary: %v", wire.ErrProtocol, name, err)
+		}
+		if len(sum.Reason) > 256 || !utf8.ValidString(sum.Reason) {
+			sum.Reason = "the search stopped early"
+		}
+		return nil
+	})
+	if err != nil {
 		return sum, fileError(ctx, name, path, err)
 	}
+	return sum, nil
 }

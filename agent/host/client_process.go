@@ -61,28 +61,9 @@ func (c *Client) openProcOp(ctx context.Context, op string, args any) (*conn, er
 }
 
 // readProcJSON reads the single frame that ends an operation: want, decoded
-// into v, or an error frame. Both are bounded by max.
+// into v (at most max bytes), or an error frame.
 func (cn *conn) readProcJSON(want wire.FrameType, v any, max int) error {
-	f, err := cn.fr.ReadFrame()
-	if err == io.EOF {
-		return fmt.Errorf("%w: connection closed without a reply", wire.ErrProtocol)
-	}
-	if err != nil {
-		return err
-	}
-	if len(f.Payload) > max {
-		return fmt.Errorf("%w: %s frame of %d bytes", wire.ErrProtocol, f.Type, len(f.Payload))
-	}
-	switch f.Type {
-	case want:
-		if err := json.Unmarshal(f.Payload, v); err != nil {
-			return fmt.Errorf("%w: malformed %s frame: %v", wire.ErrProtocol, f.Type, err)
-		}
-		return nil
-	case wire.FrameError:
-		return classifyProcErr(wire.DecodeRemoteError(f.Payload))
-	}
-	return wire.UnexpectedFrame(f.Type)
+	return classifyProcErr(cn.readReplyMax(want, v, max))
 }
 
 func checkProcessInfo(info *wire.ProcessInfo) error {

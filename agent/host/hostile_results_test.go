@@ -11,6 +11,8 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
+	"unicode/utf8"
 
 	"github.com/boxd-dev/boxd/agent/wire"
 	"github.com/boxd-dev/boxd/internal/safetar"
@@ -147,67 +149,94 @@ func TestUploadResultsBoundedBySent(t *testing.T) {
 	})
 }
 
-// A download's per-file results carry the path boxd asked for and a
-// bounded message, and no result beyond the files asked for is accepted.
+// batchTar plays a hostile init's copy-out: entries (a header and data
+// each) as the batch's tar, in frames, then tar-end.
+func batchTar(fw *wire.FrameWriter, entries ...any) {
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for i := 0; i < len(entries); i += 2 {
+		hdr, data := entries[i].(*tar.Header), entries[i+1].(string)
+		hdr.Size, hdr.Format = int64(len(data)), tar.FormatPAX
+		if hdr.Typeflag == 0 {
+			hdr.Typeflag = tar.TypeReg
+		}
+		_ = tw.WriteHeader(hdr)
+		_, _ = tw.Write([]byte(data))
+	}
+	_ = tw.Close()
+	for p := b.Bytes(); len(p) > 0; { // frames of an odd size: entries straddle their edges
+		n := min(len(p), 65537)
+		_ = fw.WriteFrame(wire.FrameTar, p[:n])
+		p = p[n:]
+	}
+	_ = fw.WriteFrame(wire.FrameTarEnd, nil)
+}
+
+func failed(name, code, msg string, appended bool) *tar.Header {
+	h := &tar.Header{Name: name, PAXRecords: map[string]string{wire.PAXCode: code, wire.PAXMessage: msg}}
+	if appended {
+		h.PAXRecords[wire.PAXAppend] = "1"
+	}
+	return h
+}
+
+// A download's per-file results carry the path boxd asked for, the size
+// boxd counted and a bounded message, and no file beyond those asked for
+// is accepted.
 func TestDownloadResultsBounded(t *testing.T) {
 	c := hostileInit(t, func(fr *wire.FrameReader, fw *wire.FrameWriter) {
-		_ = fw.WriteJSON(wire.FrameResult, wire.DownloadMark{Index: 0, Done: &wire.FileResult{Path: "/etc/shadow", Code: wire.CodeNotFound, Message: strings.Repeat("m", 50000)}})
-		_ = fw.WriteJSON(wire.FrameResult, wire.DownloadMark{Index: 1, Done: &wire.FileResult{Path: "extra"}})
-		_ = fw.WriteFrame(wire.FrameOK, nil)
+		batchTar(fw,
+			failed("/etc/shadow", wire.CodeNotFound, strings.Repeat("m", 50000)+"\xff", false), "",
+			&tar.Header{Name: "/b", Mode: 0o644}, "abc",
+			failed("/b", strings.Repeat("c", 100), "late", true), "",
+			&tar.Header{Name: "/extra"}, "x")
 	})
 	var got []wire.FileResult
-	err := c.DownloadFiles(testCtx(t), wire.DownloadArgs{Paths: []string{"/a"}}, DownloadHandler{Done: func(r wire.FileResult) error {
+	err := c.DownloadFiles(testCtx(t), wire.DownloadArgs{Paths: []string{"/a", "b"}}, DownloadHandler{Done: func(r wire.FileResult) error {
 		got = append(got, r)
 		return nil
 	}})
 	if err == nil || !errors.Is(err, wire.ErrProtocol) {
-		t.Fatalf("err = %v, want a protocol error for the result beyond the files asked for", err)
+		t.Fatalf("err = %v, want a protocol error for the file beyond those asked for", err)
 	}
-	if len(got) != 1 || got[0].Path != "/a" || len(got[0].Message) > maxResultMessage+len("…") {
-		t.Fatalf("results = %+v, want one for /a with its message cut", got)
+	if len(got) != 2 || got[0].Path != "/a" || got[0].Code != wire.CodeNotFound || len(got[0].Message) > maxResultMessage+len("…") ||
+		!utf8.ValidString(got[0].Message) || got[1].Path != "b" || got[1].Size != 3 || got[1].Code != wire.CodeInternal {
+		t.Fatalf("results = %+v, want /a not found with its message cut, b internal after 3 bytes", got)
 	}
 }
 
-// A download's marks in any JSON form decode as encoding/json decodes
-// them (the fast path takes only the init's own form), a malformed one is
-// refused, and many files sent in one write, frames straddling the read
-// buffer's edges, arrive whole and in order.
-func TestDownloadMarksInAnyForm(t *testing.T) {
-	const files = 3000
-	download := func(last string) (starts, data int, err error) {
+// A download's tar in forms an honest init never writes is refused as a
+// protocol error; many files sent in one write, entries straddling the
+// frames' edges, arrive whole and in order, described as the init said.
+func TestDownloadTarHostile(t *testing.T) {
+	const files = 1000
+	mtime := time.Date(2026, 1, 1, 0, 0, 0, 123456789, time.UTC)
+	download := func(last ...any) (starts, data int, err error) {
 		c := serveInit(t, func(conn net.Conn, _ *wire.FrameReader) {
 			var all bytes.Buffer
-			w := wire.NewFrameWriter(&all)
-			for i := range files {
-				start := fmt.Sprintf(`{"index":%d,"start":{"path":"/f%d","name":"f","type":"file","size":3,"mode":420,"uid":0,"gid":0,"mtime":"2026-01-01T00:00:00Z"}}`, i, i)
-				if i%3 == 1 { // white space, keys out of order, an escape: encoding/json's to read
-					start = fmt.Sprintf(`{ "start" : {"mtime":"2026-01-01T00:00:00Z","path":"\u002ff%d","name":"f","type":"file","size":3,"mode":420,"uid":0,"gid":0}, "index" : %d }`, i, i)
-				}
-				done := fmt.Sprintf(`{"index":%d,"done":{"index":%d,"path":"/f%d","size":%d}}`, i, i, i, 1+i%300)
-				if i == files-1 {
-					done = last
-				}
-				_ = w.WriteFrame(wire.FrameResult, []byte(start))
-				_ = w.WriteFrame(wire.FrameFileData, bytes.Repeat([]byte{byte(i)}, 1+i%300))
-				_ = w.WriteFrame(wire.FrameResult, []byte(done))
+			var entries []any
+			for i := range files - 1 {
+				entries = append(entries, &tar.Header{Name: fmt.Sprintf("/f%d", i), Mode: 0o644, ModTime: mtime, Uid: 1000},
+					strings.Repeat(string(rune('a'+i%26)), 1+i%300))
 			}
-			_ = w.WriteFrame(wire.FrameOK, nil)
+			w := wire.NewFrameWriter(&all)
+			batchTar(w, append(entries, last...)...)
 			_, _ = conn.Write(all.Bytes())
 		})
 		paths := make([]string, files)
 		for i := range paths {
-			paths[i] = fmt.Sprintf("/f%d", i)
+			paths[i] = fmt.Sprintf("f%d", i)
 		}
 		err = c.DownloadFiles(testCtx(t), wire.DownloadArgs{Paths: paths}, DownloadHandler{
 			Start: func(i int, fi wire.FileStat) error {
-				if fi.Path != paths[i] || fi.Mode != 0o644 || fi.Mtime.Year() != 2026 {
+				if i < files-1 && (fi.Path != "/"+paths[i] || fi.Name != paths[i] || fi.Mode != 0o644 || !fi.Mtime.Equal(mtime) || fi.UID != 1000 || fi.Size != int64(1+i%300)) {
 					return fmt.Errorf("file %d: start %+v", i, fi)
 				}
 				starts++
 				return nil
 			},
 			Data: func(i int, p []byte) error {
-				if len(p) != 1+i%300 || p[0] != byte(i) || p[len(p)-1] != byte(i) {
+				if i < files-1 && (len(p) != 1+i%300 || p[0] != byte('a'+i%26)) {
 					return fmt.Errorf("file %d: %d bytes of %d", i, len(p), p[0])
 				}
 				data++
@@ -216,12 +245,32 @@ func TestDownloadMarksInAnyForm(t *testing.T) {
 		})
 		return starts, data, err
 	}
-	if starts, data, err := download(fmt.Sprintf(`{"index":%d,"done":{"index":0,"path":"x","size":1}}`, files-1)); err != nil || starts != files || data != files {
+	if starts, data, err := download(&tar.Header{Name: "/f999", Mode: 0o644, ModTime: mtime, Uid: 1000}, strings.Repeat("x", 1+(files-1)%300)); err != nil || starts != files || data != files {
 		t.Fatalf("%d starts, %d data, %v; want %d of each", starts, data, err, files)
 	}
-	for _, bad := range []string{`{"index":2999,"done":{"index":0,"path":"x","size":1}`, `{"index":2999,"done":{"size":"x"}}`, `{"index":-0x1}`} {
-		if _, _, err := download(bad); !errors.Is(err, wire.ErrProtocol) {
-			t.Errorf("last mark %s: %v, want a protocol error", bad, err)
+	for name, last := range map[string][]any{
+		"a directory":         {&tar.Header{Name: "/d", Typeflag: tar.TypeDir}, ""},
+		"a symlink":           {&tar.Header{Name: "/l", Typeflag: tar.TypeSymlink, Linkname: "/etc"}, ""},
+		"a failure with data": {failed("/x", wire.CodeNotFound, "m", false), "data"},
+		"a bad size":          {&tar.Header{Name: "/f", PAXRecords: map[string]string{wire.PAXSize: "-1"}}, ""},
+		"a long name":         {&tar.Header{Name: "/" + strings.Repeat("n", safetar.MaxNameLen)}, ""},
+		"a huge owner":        {&tar.Header{Name: "/f", Uid: 1 << 40}, ""},
+		"one file too few":    {},
+		"one too many":        {&tar.Header{Name: "/f"}, "", &tar.Header{Name: "/g"}, ""},
+	} {
+		if _, _, err := download(last...); !errors.Is(err, wire.ErrProtocol) {
+			t.Errorf("last entry %s: %v, want a protocol error", name, err)
 		}
+	}
+}
+
+// Data continuing no file is refused.
+func TestDownloadAppendWithoutFile(t *testing.T) {
+	c := hostileInit(t, func(fr *wire.FrameReader, fw *wire.FrameWriter) {
+		batchTar(fw, &tar.Header{Name: "/a", PAXRecords: map[string]string{wire.PAXAppend: "1"}}, "x")
+	})
+	err := c.DownloadFiles(testCtx(t), wire.DownloadArgs{Paths: []string{"/a"}}, DownloadHandler{})
+	if !errors.Is(err, wire.ErrProtocol) {
+		t.Fatalf("err = %v, want a protocol error", err)
 	}
 }

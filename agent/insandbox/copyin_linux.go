@@ -278,3 +278,9 @@ func (b *batch) reply(err error) {
 	}
 	b.s.replyError(b.fw, "upload", err)
 }
+
+// fsFailResult fills in why one file of a batch failed.
+func fsFailResult(r *wire.FileResult, op string, err error) {
+	re := fsFail(op, r.Path, err)
+	r.Code, r.Message = re.Code, re.Message
+}

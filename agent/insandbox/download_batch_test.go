@@ -3,6 +3,7 @@
 package insandbox
 
 import (
+	"archive/tar"
 	"bytes"
 	"encoding/json"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/boxd-dev/boxd/agent/wire"
+	"github.com/boxd-dev/boxd/internal/safetar"
 )
 
 // writeCounter counts the writes that reach the connection.
@@ -27,9 +29,9 @@ func (w *writeCounter) Write(p []byte) (int, error) {
 	return w.Conn.Write(p)
 }
 
-// A download of many small files goes out in a few big writes, not three
-// per file, and every byte and mark still arrives in order; a file bigger
-// than the batch still arrives whole.
+// A download of many small files goes out in a few big writes, not one
+// per file, and every byte still arrives in order; a file bigger than a
+// frame arrives whole.
 func TestFileDownloadBatchesWrites(t *testing.T) {
 	requireRoot(t)
 	wd := t.TempDir()
@@ -43,7 +45,7 @@ func TestFileDownloadBatchesWrites(t *testing.T) {
 		}
 		paths = append(paths, name)
 	}
-	big := bytes.Repeat([]byte("0123456789abcdef"), (downloadBatch+3*wire.FileChunk)/16)
+	big := bytes.Repeat([]byte("0123456789abcdef"), 3*wire.FileChunk/16+1)
 	if err := os.WriteFile(filepath.Join(wd, "big"), big, 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -53,50 +55,41 @@ func TestFileDownloadBatchesWrites(t *testing.T) {
 	wc := &writeCounter{Conn: there}
 	go func() {
 		defer wc.Close()
-		srv.fileDownload(wc, wire.NewFrameReader(wc), wire.NewFrameWriter(wc), &wire.Request{Op: wire.OpFileDownload, Args: args})
+		srv.copyOut(wc, wire.NewFrameReader(wc), wire.NewFrameWriter(wc), &wire.Request{Op: wire.OpCopyOut, Path: wire.BatchPath, Args: args})
 	}()
-	fr := wire.NewFrameReader(here)
 	var data bytes.Buffer
-	marks, gotOK := 0, false
-	for !gotOK {
-		f, err := fr.ReadFrame()
-		if err == io.EOF {
-			break
+	files := 0
+	r := wire.NewFrameDataReader(wire.NewFrameReader(here), wire.FrameTar, wire.FrameTarEnd, true)
+	err := safetar.ReadEntries(r, func(hdr *tar.Header, d io.Reader) error {
+		if _, ok := hdr.PAXRecords[wire.PAXCode]; ok {
+			return fmt.Errorf("%s failed: %v", hdr.Name, hdr.PAXRecords)
 		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		switch f.Type {
-		case wire.FrameResult:
-			var m wire.DownloadMark
-			if err := json.Unmarshal(f.Payload, &m); err != nil {
-				t.Fatal(err)
+		if _, ok := hdr.PAXRecords[wire.PAXAppend]; !ok {
+			if want := filepath.Join(wd, paths[files]); hdr.Name != want {
+				return fmt.Errorf("file %d is %s, want %s", files, hdr.Name, want)
 			}
-			if m.Done != nil {
-				if m.Done.Code != "" || m.Index != marks {
-					t.Fatalf("done mark %+v, want file %d without error", m, marks)
-				}
-				marks++
-			}
-		case wire.FrameFileData:
-			data.Write(f.Payload)
-		case wire.FrameOK:
-			gotOK = true
-		default:
-			t.Fatalf("unexpected %s frame", f.Type)
+			files++
 		}
+		_, err := io.Copy(&data, d)
+		return err
+	})
+	if err == nil {
+		_, err = io.Copy(io.Discard, r)
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 	var want bytes.Buffer
 	for i := range n {
 		fmt.Fprintf(&want, "f%d", i)
 	}
 	want.Write(big)
-	if !gotOK || marks != n+1 || !bytes.Equal(data.Bytes(), want.Bytes()) {
-		t.Fatalf("ok %v, %d done marks, %d bytes of data; want all %d files, %d bytes", gotOK, marks, data.Len(), n+1, want.Len())
+	if files != n+1 || !bytes.Equal(data.Bytes(), want.Bytes()) {
+		t.Fatalf("%d files, %d bytes of data; want all %d files, %d bytes", files, data.Len(), n+1, want.Len())
 	}
-	// Three frames per file unbatched: 903 writes. Batched, the small
-	// files fit in a handful (plus any the 5 ms flush adds on a slow
-	// machine), the big file's chunks go straight through.
+	// One frame per file unbatched: 300 and more writes. Batched, the
+	// small files fit in a handful (plus any the 5 ms flush adds on a slow
+	// machine), the big file's pieces go straight through.
 	if w := wc.writes.Load(); w > 60 {
 		t.Errorf("%d writes for %d files", w, n+1)
 	}

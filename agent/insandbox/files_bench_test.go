@@ -5,10 +5,12 @@ package insandbox
 import (
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/boxd-dev/boxd/agent/host"
 	"github.com/boxd-dev/boxd/agent/wire"
 )
 
@@ -80,6 +82,41 @@ func BenchmarkUpload1000(b *testing.B) {
 		})
 		if err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDownload1000 downloads 1,000 files of 1 KiB in one call, into
+// memory: the per-file cost of a batch out, both ends of the init's
+// channel (divide by 1,000).
+func BenchmarkDownload1000(b *testing.B) {
+	tg := startServer(b)
+	ctx := testCtx(b)
+	body := []byte(strings.Repeat("x", 1024))
+	paths := make([]string, 1000)
+	for i := range paths {
+		paths[i] = fmt.Sprintf("down/d%d/f%d", i%10, i)
+		if err := os.MkdirAll(filepath.Join(tg.workdir, filepath.Dir(paths[i])), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(tg.workdir, paths[i]), body, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		var n int64
+		err := tg.client.DownloadFiles(ctx, wire.DownloadArgs{Paths: paths}, host.DownloadHandler{
+			Data: func(_ int, p []byte) error { n += int64(len(p)); return nil },
+			Done: func(r wire.FileResult) error {
+				if r.Code != "" {
+					return fmt.Errorf("%+v", r)
+				}
+				return nil
+			},
+		})
+		if err != nil || n != int64(len(paths)*len(body)) {
+			b.Fatal(err, n)
 		}
 	}
 }

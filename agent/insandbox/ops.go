@@ -21,7 +21,7 @@ var ops = map[string]opHandler{
 	wire.OpExec:    (*Server).execOp,
 	wire.OpStat:    served((*Server).statOp),
 	wire.OpCopyIn:  served((*Server).copyIn),
-	wire.OpCopyOut: served((*Server).copyOutOp),
+	wire.OpCopyOut: served((*Server).copyOut),
 
 	wire.OpProcessExec:   served((*Server).processExec),
 	wire.OpProcessStart:  served((*Server).processStart),
@@ -43,7 +43,6 @@ var ops = map[string]opHandler{
 	wire.OpFileRename:    served((*Server).fileRename),
 	wire.OpFileChmod:     served((*Server).fileChmod),
 	wire.OpFileChown:     served((*Server).fileChown),
-	wire.OpFileDownload:  served((*Server).fileDownload),
 	wire.OpFileWatch:     served((*Server).fileWatch),
 	wire.OpFileReadLines: served((*Server).fileReadLines),
 	wire.OpFileEdit:      served((*Server).fileEdit),
@@ -94,8 +93,4 @@ func (s *Server) execOp(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWrite
 
 func (s *Server) statOp(_ net.Conn, _ *wire.FrameReader, fw *wire.FrameWriter, req *wire.Request) {
 	s.stat(fw, req.Path)
-}
-
-func (s *Server) copyOutOp(conn net.Conn, _ *wire.FrameReader, fw *wire.FrameWriter, req *wire.Request) {
-	s.copyOut(conn, fw, req.Path)
 }

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/boxd-dev/boxd/agent/host"
 	"github.com/boxd-dev/boxd/agent/wire"
 )
 
@@ -46,20 +47,7 @@ func TestCopiesInShareOneOp(t *testing.T) {
 			t.Errorf("retired op %q is still served", name)
 		}
 	}
-	// Count what the init is asked for, op by op (the table is restored
-	// before any other test runs).
-	var mu sync.Mutex
-	seen := map[string]int{}
-	saved := maps.Clone(ops)
-	t.Cleanup(func() { maps.Copy(ops, saved) })
-	for name, h := range saved {
-		ops[name] = func(s *Server, conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWriter, req *wire.Request) bool {
-			mu.Lock()
-			seen[name]++
-			mu.Unlock()
-			return h(s, conn, fr, fw, req)
-		}
-	}
+	seen := countOps(t)
 	tg := startServer(t)
 	ctx := context.Background()
 
@@ -88,10 +76,74 @@ func TestCopiesInShareOneOp(t *testing.T) {
 			t.Errorf("%s: %q %v", name, b, err)
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	delete(seen, wire.OpPing)
-	if want := map[string]int{wire.OpCopyIn: 2}; !maps.Equal(seen, want) {
-		t.Errorf("ops asked for = %v, want %v: both kinds of copy through copy-in", seen, want)
+	if want := map[string]int{wire.OpCopyIn: 2}; !maps.Equal(seen(), want) {
+		t.Errorf("ops asked for = %v, want %v: both kinds of copy through copy-in", seen(), want)
+	}
+}
+
+// Every copy out of the sandbox is one op: a tree (SandboxService.CopyOut,
+// `boxctl cp`, the Docker endpoint's archive GET) and a batch of files
+// (FileService.DownloadFiles) both reach the init as copy-out, whose one
+// tar writer (copyOut) serves them; the retired download op is served no
+// more.
+func TestCopiesOutShareOneOp(t *testing.T) {
+	if _, ok := ops[wire.OpFileDownload]; ok || !slices.Contains(wire.Retired, wire.OpFileDownload) {
+		t.Errorf("the download op is served or not retired")
+	}
+	seen := countOps(t)
+	tg := startServer(t)
+	ctx := context.Background()
+	for name, data := range map[string]string{"tree.txt": "tree", "batch.txt": "batch"} {
+		if err := os.WriteFile(filepath.Join(tg.workdir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var tarBuf bytes.Buffer
+	if err := tg.client.CopyOut(ctx, filepath.Join(tg.workdir, "tree.txt"), &tarBuf); err != nil {
+		t.Fatalf("copy-out of a tree: %v", err)
+	}
+	tr := tar.NewReader(&tarBuf)
+	if hdr, err := tr.Next(); err != nil || hdr.Name != "tree.txt" {
+		t.Fatalf("copy-out of a tree: %v %v", hdr, err)
+	}
+	if b, _ := io.ReadAll(tr); string(b) != "tree" {
+		t.Errorf("tree.txt: %q", b)
+	}
+	var got bytes.Buffer
+	var results []wire.FileResult
+	err := tg.client.DownloadFiles(ctx, wire.DownloadArgs{Paths: []string{"batch.txt"}}, host.DownloadHandler{
+		Data: func(_ int, p []byte) error { got.Write(p); return nil },
+		Done: func(r wire.FileResult) error { results = append(results, r); return nil },
+	})
+	if err != nil || len(results) != 1 || results[0].Code != "" || got.String() != "batch" {
+		t.Fatalf("download: %v %+v %q", err, results, got.String())
+	}
+	if want := map[string]int{wire.OpCopyOut: 2}; !maps.Equal(seen(), want) {
+		t.Errorf("ops asked for = %v, want %v: both kinds of copy through copy-out", seen(), want)
+	}
+}
+
+// countOps counts what the init is asked for, op by op, until the test
+// ends (the table is restored before any other test runs); seen returns
+// the counts, pings left out.
+func countOps(t *testing.T) (seen func() map[string]int) {
+	var mu sync.Mutex
+	counts := map[string]int{}
+	saved := maps.Clone(ops)
+	t.Cleanup(func() { maps.Copy(ops, saved) })
+	for name, h := range saved {
+		ops[name] = func(s *Server, conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWriter, req *wire.Request) bool {
+			mu.Lock()
+			counts[name]++
+			mu.Unlock()
+			return h(s, conn, fr, fw, req)
+		}
+	}
+	return func() map[string]int {
+		mu.Lock()
+		defer mu.Unlock()
+		c := maps.Clone(counts)
+		delete(c, wire.OpPing)
+		return c
 	}
 }

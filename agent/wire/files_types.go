@@ -9,8 +9,7 @@ package wire
 //	file-mkdir, file-remove, file-rename, file-chmod:
 //	               -> request{args}                     <- ok | error
 //	upload:        copy-in with args (UploadArgs); see protocol.go and UploadArgs
-//	file-download: -> request{args}                     <- (result(DownloadMark start) data* result(DownloadMark done)
-//	                                                        | result(DownloadMark done with error))* (ok | error)
+//	download:      copy-out with args (DownloadArgs); see protocol.go and DownloadArgs
 //	file-watch:    -> request{args}                     <- ok(ready) result([]WatchEvent)* (ok | error)
 //
 // "data" and "data-end" are the tar and tar-end frame types: they carry any
@@ -32,8 +31,8 @@ const (
 	OpFileRemove   = "file-remove"
 	OpFileRename   = "file-rename"
 	OpFileChmod    = "file-chmod"
-	OpFileUpload   = "file-upload" // retired: uploads are copy-in's (see Retired)
-	OpFileDownload = "file-download"
+	OpFileUpload   = "file-upload"   // retired: uploads are copy-in's (see Retired)
+	OpFileDownload = "file-download" // retired: downloads are copy-out's (see Retired)
 	OpFileWatch    = "file-watch"
 )
 
@@ -200,12 +199,12 @@ type UploadArgs struct {
 	Parents bool   `json:"parents,omitempty"`
 }
 
-// BatchPath is a batch's Request.Path. An init that reads copy-in's path
-// only (it ignores Args) refuses it, naming it in its error, rather than
-// placing the batch's tar as a tree.
+// BatchPath is a batch's Request.Path. An init that reads copy-in's or
+// copy-out's path only (it ignores Args) refuses it, naming it in its
+// error, rather than taking the batch for a tree.
 const BatchPath = "\x00a batch of files needs a newer boxd-init: restart the sandbox"
 
-// PAX records of a batch's tar (UploadArgs).
+// PAX records of a batch's tar (UploadArgs, DownloadArgs).
 const (
 	// PAXAppend marks an entry whose data continues the file before it.
 	PAXAppend = "BOXD.append"
@@ -214,6 +213,13 @@ const (
 	// PAXMode is a file's mode in decimal, for one beyond 07777 (which
 	// the init refuses, failing that file).
 	PAXMode = "BOXD.mode"
+	// PAXSize is a downloaded file's size as opened, in decimal, when it
+	// is not the size of the file's first entry.
+	PAXSize = "BOXD.size"
+	// PAXCode and PAXMessage say why a downloaded file failed
+	// (FileResult's Code and Message).
+	PAXCode    = "BOXD.code"
+	PAXMessage = "BOXD.message"
 )
 
 // BatchModeNone in a batch entry's mode field says the file has no mode:
@@ -238,19 +244,22 @@ type FileResult struct {
 	Message string `json:"message,omitempty"`
 }
 
-// DownloadArgs are the parameters of file-download.
+// DownloadArgs make a copy-out a batch of files: instead of a tree under
+// Request.Path (which is BatchPath, so an init that predates batches
+// refuses the request), the tar is Paths' files, each read as User like
+// file-read, in the order asked, each with a result of its own.
+//
+// The tar is the batch's, in UploadArgs' form: a file the init opened is
+// one entry per piece of its data (PAXAppend on all but the first), the
+// first named after the file's clean absolute path and carrying its mode,
+// owner and mtime (PAXSize when the file's size is not the first piece's);
+// a file that could not be read, or failed part way, is an entry with
+// PAXCode and PAXMessage, with PAXAppend if it ends a file begun. A file
+// that ends without one was read whole.
 type DownloadArgs struct {
 	Paths    []string `json:"paths"`
 	User     string   `json:"user,omitempty"`
 	NoFollow bool     `json:"no_follow,omitempty"`
-}
-
-// DownloadMark is the JSON frame around each downloaded file: Start (with
-// the file's description) before its data, Done after it or instead of it.
-type DownloadMark struct {
-	Index int         `json:"index"`
-	Start *FileStat   `json:"start,omitempty"`
-	Done  *FileResult `json:"done,omitempty"`
 }
 
 // WatchArgs are the parameters of file-watch.

@@ -2,14 +2,12 @@ package wire
 
 import (
 	"encoding/base64"
-	"encoding/json"
-	"strconv"
 
 	"github.com/boxd-dev/boxd/internal/jsonline"
 )
 
-// The exec request and its result cross the channel on every exec, and a
-// download's marks twice per file; a cold json.Marshal of one costs tens
+// The exec request and its result cross the channel on every exec, and an
+// upload's result once per file; a cold json.Marshal of one costs tens
 // of µs on this kind of host, a warm one several: they are appended by hand
 // (jsonline) to the same bytes json.Marshal writes, which
 // TestAppendJSONMatchesEncodingJSON checks. Decoding stays encoding/json's:
@@ -29,10 +27,6 @@ func appendJSON(b []byte, v any) (_ []byte, ok bool) {
 		return appendResult(b, &x)
 	case *ExecResult:
 		return appendResult(b, x)
-	case DownloadMark:
-		return appendDownloadMark(b, &x)
-	case *DownloadMark:
-		return appendDownloadMark(b, x)
 	case FileResult:
 		return appendFileResult(b, &x), true
 	case *FileResult:
@@ -41,51 +35,7 @@ func appendJSON(b []byte, v any) (_ []byte, ok bool) {
 	return b, false
 }
 
-// A download sends two of these per file (and an upload one result).
-func appendDownloadMark(b []byte, m *DownloadMark) ([]byte, bool) {
-	b = append(b, '{')
-	b = jsonline.Key(b, "index")
-	b = jsonline.Int(b, int64(m.Index))
-	if m.Start != nil {
-		var ok bool
-		b = jsonline.Key(b, "start")
-		if b, ok = appendFileStat(b, m.Start); !ok {
-			return b, false
-		}
-	}
-	if m.Done != nil {
-		b = jsonline.Key(b, "done")
-		b = appendFileResult(b, m.Done)
-	}
-	return append(b, '}'), true
-}
-
-func appendFileStat(b []byte, f *FileStat) ([]byte, bool) {
-	b = append(b, '{')
-	b = jsonline.Key(b, "path")
-	b = jsonline.String(b, f.Path)
-	b = jsonline.Key(b, "name")
-	b = jsonline.String(b, f.Name)
-	b = jsonline.Key(b, "type")
-	b = jsonline.String(b, f.Type)
-	b = jsonline.Key(b, "size")
-	b = jsonline.Int(b, f.Size)
-	b = jsonline.Key(b, "mode")
-	b = jsonline.Uint(b, uint64(f.Mode))
-	b = jsonline.Key(b, "uid")
-	b = jsonline.Uint(b, uint64(f.UID))
-	b = jsonline.Key(b, "gid")
-	b = jsonline.Uint(b, uint64(f.GID))
-	var ok bool
-	b = jsonline.Key(b, "mtime")
-	if b, ok = jsonline.Time(b, f.Mtime); !ok {
-		return b, false
-	}
-	b = jsonline.OmitEmpty(b, "link_target", f.LinkTarget)
-	b = jsonline.OmitEmpty(b, "error", f.Error)
-	return append(b, '}'), true
-}
-
+// An upload sends one of these per file.
 func appendFileResult(b []byte, r *FileResult) []byte {
 	b = append(b, '{')
 	b = jsonline.Key(b, "index")
@@ -225,76 +175,4 @@ func appendStrings(b []byte, ss []string) []byte {
 		b = jsonline.String(b, s)
 	}
 	return append(b, ']')
-}
-
-// DecodeDownloadMark decodes a download mark as json.Unmarshal does, with
-// a fast path for the form appendDownloadMark writes: the host reads two
-// per file, and a cold json.Unmarshal of one is tens of µs. Anything the
-// fast path does not recognize goes to json.Unmarshal unchanged, so a
-// hostile init meets encoding/json's checks as before;
-// FuzzDecodeDownloadMark holds the two to the same answers.
-func DecodeDownloadMark(b []byte, m *DownloadMark) error {
-	if x, ok := scanDownloadMark(b); ok {
-		*m = x
-		return nil
-	}
-	return json.Unmarshal(b, m)
-}
-
-func scanDownloadMark(b []byte) (m DownloadMark, ok bool) {
-	s := jsonline.NewScanner(b)
-	s.Open()
-	s.Need("index")
-	m.Index = int(s.Int(strconv.IntSize))
-	if s.Field("start") {
-		m.Start = new(FileStat)
-		scanFileStat(s, m.Start)
-	}
-	if s.Field("done") {
-		m.Done = new(FileResult)
-		scanFileResult(s, m.Done)
-	}
-	s.Close()
-	return m, s.Ok()
-}
-
-func scanFileStat(s *jsonline.Scanner, f *FileStat) {
-	s.Open()
-	s.Need("path")
-	f.Path = s.String()
-	s.Need("name")
-	f.Name = s.String()
-	s.Need("type")
-	f.Type = s.String()
-	s.Need("size")
-	f.Size = s.Int(64)
-	s.Need("mode")
-	f.Mode = uint32(s.Uint(32))
-	s.Need("uid")
-	f.UID = uint32(s.Uint(32))
-	s.Need("gid")
-	f.GID = uint32(s.Uint(32))
-	s.Need("mtime")
-	if q := s.Quoted(); q != nil {
-		// The method json.Unmarshal itself calls for a time.Time.
-		if err := f.Mtime.UnmarshalJSON(q); err != nil {
-			s.Fail()
-		}
-	}
-	f.LinkTarget = s.OptString("link_target")
-	f.Error = s.OptString("error")
-	s.Close()
-}
-
-func scanFileResult(s *jsonline.Scanner, r *FileResult) {
-	s.Open()
-	s.Need("index")
-	r.Index = int(s.Int(strconv.IntSize))
-	s.Need("path")
-	r.Path = s.String()
-	s.Need("size")
-	r.Size = s.Int(64)
-	r.Code = s.OptString("code")
-	r.Message = s.OptString("message")
-	s.Close()
 }

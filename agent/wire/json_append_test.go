@@ -76,16 +76,6 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 		res := FileResult{Index: r.Intn(5000), Path: randString(r), Size: r.Int63n(3) * r.Int63(), Code: randString(r), Message: randString(r)}
 		check(res)
 		check(&res)
-		mark := DownloadMark{Index: r.Intn(5000)}
-		switch r.Intn(3) {
-		case 0:
-			mark.Start = &FileStat{Path: randString(r), Name: randString(r), Type: randString(r), Size: r.Int63(), Mode: r.Uint32() & 07777,
-				UID: r.Uint32(), GID: r.Uint32(), Mtime: randTime(r), LinkTarget: randString(r), Error: randString(r)}
-		case 1:
-			mark.Done = &res
-		}
-		check(mark)
-		check(&mark)
 	}
 	// A struct that embeds a result (a session's) keeps its own fields.
 	type withMore struct {

@@ -11,6 +11,8 @@ package wire
 //	          -> request{args: UploadArgs} tar* tar-end
 //	                                 <- result(FileResult)* (ok | error)
 //	copy-out: -> request{path}       <- tar* (tar-end | error)
+//	          -> request{args: DownloadArgs}
+//	                                 <- tar* (tar-end | error)
 //	exec:     -> request{exec} [stdin* stdin-close if exec.stdin_stream]
 //	                                 <- (stdout | stderr)* (result | error)
 //
@@ -55,20 +57,20 @@ var Ops = []string{
 	OpProcessExec, OpProcessStart, OpProcessAttach, OpProcessList, OpProcessWait, OpProcessSignal,
 	OpSessionCreate, OpSessionList, OpSessionRemove, OpSessionExec,
 	OpFileWrite, OpFileRead, OpFileStat, OpFileList, OpFileMkdir, OpFileRemove, OpFileRename, OpFileChmod,
-	OpFileChown, OpFileDownload, OpFileWatch, OpFileReadLines, OpFileEdit, OpFileGlob, OpFileGrep,
+	OpFileChown, OpFileWatch, OpFileReadLines, OpFileEdit, OpFileGlob, OpFileGrep,
 	OpSetDefaults, OpTerminate, OpDial,
 	OpCheckpointPrepare, OpCheckpointResume,
 }
 
 // Retired names operations no init serves any more. A name is never given
 // another meaning, so these stay reserved: an init answers them as unknown.
-var Retired = []string{OpFileUpload}
+var Retired = []string{OpFileUpload, OpFileDownload}
 
 // Request is the JSON payload of the first frame of every connection.
 type Request struct {
 	Op   string       `json:"op"`
 	Exec *ExecRequest `json:"exec,omitempty"` // for OpExec
-	Path string       `json:"path,omitempty"` // copy-in destination, copy-out source, stat target
+	Path string       `json:"path,omitempty"` // copy-in destination, copy-out source, stat target; BatchPath for a batch
 	// Args carries the parameters of the ops beyond the core five, each
 	// decoding its own type.
 	Args json.RawMessage `json:"args,omitempty"`

@@ -51,24 +51,63 @@ rsync --safe-links). Symlinks within the tree are kept.`,
 			},
 		},
 		Action: func(c *cli.Context) error {
-			if c.NArg() != 2 {
-				return fmt.Errorf("usage: boxctl cp SRC DST, with ID:PATH on one side")
-			}
-			src, dst := c.Args().Get(0), c.Args().Get(1)
-			sid, spath, sRemote := splitRemote(src)
-			did, dpath, dRemote := splitRemote(dst)
-			switch {
-			case sRemote && dRemote:
-				return fmt.Errorf("cp: both %q and %q are in sandboxes; one side must be a host path", src, dst)
-			case !sRemote && !dRemote:
-				return fmt.Errorf("cp: neither %q nor %q names a sandbox (ID:PATH)", src, dst)
-			case dRemote:
-				return copyIn(c, spath, did, dpath)
-			default:
-				return copyOut(c, sid, spath, dpath)
-			}
+			return cpAction(c, "cp", "ID:PATH", splitRemote, copyIn, copyOut)
 		},
 	}
+}
+
+// cpAction runs `boxctl cp` or `volume cp` (name): SRC DST, exactly one
+// of them remote (form, as split reads it), copied in or out.
+func cpAction(c *cli.Context, name, form string, split func(string) (string, string, bool),
+	in func(c *cli.Context, local, target, remote string) error, out func(c *cli.Context, target, remote, local string) error) error {
+	if c.NArg() != 2 {
+		return fmt.Errorf("usage: boxctl %s SRC DST, with %s on one side", name, form)
+	}
+	src, dst := c.Args().Get(0), c.Args().Get(1)
+	starget, spath, sRemote := split(src)
+	dtarget, dpath, dRemote := split(dst)
+	switch {
+	case sRemote == dRemote:
+		return fmt.Errorf("%s: exactly one of %q and %q must be %s", name, src, dst, form)
+	case dRemote:
+		return in(c, spath, dtarget, dpath)
+	default:
+		return out(c, starget, spath, dpath)
+	}
+}
+
+// sendTar sends a tar of the host path local, named name, through send
+// in pieces of up to one message; first says the piece is the first.
+// io.EOF from send means boxd ended the call (its answer says why).
+func sendTar(local, name string, send func(b []byte, first bool) error) error {
+	first := true
+	// Send marshals before it returns, so BatchWriter's pieces go into
+	// messages without a copy.
+	mw := &safetar.BatchWriter{Max: apiwire.ChunkBytes, Send: func(b []byte) error {
+		f := first
+		first = false
+		return send(b, f)
+	}}
+	err := safetar.Write(mw, local, name)
+	if err == nil {
+		err = mw.Flush()
+	}
+	if err == nil && first { // an empty stream still has to name its target
+		err = send(nil, true)
+	}
+	return err
+}
+
+// extractMessages extracts a copy-out's messages (see extractCopyOut),
+// with --safe-links' policy.
+func extractMessages(c *cli.Context, r *messageReader, remote, local string) error {
+	links := safetar.LinksRefuse
+	if c.Bool("safe-links") {
+		links = safetar.LinksSkipUnsafe
+	}
+	err := extractCopyOut(r, remote, local, links, c.App.ErrWriter)
+	r.release()
+	return err
 }
 
 // copyIn tars the host path as the calling user (boxd never opens host
@@ -83,30 +122,17 @@ func copyIn(c *cli.Context, local, id, remote string) error {
 		abs, _ := filepath.Abs(local)
 		name = filepath.Base(abs)
 	}
-	api := apiClient(c)
-	stream := api.CopyIn(c.Context)
-	first := true
-	// Send marshals before it returns, so BatchWriter's pieces go into
-	// messages without a copy.
-	mw := &safetar.BatchWriter{Max: apiwire.ChunkBytes, Send: func(b []byte) error {
+	stream := apiClient(c).CopyIn(c.Context)
+	err = sendTar(local, name, func(b []byte, first bool) error {
 		msg := &boxdv1.CopyInRequest{Data: b}
 		if first {
-			msg.SandboxId, msg.Path, first = id, remote, false
+			msg.SandboxId, msg.Path = id, remote
 		}
 		return stream.Send(msg)
-	}}
-	err = safetar.Write(mw, local, name)
-	if err == nil {
-		err = mw.Flush()
-	}
+	})
 	if err != nil && !errors.Is(err, io.EOF) { // io.EOF: boxd ended the call, CloseAndReceive says why
 		_, _ = stream.CloseAndReceive()
 		return fmt.Errorf("cp: %w", err)
-	}
-	if first { // an empty stream still has to name its target
-		if err := stream.Send(&boxdv1.CopyInRequest{SandboxId: id, Path: remote}); err != nil && !errors.Is(err, io.EOF) {
-			return err
-		}
 	}
 	_, err = stream.CloseAndReceive()
 	return err
@@ -125,13 +151,7 @@ func copyOut(c *cli.Context, id, remote, local string) error {
 		return err
 	}
 	defer stream.Close()
-	r := readMessages(stream, (*boxdv1.CopyOutResponse).GetData)
-	links := safetar.LinksRefuse
-	if c.Bool("safe-links") {
-		links = safetar.LinksSkipUnsafe
-	}
-	err = extractCopyOut(r, remote, local, links, c.App.ErrWriter)
-	r.release()
+	err = extractMessages(c, readMessages(stream, (*boxdv1.CopyOutResponse).GetData), remote, local)
 	if err != nil {
 		if serr := stream.Err(); serr != nil {
 			return serr

@@ -12,8 +12,6 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/boxd-dev/boxd/internal/rpcclient"
-	"github.com/boxd-dev/boxd/internal/safetar"
-	"github.com/boxd-dev/boxd/rpc/apiwire"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 )
 
@@ -33,20 +31,7 @@ as boxctl cp does a sandbox's (see --safe-links).`,
 			&cli.BoolFlag{Name: "safe-links", Usage: "copying out: leave out symlinks that point outside the copied tree instead of failing"},
 		},
 		Action: func(c *cli.Context) error {
-			if c.NArg() != 2 {
-				return fmt.Errorf("usage: boxctl volume cp SRC DST, with VOLUME:/PATH on one side")
-			}
-			src, dst := c.Args().Get(0), c.Args().Get(1)
-			svol, spath, sRemote := splitVolume(src)
-			dvol, dpath, dRemote := splitVolume(dst)
-			switch {
-			case sRemote == dRemote:
-				return fmt.Errorf("volume cp: exactly one of %q and %q must be VOLUME:/PATH", src, dst)
-			case dRemote:
-				return volumeCopyIn(c, spath, dvol, dpath)
-			default:
-				return volumeCopyOut(c, svol, spath, dpath)
-			}
+			return cpAction(c, "volume cp", "VOLUME:/PATH", splitVolume, volumeCopyIn, volumeCopyOut)
 		},
 	}
 }
@@ -71,18 +56,13 @@ func volumeCopyIn(c *cli.Context, local, vol, remote string) error {
 		return fmt.Errorf("volume cp: %w", err)
 	}
 	stream := rpcclient.NewVolumes(c.String("socket")).CopyIntoVolume(c.Context)
-	first := true
-	mw := &safetar.BatchWriter{Max: apiwire.ChunkBytes, Send: func(b []byte) error {
+	err = sendTar(abs, filepath.Base(abs), func(b []byte, first bool) error {
 		msg := &boxdv1.CopyIntoVolumeRequest{Data: b}
 		if first {
-			msg.Name, msg.Path, first = vol, remote, false
+			msg.Name, msg.Path = vol, remote
 		}
 		return stream.Send(msg)
-	}}
-	err = safetar.Write(mw, abs, filepath.Base(abs))
-	if err == nil {
-		err = mw.Flush()
-	}
+	})
 	if err != nil && !errors.Is(err, io.EOF) {
 		_, _ = stream.CloseAndReceive()
 		return fmt.Errorf("volume cp: %w", err)
@@ -105,13 +85,7 @@ func volumeCopyOut(c *cli.Context, vol, remote, local string) error {
 		return boxdErr{err}
 	}
 	defer stream.Close()
-	r := readMessages(stream, (*boxdv1.CopyFromVolumeResponse).GetData)
-	links := safetar.LinksRefuse
-	if c.Bool("safe-links") {
-		links = safetar.LinksSkipUnsafe
-	}
-	err = extractCopyOut(r, remote, local, links, c.App.ErrWriter)
-	r.release()
+	err = extractMessages(c, readMessages(stream, (*boxdv1.CopyFromVolumeResponse).GetData), remote, local)
 	if err != nil {
 		if serr := stream.Err(); serr != nil {
 			return boxdErr{serr}

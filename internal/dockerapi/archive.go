@@ -71,7 +71,7 @@ func (s *Server) getArchive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	lw := &lazyWriter{w: w}
-	if err := s.Manager.CopyOut(r.Context(), sb.ID, path.Clean(p), lw); err != nil && !lw.started {
+	if err := s.Manager.CopyOut(r.Context(), sb.ID, runtime.CopyOut{Path: path.Clean(p), Tar: lw}); err != nil && !lw.started {
 		fail(w, dockerField(err))
 	}
 }

@@ -24,11 +24,35 @@ const copyBuf = 1 << 20
 // faults.
 var copyBufs = sync.Pool{New: func() any { return new([copyBuf]byte) }}
 
-// Write writes a tar of srcPath to w whose top-level entry is called name.
-// srcPath itself is not followed if it is a symlink, and neither is anything
-// below it: the tree is walked with descriptors opened O_NOFOLLOW, so a
-// concurrent rename of a directory into a symlink cannot redirect the walk.
+// Write writes a tar of srcPath to w whose top-level entry is called name
+// (NewWriter, Tree and Close).
 func Write(w io.Writer, srcPath, name string) error {
+	tw := NewWriter(w)
+	if err := tw.Tree(srcPath, name); err != nil {
+		return err
+	}
+	return tw.Close()
+}
+
+// Writer writes one tar stream: trees (Tree) and entries whose data the
+// caller has in hand (Entry), in any order. It is the one tar writer of
+// everything boxd-init sends out of a sandbox, and of boxctl's uploads.
+// Headers are made by AppendHeader.
+type Writer struct {
+	w    io.Writer
+	hdr  []byte // header blocks, reused
+	left int64  // data the entry still needs
+	pad  int64  // size of the entry, for its padding
+}
+
+// NewWriter starts a tar stream on w.
+func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
+
+// Tree writes the tree at srcPath as entries under name. srcPath itself is
+// not followed if it is a symlink, and neither is anything below it: the
+// tree is walked with descriptors opened O_NOFOLLOW, so a concurrent
+// rename of a directory into a symlink cannot redirect the walk.
+func (w *Writer) Tree(srcPath, name string) error {
 	if err := checkComponent(name); err != nil {
 		return err
 	}
@@ -37,17 +61,74 @@ func Write(w io.Writer, srcPath, name string) error {
 		return fmt.Errorf("safetar: open %s: %w", filepath.Dir(srcPath), err)
 	}
 	defer unix.Close(parent)
-	tw := tar.NewWriter(w)
-	if err := writeEntry(tw, parent, filepath.Base(srcPath), name); err != nil {
+	return writeEntry(w, parent, filepath.Base(srcPath), name)
+}
+
+// Entry writes one entry of hdr.Size = len(data) bytes, data.
+func (w *Writer) Entry(hdr *tar.Header, data []byte) error {
+	hdr.Size = int64(len(data))
+	if err := w.WriteHeader(hdr); err != nil {
 		return err
 	}
-	if err := tw.Close(); err != nil {
-		return fmt.Errorf("safetar: finish archive: %w", err)
+	if _, err := w.Write(data); err != nil {
+		return fmt.Errorf("safetar: archive %s: %w", hdr.Name, err)
 	}
 	return nil
 }
 
-func writeEntry(tw *tar.Writer, dirfd int, base, name string) error {
+// WriteHeader ends the entry before (which must have had all its data)
+// and begins hdr's; Write then takes its hdr.Size bytes of data.
+func (w *Writer) WriteHeader(hdr *tar.Header) error {
+	if err := w.endEntry(); err != nil {
+		return err
+	}
+	var err error
+	if w.hdr, err = AppendHeader(w.hdr[:0], hdr); err != nil {
+		return fmt.Errorf("safetar: write header %s: %w", hdr.Name, err)
+	}
+	if _, err := w.w.Write(w.hdr); err != nil {
+		return err
+	}
+	if hdr.Typeflag == tar.TypeReg {
+		w.left, w.pad = hdr.Size, hdr.Size
+	}
+	return nil
+}
+
+// Write writes the entry's data.
+func (w *Writer) Write(p []byte) (int, error) {
+	if int64(len(p)) > w.left {
+		return 0, tar.ErrWriteTooLong
+	}
+	n, err := w.w.Write(p)
+	w.left -= int64(n)
+	return n, err
+}
+
+func (w *Writer) endEntry() error {
+	if w.left > 0 {
+		return fmt.Errorf("safetar: entry ended %d bytes short", w.left)
+	}
+	if p := Pad(w.pad); len(p) > 0 {
+		if _, err := w.w.Write(p); err != nil {
+			return err
+		}
+	}
+	w.pad = 0
+	return nil
+}
+
+// Close writes the end-of-archive marker; it does not close the
+// underlying writer.
+func (w *Writer) Close() error {
+	if err := w.endEntry(); err != nil {
+		return fmt.Errorf("safetar: finish archive: %w", err)
+	}
+	_, err := w.w.Write(Trailer())
+	return err
+}
+
+func writeEntry(tw *Writer, dirfd int, base, name string) error {
 	if len(name) > MaxNameLen {
 		return fmt.Errorf("safetar: %s: name longer than %d bytes", name, MaxNameLen)
 	}
@@ -72,7 +153,7 @@ func writeEntry(tw *tar.Writer, dirfd int, base, name string) error {
 	return nil // sockets, FIFOs, devices: documented as skipped
 }
 
-func writeFile(tw *tar.Writer, dirfd int, base, name string) error {
+func writeFile(tw *Writer, dirfd int, base, name string) error {
 	// O_NONBLOCK: if the file was swapped for a FIFO since the stat, the
 	// open must not hang waiting for a writer. It is a no-op on regular files.
 	fd, err := unix.Openat(dirfd, base, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
@@ -105,7 +186,7 @@ func writeFile(tw *tar.Writer, dirfd int, base, name string) error {
 	return nil
 }
 
-func writeDir(tw *tar.Writer, dirfd int, base, name string, st *unix.Stat_t) error {
+func writeDir(tw *Writer, dirfd int, base, name string, st *unix.Stat_t) error {
 	fd, err := unix.Openat(dirfd, base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("safetar: open %s: %w", name, err)
@@ -148,12 +229,7 @@ func sizeFor(typ byte, st *unix.Stat_t) int64 {
 	return 0
 }
 
-func writeHeader(tw *tar.Writer, hdr *tar.Header) error {
-	if err := tw.WriteHeader(hdr); err != nil {
-		return fmt.Errorf("safetar: write header %s: %w", hdr.Name, err)
-	}
-	return nil
-}
+func writeHeader(tw *Writer, hdr *tar.Header) error { return tw.WriteHeader(hdr) }
 
 // readlinkat reads a symlink target of any length up to MaxNameLen.
 func readlinkat(dirfd int, base string) (string, error) {
