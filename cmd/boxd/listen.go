@@ -66,8 +66,8 @@ func parseListen(cc *cli.Context) ([]listenSpec, error) {
 			return nil, fmt.Errorf("--tls-cert: no --listen tcp:// address to serve it on")
 		}
 	}
-	if cfg == nil && (cc.String("client-ca") != "" || cc.String("client-cert-map") != "") {
-		return nil, fmt.Errorf("--client-ca and --client-cert-map need TLS: give --tls-cert and --tls-key")
+	if cfg == nil && (cc.String("client-ca") != "" || cc.String("client-cert-map") != "" || cc.String("owner-asserter") != "") {
+		return nil, fmt.Errorf("--client-ca, --client-cert-map and --owner-asserter need TLS: give --tls-cert and --tls-key")
 	}
 	var out []listenSpec
 	if m := cc.String("metrics-listen"); m != "" {
