@@ -150,10 +150,16 @@ func (s *Server) remoteHandler(h http.Handler, lim *authLimiter) http.Handler {
 // else its client certificate through the --client-cert-map. The TLS
 // handshake already verified the certificate against --client-ca.
 func (s *Server) remoteIdentity(r *http.Request) (TokenRecord, error) {
+	if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 && s.OwnerAsserter.matches(r.TLS.PeerCertificates[0]) && r.Header.Get("Authorization") != "" {
+		return TokenRecord{}, errors.New("the owner asserter's certificate asserts owners: a call with it carries no token")
+	}
 	if r.Header.Get("Authorization") != "" || r.TLS == nil || len(r.TLS.PeerCertificates) == 0 {
 		return s.bearer(r)
 	}
 	cert := r.TLS.PeerCertificates[0]
+	if s.OwnerAsserter.matches(cert) {
+		return s.OwnerAsserter.asserted(r)
+	}
 	if s.CertMap == nil {
 		return TokenRecord{}, fmt.Errorf("no token, and client certificates name no caller here (boxd has no --client-cert-map); certificate %q", certName(cert))
 	}

@@ -82,6 +82,10 @@ type Server struct {
 	// (--client-cert-map) on a TCP listener; nil: certificates name no
 	// one, and every call there needs a token.
 	CertMap *CertMap
+	// OwnerAsserter is the one client certificate that may assert an
+	// owner on a caller's behalf (--owner-asserter, a fleet's gateway);
+	// nil: none may.
+	OwnerAsserter *OwnerAsserter
 	// Metrics, if set, counts calls (MetricsHandler serves them).
 	Metrics *Metrics
 

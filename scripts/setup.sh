@@ -36,6 +36,10 @@
 #   - the docker client of Debian's docker.io, fetched with apt-get download
 #     and unpacked with dpkg-deb -x into $BOXD_DEPS/docker-cli (nothing of
 #     the package is installed: no dockerd, containerd or iptables rules);
+#   - kube-apiserver, kubectl (built from scripts/k8s-tools) and etcd
+#     (Debian's etcd-server, unpacked) into $BOXD_DEPS/k8s-KEY/ by
+#     scripts/k8s-bins.sh, for the fleet's tests (about 8 minutes the
+#     first time);
 #   - protoc-gen-go and protoc-gen-connect-go, at the versions go.mod pins for
 #     google.golang.org/protobuf and connectrpc.com/connect, into $BOXD_DEPS/bin.
 # BOXD_DEPS defaults to /opt/boxd-deps.
@@ -362,6 +366,16 @@ if [[ ! -x $DOCKER_CLI ]]; then
 	fi
 fi
 
+# ---- Kubernetes control plane ------------------------------------------------------
+# kube-apiserver, kubectl and etcd for the fleet's tests (e2e TestFleet,
+# internal/fleet), built by scripts/k8s-bins.sh into $BOXD_DEPS/k8s-KEY
+# (about 8 minutes on 2 idle cores the first time; nothing afterwards).
+if ! K8S_DIR=$("$BOXD_REPO/scripts/k8s-bins.sh" --check); then
+	if $CHECK_ONLY; then need "Kubernetes binaries (scripts/k8s-bins.sh)"; else
+		K8S_DIR=$("$BOXD_REPO/scripts/k8s-bins.sh") || die "scripts/k8s-bins.sh failed"
+	fi
+fi
+
 if ((${#missing[@]})); then
 	printf 'setup: missing: %s\n' "${missing[@]}" >&2
 	exit 1
@@ -382,3 +396,4 @@ done
 echo "protoc-gen-go=$PLUGIN_BIN/protoc-gen-go"
 echo "docker=$DOCKER_CLI"
 echo "protoc-gen-connect-go=$PLUGIN_BIN/protoc-gen-connect-go"
+echo "k8s=$K8S_DIR"

@@ -32,6 +32,7 @@ func listenFlags() []cli.Flag {
 		&cli.StringFlag{Name: "tls-key", Usage: "PEM private key of --tls-cert"},
 		&cli.StringFlag{Name: "client-ca", Usage: "PEM file of the CA whose client certificates the --listen addresses require (mutual TLS); a certificate names a caller only through --client-cert-map"},
 		&cli.StringFlag{Name: "client-cert-map", Usage: "file of lines KIND:NAME USER SCOPE (KIND cn, dns, email or uri) naming the caller of a client certificate; a certificate no line matches is unauthenticated"},
+		&cli.StringFlag{Name: "owner-asserter", Usage: "KIND:NAME (cn, dns, email or uri) of the one --client-ca certificate that may assert an owner on a caller's behalf (headers Boxd-Assert-Owner, Boxd-Assert-Scope; never admin): a fleet's boxd-gateway and boxd-controller"},
 		&cli.StringFlag{Name: "metrics-listen", Usage: "serve Prometheus metrics on ADDR:PORT (/metrics), to a bearer token of scope metrics or admin; TLS (--tls-cert) unless ADDR is loopback"},
 	}
 }
@@ -65,8 +66,8 @@ func parseListen(cc *cli.Context) ([]listenSpec, error) {
 			return nil, fmt.Errorf("--tls-cert: no --listen tcp:// address to serve it on")
 		}
 	}
-	if cfg == nil && (cc.String("client-ca") != "" || cc.String("client-cert-map") != "") {
-		return nil, fmt.Errorf("--client-ca and --client-cert-map need TLS: give --tls-cert and --tls-key")
+	if cfg == nil && (cc.String("client-ca") != "" || cc.String("client-cert-map") != "" || cc.String("owner-asserter") != "") {
+		return nil, fmt.Errorf("--client-ca, --client-cert-map and --owner-asserter need TLS: give --tls-cert and --tls-key")
 	}
 	var out []listenSpec
 	if m := cc.String("metrics-listen"); m != "" {
@@ -101,6 +102,9 @@ func parseListen(cc *cli.Context) ([]listenSpec, error) {
 func requireClientCerts(cc *cli.Context, cfg *tls.Config) error {
 	caFile := cc.String("client-ca")
 	if caFile == "" {
+		if cc.String("owner-asserter") != "" {
+			return fmt.Errorf("--owner-asserter: give --client-ca, the CA whose certificate it names")
+		}
 		if cc.String("client-cert-map") != "" {
 			return fmt.Errorf("--client-cert-map: give --client-ca, the CA whose certificates it maps")
 		}
@@ -115,6 +119,11 @@ func requireClientCerts(cc *cli.Context, cfg *tls.Config) error {
 		return fmt.Errorf("--client-ca: %s holds no PEM certificate", caFile)
 	}
 	cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	if a := cc.String("owner-asserter"); a != "" {
+		if _, err := rpc.ParseOwnerAsserter(a); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -132,6 +141,11 @@ func openRemote(cc *cli.Context, specs []listenSpec, srv *rpc.Server) (func(), e
 		return nil, err
 	}
 	srv.Tokens = ts
+	if a := cc.String("owner-asserter"); a != "" {
+		if srv.OwnerAsserter, err = rpc.ParseOwnerAsserter(a); err != nil {
+			return nil, err
+		}
+	}
 	closeAll := func() {
 		for _, rl := range srv.Remote {
 			rl.Close()

@@ -164,6 +164,15 @@ const (
 	TLSKeyEnv  = "BOXD_TLS_KEY"
 )
 
+// The headers with which a fleet's gateway and controller, presenting the
+// certificate a node's boxd names in --owner-asserter, assert the owner
+// (a uid or user name) and scope (read, exec or write) of the caller they
+// act for; boxd ignores them from anyone else.
+const (
+	AssertOwnerHeader = "Boxd-Assert-Owner"
+	AssertScopeHeader = "Boxd-Assert-Scope"
+)
+
 // MaxTokenBytes is the longest bearer token boxd reads; a longer one is
 // unauthenticated before it is looked at.
 const MaxTokenBytes = 128
