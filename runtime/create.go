@@ -96,7 +96,11 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	// A create the pool cannot serve (fits) is made cold; pool members
 	// mount no volumes and no host directories.
 	if len(r.volumes) == 0 && len(r.binds) == 0 {
-		if sb, ok := m.fromPool(ctx, r, img, imgSpec); ok {
+		sb, ok, err := m.fromPool(ctx, r, img, imgSpec)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
 			m.created(sb.ID)
 			return sb, nil
 		}

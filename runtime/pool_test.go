@@ -198,7 +198,8 @@ func TestPoolKeysByNetwork(t *testing.T) {
 }
 
 // TestPoolFits: hostnames and egress go to a runc member; under gVisor
-// they make the create cold.
+// they make the create cold. A default user goes to any member; a disk cap
+// other than the default makes the create cold.
 func TestPoolFits(t *testing.T) {
 	m := &Manager{}
 	for _, c := range []struct {
@@ -209,7 +210,9 @@ func TestPoolFits(t *testing.T) {
 		{resolved{runtime: RuntimeRunc, network: network.ModeEgress}, true},
 		{resolved{runtime: RuntimeGvisor, network: network.ModeNone, tun: Tunables{Hostname: "h"}}, false},
 		{resolved{runtime: RuntimeGvisor, network: network.ModeEgress}, false},
-		{resolved{runtime: RuntimeRunc, network: network.ModeNone, userSet: true}, false},
+		{resolved{runtime: RuntimeRunc, network: network.ModeNone, user: "1000", userSet: true}, true},
+		{resolved{runtime: RuntimeGvisor, network: network.ModeNone, user: "1000", userSet: true}, true},
+		{resolved{runtime: RuntimeRunc, network: network.ModeNone, limits: Limits{DiskBytes: 64 << 20}}, false},
 		{resolved{runtime: RuntimeRunc, network: network.ModeEgress, cold: true}, false},
 	} {
 		if got := m.fits(c.r); got != c.want {
