@@ -164,3 +164,33 @@ func countIn(t *testing.T, api boxdv1connect.SandboxServiceClient, c context.Con
 	}
 	return len(ls.Msg.Sandboxes)
 }
+
+// TestPoolDiskDefaultChanged: members are capped at the default disk cap
+// when they start; a boxd restarted with another --default-disk destroys
+// the members it finds instead of handing out their old cap as the new
+// one, and a pooled create gets the new cap.
+func TestPoolDiskDefaultChanged(t *testing.T) {
+	// poolDaemon's restart reads this slice again: the cap is changed in
+	// place before it.
+	flags := []string{"--warm-pool", "1", "--default-disk", "64m"}
+	sock, dir, kill, c := poolDaemon(t, namespace+"-pooldisk", flags...)
+	old := waitPool(t, c, 1, dir)
+	flags[3] = "128m"
+	kill()
+	members := waitPool(t, c, 1, dir)
+	if slices.Contains(members, old[0]) {
+		t.Fatalf("member %s, started with a 64m cap, kept by a boxd whose default is 128m", old[0])
+	}
+	api := rpcclient.New(sock)
+	sb, err := api.CreateSandbox(c, connect.NewRequest(&boxdv1.CreateSandboxRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(members, sb.Msg.Sandbox.Id) || sb.Msg.Sandbox.DiskBytes != 128<<20 {
+		t.Errorf("create got %s (disk %d), want the member %v with 128m", sb.Msg.Sandbox.Id, sb.Msg.Sandbox.DiskBytes, members)
+	}
+	out, stderr, code := boxctlAt(sock, "exec", sb.Msg.Sandbox.Id, "--", "sh", "-c", "dd if=/dev/zero of=/workspace/f bs=1M count=90 2>&1 && echo wrote")
+	if code != 0 || !strings.Contains(out, "wrote") {
+		t.Errorf("90 MiB under a 128m cap: exit %d %q %q", code, out, stderr)
+	}
+}
