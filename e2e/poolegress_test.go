@@ -64,6 +64,9 @@ func TestPoolEgress(t *testing.T) {
 		}
 	}
 	got := createPooledAndCold(t, c, api, members, req)
+	if p := poolRow(t, c, e.socket, "egress"); p.HandedOut != 1 || p.ColdUnfit != 1 {
+		t.Errorf("egress pool counts after a pooled and a cold create: %v", p)
+	}
 	check := func(when string) {
 		t.Helper()
 		for _, sb := range got {

@@ -103,6 +103,10 @@ func TestPoolAdoptionUserDisk(t *testing.T) {
 		return &boxdv1.CreateSandboxRequest{Name: name, Cold: cold, User: "sandbox", Workdir: "/workspace/proj"}
 	}
 	got := createPooledAndCold(t, c, api, members, req)
+	// The pool's hit count: the pooled create, and --cold as unfit.
+	if p := poolRow(t, c, sock, ""); p.HandedOut != 1 || p.ColdEmpty != 0 || p.ColdUnfit != 1 {
+		t.Errorf("pool counts after a pooled and a cold create: %v", p)
+	}
 	files := rpcclient.NewFiles(sock)
 	var seen []string
 	for _, sb := range got {
@@ -153,6 +157,27 @@ func TestPoolAdoptionUserDisk(t *testing.T) {
 	if m := countIn(t, api, c); m != n {
 		t.Errorf("%d sandboxes after the refused creates, want %d", m, n)
 	}
+	// The refused pooled create counts neither as handed out nor cold.
+	if p := poolRow(t, c, sock, ""); p.HandedOut != 1 || p.ColdEmpty != 0 || p.ColdUnfit != 3 {
+		t.Errorf("pool counts at the end: %v, want 1 handed out, 3 cold as unfit", p)
+	}
+}
+
+// poolRow is the test image's runc pool for network netw ("" or egress)
+// as ListPools shows it.
+func poolRow(t *testing.T, c context.Context, sock, netw string) *boxdv1.Pool {
+	t.Helper()
+	ls, err := rpcclient.NewPool(sock).ListPools(c, connect.NewRequest(&boxdv1.ListPoolsRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ls.Msg.Pools {
+		if p.Image == testImage && p.Runtime == "runc" && p.Network == netw {
+			return p
+		}
+	}
+	t.Fatalf("no %s pool of network %q: %v", testImage, netw, ls.Msg.Pools)
+	return nil
 }
 
 // countIn is how many sandboxes api lists.

@@ -58,6 +58,11 @@ type PoolStatus struct {
 	Size     int    // target
 	Ready    int    // started, idle members
 	Starting int    // members being started
+	// Creates of the pool's image, runtime and network since boxd
+	// started: served by a member; made cold because none was ready;
+	// made cold because they asked for what a member cannot take on
+	// (docs/pool.md), --cold, volumes and binds included.
+	HandedOut, ColdEmpty, ColdUnfit uint64
 }
 
 // A member start is a shim, runc and init start plus several containerd

@@ -220,3 +220,21 @@ func TestPoolFits(t *testing.T) {
 		}
 	}
 }
+
+// TestPoolCounts: each pool counts its creates by outcome; a create for
+// a key that is no pool counts nowhere.
+func TestPoolCounts(t *testing.T) {
+	p := &pool{wake: make(chan struct{}, 1)}
+	plain := keyOf("img", "")
+	egress := plain.withNetwork(network.ModeEgress)
+	p.setWant(plain, 1)
+	p.count(plain, outcomeHanded)
+	p.count(plain, outcomeHanded)
+	p.count(plain, outcomeEmpty)
+	p.count(plain, outcomeUnfit)
+	p.count(egress, outcomeHanded) // no egress pool
+	st := p.status()
+	if len(st) != 1 || st[0].HandedOut != 2 || st[0].ColdEmpty != 1 || st[0].ColdUnfit != 1 || st[0].Network != "" {
+		t.Errorf("status %+v, want one pool with 2 handed out, 1 cold empty, 1 cold unfit", st)
+	}
+}

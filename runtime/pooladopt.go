@@ -71,7 +71,13 @@ func (m *Manager) fits(r resolved) bool {
 // that error: the next member, or a cold create, would refuse it too.
 func (m *Manager) fromPool(ctx context.Context, r resolved, img client.Image, imgSpec ocispec.Image) (*Sandbox, bool, error) {
 	key := keyOf(img.Name(), r.runtime).withNetwork(r.network)
-	if !m.fits(r) || m.pool.readyOf(key) == 0 {
+	// Members mount no volumes and no host directories.
+	if len(r.volumes) > 0 || len(r.binds) > 0 || !m.fits(r) {
+		m.pool.count(key, outcomeUnfit)
+		return nil, false, nil
+	}
+	if m.pool.readyOf(key) == 0 {
+		m.pool.count(key, outcomeEmpty)
 		return nil, false, nil
 	}
 	lns, err := bindPorts(ctx, "publish", r.publish)
@@ -82,11 +88,13 @@ func (m *Manager) fromPool(ctx context.Context, r resolved, img client.Image, im
 		id, info, ok := m.pool.take(key)
 		if !ok {
 			closeListeners(lns)
+			m.pool.count(key, outcomeEmpty)
 			return nil, false, nil
 		}
 		m.pool.signal()
 		sb, err := m.adopt(ctx, id, info, r, img, imgSpec, lns)
 		if err == nil {
+			m.pool.count(key, outcomeHanded)
 			return sb, true, nil
 		}
 		var fe *FieldError
