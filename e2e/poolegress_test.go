@@ -59,7 +59,7 @@ func TestPoolEgress(t *testing.T) {
 		return &boxdv1.CreateSandboxRequest{
 			Name: name, Cold: cold, Hostname: "agent", Limits: &boxdv1.Limits{Memory: "64m"},
 			User: "sandbox", Workdir: "/workspace/agent",
-			Network: &boxdv1.NetworkRequest{Mode: "egress", Allow: []string{h1Addr + "/32:80", "allowed.test"}},
+			Network: &boxdv1.NetworkRequest{Mode: "egress", Allow: []string{h1Addr + "/32:80", "allowed.test:80"}},
 			Publish: []*boxdv1.PublishedPort{{Port: 8080}},
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -202,9 +203,16 @@ func TestPoolDiskDefaultChanged(t *testing.T) {
 	old := waitPool(t, c, 1, dir)
 	flags[3] = "128m"
 	kill()
-	members := waitPool(t, c, 1, dir)
-	if slices.Contains(members, old[0]) {
-		t.Fatalf("member %s, started with a 64m cap, kept by a boxd whose default is 128m", old[0])
+	// boxd answers before it has gone through the leftovers: wait for
+	// the old member to go.
+	var members []string
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if members = waitPool(t, c, 1, dir); !slices.Contains(members, old[0]) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("member %s, started with a 64m cap, kept by a boxd whose default is 128m", old[0])
+		}
 	}
 	api := rpcclient.New(sock)
 	sb, err := api.CreateSandbox(c, connect.NewRequest(&boxdv1.CreateSandboxRequest{}))
