@@ -441,7 +441,7 @@ func TestPoolResizeAndNoReuse(t *testing.T) {
 	}
 	first := waitPool(t, c, 4, dir)
 	out, err := exec.Command(env.boxctl, "--socket", sock, "pool", "ls").CombinedOutput()
-	if err != nil || !strings.Contains(strings.Join(strings.Fields(string(out)), " "), "SIZE READY STARTING RUNTIME "+testImage+" 4 4 0 runc") {
+	if err != nil || !strings.Contains(strings.Join(strings.Fields(string(out)), " "), "SIZE READY STARTING RUNTIME NETWORK HANDED OUT COLD (EMPTY) COLD (UNFIT) "+testImage+" 4 4 0 runc none ") {
 		t.Errorf("boxctl pool ls: %v\n%s", err, out)
 	}
 	// Eight creates at once: four from the pool, the rest cold or from

@@ -101,10 +101,11 @@ var (
 	restartsDesc       = prometheus.NewDesc("boxd_init_restarts", "Restarts boxd made of the sandboxes that exist now, summed, by runtime.", []string{"runtime"}, nil)
 	poolTargetDesc     = prometheus.NewDesc("boxd_pool_target", "Warm-pool target size by image, runtime and network.", []string{"image", "runtime", "network"}, nil)
 	poolMembersDesc    = prometheus.NewDesc("boxd_pool_members", "Warm-pool members by image, runtime, network and state (ready or starting).", []string{"image", "runtime", "network", "state"}, nil)
+	poolCreatesDesc    = prometheus.NewDesc("boxd_pool_creates_total", "Creates of a warm pool's image, runtime and network by outcome: handed_out (a member served it), cold_empty (none was ready), cold_unfit (it asked for what a member cannot take on).", []string{"image", "runtime", "network", "outcome"}, nil)
 )
 
 func (sandboxCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{sandboxesDesc, ownerSandboxesDesc, ownerMemoryDesc, quotaSandboxesDesc, quotaMemoryDesc, restartsDesc, poolTargetDesc, poolMembersDesc} {
+	for _, d := range []*prometheus.Desc{sandboxesDesc, ownerSandboxesDesc, ownerMemoryDesc, quotaSandboxesDesc, quotaMemoryDesc, restartsDesc, poolTargetDesc, poolMembersDesc, poolCreatesDesc} {
 		ch <- d
 	}
 }
@@ -156,6 +157,9 @@ func (c sandboxCollector) collectPools(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(poolTargetDesc, prometheus.GaugeValue, float64(p.Size), p.Image, p.Runtime, netw)
 		ch <- prometheus.MustNewConstMetric(poolMembersDesc, prometheus.GaugeValue, float64(p.Ready), p.Image, p.Runtime, netw, "ready")
 		ch <- prometheus.MustNewConstMetric(poolMembersDesc, prometheus.GaugeValue, float64(p.Starting), p.Image, p.Runtime, netw, "starting")
+		for outcome, n := range map[string]uint64{"handed_out": p.HandedOut, "cold_empty": p.ColdEmpty, "cold_unfit": p.ColdUnfit} {
+			ch <- prometheus.MustNewConstMetric(poolCreatesDesc, prometheus.CounterValue, float64(n), p.Image, p.Runtime, netw, outcome)
+		}
 	}
 }
 

@@ -19,7 +19,8 @@ type poolServer struct{ s *Server }
 var _ boxdv1connect.PoolServiceHandler = (*poolServer)(nil)
 
 func poolProto(p runtime.PoolStatus) *boxdv1.Pool {
-	return &boxdv1.Pool{Image: p.Image, Runtime: p.Runtime, Size: int32(p.Size), Ready: int32(p.Ready), Starting: int32(p.Starting)}
+	return &boxdv1.Pool{Image: p.Image, Runtime: p.Runtime, Size: int32(p.Size), Ready: int32(p.Ready), Starting: int32(p.Starting),
+		Network: p.Network, HandedOut: p.HandedOut, ColdEmpty: p.ColdEmpty, ColdUnfit: p.ColdUnfit}
 }
 
 func (p *poolServer) SetPoolSize(ctx context.Context, req *connect.Request[boxdv1.SetPoolSizeRequest]) (*connect.Response[boxdv1.SetPoolSizeResponse], error) {
@@ -33,7 +34,7 @@ func (p *poolServer) SetPoolSize(ctx context.Context, req *connect.Request[boxdv
 		rt = runtime.RuntimeRunc
 	}
 	for _, st := range p.s.Manager.PoolStatus() {
-		if st.Image == name && st.Runtime == rt {
+		if st.Image == name && st.Runtime == rt && st.Network == "" {
 			out.Pool = poolProto(st)
 		}
 	}

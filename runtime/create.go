@@ -93,15 +93,16 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	// Refills wait while creates are being served (pool.holdOff).
 	m.pool.serveBegin()
 	defer m.pool.serveEnd()
-	// A create the pool cannot serve (fits) is made cold; pool members
-	// mount no volumes and no host directories.
-	if len(r.volumes) == 0 && len(r.binds) == 0 {
-		if sb, ok := m.fromPool(ctx, r, img, imgSpec); ok {
-			m.created(sb.ID)
-			return sb, nil
-		}
+	// A create the pool cannot serve (fromPool) is made cold.
+	sb, ok, err := m.fromPool(ctx, r, img, imgSpec)
+	if err != nil {
+		return nil, err
 	}
-	sb, err := m.createResolved(ctx, t0, r, img, imgSpec, false)
+	if ok {
+		m.created(sb.ID)
+		return sb, nil
+	}
+	sb, err = m.createResolved(ctx, t0, r, img, imgSpec, false)
 	if err == nil {
 		m.settleVolumes(volToken, sb.ID)
 		m.created(sb.ID)

@@ -58,6 +58,11 @@ type PoolStatus struct {
 	Size     int    // target
 	Ready    int    // started, idle members
 	Starting int    // members being started
+	// Creates of the pool's image, runtime and network since boxd
+	// started: served by a member; made cold because none was ready;
+	// made cold because they asked for what a member cannot take on
+	// (docs/pool.md), --cold, volumes and binds included.
+	HandedOut, ColdEmpty, ColdUnfit uint64
 }
 
 // A member start is a shim, runc and init start plus several containerd
@@ -256,7 +261,12 @@ func (m *Manager) adoptLeftovers(ctx context.Context) {
 			err = json.Unmarshal([]byte(labels[LabelSandbox]), &rec)
 		}
 		key := keyOf(labels[LabelPool], rec.Runtime).withNetwork(labels[LabelPoolNetwork])
-		ok := err == nil && kept[key] < m.pool.wanted(key)
+		// A member's disk cap (its ext4 image) and uid block size are
+		// fixed when it starts, and its hand-out records this boxd's:
+		// one started under other defaults would not be what a cold
+		// create makes now.
+		ok := err == nil && kept[key] < m.pool.wanted(key) &&
+			rec.Disk == m.cfg.DefaultLimits.DiskBytes && rec.IDMapSize == m.cfg.IDMapSize
 		if ok {
 			_, serr := os.Stat(filepath.Join(m.sandboxDir(ctr.ID()), handedMarker))
 			ok = errors.Is(serr, os.ErrNotExist)

@@ -198,7 +198,8 @@ func TestPoolKeysByNetwork(t *testing.T) {
 }
 
 // TestPoolFits: hostnames and egress go to a runc member; under gVisor
-// they make the create cold.
+// they make the create cold. A default user goes to any member; a disk cap
+// other than the default makes the create cold.
 func TestPoolFits(t *testing.T) {
 	m := &Manager{}
 	for _, c := range []struct {
@@ -209,11 +210,31 @@ func TestPoolFits(t *testing.T) {
 		{resolved{runtime: RuntimeRunc, network: network.ModeEgress}, true},
 		{resolved{runtime: RuntimeGvisor, network: network.ModeNone, tun: Tunables{Hostname: "h"}}, false},
 		{resolved{runtime: RuntimeGvisor, network: network.ModeEgress}, false},
-		{resolved{runtime: RuntimeRunc, network: network.ModeNone, userSet: true}, false},
+		{resolved{runtime: RuntimeRunc, network: network.ModeNone, user: "1000", userSet: true}, true},
+		{resolved{runtime: RuntimeGvisor, network: network.ModeNone, user: "1000", userSet: true}, true},
+		{resolved{runtime: RuntimeRunc, network: network.ModeNone, limits: Limits{DiskBytes: 64 << 20}}, false},
 		{resolved{runtime: RuntimeRunc, network: network.ModeEgress, cold: true}, false},
 	} {
 		if got := m.fits(c.r); got != c.want {
 			t.Errorf("fits(%+v) = %v, want %v", c.r, got, c.want)
 		}
+	}
+}
+
+// TestPoolCounts: each pool counts its creates by outcome; a create for
+// a key that is no pool counts nowhere.
+func TestPoolCounts(t *testing.T) {
+	p := &pool{wake: make(chan struct{}, 1)}
+	plain := keyOf("img", "")
+	egress := plain.withNetwork(network.ModeEgress)
+	p.setWant(plain, 1)
+	p.count(plain, outcomeHanded)
+	p.count(plain, outcomeHanded)
+	p.count(plain, outcomeEmpty)
+	p.count(plain, outcomeUnfit)
+	p.count(egress, outcomeHanded) // no egress pool
+	st := p.status()
+	if len(st) != 1 || st[0].HandedOut != 2 || st[0].ColdEmpty != 1 || st[0].ColdUnfit != 1 || st[0].Network != "" {
+		t.Errorf("status %+v, want one pool with 2 handed out, 1 cold empty, 1 cold unfit", st)
 	}
 }

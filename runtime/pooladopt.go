@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
@@ -31,10 +32,12 @@ import (
 const handedMarker = "handed"
 
 // fits reports whether a pool member can serve r: everything r asks for
-// that a started sandbox cannot take any more (the default user, mounts,
-// rlimits, cpu weight, disk cap, a fork's layer) must be what a member was
-// started with. Published ports (boxd's listeners, dialling through the
-// init) and a hostname (set in the member's UTS namespace) are applied at
+// that a started sandbox cannot take any more (mounts, rlimits, cpu
+// weight, disk cap, a fork's layer) must be what a member was started
+// with. Published ports (boxd's listeners, dialling through the init), a
+// hostname (set in the member's UTS namespace) and a default user (which
+// the init resolves in the sandbox's /etc/passwd, as it does at start:
+// the member has run nothing, so the file is the image's) are applied at
 // hand-out; an egress network is attached at hand-out to a member of an
 // egress pool, started in a namespace of boxd's own as a cold egress
 // create's (runc only: runsc's netstack takes the namespace's interfaces
@@ -49,7 +52,7 @@ const handedMarker = "handed"
 // create of the same request.
 func (m *Manager) fits(r resolved) bool {
 	t := r.tun
-	ok := !r.cold && (r.network == network.ModeNone || r.runtime == RuntimeRunc) && !r.userSet && r.forkParent == "" &&
+	ok := !r.cold && (r.network == network.ModeNone || r.runtime == RuntimeRunc) && r.forkParent == "" &&
 		!t.ReadOnly && len(t.Tmpfs) == 0 && t.Ulimits.zero() && t.CPUWeight == 0 &&
 		r.limits.DiskBytes == m.cfg.DefaultLimits.DiskBytes
 	if ok && r.runtime == RuntimeGvisor {
@@ -63,33 +66,55 @@ func (m *Manager) fits(r resolved) bool {
 // fromPool hands out a pool member for r, or reports false (and the
 // caller creates cold). The published ports are listened on first, as a
 // cold create does before it makes anything: a port in use leaves the
-// pool alone, and the cold create reports it.
-func (m *Manager) fromPool(ctx context.Context, r resolved, img client.Image, imgSpec ocispec.Image) (*Sandbox, bool) {
+// pool alone, and the cold create reports it. A request the member
+// refuses as a cold create's init would (an unknown user) fails with
+// that error: the next member, or a cold create, would refuse it too.
+func (m *Manager) fromPool(ctx context.Context, r resolved, img client.Image, imgSpec ocispec.Image) (*Sandbox, bool, error) {
 	key := keyOf(img.Name(), r.runtime).withNetwork(r.network)
-	if !m.fits(r) || m.pool.readyOf(key) == 0 {
-		return nil, false
+	// Members mount no volumes and no host directories.
+	if len(r.volumes) > 0 || len(r.binds) > 0 || !m.fits(r) {
+		m.pool.count(key, outcomeUnfit)
+		return nil, false, nil
+	}
+	if m.pool.readyOf(key) == 0 {
+		m.pool.count(key, outcomeEmpty)
+		return nil, false, nil
 	}
 	lns, err := bindPorts(ctx, "publish", r.publish)
 	if err != nil {
-		return nil, false
+		return nil, false, nil
 	}
 	for {
 		id, info, ok := m.pool.take(key)
 		if !ok {
-			for _, l := range lns {
-				l.Close()
-			}
-			return nil, false
+			closeListeners(lns)
+			m.pool.count(key, outcomeEmpty)
+			return nil, false, nil
 		}
 		m.pool.signal()
 		sb, err := m.adopt(ctx, id, info, r, img, imgSpec, lns)
 		if err == nil {
-			return sb, true
+			m.pool.count(key, outcomeHanded)
+			return sb, true, nil
 		}
-		m.log.Warn("pool member unusable; destroying it", "sandbox", id, "err", err)
+		var fe *FieldError
+		if !errors.As(err, &fe) {
+			m.log.Warn("pool member unusable; destroying it", "sandbox", id, "err", err)
+		}
 		if ctr, lerr := m.cfg.Client.LoadContainer(ctx, id); lerr == nil {
 			_ = m.destroy(context.WithoutCancel(ctx), ctr)
 		}
+		if fe != nil {
+			closeListeners(lns)
+			return nil, false, err
+		}
+	}
+}
+
+// closeListeners closes published ports' listeners no sandbox serves.
+func closeListeners(lns []*ports.Listener) {
+	for _, l := range lns {
+		l.Close()
 	}
 }
 
@@ -231,11 +256,16 @@ func (m *Manager) setMemberLimits(ctx context.Context, id string, spec *specs.Sp
 }
 
 // setMemberDefaults tells an adopted member's init the request's
-// environment and working directory. The init's answer doubles as the
-// liveness check; a member needs it only when the request changes its
-// defaults. HOSTNAME goes last, as in a cold create's environment.
+// environment, working directory and default user. The init's answer
+// doubles as the liveness check; a member needs it only when the request
+// changes its defaults. HOSTNAME goes last, as in a cold create's
+// environment. A user the init cannot resolve is the request's error, as
+// in a cold create (startinit's ExitBadUser).
 func (m *Manager) setMemberDefaults(ctx context.Context, id string, r resolved) error {
 	d := wire.Defaults{}
+	if r.userSet {
+		d.User = r.user
+	}
 	if len(r.env) > 0 || r.tun.Hostname != "" {
 		host := id
 		if r.tun.Hostname != "" {
@@ -250,10 +280,14 @@ func (m *Manager) setMemberDefaults(ctx context.Context, id string, r resolved) 
 	defer cancel()
 	cl := m.agent(id)
 	var err error
-	if d.Env != nil || d.Workdir != "" {
+	if d.Env != nil || d.Workdir != "" || d.User != "" {
 		err = cl.SetDefaults(pctx, d)
 	} else {
 		err = cl.Ping(pctx)
+	}
+	var re *wire.RemoteError
+	if d.User != "" && errors.As(err, &re) && re.Code == wire.CodeInvalidArgument && strings.HasPrefix(re.Message, "default user:") {
+		return fieldErr("user", "the init could not resolve the sandbox's default user: %s", re.Message)
 	}
 	if err != nil {
 		return fmt.Errorf("init: %w", err)

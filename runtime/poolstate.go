@@ -50,6 +50,35 @@ type imagePool struct {
 	starting int
 	retryAt  time.Time // after a failed start
 	backoff  time.Duration
+	// Creates for this pool since boxd started: served by a member,
+	// made cold with no member ready, made cold for asking what a
+	// member cannot take on (fits).
+	handedOut, coldEmpty, coldUnfit uint64
+}
+
+// Outcomes of a create a pool could have served, counted per pool.
+const (
+	outcomeHanded = iota
+	outcomeEmpty
+	outcomeUnfit
+)
+
+// count records a create's outcome for pool k, if k is a pool.
+func (p *pool) count(k poolKey, outcome int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ip := p.by[k]
+	if ip == nil {
+		return
+	}
+	switch outcome {
+	case outcomeHanded:
+		ip.handedOut++
+	case outcomeEmpty:
+		ip.coldEmpty++
+	default:
+		ip.coldUnfit++
+	}
 }
 
 type pool struct {
@@ -327,7 +356,8 @@ func (p *pool) status() []PoolStatus {
 		if ip.want == 0 && len(ip.ready) == 0 && ip.starting == 0 {
 			continue
 		}
-		out = append(out, PoolStatus{Image: k.image, Runtime: k.runtime, Network: k.network, Size: ip.want, Ready: len(ip.ready), Starting: ip.starting})
+		out = append(out, PoolStatus{Image: k.image, Runtime: k.runtime, Network: k.network, Size: ip.want, Ready: len(ip.ready), Starting: ip.starting,
+			HandedOut: ip.handedOut, ColdEmpty: ip.coldEmpty, ColdUnfit: ip.coldUnfit})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		return keyLess(poolKey{out[i].Image, out[i].Runtime, out[i].Network}, poolKey{out[j].Image, out[j].Runtime, out[j].Network})

@@ -3,6 +3,7 @@
 package insandbox
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -37,8 +38,9 @@ func (s *Server) baseEnv() []string {
 }
 
 // setDefaults changes the environment and working directory later
-// commands start with (boxctl update). A new working directory is created
-// as the init does at start.
+// commands start with (boxctl update), and the default user (a warm-pool
+// hand-out). A new working directory is created as the init does at start;
+// the user is checked first, so an unknown one changes nothing.
 func (s *Server) setDefaults(_ net.Conn, _ *wire.FrameReader, fw *wire.FrameWriter, req *wire.Request) {
 	var d wire.Defaults
 	if err := fsDecodeArgs(req, &d); err != nil {
@@ -48,6 +50,15 @@ func (s *Server) setDefaults(_ net.Conn, _ *wire.FrameReader, fw *wire.FrameWrit
 	for _, kv := range d.Env {
 		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" || strings.IndexByte(kv, 0) >= 0 {
 			s.replyError(fw, req.Op, fmt.Errorf("%w: env: %q is not K=V", wire.ErrInvalid, kv))
+			return
+		}
+	}
+	if d.User != "" {
+		if _, err := lookupExecUser(d.User); err != nil {
+			if !errors.Is(err, wire.ErrInvalid) {
+				err = fmt.Errorf("%w: %v", wire.ErrInvalid, err) // as at start: any failure refuses the user
+			}
+			s.replyError(fw, req.Op, fmt.Errorf("default user: %w", err))
 			return
 		}
 	}
@@ -67,6 +78,12 @@ func (s *Server) setDefaults(_ net.Conn, _ *wire.FrameReader, fw *wire.FrameWrit
 	}
 	if d.Workdir != "" {
 		s.Workdir = filepath.Clean(d.Workdir)
+	}
+	if d.User != "" {
+		// Read without the lock elsewhere: boxd sets it only while
+		// handing a member out, waiting for this reply before anything
+		// else reaches the init.
+		s.User = d.User
 	}
 	s.dmu.Unlock()
 	fw.WriteFrame(wire.FrameOK, nil)

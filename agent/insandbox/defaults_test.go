@@ -45,6 +45,15 @@ func TestSetDefaults(t *testing.T) {
 				t.Errorf("SetDefaults(%+v) = %v, want invalid argument", d, err)
 			}
 		}
+		// An unknown default user is refused and changes nothing, not even
+		// the env sent with it.
+		err := tg.client.SetDefaults(testCtx(t), wire.Defaults{Env: []string{"FOO=again"}, User: "no-such-user-here"})
+		if !errors.Is(err, errdefs.ErrInvalidArgument) || !strings.Contains(err.Error(), "default user:") {
+			t.Errorf("SetDefaults(unknown user) = %v, want invalid argument naming the default user", err)
+		}
+		if out, _, _ := run(t, tg, wire.ExecRequest{Args: []string{"sh", "-c", `echo "$FOO"`}}, nil); out != "changed\n" {
+			t.Errorf("after a refused user: FOO=%q, want changed", out)
+		}
 		// Outside a pid namespace terminate would reach the host: refused.
 		if err := tg.client.Terminate(testCtx(t)); !errors.Is(err, errdefs.ErrInvalidArgument) {
 			t.Errorf("Terminate outside PID 1 = %v, want refused", err)

@@ -19,8 +19,9 @@ package main
 // the first command (echo) sends none anyway. Both boxd peers use that
 // boxd, so the row compares the network modes, not two daemons. That boxd
 // keeps an egress warm pool of one (--warm-pool 1@egress): the rows
-// "egress + publish" compare a create with an allowlist, a published port
-// and a hostname served by its member with the same create made cold; the
+// "egress + publish" compare a create with an allowlist, a published port,
+// a hostname, a default user and a workdir (what agent platforms ask)
+// served by its member with the same create made cold; the
 // other rows are made cold. Each pooled sample starts with the member
 // ready (the refill is waited for, untimed), and the pool is drained
 // before that boxd stops, so no member outlives the scenario.
@@ -65,8 +66,9 @@ type boxdModeAPI struct {
 	boxdAPI
 	mode  string
 	allow []string
-	// agent: a published port and a hostname too, as agent platforms
-	// ask; pooled: may be served by the egress pool's member.
+	// agent: a published port, a hostname, a user and a workdir too, as
+	// agent platforms ask; pooled: may be served by the egress pool's
+	// member.
 	agent, pooled bool
 }
 
@@ -87,6 +89,7 @@ func (b boxdModeAPI) create(ctx context.Context) (string, error) {
 	}
 	if b.agent {
 		req.Publish, req.Hostname = []*boxdv1.PublishedPort{{Port: 8080}}, "agent"
+		req.User, req.Workdir = "sandbox", "/workspace/agent"
 	}
 	r, err := b.c.CreateSandbox(ctx, connect.NewRequest(req))
 	if err != nil {

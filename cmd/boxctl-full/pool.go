@@ -44,7 +44,7 @@ func poolCommand() *cli.Command {
 			},
 			{
 				Name:  "ls",
-				Usage: "list the pools: size, ready and starting members",
+				Usage: "list the pools: size, ready and starting members, and creates handed a member or made cold",
 				Flags: []cli.Flag{&cli.BoolFlag{Name: "json", Usage: "print JSON"}},
 				Action: func(c *cli.Context) error {
 					resp, err := rpcclient.NewPool(c.String("socket")).ListPools(c.Context, connect.NewRequest(&boxdv1.ListPoolsRequest{}))
@@ -55,9 +55,13 @@ func poolCommand() *cli.Command {
 						return printJSONArray(resp.Msg.Pools)
 					}
 					tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-					fmt.Fprintln(tw, "IMAGE\tSIZE\tREADY\tSTARTING\tRUNTIME")
+					fmt.Fprintln(tw, "IMAGE\tSIZE\tREADY\tSTARTING\tRUNTIME\tNETWORK\tHANDED OUT\tCOLD (EMPTY)\tCOLD (UNFIT)")
 					for _, p := range resp.Msg.Pools {
-						fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", p.Image, p.Size, p.Ready, p.Starting, p.Runtime)
+						netw := p.Network
+						if netw == "" {
+							netw = "none"
+						}
+						fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t%d\t%d\t%d\n", p.Image, p.Size, p.Ready, p.Starting, p.Runtime, netw, p.HandedOut, p.ColdEmpty, p.ColdUnfit)
 					}
 					return tw.Flush()
 				},

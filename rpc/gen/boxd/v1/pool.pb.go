@@ -209,12 +209,22 @@ func (x *ListPoolsResponse) GetPools() []*Pool {
 }
 
 type Pool struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Image         string                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`  // normalized name
-	Size          int32                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`   // target
-	Ready         int32                  `protobuf:"varint,3,opt,name=ready,proto3" json:"ready,omitempty"` // started and idle
-	Starting      int32                  `protobuf:"varint,4,opt,name=starting,proto3" json:"starting,omitempty"`
-	Runtime       string                 `protobuf:"bytes,101,opt,name=runtime,proto3" json:"runtime,omitempty"` // the members' runtime: runc or gvisor
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Image    string                 `protobuf:"bytes,1,opt,name=image,proto3" json:"image,omitempty"`  // normalized name
+	Size     int32                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`   // target
+	Ready    int32                  `protobuf:"varint,3,opt,name=ready,proto3" json:"ready,omitempty"` // started and idle
+	Starting int32                  `protobuf:"varint,4,opt,name=starting,proto3" json:"starting,omitempty"`
+	Runtime  string                 `protobuf:"bytes,101,opt,name=runtime,proto3" json:"runtime,omitempty"` // the members' runtime: runc or gvisor
+	// "" for members serving network none; "egress" for an egress pool
+	// (--warm-pool IMAGE=N@egress).
+	Network string `protobuf:"bytes,20,opt,name=network,proto3" json:"network,omitempty"`
+	// Creates of this pool's image, runtime and network since boxd
+	// started: served by a member (the pool hit count); made cold because
+	// no member was ready; made cold because they asked for something a
+	// member cannot take on (see docs/pool.md), --cold included.
+	HandedOut     uint64 `protobuf:"varint,21,opt,name=handed_out,json=handedOut,proto3" json:"handed_out,omitempty"`
+	ColdEmpty     uint64 `protobuf:"varint,22,opt,name=cold_empty,json=coldEmpty,proto3" json:"cold_empty,omitempty"`
+	ColdUnfit     uint64 `protobuf:"varint,23,opt,name=cold_unfit,json=coldUnfit,proto3" json:"cold_unfit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -284,6 +294,34 @@ func (x *Pool) GetRuntime() string {
 	return ""
 }
 
+func (x *Pool) GetNetwork() string {
+	if x != nil {
+		return x.Network
+	}
+	return ""
+}
+
+func (x *Pool) GetHandedOut() uint64 {
+	if x != nil {
+		return x.HandedOut
+	}
+	return 0
+}
+
+func (x *Pool) GetColdEmpty() uint64 {
+	if x != nil {
+		return x.ColdEmpty
+	}
+	return 0
+}
+
+func (x *Pool) GetColdUnfit() uint64 {
+	if x != nil {
+		return x.ColdUnfit
+	}
+	return 0
+}
+
 var File_boxd_v1_pool_proto protoreflect.FileDescriptor
 
 const file_boxd_v1_pool_proto_rawDesc = "" +
@@ -297,13 +335,20 @@ const file_boxd_v1_pool_proto_rawDesc = "" +
 	"\x04pool\x18\x01 \x01(\v2\r.boxd.v1.PoolR\x04pool\"\x12\n" +
 	"\x10ListPoolsRequest\"8\n" +
 	"\x11ListPoolsResponse\x12#\n" +
-	"\x05pools\x18\x01 \x03(\v2\r.boxd.v1.PoolR\x05pools\"|\n" +
+	"\x05pools\x18\x01 \x03(\v2\r.boxd.v1.PoolR\x05pools\"\xf3\x01\n" +
 	"\x04Pool\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x05R\x04size\x12\x14\n" +
 	"\x05ready\x18\x03 \x01(\x05R\x05ready\x12\x1a\n" +
 	"\bstarting\x18\x04 \x01(\x05R\bstarting\x12\x18\n" +
-	"\aruntime\x18e \x01(\tR\aruntime2\x9b\x01\n" +
+	"\aruntime\x18e \x01(\tR\aruntime\x12\x18\n" +
+	"\anetwork\x18\x14 \x01(\tR\anetwork\x12\x1d\n" +
+	"\n" +
+	"handed_out\x18\x15 \x01(\x04R\thandedOut\x12\x1d\n" +
+	"\n" +
+	"cold_empty\x18\x16 \x01(\x04R\tcoldEmpty\x12\x1d\n" +
+	"\n" +
+	"cold_unfit\x18\x17 \x01(\x04R\tcoldUnfit2\x9b\x01\n" +
 	"\vPoolService\x12H\n" +
 	"\vSetPoolSize\x12\x1b.boxd.v1.SetPoolSizeRequest\x1a\x1c.boxd.v1.SetPoolSizeResponse\x12B\n" +
 	"\tListPools\x12\x19.boxd.v1.ListPoolsRequest\x1a\x1a.boxd.v1.ListPoolsResponseB1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"

@@ -13,7 +13,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12\x62oxd/v1/pool.proto\x12\x07\x62oxd.v1\"B\n\x12SetPoolSizeRequest\x12\r\n\x05image\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x05\x12\x0f\n\x07runtime\x18\x65 \x01(\t\"2\n\x13SetPoolSizeResponse\x12\x1b\n\x04pool\x18\x01 \x01(\x0b\x32\r.boxd.v1.Pool\"\x12\n\x10ListPoolsRequest\"1\n\x11ListPoolsResponse\x12\x1c\n\x05pools\x18\x01 \x03(\x0b\x32\r.boxd.v1.Pool\"U\n\x04Pool\x12\r\n\x05image\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x05\x12\r\n\x05ready\x18\x03 \x01(\x05\x12\x10\n\x08starting\x18\x04 \x01(\x05\x12\x0f\n\x07runtime\x18\x65 \x01(\t2\x9b\x01\n\x0bPoolService\x12H\n\x0bSetPoolSize\x12\x1b.boxd.v1.SetPoolSizeRequest\x1a\x1c.boxd.v1.SetPoolSizeResponse\x12\x42\n\tListPools\x12\x19.boxd.v1.ListPoolsRequest\x1a\x1a.boxd.v1.ListPoolsResponseB1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x12\x62oxd/v1/pool.proto\x12\x07\x62oxd.v1\"B\n\x12SetPoolSizeRequest\x12\r\n\x05image\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x05\x12\x0f\n\x07runtime\x18\x65 \x01(\t\"2\n\x13SetPoolSizeResponse\x12\x1b\n\x04pool\x18\x01 \x01(\x0b\x32\r.boxd.v1.Pool\"\x12\n\x10ListPoolsRequest\"1\n\x11ListPoolsResponse\x12\x1c\n\x05pools\x18\x01 \x03(\x0b\x32\r.boxd.v1.Pool\"\xa2\x01\n\x04Pool\x12\r\n\x05image\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\x05\x12\r\n\x05ready\x18\x03 \x01(\x05\x12\x10\n\x08starting\x18\x04 \x01(\x05\x12\x0f\n\x07runtime\x18\x65 \x01(\t\x12\x0f\n\x07network\x18\x14 \x01(\t\x12\x12\n\nhanded_out\x18\x15 \x01(\x04\x12\x12\n\ncold_empty\x18\x16 \x01(\x04\x12\x12\n\ncold_unfit\x18\x17 \x01(\x04\x32\x9b\x01\n\x0bPoolService\x12H\n\x0bSetPoolSize\x12\x1b.boxd.v1.SetPoolSizeRequest\x1a\x1c.boxd.v1.SetPoolSizeResponse\x12\x42\n\tListPools\x12\x19.boxd.v1.ListPoolsRequest\x1a\x1a.boxd.v1.ListPoolsResponseB1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'boxd.v1.pool_pb2', globals())
@@ -29,8 +29,8 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _LISTPOOLSREQUEST._serialized_end=169
   _LISTPOOLSRESPONSE._serialized_start=171
   _LISTPOOLSRESPONSE._serialized_end=220
-  _POOL._serialized_start=222
-  _POOL._serialized_end=307
-  _POOLSERVICE._serialized_start=310
-  _POOLSERVICE._serialized_end=465
+  _POOL._serialized_start=223
+  _POOL._serialized_end=385
+  _POOLSERVICE._serialized_start=388
+  _POOLSERVICE._serialized_end=543
 # @@protoc_insertion_point(module_scope)

@@ -16,18 +16,26 @@ class ListPoolsResponse(_message.Message):
     def __init__(self, pools: _Optional[_Iterable[_Union[Pool, _Mapping]]] = ...) -> None: ...
 
 class Pool(_message.Message):
-    __slots__ = ["image", "ready", "runtime", "size", "starting"]
+    __slots__ = ["cold_empty", "cold_unfit", "handed_out", "image", "network", "ready", "runtime", "size", "starting"]
+    COLD_EMPTY_FIELD_NUMBER: _ClassVar[int]
+    COLD_UNFIT_FIELD_NUMBER: _ClassVar[int]
+    HANDED_OUT_FIELD_NUMBER: _ClassVar[int]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
     READY_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
     STARTING_FIELD_NUMBER: _ClassVar[int]
+    cold_empty: int
+    cold_unfit: int
+    handed_out: int
     image: str
+    network: str
     ready: int
     runtime: str
     size: int
     starting: int
-    def __init__(self, image: _Optional[str] = ..., size: _Optional[int] = ..., ready: _Optional[int] = ..., starting: _Optional[int] = ..., runtime: _Optional[str] = ...) -> None: ...
+    def __init__(self, image: _Optional[str] = ..., size: _Optional[int] = ..., ready: _Optional[int] = ..., starting: _Optional[int] = ..., runtime: _Optional[str] = ..., network: _Optional[str] = ..., handed_out: _Optional[int] = ..., cold_empty: _Optional[int] = ..., cold_unfit: _Optional[int] = ...) -> None: ...
 
 class SetPoolSizeRequest(_message.Message):
     __slots__ = ["image", "runtime", "size"]

@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file boxd/v1/pool.proto.
  */
 export const file_boxd_v1_pool: GenFile = /*@__PURE__*/
-  fileDesc("ChJib3hkL3YxL3Bvb2wucHJvdG8SB2JveGQudjEiQgoSU2V0UG9vbFNpemVSZXF1ZXN0Eg0KBWltYWdlGAEgASgJEgwKBHNpemUYAiABKAUSDwoHcnVudGltZRhlIAEoCSIyChNTZXRQb29sU2l6ZVJlc3BvbnNlEhsKBHBvb2wYASABKAsyDS5ib3hkLnYxLlBvb2wiEgoQTGlzdFBvb2xzUmVxdWVzdCIxChFMaXN0UG9vbHNSZXNwb25zZRIcCgVwb29scxgBIAMoCzINLmJveGQudjEuUG9vbCJVCgRQb29sEg0KBWltYWdlGAEgASgJEgwKBHNpemUYAiABKAUSDQoFcmVhZHkYAyABKAUSEAoIc3RhcnRpbmcYBCABKAUSDwoHcnVudGltZRhlIAEoCTKbAQoLUG9vbFNlcnZpY2USSAoLU2V0UG9vbFNpemUSGy5ib3hkLnYxLlNldFBvb2xTaXplUmVxdWVzdBocLmJveGQudjEuU2V0UG9vbFNpemVSZXNwb25zZRJCCglMaXN0UG9vbHMSGS5ib3hkLnYxLkxpc3RQb29sc1JlcXVlc3QaGi5ib3hkLnYxLkxpc3RQb29sc1Jlc3BvbnNlQjFaL2dpdGh1Yi5jb20vYm94ZC1kZXYvYm94ZC9ycGMvZ2VuL2JveGQvdjE7Ym94ZHYxYgZwcm90bzM");
+  fileDesc("ChJib3hkL3YxL3Bvb2wucHJvdG8SB2JveGQudjEiQgoSU2V0UG9vbFNpemVSZXF1ZXN0Eg0KBWltYWdlGAEgASgJEgwKBHNpemUYAiABKAUSDwoHcnVudGltZRhlIAEoCSIyChNTZXRQb29sU2l6ZVJlc3BvbnNlEhsKBHBvb2wYASABKAsyDS5ib3hkLnYxLlBvb2wiEgoQTGlzdFBvb2xzUmVxdWVzdCIxChFMaXN0UG9vbHNSZXNwb25zZRIcCgVwb29scxgBIAMoCzINLmJveGQudjEuUG9vbCKiAQoEUG9vbBINCgVpbWFnZRgBIAEoCRIMCgRzaXplGAIgASgFEg0KBXJlYWR5GAMgASgFEhAKCHN0YXJ0aW5nGAQgASgFEg8KB3J1bnRpbWUYZSABKAkSDwoHbmV0d29yaxgUIAEoCRISCgpoYW5kZWRfb3V0GBUgASgEEhIKCmNvbGRfZW1wdHkYFiABKAQSEgoKY29sZF91bmZpdBgXIAEoBDKbAQoLUG9vbFNlcnZpY2USSAoLU2V0UG9vbFNpemUSGy5ib3hkLnYxLlNldFBvb2xTaXplUmVxdWVzdBocLmJveGQudjEuU2V0UG9vbFNpemVSZXNwb25zZRJCCglMaXN0UG9vbHMSGS5ib3hkLnYxLkxpc3RQb29sc1JlcXVlc3QaGi5ib3hkLnYxLkxpc3RQb29sc1Jlc3BvbnNlQjFaL2dpdGh1Yi5jb20vYm94ZC1kZXYvYm94ZC9ycGMvZ2VuL2JveGQvdjE7Ym94ZHYxYgZwcm90bzM");
 
 /**
  * @generated from message boxd.v1.SetPoolSizeRequest
@@ -128,6 +128,34 @@ export type Pool = Message<"boxd.v1.Pool"> & {
    * @generated from field: string runtime = 101;
    */
   runtime: string;
+
+  /**
+   * "" for members serving network none; "egress" for an egress pool
+   * (--warm-pool IMAGE=N@egress).
+   *
+   * @generated from field: string network = 20;
+   */
+  network: string;
+
+  /**
+   * Creates of this pool's image, runtime and network since boxd
+   * started: served by a member (the pool hit count); made cold because
+   * no member was ready; made cold because they asked for something a
+   * member cannot take on (see docs/pool.md), --cold included.
+   *
+   * @generated from field: uint64 handed_out = 21;
+   */
+  handedOut: bigint;
+
+  /**
+   * @generated from field: uint64 cold_empty = 22;
+   */
+  coldEmpty: bigint;
+
+  /**
+   * @generated from field: uint64 cold_unfit = 23;
+   */
+  coldUnfit: bigint;
 };
 
 /**
