@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/boxd-dev/boxd/network"
 	"github.com/boxd-dev/boxd/runtime"
 )
 
@@ -101,16 +102,19 @@ var (
 	restartsDesc       = prometheus.NewDesc("boxd_init_restarts", "Restarts boxd made of the sandboxes that exist now, summed, by runtime.", []string{"runtime"}, nil)
 	poolTargetDesc     = prometheus.NewDesc("boxd_pool_target", "Warm-pool target size by image, runtime and network.", []string{"image", "runtime", "network"}, nil)
 	poolMembersDesc    = prometheus.NewDesc("boxd_pool_members", "Warm-pool members by image, runtime, network and state (ready or starting).", []string{"image", "runtime", "network", "state"}, nil)
+	createSourceDesc   = prometheus.NewDesc("boxd_sandbox_create_sources_total", "Successful creates by source: pool (a warm member handed out) or cold.", []string{"source"}, nil)
+	egressDeniedDesc   = prometheus.NewDesc("boxd_egress_denied_total", "Egress connections and DNS names refused, by reason (unrecorded: past a deny-log window's bound).", []string{"reason"}, nil)
 )
 
 func (sandboxCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{sandboxesDesc, ownerSandboxesDesc, ownerMemoryDesc, quotaSandboxesDesc, quotaMemoryDesc, restartsDesc, poolTargetDesc, poolMembersDesc} {
+	for _, d := range []*prometheus.Desc{sandboxesDesc, ownerSandboxesDesc, ownerMemoryDesc, quotaSandboxesDesc, quotaMemoryDesc, restartsDesc, poolTargetDesc, poolMembersDesc, createSourceDesc, egressDeniedDesc} {
 		ch <- d
 	}
 }
 
 func (c sandboxCollector) Collect(ch chan<- prometheus.Metric) {
 	c.collectPools(ch)
+	c.collectCounts(ch)
 	q := c.m.Quotas()
 	ch <- prometheus.MustNewConstMetric(quotaSandboxesDesc, prometheus.GaugeValue, float64(q.MaxSandboxes))
 	ch <- prometheus.MustNewConstMetric(quotaMemoryDesc, prometheus.GaugeValue, float64(q.MaxMemory))
@@ -156,6 +160,17 @@ func (c sandboxCollector) collectPools(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(poolTargetDesc, prometheus.GaugeValue, float64(p.Size), p.Image, p.Runtime, netw)
 		ch <- prometheus.MustNewConstMetric(poolMembersDesc, prometheus.GaugeValue, float64(p.Ready), p.Image, p.Runtime, netw, "ready")
 		ch <- prometheus.MustNewConstMetric(poolMembersDesc, prometheus.GaugeValue, float64(p.Starting), p.Image, p.Runtime, netw, "starting")
+	}
+}
+
+// collectCounts reports the runtime's counters since start. Every reason
+// is reported, at 0 until a refusal, so rates work from the first scrape.
+func (c sandboxCollector) collectCounts(ch chan<- prometheus.Metric) {
+	n := c.m.Counts()
+	ch <- prometheus.MustNewConstMetric(createSourceDesc, prometheus.CounterValue, float64(n.PoolHandouts), "pool")
+	ch <- prometheus.MustNewConstMetric(createSourceDesc, prometheus.CounterValue, float64(n.ColdCreates), "cold")
+	for _, reason := range network.DenyReasons {
+		ch <- prometheus.MustNewConstMetric(egressDeniedDesc, prometheus.CounterValue, float64(n.EgressDenied[reason]), reason)
 	}
 }
 

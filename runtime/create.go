@@ -97,12 +97,14 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	// mount no volumes and no host directories.
 	if len(r.volumes) == 0 && len(r.binds) == 0 {
 		if sb, ok := m.fromPool(ctx, r, img, imgSpec); ok {
+			m.counters.poolHandouts.Add(1)
 			m.created(sb.ID)
 			return sb, nil
 		}
 	}
 	sb, err := m.createResolved(ctx, t0, r, img, imgSpec, false)
 	if err == nil {
+		m.counters.coldCreates.Add(1)
 		m.settleVolumes(volToken, sb.ID)
 		m.created(sb.ID)
 	}
