@@ -4,6 +4,8 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
+	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -52,7 +54,8 @@ func findDenial(ds []denial, dest string, port uint32, proto, reason string) (de
 // NetworkLog row.)
 func TestEgressDenyLog(t *testing.T) {
 	e := newEgressNet(t)
-	e.start(t)
+	metricsAddr := fmt.Sprintf("127.0.0.1:%d", freePort(t)) // in boxd's namespace
+	e.start(t, "--metrics-listen", metricsAddr)
 	t.Cleanup(func() { e.stop(t, syscall.SIGTERM) })
 	e.must(t, "image", "import", "--rootfs", env.busybox, "--name", testImage)
 	start := time.Now()
@@ -120,6 +123,15 @@ func TestEgressDenyLog(t *testing.T) {
 		time.Sleep(time.Second)
 	}
 
+	// The metrics count the window's refusals by reason.
+	denied := e.metrics(t, metricsAddr)
+	if n := denied[`boxd_egress_denied_total{reason="not_allowed"}`]; n < 3 {
+		t.Errorf("boxd_egress_denied_total{not_allowed} = %v, want 3 or more", n)
+	}
+	if n := denied[`boxd_egress_denied_total{reason="name_not_allowed"}`]; n < 3 {
+		t.Errorf("boxd_egress_denied_total{name_not_allowed} = %v, want 3 or more", n)
+	}
+
 	// A flood of refusals to 20,000 distinct destinations: the log keeps
 	// at most 64 records a window plus one that counts the rest, and
 	// at most 256 in all.
@@ -153,4 +165,30 @@ func TestEgressDenyLog(t *testing.T) {
 	if _, stderr, code := e.boxctl("network", "log", none); code == 0 || !strings.Contains(stderr, "failed_precondition") {
 		t.Errorf("network log of a none sandbox: exit %d, %s", code, stderr)
 	}
+}
+
+// metrics reads boxd's /metrics in its network namespace (with Debian's
+// python3, through nsenter) with a token of scope metrics, and returns the
+// boxd_ samples by series.
+func (e *egressNet) metrics(t *testing.T, addr string) map[string]float64 {
+	t.Helper()
+	tok := strings.TrimSpace(e.must(t, "token", "create", "metrics-reader", "--scope", "metrics"))
+	script := `import sys, urllib.request
+r = urllib.request.Request("http://" + sys.argv[1] + "/metrics", headers={"Authorization": "Bearer " + sys.argv[2]})
+sys.stdout.write(urllib.request.urlopen(r, timeout=10).read().decode())`
+	out, err := exec.Command("nsenter", "--net=/run/netns/"+e.b, "/usr/bin/python3", "-c", script, addr, tok).CombinedOutput()
+	if err != nil {
+		t.Fatalf("read metrics: %v\n%s", err, out)
+	}
+	samples := map[string]float64{}
+	for _, l := range strings.Split(string(out), "\n") {
+		series, v, ok := strings.Cut(l, " ")
+		if !ok || !strings.HasPrefix(series, "boxd_") {
+			continue
+		}
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			samples[series] = f
+		}
+	}
+	return samples
 }

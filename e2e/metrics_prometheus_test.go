@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -47,15 +48,24 @@ func TestMetricsPrometheus(t *testing.T) {
 		t.Fatalf("exec: %s", stderr)
 	}
 
+	alerts, err := filepath.Abs("../deploy/prometheus/boxd-alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(filepath.Join(filepath.Dir(prom), "promtool"), "check", "rules", alerts).CombinedOutput(); err != nil {
+		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	}
 	config := fmt.Sprintf(`global:
   scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files: ['%s']
 scrape_configs:
   - job_name: boxd
     authorization:
       credentials_file: %s
     static_configs:
       - targets: ['%s']
-`, tokFile, metricsAddr)
+`, alerts, tokFile, metricsAddr)
 	cfgFile := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(cfgFile, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
@@ -79,10 +89,98 @@ scrape_configs:
 		`boxd_owner_sandboxes{owner="0"}`:                       1,
 		`boxd_quota_sandboxes_per_owner`:                        7,
 		`sum(boxd_pool_target{image=~".*boxd/busybox:latest"})`: 1,
+		`count(boxd_pool_creates_total)`:                        3,
+		`count(boxd_egress_denied_total)`:                       5,
 	} {
 		if got := promQuery(t, promAddr, query, want, &promLog); got < want {
 			t.Errorf("%s = %v through Prometheus, want at least %v", query, got, want)
 		}
+	}
+	shippedQueriesWork(t, promAddr, alerts)
+}
+
+// shippedQueriesWork checks the example alerts and the dashboard against
+// the Prometheus that scrapes boxd: every rule evaluates without error,
+// every dashboard query parses and runs, and every boxd metric either
+// names is one boxd serves.
+func shippedQueriesWork(t *testing.T, promAddr, alerts string) {
+	t.Helper()
+	var rules struct {
+		Data struct {
+			Groups []struct {
+				Rules []struct{ Name, Health, LastError string }
+			}
+		}
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(time.Second) {
+		promGet(t, promAddr, "/api/v1/rules", &rules)
+		evaluated := 0
+		for _, g := range rules.Data.Groups {
+			for _, r := range g.Rules {
+				if r.Health == "err" {
+					t.Errorf("alert %s fails to evaluate: %s", r.Name, r.LastError)
+				}
+				if r.Health == "ok" {
+					evaluated++
+				}
+			}
+		}
+		if evaluated >= 9 || time.Now().After(deadline) {
+			if evaluated < 9 {
+				t.Errorf("%d alert rules evaluated, want all 9: %+v", evaluated, rules)
+			}
+			break
+		}
+	}
+	var names struct{ Data []string }
+	promGet(t, promAddr, "/api/v1/label/__name__/values", &names)
+	served := map[string]bool{}
+	for _, n := range names.Data {
+		served[n] = true
+	}
+	alertText, err := os.ReadFile(alerts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join(filepath.Dir(alerts), "..", "grafana", "boxd-dashboard.json"))
+	if err != nil || json.Unmarshal(raw, &dash) != nil || len(dash.Panels) == 0 {
+		t.Fatalf("dashboard: %v", err)
+	}
+	all := string(alertText)
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			all += "\n" + tg.Expr
+			q := strings.NewReplacer("$instance", ".*", "$__rate_interval", "1m").Replace(tg.Expr)
+			var r struct{ Status, Error string }
+			promGet(t, promAddr, "/api/v1/query?query="+url.QueryEscape(q), &r)
+			if r.Status != "success" {
+				t.Errorf("dashboard panel %q: %s: %s", p.Title, tg.Expr, r.Error)
+			}
+		}
+	}
+	for _, name := range regexp.MustCompile(`\bboxd_[a-z_]+`).FindAllString(all, -1) {
+		if !served[name] {
+			t.Errorf("%s is named by the alerts or the dashboard but boxd does not serve it", name)
+		}
+	}
+}
+
+// promGet decodes a JSON answer of Prometheus's HTTP API into v.
+func promGet(t *testing.T, addr, path string, v any) {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("%s: %v", path, err)
 	}
 }
 

@@ -56,6 +56,9 @@ const (
 	ReasonUnrecorded     = "unrecorded"       // refusals past the per-window bound, counted only
 )
 
+// DenyReasons are every Reason a DenyRecord can carry.
+var DenyReasons = []string{ReasonNotAllowed, ReasonBlocked, ReasonHost, ReasonNameNotAllowed, ReasonUnrecorded}
+
 // nflogPrefixes are the log prefixes of boxd's rules, one per reason.
 var nflogPrefixes = map[string]string{"N": ReasonNotAllowed, "B": ReasonBlocked, "H": ReasonHost}
 

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/boxd-dev/boxd/network"
 	"github.com/boxd-dev/boxd/runtime"
 )
 
@@ -102,16 +103,18 @@ var (
 	poolTargetDesc     = prometheus.NewDesc("boxd_pool_target", "Warm-pool target size by image, runtime and network.", []string{"image", "runtime", "network"}, nil)
 	poolMembersDesc    = prometheus.NewDesc("boxd_pool_members", "Warm-pool members by image, runtime, network and state (ready or starting).", []string{"image", "runtime", "network", "state"}, nil)
 	poolCreatesDesc    = prometheus.NewDesc("boxd_pool_creates_total", "Creates of a warm pool's image, runtime and network by outcome: handed_out (a member served it), cold_empty (none was ready), cold_unfit (it asked for what a member cannot take on).", []string{"image", "runtime", "network", "outcome"}, nil)
+	egressDeniedDesc   = prometheus.NewDesc("boxd_egress_denied_total", "Egress connections and DNS names refused, by reason (unrecorded: past a deny-log window's bound).", []string{"reason"}, nil)
 )
 
 func (sandboxCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{sandboxesDesc, ownerSandboxesDesc, ownerMemoryDesc, quotaSandboxesDesc, quotaMemoryDesc, restartsDesc, poolTargetDesc, poolMembersDesc, poolCreatesDesc} {
+	for _, d := range []*prometheus.Desc{sandboxesDesc, ownerSandboxesDesc, ownerMemoryDesc, quotaSandboxesDesc, quotaMemoryDesc, restartsDesc, poolTargetDesc, poolMembersDesc, poolCreatesDesc, egressDeniedDesc} {
 		ch <- d
 	}
 }
 
 func (c sandboxCollector) Collect(ch chan<- prometheus.Metric) {
 	c.collectPools(ch)
+	c.collectCounts(ch)
 	q := c.m.Quotas()
 	ch <- prometheus.MustNewConstMetric(quotaSandboxesDesc, prometheus.GaugeValue, float64(q.MaxSandboxes))
 	ch <- prometheus.MustNewConstMetric(quotaMemoryDesc, prometheus.GaugeValue, float64(q.MaxMemory))
@@ -160,6 +163,15 @@ func (c sandboxCollector) collectPools(ch chan<- prometheus.Metric) {
 		for outcome, n := range map[string]uint64{"handed_out": p.HandedOut, "cold_empty": p.ColdEmpty, "cold_unfit": p.ColdUnfit} {
 			ch <- prometheus.MustNewConstMetric(poolCreatesDesc, prometheus.CounterValue, float64(n), p.Image, p.Runtime, netw, outcome)
 		}
+	}
+}
+
+// collectCounts reports the runtime's counters since start. Every reason
+// is reported, at 0 until a refusal, so rates work from the first scrape.
+func (c sandboxCollector) collectCounts(ch chan<- prometheus.Metric) {
+	n := c.m.Counts()
+	for _, reason := range network.DenyReasons {
+		ch <- prometheus.MustNewConstMetric(egressDeniedDesc, prometheus.CounterValue, float64(n.EgressDenied[reason]), reason)
 	}
 }
 

@@ -16,14 +16,18 @@ import (
 	"github.com/boxd-dev/boxd/network"
 )
 
-// watchDenials emits an egress_denied event per record of each closed
-// deny-log window: the sandbox's owner and admins see them.
+// watchDenials counts each closed deny-log window's refusals and emits an
+// egress_denied event per record: the sandbox's owner and admins see them.
 func (m *Manager) watchDenials() {
-	if m.cfg.Network == nil || m.cfg.Events == nil {
+	if m.cfg.Network == nil {
 		return
 	}
 	m.cfg.Network.OnDeny(func(id string, recs []network.DenyRecord) {
 		for _, r := range recs {
+			m.counters.addDenied(r.Reason, r.Count)
+			if m.cfg.Events == nil {
+				continue
+			}
 			m.emit(events.EgressDenied, id, map[string]string{
 				"dest": r.Dest, "port": strconv.Itoa(int(r.Port)), "proto": r.Proto, "reason": r.Reason,
 				"count": strconv.FormatUint(r.Count, 10),

@@ -115,6 +115,8 @@ type Manager struct {
 
 	// Pools: the warm pools' members and targets.
 	pool pool
+	// counters since start, for the metrics endpoint (Counts).
+	counters counters
 
 	// Network: the published ports' listeners.
 	ports *ports.Publisher

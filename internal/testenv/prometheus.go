@@ -8,9 +8,10 @@ import (
 	"strings"
 )
 
-// Prometheus extracts, once, the prometheus binary from Debian's package
-// (apt-get download and dpkg-deb -x: no service is installed or started)
-// and returns its path. It is cached under CacheDir() by the package's
+// Prometheus extracts, once, the prometheus and promtool binaries from
+// Debian's package (apt-get download and dpkg-deb -x: no service is
+// installed or started) and returns prometheus's path; promtool is beside
+// it. It is cached under CacheDir() by the package's
 // version (a file lock serializes extractions between test binaries). A
 // failure is an error, never a reason to skip.
 func Prometheus() (string, error) {
@@ -23,8 +24,9 @@ func Prometheus() (string, error) {
 		return "", err
 	}
 	defer unlock()
-	if bins, _ := filepath.Glob(filepath.Join(cache, "prometheus-*", "prometheus")); len(bins) > 0 {
-		return bins[0], nil
+	// promtool is the later of the two to be kept: its presence means both.
+	if tools, _ := filepath.Glob(filepath.Join(cache, "prometheus-*", "promtool")); len(tools) > 0 {
+		return filepath.Join(filepath.Dir(tools[0]), "prometheus"), nil
 	}
 	tmp, err := os.MkdirTemp(cache, ".prometheus-")
 	if err != nil {
@@ -45,11 +47,12 @@ func Prometheus() (string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
-	bin := filepath.Join(dir, "prometheus")
-	if err := os.Rename(filepath.Join(root, "usr", "bin", "prometheus"), bin); err != nil {
-		return "", fmt.Errorf("the prometheus package has no usr/bin/prometheus: %w", err)
+	for _, name := range []string{"prometheus", "promtool"} {
+		if err := os.Rename(filepath.Join(root, "usr", "bin", name), filepath.Join(dir, name)); err != nil {
+			return "", fmt.Errorf("the prometheus package has no usr/bin/%s: %w", name, err)
+		}
 	}
-	return bin, nil
+	return filepath.Join(dir, "prometheus"), nil
 }
 
 // aptDownload fetches package pkg's .deb from Debian's archive into dir,
