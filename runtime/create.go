@@ -38,6 +38,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	if err := checkPublish(ctx, r.publish); err != nil {
 		return nil, err
 	}
+	if err := m.resolveSecrets(req.Secrets, &r); err != nil {
+		return nil, err
+	}
 	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
 	img, err := m.cfg.Images.Get(ctx, r.image)
 	if err != nil {
@@ -95,7 +98,7 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	defer m.pool.serveEnd()
 	// A create the pool cannot serve (fits) is made cold; pool members
 	// mount no volumes and no host directories.
-	if len(r.volumes) == 0 && len(r.binds) == 0 {
+	if len(r.volumes) == 0 && len(r.binds) == 0 && len(r.secrets) == 0 {
 		if sb, ok := m.fromPool(ctx, r, img, imgSpec); ok {
 			m.created(sb.ID)
 			return sb, nil
