@@ -17,6 +17,8 @@ import (
 
 	"github.com/containerd/errdefs"
 	"github.com/containernetworking/cni/libcni"
+
+	"github.com/boxd-dev/boxd/internal/secrets"
 )
 
 // Defaults of the boxd flags.
@@ -54,6 +56,9 @@ type Config struct {
 	// IPv4 and IPv6 networks, host bits zero.
 	Block  []netip.Prefix
 	Logger *slog.Logger
+	// Secrets and CA, both set, turn the secret broker on (broker.go).
+	Secrets *secrets.Store
+	CA      *secrets.CA
 }
 
 // Attachment is what a sandbox's network is, as the runtime stores it.
@@ -89,6 +94,10 @@ type Manager struct {
 	// resolver; nil before the first (then every address counts as
 	// blocked).
 	blockedNow atomic.Pointer[[]netip.Prefix]
+	// secrets are the secrets each sandbox was given (guarded by mu);
+	// broker is the proxy that brokers them, started with the resolver.
+	secrets map[string]*brokered
+	broker  *broker
 }
 
 // member is a running egress sandbox as the resolver sees it.
@@ -162,7 +171,8 @@ func New(cfg Config) (*Manager, error) {
 	m := &Manager{cfg: cfg, log: cfg.Logger, cni: cni, legacyCNI: legacyCNI,
 		fw: &firewall{table: cfg.Table, group: nflogGroup(cfg.Table), bridge: cfg.Bridge, subnet: cfg.Subnet, gw: gw,
 			subnet6: cfg.Subnet6},
-		bySrc: map[netip.Addr]*member{}, byID: map[string]*member{}, deny: newDenyLog()}
+		bySrc: map[netip.Addr]*member{}, byID: map[string]*member{}, deny: newDenyLog(),
+		secrets: map[string]*brokered{}}
 	m.dns = &resolver{m: m, upstream: upstream, log: cfg.Logger}
 	return m, nil
 }
@@ -386,6 +396,14 @@ func (m *Manager) attach(id string, att *Attachment, allow []Dest, fresh bool) e
 func (m *Manager) prepare() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if !m.ready && m.Brokering() && m.broker == nil {
+		// Before the rules: they let sandboxes reach its ports only if
+		// it holds them (another program of the host's may).
+		if err := m.startBroker(); err != nil {
+			m.log.Warn("network: no secret broker; sandboxes' secrets go out as placeholders", "err", err)
+		}
+		m.fw.broker = m.broker != nil
+	}
 	if err := m.fw.ensure(!m.ready); err != nil {
 		return err
 	}
@@ -393,7 +411,7 @@ func (m *Manager) prepare() error {
 		if err := m.dns.start(m.fw.gw); err != nil {
 			return err
 		}
-		m.log.Info("network: resolver for egress sandboxes", "addr", m.fw.gw, "upstream", m.dns.upstream)
+		m.log.Info("network: resolver for egress sandboxes", "addr", m.fw.gw, "upstream", m.dns.upstream, "secret broker", m.broker != nil)
 		go m.watchHost()
 		m.startDenyLog()
 	}
@@ -500,6 +518,7 @@ func (m *Manager) Teardown(ctx context.Context, id string) error {
 	errs = append(errs, m.fw.remove(id))
 	m.mu.Unlock()
 	m.deny.forget(id)
+	m.SetSecrets(id, 0, nil)
 
 	path := m.netnsPath(id)
 	_, err := os.Stat(path)

@@ -61,6 +61,8 @@ type firewall struct {
 	gw     netip.Addr
 	// subnet6 is the sandboxes' IPv6 network; invalid without IPv6.
 	subnet6 netip.Prefix
+	// broker: the secret broker listens on the gateway's 80 and 443.
+	broker bool
 }
 
 // ipFamily is what the rules of one IP family differ in.
@@ -158,6 +160,13 @@ func (f *firewall) toHostRules(c *nftables.Conn, toHost *nftables.Chain) {
 	add(established(), verdict(expr.VerdictAccept))
 	for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
 		add(ipv4(), daddrIs(f.gw), l4proto(proto), dport(53), verdict(expr.VerdictAccept))
+	}
+	// The secret broker (broker.go), only while it holds the ports: it
+	// refuses sandboxes it has no secret of.
+	for _, p := range []uint16{80, 443} {
+		if f.broker {
+			add(ipv4(), daddrIs(f.gw), l4proto(unix.IPPROTO_TCP), dport(p), verdict(expr.VerdictAccept))
+		}
 	}
 	// IPv6 neighbour discovery (solicitations and advertisements): what
 	// ARP is to IPv4, which the inet table never sees.

@@ -112,6 +112,9 @@ func (r *resolver) answer(w dns.ResponseWriter, q *dns.Msg) *dns.Msg {
 		r.m.deny.add(mb.id, DenyRecord{Dest: SanitizeName(qn), Port: 53, Proto: "dns", Reason: ReasonNameNotAllowed})
 		return resp.SetRcode(q, dns.RcodeNameError)
 	}
+	if _, bound := r.m.secretsFor(mb.id, qn); len(bound) > 0 {
+		return r.brokerAnswer(q)
+	}
 	v6 := mb.addr6.IsValid()
 	if q.Question[0].Qtype == dns.TypeAAAA && !v6 {
 		// No IPv6 for this sandbox: no IPv6 answers, so clients use IPv4.

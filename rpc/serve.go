@@ -30,6 +30,7 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(boxdv1connect.NewVolumeServiceHandler(&volumeServer{s}, s.handlerOptions()...))
 	mux.Handle(boxdv1connect.NewTokenServiceHandler(&tokenServer{s}, s.handlerOptions()...))
 	mux.Handle(boxdv1connect.NewCodeServiceHandler(&codeServer{s}, s.handlerOptions()...))
+	mux.Handle(boxdv1connect.NewSecretServiceHandler(&secretServer{s}, s.handlerOptions()...))
 	s.describe(mux)
 	return coalesceBulk(bufferStreams(mux))
 }
@@ -45,6 +46,7 @@ var APIServices = []string{
 	boxdv1connect.VolumeServiceName,
 	boxdv1connect.TokenServiceName,
 	boxdv1connect.CodeServiceName,
+	boxdv1connect.SecretServiceName,
 }
 
 // describe adds what lets a client that has no copy of rpc/proto find its

@@ -174,6 +174,11 @@ func (c *creation) spec(ctx context.Context, imgSpec ocispec.Image) (*specs.Spec
 	}
 	spec.Mounts = append(spec.Mounts, c.m.volumeSpecMounts(c.r.volumes, c.hostID)...)
 	spec.Mounts = append(spec.Mounts, c.m.bindSpecMounts(c.id, c.r.binds, c.r.bindCreds, c.hostID)...)
+	sm, err := c.m.secretMounts(c.id, c.r)
+	if err != nil {
+		return nil, nil, err
+	}
+	spec.Mounts = append(spec.Mounts, sm...)
 	if c.shimGroup != "" {
 		if spec.Annotations == nil {
 			spec.Annotations = map[string]string{}

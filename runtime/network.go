@@ -35,12 +35,17 @@ type NetworkInfo struct {
 	Gateway string
 	DNS     string
 	Addr6   string // "" without IPv6
+	// Secrets are the secrets the sandbox holds placeholders of: names,
+	// variables and hosts, never values or placeholders.
+	Secrets []SecretUse
 }
 
 // netState is the LabelNetwork label.
 type netState struct {
 	Mode  string   `json:"mode"`
 	Allow []string `json:"allow,omitempty"`
+	// Secrets are the secrets the sandbox holds placeholders of.
+	Secrets []network.Brokered `json:"secrets,omitempty"`
 	network.Attachment
 }
 
@@ -112,7 +117,9 @@ func (m *Manager) startNetwork(ctx context.Context, id string, r resolved) (st *
 		return nil, nil, nil, err
 	}
 	gw := m.cfg.Network.Gateway()
-	st = &netState{Mode: network.ModeEgress, Allow: network.Strings(r.allow), Attachment: network.Attachment{NetNS: m.cfg.Network.NetNSPath(id), Gateway: gw}}
+	st = &netState{Mode: network.ModeEgress, Allow: network.Strings(r.allow), Attachment: network.Attachment{NetNS: m.cfg.Network.NetNSPath(id), Gateway: gw},
+		Secrets: r.secrets}
+	m.cfg.Network.SetSecrets(id, r.owner, r.secrets) // Teardown forgets them
 	if err := m.writeResolvConf(id); err != nil {
 		return st, nil, nil, err
 	}
@@ -238,7 +245,8 @@ func (st *netState) info(gw string) *NetworkInfo {
 	if st == nil {
 		return &NetworkInfo{Mode: network.ModeNone}
 	}
-	info := &NetworkInfo{Mode: st.Mode, Allow: slices.Clone(st.Allow), Addr: st.Addr.String(), Gateway: st.Gateway.String(), DNS: gw}
+	info := &NetworkInfo{Mode: st.Mode, Allow: slices.Clone(st.Allow), Addr: st.Addr.String(), Gateway: st.Gateway.String(), DNS: gw,
+		Secrets: secretUses(st.Secrets)}
 	if st.Addr6.IsValid() {
 		info.Addr6 = st.Addr6.String()
 	}
@@ -355,6 +363,7 @@ func (m *Manager) restoreNetworks(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("sandbox %s: its network label has no address (create interrupted); it has no egress", ctr.ID()))
 			continue
 		}
+		m.cfg.Network.SetSecrets(ctr.ID(), ownerOf(labels), st.Secrets)
 		if err := m.cfg.Network.Restore(ctr.ID(), st.Attachment, allow); err != nil {
 			errs = append(errs, fmt.Errorf("sandbox %s: %w", ctr.ID(), err))
 		}

@@ -71,8 +71,8 @@ func (m *Manager) fits(r resolved) bool {
 // that error: the next member, or a cold create, would refuse it too.
 func (m *Manager) fromPool(ctx context.Context, r resolved, img client.Image, imgSpec ocispec.Image) (*Sandbox, bool, error) {
 	key := keyOf(img.Name(), r.runtime).withNetwork(r.network)
-	// Members mount no volumes and no host directories.
-	if len(r.volumes) > 0 || len(r.binds) > 0 || !m.fits(r) {
+	// Members mount no volumes, no host directories and no secrets' CA.
+	if len(r.volumes) > 0 || len(r.binds) > 0 || len(r.secrets) > 0 || !m.fits(r) {
 		m.pool.count(key, outcomeUnfit)
 		return nil, false, nil
 	}

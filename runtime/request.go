@@ -57,6 +57,9 @@ type CreateRequest struct {
 	// Binds are host directories to mount: HOST:/PATH[:ro][,noexec]
 	// (binds.go).
 	Binds []string
+	// Secrets are the caller's secrets the sandbox is given as
+	// placeholders: NAME or NAME=ENVVAR (secrets.go).
+	Secrets []string
 }
 
 // Limits are the resource limits every sandbox carries.
@@ -224,6 +227,8 @@ type resolved struct {
 	// binds are the host directories the sandbox mounts (binds.go).
 	binds     []bindMount
 	bindCreds *bindCreds
+	// secrets are the secrets the sandbox holds placeholders of.
+	secrets []network.Brokered
 	// id, if set, is the new sandbox's id (a fork's, chosen before its
 	// volumes are held and named); empty: a new one.
 	id string

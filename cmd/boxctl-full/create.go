@@ -41,6 +41,7 @@ func createFlags() []cli.Flag {
 		&cli.StringFlag{Name: "runtime", Usage: "runc or gvisor (gVisor's user-space kernel between the sandbox and the host's); default: the daemon's --default-runtime"},
 		&cli.BoolFlag{Name: "cold", Usage: "start the sandbox from its image even if a warm-pool member could serve the create"},
 		&cli.StringSliceFlag{Name: "volume", Aliases: []string{"v"}, Usage: "NAME:/PATH[:ro]: mount a named volume (boxctl volume create), repeatable"},
+		&cli.StringSliceFlag{Name: "secret", Usage: "NAME[=ENVVAR]: give the sandbox a placeholder of your secret NAME in ENVVAR (default NAME); boxd swaps in the value only in requests to the secret's hosts (needs --network egress), repeatable"},
 		&cli.StringSliceFlag{Name: "bind", Usage: "HOST-PATH:/PATH[:ro][,noexec]: mount a host directory you can open yourself, beneath one boxd allows (boxd --allow-bind); the sandbox's root acts as you there, repeatable"},
 	}
 }
@@ -98,7 +99,7 @@ func createRequest(c *cli.Context) (*boxdv1.CreateSandboxRequest, error) {
 		User: c.String("user"), ReadOnlyRootfs: c.Bool("read-only"), Tmpfs: c.StringSlice("tmpfs"), Ulimits: c.StringSlice("ulimit"),
 		Hostname: c.String("hostname"), CpuWeight: c.Uint64("cpu-weight"), MemoryLow: c.String("memory-low"),
 		ExecTimeout: c.String("exec-timeout"), OutputLimit: c.Int64("output-limit"), Replace: c.Bool("replace"), Runtime: c.String("runtime"),
-		Cold: c.Bool("cold"), Volumes: c.StringSlice("volume"), Binds: c.StringSlice("bind"),
+		Cold: c.Bool("cold"), Volumes: c.StringSlice("volume"), Binds: c.StringSlice("bind"), Secrets: c.StringSlice("secret"),
 	}, nil
 }
 

@@ -65,7 +65,7 @@ func commands() []*cli.Command {
 		lsCommand(), inspectCommand(), rmCommand(), updateCommand(), stopCommand(), startCommand(),
 		psCommand(), killCommand(), waitCommand(), attachCommand(), sessionCommand(),
 		filesCommand(), portCommand(), networkCommand(), mcpCommand(), commitCommand(), forkCommand(), buildCommand(),
-		pauseCommand(), unpauseCommand(), statsCommand(), eventsCommand(), poolCommand(), volumeCommand(), tokenCommand(),
+		pauseCommand(), unpauseCommand(), statsCommand(), eventsCommand(), poolCommand(), volumeCommand(), secretCommand(), tokenCommand(),
 		diffCommand(),
 		runCodeCommand(),
 		checkpointCommand(), restoreCommand(),

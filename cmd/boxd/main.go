@@ -29,6 +29,7 @@ import (
 	"github.com/boxd-dev/boxd/internal/events"
 	"github.com/boxd-dev/boxd/internal/gvisor"
 	"github.com/boxd-dev/boxd/internal/runc"
+	"github.com/boxd-dev/boxd/internal/secrets"
 	"github.com/boxd-dev/boxd/network"
 	"github.com/boxd-dev/boxd/network/ports"
 	"github.com/boxd-dev/boxd/registry"
@@ -470,7 +471,16 @@ func newNetwork(cc *cli.Context, log *slog.Logger) (*network.Manager, error) {
 	if err != nil {
 		return nil, err
 	}
+	store, err := secrets.Open(filepath.Join(cc.String("state-dir"), "secrets"))
+	if err != nil {
+		return nil, err
+	}
+	ca, err := secrets.LoadCA(filepath.Join(cc.String("state-dir"), "secrets-ca"))
+	if err != nil {
+		return nil, err
+	}
 	m, err := network.New(network.Config{
+		Secrets: store, CA: ca,
 		Subnet6:     subnet6,
 		StateDir:    filepath.Join(cc.String("state-dir"), "network"),
 		PluginDirs:  filepath.SplitList(cc.String("cni-plugin-dir")),

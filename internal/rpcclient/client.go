@@ -66,3 +66,8 @@ func NewVolumes(path string) boxdv1connect.VolumeServiceClient {
 func NewCode(path string) boxdv1connect.CodeServiceClient {
 	return newClient(path, boxdv1connect.NewCodeServiceClient)
 }
+
+// NewSecrets returns a SecretService client for the Unix socket at path.
+func NewSecrets(path string) boxdv1connect.SecretServiceClient {
+	return newClient(path, boxdv1connect.NewSecretServiceClient)
+}

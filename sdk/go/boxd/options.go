@@ -35,6 +35,7 @@ type Options struct {
 	Runtime  string   // OCI runtime: "runc" or "gvisor"; empty: the daemon's
 	Volumes  []string // NAME:/PATH[:ro] named volumes to mount
 	Binds    []string // HOST-PATH:/PATH[:ro][,noexec] host directories to mount (boxd --allow-bind)
+	Secrets  []string // NAME[=ENVVAR] secrets brokered at egress: the sandbox holds placeholders (docs/secrets.md)
 
 	// Network: "none" (loopback only) or "egress" (out to Allow). Allow
 	// alone means "egress".
@@ -104,6 +105,7 @@ func (o Options) request() (*boxdv1.CreateSandboxRequest, error) {
 		Image: o.Image, Name: o.Name, Labels: o.Labels,
 		Env: o.Env, Workdir: o.Workdir, User: o.User, Hostname: o.Hostname,
 		ReadOnlyRootfs: o.ReadOnly, Tmpfs: o.Tmpfs, Ulimits: o.Ulimits, Runtime: o.Runtime, Volumes: o.Volumes, Binds: o.Binds,
+		Secrets:   o.Secrets,
 		CpuWeight: o.CPUWeight, MemoryLow: o.MemoryLow,
 		Ttl: duration(o.TTL), IdleTimeout: duration(o.IdleTimeout), OnIdle: o.OnIdle,
 		ExecTimeout: duration(o.ExecTimeout), OutputLimit: o.OutputLimit,

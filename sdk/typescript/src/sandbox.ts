@@ -141,6 +141,8 @@ export interface CreateOptions extends CallOpts {
   volumes?: string[];
   /** Host directories to mount: "HOST-PATH:/PATH[:ro][,noexec]" (boxd --allow-bind). */
   binds?: string[];
+  /** Secrets brokered at egress, "NAME" or "NAME=ENVVAR": the sandbox holds placeholders (docs/secrets.md). */
+  secrets?: string[];
   client?: Client;
 }
 
@@ -190,6 +192,7 @@ export function createRequest(o: CreateOptions) {
     cold: o.cold ?? false,
     volumes: o.volumes ?? [],
     binds: o.binds ?? [],
+    secrets: o.secrets ?? [],
   });
 }
 

@@ -1155,7 +1155,17 @@ type CreateSandboxRequest struct {
 	// permission_denied naming the path, as is any bind by host root. The
 	// sandbox's root reads and writes there as the caller's uid and gid. At
 	// most 8; a gVisor sandbox with binds is failed_precondition.
-	Binds         []string `protobuf:"bytes,90,rep,name=binds,proto3" json:"binds,omitempty"`
+	Binds []string `protobuf:"bytes,90,rep,name=binds,proto3" json:"binds,omitempty"`
+	// The caller's secrets to broker, each "NAME" or "NAME=ENVVAR" (at most
+	// 8; see SecretService): the variable (NAME if not given) holds a
+	// placeholder unique to the sandbox, never the value, and the sandbox
+	// trusts boxd's secrets CA (its bundle is mounted read-only at
+	// /etc/ssl/certs/ca-certificates.crt; SSL_CERT_FILE,
+	// REQUESTS_CA_BUNDLE, NODE_EXTRA_CA_CERTS and CURL_CA_BUNDLE name it).
+	// Needs network mode egress. Errors: invalid_argument naming
+	// secrets[i], not_found (no such secret of the caller's). Such a
+	// sandbox is never served from the warm pool.
+	Secrets       []string `protobuf:"bytes,110,rep,name=secrets,proto3" json:"secrets,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1375,6 +1385,13 @@ func (x *CreateSandboxRequest) GetVolumes() []string {
 func (x *CreateSandboxRequest) GetBinds() []string {
 	if x != nil {
 		return x.Binds
+	}
+	return nil
+}
+
+func (x *CreateSandboxRequest) GetSecrets() []string {
+	if x != nil {
+		return x.Secrets
 	}
 	return nil
 }
@@ -1789,8 +1806,11 @@ type Sandbox struct {
 	CheckpointBytes int64  `protobuf:"varint,110,opt,name=checkpoint_bytes,json=checkpointBytes,proto3" json:"checkpoint_bytes,omitempty"`
 	CheckpointedAt  string `protobuf:"bytes,111,opt,name=checkpointed_at,json=checkpointedAt,proto3" json:"checkpointed_at,omitempty"`
 	CheckpointPause string `protobuf:"bytes,112,opt,name=checkpoint_pause,json=checkpointPause,proto3" json:"checkpoint_pause,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The secrets the sandbox holds placeholders of (names, variables and
+	// hosts; never a value or a placeholder).
+	Secrets       []*SandboxSecret `protobuf:"bytes,120,rep,name=secrets,proto3" json:"secrets,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Sandbox) Reset() {
@@ -2150,6 +2170,13 @@ func (x *Sandbox) GetCheckpointPause() string {
 		return x.CheckpointPause
 	}
 	return ""
+}
+
+func (x *Sandbox) GetSecrets() []*SandboxSecret {
+	if x != nil {
+		return x.Secrets
+	}
+	return nil
 }
 
 type Usage struct {
@@ -4658,7 +4685,7 @@ var File_boxd_v1_boxd_proto protoreflect.FileDescriptor
 
 const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\n" +
-	"\x12boxd/v1/boxd.proto\x12\aboxd.v1\x1a\x15boxd/v1/volumes.proto\x1a\x13boxd/v1/usage.proto\x1a\x15boxd/v1/network.proto\x1a\x12boxd/v1/diff.proto\x1a\x18boxd/v1/checkpoint.proto\"%\n" +
+	"\x12boxd/v1/boxd.proto\x12\aboxd.v1\x1a\x15boxd/v1/volumes.proto\x1a\x13boxd/v1/usage.proto\x1a\x15boxd/v1/network.proto\x1a\x12boxd/v1/diff.proto\x1a\x18boxd/v1/checkpoint.proto\x1a\x15boxd/v1/secrets.proto\"%\n" +
 	"\x13PauseSandboxRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
 	"\x14PauseSandboxResponse\"'\n" +
@@ -4729,7 +4756,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x06memory\x18\x01 \x01(\tR\x06memory\x12\x12\n" +
 	"\x04cpus\x18\x02 \x01(\x01R\x04cpus\x12\x12\n" +
 	"\x04pids\x18\x03 \x01(\x03R\x04pids\x12\x12\n" +
-	"\x04disk\x18_ \x01(\tR\x04disk\"\x9d\a\n" +
+	"\x04disk\x18_ \x01(\tR\x04disk\"\xb7\a\n" +
 	"\x14CreateSandboxRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12'\n" +
 	"\x06limits\x18\x02 \x01(\v2\x0f.boxd.v1.LimitsR\x06limits\x12\x10\n" +
@@ -4759,7 +4786,8 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x04cold\x18i \x01(\bR\x04cold\x12\x18\n" +
 	"\aruntime\x18d \x01(\tR\aruntime\x12\x19\n" +
 	"\avolumes\x18\xc8\x01 \x03(\tR\avolumes\x12\x14\n" +
-	"\x05binds\x18Z \x03(\tR\x05binds\x1a9\n" +
+	"\x05binds\x18Z \x03(\tR\x05binds\x12\x18\n" +
+	"\asecrets\x18n \x03(\tR\asecrets\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"m\n" +
@@ -4788,7 +4816,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\x12\x18\n" +
 	"\agateway\x18\x04 \x01(\tR\agateway\x12\x10\n" +
 	"\x03dns\x18\x05 \x01(\tR\x03dns\x12\x1a\n" +
-	"\baddress6\x18\x06 \x01(\tR\baddress6\"\x96\r\n" +
+	"\baddress6\x18\x06 \x01(\tR\baddress6\"\xc8\r\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -4842,7 +4870,8 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x05binds\x18] \x03(\v2\x12.boxd.v1.BindMountR\x05binds\x12)\n" +
 	"\x10checkpoint_bytes\x18n \x01(\x03R\x0fcheckpointBytes\x12'\n" +
 	"\x0fcheckpointed_at\x18o \x01(\tR\x0echeckpointedAt\x12)\n" +
-	"\x10checkpoint_pause\x18p \x01(\tR\x0fcheckpointPause\x1a9\n" +
+	"\x10checkpoint_pause\x18p \x01(\tR\x0fcheckpointPause\x120\n" +
+	"\asecrets\x18x \x03(\v2\x16.boxd.v1.SandboxSecretR\asecrets\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x84\x03\n" +
@@ -5171,15 +5200,16 @@ var file_boxd_v1_boxd_proto_goTypes = []any{
 	nil,                               // 69: boxd.v1.Image.LabelsEntry
 	nil,                               // 70: boxd.v1.BuildImageRequest.BuildArgsEntry
 	(*VolumeMount)(nil),               // 71: boxd.v1.VolumeMount
-	(*ResourceUsage)(nil),             // 72: boxd.v1.ResourceUsage
-	(*NetworkLogRequest)(nil),         // 73: boxd.v1.NetworkLogRequest
-	(*DiffSandboxRequest)(nil),        // 74: boxd.v1.DiffSandboxRequest
-	(*CheckpointSandboxRequest)(nil),  // 75: boxd.v1.CheckpointSandboxRequest
-	(*RestoreSandboxRequest)(nil),     // 76: boxd.v1.RestoreSandboxRequest
-	(*NetworkLogResponse)(nil),        // 77: boxd.v1.NetworkLogResponse
-	(*DiffSandboxResponse)(nil),       // 78: boxd.v1.DiffSandboxResponse
-	(*CheckpointSandboxResponse)(nil), // 79: boxd.v1.CheckpointSandboxResponse
-	(*RestoreSandboxResponse)(nil),    // 80: boxd.v1.RestoreSandboxResponse
+	(*SandboxSecret)(nil),             // 72: boxd.v1.SandboxSecret
+	(*ResourceUsage)(nil),             // 73: boxd.v1.ResourceUsage
+	(*NetworkLogRequest)(nil),         // 74: boxd.v1.NetworkLogRequest
+	(*DiffSandboxRequest)(nil),        // 75: boxd.v1.DiffSandboxRequest
+	(*CheckpointSandboxRequest)(nil),  // 76: boxd.v1.CheckpointSandboxRequest
+	(*RestoreSandboxRequest)(nil),     // 77: boxd.v1.RestoreSandboxRequest
+	(*NetworkLogResponse)(nil),        // 78: boxd.v1.NetworkLogResponse
+	(*DiffSandboxResponse)(nil),       // 79: boxd.v1.DiffSandboxResponse
+	(*CheckpointSandboxResponse)(nil), // 80: boxd.v1.CheckpointSandboxResponse
+	(*RestoreSandboxResponse)(nil),    // 81: boxd.v1.RestoreSandboxResponse
 }
 var file_boxd_v1_boxd_proto_depIdxs = []int32{
 	7,  // 0: boxd.v1.StatsResponse.sandboxes:type_name -> boxd.v1.SandboxStats
@@ -5205,90 +5235,91 @@ var file_boxd_v1_boxd_proto_depIdxs = []int32{
 	21, // 20: boxd.v1.Sandbox.ulimits:type_name -> boxd.v1.Ulimits
 	71, // 21: boxd.v1.Sandbox.volumes:type_name -> boxd.v1.VolumeMount
 	64, // 22: boxd.v1.Sandbox.binds:type_name -> boxd.v1.BindMount
-	24, // 23: boxd.v1.CreateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	68, // 24: boxd.v1.ListSandboxesRequest.labels:type_name -> boxd.v1.ListSandboxesRequest.LabelsEntry
-	24, // 25: boxd.v1.ListSandboxesResponse.sandboxes:type_name -> boxd.v1.Sandbox
-	24, // 26: boxd.v1.GetSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	35, // 27: boxd.v1.ExecResponse.result:type_name -> boxd.v1.ExecResult
-	72, // 28: boxd.v1.ExecResponse.usage:type_name -> boxd.v1.ResourceUsage
-	35, // 29: boxd.v1.ExecStreamResponse.result:type_name -> boxd.v1.ExecResult
-	72, // 30: boxd.v1.ExecStreamResponse.usage:type_name -> boxd.v1.ResourceUsage
-	0,  // 31: boxd.v1.ImportImageRequest.format:type_name -> boxd.v1.ImageFormat
-	69, // 32: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
-	45, // 33: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
-	45, // 34: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
-	45, // 35: boxd.v1.TagImageResponse.image:type_name -> boxd.v1.Image
-	23, // 36: boxd.v1.UpdateNetworkResponse.network:type_name -> boxd.v1.NetworkStatus
-	17, // 37: boxd.v1.UpdateSandboxRequest.limits:type_name -> boxd.v1.Limits
-	24, // 38: boxd.v1.UpdateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	24, // 39: boxd.v1.StopSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	24, // 40: boxd.v1.StartSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
-	70, // 41: boxd.v1.BuildImageRequest.build_args:type_name -> boxd.v1.BuildImageRequest.BuildArgsEntry
-	45, // 42: boxd.v1.BuildImageResponse.image:type_name -> boxd.v1.Image
-	62, // 43: boxd.v1.BuildImageResponse.steps:type_name -> boxd.v1.BuildStep
-	18, // 44: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
-	28, // 45: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
-	30, // 46: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
-	32, // 47: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
-	53, // 48: boxd.v1.SandboxService.UpdateNetwork:input_type -> boxd.v1.UpdateNetworkRequest
-	34, // 49: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
-	34, // 50: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
-	38, // 51: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
-	40, // 52: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
-	42, // 53: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
-	44, // 54: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
-	47, // 55: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
-	49, // 56: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
-	51, // 57: boxd.v1.SandboxService.TagImage:input_type -> boxd.v1.TagImageRequest
-	13, // 58: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
-	15, // 59: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
-	8,  // 60: boxd.v1.SandboxService.CommitSandbox:input_type -> boxd.v1.CommitSandboxRequest
-	10, // 61: boxd.v1.SandboxService.ForkSandbox:input_type -> boxd.v1.ForkSandboxRequest
-	55, // 62: boxd.v1.SandboxService.UpdateSandbox:input_type -> boxd.v1.UpdateSandboxRequest
-	57, // 63: boxd.v1.SandboxService.StopSandbox:input_type -> boxd.v1.StopSandboxRequest
-	59, // 64: boxd.v1.SandboxService.StartSandbox:input_type -> boxd.v1.StartSandboxRequest
-	1,  // 65: boxd.v1.SandboxService.PauseSandbox:input_type -> boxd.v1.PauseSandboxRequest
-	3,  // 66: boxd.v1.SandboxService.UnpauseSandbox:input_type -> boxd.v1.UnpauseSandboxRequest
-	5,  // 67: boxd.v1.SandboxService.Stats:input_type -> boxd.v1.StatsRequest
-	61, // 68: boxd.v1.SandboxService.BuildImage:input_type -> boxd.v1.BuildImageRequest
-	73, // 69: boxd.v1.SandboxService.NetworkLog:input_type -> boxd.v1.NetworkLogRequest
-	74, // 70: boxd.v1.SandboxService.DiffSandbox:input_type -> boxd.v1.DiffSandboxRequest
-	75, // 71: boxd.v1.SandboxService.CheckpointSandbox:input_type -> boxd.v1.CheckpointSandboxRequest
-	76, // 72: boxd.v1.SandboxService.RestoreSandbox:input_type -> boxd.v1.RestoreSandboxRequest
-	27, // 73: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
-	29, // 74: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
-	31, // 75: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
-	33, // 76: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
-	54, // 77: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
-	36, // 78: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
-	37, // 79: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
-	39, // 80: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
-	41, // 81: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
-	43, // 82: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
-	46, // 83: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
-	48, // 84: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
-	50, // 85: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
-	52, // 86: boxd.v1.SandboxService.TagImage:output_type -> boxd.v1.TagImageResponse
-	14, // 87: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
-	16, // 88: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
-	9,  // 89: boxd.v1.SandboxService.CommitSandbox:output_type -> boxd.v1.CommitSandboxResponse
-	11, // 90: boxd.v1.SandboxService.ForkSandbox:output_type -> boxd.v1.ForkSandboxResponse
-	56, // 91: boxd.v1.SandboxService.UpdateSandbox:output_type -> boxd.v1.UpdateSandboxResponse
-	58, // 92: boxd.v1.SandboxService.StopSandbox:output_type -> boxd.v1.StopSandboxResponse
-	60, // 93: boxd.v1.SandboxService.StartSandbox:output_type -> boxd.v1.StartSandboxResponse
-	2,  // 94: boxd.v1.SandboxService.PauseSandbox:output_type -> boxd.v1.PauseSandboxResponse
-	4,  // 95: boxd.v1.SandboxService.UnpauseSandbox:output_type -> boxd.v1.UnpauseSandboxResponse
-	6,  // 96: boxd.v1.SandboxService.Stats:output_type -> boxd.v1.StatsResponse
-	63, // 97: boxd.v1.SandboxService.BuildImage:output_type -> boxd.v1.BuildImageResponse
-	77, // 98: boxd.v1.SandboxService.NetworkLog:output_type -> boxd.v1.NetworkLogResponse
-	78, // 99: boxd.v1.SandboxService.DiffSandbox:output_type -> boxd.v1.DiffSandboxResponse
-	79, // 100: boxd.v1.SandboxService.CheckpointSandbox:output_type -> boxd.v1.CheckpointSandboxResponse
-	80, // 101: boxd.v1.SandboxService.RestoreSandbox:output_type -> boxd.v1.RestoreSandboxResponse
-	73, // [73:102] is the sub-list for method output_type
-	44, // [44:73] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	72, // 23: boxd.v1.Sandbox.secrets:type_name -> boxd.v1.SandboxSecret
+	24, // 24: boxd.v1.CreateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	68, // 25: boxd.v1.ListSandboxesRequest.labels:type_name -> boxd.v1.ListSandboxesRequest.LabelsEntry
+	24, // 26: boxd.v1.ListSandboxesResponse.sandboxes:type_name -> boxd.v1.Sandbox
+	24, // 27: boxd.v1.GetSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	35, // 28: boxd.v1.ExecResponse.result:type_name -> boxd.v1.ExecResult
+	73, // 29: boxd.v1.ExecResponse.usage:type_name -> boxd.v1.ResourceUsage
+	35, // 30: boxd.v1.ExecStreamResponse.result:type_name -> boxd.v1.ExecResult
+	73, // 31: boxd.v1.ExecStreamResponse.usage:type_name -> boxd.v1.ResourceUsage
+	0,  // 32: boxd.v1.ImportImageRequest.format:type_name -> boxd.v1.ImageFormat
+	69, // 33: boxd.v1.Image.labels:type_name -> boxd.v1.Image.LabelsEntry
+	45, // 34: boxd.v1.ImportImageResponse.images:type_name -> boxd.v1.Image
+	45, // 35: boxd.v1.ListImagesResponse.images:type_name -> boxd.v1.Image
+	45, // 36: boxd.v1.TagImageResponse.image:type_name -> boxd.v1.Image
+	23, // 37: boxd.v1.UpdateNetworkResponse.network:type_name -> boxd.v1.NetworkStatus
+	17, // 38: boxd.v1.UpdateSandboxRequest.limits:type_name -> boxd.v1.Limits
+	24, // 39: boxd.v1.UpdateSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	24, // 40: boxd.v1.StopSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	24, // 41: boxd.v1.StartSandboxResponse.sandbox:type_name -> boxd.v1.Sandbox
+	70, // 42: boxd.v1.BuildImageRequest.build_args:type_name -> boxd.v1.BuildImageRequest.BuildArgsEntry
+	45, // 43: boxd.v1.BuildImageResponse.image:type_name -> boxd.v1.Image
+	62, // 44: boxd.v1.BuildImageResponse.steps:type_name -> boxd.v1.BuildStep
+	18, // 45: boxd.v1.SandboxService.CreateSandbox:input_type -> boxd.v1.CreateSandboxRequest
+	28, // 46: boxd.v1.SandboxService.ListSandboxes:input_type -> boxd.v1.ListSandboxesRequest
+	30, // 47: boxd.v1.SandboxService.GetSandbox:input_type -> boxd.v1.GetSandboxRequest
+	32, // 48: boxd.v1.SandboxService.DeleteSandbox:input_type -> boxd.v1.DeleteSandboxRequest
+	53, // 49: boxd.v1.SandboxService.UpdateNetwork:input_type -> boxd.v1.UpdateNetworkRequest
+	34, // 50: boxd.v1.SandboxService.Exec:input_type -> boxd.v1.ExecRequest
+	34, // 51: boxd.v1.SandboxService.ExecStream:input_type -> boxd.v1.ExecRequest
+	38, // 52: boxd.v1.SandboxService.CopyIn:input_type -> boxd.v1.CopyInRequest
+	40, // 53: boxd.v1.SandboxService.CopyOut:input_type -> boxd.v1.CopyOutRequest
+	42, // 54: boxd.v1.SandboxService.StatPath:input_type -> boxd.v1.StatPathRequest
+	44, // 55: boxd.v1.SandboxService.ImportImage:input_type -> boxd.v1.ImportImageRequest
+	47, // 56: boxd.v1.SandboxService.ListImages:input_type -> boxd.v1.ListImagesRequest
+	49, // 57: boxd.v1.SandboxService.RemoveImage:input_type -> boxd.v1.RemoveImageRequest
+	51, // 58: boxd.v1.SandboxService.TagImage:input_type -> boxd.v1.TagImageRequest
+	13, // 59: boxd.v1.SandboxService.PublishPort:input_type -> boxd.v1.PublishPortRequest
+	15, // 60: boxd.v1.SandboxService.UnpublishPort:input_type -> boxd.v1.UnpublishPortRequest
+	8,  // 61: boxd.v1.SandboxService.CommitSandbox:input_type -> boxd.v1.CommitSandboxRequest
+	10, // 62: boxd.v1.SandboxService.ForkSandbox:input_type -> boxd.v1.ForkSandboxRequest
+	55, // 63: boxd.v1.SandboxService.UpdateSandbox:input_type -> boxd.v1.UpdateSandboxRequest
+	57, // 64: boxd.v1.SandboxService.StopSandbox:input_type -> boxd.v1.StopSandboxRequest
+	59, // 65: boxd.v1.SandboxService.StartSandbox:input_type -> boxd.v1.StartSandboxRequest
+	1,  // 66: boxd.v1.SandboxService.PauseSandbox:input_type -> boxd.v1.PauseSandboxRequest
+	3,  // 67: boxd.v1.SandboxService.UnpauseSandbox:input_type -> boxd.v1.UnpauseSandboxRequest
+	5,  // 68: boxd.v1.SandboxService.Stats:input_type -> boxd.v1.StatsRequest
+	61, // 69: boxd.v1.SandboxService.BuildImage:input_type -> boxd.v1.BuildImageRequest
+	74, // 70: boxd.v1.SandboxService.NetworkLog:input_type -> boxd.v1.NetworkLogRequest
+	75, // 71: boxd.v1.SandboxService.DiffSandbox:input_type -> boxd.v1.DiffSandboxRequest
+	76, // 72: boxd.v1.SandboxService.CheckpointSandbox:input_type -> boxd.v1.CheckpointSandboxRequest
+	77, // 73: boxd.v1.SandboxService.RestoreSandbox:input_type -> boxd.v1.RestoreSandboxRequest
+	27, // 74: boxd.v1.SandboxService.CreateSandbox:output_type -> boxd.v1.CreateSandboxResponse
+	29, // 75: boxd.v1.SandboxService.ListSandboxes:output_type -> boxd.v1.ListSandboxesResponse
+	31, // 76: boxd.v1.SandboxService.GetSandbox:output_type -> boxd.v1.GetSandboxResponse
+	33, // 77: boxd.v1.SandboxService.DeleteSandbox:output_type -> boxd.v1.DeleteSandboxResponse
+	54, // 78: boxd.v1.SandboxService.UpdateNetwork:output_type -> boxd.v1.UpdateNetworkResponse
+	36, // 79: boxd.v1.SandboxService.Exec:output_type -> boxd.v1.ExecResponse
+	37, // 80: boxd.v1.SandboxService.ExecStream:output_type -> boxd.v1.ExecStreamResponse
+	39, // 81: boxd.v1.SandboxService.CopyIn:output_type -> boxd.v1.CopyInResponse
+	41, // 82: boxd.v1.SandboxService.CopyOut:output_type -> boxd.v1.CopyOutResponse
+	43, // 83: boxd.v1.SandboxService.StatPath:output_type -> boxd.v1.StatPathResponse
+	46, // 84: boxd.v1.SandboxService.ImportImage:output_type -> boxd.v1.ImportImageResponse
+	48, // 85: boxd.v1.SandboxService.ListImages:output_type -> boxd.v1.ListImagesResponse
+	50, // 86: boxd.v1.SandboxService.RemoveImage:output_type -> boxd.v1.RemoveImageResponse
+	52, // 87: boxd.v1.SandboxService.TagImage:output_type -> boxd.v1.TagImageResponse
+	14, // 88: boxd.v1.SandboxService.PublishPort:output_type -> boxd.v1.PublishPortResponse
+	16, // 89: boxd.v1.SandboxService.UnpublishPort:output_type -> boxd.v1.UnpublishPortResponse
+	9,  // 90: boxd.v1.SandboxService.CommitSandbox:output_type -> boxd.v1.CommitSandboxResponse
+	11, // 91: boxd.v1.SandboxService.ForkSandbox:output_type -> boxd.v1.ForkSandboxResponse
+	56, // 92: boxd.v1.SandboxService.UpdateSandbox:output_type -> boxd.v1.UpdateSandboxResponse
+	58, // 93: boxd.v1.SandboxService.StopSandbox:output_type -> boxd.v1.StopSandboxResponse
+	60, // 94: boxd.v1.SandboxService.StartSandbox:output_type -> boxd.v1.StartSandboxResponse
+	2,  // 95: boxd.v1.SandboxService.PauseSandbox:output_type -> boxd.v1.PauseSandboxResponse
+	4,  // 96: boxd.v1.SandboxService.UnpauseSandbox:output_type -> boxd.v1.UnpauseSandboxResponse
+	6,  // 97: boxd.v1.SandboxService.Stats:output_type -> boxd.v1.StatsResponse
+	63, // 98: boxd.v1.SandboxService.BuildImage:output_type -> boxd.v1.BuildImageResponse
+	78, // 99: boxd.v1.SandboxService.NetworkLog:output_type -> boxd.v1.NetworkLogResponse
+	79, // 100: boxd.v1.SandboxService.DiffSandbox:output_type -> boxd.v1.DiffSandboxResponse
+	80, // 101: boxd.v1.SandboxService.CheckpointSandbox:output_type -> boxd.v1.CheckpointSandboxResponse
+	81, // 102: boxd.v1.SandboxService.RestoreSandbox:output_type -> boxd.v1.RestoreSandboxResponse
+	74, // [74:103] is the sub-list for method output_type
+	45, // [45:74] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_boxd_v1_boxd_proto_init() }
@@ -5301,6 +5332,7 @@ func file_boxd_v1_boxd_proto_init() {
 	file_boxd_v1_network_proto_init()
 	file_boxd_v1_diff_proto_init()
 	file_boxd_v1_checkpoint_proto_init()
+	file_boxd_v1_secrets_proto_init()
 	file_boxd_v1_boxd_proto_msgTypes[36].OneofWrappers = []any{
 		(*ExecStreamResponse_Stdout)(nil),
 		(*ExecStreamResponse_Stderr)(nil),
