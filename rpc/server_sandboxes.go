@@ -59,6 +59,7 @@ func toProto(sb *runtime.Sandbox) *boxdv1.Sandbox {
 		Volumes:         sandboxVolumesProto(sb.Volumes),
 		Binds:           sandboxBindsProto(sb.Binds),
 		CheckpointBytes: ckBytes(sb.Checkpoint), CheckpointedAt: ckAt(sb.Checkpoint), CheckpointPause: ckPause(sb.Checkpoint),
+		AutoResume: sb.AutoResume,
 		Security: &boxdv1.Security{
 			Network:        sb.Network != nil && sb.Network.Mode == "egress",
 			ReadOnlyRootfs: t.ReadOnly,
@@ -75,7 +76,7 @@ func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[boxdv1.
 		return nil, ToConnect(err)
 	}
 	cr := runtime.CreateRequest{Image: m.Image, Env: m.Env, Workdir: m.Workdir, Labels: m.Labels, Name: m.Name, TTL: m.Ttl, Publish: portSpecs(m.Publish),
-		IdleTimeout: m.IdleTimeout, OnIdle: m.OnIdle,
+		IdleTimeout: m.IdleTimeout, OnIdle: m.OnIdle, AutoResume: m.AutoResume,
 		User: m.User, Replace: m.Replace, Cold: m.Cold, Runtime: m.Runtime, Volumes: m.Volumes, Binds: m.Binds,
 		Tunables: runtime.TunablesRequest{
 			ReadOnly: m.ReadOnlyRootfs, Tmpfs: m.Tmpfs, Ulimits: m.Ulimits, Hostname: m.Hostname, CPUWeight: m.CpuWeight,

@@ -55,6 +55,7 @@ class Sandbox:
                exec_timeout: Union[float, str, None] = None, output_limit: Optional[int] = None,
                runtime: Optional[str] = None, cold: bool = False, volumes: Sequence[str] = (),
                binds: Sequence[str] = (),
+               auto_resume: bool = False,
                client: Optional[Client] = None, request_timeout: Optional[float] = None) -> "Sandbox":
         """Creates and starts a sandbox. memory: "256m", "1g" or bytes; ttl:
         seconds or a Go duration ("1h"); unset fields take boxd's defaults
@@ -67,11 +68,13 @@ class Sandbox:
         with auth ({"username", "password"} or {"identity_token"}).
         disk: cap of the writable layer ("2g"); network: "none" or "egress"
         (allow implies egress); idle_timeout ("15m", "0": never) and on_idle
-        ("pause", "delete"); cpu_weight (1-10000), memory_low ("64m"),
+        ("pause", "delete", "checkpoint"); cpu_weight (1-10000), memory_low ("64m"),
         exec_timeout ("120s") and output_limit (bytes): defaults of exec;
         runtime: "runc" or "gvisor"; cold: never from the warm pool;
         volumes: named volumes to mount (["data:/data", "cache:/c:ro"]);
         binds: host directories to mount (["/srv/work/repo:/workspace:ro"]).
+        auto_resume: calls restore the sandbox from its checkpoint (or resume
+        it from a pause) first; on_idle "checkpoint" implies it.
         sdk/create-options.json maps every option to its API field."""
         c = client or default_client()
         req = create_request(image, memory=memory, cpus=cpus, pids=pids, env=env, workdir=workdir, labels=labels,
@@ -80,7 +83,8 @@ class Sandbox:
                              disk=disk, network=network, idle_timeout=idle_timeout, on_idle=on_idle,
                              cpu_weight=cpu_weight, memory_low=memory_low, exec_timeout=exec_timeout,
                              output_limit=output_limit, runtime=runtime, cold=cold, volumes=volumes,
-                             binds=binds)
+                             binds=binds,
+                             auto_resume=auto_resume)
         r = c.unary(c.sandbox.CreateSandbox, req, request_timeout)
         return cls(SandboxInfo._from(r.sandbox), c)
 
@@ -448,7 +452,8 @@ def create_request(image: Optional[str], *, memory: Union[str, int, None], cpus:
                    cpu_weight: Optional[int] = None, memory_low: Union[str, int, None] = None,
                    exec_timeout: Union[float, str, None] = None, output_limit: Optional[int] = None,
                    runtime: Optional[str] = None, cold: bool = False,
-                   volumes: Sequence[str] = (), binds: Sequence[str] = ()) -> boxd_pb2.CreateSandboxRequest:
+                   volumes: Sequence[str] = (), binds: Sequence[str] = (),
+                   auto_resume: bool = False) -> boxd_pb2.CreateSandboxRequest:
     limits = _limits(memory, cpus, pids)
     limits.disk = _size(disk)
     req = boxd_pb2.CreateSandboxRequest(image=image or "", limits=limits, env=env_list(env),
@@ -461,6 +466,7 @@ def create_request(image: Optional[str], *, memory: Union[str, int, None], cpus:
                                         exec_timeout=duration(exec_timeout), output_limit=output_limit or 0,
                                         runtime=runtime or "", cold=cold, volumes=[*volumes],
                                         binds=[*binds])
+    req.auto_resume = auto_resume
     if allow is not None or network:
         # allow alone means egress; network="none" with an allowlist is
         # left for boxd to refuse, naming the field.

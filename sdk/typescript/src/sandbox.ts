@@ -111,7 +111,7 @@ export interface CreateOptions extends CallOpts {
   network?: string;
   /** Pause or delete (`onIdle`) after this long without use, e.g. "15m"; "0": never. */
   idleTimeout?: Duration;
-  /** "pause" or "delete". */
+  /** "pause", "delete" or "checkpoint" (gVisor; implies `autoResume`). */
   onIdle?: string;
   /** Default user of exec, processes and files: NAME, UID, NAME:GROUP or UID:GID. */
   user?: string;
@@ -141,6 +141,8 @@ export interface CreateOptions extends CallOpts {
   volumes?: string[];
   /** Host directories to mount: "HOST-PATH:/PATH[:ro][,noexec]" (boxd --allow-bind). */
   binds?: string[];
+  /** Calls restore the sandbox from its checkpoint (or resume it from a pause) first. */
+  autoResume?: boolean;
   client?: Client;
 }
 
@@ -190,6 +192,7 @@ export function createRequest(o: CreateOptions) {
     cold: o.cold ?? false,
     volumes: o.volumes ?? [],
     binds: o.binds ?? [],
+    autoResume: o.autoResume ?? false,
   });
 }
 
