@@ -15,7 +15,7 @@
 #   BENCH_N=30      rounds of the CLI exec scenario; the others scale from it
 #   BENCH_BURST=100 sandboxes requested at once
 #   BENCH_LEVELS=1,10,50,100  BENCH_EXECS=2  BENCH_DENSITY=50,100
-#   BENCH_ONLY=exec,tti,oneshot,files,concurrency,density,ports,sdk,network,commitfork,pull,owner,pause,build,pool,gvisor,volumes,diff
+#   BENCH_ONLY=exec,tti,oneshot,files,concurrency,density,ports,sdk,network,commitfork,pull,owner,pause,build,pool,gvisor,volumes,diff,code,checkpoint
 #   BENCH_OUT=DIR   BENCH_KEEP=1 (keep the run's directory, for debugging)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -321,6 +321,10 @@ var sandboxRPCs = []rpcCase{
 		_, err := c.sb.RestoreSandbox(ctx, connect.NewRequest(&boxdv1.RestoreSandboxRequest{Id: id}))
 		return err
 	}},
+	{"ForkSandbox with_processes", func(ctx context.Context, c clientsAs, id string) error {
+		_, err := c.sb.ForkSandbox(ctx, connect.NewRequest(&boxdv1.ForkSandboxRequest{SandboxId: id, Count: 1, WithProcesses: true}))
+		return err
+	}},
 	// Last: it would end the sandbox for the owner's pass.
 	{"DeleteSandbox", func(ctx context.Context, c clientsAs, id string) error {
 		_, err := c.sb.DeleteSandbox(ctx, connect.NewRequest(&boxdv1.DeleteSandboxRequest{Id: id}))

@@ -37,7 +37,7 @@ type createSettings struct {
 	Allow       []string          `json:"allow,omitempty" jsonschema:"egress destinations (implies network egress): CIDR[:PORT], NAME[:PORT], *.SUFFIX or *"`
 	Publish     []publishIn       `json:"publish,omitempty" jsonschema:"sandbox ports to reach from the host"`
 	IdleTimeout string            `json:"idle_timeout,omitempty" jsonschema:"pause or delete (on_idle) the sandbox after this long without an exec or file call, e.g. 15m; 0: never; empty: the daemon's default"`
-	OnIdle      string            `json:"on_idle,omitempty" jsonschema:"what the idle timeout does: pause or delete; empty: the daemon's default"`
+	OnIdle      string            `json:"on_idle,omitempty" jsonschema:"what the idle timeout does: pause, delete or checkpoint (gvisor: to disk, memory freed, restored by the next call); empty: the daemon's default"`
 	Pull        string            `json:"pull,omitempty" jsonschema:"pull the image from its registry first: never (default), missing or always (public images only: no credentials)"`
 	User        string            `json:"user,omitempty" jsonschema:"default user of exec and files: NAME, UID, NAME:GROUP or UID:GID; empty: the image's USER, else root"`
 	ReadOnly    bool              `json:"read_only,omitempty" jsonschema:"mount the root filesystem read-only (/workspace becomes a tmpfs)"`
@@ -51,6 +51,7 @@ type createSettings struct {
 	Runtime     string            `json:"runtime,omitempty" jsonschema:"runc or gvisor; empty: the daemon's default"`
 	Cold        bool              `json:"cold,omitempty" jsonschema:"start from the image even if a warm-pool sandbox could serve the create"`
 	Volumes     []string          `json:"volumes,omitempty" jsonschema:"named volumes to mount, each NAME:/PATH or NAME:/PATH:ro"`
+	AutoResume  bool              `json:"auto_resume,omitempty" jsonschema:"a call into the sandbox restores it from its checkpoint, or resumes it from a pause, first"`
 }
 
 type publishIn struct {
@@ -151,6 +152,7 @@ func (s *Server) createRequest(in createIn) (*boxdv1.CreateSandboxRequest, error
 		IdleTimeout: in.IdleTimeout, OnIdle: in.OnIdle, Pull: in.Pull, User: in.User, ReadOnlyRootfs: in.ReadOnly,
 		Tmpfs: in.Tmpfs, Ulimits: in.Ulimits, Hostname: in.Hostname, CpuWeight: in.CPUWeight, MemoryLow: in.MemoryLow,
 		ExecTimeout: in.ExecTimeout, OutputLimit: in.OutputLimit, Runtime: in.Runtime, Cold: in.Cold, Volumes: in.Volumes,
+		AutoResume: in.AutoResume,
 	}
 	if in.Memory != "" || in.CPUs != 0 || in.Pids != 0 || in.Disk != "" {
 		req.Limits = &boxdv1.Limits{Memory: in.Memory, Cpus: in.CPUs, Pids: in.Pids, Disk: in.Disk}

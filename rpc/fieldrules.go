@@ -40,7 +40,7 @@ import (
 var requestRules = map[protoreflect.Name]msgRules{
 	// SandboxService
 	"CreateSandboxRequest": {anyone: "image limits env workdir labels name ttl publish network idle_timeout on_idle registry_auth " +
-		"user read_only_rootfs tmpfs ulimits hostname cpu_weight memory_low exec_timeout output_limit replace cold runtime volumes binds secrets",
+		"user read_only_rootfs tmpfs ulimits hostname cpu_weight memory_low exec_timeout output_limit replace cold runtime volumes binds secrets auto_resume",
 		cond: map[protoreflect.Name]*condRule{"pull": pullRule}},
 	"Limits": {anyone: "memory cpus pids disk"},
 	// state and error are boxd's report of a port; portSpec never reads them
@@ -64,7 +64,7 @@ var requestRules = map[protoreflect.Name]msgRules{
 	"PublishPortRequest":       {anyone: "sandbox_id port"},
 	"UnpublishPortRequest":     {anyone: "sandbox_id port host_port"},
 	"CommitSandboxRequest":     {adminCall: "change images", admin: "sandbox_id ref message force"},
-	"ForkSandboxRequest":       {anyone: "sandbox_id count names limits env workdir labels ttl clone_volumes share_volumes"},
+	"ForkSandboxRequest":       {anyone: "sandbox_id count names limits env workdir labels ttl clone_volumes share_volumes with_processes"},
 	"UpdateSandboxRequest":     {anyone: "sandbox_id ttl extend limits env workdir"},
 	"StopSandboxRequest":       {anyone: "sandbox_id timeout"},
 	"StartSandboxRequest":      {anyone: "sandbox_id"},

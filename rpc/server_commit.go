@@ -27,7 +27,7 @@ func (s *Server) CommitSandbox(ctx context.Context, req *connect.Request[boxdv1.
 func (s *Server) ForkSandbox(ctx context.Context, req *connect.Request[boxdv1.ForkSandboxRequest]) (*connect.Response[boxdv1.ForkSandboxResponse], error) {
 	m := req.Msg
 	fr := runtime.ForkRequest{Source: m.SandboxId, Count: int(m.Count), Names: m.Names, Env: m.Env, Workdir: m.Workdir, Labels: m.Labels, TTL: m.Ttl,
-		CloneVolumes: m.CloneVolumes, ShareVolumes: m.ShareVolumes}
+		CloneVolumes: m.CloneVolumes, ShareVolumes: m.ShareVolumes, WithProcesses: m.WithProcesses}
 	if m.Count > runtime.MaxForks {
 		fr.Count = runtime.MaxForks + 1 // refused by Fork, naming the field
 	}

@@ -60,6 +60,7 @@ func toProto(sb *runtime.Sandbox) *boxdv1.Sandbox {
 		Binds:           sandboxBindsProto(sb.Binds),
 		CheckpointBytes: ckBytes(sb.Checkpoint), CheckpointedAt: ckAt(sb.Checkpoint), CheckpointPause: ckPause(sb.Checkpoint),
 		Secrets: sandboxSecretsProto(sb.Network),
+		AutoResume: sb.AutoResume,
 		Security: &boxdv1.Security{
 			Network:        sb.Network != nil && sb.Network.Mode == "egress",
 			ReadOnlyRootfs: t.ReadOnly,
@@ -76,7 +77,7 @@ func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[boxdv1.
 		return nil, ToConnect(err)
 	}
 	cr := runtime.CreateRequest{Image: m.Image, Env: m.Env, Workdir: m.Workdir, Labels: m.Labels, Name: m.Name, TTL: m.Ttl, Publish: portSpecs(m.Publish),
-		IdleTimeout: m.IdleTimeout, OnIdle: m.OnIdle,
+		IdleTimeout: m.IdleTimeout, OnIdle: m.OnIdle, AutoResume: m.AutoResume,
 		User: m.User, Replace: m.Replace, Cold: m.Cold, Runtime: m.Runtime, Volumes: m.Volumes, Binds: m.Binds,
 		Secrets: m.Secrets,
 		Tunables: runtime.TunablesRequest{

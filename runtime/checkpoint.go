@@ -19,6 +19,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -29,6 +30,7 @@ import (
 	"github.com/boxd-dev/boxd/agent/gvchannel"
 	"github.com/boxd-dev/boxd/agent/host"
 	"github.com/boxd-dev/boxd/agent/wire"
+	"github.com/boxd-dev/boxd/internal/events"
 	"github.com/boxd-dev/boxd/internal/gvisor"
 	"github.com/boxd-dev/boxd/oci"
 )
@@ -93,6 +95,12 @@ func (m *Manager) runscRoot() string {
 // their sum must fit under --max-checkpoint-bytes with the checkpoints
 // already on disk; otherwise nothing changes.
 func (m *Manager) Checkpoint(ctx context.Context, idOrName string, leaveRunning bool) (*Sandbox, *CheckpointInfo, error) {
+	return m.checkpoint(ctx, idOrName, leaveRunning, PauseByUser)
+}
+
+// checkpoint is Checkpoint for a reason (PauseByUser, PauseByIdle), which
+// the checkpointed event carries.
+func (m *Manager) checkpoint(ctx context.Context, idOrName string, leaveRunning bool, reason string) (*Sandbox, *CheckpointInfo, error) {
 	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
 	ctr, err := m.find(ctx, idOrName)
 	if err != nil {
@@ -130,6 +138,7 @@ func (m *Manager) Checkpoint(ctx context.Context, idOrName string, leaveRunning 
 		if err := m.ckEndTask(ctx, ctr, task, ci); err != nil {
 			return nil, nil, err
 		}
+		m.emit(events.Checkpointed, id, map[string]string{"reason": reason, "bytes": strconv.FormatInt(ci.Bytes, 10)})
 	}
 	m.log.Info("checkpointed", "sandbox", id, "bytes", ci.Bytes, "pause", ci.Pause, "leave_running", leaveRunning)
 	sb, err := m.describeFresh(ctx, id)

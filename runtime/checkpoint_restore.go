@@ -21,6 +21,7 @@ import (
 	"github.com/containerd/errdefs/pkg/errgrpc"
 
 	"github.com/boxd-dev/boxd/agent/gvchannel"
+	"github.com/boxd-dev/boxd/internal/events"
 	"github.com/boxd-dev/boxd/internal/gvisor"
 )
 
@@ -42,14 +43,15 @@ func (m *Manager) Restore(ctx context.Context, idOrName string) (*Sandbox, error
 		return nil, fmt.Errorf("sandbox %s is being created, restarted or deleted: %w", id, errdefs.ErrConflict)
 	}
 	defer m.release(id)
-	if err := m.restoreLocked(ctx, ctr); err != nil {
+	if err := m.restoreLocked(ctx, ctr, PauseByUser); err != nil {
 		return nil, err
 	}
 	return m.describeFresh(ctx, id)
 }
 
-// restoreLocked is Restore with the sandbox held.
-func (m *Manager) restoreLocked(ctx context.Context, ctr client.Container) error {
+// restoreLocked is Restore with the sandbox held; reason (user, exec,
+// auto) goes into the restored event.
+func (m *Manager) restoreLocked(ctx context.Context, ctr client.Container, reason string) error {
 	id := ctr.ID()
 	_, labels, err := m.ckTarget(ctx, ctr)
 	if err != nil {
@@ -71,7 +73,8 @@ func (m *Manager) restoreLocked(ctx context.Context, ctr client.Container) error
 		m.log.Warn("restore: remove the checkpoint", "sandbox", id, "err", err)
 	}
 	m.touch(id)
-	m.log.Info("restored", "sandbox", id, "took", time.Since(start))
+	m.emit(events.Restored, id, map[string]string{"reason": reason})
+	m.log.Info("restored", "sandbox", id, "reason", reason, "took", time.Since(start))
 	return nil
 }
 
@@ -148,14 +151,33 @@ func (m *Manager) dropFailedRestore(ctx context.Context, id string, task client.
 
 var errNotCheckpointed = errors.New("is not checkpointed")
 
-// restoreForCall restores a checkpointed sandbox before a call that asked
-// to resume it (exec --resume); anything else is left to the call. Only a
-// sandbox with a checkpoint on disk costs more than a stat.
+// restoreForCall restores a checkpointed sandbox before a call into its
+// init that asked to resume it (exec --resume) or whose sandbox resumes
+// on its own (auto-resume); anything else is left to the call. Only a
+// sandbox with a checkpoint on disk costs more than a stat. A call that
+// finds another restoring the sandbox waits for it: a restore takes
+// about a second, longer on a loaded host.
 func (m *Manager) restoreForCall(ctx context.Context, id string) error {
 	if _, err := os.Stat(filepath.Join(m.ckDir(id), "manifest.mac")); err != nil {
 		return nil
 	}
-	if _, err := m.Restore(ctx, id); err != nil && !errors.Is(err, errNotCheckpointed) {
+	reason := "exec"
+	if !resumeFrom(ctx) {
+		if !m.autoResumes(ctx, id) {
+			return nil
+		}
+		reason = "auto"
+	}
+	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
+	if !m.claimWait(ctx, id, m.cfg.ReadyTimeout+restartSlack) {
+		return fmt.Errorf("sandbox %s is being created, restored or deleted: %w", id, errdefs.ErrConflict)
+	}
+	defer m.release(id)
+	ctr, err := m.cfg.Client.LoadContainer(ctx, id)
+	if err != nil {
+		return fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	if err := m.restoreLocked(ctx, ctr, reason); err != nil && !errors.Is(err, errNotCheckpointed) {
 		return err
 	}
 	return nil

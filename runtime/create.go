@@ -261,6 +261,9 @@ func (m *Manager) labelsFor(rec record, r resolved) map[string]string {
 	if v := idleLabel(r.idle); v != "" {
 		labels[LabelIdle] = v
 	}
+	if r.autoResume {
+		labels[LabelAutoResume] = "true"
+	}
 	for k, v := range r.labels {
 		labels[UserLabelPrefix+k] = v
 	}

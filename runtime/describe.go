@@ -62,6 +62,8 @@ type Sandbox struct {
 	// Checkpoint is set while the sandbox is checkpointed (state
 	// "checkpointed").
 	Checkpoint *CheckpointInfo
+	// AutoResume: calls restore or resume the sandbox first.
+	AutoResume bool
 
 	hostUID uint32 // first host id of its uid block (the pool keeps it)
 	// shimGroup is the shim it shares (the pool keeps it too).
@@ -203,6 +205,7 @@ func (m *Manager) toSandbox(id string, labels map[string]string, rec record) *Sa
 	if t, err := time.Parse(time.RFC3339, labels[LabelStopped]); err == nil {
 		sb.StoppedAt = t
 	}
+	sb.AutoResume = labels[LabelAutoResume] == "true"
 	st, err := parseNetState(labels)
 	if err != nil {
 		m.log.Warn("inspect", "sandbox", id, "err", err)

@@ -77,9 +77,12 @@ func (m *Manager) agentFor(ctx context.Context, idOrName string) (*host.Client, 
 
 // agentClient is the channel to a found sandbox's init: refused while the
 // sandbox is paused (a frozen init would leave the call hanging), and
-// counted as use for idle expiry while any connection of it is open.
+// counted as use for idle expiry while any connection of it is open. A
+// checkpointed sandbox is restored first if the call asked to resume it
+// (exec --resume) or it resumes on its own (auto-resume); a sandbox whose
+// client is kept was not checkpointed since (a checkpoint drops it).
 func (m *Manager) agentClient(ctx context.Context, id string) (*host.Client, string, error) {
-	if resumeFrom(ctx) { // exec --resume also restores a checkpointed sandbox
+	if m.agentLinkFor(id).client.Load() == nil {
 		if err := m.restoreForCall(ctx, id); err != nil {
 			return nil, "", err
 		}
@@ -87,7 +90,7 @@ func (m *Manager) agentClient(ctx context.Context, id string) (*host.Client, str
 	if err := m.checkPaused(ctx, id); err != nil {
 		return nil, "", err
 	}
-	l := m.agentLinkFor(id)
+	l := m.agentLinkFor(id) // a restore replaced it
 	if c := l.client.Load(); c != nil {
 		return c, id, nil
 	}

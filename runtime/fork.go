@@ -48,6 +48,9 @@ type ForkRequest struct {
 	// volumes created shared).
 	CloneVolumes bool
 	ShareVolumes bool
+	// WithProcesses asks for forks that continue the source's processes:
+	// refused, naming why (checkpoint_fork.go).
+	WithProcesses bool
 }
 
 // Fork makes N sandboxes whose files start as a copy of a running
@@ -56,13 +59,21 @@ type ForkRequest struct {
 // unshifted), and each fork gets its own writable layer on it. Processes
 // are not copied: each fork starts with a fresh init. A failure leaves no
 // fork and no fork layer.
-func (m *Manager) Fork(ctx context.Context, req ForkRequest) (_ []*Sandbox, retErr error) {
+func (m *Manager) Fork(ctx context.Context, req ForkRequest) ([]*Sandbox, error) {
 	t0 := time.Now()
 	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
 	count, err := forkCount(req)
 	if err != nil {
 		return nil, err
 	}
+	if req.WithProcesses {
+		return m.forkWithProcesses(ctx, req)
+	}
+	return m.forkFiles(ctx, t0, req, count)
+}
+
+// forkFiles is Fork of the source's files, with fresh inits.
+func (m *Manager) forkFiles(ctx context.Context, t0 time.Time, req ForkRequest, count int) (_ []*Sandbox, retErr error) {
 	if err := layerdiff.CheckOverlay(); err != nil {
 		return nil, err
 	}

@@ -1,7 +1,7 @@
 //go:build linux
 
 // Room: reconcile. Idle policy: activity tracking and the idle expiry
-// the reconciler applies (stop or delete).
+// the reconciler applies (pause, delete or checkpoint), and auto-resume.
 
 package runtime
 
@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
+	"github.com/containerd/containerd/v2/pkg/namespaces"
+	"github.com/containerd/errdefs"
 
 	"github.com/boxd-dev/boxd/agent/wire"
 	"github.com/boxd-dev/boxd/internal/events"
@@ -26,10 +28,19 @@ const LabelIdle = "boxd.io/idle"
 const (
 	IdlePause  = "pause"
 	IdleDelete = "delete"
+	// IdleCheckpoint checkpoints the sandbox to disk (gVisor), freeing
+	// its memory; it implies auto-resume.
+	IdleCheckpoint = "checkpoint"
 )
 
+// LabelAutoResume marks a sandbox whose calls restore it from its
+// checkpoint, or resume it from a pause, before they run (create
+// --auto-resume, implied by --on-idle checkpoint).
+const LabelAutoResume = "boxd.io/auto-resume"
+
 // idlePolicy is what happens to a sandbox nobody uses: after Timeout with
-// no exec, file call or attached stream, Action (pause or delete).
+// no exec, file call or attached stream, Action (pause, delete or
+// checkpoint).
 type idlePolicy struct {
 	Timeout time.Duration `json:"timeout"`
 	Action  string        `json:"action"`
@@ -49,8 +60,10 @@ func ParseOnIdle(field, s string) (string, error) {
 		return IdlePause, nil
 	case IdleDelete:
 		return IdleDelete, nil
+	case IdleCheckpoint:
+		return IdleCheckpoint, nil
 	}
-	return "", fieldErr(field, "%q: want pause or delete", s)
+	return "", fieldErr(field, "%q: want pause, delete or checkpoint", s)
 }
 
 // resolveIdle reads a create's idle settings over the daemon's defaults.
@@ -78,6 +91,25 @@ func (m *Manager) resolveIdle(req CreateRequest, r *resolved) error {
 			return err
 		}
 		r.idle.Action = a
+	}
+	r.autoResume = req.AutoResume || (r.idle.Timeout > 0 && r.idle.Action == IdleCheckpoint)
+	return nil
+}
+
+// checkIdleCheckpoint refuses an asked-for idle checkpoint that the
+// sandbox could not take: it needs gVisor, a memory limit and a disk cap
+// (they bound the checkpoint). The daemon's --on-idle checkpoint applies
+// to what can be checkpointed; other sandboxes are paused instead
+// (checkIdle).
+func checkIdleCheckpoint(req CreateRequest, r resolved) error {
+	if req.OnIdle != IdleCheckpoint || r.idle.Timeout <= 0 {
+		return nil
+	}
+	if r.runtime != RuntimeGvisor {
+		return fmt.Errorf("on_idle: checkpoint needs runtime gvisor (runc sandboxes are not checkpointed; see docs/checkpoint.md): %w", errdefs.ErrFailedPrecondition)
+	}
+	if r.limits.MemoryBytes <= 0 || r.limits.DiskBytes <= 0 {
+		return fieldErr("on_idle", "checkpoint needs a memory limit and a disk cap (limits.memory, limits.disk), which bound the checkpoint")
 	}
 	return nil
 }
@@ -171,7 +203,10 @@ func (m *Manager) checkIdle(ctx context.Context, ctr client.Container, labels ma
 		return false, nil
 	}
 	id := ctr.ID()
-	if p.Action == IdlePause && m.isPaused(id) {
+	if stopped(labels) { // stopped or checkpointed: nothing runs
+		return false, nil
+	}
+	if p.Action != IdleDelete && m.isPaused(id) {
 		return false, nil
 	}
 	idle, _ := m.idleFor(id, now)
@@ -202,12 +237,42 @@ func (m *Manager) checkIdle(ctx context.Context, ctr client.Container, labels ma
 			return false, fmt.Errorf("idle delete: %w", err)
 		}
 		return true, nil
+	case IdleCheckpoint:
+		err := m.idleCheckpoint(ctx, id)
+		if err == nil {
+			return false, nil
+		}
+		m.log.Warn("idle checkpoint failed: pausing instead", "sandbox", id, "err", err)
+		fallthrough
 	default:
 		if err := m.Pause(ctx, id, PauseByIdle); err != nil {
 			return false, fmt.Errorf("idle pause: %w", err)
 		}
 		return false, nil
 	}
+}
+
+// idleCheckpoint checkpoints an idle sandbox and frees its memory. A
+// sandbox that cannot be checkpointed (runc, over --max-checkpoint-bytes,
+// a runsc failure) is left as it was, for the caller to pause.
+func (m *Manager) idleCheckpoint(ctx context.Context, id string) error {
+	if !m.isGvisor(id) {
+		return fmt.Errorf("sandbox %s is not a gvisor sandbox", id)
+	}
+	_, _, err := m.checkpoint(ctx, id, false, PauseByIdle)
+	return err
+}
+
+// autoResumes reports whether a sandbox's calls restore or resume it
+// first: create --auto-resume, or --on-idle checkpoint.
+func (m *Manager) autoResumes(ctx context.Context, id string) bool {
+	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
+	ctr, err := m.cfg.Client.LoadContainer(ctx, id)
+	if err != nil {
+		return false
+	}
+	labels, err := ctr.Labels(ctx)
+	return err == nil && labels[LabelAutoResume] == "true"
 }
 
 // idleInfo is the idle policy and the last activity, for inspect.

@@ -70,13 +70,18 @@ func (m *Manager) isPaused(id string) bool {
 }
 
 // checkPaused fails a call into a paused sandbox, or resumes it first when
-// the call asked for that.
+// the call asked for that (exec --resume) or the sandbox resumes on its
+// own (auto-resume).
 func (m *Manager) checkPaused(ctx context.Context, id string) error {
 	if !m.isPaused(id) {
 		return nil
 	}
-	if resumeFrom(ctx) {
-		err := m.Resume(ctx, id, "exec")
+	reason := "exec"
+	if !resumeFrom(ctx) && m.autoResumes(ctx, id) {
+		reason = "auto"
+	}
+	if resumeFrom(ctx) || reason == "auto" {
+		err := m.Resume(ctx, id, reason)
 		if err == nil || errdefs.IsFailedPrecondition(err) { // resumed meanwhile
 			return nil
 		}

@@ -60,6 +60,10 @@ type CreateRequest struct {
 	// Secrets are the caller's secrets the sandbox is given as
 	// placeholders: NAME or NAME=ENVVAR (secrets.go).
 	Secrets []string
+	// AutoResume: a call into the sandbox's init restores it from its
+	// checkpoint, or resumes it from a pause, first (implied by OnIdle
+	// checkpoint).
+	AutoResume bool
 }
 
 // Limits are the resource limits every sandbox carries.
@@ -232,6 +236,8 @@ type resolved struct {
 	// id, if set, is the new sandbox's id (a fork's, chosen before its
 	// volumes are held and named); empty: a new one.
 	id string
+	// autoResume: calls restore or resume the sandbox (LabelAutoResume).
+	autoResume bool
 }
 
 // withinTotals refuses a sandbox whose own limits exceed a daemon-wide
@@ -345,7 +351,7 @@ func (m *Manager) resolve(req CreateRequest) (resolved, error) {
 		// Sentry has no host network to reach boxd's egress bridge through.
 		return r, fmt.Errorf("network: egress is not offered under gvisor here (runsc runs with --network none; use --runtime runc for egress): %w", errdefs.ErrFailedPrecondition)
 	}
-	return r, nil
+	return r, checkIdleCheckpoint(req, r)
 }
 
 // parseLimits validates the limits a request asks for and returns base

@@ -25,7 +25,7 @@ func createFlags() []cli.Flag {
 		&cli.StringFlag{Name: "network", Value: "none", Usage: "none (loopback only) or egress (only the --allow destinations)"},
 		&cli.StringSliceFlag{Name: "allow", Usage: "egress destination, repeatable: CIDR[:PORT], NAME[:PORT], *.SUFFIX, '*'"},
 		&cli.StringFlag{Name: "idle-timeout", Usage: "pause or delete (--on-idle) the sandbox after this long without an exec, file call or attached stream, e.g. 15m (0: never; default: the daemon's)"},
-		&cli.StringFlag{Name: "on-idle", Usage: "what the idle timeout does: pause or delete (default: the daemon's)"},
+		&cli.StringFlag{Name: "on-idle", Usage: "what the idle timeout does: pause, delete or checkpoint (gvisor: to disk, memory freed; implies --auto-resume) (default: the daemon's)"},
 		&cli.StringFlag{Name: "pull", Value: "never", Usage: "pull the image from its registry first: never, missing (only if not here) or always (credentials: ~/.docker/config.json)"},
 		&cli.StringSliceFlag{Name: "publish", Aliases: []string{"p"}, Usage: "[ADDR:]HOSTPORT:PORT: reach sandbox port PORT at ADDR:HOSTPORT on the host (default ADDR 127.0.0.1; HOSTPORT 0: a free one), repeatable"},
 		&cli.StringFlag{Name: "user", Aliases: []string{"u"}, Usage: "default user of exec, files and sessions: NAME, UID, NAME:GROUP or UID:GID (default: the image's USER, else root)"},
@@ -43,6 +43,7 @@ func createFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "volume", Aliases: []string{"v"}, Usage: "NAME:/PATH[:ro]: mount a named volume (boxctl volume create), repeatable"},
 		&cli.StringSliceFlag{Name: "secret", Usage: "NAME[=ENVVAR]: give the sandbox a placeholder of your secret NAME in ENVVAR (default NAME); boxd swaps in the value only in requests to the secret's hosts (needs --network egress), repeatable"},
 		&cli.StringSliceFlag{Name: "bind", Usage: "HOST-PATH:/PATH[:ro][,noexec]: mount a host directory you can open yourself, beneath one boxd allows (boxd --allow-bind); the sandbox's root acts as you there, repeatable"},
+		&cli.BoolFlag{Name: "auto-resume", Usage: "a call into the sandbox (exec, files, processes, sessions) restores it from its checkpoint or resumes it from a pause first"},
 	}
 }
 
@@ -100,6 +101,7 @@ func createRequest(c *cli.Context) (*boxdv1.CreateSandboxRequest, error) {
 		Hostname: c.String("hostname"), CpuWeight: c.Uint64("cpu-weight"), MemoryLow: c.String("memory-low"),
 		ExecTimeout: c.String("exec-timeout"), OutputLimit: c.Int64("output-limit"), Replace: c.Bool("replace"), Runtime: c.String("runtime"),
 		Cold: c.Bool("cold"), Volumes: c.StringSlice("volume"), Binds: c.StringSlice("bind"), Secrets: c.StringSlice("secret"),
+		AutoResume: c.Bool("auto-resume"),
 	}, nil
 }
 

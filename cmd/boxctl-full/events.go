@@ -18,7 +18,7 @@ import (
 func eventsCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "events",
-		Usage: "stream sandbox events (created, started, exec_started, exec_exited, oom, died, paused, resumed, expired, idle, restarted, deleted)",
+		Usage: "stream sandbox events (created, started, exec_started, exec_exited, oom, died, paused, resumed, expired, idle, restarted, deleted, checkpointed, restored)",
 		Flags: []cli.Flag{
 			&cli.StringSliceFlag{Name: "filter", Aliases: []string{"f"}, Usage: "sandbox=ID or type=TYPE, repeatable"},
 			&cli.StringFlag{Name: "since", Usage: "replay events from this RFC 3339 time or duration ago (e.g. 10m); boxd keeps the last hour"},

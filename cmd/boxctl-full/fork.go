@@ -30,6 +30,7 @@ func forkCommand() *cli.Command {
 			&cli.StringFlag{Name: "ttl", Usage: "lifetime, e.g. 30m (default: the daemon's)"},
 			&cli.BoolFlag{Name: "clone-volumes", Usage: "give each fork a clone of each of the source's volumes (new volumes named VOLUME-FORKID, yours to remove)"},
 			&cli.BoolFlag{Name: "share-volumes", Usage: "mount the source's volumes as it does (only volumes created --shared); default: read-only"},
+			&cli.BoolFlag{Name: "with-processes", Usage: "ask for forks that continue the source's processes and memory: refused, naming why (see docs/checkpoint.md)"},
 		},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 1 {
@@ -51,6 +52,7 @@ func forkCommand() *cli.Command {
 				SandboxId: c.Args().First(), Count: uint32(n), Names: c.StringSlice("name"),
 				Limits: limits, Env: c.StringSlice("env"), Workdir: c.String("workdir"), Labels: labels, Ttl: c.String("ttl"),
 				CloneVolumes: c.Bool("clone-volumes"), ShareVolumes: c.Bool("share-volumes"),
+				WithProcesses: c.Bool("with-processes"),
 			}))
 			if err != nil {
 				return err

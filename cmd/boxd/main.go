@@ -77,7 +77,7 @@ func newApp() *cli.App {
 			&cli.StringFlag{Name: "restart-limit", Value: runtime.DefaultRestartPolicy.String(), Usage: "restarts of a sandbox's dead init allowed per window (N/WINDOW, e.g. 5/10m; 0: never restart)"},
 			&cli.DurationFlag{Name: "restart-backoff", Value: runtime.DefaultRestartPolicy.Backoff, Usage: "pause after a sandbox's first restart in the window, doubling with each further one (up to 1m)"},
 			&cli.DurationFlag{Name: "idle-timeout", Usage: "pause or delete (--on-idle) a sandbox after this long without an exec, file call or attached stream, when its create names no idle timeout (0: never)"},
-			&cli.StringFlag{Name: "on-idle", Value: runtime.IdlePause, Usage: "what the idle timeout does by default: pause or delete"},
+			&cli.StringFlag{Name: "on-idle", Value: runtime.IdlePause, Usage: "what the idle timeout does by default: pause, delete or checkpoint (gvisor sandboxes with a memory limit and a disk cap; others are paused)"},
 			poolFlag(),
 			&cli.StringFlag{Name: "bridge", Value: network.DefaultBridge, Usage: "bridge of --network egress sandboxes (made on first use)"},
 			&cli.StringFlag{Name: "bridge-subnet", Value: network.DefaultSubnet, Usage: "IPv4 network egress sandboxes get addresses from (the gateway is .1)"},

@@ -42,10 +42,15 @@ const (
 	// aggregated over the deny log's window (attrs: dest, port, proto,
 	// reason, count, first, last).
 	EgressDenied = "egress_denied"
+	// Checkpointed: a gVisor sandbox was written to disk and its memory
+	// freed (attrs: reason user|idle, bytes); Restored: it runs again
+	// from its checkpoint (attrs: reason user|exec|auto).
+	Checkpointed = "checkpointed"
+	Restored     = "restored"
 )
 
 // Types lists every event type, for filter validation.
-var Types = []string{Created, Started, ExecStarted, ExecExited, OOM, Died, Paused, Resumed, Expired, Idle, Restarted, Deleted, PortUnpublished, EgressDenied}
+var Types = []string{Created, Started, ExecStarted, ExecExited, OOM, Died, Paused, Resumed, Expired, Idle, Restarted, Deleted, PortUnpublished, EgressDenied, Checkpointed, Restored}
 
 // Event is one thing that happened to one sandbox.
 type Event struct {

@@ -47,7 +47,10 @@ type Options struct {
 	// default and Never is the API's "0" (no limit, where boxd allows it).
 	TTL         time.Duration // deleted this long after creation
 	IdleTimeout time.Duration // no call into the sandbox this long: OnIdle happens
-	OnIdle      string        // "pause" (default) or "delete"
+	OnIdle      string        // "pause" (default), "delete" or "checkpoint" (gVisor; implies AutoResume)
+	// AutoResume: calls restore the sandbox from its checkpoint (or
+	// resume it from a pause) first.
+	AutoResume bool
 
 	// Defaults of Exec calls that do not set their own.
 	ExecTimeout time.Duration
@@ -110,6 +113,7 @@ func (o Options) request() (*boxdv1.CreateSandboxRequest, error) {
 		Ttl: duration(o.TTL), IdleTimeout: duration(o.IdleTimeout), OnIdle: o.OnIdle,
 		ExecTimeout: duration(o.ExecTimeout), OutputLimit: o.OutputLimit,
 		Pull: o.Pull, Replace: o.Replace, Cold: o.Cold,
+		AutoResume: o.AutoResume,
 	}
 	if o.Memory != "" || o.CPUs != 0 || o.PIDs != 0 || o.Disk != "" {
 		req.Limits = &boxdv1.Limits{Memory: o.Memory, Cpus: o.CPUs, Pids: o.PIDs, Disk: o.Disk}

@@ -201,6 +201,7 @@ class Sandbox:
                exec_timeout: Union[float, str, None] = None, output_limit: Optional[int] = None,
                runtime: Optional[str] = None, cold: bool = False, volumes: Sequence[str] = (),
                binds: Sequence[str] = (), secrets: Sequence[str] = (),
+               auto_resume: bool = False,
                client: Optional[Client] = None, request_timeout: Optional[float] = None) -> _Creating:
         async def make() -> "Sandbox":
             c = client or default_client()
@@ -210,7 +211,8 @@ class Sandbox:
                                  pull=pull, auth=auth, disk=disk, network=network, idle_timeout=idle_timeout,
                                  on_idle=on_idle, cpu_weight=cpu_weight, memory_low=memory_low,
                                  exec_timeout=exec_timeout, output_limit=output_limit, runtime=runtime, cold=cold,
-                                 volumes=volumes, binds=binds, secrets=secrets)
+                                 volumes=volumes, binds=binds, secrets=secrets,
+                                 auto_resume=auto_resume)
             r = await c.unary(c.sandbox.CreateSandbox, req, request_timeout)
             return cls(SandboxInfo._from(r.sandbox), c)
 

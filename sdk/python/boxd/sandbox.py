@@ -55,6 +55,7 @@ class Sandbox:
                exec_timeout: Union[float, str, None] = None, output_limit: Optional[int] = None,
                runtime: Optional[str] = None, cold: bool = False, volumes: Sequence[str] = (),
                binds: Sequence[str] = (), secrets: Sequence[str] = (),
+               auto_resume: bool = False,
                client: Optional[Client] = None, request_timeout: Optional[float] = None) -> "Sandbox":
         """Creates and starts a sandbox. memory: "256m", "1g" or bytes; ttl:
         seconds or a Go duration ("1h"); unset fields take boxd's defaults
@@ -67,13 +68,15 @@ class Sandbox:
         with auth ({"username", "password"} or {"identity_token"}).
         disk: cap of the writable layer ("2g"); network: "none" or "egress"
         (allow implies egress); idle_timeout ("15m", "0": never) and on_idle
-        ("pause", "delete"); cpu_weight (1-10000), memory_low ("64m"),
+        ("pause", "delete", "checkpoint"); cpu_weight (1-10000), memory_low ("64m"),
         exec_timeout ("120s") and output_limit (bytes): defaults of exec;
         runtime: "runc" or "gvisor"; cold: never from the warm pool;
         volumes: named volumes to mount (["data:/data", "cache:/c:ro"]);
         binds: host directories to mount (["/srv/work/repo:/workspace:ro"]);
         secrets: secrets brokered at egress (["KEY", "KEY=ENVVAR"]): the
-        sandbox holds placeholders (docs/secrets.md).
+        sandbox holds placeholders (docs/secrets.md);
+        auto_resume: calls restore the sandbox from its checkpoint (or resume
+        it from a pause) first; on_idle "checkpoint" implies it.
         sdk/create-options.json maps every option to its API field."""
         c = client or default_client()
         req = create_request(image, memory=memory, cpus=cpus, pids=pids, env=env, workdir=workdir, labels=labels,
@@ -82,7 +85,8 @@ class Sandbox:
                              disk=disk, network=network, idle_timeout=idle_timeout, on_idle=on_idle,
                              cpu_weight=cpu_weight, memory_low=memory_low, exec_timeout=exec_timeout,
                              output_limit=output_limit, runtime=runtime, cold=cold, volumes=volumes,
-                             binds=binds, secrets=secrets)
+                             binds=binds, secrets=secrets,
+                             auto_resume=auto_resume)
         r = c.unary(c.sandbox.CreateSandbox, req, request_timeout)
         return cls(SandboxInfo._from(r.sandbox), c)
 
@@ -451,7 +455,8 @@ def create_request(image: Optional[str], *, memory: Union[str, int, None], cpus:
                    exec_timeout: Union[float, str, None] = None, output_limit: Optional[int] = None,
                    runtime: Optional[str] = None, cold: bool = False,
                    volumes: Sequence[str] = (), binds: Sequence[str] = (),
-                   secrets: Sequence[str] = ()) -> boxd_pb2.CreateSandboxRequest:
+                   secrets: Sequence[str] = (),
+                   auto_resume: bool = False) -> boxd_pb2.CreateSandboxRequest:
     limits = _limits(memory, cpus, pids)
     limits.disk = _size(disk)
     req = boxd_pb2.CreateSandboxRequest(image=image or "", limits=limits, env=env_list(env),
@@ -464,6 +469,7 @@ def create_request(image: Optional[str], *, memory: Union[str, int, None], cpus:
                                         exec_timeout=duration(exec_timeout), output_limit=output_limit or 0,
                                         runtime=runtime or "", cold=cold, volumes=[*volumes],
                                         binds=[*binds], secrets=[*secrets])
+    req.auto_resume = auto_resume
     if allow is not None or network:
         # allow alone means egress; network="none" with an allowlist is
         # left for boxd to refuse, naming the field.

@@ -111,7 +111,7 @@ export interface CreateOptions extends CallOpts {
   network?: string;
   /** Pause or delete (`onIdle`) after this long without use, e.g. "15m"; "0": never. */
   idleTimeout?: Duration;
-  /** "pause" or "delete". */
+  /** "pause", "delete" or "checkpoint" (gVisor; implies `autoResume`). */
   onIdle?: string;
   /** Default user of exec, processes and files: NAME, UID, NAME:GROUP or UID:GID. */
   user?: string;
@@ -143,6 +143,8 @@ export interface CreateOptions extends CallOpts {
   binds?: string[];
   /** Secrets brokered at egress, "NAME" or "NAME=ENVVAR": the sandbox holds placeholders (docs/secrets.md). */
   secrets?: string[];
+  /** Calls restore the sandbox from its checkpoint (or resume it from a pause) first. */
+  autoResume?: boolean;
   client?: Client;
 }
 
@@ -193,6 +195,7 @@ export function createRequest(o: CreateOptions) {
     volumes: o.volumes ?? [],
     binds: o.binds ?? [],
     secrets: o.secrets ?? [],
+    autoResume: o.autoResume ?? false,
   });
 }
 

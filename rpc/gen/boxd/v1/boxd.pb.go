@@ -560,8 +560,14 @@ type ForkSandboxRequest struct {
 	// VOLUME-FORKID and labelled boxd.fork=FORKID), mounted as the source
 	// mounts it. share_volumes mounts the same volumes as the source does;
 	// a volume not created shared is failed_precondition naming it.
-	CloneVolumes  bool `protobuf:"varint,201,opt,name=clone_volumes,json=cloneVolumes,proto3" json:"clone_volumes,omitempty"`
-	ShareVolumes  bool `protobuf:"varint,202,opt,name=share_volumes,json=shareVolumes,proto3" json:"share_volumes,omitempty"`
+	CloneVolumes bool `protobuf:"varint,201,opt,name=clone_volumes,json=cloneVolumes,proto3" json:"clone_volumes,omitempty"`
+	ShareVolumes bool `protobuf:"varint,202,opt,name=share_volumes,json=shareVolumes,proto3" json:"share_volumes,omitempty"`
+	// Asks for forks that continue the source's processes and memory. Not
+	// offered: failed_precondition naming why (gVisor: the pinned runsc
+	// restores a checkpoint only into the same host uid block, and every
+	// sandbox has its own; runc: CRIU). Another user's source is not_found.
+	// See docs/checkpoint.md, "Fork with processes".
+	WithProcesses bool `protobuf:"varint,70,opt,name=with_processes,json=withProcesses,proto3" json:"with_processes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -662,6 +668,13 @@ func (x *ForkSandboxRequest) GetCloneVolumes() bool {
 func (x *ForkSandboxRequest) GetShareVolumes() bool {
 	if x != nil {
 		return x.ShareVolumes
+	}
+	return false
+}
+
+func (x *ForkSandboxRequest) GetWithProcesses() bool {
+	if x != nil {
+		return x.WithProcesses
 	}
 	return false
 }
@@ -1099,7 +1112,10 @@ type CreateSandboxRequest struct {
 	// daemon's --idle-timeout. A running command or an open stream keeps it
 	// in use.
 	IdleTimeout string `protobuf:"bytes,45,opt,name=idle_timeout,json=idleTimeout,proto3" json:"idle_timeout,omitempty"`
-	OnIdle      string `protobuf:"bytes,46,opt,name=on_idle,json=onIdle,proto3" json:"on_idle,omitempty"` // "pause" (default) or "delete"; empty: the daemon's --on-idle
+	// "pause" (default), "delete" or "checkpoint" (gVisor sandboxes: written
+	// to disk and their memory freed, restored by the next call; implies
+	// auto_resume); empty: the daemon's --on-idle
+	OnIdle string `protobuf:"bytes,46,opt,name=on_idle,json=onIdle,proto3" json:"on_idle,omitempty"`
 	// When to pull the image from its registry (RegistryService.PullImage)
 	// before the create: "never" (the default; a missing image is
 	// not_found), "missing" (pull only if no image has the name), "always"
@@ -1165,7 +1181,12 @@ type CreateSandboxRequest struct {
 	// Needs network mode egress. Errors: invalid_argument naming
 	// secrets[i], not_found (no such secret of the caller's). Such a
 	// sandbox is never served from the warm pool.
-	Secrets       []string `protobuf:"bytes,110,rep,name=secrets,proto3" json:"secrets,omitempty"`
+	Secrets []string `protobuf:"bytes,110,rep,name=secrets,proto3" json:"secrets,omitempty"`
+	// A call into the sandbox (exec, a file or process call, a session)
+	// first restores it if it is checkpointed, or resumes it if it is
+	// paused, as exec's resume does (see docs/checkpoint.md). Implied by
+	// on_idle "checkpoint".
+	AutoResume    bool `protobuf:"varint,70,opt,name=auto_resume,json=autoResume,proto3" json:"auto_resume,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1394,6 +1415,13 @@ func (x *CreateSandboxRequest) GetSecrets() []string {
 		return x.Secrets
 	}
 	return nil
+}
+
+func (x *CreateSandboxRequest) GetAutoResume() bool {
+	if x != nil {
+		return x.AutoResume
+	}
+	return false
 }
 
 // RegistryAuth is a caller's login to the registry a reference names. It
@@ -1808,7 +1836,9 @@ type Sandbox struct {
 	CheckpointPause string `protobuf:"bytes,112,opt,name=checkpoint_pause,json=checkpointPause,proto3" json:"checkpoint_pause,omitempty"`
 	// The secrets the sandbox holds placeholders of (names, variables and
 	// hosts; never a value or a placeholder).
-	Secrets       []*SandboxSecret `protobuf:"bytes,120,rep,name=secrets,proto3" json:"secrets,omitempty"`
+	Secrets []*SandboxSecret `protobuf:"bytes,120,rep,name=secrets,proto3" json:"secrets,omitempty"`
+	// Calls restore or resume the sandbox first (CreateSandboxRequest.auto_resume).
+	AutoResume    bool `protobuf:"varint,113,opt,name=auto_resume,json=autoResume,proto3" json:"auto_resume,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2177,6 +2207,13 @@ func (x *Sandbox) GetSecrets() []*SandboxSecret {
 		return x.Secrets
 	}
 	return nil
+}
+
+func (x *Sandbox) GetAutoResume() bool {
+	if x != nil {
+		return x.AutoResume
+	}
+	return false
 }
 
 type Usage struct {
@@ -4714,7 +4751,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12\x14\n" +
 	"\x05force\x18\x04 \x01(\bR\x05force\"=\n" +
 	"\x15CommitSandboxResponse\x12$\n" +
-	"\x05image\x18\x01 \x01(\v2\x0e.boxd.v1.ImageR\x05image\"\x8e\x03\n" +
+	"\x05image\x18\x01 \x01(\v2\x0e.boxd.v1.ImageR\x05image\"\xb5\x03\n" +
 	"\x12ForkSandboxRequest\x12\x1d\n" +
 	"\n" +
 	"sandbox_id\x18\x01 \x01(\tR\tsandboxId\x12\x14\n" +
@@ -4726,7 +4763,8 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x06labels\x18\a \x03(\v2'.boxd.v1.ForkSandboxRequest.LabelsEntryR\x06labels\x12\x10\n" +
 	"\x03ttl\x18\b \x01(\tR\x03ttl\x12$\n" +
 	"\rclone_volumes\x18\xc9\x01 \x01(\bR\fcloneVolumes\x12$\n" +
-	"\rshare_volumes\x18\xca\x01 \x01(\bR\fshareVolumes\x1a9\n" +
+	"\rshare_volumes\x18\xca\x01 \x01(\bR\fshareVolumes\x12%\n" +
+	"\x0ewith_processes\x18F \x01(\bR\rwithProcesses\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"E\n" +
@@ -4756,7 +4794,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x06memory\x18\x01 \x01(\tR\x06memory\x12\x12\n" +
 	"\x04cpus\x18\x02 \x01(\x01R\x04cpus\x12\x12\n" +
 	"\x04pids\x18\x03 \x01(\x03R\x04pids\x12\x12\n" +
-	"\x04disk\x18_ \x01(\tR\x04disk\"\xb7\a\n" +
+	"\x04disk\x18_ \x01(\tR\x04disk\"\xd8\a\n" +
 	"\x14CreateSandboxRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12'\n" +
 	"\x06limits\x18\x02 \x01(\v2\x0f.boxd.v1.LimitsR\x06limits\x12\x10\n" +
@@ -4787,7 +4825,9 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\aruntime\x18d \x01(\tR\aruntime\x12\x19\n" +
 	"\avolumes\x18\xc8\x01 \x03(\tR\avolumes\x12\x14\n" +
 	"\x05binds\x18Z \x03(\tR\x05binds\x12\x18\n" +
-	"\asecrets\x18n \x03(\tR\asecrets\x1a9\n" +
+	"\asecrets\x18n \x03(\tR\asecrets\x12\x1f\n" +
+	"\vauto_resume\x18F \x01(\bR\n" +
+	"autoResume\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"m\n" +
@@ -4816,7 +4856,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\x12\x18\n" +
 	"\agateway\x18\x04 \x01(\tR\agateway\x12\x10\n" +
 	"\x03dns\x18\x05 \x01(\tR\x03dns\x12\x1a\n" +
-	"\baddress6\x18\x06 \x01(\tR\baddress6\"\xc8\r\n" +
+	"\baddress6\x18\x06 \x01(\tR\baddress6\"\xe9\r\n" +
 	"\aSandbox\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
@@ -4871,7 +4911,9 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x10checkpoint_bytes\x18n \x01(\x03R\x0fcheckpointBytes\x12'\n" +
 	"\x0fcheckpointed_at\x18o \x01(\tR\x0echeckpointedAt\x12)\n" +
 	"\x10checkpoint_pause\x18p \x01(\tR\x0fcheckpointPause\x120\n" +
-	"\asecrets\x18x \x03(\v2\x16.boxd.v1.SandboxSecretR\asecrets\x1a9\n" +
+	"\asecrets\x18x \x03(\v2\x16.boxd.v1.SandboxSecretR\asecrets\x12\x1f\n" +
+	"\vauto_resume\x18q \x01(\bR\n" +
+	"autoResume\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x84\x03\n" +

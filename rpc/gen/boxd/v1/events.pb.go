@@ -148,17 +148,18 @@ type Event struct {
 	Time  string                 `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"` // RFC 3339 with nanoseconds
 	// created, started, exec_started, exec_exited, oom, died, paused,
 	// resumed, expired, idle, restarted, deleted, port_unpublished,
-	// egress_denied
+	// egress_denied, checkpointed, restored
 	Type    string `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
 	Sandbox string `protobuf:"bytes,4,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
 	// Details by type: exec_started args (only on a boxd started with
 	// --events-argv; otherwise no attrs); exec_exited exit_code, signal,
 	// timed_out or error; died exit_status, reason; paused reason (user,
-	// idle); resumed reason (user, exec); idle action, idle_timeout;
+	// idle); resumed reason (user, exec, auto); idle action, idle_timeout;
 	// restarted reason, restarts; expired expires_at; port_unpublished
 	// host_addr, port, reason (in_use, privileged, not_allowed, failed),
 	// error; egress_denied dest, port, proto, reason, count, first, last
-	// (one record of the deny log, see NetworkLog).
+	// (one record of the deny log, see NetworkLog); checkpointed reason
+	// (user, idle), bytes; restored reason (user, exec, auto).
 	Attrs map[string]string `protobuf:"bytes,5,rep,name=attrs,proto3" json:"attrs,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The host uid of the sandbox's owner. A caller that is not root or an
 	// --admin-group member gets only the events of its own sandboxes.

@@ -97,7 +97,7 @@ export type Event = Message<"boxd.v1.Event"> & {
   /**
    * created, started, exec_started, exec_exited, oom, died, paused,
    * resumed, expired, idle, restarted, deleted, port_unpublished,
-   * egress_denied
+   * egress_denied, checkpointed, restored
    *
    * @generated from field: string type = 3;
    */
@@ -112,11 +112,12 @@ export type Event = Message<"boxd.v1.Event"> & {
    * Details by type: exec_started args (only on a boxd started with
    * --events-argv; otherwise no attrs); exec_exited exit_code, signal,
    * timed_out or error; died exit_status, reason; paused reason (user,
-   * idle); resumed reason (user, exec); idle action, idle_timeout;
+   * idle); resumed reason (user, exec, auto); idle action, idle_timeout;
    * restarted reason, restarts; expired expires_at; port_unpublished
    * host_addr, port, reason (in_use, privileged, not_allowed, failed),
    * error; egress_denied dest, port, proto, reason, count, first, last
-   * (one record of the deny log, see NetworkLog).
+   * (one record of the deny log, see NetworkLog); checkpointed reason
+   * (user, idle), bytes; restored reason (user, exec, auto).
    *
    * @generated from field: map<string, string> attrs = 5;
    */
