@@ -59,7 +59,7 @@ func toProto(sb *runtime.Sandbox) *boxdv1.Sandbox {
 		Volumes:         sandboxVolumesProto(sb.Volumes),
 		Binds:           sandboxBindsProto(sb.Binds),
 		CheckpointBytes: ckBytes(sb.Checkpoint), CheckpointedAt: ckAt(sb.Checkpoint), CheckpointPause: ckPause(sb.Checkpoint),
-		Secrets: sandboxSecretsProto(sb.Network),
+		Secrets:    sandboxSecretsProto(sb.Network),
 		AutoResume: sb.AutoResume,
 		Security: &boxdv1.Security{
 			Network:        sb.Network != nil && sb.Network.Mode == "egress",
