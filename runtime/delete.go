@@ -205,12 +205,56 @@ func (m *Manager) DeleteBackground(ctx context.Context, idOrName string, grace t
 	}
 	m.inv.hide(id)
 	m.release(id)
-	go m.finishDelete(context.WithoutCancel(ctx), id, grace)
+	go m.finishDeleteOnce(context.WithoutCancel(ctx), id, grace)
 	return nil
 }
 
-// finishDelete tears down a sandbox marked deleting.
-func (m *Manager) finishDelete(ctx context.Context, id string, grace time.Duration) {
+// finishDeleteOnce runs finishDelete unless one runs for id already, and
+// notes a teardown that did not finish, for retryDeletes.
+func (m *Manager) finishDeleteOnce(ctx context.Context, id string, grace time.Duration) {
+	if _, running := m.bgDeletes.LoadOrStore(id, struct{}{}); running {
+		return
+	}
+	defer m.bgDeletes.Delete(id)
+	if m.finishDelete(ctx, id, grace) {
+		m.bgDeleteFailed.Delete(id)
+	} else {
+		m.bgDeleteFailed.Store(id, time.Now())
+	}
+}
+
+// deleteRetryEvery spaces the reconcile pass's retries of one background
+// delete that did not finish (containerd restarting, a full disk).
+const deleteRetryEvery = 5 * time.Second
+
+// retryDeletes finishes the background deletes that failed (each at most
+// every deleteRetryEvery) and those a previous boxd left, rather than
+// leaving their containers, snapshots and mounts until boxd restarts.
+func (m *Manager) retryDeletes(ctx context.Context) {
+	recs, err := m.cfg.Client.ContainerService().List(ctx, fmt.Sprintf(`labels."%s"`, LabelDeleting))
+	if err != nil {
+		return
+	}
+	for _, r := range recs {
+		if r.Labels[LabelManaged] == "true" {
+			continue
+		}
+		if at, ok := m.bgDeleteFailed.Load(r.ID); ok && time.Since(at.(time.Time)) < deleteRetryEvery {
+			continue
+		}
+		if _, running := m.bgDeletes.Load(r.ID); running {
+			continue
+		}
+		if at, err := time.Parse(time.RFC3339, r.Labels[LabelDeleting]); err == nil && time.Since(at) < deleteRetryEvery {
+			continue // just marked: its own teardown is starting
+		}
+		go m.finishDeleteOnce(context.WithoutCancel(ctx), r.ID, 0)
+	}
+}
+
+// finishDelete tears down a sandbox marked deleting and reports whether
+// it is gone.
+func (m *Manager) finishDelete(ctx context.Context, id string, grace time.Duration) bool {
 	ctx, cancel := context.WithTimeout(namespaces.WithNamespace(ctx, m.cfg.Namespace), 2*time.Minute+grace)
 	defer cancel()
 	ctr, err := m.cfg.Client.LoadContainer(ctx, id)
@@ -225,6 +269,8 @@ func (m *Manager) finishDelete(ctx context.Context, id string, grace time.Durati
 		err = m.destroy(ctx, ctr)
 	}
 	if err != nil && !errdefs.IsNotFound(err) {
-		m.log.Error("background delete failed; the next boxd start retries it", "sandbox", id, "err", err)
+		m.log.Error("background delete failed; the reconcile pass retries it", "sandbox", id, "err", err)
+		return false
 	}
+	return true
 }

@@ -246,7 +246,7 @@ func (m *Manager) Load(ctx context.Context) error {
 		case r.Labels[LabelDeleting] != "":
 			// A background delete the previous boxd did not finish.
 			m.inv.addLeaving(r.ID, m.ownedOfContainer(ctx, r))
-			go m.finishDelete(ctx, r.ID, 0)
+			go m.finishDeleteOnce(ctx, r.ID, 0)
 		default:
 			m.inv.add(r.ID)
 		}
