@@ -152,6 +152,7 @@ func (m *Manager) Fork(ctx context.Context, req ForkRequest) (_ []*Sandbox, retE
 	ids := make([]string, len(out))
 	for i, sb := range out {
 		ids[i] = sb.ID
+		m.created(sb.ID) // a fork is a new sandbox to an events consumer too
 	}
 	m.log.Info("forked", "sandbox", srcID, "forks", ids, "frozen", frozen.Round(time.Millisecond), "took", time.Since(t0).Round(time.Millisecond))
 	return out, nil
