@@ -183,12 +183,11 @@ func (c *chaosEnv) leaks() []string {
 		live[ct.ID()], keys[info.SnapshotKey] = true, true
 		_, member := info.Labels[runtime.LabelPool]
 		switch {
-		case info.Labels[runtime.LabelManaged] != "true":
-			out = append(out, fmt.Sprintf("container %s without boxd's label (labels %v)", ct.ID(), sortedKeys(info.Labels)))
-		case !listed[ct.ID()] && member:
+		case listed[ct.ID()]:
+		case member && info.Labels[runtime.LabelManaged] != "true":
 			members++
-		case !listed[ct.ID()]:
-			out = append(out, "container "+ct.ID())
+		default:
+			out = append(out, fmt.Sprintf("container %s (labels %v)", ct.ID(), sortedKeys(info.Labels)))
 		}
 	}
 	if members > chaosPool {
