@@ -118,7 +118,7 @@ func newChaosEnv(t *testing.T, seed int64) *chaosEnv {
 	c.mnt = filepath.Join(c.dir, "disk")
 	img := filepath.Join(c.dir, "disk.img")
 	must(t, os.MkdirAll(c.mnt, 0o711))
-	for _, args := range [][]string{{"truncate", "-s", chaosDisk, img}, {"mkfs.ext4", "-q", "-F", img}, {"mount", "-o", "loop", img, c.mnt}} {
+	for _, args := range [][]string{{"truncate", "-s", chaosDisk, img}, {"mkfs.ext4", "-q", "-F", "-m", "0", img}, {"mount", "-o", "loop", img, c.mnt}} {
 		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
 			t.Fatalf("%v: %v: %s", args, err, out)
 		}
