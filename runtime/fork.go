@@ -149,13 +149,20 @@ func (m *Manager) Fork(ctx context.Context, req ForkRequest) (_ []*Sandbox, retE
 	if err != nil {
 		return nil, err
 	}
+	ids := m.forksCreated(out)
+	m.log.Info("forked", "sandbox", srcID, "forks", ids, "frozen", frozen.Round(time.Millisecond), "took", time.Since(t0).Round(time.Millisecond))
+	return out, nil
+}
+
+// forksCreated records each fork as a create does (a new sandbox to an
+// events consumer too) and returns their ids.
+func (m *Manager) forksCreated(out []*Sandbox) []string {
 	ids := make([]string, len(out))
 	for i, sb := range out {
 		ids[i] = sb.ID
-		m.created(sb.ID) // a fork is a new sandbox to an events consumer too
+		m.created(sb.ID)
 	}
-	m.log.Info("forked", "sandbox", srcID, "forks", ids, "frozen", frozen.Round(time.Millisecond), "took", time.Since(t0).Round(time.Millisecond))
-	return out, nil
+	return ids
 }
 
 // forkSource finds the sandbox a fork copies: a running (or paused) runc
