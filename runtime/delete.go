@@ -11,6 +11,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
@@ -59,6 +63,7 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 	} else if !errdefs.IsNotFound(err) {
 		return fmt.Errorf("delete sandbox %s: load task: %w", id, err)
 	}
+	m.sweepSandboxCgroup(id)
 	// A fork's writable layer sits on a fork layer, which goes with the
 	// last sandbox on it.
 	var sn snapshots.Snapshotter
@@ -273,4 +278,42 @@ func (m *Manager) finishDelete(ctx context.Context, id string, grace time.Durati
 		return false
 	}
 	return true
+}
+
+// sweepSandboxCgroup kills whatever is still in the sandbox's cgroup and
+// removes it, in every hierarchy. After a containerd restart a shim can
+// lose a task it was starting (an init restart's runc init, waiting to be
+// started), so no task delete reaches it: it would run on, and hold the
+// cgroup, after its sandbox is gone.
+func (m *Manager) sweepSandboxCgroup(id string) {
+	rel := m.cgPath(id)
+	if root := m.cmdcg.unifiedRoot(); root != "" {
+		if dir := filepath.Join(root, rel); pathExists(dir) {
+			_ = killCgroup(dir)
+			m.dropCmdGroups(id)
+			_ = os.Remove(dir)
+		}
+	}
+	hiers, _ := filepath.Glob("/sys/fs/cgroup/*")
+	for _, h := range hiers {
+		dir := filepath.Join(h, rel)
+		b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		// The killed leave the cgroup once reaped: a moment.
+		for i := 0; i < 20 && os.Remove(dir) != nil && pathExists(dir); i++ {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+func pathExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
