@@ -80,9 +80,17 @@ func (c *chaosEnv) checkOne(r *sbRec, deleted, tried bool) error {
 		return fmt.Errorf("a delete returned success, yet it is there (%s)", g.Msg.Sandbox.State)
 	}
 	sb := g.Msg.Sandbox
+	// A dead init is restarted by the reconcile pass: the sandbox is
+	// stopped until then.
+	for deadline := time.Now().Add(20 * time.Second); !tried && sb.State == "stopped" && time.Now().Before(deadline); {
+		time.Sleep(300 * time.Millisecond)
+		if g, err := c.api.GetSandbox(ctx, connect.NewRequest(&boxdv1.GetSandboxRequest{Id: r.id})); err == nil {
+			sb = g.Msg.Sandbox
+		}
+	}
 	if tried || (sb.State != "running" && sb.State != "paused") {
 		if !tried && sb.LastRestartReason == "" {
-			c.t.Logf("sandbox %s is %s with no reason given", r.id, sb.State)
+			c.t.Errorf("sandbox %s is %s after 20 s, with no reason given", r.id, sb.State)
 		}
 		return c.deleteNow(r.id)
 	}
