@@ -229,8 +229,9 @@ func (c *chaosEnv) snapshotLeaks(keys map[string]bool) []string {
 // that is gone.
 func (c *chaosEnv) fileLeaks(live map[string]bool) []string {
 	var out []string
-	for _, d := range []string{filepath.Join(c.state, "sandboxes"), filepath.Join(c.state, "binds"),
-		"/sys/fs/cgroup/memory/" + chaosNS, "/sys/fs/cgroup/pids/" + chaosNS, "/sys/fs/cgroup/unified/" + chaosNS} {
+	// Every cgroup hierarchy: v1 controllers, the unified one beside them.
+	cgs, _ := filepath.Glob("/sys/fs/cgroup/*/" + chaosNS)
+	for _, d := range append([]string{filepath.Join(c.state, "sandboxes"), filepath.Join(c.state, "binds")}, cgs...) {
 		ents, _ := os.ReadDir(d)
 		for _, e := range ents {
 			if e.IsDir() && len(e.Name()) == 12 && !live[e.Name()] {
