@@ -374,7 +374,7 @@ func (m *Manager) forkRequests(req ForkRequest, sb *Sandbox, count int) ([]resol
 // frozen.
 func (m *Manager) forkLayer(ctx context.Context, ctr client.Container, src *source, active layerSrc) (string, int64, time.Duration, error) {
 	sn := src.sn
-	tmp := "boxd-fork-tmp-" + newID()
+	tmp := forkTempPrefix + newID()
 	tm, err := sn.Prepare(ctx, tmp, active.parent)
 	if err != nil {
 		return "", 0, 0, fmt.Errorf("prepare fork layer: %w", err)
