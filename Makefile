@@ -67,6 +67,13 @@ lint:
 test: setup lint check-generated
 	bash scripts/test.sh
 
+# The chaos harness in full (e2e TestChaos; `make test` runs it with a
+# small budget): faults injected under load for BOXD_CHAOS_BUDGET (10m),
+# BOXD_CHAOS_SEED repeats a run.
+.PHONY: chaos
+chaos: setup
+	BOXD_CHAOS_BUDGET=$${BOXD_CHAOS_BUDGET:-10m} $(GO) test -count=1 -timeout 40m -v ./e2e -run '^TestChaos$$'
+
 demo: setup build
 	bash scripts/demo.sh
 

@@ -11,6 +11,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/containerd/containerd/v2/client"
@@ -59,6 +63,7 @@ func (m *Manager) destroy(ctx context.Context, ctr client.Container) error {
 	} else if !errdefs.IsNotFound(err) {
 		return fmt.Errorf("delete sandbox %s: load task: %w", id, err)
 	}
+	m.sweepSandboxCgroup(id)
 	// A fork's writable layer sits on a fork layer, which goes with the
 	// last sandbox on it.
 	var sn snapshots.Snapshotter
@@ -205,12 +210,56 @@ func (m *Manager) DeleteBackground(ctx context.Context, idOrName string, grace t
 	}
 	m.inv.hide(id)
 	m.release(id)
-	go m.finishDelete(context.WithoutCancel(ctx), id, grace)
+	go m.finishDeleteOnce(context.WithoutCancel(ctx), id, grace)
 	return nil
 }
 
-// finishDelete tears down a sandbox marked deleting.
-func (m *Manager) finishDelete(ctx context.Context, id string, grace time.Duration) {
+// finishDeleteOnce runs finishDelete unless one runs for id already, and
+// notes a teardown that did not finish, for retryDeletes.
+func (m *Manager) finishDeleteOnce(ctx context.Context, id string, grace time.Duration) {
+	if _, running := m.bgDeletes.LoadOrStore(id, struct{}{}); running {
+		return
+	}
+	defer m.bgDeletes.Delete(id)
+	if m.finishDelete(ctx, id, grace) {
+		m.bgDeleteFailed.Delete(id)
+	} else {
+		m.bgDeleteFailed.Store(id, time.Now())
+	}
+}
+
+// deleteRetryEvery spaces the reconcile pass's retries of one background
+// delete that did not finish (containerd restarting, a full disk).
+const deleteRetryEvery = 5 * time.Second
+
+// retryDeletes finishes the background deletes that failed (each at most
+// every deleteRetryEvery) and those a previous boxd left, rather than
+// leaving their containers, snapshots and mounts until boxd restarts.
+func (m *Manager) retryDeletes(ctx context.Context) {
+	recs, err := m.cfg.Client.ContainerService().List(ctx, fmt.Sprintf(`labels."%s"`, LabelDeleting))
+	if err != nil {
+		return
+	}
+	for _, r := range recs {
+		if r.Labels[LabelManaged] == "true" {
+			continue
+		}
+		if at, ok := m.bgDeleteFailed.Load(r.ID); ok && time.Since(at.(time.Time)) < deleteRetryEvery {
+			continue
+		}
+		if _, running := m.bgDeletes.Load(r.ID); running {
+			continue
+		}
+		if at, err := time.Parse(time.RFC3339, r.Labels[LabelDeleting]); err == nil && time.Since(at) < deleteRetryEvery {
+			continue // just marked: its own teardown is starting
+		}
+		go m.finishDeleteOnce(context.WithoutCancel(ctx), r.ID, 0)
+	}
+}
+
+// finishDelete tears down a sandbox marked deleting and reports whether
+// it is gone.
+func (m *Manager) finishDelete(ctx context.Context, id string, grace time.Duration) bool {
 	ctx, cancel := context.WithTimeout(namespaces.WithNamespace(ctx, m.cfg.Namespace), 2*time.Minute+grace)
 	defer cancel()
 	ctr, err := m.cfg.Client.LoadContainer(ctx, id)
@@ -225,6 +274,46 @@ func (m *Manager) finishDelete(ctx context.Context, id string, grace time.Durati
 		err = m.destroy(ctx, ctr)
 	}
 	if err != nil && !errdefs.IsNotFound(err) {
-		m.log.Error("background delete failed; the next boxd start retries it", "sandbox", id, "err", err)
+		m.log.Error("background delete failed; the reconcile pass retries it", "sandbox", id, "err", err)
+		return false
 	}
+	return true
+}
+
+// sweepSandboxCgroup kills whatever is still in the sandbox's cgroup and
+// removes it, in every hierarchy. After a containerd restart a shim can
+// lose a task it was starting (an init restart's runc init, waiting to be
+// started), so no task delete reaches it: it would run on, and hold the
+// cgroup, after its sandbox is gone.
+func (m *Manager) sweepSandboxCgroup(id string) {
+	rel := m.cgPath(id)
+	if root := m.cmdcg.unifiedRoot(); root != "" {
+		if dir := filepath.Join(root, rel); pathExists(dir) {
+			_ = killCgroup(dir)
+			m.dropCmdGroups(id)
+			_ = os.Remove(dir)
+		}
+	}
+	hiers, _ := filepath.Glob("/sys/fs/cgroup/*")
+	for _, h := range hiers {
+		dir := filepath.Join(h, rel)
+		b, err := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		// The killed leave the cgroup once reaped: a moment.
+		for i := 0; i < 20 && os.Remove(dir) != nil && pathExists(dir); i++ {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+func pathExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }

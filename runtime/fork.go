@@ -160,12 +160,20 @@ func (m *Manager) forkFiles(ctx context.Context, t0 time.Time, req ForkRequest, 
 	if err != nil {
 		return nil, err
 	}
+	ids := m.forksCreated(out)
+	m.log.Info("forked", "sandbox", srcID, "forks", ids, "frozen", frozen.Round(time.Millisecond), "took", time.Since(t0).Round(time.Millisecond))
+	return out, nil
+}
+
+// forksCreated records each fork as a create does (a new sandbox to an
+// events consumer too) and returns their ids.
+func (m *Manager) forksCreated(out []*Sandbox) []string {
 	ids := make([]string, len(out))
 	for i, sb := range out {
 		ids[i] = sb.ID
+		m.created(sb.ID)
 	}
-	m.log.Info("forked", "sandbox", srcID, "forks", ids, "frozen", frozen.Round(time.Millisecond), "took", time.Since(t0).Round(time.Millisecond))
-	return out, nil
+	return ids
 }
 
 // forkSource finds the sandbox a fork copies: a running (or paused) runc
@@ -377,7 +385,7 @@ func (m *Manager) forkRequests(req ForkRequest, sb *Sandbox, count int) ([]resol
 // frozen.
 func (m *Manager) forkLayer(ctx context.Context, ctr client.Container, src *source, active layerSrc) (string, int64, time.Duration, error) {
 	sn := src.sn
-	tmp := "boxd-fork-tmp-" + newID()
+	tmp := forkTempPrefix + newID()
 	tm, err := sn.Prepare(ctx, tmp, active.parent)
 	if err != nil {
 		return "", 0, 0, fmt.Errorf("prepare fork layer: %w", err)

@@ -10,10 +10,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/containerd/containerd/v2/core/containers"
+	"github.com/containerd/containerd/v2/core/snapshots"
 	"github.com/containerd/containerd/v2/pkg/namespaces"
 	"github.com/containerd/errdefs"
 )
@@ -237,6 +239,7 @@ func (m *Manager) Load(ctx context.Context) error {
 	}
 	m.loadVolumes(recs)
 	m.pruneBinds(recs)
+	m.removeForkTemps(ctx)
 	var visible []string
 	for _, r := range recs {
 		switch {
@@ -246,7 +249,7 @@ func (m *Manager) Load(ctx context.Context) error {
 		case r.Labels[LabelDeleting] != "":
 			// A background delete the previous boxd did not finish.
 			m.inv.addLeaving(r.ID, m.ownedOfContainer(ctx, r))
-			go m.finishDelete(ctx, r.ID, 0)
+			go m.finishDeleteOnce(ctx, r.ID, 0)
 		default:
 			m.inv.add(r.ID)
 		}
@@ -356,4 +359,27 @@ func (m *Manager) ownedOfContainer(ctx context.Context, c containers.Container) 
 		m.log.Warn("max-disk-per-user: the sandbox's fork layers are not counted", "sandbox", c.ID, "err", err)
 	}
 	return o
+}
+
+// forkTempPrefix names the snapshot a fork copies its source's layer into
+// before committing it (forkLayer).
+const forkTempPrefix = "boxd-fork-tmp-"
+
+// removeForkTemps removes the snapshots of forks a previous boxd was
+// killed in the middle of: at start no fork runs, so each is left over,
+// and nothing else would ever remove it.
+func (m *Manager) removeForkTemps(ctx context.Context) {
+	sn := m.cfg.Client.SnapshotService(m.cfg.Images.Snapshotter())
+	var keys []string
+	_ = sn.Walk(ctx, func(_ context.Context, info snapshots.Info) error {
+		if info.Kind == snapshots.KindActive && strings.HasPrefix(info.Name, forkTempPrefix) {
+			keys = append(keys, info.Name)
+		}
+		return nil
+	})
+	for _, k := range keys {
+		if err := sn.Remove(ctx, k); err != nil && !errdefs.IsNotFound(err) {
+			m.log.Warn("fork leftover snapshot", "key", k, "err", err)
+		}
+	}
 }

@@ -112,6 +112,9 @@ type Manager struct {
 	// and each sandbox's last activity for the idle policy (idle.go).
 	inv *inventory
 	act activity
+	// bgDeletes: ids a background delete is tearing down now, and when
+	// each last ended unfinished (reconcile retries those, delete.go).
+	bgDeletes, bgDeleteFailed sync.Map
 
 	// Pools: the warm pools' members and targets.
 	pool pool

@@ -28,6 +28,7 @@ import (
 func (m *Manager) ReconcileOnce(ctx context.Context) (expired, restarted int, _ error) {
 	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
 	m.pruneInventory(ctx)
+	m.retryDeletes(ctx)
 	m.collectNetworks(ctx)
 	defer m.relistenAll(ctx)
 	ctrs, err := m.cfg.Client.Containers(ctx, fmt.Sprintf(`labels."%s"==true`, LabelManaged))

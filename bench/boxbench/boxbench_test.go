@@ -12,9 +12,13 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"gonum.org/v1/plot/plotter"
 )
 
 func frame(stream byte, payload string) []byte {
@@ -195,5 +199,71 @@ func TestRenderHostileValues(t *testing.T) {
 	}
 	if strings.Contains(string(md), "![concurrency]") {
 		t.Errorf("a concurrency chart with no drawable point is listed:\n%s", md)
+	}
+}
+
+// TestChartsHostileFloats draws charts straight from values no measurement
+// should give but a broken one can: 0, -1, NaN, +Inf, -Inf, next to a
+// single point and a box whose values are all equal. Each chart ends
+// within a time limit, leaves out exactly the boxes that cannot stand on
+// its log scale, and the rest makes a PNG.
+func TestChartsHostileFloats(t *testing.T) {
+	dir := t.TempDir()
+	hostile := map[string]float64{"zero": 0, "minus one": -1, "NaN": math.NaN(), "+Inf": math.Inf(1), "-Inf": math.Inf(-1)}
+	var panels []boxPanel
+	var want []string
+	for name, v := range hostile {
+		// Alone, and among good values: either way out of the chart.
+		panels = append(panels, boxPanel{title: name, names: []string{"alone", "mixed", "good"},
+			values: []plotter.Values{{v}, {3, v, 5}, {3, 4, 5}}})
+		want = append(want, name+", alone", name+", mixed")
+	}
+	panels = append(panels,
+		boxPanel{title: "single point", names: []string{"one"}, values: []plotter.Values{{7}}},
+		boxPanel{title: "all equal", names: []string{"same"}, values: []plotter.Values{{2, 2, 2, 2}}})
+	conc := []*concResult{
+		{level: 1, peer: "single", execs: 1, wall: time.Second, lat: []time.Duration{time.Millisecond}},
+		{level: 0, peer: "zero level", execs: 1, wall: time.Second, lat: []time.Duration{time.Millisecond}},
+		{level: 2, peer: "negative wall", execs: 1, wall: -time.Second, lat: []time.Duration{time.Millisecond}},
+		{level: 2, peer: "zero latency", execs: 3, wall: time.Second, lat: make([]time.Duration, 3)},
+		{level: 4, peer: "equal", execs: 2, wall: time.Second, lat: []time.Duration{time.Millisecond, time.Millisecond}},
+		{level: 8, peer: "equal", execs: 2, wall: time.Second, lat: []time.Duration{time.Millisecond, time.Millisecond}},
+	}
+	type result struct {
+		lat, conc []string
+		err       error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		if r.lat, r.err = writeLatencyChart(filepath.Join(dir, "latency.png"), panels); r.err == nil {
+			r.conc, r.err = writeConcurrencyChart(filepath.Join(dir, "concurrency.png"), conc)
+		}
+		done <- r
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("charts from hostile values were not drawn within 30 s")
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	sort.Strings(want)
+	sort.Strings(r.lat)
+	if !slices.Equal(r.lat, want) {
+		t.Errorf("latency chart left out %q, want %q", r.lat, want)
+	}
+	wantConc := []string{"concurrency 0, zero level", "concurrency 2, negative wall", "concurrency 2, zero latency"}
+	sort.Strings(r.conc)
+	if !slices.Equal(r.conc, wantConc) {
+		t.Errorf("concurrency chart left out %q, want %q", r.conc, wantConc)
+	}
+	for _, png := range []string{"latency.png", "concurrency.png"} {
+		data, err := os.ReadFile(filepath.Join(dir, png))
+		if err != nil || !bytes.HasPrefix(data, []byte("\x89PNG")) {
+			t.Errorf("%s: not a PNG (%v)", png, err)
+		}
 	}
 }

@@ -470,8 +470,7 @@ func writeResults(dir string, rep *report) error {
 		draw func(string) ([]string, error)
 	}{
 		{"latency.png", func(p string) ([]string, error) {
-			panels, omitted := latencyPanels(rep.lats, rep.bursts)
-			return omitted, writeLatencyChart(p, panels)
+			return writeLatencyChart(p, latencyPanels(rep.lats, rep.bursts))
 		}},
 		{"concurrency.png", func(p string) ([]string, error) { return writeConcurrencyChart(p, rep.conc) }},
 	}

@@ -11,7 +11,6 @@ import (
 	"image/color"
 	"math"
 	"os"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -90,8 +89,19 @@ func logDrawable(v float64) bool {
 	return v > 0 && !math.IsInf(v, 0) && !math.IsNaN(v)
 }
 
-func samplesDrawable(s []time.Duration) bool {
-	return len(s) > 0 && slices.Min(s) > 0
+// valuesDrawable reports whether every value of a box can stand on a log
+// axis; one that cannot would put the axis (or the box's whiskers) at
+// -Inf, NaN or +Inf.
+func valuesDrawable(v plotter.Values) bool {
+	if len(v) == 0 {
+		return false
+	}
+	for _, x := range v {
+		if !logDrawable(x) {
+			return false
+		}
+	}
+	return true
 }
 
 func msValues(s []time.Duration) plotter.Values {
@@ -102,26 +112,22 @@ func msValues(s []time.Duration) plotter.Values {
 	return v
 }
 
-// boxPanel is one scenario's distributions, one box per peer.
+// boxPanel is one scenario's distributions in milliseconds, one box per
+// peer.
 type boxPanel struct {
-	title   string
-	names   []string
-	samples [][]time.Duration
+	title  string
+	names  []string
+	values []plotter.Values
 }
 
-// latencyPanels gives the panels of the latency chart and the rows left
-// out of it. The chart's scale is logarithmic: a row with a value at zero
-// or below (a difference, such as boxd's part beyond the transport's
-// floor, or a measurement gone wrong) is in the table only.
-func latencyPanels(lats []*latency, bursts []*burstResult) (ps []boxPanel, omitted []string) {
+// latencyPanels gives the panels of the latency chart. Which rows cannot
+// be drawn is decided when the chart is drawn (drawablePanels).
+func latencyPanels(lats []*latency, bursts []*burstResult) []boxPanel {
+	var ps []boxPanel
 	add := func(p *boxPanel, name string, s []time.Duration) {
-		switch {
-		case len(s) == 0:
-		case samplesDrawable(s):
+		if len(s) > 0 {
 			p.names = append(p.names, name)
-			p.samples = append(p.samples, s)
-		default:
-			omitted = append(omitted, p.title+", "+name)
+			p.values = append(p.values, msValues(s))
 		}
 	}
 	for _, l := range lats {
@@ -129,17 +135,35 @@ func latencyPanels(lats []*latency, bursts []*burstResult) (ps []boxPanel, omitt
 		for _, name := range l.peers {
 			add(&p, name, l.samples[name])
 		}
-		if len(p.names) > 0 {
-			ps = append(ps, p)
-		}
+		ps = append(ps, p)
 	}
 	if len(bursts) > 0 {
 		p := boxPanel{title: fmt.Sprintf("time to interactive, burst of %d", bursts[0].n)}
 		for _, b := range bursts {
 			add(&p, b.peer, b.samples)
 		}
-		if len(p.names) > 0 {
-			ps = append(ps, p)
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// drawablePanels keeps the boxes whose every value can stand on the
+// chart's log scale and names the others: a row with a value at zero or
+// below (a difference, such as boxd's part beyond the transport's floor,
+// or a measurement gone wrong) or not finite is in the table only.
+func drawablePanels(in []boxPanel) (ps []boxPanel, omitted []string) {
+	for _, p := range in {
+		q := boxPanel{title: p.title}
+		for i, v := range p.values {
+			if valuesDrawable(v) {
+				q.names = append(q.names, p.names[i])
+				q.values = append(q.values, v)
+			} else {
+				omitted = append(omitted, p.title+", "+p.names[i])
+			}
+		}
+		if len(q.names) > 0 {
+			ps = append(ps, q)
 		}
 	}
 	return ps, omitted
@@ -153,8 +177,7 @@ func (bp boxPanel) plot() (*plot.Plot, error) {
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = ticks125{}
 	lo, hi := math.Inf(1), 0.0
-	for i, s := range bp.samples {
-		vals := msValues(s)
+	for i, vals := range bp.values {
 		for _, v := range vals {
 			lo, hi = math.Min(lo, v), math.Max(hi, v)
 		}
@@ -166,15 +189,18 @@ func (bp boxPanel) plot() (*plot.Plot, error) {
 		p.Add(b)
 	}
 	p.NominalX(bp.names...)
-	// Pad the range so the boxes do not touch the frame.
+	// Pad the range so the boxes do not touch the frame (and a single
+	// value, or all equal, still spans a range).
 	p.Y.Min, p.Y.Max = lo/1.3, hi*1.3
 	return p, nil
 }
 
-// writeLatencyChart draws the panels in a grid of two columns.
-func writeLatencyChart(path string, panels []boxPanel) error {
+// writeLatencyChart draws the drawable boxes of the panels in a grid of
+// two columns and names the rows it left out.
+func writeLatencyChart(path string, in []boxPanel) (omitted []string, err error) {
+	panels, omitted := drawablePanels(in)
 	if len(panels) == 0 {
-		return nil
+		return omitted, nil
 	}
 	cols := 2
 	rows := (len(panels) + cols - 1) / cols
@@ -185,11 +211,11 @@ func writeLatencyChart(path string, panels []boxPanel) error {
 	for i, bp := range panels {
 		p, err := bp.plot()
 		if err != nil {
-			return err
+			return omitted, err
 		}
 		plots[i/cols][i%cols] = p
 	}
-	return drawGrid(path, plots, 9*vg.Inch, vg.Length(rows)*3.2*vg.Inch)
+	return omitted, drawGrid(path, plots, 9*vg.Inch, vg.Length(rows)*3.2*vg.Inch)
 }
 
 // writeConcurrencyChart draws throughput and p50/p99 latency against the

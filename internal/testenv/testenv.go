@@ -228,10 +228,6 @@ func StartContainerd() (*Containerd, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("testenv: containerd needs root (call Require from TestMain)")
 	}
-	d, err := ensureDeps()
-	if err != nil {
-		return nil, err
-	}
 	base := os.TempDir()
 	// Unix socket paths are limited to 108 bytes.
 	if len(base) > 60 {
@@ -246,6 +242,17 @@ func StartContainerd() (*Containerd, error) {
 		os.RemoveAll(dir)
 		return nil, err
 	}
+	return StartContainerdIn(dir)
+}
+
+// StartContainerdIn starts a private containerd with everything under dir
+// (which the caller made, e.g. on a filesystem of its own); Stop stops it
+// and removes dir, Start starts it again after a crash.
+func StartContainerdIn(dir string) (*Containerd, error) {
+	d, err := ensureDeps()
+	if err != nil {
+		return nil, err
+	}
 	c := &Containerd{
 		Address: filepath.Join(dir, "containerd.sock"),
 		Dir:     dir,
@@ -254,7 +261,7 @@ func StartContainerd() (*Containerd, error) {
 		BinDir:  filepath.Dir(d["containerd"]),
 		Log:     filepath.Join(dir, "containerd.log"),
 	}
-	if _, err := runScriptEnv(c.env(), containerdScript(), "start", dir); err != nil {
+	if err := c.Start(); err != nil {
 		// Clean whatever a half start left behind.
 		if serr := c.Stop(); serr != nil {
 			err = fmt.Errorf("%w (and stop: %v)", err, serr)
@@ -262,6 +269,13 @@ func StartContainerd() (*Containerd, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// Start starts the daemon in Dir with `scripts/containerd.sh start` (a
+// no-op while it answers): a test that killed it brings it back so.
+func (c *Containerd) Start() error {
+	_, err := runScriptEnv(c.env(), containerdScript(), "start", c.Dir)
+	return err
 }
 
 func containerdScript() string {
