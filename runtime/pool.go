@@ -169,7 +169,12 @@ func (m *Manager) RunPool(ctx context.Context) {
 	sem := make(chan struct{}, poolFillers)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	lastSweep := time.Now()
 	for {
+		if time.Since(lastSweep) > strayMemberAge/2 {
+			m.sweepStrayMembers(ctx)
+			lastSweep = time.Now()
+		}
 		hold := m.pool.holdOff(time.Now())
 		for _, id := range m.pool.surplus() {
 			if ctr, err := m.cfg.Client.LoadContainer(ctx, id); err == nil {
@@ -283,6 +288,49 @@ func (m *Manager) adoptLeftovers(ctx context.Context) {
 		}
 		if err := m.destroy(ctx, ctr); err != nil && !errdefs.IsNotFound(err) {
 			m.log.Warn("warm pool: destroy stale member", "sandbox", ctr.ID(), "err", err)
+		}
+	}
+}
+
+// strayMemberAge is how old a pool-labelled container the pool does not
+// hold must be before sweepStrayMembers destroys it. A start holds its
+// claim until just before the member joins the pool; the age only covers
+// that moment.
+const strayMemberAge = 10 * time.Second
+
+// sweepStrayMembers destroys pool-labelled containers that are not ready
+// members: a member whose start failed and whose rollback failed too (as
+// when containerd died during the start) would otherwise keep its
+// container, snapshot and cgroups, uncounted, until boxd restarts. A
+// member being started or handed out is claimed, or younger than
+// strayMemberAge, or no longer pool-labelled once handed out.
+func (m *Manager) sweepStrayMembers(ctx context.Context) {
+	ctrs, err := m.cfg.Client.Containers(ctx, fmt.Sprintf(`labels."%s"`, LabelPool))
+	if err != nil {
+		return
+	}
+	for _, ctr := range ctrs {
+		id := ctr.ID()
+		info, err := ctr.Info(ctx)
+		if err != nil || m.pool.isReady(id) || time.Since(info.CreatedAt) < strayMemberAge {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(m.sandboxDir(id), handedMarker)); err == nil {
+			continue // an adoption in progress; a restart sorts out a dead one
+		}
+		if !m.claim(id) {
+			continue
+		}
+		// Read again under the claim: a hand-out rewrites the labels.
+		labels, err := ctr.Labels(ctx)
+		stray := err == nil && labels[LabelPool] != "" && !m.pool.isReady(id)
+		m.release(id)
+		if !stray {
+			continue
+		}
+		m.log.Warn("warm pool: destroying a member the pool does not hold", "sandbox", id)
+		if err := m.destroy(ctx, ctr); err != nil && !errdefs.IsNotFound(err) {
+			m.log.Warn("warm pool: destroy stray member", "sandbox", id, "err", err)
 		}
 	}
 }

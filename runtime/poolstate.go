@@ -6,6 +6,7 @@
 package runtime
 
 import (
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -265,6 +266,18 @@ type memberInfo struct {
 	shimGroup   string // the shim it shares ("": its own)
 	imageDigest string
 	runtime     RuntimeInfo
+}
+
+// isReady reports whether id is a ready member of some pool.
+func (p *pool) isReady(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, ip := range p.by {
+		if slices.Contains(ip.ready, id) {
+			return true
+		}
+	}
+	return false
 }
 
 // put adds a ready member of pool k; info is nil if not known.
