@@ -240,6 +240,9 @@ func (g *gate) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 			}
 			return nil, err
 		}
+		if err := g.reserveAudit(proc); err != nil {
+			return nil, err
+		}
 		resp, err := next(ctx, req)
 		if mutating(proc) {
 			sb := sandboxOf(req.Any())
@@ -269,6 +272,9 @@ func (g *gate) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.S
 		if pr != nil && pr.check != nil {
 			rc.check = func(m any) error { return g.checkFields(ctx, pr, m) }
 		}
+		if err := g.reserveAudit(proc); err != nil {
+			return err
+		}
 		err := next(ctx, rc)
 		if mutating(proc) {
 			g.audit(ctx, proc, rc.sandbox, err)
@@ -295,6 +301,20 @@ func (c *recordingConn) Receive(m any) error {
 		err = c.check(m)
 	}
 	return err
+}
+
+// reserveAudit refuses a mutating call whose audit line could not be
+// written (the state disk is full) before it acts: a call is acknowledged
+// only if it is audited.
+func (g *gate) reserveAudit(proc string) error {
+	if g.s.Audit == nil || !mutating(proc) {
+		return nil
+	}
+	if err := g.s.Audit.Reserve(); err != nil {
+		g.s.Log.Error("audit log: refusing a mutating call", "method", proc, "err", err)
+		return connect.NewError(connect.CodeResourceExhausted, fmt.Errorf("%s refused: the audit log cannot be written (is boxd's state disk full?): %w", method(proc), err))
+	}
+	return nil
 }
 
 func (g *gate) audit(ctx context.Context, proc, sandbox string, err error) {

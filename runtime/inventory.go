@@ -239,6 +239,7 @@ func (m *Manager) Load(ctx context.Context) error {
 	}
 	m.loadVolumes(recs)
 	m.pruneBinds(recs)
+	m.removeOrphanStateDirs(recs)
 	m.removeForkTemps(ctx)
 	var visible []string
 	for _, r := range recs {

@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"os"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // File is one rotated log. It is safe for concurrent use.
@@ -25,6 +27,9 @@ type File struct {
 	keep int   // rotated files kept
 	f    *os.File
 	size int64
+	// allocated is how far the live file's blocks are allocated
+	// (Reserve); writes below it need no new blocks.
+	allocated int64
 }
 
 // Open opens (or creates) path for appending, narrowing a file left wider
@@ -83,6 +88,36 @@ func (w *File) Write(line []byte) error {
 	return errors.Join(rerr, err)
 }
 
+// reserveChunk is how much Reserve allocates at a time.
+const reserveChunk = 256 << 10
+
+// Reserve makes sure the next n bytes written need no new disk blocks,
+// allocating (fallocate, the file's size unchanged) ahead when fewer
+// remain, and rotating first if those bytes would take the file past its
+// limit. An error (ENOSPC on a full disk) means a write of n bytes could
+// fail: a caller that must not act unlogged refuses to act.
+func (w *File) Reserve(n int64) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.f == nil {
+		return fmt.Errorf("%s: closed", w.path)
+	}
+	if w.size > 0 && w.size+n > w.max {
+		if err := w.rotate(); err != nil {
+			return err
+		}
+	}
+	if w.size+n <= w.allocated {
+		return nil
+	}
+	length := max(n, reserveChunk)
+	if err := unix.Fallocate(int(w.f.Fd()), unix.FALLOC_FL_KEEP_SIZE, w.size, length); err != nil {
+		return fmt.Errorf("%s: reserve %d bytes: %w", w.path, length, err)
+	}
+	w.allocated = w.size + length
+	return nil
+}
+
 // rotate shifts NAME.i to NAME.i+1 (dropping NAME.keep), moves the live
 // file to NAME.1 and opens a new one. If that fails the open file stays in
 // use, whatever its name now is.
@@ -112,7 +147,7 @@ func (w *File) reopen() error {
 		return fmt.Errorf("rotate: %w", err)
 	}
 	w.f.Close()
-	w.f, w.size = f, size
+	w.f, w.size, w.allocated = f, size, 0
 	return nil
 }
 

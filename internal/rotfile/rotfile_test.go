@@ -2,12 +2,16 @@ package rotfile
 
 import (
 	"bufio"
+	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // lines reads every line of the files named, oldest file first.
@@ -202,5 +206,55 @@ func TestWriteAfterClose(t *testing.T) {
 	}
 	if err := w.Write([]byte("x\n")); err == nil {
 		t.Error("write after close accepted")
+	}
+}
+
+// TestReserveOnFullDisk: lines written within what Reserve allocated go
+// to disk even once the filesystem is full, and Reserve itself then
+// fails, so a caller can refuse to act unlogged. A 1 MiB tmpfs is the
+// disk.
+func TestReserveOnFullDisk(t *testing.T) {
+	dir := t.TempDir()
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
+		t.Fatalf("mount a tmpfs (needs root): %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
+	w, err := Open(filepath.Join(dir, "log"), 1<<30, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Reserve(64 << 10); err != nil {
+		t.Fatal(err)
+	}
+	// Fill the rest of the filesystem.
+	fill, err := os.Create(filepath.Join(dir, "fill"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 4096)
+	for {
+		if _, err := fill.Write(chunk); err != nil {
+			break
+		}
+	}
+	fill.Close()
+	line := append(bytes.Repeat([]byte("x"), 1023), '\n')
+	for i := range 64 {
+		if err := w.Write(line); err != nil {
+			t.Fatalf("line %d within the reservation: %v", i, err)
+		}
+	}
+	if err := w.Reserve(reserveChunk * 2); !errors.Is(err, unix.ENOSPC) {
+		t.Errorf("Reserve on a full disk: %v, want ENOSPC", err)
+	}
+	// Without a reservation the same write fails: the test's disk is full.
+	w2, err := Open(filepath.Join(dir, "other"), 1<<30, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w2.Close()
+	if err := w2.Write(line); err == nil {
+		t.Error("a write without a reservation succeeded on the full disk")
 	}
 }
