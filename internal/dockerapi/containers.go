@@ -32,6 +32,10 @@ func (s *Server) containerRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /containers/{id}/resize", s.resizeContainer)
 	mux.HandleFunc("POST /containers/{id}/pause", s.pauseContainer)
 	mux.HandleFunc("POST /containers/{id}/unpause", s.pauseContainer)
+	mux.HandleFunc("GET /containers/{id}/stats", s.containerStats)
+	mux.HandleFunc("GET /containers/{id}/top", s.containerTop)
+	mux.HandleFunc("POST /containers/{id}/update", s.updateContainer)
+	mux.HandleFunc("POST /containers/{id}/rename", s.renameContainer)
 }
 
 // resolve finds the caller's sandbox by id, name or unique id prefix.
@@ -107,9 +111,14 @@ func (s *Server) createContainer(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
+	o, err := mountRequest(body.HostConfig, &req)
+	if err != nil {
+		fail(w, err)
+		return
+	}
 	sb, err := s.Manager.Create(r.Context(), req)
 	if err != nil {
-		fail(w, dockerField(err))
+		fail(w, dockerField(originField(err, o)))
 		return
 	}
 	caller, _ := runtime.CallerFrom(r.Context())
@@ -121,6 +130,7 @@ func (s *Server) createContainer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.ctrs.add(x)
+	s.rememberCtr(sb.ID, cfg)
 	writeJSON(w, http.StatusCreated, map[string]any{"Id": sb.ID, "Warnings": []string{}})
 }
 

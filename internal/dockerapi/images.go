@@ -19,12 +19,13 @@ import (
 )
 
 // Images are boxd's images: anyone may list and inspect them, and only
-// admins may change them (pull, tag, remove), as on boxd's own API; a
+// admins may change them (pull, load, tag, remove), as on boxd's own API; a
 // non-admin's change is a 403.
 
 func (s *Server) imageRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /images/json", s.listImages)
 	mux.HandleFunc("POST /images/create", s.pullImage)
+	mux.HandleFunc("POST /images/load", s.loadImage)
 	mux.HandleFunc("GET /images/{name...}", s.imageGet)
 	mux.HandleFunc("POST /images/{name...}", s.imagePost)
 	mux.HandleFunc("DELETE /images/{name...}", s.removeImage)
@@ -250,4 +251,25 @@ func progressStatus(b registry.Blob) string {
 		return "Downloading"
 	}
 	return "Waiting"
+}
+
+// loadImage is docker load: a docker save (or OCI layout) tar through
+// boxd's own image import, each image under the names the tar gives it.
+// Like a pull it replaces a name that exists, and only an admin may.
+func (s *Server) loadImage(w http.ResponseWriter, r *http.Request) {
+	if err := adminOnly(r, "load images"); err != nil {
+		fail(w, err)
+		return
+	}
+	ims, err := s.Images.ImportArchive(r.Context(), r.Body, "", s.writeOpts(r, true))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	for _, im := range ims {
+		s.Log.Info("image loaded", "image", im.Name, "digest", im.Digest, "caller", s.writeOpts(r, true).Caller)
+		writeBody(w, map[string]string{"stream": "Loaded image: " + familiar(im.Name) + "\n"})
+	}
 }
