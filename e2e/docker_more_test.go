@@ -4,13 +4,18 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/boxd-dev/boxd/internal/dockerapi"
 	"github.com/boxd-dev/boxd/internal/testenv"
 )
 
@@ -325,5 +330,72 @@ func waitDockerSocket(t *testing.T, sock string) {
 			t.Fatal("the Docker socket did not come back")
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestDockerode runs the wrapper's flow with dockerode (npm, the
+// committed lockfile of testdata/dockerode): create with limits and no
+// network, start, exec with separate streams and an exit code, a tar PUT
+// read back, stats, pause, list by label, stop, remove, wait and logs, and
+// a refused field as a 400 naming it.
+func TestDockerode(t *testing.T) {
+	_, sock := dockerDaemon(t, namespace+"-dockerode")
+	src, err := filepath.Abs(filepath.Join("testdata", "dockerode"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mods, err := testenv.NodeModules(src)
+	if err != nil {
+		t.Fatalf("npm packages: %v", err)
+	}
+	dir := t.TempDir()
+	text, err := os.ReadFile(filepath.Join(src, "flow.mjs"))
+	must(t, err)
+	must(t, os.WriteFile(filepath.Join(dir, "flow.mjs"), text, 0o644))
+	must(t, os.Symlink(mods, filepath.Join(dir, "node_modules")))
+	cctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(cctx, "node", filepath.Join(dir, "flow.mjs"), sock, testImage).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), `{"ok":true}`) {
+		t.Fatalf("dockerode flow: %v\n%s", err, out)
+	}
+}
+
+// TestDockerGoClient runs the wrapper's flow with Docker's own Go client
+// (the module e2e/dockergo, so boxd never links it), and holds the field
+// tables against that client's types: a field of container.Config,
+// HostConfig or ExecOptions in no table fails here until it is classified.
+func TestDockerGoClient(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "dockergo")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	build.Dir = "dockergo"
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build e2e/dockergo: %v\n%s", err, out)
+	}
+	out, err := exec.Command(bin, "fields").Output()
+	if err != nil {
+		t.Fatalf("dockergo fields: %v", err)
+	}
+	var fields map[string][]string
+	must(t, json.Unmarshal(out, &fields))
+	for _, group := range []string{"create", "hostconfig", "exec"} {
+		if len(fields[group]) < 10 {
+			t.Fatalf("Docker's %s type has %d fields?", group, len(fields[group]))
+		}
+		known := map[string]bool{}
+		for _, f := range dockerapi.FieldNames(group) {
+			known[f] = true
+		}
+		for _, f := range fields[group] {
+			if !known[f] {
+				t.Errorf("Docker's %s field %s is in no table of internal/dockerapi/fields.go: classify it", group, f)
+			}
+		}
+	}
+	_, sock := dockerDaemon(t, namespace+"-dockergo")
+	cctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(cctx, bin, "flow", sock, testImage).CombinedOutput(); err != nil || string(out) != "ok\n" {
+		t.Fatalf("Go client flow: %v\n%s", err, out)
 	}
 }
