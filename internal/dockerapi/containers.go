@@ -216,6 +216,7 @@ var dockerFields = map[string]string{
 	"memory": "HostConfig.Memory", "cpus": "HostConfig.NanoCpus", "pids": "HostConfig.PidsLimit",
 	"disk": "HostConfig.StorageOpt.size", "env": "Env", "workdir": "WorkingDir", "labels": "Labels",
 	"user": "User", "hostname": "Hostname", "runtime": "HostConfig.Runtime", "image": "Image",
+	"binds": "HostConfig.Binds", "volumes": "HostConfig.Binds", "publish": "HostConfig.PortBindings",
 }
 
 // dockerField renames the field a runtime error names to Docker's.

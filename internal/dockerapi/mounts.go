@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/containerd/errdefs"
+
 	"github.com/boxd-dev/boxd/runtime"
 )
 
@@ -56,6 +58,7 @@ func mountRequest(hc hostConfig, req *runtime.CreateRequest) (origins, error) {
 			return
 		}
 		o[fmt.Sprintf("volumes[%d]", len(req.Volumes))] = field
+		o["volume:"+src] = field // a missing volume's error names it, not the field
 		req.Volumes = append(req.Volumes, spec)
 	}
 	for i, b := range hc.Binds {
@@ -149,6 +152,13 @@ func originField(err error, o origins) error {
 	msg := strings.TrimSuffix(err.Error(), ": "+classText(err))
 	loc := listField.FindStringSubmatchIndex(msg)
 	if loc == nil {
+		if errdefs.IsNotFound(err) {
+			for k, field := range o {
+				if name, ok := strings.CutPrefix(k, "volume:"); ok && strings.Contains(msg, strconv.Quote(name)) {
+					return errf(http.StatusBadRequest, "%s: %s (make it with boxctl volume create)", field, msg)
+				}
+			}
+		}
 		return err
 	}
 	field, ok := o[msg[loc[2]:loc[3]]]
