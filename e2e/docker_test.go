@@ -96,7 +96,7 @@ var refusedFlags = []struct {
 	{[]string{"--security-opt", "seccomp=unconfined"}, "HostConfig.SecurityOpt"},
 	{[]string{"--sysctl", "net.ipv4.ip_forward=1"}, "HostConfig.Sysctls"},
 	{[]string{"--runtime", "nvidia"}, "HostConfig.Runtime"},
-	{[]string{"-v", "/etc:/hostetc"}, "HostConfig.Binds"},
+	{[]string{"-v", "/etc:/hostetc"}, "HostConfig.Binds[0]"}, // no --allow-bind
 	{[]string{"--restart", "always"}, "HostConfig.RestartPolicy"},
 }
 
