@@ -153,8 +153,10 @@ func dockerBindRefusals(t *testing.T, s *bindSetup, sock string, ca *http.Client
 		!strings.Contains(errOut, "HostConfig.Binds[0]: ") || !strings.Contains(errOut, "host root") {
 		t.Errorf("host root's docker run -v: exit %d %q", code, errOut)
 	}
-	if got := dockerOK(t, sock, "ps", "-a", "--format", "{{.Names}}"); got != "bd1\n" {
-		t.Errorf("refused creates left containers: %q", got)
+	var left []struct{ Names []string }
+	dget(t, ca, "/containers/json?all=1", &left)
+	if len(left) != 1 || left[0].Names[0] != "/bd1" {
+		t.Errorf("refused creates left containers: %+v", left)
 	}
 }
 

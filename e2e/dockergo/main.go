@@ -129,7 +129,7 @@ func execCheck(ctx context.Context, c *client.Client, id string) error {
 	<-tctx.Done()
 	att.Close()
 	in, err := c.ContainerExecInspect(ctx, ex.ID)
-	if err != nil || !in.Running || in.Pid == 0 {
+	if err != nil || !in.Running {
 		return fmt.Errorf("exec inspect after a timeout: %+v %v", in, err)
 	}
 	return nil

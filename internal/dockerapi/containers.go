@@ -151,6 +151,13 @@ func (s *Server) createRequest(ctx context.Context, name string, b createBody) (
 		return ctrConfig{}, runtime.CreateRequest{}, errf(http.StatusBadRequest, "Image: no image given")
 	}
 	img, err := s.Images.Get(ctx, b.Image)
+	if full := dockerFullName(b.Image); errdefs.IsNotFound(err) && full != "" && full != b.Image {
+		// boxd's names are as given; Docker's short names also find
+		// the docker.io name an image load or pull gave.
+		if img, err = s.Images.Get(ctx, full); err == nil {
+			b.Image = full
+		}
+	}
 	if err != nil {
 		if errdefs.IsNotFound(err) {
 			return ctrConfig{}, runtime.CreateRequest{}, errf(http.StatusNotFound, "No such image: %s", b.Image)

@@ -64,6 +64,7 @@ var createFields = []fieldRule{
 	{name: "MacAddress", t: ignored},
 	{name: "NetworkingConfig", t: ignored, note: "networks are NetworkMode's"},
 	{name: "NetworkDisabled", t: ignored, note: "a sandbox has no network unless NetworkMode gives one"},
+	{name: "name", t: ignored, note: "dockerode sends it in the body too; the query's name is the container's"},
 }
 
 var hostConfigFields = []fieldRule{

@@ -84,8 +84,9 @@ func (s *Server) findImage(r *http.Request, name string) (snapshot.Image, error)
 		return snapshot.Image{}, err
 	}
 	norm, _ := snapshot.NormalizeName(name)
+	full := dockerFullName(name)
 	for _, im := range ims {
-		if im.Name == norm || im.Name == name || im.Digest == name || (len(name) >= 12 && strings.HasPrefix(strings.TrimPrefix(im.Digest, "sha256:"), strings.TrimPrefix(name, "sha256:"))) {
+		if im.Name == norm || im.Name == name || im.Name == full || im.Digest == name || (len(name) >= 12 && strings.HasPrefix(strings.TrimPrefix(im.Digest, "sha256:"), strings.TrimPrefix(name, "sha256:"))) {
 			return im, nil
 		}
 	}
@@ -272,4 +273,15 @@ func (s *Server) loadImage(w http.ResponseWriter, r *http.Request) {
 		s.Log.Info("image loaded", "image", im.Name, "digest", im.Digest, "caller", s.writeOpts(r, true).Caller)
 		writeBody(w, map[string]string{"stream": "Loaded image: " + familiar(im.Name) + "\n"})
 	}
+}
+
+// dockerFullName is name as Docker resolves a short one
+// ("loaded/x:v1" is "docker.io/loaded/x:v1"), the name an imported
+// docker save tar's images get; "" if it does not parse.
+func dockerFullName(name string) string {
+	n, err := reference.ParseNormalizedNamed(name)
+	if err != nil {
+		return ""
+	}
+	return reference.TagNameOnly(n).String()
 }
