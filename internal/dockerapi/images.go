@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"path"
 	"sort"
 	"strings"
 	"sync"
@@ -56,9 +57,23 @@ func (s *Server) listImages(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
+	f, err := filters(r)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	for k := range f {
+		if k != "reference" {
+			fail(w, errf(http.StatusBadRequest, "invalid filter '%s' (boxd serves reference)", k))
+			return
+		}
+	}
 	byDigest := map[string]map[string]any{}
 	var order []string
 	for _, im := range ims {
+		if refs := f["reference"]; len(refs) > 0 && !matchesReference(familiar(im.Name), refs) {
+			continue
+		}
 		e, ok := byDigest[im.Digest]
 		if !ok {
 			e = map[string]any{"Id": im.Digest, "ParentId": "", "RepoTags": []string{}, "RepoDigests": []string{},
@@ -284,4 +299,22 @@ func dockerFullName(name string) string {
 		return ""
 	}
 	return reference.TagNameOnly(n).String()
+}
+
+// matchesReference is Docker's reference filter: a pattern matches the
+// familiar name with its tag, or the name alone (docker images REPO).
+func matchesReference(name string, patterns []string) bool {
+	repo := name
+	if i := strings.LastIndexByte(name, ':'); i > strings.LastIndexByte(name, '/') {
+		repo = name[:i]
+	}
+	for _, p := range patterns {
+		if ok, _ := path.Match(p, name); ok {
+			return true
+		}
+		if ok, _ := path.Match(p, repo); ok {
+			return true
+		}
+	}
+	return false
 }
