@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -62,9 +63,16 @@ func (s *Server) listImages(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
-	for k := range f {
-		if k != "reference" {
-			fail(w, errf(http.StatusBadRequest, "invalid filter '%s' (boxd serves reference)", k))
+	for k, v := range f {
+		switch {
+		case k == "dangling":
+			// boxd keeps no untagged images: none is dangling.
+			if slices.Contains(v, "true") || slices.Contains(v, "1") {
+				writeJSON(w, http.StatusOK, []any{})
+				return
+			}
+		case k != "reference":
+			fail(w, errf(http.StatusBadRequest, "invalid filter '%s' (boxd serves reference and dangling)", k))
 			return
 		}
 	}
