@@ -60,7 +60,7 @@ check-generated: setup
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
-	for m in bench rpc/gen rpc/apiwire sdk/go/boxd; do $(GO) vet -C $$m ./... || exit 1; done
+	for m in bench rpc/gen rpc/apiwire sdk/go/boxd e2e/dockergo; do $(GO) vet -C $$m ./... || exit 1; done
 
 # Every test, unit and integration, against a real containerd and runc.
 # Fails if any test skipped.

@@ -96,7 +96,7 @@ var refusedFlags = []struct {
 	{[]string{"--security-opt", "seccomp=unconfined"}, "HostConfig.SecurityOpt"},
 	{[]string{"--sysctl", "net.ipv4.ip_forward=1"}, "HostConfig.Sysctls"},
 	{[]string{"--runtime", "nvidia"}, "HostConfig.Runtime"},
-	{[]string{"-v", "/etc:/hostetc"}, "HostConfig.Binds"},
+	{[]string{"-v", "/etc:/hostetc"}, "HostConfig.Binds[0]"}, // no --allow-bind
 	{[]string{"--restart", "always"}, "HostConfig.RestartPolicy"},
 }
 
@@ -336,6 +336,8 @@ func TestDockerOwnership(t *testing.T) {
 			{"POST", "/containers/" + ref + "/kill"}, {"POST", "/containers/" + ref + "/wait"}, {"GET", "/containers/" + ref + "/logs?stdout=1"},
 			{"GET", "/containers/" + ref + "/archive?path=/etc/hostname"}, {"PUT", "/containers/" + ref + "/archive?path=/tmp"},
 			{"POST", "/containers/" + ref + "/exec"}, {"DELETE", "/containers/" + ref + "?force=1"},
+			{"GET", "/containers/" + ref + "/stats?stream=0"}, {"GET", "/containers/" + ref + "/top"},
+			{"POST", "/containers/" + ref + "/update"}, {"POST", "/containers/" + ref + "/rename?name=taken"},
 		} {
 			var payload any
 			if c.path == "/containers/"+ref+"/exec" {
@@ -362,7 +364,7 @@ func TestDockerOwnership(t *testing.T) {
 	}
 	for _, c := range []struct{ method, path string }{
 		{"POST", "/images/create?fromImage=localhost:1/x&tag=latest"}, {"POST", "/images/" + testImage + "/tag?repo=x/y&tag=z"},
-		{"DELETE", "/images/" + testImage},
+		{"DELETE", "/images/" + testImage}, {"POST", "/images/load"},
 	} {
 		if code, body := dcall(t, ca, c.method, c.path, nil); code != 403 || !strings.Contains(body, "--admin-group") {
 			t.Errorf("a: %s %s: %d %s, want 403", c.method, c.path, code, body)

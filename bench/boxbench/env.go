@@ -169,7 +169,9 @@ func (e *env) startBoxd(ctx context.Context, boxd, initBin string) (err error) {
 		"--socket-group", "nogroup", "--bench-unchecked-socket", e.uncheckedSocket(),
 		// No warm pool: the cold-create rows stay cold, and the pool
 		// scenarios size their pools through the API (scenario_pool.go).
-		"--warm-pool", "0")
+		"--warm-pool", "0",
+		// The Docker endpoint's rows (scenario_dockerapi.go).
+		"--docker-socket", e.boxdDockerSock())
 	logFile, err := os.Create(filepath.Join(e.dir, "boxd.log"))
 	if err != nil {
 		return err

@@ -9,7 +9,7 @@
 // writes a Markdown table and PNG charts (bench/results/).
 //
 // Scenarios (-only picks some): exec, tti, oneshot, files, concurrency,
-// density, ports, sdk, network, commitfork, pull, owner, pause, build, pool, gvisor (runc vs gVisor), volumes, diff, code, checkpoint. BENCH_QUICK=1 (or -quick) is a small run for development;
+// density, ports, sdk, network, commitfork, pull, owner, pause, build, pool, gvisor (runc vs gVisor), volumes, diff, code, checkpoint, dockerapi. BENCH_QUICK=1 (or -quick) is a small run for development;
 // BENCH_N, BENCH_BURST, BENCH_LEVELS, BENCH_EXECS, BENCH_DENSITY, BENCH_ONLY
 // and BENCH_OUT set the corresponding flags. It exits non-zero if a
 // scenario failed or anything leaked.
@@ -68,7 +68,7 @@ func (c *config) wantsAny(ids string) bool {
 	return false
 }
 
-var scenarioIDs = []string{"exec", "tti", "oneshot", "files", "concurrency", "density", "ports", "sdk", "network", "commitfork", "pull", "owner", "pause", "build", "pool", "gvisor", "volumes", "diff", "code", "checkpoint"}
+var scenarioIDs = []string{"exec", "tti", "oneshot", "files", "concurrency", "density", "ports", "sdk", "network", "commitfork", "pull", "owner", "pause", "build", "pool", "gvisor", "volumes", "diff", "code", "checkpoint", "dockerapi"}
 
 func main() {
 	if len(os.Args) == 4 && os.Args[1] == bareConnectArg {
@@ -322,6 +322,11 @@ var scenarios = []scenario{
 	}},
 	{"checkpoint", "19. checkpoint and restore", func(ctx context.Context, e *env, cfg *config, r *report) error {
 		ls, err := scenarioCheckpoint(ctx, e, cfg)
+		r.lats = append(r.lats, ls...)
+		return err
+	}},
+	{"dockerapi", "Docker Engine API: boxd's endpoint vs dockerd", func(ctx context.Context, e *env, cfg *config, r *report) error {
+		ls, err := scenarioDockerAPI(ctx, e, cfg)
 		r.lats = append(r.lats, ls...)
 		return err
 	}},

@@ -68,7 +68,7 @@ func serveDocker(ctx context.Context, cc *cli.Context, log *slog.Logger, srv *rp
 		return nil, fmt.Errorf("--docker-socket: %w", err)
 	}
 	d := &dockerapi.Server{Manager: srv.Manager, Images: srv.Images, Registry: srv.Registry, Log: log.With("api", "docker"),
-		Audit: srv.Audit, ConnContext: srv.CallerContext, StateDir: filepath.Join(cc.String("state-dir"), "docker"),
+		Audit: srv.Audit, Events: srv.Events, ConnContext: srv.CallerContext, StateDir: filepath.Join(cc.String("state-dir"), "docker"),
 		DefaultTTL: cc.Duration("docker-default-ttl"), Version: "boxd"}
 	if cc.String("docker-default-network") == "egress" {
 		d.DefaultNetwork, d.DefaultAllow = "egress", cc.StringSlice("docker-default-allow")

@@ -56,7 +56,7 @@ refused = [
     ({"security_opt": ["seccomp=unconfined"]}, "HostConfig.SecurityOpt"),
     ({"sysctls": {"net.ipv4.ip_forward": "1"}}, "HostConfig.Sysctls"),
     ({"runtime": "nvidia"}, "HostConfig.Runtime"),
-    ({"volumes": ["/etc:/hostetc"]}, "HostConfig.Binds"),
+    ({"volumes": ["/etc:/hostetc"]}, "HostConfig.Binds[0]"),  # no --allow-bind
     ({"restart_policy": {"Name": "always"}}, "HostConfig.RestartPolicy"),
 ]
 for kw, field in refused:

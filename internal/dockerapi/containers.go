@@ -32,6 +32,10 @@ func (s *Server) containerRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /containers/{id}/resize", s.resizeContainer)
 	mux.HandleFunc("POST /containers/{id}/pause", s.pauseContainer)
 	mux.HandleFunc("POST /containers/{id}/unpause", s.pauseContainer)
+	mux.HandleFunc("GET /containers/{id}/stats", s.containerStats)
+	mux.HandleFunc("GET /containers/{id}/top", s.containerTop)
+	mux.HandleFunc("POST /containers/{id}/update", s.updateContainer)
+	mux.HandleFunc("POST /containers/{id}/rename", s.renameContainer)
 }
 
 // resolve finds the caller's sandbox by id, name or unique id prefix.
@@ -107,9 +111,14 @@ func (s *Server) createContainer(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
+	o, err := mountRequest(body.HostConfig, &req)
+	if err != nil {
+		fail(w, err)
+		return
+	}
 	sb, err := s.Manager.Create(r.Context(), req)
 	if err != nil {
-		fail(w, dockerField(err))
+		fail(w, dockerField(originField(err, o)))
 		return
 	}
 	caller, _ := runtime.CallerFrom(r.Context())
@@ -121,6 +130,7 @@ func (s *Server) createContainer(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.ctrs.add(x)
+	s.rememberCtr(sb.ID, cfg)
 	writeJSON(w, http.StatusCreated, map[string]any{"Id": sb.ID, "Warnings": []string{}})
 }
 
@@ -141,6 +151,13 @@ func (s *Server) createRequest(ctx context.Context, name string, b createBody) (
 		return ctrConfig{}, runtime.CreateRequest{}, errf(http.StatusBadRequest, "Image: no image given")
 	}
 	img, err := s.Images.Get(ctx, b.Image)
+	if full := dockerFullName(b.Image); errdefs.IsNotFound(err) && full != "" && full != b.Image {
+		// boxd's names are as given; Docker's short names also find
+		// the docker.io name an image load or pull gave.
+		if img, err = s.Images.Get(ctx, full); err == nil {
+			b.Image = full
+		}
+	}
 	if err != nil {
 		if errdefs.IsNotFound(err) {
 			return ctrConfig{}, runtime.CreateRequest{}, errf(http.StatusNotFound, "No such image: %s", b.Image)
@@ -206,6 +223,7 @@ var dockerFields = map[string]string{
 	"memory": "HostConfig.Memory", "cpus": "HostConfig.NanoCpus", "pids": "HostConfig.PidsLimit",
 	"disk": "HostConfig.StorageOpt.size", "env": "Env", "workdir": "WorkingDir", "labels": "Labels",
 	"user": "User", "hostname": "Hostname", "runtime": "HostConfig.Runtime", "image": "Image",
+	"binds": "HostConfig.Binds", "volumes": "HostConfig.Binds", "publish": "HostConfig.PortBindings",
 }
 
 // dockerField renames the field a runtime error names to Docker's.

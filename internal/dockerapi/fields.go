@@ -64,6 +64,7 @@ var createFields = []fieldRule{
 	{name: "MacAddress", t: ignored},
 	{name: "NetworkingConfig", t: ignored, note: "networks are NetworkMode's"},
 	{name: "NetworkDisabled", t: ignored, note: "a sandbox has no network unless NetworkMode gives one"},
+	{name: "name", t: ignored, note: "dockerode sends it in the body too; the query's name is the container's"},
 }
 
 var hostConfigFields = []fieldRule{
@@ -85,6 +86,9 @@ var hostConfigFields = []fieldRule{
 	{name: "UTSMode", t: honoured, check: checkPrivateMode("UTSMode"), note: "private only; host refused"},
 	{name: "UsernsMode", t: honoured, check: checkPrivateMode("UsernsMode"), note: "boxd's user namespace only; host refused"},
 	{name: "CgroupnsMode", t: honoured, check: checkPrivateMode("CgroupnsMode"), note: "private only; host refused"},
+	{name: "Binds", t: honoured, note: "a host path as create --bind (under --allow-bind, checked as the caller; options ro, rw, noexec); a name as a boxd volume (create --volume)"},
+	{name: "Mounts", t: honoured, note: "type bind and volume as Binds; tmpfs ignored as Tmpfs; BindOptions, VolumeOptions and other types refused"},
+	{name: "PortBindings", t: honoured, note: "published ports (tcp): an empty HostIp is 127.0.0.1; other addresses need --allow-publish-address; host ports below ip_unprivileged_port_start are an admin's"},
 	{name: "Isolation", t: ignored, note: "Windows only"},
 	{name: "ConsoleSize", t: ignored},
 	{name: "LogConfig", t: ignored, note: "logs are kept by boxd"},
@@ -133,10 +137,7 @@ var hostConfigFields = []fieldRule{
 	{name: "VolumeDriver", t: refused},
 	{name: "OomKillDisable", t: refused},
 	{name: "Sysctls", t: refused},
-	{name: "Binds", t: refused, note: "host paths are not mounted"},
-	{name: "Mounts", t: refused, note: "host paths are not mounted"},
 	{name: "Links", t: refused},
-	{name: "PortBindings", t: refused, note: "not yet served here; boxctl publishes ports"},
 	{name: "MaskedPaths", t: refused, note: "boxd's masked paths are fixed"},
 	{name: "ReadonlyPaths", t: refused, note: "boxd's read-only paths are fixed"},
 }
@@ -345,4 +346,16 @@ func FieldTables() string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// FieldNames lists the fields of a group's tables ("create",
+// "hostconfig", "exec"), for the test that holds them against Docker's
+// own client types.
+func FieldNames(group string) []string {
+	rules := map[string][]fieldRule{"create": createFields, "hostconfig": hostConfigFields, "exec": execFields}[group]
+	out := make([]string, 0, len(rules))
+	for _, r := range rules {
+		out = append(out, r.name)
+	}
+	return out
 }

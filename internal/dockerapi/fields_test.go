@@ -51,7 +51,7 @@ func TestFieldsInOneTable(t *testing.T) {
 		}
 	}
 	for _, f := range []string{"Privileged", "CapAdd", "Devices", "DeviceRequests", "DeviceCgroupRules", "CgroupParent", "VolumesFrom",
-		"OomKillDisable", "Sysctls", "Binds"} {
+		"OomKillDisable", "Sysctls"} {
 		if r, ok := findRule(hostConfigFields, f); !ok || r.t != refused {
 			t.Errorf("HostConfig.%s is not refused", f)
 		}

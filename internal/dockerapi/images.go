@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -19,12 +21,13 @@ import (
 )
 
 // Images are boxd's images: anyone may list and inspect them, and only
-// admins may change them (pull, tag, remove), as on boxd's own API; a
+// admins may change them (pull, load, tag, remove), as on boxd's own API; a
 // non-admin's change is a 403.
 
 func (s *Server) imageRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /images/json", s.listImages)
 	mux.HandleFunc("POST /images/create", s.pullImage)
+	mux.HandleFunc("POST /images/load", s.loadImage)
 	mux.HandleFunc("GET /images/{name...}", s.imageGet)
 	mux.HandleFunc("POST /images/{name...}", s.imagePost)
 	mux.HandleFunc("DELETE /images/{name...}", s.removeImage)
@@ -55,9 +58,30 @@ func (s *Server) listImages(w http.ResponseWriter, r *http.Request) {
 		fail(w, err)
 		return
 	}
+	f, err := filters(r)
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	for k, v := range f {
+		switch {
+		case k == "dangling":
+			// boxd keeps no untagged images: none is dangling.
+			if slices.Contains(v, "true") || slices.Contains(v, "1") {
+				writeJSON(w, http.StatusOK, []any{})
+				return
+			}
+		case k != "reference":
+			fail(w, errf(http.StatusBadRequest, "invalid filter '%s' (boxd serves reference and dangling)", k))
+			return
+		}
+	}
 	byDigest := map[string]map[string]any{}
 	var order []string
 	for _, im := range ims {
+		if refs := f["reference"]; len(refs) > 0 && !matchesReference(familiar(im.Name), refs) {
+			continue
+		}
 		e, ok := byDigest[im.Digest]
 		if !ok {
 			e = map[string]any{"Id": im.Digest, "ParentId": "", "RepoTags": []string{}, "RepoDigests": []string{},
@@ -83,8 +107,9 @@ func (s *Server) findImage(r *http.Request, name string) (snapshot.Image, error)
 		return snapshot.Image{}, err
 	}
 	norm, _ := snapshot.NormalizeName(name)
+	full := dockerFullName(name)
 	for _, im := range ims {
-		if im.Name == norm || im.Name == name || im.Digest == name || (len(name) >= 12 && strings.HasPrefix(strings.TrimPrefix(im.Digest, "sha256:"), strings.TrimPrefix(name, "sha256:"))) {
+		if im.Name == norm || im.Name == name || im.Name == full || im.Digest == name || (len(name) >= 12 && strings.HasPrefix(strings.TrimPrefix(im.Digest, "sha256:"), strings.TrimPrefix(name, "sha256:"))) {
 			return im, nil
 		}
 	}
@@ -250,4 +275,54 @@ func progressStatus(b registry.Blob) string {
 		return "Downloading"
 	}
 	return "Waiting"
+}
+
+// loadImage is docker load: a docker save (or OCI layout) tar through
+// boxd's own image import, each image under the names the tar gives it.
+// Like a pull it replaces a name that exists, and only an admin may.
+func (s *Server) loadImage(w http.ResponseWriter, r *http.Request) {
+	if err := adminOnly(r, "load images"); err != nil {
+		fail(w, err)
+		return
+	}
+	ims, err := s.Images.ImportArchive(r.Context(), r.Body, "", s.writeOpts(r, true))
+	if err != nil {
+		fail(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	for _, im := range ims {
+		s.Log.Info("image loaded", "image", im.Name, "digest", im.Digest, "caller", s.writeOpts(r, true).Caller)
+		writeBody(w, map[string]string{"stream": "Loaded image: " + familiar(im.Name) + "\n"})
+	}
+}
+
+// dockerFullName is name as Docker resolves a short one
+// ("loaded/x:v1" is "docker.io/loaded/x:v1"), the name an imported
+// docker save tar's images get; "" if it does not parse.
+func dockerFullName(name string) string {
+	n, err := reference.ParseNormalizedNamed(name)
+	if err != nil {
+		return ""
+	}
+	return reference.TagNameOnly(n).String()
+}
+
+// matchesReference is Docker's reference filter: a pattern matches the
+// familiar name with its tag, or the name alone (docker images REPO).
+func matchesReference(name string, patterns []string) bool {
+	repo := name
+	if i := strings.LastIndexByte(name, ':'); i > strings.LastIndexByte(name, '/') {
+		repo = name[:i]
+	}
+	for _, p := range patterns {
+		if ok, _ := path.Match(p, name); ok {
+			return true
+		}
+		if ok, _ := path.Match(p, repo); ok {
+			return true
+		}
+	}
+	return false
 }

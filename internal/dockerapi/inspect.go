@@ -85,7 +85,7 @@ func (v view) hostConfigJSON() map[string]any {
 		"AutoRemove": h.AutoRemove, "ReadonlyRootfs": sb.Tunables.ReadOnly, "NetworkMode": netMode,
 		"RestartPolicy": map[string]any{"Name": restart, "MaximumRetryCount": 0},
 		"StorageOpt":    storageOpt(sb), "Runtime": runtimeName(sb), "Privileged": false,
-		"CapAdd": nil, "CapDrop": nil, "Binds": nil, "LogConfig": map[string]any{"Type": "boxd", "Config": map[string]string{}},
+		"CapAdd": nil, "CapDrop": nil, "Binds": h.Binds, "PortBindings": portBindings(sb), "LogConfig": map[string]any{"Type": "boxd", "Config": map[string]string{}},
 		"SecurityOpt": []string{"no-new-privileges"}, "UsernsMode": "", "PidMode": "", "IpcMode": "private",
 	}
 }
@@ -141,8 +141,8 @@ func (s *Server) inspectContainer(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{
 		"Id": sb.ID, "Created": dockerTime(v.cfg.Created), "Path": path, "Args": args, "State": v.stateJSON(),
 		"Image": sb.Image, "Name": v.name(), "RestartCount": 0, "Driver": "overlayfs", "Platform": "linux",
-		"HostConfig": v.hostConfigJSON(), "Config": v.configJSON(), "Mounts": []any{},
-		"NetworkSettings": map[string]any{"Networks": map[string]any{}, "Ports": map[string]any{}},
+		"HostConfig": v.hostConfigJSON(), "Config": v.configJSON(), "Mounts": mountsJSON(sb),
+		"NetworkSettings": map[string]any{"Networks": map[string]any{}, "Ports": portBindings(sb)},
 		"Boxd":            boxd,
 	})
 }
@@ -240,10 +240,42 @@ func (v view) listJSON() map[string]any {
 	}
 	return map[string]any{
 		"Id": v.sb.ID, "Names": []string{v.name()}, "Image": v.sb.Image, "ImageID": "", "Command": strings.Join(v.cfg.Args, " "),
-		"Created": v.cfg.Created.Unix(), "State": v.st.Status, "Status": v.statusText(), "Labels": labels, "Ports": []any{},
+		"Created": v.cfg.Created.Unix(), "State": v.st.Status, "Status": v.statusText(), "Labels": labels, "Ports": listPorts(v.sb),
 		"HostConfig":      map[string]string{"NetworkMode": v.cfg.Host.NetworkMode},
-		"NetworkSettings": map[string]any{"Networks": map[string]any{}}, "Mounts": []any{},
+		"NetworkSettings": map[string]any{"Networks": map[string]any{}}, "Mounts": mountsJSON(v.sb),
 	}
+}
+
+// portBindings is Docker's port map of the sandbox's published ports.
+func portBindings(sb *runtime.Sandbox) map[string][]map[string]string {
+	out := map[string][]map[string]string{}
+	for _, p := range sb.Ports {
+		k := strconv.Itoa(p.Port) + "/" + p.Protocol
+		out[k] = append(out[k], map[string]string{"HostIp": p.HostIP, "HostPort": strconv.Itoa(p.HostPort)})
+	}
+	return out
+}
+
+func listPorts(sb *runtime.Sandbox) []map[string]any {
+	out := []map[string]any{}
+	for _, p := range sb.Ports {
+		out = append(out, map[string]any{"IP": p.HostIP, "PrivatePort": p.Port, "PublicPort": p.HostPort, "Type": p.Protocol})
+	}
+	return out
+}
+
+// mountsJSON is Docker's Mounts of the sandbox's binds and volumes.
+func mountsJSON(sb *runtime.Sandbox) []map[string]any {
+	out := []map[string]any{}
+	for _, b := range sb.Binds {
+		out = append(out, map[string]any{"Type": "bind", "Source": b.Source, "Destination": b.Path, "Mode": "",
+			"RW": !b.ReadOnly, "Propagation": "rprivate"})
+	}
+	for _, v := range sb.Volumes {
+		out = append(out, map[string]any{"Type": "volume", "Name": v.Name, "Source": "", "Destination": v.Path,
+			"Driver": "boxd", "Mode": "", "RW": !v.ReadOnly, "Propagation": ""})
+	}
+	return out
 }
 
 // statusText is Docker's human status: "Up 5 seconds", "Exited (0) 3

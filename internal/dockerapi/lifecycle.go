@@ -58,19 +58,27 @@ func (s *Server) startContainer(w http.ResponseWriter, r *http.Request) {
 	close(x.started)
 	x.started = make(chan struct{})
 	caller, _ := runtime.CallerFrom(ctx)
-	go s.follow(runtime.WithCaller(context.Background(), caller), x, info.ID, x.exited)
+	go s.follow(runtime.WithCaller(context.Background(), caller), x, info.ID, x.exited, [3]int64{})
 	w.WriteHeader(http.StatusNoContent)
 }
 
 // follow keeps the main command's output in the container's log until it
 // exits, then records its exit and stops the sandbox (deletes it with
 // AutoRemove), as Docker's container ends with its main process.
-func (s *Server) follow(ctx context.Context, x *ctr, procID string, exited chan struct{}) {
+func (s *Server) follow(ctx context.Context, x *ctr, procID string, exited chan struct{}, skip [3]int64) {
 	defer close(exited)
-	res, err := s.copyLog(ctx, x, procID)
+	res, err := s.copyLog(ctx, x, procID, skip)
 	x.mu.Lock()
 	gone := x.gone
+	// The exit is known before the sandbox stops: its die event reads it.
+	if err != nil {
+		x.st.ExitCode, x.st.Error = 255, err.Error()
+	} else {
+		x.st.ExitCode, x.st.OOMKilled = exitCode(res), res.OOMKilled
+	}
+	code := x.st.ExitCode
 	x.mu.Unlock()
+	s.actors.remember(x.id, func(ai *actorInfo) { ai.exitCode = &code })
 	if !gone && !x.cfg.Host.AutoRemove {
 		// Stopped before the exit is reported: whoever waits finds the
 		// container as Docker leaves it.
@@ -82,11 +90,6 @@ func (s *Server) follow(ctx context.Context, x *ctr, procID string, exited chan 
 	}
 	x.mu.Lock()
 	x.st.Status, x.st.FinishedAt = "exited", time.Now().UTC()
-	if err != nil {
-		x.st.ExitCode, x.st.Error = 255, err.Error()
-	} else {
-		x.st.ExitCode, x.st.OOMKilled = exitCode(res), res.OOMKilled
-	}
 	if !gone {
 		_ = x.save()
 	}

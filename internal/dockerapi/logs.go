@@ -34,7 +34,9 @@ func (x *ctr) logPath() string { return filepath.Join(x.dir, "log") }
 
 // copyLog follows the main command (process procID) and appends its output
 // to the container's log until it exits; it returns the command's result.
-func (s *Server) copyLog(ctx context.Context, x *ctr, procID string) (wire.ExecResult, error) {
+// skip holds, per stream, how many bytes of the init's replay the log
+// already has (a run followed again after a boxd restart).
+func (s *Server) copyLog(ctx context.Context, x *ctr, procID string, skip [3]int64) (wire.ExecResult, error) {
 	f, err := os.OpenFile(x.logPath(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return wire.ExecResult{}, fmt.Errorf("container log: %w", err)
@@ -70,6 +72,13 @@ func (s *Server) copyLog(ctx context.Context, x *ctr, procID string) (wire.ExecR
 			stream = streamStderr
 		}
 		data := ev.Data
+		if k := min(skip[stream], int64(len(data))); k > 0 {
+			skip[stream] -= k
+			data = data[k:]
+			if len(data) == 0 {
+				continue
+			}
+		}
 		if size+int64(len(data)) > maxLogBytes {
 			if noted {
 				continue

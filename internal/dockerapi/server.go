@@ -35,6 +35,7 @@ import (
 	"github.com/containerd/errdefs"
 
 	"github.com/boxd-dev/boxd/internal/audit"
+	"github.com/boxd-dev/boxd/internal/events"
 	"github.com/boxd-dev/boxd/registry"
 	"github.com/boxd-dev/boxd/runtime"
 	"github.com/boxd-dev/boxd/snapshot"
@@ -53,7 +54,8 @@ type Server struct {
 	Images   *snapshot.Store
 	Registry *registry.Registry // nil: image create answers 501
 	Log      *slog.Logger
-	Audit    *audit.Log // nil: none
+	Audit    *audit.Log  // nil: none
+	Events   *events.Log // nil: GET /events answers 503
 	// ConnContext identifies the caller of a connection exactly as boxd's
 	// main socket does (rpc.Server.CallerContext).
 	ConnContext func(context.Context, net.Conn) context.Context
@@ -68,8 +70,9 @@ type Server struct {
 	// Version is boxd's version, shown in /version.
 	Version string
 
-	ctrs  containers
-	execs execs
+	ctrs   containers
+	execs  execs
+	actors actors
 }
 
 // Handler is the API's HTTP handler.
@@ -271,4 +274,9 @@ func boolParam(r *http.Request, name string) bool {
 func isAdmin(ctx context.Context) bool {
 	c, _ := runtime.CallerFrom(ctx)
 	return c.Admin || c.Unchecked
+}
+
+// writeBody0 is writeBody that reports a client gone.
+func writeBody0(w io.Writer, v any) error {
+	return json.NewEncoder(w).Encode(v)
 }

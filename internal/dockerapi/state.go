@@ -3,6 +3,7 @@
 package dockerapi
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -58,6 +59,9 @@ type hostConfig struct {
 	StorageOpt     map[string]string
 	Runtime        string
 	RestartPolicy  struct{ Name string }
+	Binds          []string
+	Mounts         []mountSpec
+	PortBindings   map[string][]portBinding
 }
 
 // ctrState is the main command's last run.
@@ -89,8 +93,9 @@ type ctr struct {
 }
 
 type containers struct {
-	mu sync.Mutex
-	by map[string]*ctr
+	mu       sync.Mutex
+	by       map[string]*ctr
+	resuming bool // sweep is loading the containers a restarted boxd follows again
 }
 
 func (c *containers) init() {
@@ -120,9 +125,8 @@ func (c *containers) lookup(s *Server, id string) *ctr {
 	if readJSON(filepath.Join(dir, "config.json"), &x.cfg) != nil || readJSON(filepath.Join(dir, "state.json"), &x.st) != nil {
 		return nil
 	}
-	if x.st.Status == "running" {
-		// boxd restarted while it ran: nothing follows that run any
-		// more, so its end is unknown.
+	if x.st.Status == "running" && !c.resuming {
+		// Not followed again at start (resume): its end is unknown.
 		x.st.Status, x.st.ExitCode, x.st.Error = "exited", 255, "boxd restarted while the container ran"
 	}
 	c.by[id] = x
@@ -197,8 +201,64 @@ func (s *Server) sweep(ctx context.Context) {
 			continue
 		}
 		// No caller in ctx: boxd's own look, which reaches every sandbox.
-		if _, err := s.Manager.Get(ctx, e.Name()); errdefs.IsNotFound(err) {
+		sb, err := s.Manager.Get(ctx, e.Name())
+		if errdefs.IsNotFound(err) {
 			_ = os.RemoveAll(filepath.Join(s.StateDir, e.Name()))
+			continue
+		}
+		if err == nil {
+			s.resume(ctx, sb)
 		}
 	}
+}
+
+// resume follows again the main command of a container that ran when boxd
+// stopped: the init kept it running (and its output) meanwhile. The log
+// gets what it lacks of the init's replay; what it holds is skipped.
+func (s *Server) resume(ctx context.Context, sb *runtime.Sandbox) {
+	s.ctrs.mu.Lock()
+	s.ctrs.resuming = true
+	s.ctrs.mu.Unlock()
+	x := s.ctrs.lookup(s, sb.ID)
+	s.ctrs.mu.Lock()
+	s.ctrs.resuming = false
+	s.ctrs.mu.Unlock()
+	if x == nil || x.st.Status != "running" {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	known := false
+	if sb.State == "running" {
+		if procs, err := s.Manager.ListProcesses(ctx, sb.ID); err == nil {
+			for _, p := range procs {
+				known = known || p.ID == x.st.ProcID
+			}
+		}
+	}
+	if !known {
+		x.st.Status, x.st.ExitCode, x.st.Error = "exited", 255, "boxd restarted while the container ran, and its main command is gone"
+		x.st.FinishedAt = time.Now().UTC()
+		_ = x.save()
+		return
+	}
+	owner := runtime.WithCaller(context.WithoutCancel(ctx), runtime.Caller{UID: x.st.Owner})
+	go s.follow(owner, x, x.st.ProcID, x.exited, loggedSince(x.logPath(), x.st.StartedAt))
+}
+
+// loggedSince counts, per stream, the bytes of the log written at or after t.
+func loggedSince(path string, t time.Time) [3]int64 {
+	var n [3]int64
+	f, err := os.Open(path)
+	if err != nil {
+		return n
+	}
+	defer f.Close()
+	_, _ = readRecords(bufio.NewReaderSize(f, recHeader+maxRecord), func(r record) error {
+		if !r.t.Before(t) && int(r.stream) < len(n) {
+			n[r.stream] += int64(len(r.data))
+		}
+		return nil
+	})
+	return n
 }

@@ -16,6 +16,7 @@ func (s *Server) systemRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("HEAD /_ping", s.ping)
 	mux.HandleFunc("GET /version", s.version)
 	mux.HandleFunc("GET /info", s.info)
+	mux.HandleFunc("GET /events", s.systemEvents)
 }
 
 func (s *Server) ping(w http.ResponseWriter, r *http.Request) {
