@@ -51,6 +51,8 @@ type createSettings struct {
 	Runtime     string            `json:"runtime,omitempty" jsonschema:"runc or gvisor; empty: the daemon's default"`
 	Cold        bool              `json:"cold,omitempty" jsonschema:"start from the image even if a warm-pool sandbox could serve the create"`
 	Volumes     []string          `json:"volumes,omitempty" jsonschema:"named volumes to mount, each NAME:/PATH or NAME:/PATH:ro"`
+	Git         string            `json:"git,omitempty" jsonschema:"a public repository to clone into /workspace before the sandbox is handed out: URL or URL#REF (https, http or git; needs network egress allowing the server and an image with git)"`
+	GitDepth    uint32            `json:"git_depth,omitempty" jsonschema:"clone only the last N commits; 0: all"`
 }
 
 type publishIn struct {
@@ -150,7 +152,7 @@ func (s *Server) createRequest(in createIn) (*boxdv1.CreateSandboxRequest, error
 		Image: in.Image, Env: in.Env, Workdir: in.Workdir, Labels: labels, Name: in.Name, Ttl: in.TTL,
 		IdleTimeout: in.IdleTimeout, OnIdle: in.OnIdle, Pull: in.Pull, User: in.User, ReadOnlyRootfs: in.ReadOnly,
 		Tmpfs: in.Tmpfs, Ulimits: in.Ulimits, Hostname: in.Hostname, CpuWeight: in.CPUWeight, MemoryLow: in.MemoryLow,
-		ExecTimeout: in.ExecTimeout, OutputLimit: in.OutputLimit, Runtime: in.Runtime, Cold: in.Cold, Volumes: in.Volumes,
+		ExecTimeout: in.ExecTimeout, OutputLimit: in.OutputLimit, Runtime: in.Runtime, Cold: in.Cold, Volumes: in.Volumes, Git: in.Git, GitDepth: in.GitDepth,
 	}
 	if in.Memory != "" || in.CPUs != 0 || in.Pids != 0 || in.Disk != "" {
 		req.Limits = &boxdv1.Limits{Memory: in.Memory, Cpus: in.CPUs, Pids: in.Pids, Disk: in.Disk}

@@ -40,7 +40,7 @@ import (
 var requestRules = map[protoreflect.Name]msgRules{
 	// SandboxService
 	"CreateSandboxRequest": {anyone: "image limits env workdir labels name ttl publish network idle_timeout on_idle registry_auth " +
-		"user read_only_rootfs tmpfs ulimits hostname cpu_weight memory_low exec_timeout output_limit replace cold runtime volumes binds",
+		"user read_only_rootfs tmpfs ulimits hostname cpu_weight memory_low exec_timeout output_limit replace cold runtime volumes binds git git_depth",
 		cond: map[protoreflect.Name]*condRule{"pull": pullRule}},
 	"Limits": {anyone: "memory cpus pids disk"},
 	// state and error are boxd's report of a port; portSpec never reads them

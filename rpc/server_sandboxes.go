@@ -76,7 +76,7 @@ func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[boxdv1.
 	}
 	cr := runtime.CreateRequest{Image: m.Image, Env: m.Env, Workdir: m.Workdir, Labels: m.Labels, Name: m.Name, TTL: m.Ttl, Publish: portSpecs(m.Publish),
 		IdleTimeout: m.IdleTimeout, OnIdle: m.OnIdle,
-		User: m.User, Replace: m.Replace, Cold: m.Cold, Runtime: m.Runtime, Volumes: m.Volumes, Binds: m.Binds,
+		User: m.User, Replace: m.Replace, Cold: m.Cold, Runtime: m.Runtime, Volumes: m.Volumes, Binds: m.Binds, Git: m.Git, GitDepth: m.GitDepth,
 		Tunables: runtime.TunablesRequest{
 			ReadOnly: m.ReadOnlyRootfs, Tmpfs: m.Tmpfs, Ulimits: m.Ulimits, Hostname: m.Hostname, CPUWeight: m.CpuWeight,
 			MemoryLow: m.MemoryLow, ExecTimeout: m.ExecTimeout, OutputLimit: m.OutputLimit,

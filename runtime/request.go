@@ -57,6 +57,10 @@ type CreateRequest struct {
 	// Binds are host directories to mount: HOST:/PATH[:ro][,noexec]
 	// (binds.go).
 	Binds []string
+	// Git is a repository to clone into /workspace, "URL[#REF]", and
+	// GitDepth the clone's depth (0: all history); git.go.
+	Git      string
+	GitDepth uint32
 }
 
 // Limits are the resource limits every sandbox carries.

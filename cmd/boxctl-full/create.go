@@ -42,6 +42,8 @@ func createFlags() []cli.Flag {
 		&cli.BoolFlag{Name: "cold", Usage: "start the sandbox from its image even if a warm-pool member could serve the create"},
 		&cli.StringSliceFlag{Name: "volume", Aliases: []string{"v"}, Usage: "NAME:/PATH[:ro]: mount a named volume (boxctl volume create), repeatable"},
 		&cli.StringSliceFlag{Name: "bind", Usage: "HOST-PATH:/PATH[:ro][,noexec]: mount a host directory you can open yourself, beneath one boxd allows (boxd --allow-bind); the sandbox's root acts as you there, repeatable"},
+		&cli.StringFlag{Name: "git", Usage: "URL[#REF]: clone a public repository (https, http or git://) into /workspace before create returns; runs inside the sandbox with the image's git, under its --network egress policy"},
+		&cli.UintFlag{Name: "git-depth", Usage: "with --git: clone only the last N commits (default: all)"},
 	}
 }
 
@@ -99,6 +101,7 @@ func createRequest(c *cli.Context) (*boxdv1.CreateSandboxRequest, error) {
 		Hostname: c.String("hostname"), CpuWeight: c.Uint64("cpu-weight"), MemoryLow: c.String("memory-low"),
 		ExecTimeout: c.String("exec-timeout"), OutputLimit: c.Int64("output-limit"), Replace: c.Bool("replace"), Runtime: c.String("runtime"),
 		Cold: c.Bool("cold"), Volumes: c.StringSlice("volume"), Binds: c.StringSlice("bind"),
+		Git: c.String("git"), GitDepth: uint32(c.Uint("git-depth")),
 	}, nil
 }
 

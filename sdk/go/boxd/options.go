@@ -35,6 +35,12 @@ type Options struct {
 	Runtime  string   // OCI runtime: "runc" or "gvisor"; empty: the daemon's
 	Volumes  []string // NAME:/PATH[:ro] named volumes to mount
 	Binds    []string // HOST-PATH:/PATH[:ro][,noexec] host directories to mount (boxd --allow-bind)
+	// Git is a public repository cloned into /workspace before create
+	// returns: "URL" or "URL#REF" (https, http or git://; needs network
+	// egress allowing the server and an image with git); GitDepth is the
+	// clone's depth (0: all history).
+	Git      string
+	GitDepth uint32
 
 	// Network: "none" (loopback only) or "egress" (out to Allow). Allow
 	// alone means "egress".
@@ -104,6 +110,7 @@ func (o Options) request() (*boxdv1.CreateSandboxRequest, error) {
 		Image: o.Image, Name: o.Name, Labels: o.Labels,
 		Env: o.Env, Workdir: o.Workdir, User: o.User, Hostname: o.Hostname,
 		ReadOnlyRootfs: o.ReadOnly, Tmpfs: o.Tmpfs, Ulimits: o.Ulimits, Runtime: o.Runtime, Volumes: o.Volumes, Binds: o.Binds,
+		Git: o.Git, GitDepth: o.GitDepth,
 		CpuWeight: o.CPUWeight, MemoryLow: o.MemoryLow,
 		Ttl: duration(o.TTL), IdleTimeout: duration(o.IdleTimeout), OnIdle: o.OnIdle,
 		ExecTimeout: duration(o.ExecTimeout), OutputLimit: o.OutputLimit,

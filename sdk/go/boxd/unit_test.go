@@ -124,7 +124,7 @@ func sample(typ reflect.Type) reflect.Value {
 		v.SetBool(true)
 	case reflect.Int64:
 		v.SetInt(7)
-	case reflect.Uint64:
+	case reflect.Uint64, reflect.Uint32:
 		v.SetUint(7)
 	case reflect.Float64:
 		v.SetFloat(7)
