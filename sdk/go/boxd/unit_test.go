@@ -122,7 +122,7 @@ func sample(typ reflect.Type) reflect.Value {
 		v.SetString("7m")
 	case reflect.Bool:
 		v.SetBool(true)
-	case reflect.Int64:
+	case reflect.Int64, reflect.Int:
 		v.SetInt(7)
 	case reflect.Uint64, reflect.Uint32:
 		v.SetUint(7)
