@@ -122,6 +122,9 @@ var requestRules = map[protoreflect.Name]msgRules{
 	"RemoveVolumeRequest":   {anyone: "name force"},
 	"CopyIntoVolumeRequest": {anyone: "name path data"},
 	"CopyFromVolumeRequest": {anyone: "name path"},
+	"StatVolumePathRequest": {anyone: "name path"},
+	"ListVolumeDirRequest":  {anyone: "name path"},
+	"ReadVolumeFileRequest": {anyone: "name path"},
 	// TokenService: a token's owner is a host user, its scope bounds it.
 	"CreateTokenRequest": {anyone: "name ttl", cond: map[protoreflect.Name]*condRule{"owner": tokenOwnerRule, "scope": tokenScopeRule}},
 	"ListTokensRequest":  {},
