@@ -80,6 +80,22 @@ var streamCases = []streamCase{
 		}
 		sameAsMissing(t, "b's CopyFromVolume", w.volA, copyOut)
 	}},
+	{"VolumeService.ReadVolumeFile", func(t *testing.T, c context.Context, w streamWorld) {
+		read := func(name string) error {
+			s, err := w.apiB.volumes.ReadVolumeFile(c, connect.NewRequest(&boxdv1.ReadVolumeFileRequest{Name: name, Path: "/secret"}))
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			for s.Receive() {
+				if len(s.Msg().Data) > 0 || s.Msg().Info != nil {
+					return errors.New("b received a's volume file")
+				}
+			}
+			return s.Err()
+		}
+		sameAsMissing(t, "b's ReadVolumeFile", w.volA, read)
+	}},
 	{"EventService.Events", func(t *testing.T, c context.Context, w streamWorld) {
 		// Follow first: a's command runs while b's stream is live.
 		got := followAround(t, c, w.apiB.events, w.sbB, func() { w.execA("sh", "-c", "export AWS_SECRET_ACCESS_KEY=followsecret; true") }, w.execB)

@@ -278,6 +278,7 @@ func TestVolumeOwnership(t *testing.T) {
 	for _, args := range [][]string{
 		{"volume", "inspect", "mine"}, {"volume", "rm", "mine"}, {"volume", "rm", "--force", "mine"},
 		{"create", "--volume", "mine:/data"},
+		{"volume", "ls-files", "mine"}, {"volume", "stat", "mine:/x"}, {"volume", "cat", "mine:/x"},
 	} {
 		_, stderr, code := as(ub, args...)
 		_, missing, _ := as(ub, append(args[:len(args)-1:len(args)-1], strings.Replace(args[len(args)-1], "mine", "nosuch", 1))...)

@@ -52,6 +52,8 @@ type createSettings struct {
 	Cold        bool              `json:"cold,omitempty" jsonschema:"start from the image even if a warm-pool sandbox could serve the create"`
 	Volumes     []string          `json:"volumes,omitempty" jsonschema:"named volumes to mount, each NAME:/PATH or NAME:/PATH:ro"`
 	AutoResume  bool              `json:"auto_resume,omitempty" jsonschema:"a call into the sandbox restores it from its checkpoint, or resumes it from a pause, first"`
+	Git         string            `json:"git,omitempty" jsonschema:"a public repository to clone into /workspace before the sandbox is handed out: URL or URL#REF (https, http or git; needs network egress allowing the server and an image with git)"`
+	GitDepth    uint32            `json:"git_depth,omitempty" jsonschema:"clone only the last N commits; 0: all"`
 }
 
 type publishIn struct {
@@ -153,6 +155,7 @@ func (s *Server) createRequest(in createIn) (*boxdv1.CreateSandboxRequest, error
 		Tmpfs: in.Tmpfs, Ulimits: in.Ulimits, Hostname: in.Hostname, CpuWeight: in.CPUWeight, MemoryLow: in.MemoryLow,
 		ExecTimeout: in.ExecTimeout, OutputLimit: in.OutputLimit, Runtime: in.Runtime, Cold: in.Cold, Volumes: in.Volumes,
 		AutoResume: in.AutoResume,
+		Git:        in.Git, GitDepth: in.GitDepth,
 	}
 	if in.Memory != "" || in.CPUs != 0 || in.Pids != 0 || in.Disk != "" {
 		req.Limits = &boxdv1.Limits{Memory: in.Memory, Cpus: in.CPUs, Pids: in.Pids, Disk: in.Disk}

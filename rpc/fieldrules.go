@@ -40,7 +40,7 @@ import (
 var requestRules = map[protoreflect.Name]msgRules{
 	// SandboxService
 	"CreateSandboxRequest": {anyone: "image limits env workdir labels name ttl publish network idle_timeout on_idle registry_auth " +
-		"user read_only_rootfs tmpfs ulimits hostname cpu_weight memory_low exec_timeout output_limit replace cold runtime volumes binds secrets auto_resume",
+		"user read_only_rootfs tmpfs ulimits hostname cpu_weight memory_low exec_timeout output_limit replace cold runtime volumes binds secrets auto_resume git git_depth",
 		cond: map[protoreflect.Name]*condRule{"pull": pullRule}},
 	"Limits": {anyone: "memory cpus pids disk"},
 	// state and error are boxd's report of a port; portSpec never reads them
@@ -123,10 +123,13 @@ var requestRules = map[protoreflect.Name]msgRules{
 	"CopyIntoVolumeRequest": {anyone: "name path data"},
 	"CopyFromVolumeRequest": {anyone: "name path"},
 	// SecretService: the runtime scopes every secret to its owner.
-	"CreateSecretRequest": {anyone: "name value hosts header format allow_http upstream_ca"},
-	"ListSecretsRequest":  {},
-	"RotateSecretRequest": {anyone: "name value"},
-	"RemoveSecretRequest": {anyone: "name"},
+	"CreateSecretRequest":   {anyone: "name value hosts header format allow_http upstream_ca"},
+	"ListSecretsRequest":    {},
+	"RotateSecretRequest":   {anyone: "name value"},
+	"RemoveSecretRequest":   {anyone: "name"},
+	"StatVolumePathRequest": {anyone: "name path"},
+	"ListVolumeDirRequest":  {anyone: "name path"},
+	"ReadVolumeFileRequest": {anyone: "name path"},
 	// TokenService: a token's owner is a host user, its scope bounds it.
 	"CreateTokenRequest": {anyone: "name ttl", cond: map[protoreflect.Name]*condRule{"owner": tokenOwnerRule, "scope": tokenScopeRule}},
 	"ListTokensRequest":  {},

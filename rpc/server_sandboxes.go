@@ -80,6 +80,7 @@ func (s *Server) CreateSandbox(ctx context.Context, req *connect.Request[boxdv1.
 		IdleTimeout: m.IdleTimeout, OnIdle: m.OnIdle, AutoResume: m.AutoResume,
 		User: m.User, Replace: m.Replace, Cold: m.Cold, Runtime: m.Runtime, Volumes: m.Volumes, Binds: m.Binds,
 		Secrets: m.Secrets,
+		Git:     m.Git, GitDepth: m.GitDepth,
 		Tunables: runtime.TunablesRequest{
 			ReadOnly: m.ReadOnlyRootfs, Tmpfs: m.Tmpfs, Ulimits: m.Ulimits, Hostname: m.Hostname, CPUWeight: m.CpuWeight,
 			MemoryLow: m.MemoryLow, ExecTimeout: m.ExecTimeout, OutputLimit: m.OutputLimit,

@@ -9,6 +9,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/boxd-dev/boxd/agent/wire"
 	"github.com/boxd-dev/boxd/rpc/apiwire"
 	boxdv1 "github.com/boxd-dev/boxd/rpc/gen/boxd/v1"
 	"github.com/boxd-dev/boxd/rpc/gen/boxd/v1/boxdv1connect"
@@ -114,4 +115,56 @@ func (w *volumeOutWriter) Write(p []byte) (int, error) {
 
 func (v *volumeServer) CopyFromVolume(ctx context.Context, req *connect.Request[boxdv1.CopyFromVolumeRequest], stream *connect.ServerStream[boxdv1.CopyFromVolumeResponse]) error {
 	return ToConnect(v.s.Manager.VolumeCopyOut(ctx, req.Msg.Name, req.Msg.Path, &volumeOutWriter{stream: stream}))
+}
+
+func (v *volumeServer) StatVolumePath(ctx context.Context, req *connect.Request[boxdv1.StatVolumePathRequest]) (*connect.Response[boxdv1.StatVolumePathResponse], error) {
+	fi, err := v.s.Manager.StatVolumePath(ctx, req.Msg.Name, req.Msg.Path)
+	if err != nil {
+		return nil, ToConnect(err)
+	}
+	return connect.NewResponse(&boxdv1.StatVolumePathResponse{Info: fileInfo(fi)}), nil
+}
+
+func (v *volumeServer) ListVolumeDir(ctx context.Context, req *connect.Request[boxdv1.ListVolumeDirRequest]) (*connect.Response[boxdv1.ListVolumeDirResponse], error) {
+	entries, truncated, err := v.s.Manager.ListVolumeDir(ctx, req.Msg.Name, req.Msg.Path)
+	if err != nil {
+		return nil, ToConnect(err)
+	}
+	out := &boxdv1.ListVolumeDirResponse{Truncated: truncated}
+	for _, e := range entries {
+		out.Entries = append(out.Entries, fileInfo(e))
+	}
+	return connect.NewResponse(out), nil
+}
+
+// volumeFileWriter sends a volume file's bytes as messages of up to
+// apiwire.ChunkBytes, the first carrying its description.
+type volumeFileWriter struct {
+	stream *connect.ServerStream[boxdv1.ReadVolumeFileResponse]
+	msg    boxdv1.ReadVolumeFileResponse
+}
+
+func (w *volumeFileWriter) Write(p []byte) (int, error) {
+	for off := 0; off < len(p); off += apiwire.ChunkBytes {
+		w.msg.Data = p[off:min(off+apiwire.ChunkBytes, len(p))]
+		err := w.stream.Send(&w.msg)
+		w.msg.Data, w.msg.Info = nil, nil
+		if err != nil {
+			return off, err
+		}
+	}
+	return len(p), nil
+}
+
+func (v *volumeServer) ReadVolumeFile(ctx context.Context, req *connect.Request[boxdv1.ReadVolumeFileRequest], stream *connect.ServerStream[boxdv1.ReadVolumeFileResponse]) error {
+	w := &volumeFileWriter{stream: stream}
+	err := v.s.Manager.ReadVolumeFile(ctx, req.Msg.Name, req.Msg.Path, func(fi wire.FileStat) error {
+		w.msg.Info = fileInfo(fi)
+		return nil
+	}, w)
+	if err == nil && w.msg.Info != nil {
+		// An empty file: its description alone.
+		err = stream.Send(&w.msg)
+	}
+	return ToConnect(err)
 }

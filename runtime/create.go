@@ -53,6 +53,10 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	if r, err = withImage(r, imgSpec.Config); err != nil {
 		return nil, err
 	}
+	git, err := parseGit(req.Git, req.GitDepth, r)
+	if err != nil {
+		return nil, err
+	}
 
 	if r.name != "" {
 		// Creates run in parallel; only two with the same name and owner
@@ -99,15 +103,29 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 		return nil, err
 	}
 	if ok {
-		m.created(sb.ID)
-		return sb, nil
+		return m.finishCreate(ctx, sb, git)
 	}
 	sb, err = m.createResolved(ctx, t0, r, img, imgSpec, false)
-	if err == nil {
-		m.settleVolumes(volToken, sb.ID)
-		m.created(sb.ID)
+	if err != nil {
+		return nil, err
 	}
-	return sb, err
+	m.settleVolumes(volToken, sb.ID)
+	return m.finishCreate(ctx, sb, git)
+}
+
+// finishCreate checks out the create's repository, if it names one,
+// before the sandbox is announced; a failed clone deletes the sandbox.
+func (m *Manager) finishCreate(ctx context.Context, sb *Sandbox, git *gitSource) (*Sandbox, error) {
+	if git != nil {
+		if err := m.cloneGit(ctx, sb.ID, git); err != nil {
+			if derr := m.Delete(context.WithoutCancel(ctx), sb.ID); derr != nil && !errdefs.IsNotFound(derr) {
+				m.log.Warn("delete sandbox after a failed clone", "sandbox", sb.ID, "err", derr)
+			}
+			return nil, err
+		}
+	}
+	m.created(sb.ID)
+	return sb, nil
 }
 
 // created records a new client-visible sandbox: events, and its idle

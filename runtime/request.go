@@ -64,6 +64,10 @@ type CreateRequest struct {
 	// checkpoint, or resumes it from a pause, first (implied by OnIdle
 	// checkpoint).
 	AutoResume bool
+	// Git is a repository to clone into /workspace, "URL[#REF]", and
+	// GitDepth the clone's depth (0: all history); git.go.
+	Git      string
+	GitDepth uint32
 }
 
 // Limits are the resource limits every sandbox carries.

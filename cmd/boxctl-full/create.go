@@ -44,6 +44,8 @@ func createFlags() []cli.Flag {
 		&cli.StringSliceFlag{Name: "secret", Usage: "NAME[=ENVVAR]: give the sandbox a placeholder of your secret NAME in ENVVAR (default NAME); boxd swaps in the value only in requests to the secret's hosts (needs --network egress), repeatable"},
 		&cli.StringSliceFlag{Name: "bind", Usage: "HOST-PATH:/PATH[:ro][,noexec]: mount a host directory you can open yourself, beneath one boxd allows (boxd --allow-bind); the sandbox's root acts as you there, repeatable"},
 		&cli.BoolFlag{Name: "auto-resume", Usage: "a call into the sandbox (exec, files, processes, sessions) restores it from its checkpoint or resumes it from a pause first"},
+		&cli.StringFlag{Name: "git", Usage: "URL[#REF]: clone a public repository (https, http or git://) into /workspace before create returns; runs inside the sandbox with the image's git, under its --network egress policy"},
+		&cli.UintFlag{Name: "git-depth", Usage: "with --git: clone only the last N commits (default: all)"},
 	}
 }
 
@@ -102,6 +104,7 @@ func createRequest(c *cli.Context) (*boxdv1.CreateSandboxRequest, error) {
 		ExecTimeout: c.String("exec-timeout"), OutputLimit: c.Int64("output-limit"), Replace: c.Bool("replace"), Runtime: c.String("runtime"),
 		Cold: c.Bool("cold"), Volumes: c.StringSlice("volume"), Binds: c.StringSlice("bind"), Secrets: c.StringSlice("secret"),
 		AutoResume: c.Bool("auto-resume"),
+		Git:        c.String("git"), GitDepth: uint32(c.Uint("git-depth")),
 	}, nil
 }
 

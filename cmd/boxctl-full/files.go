@@ -262,23 +262,27 @@ func filesStatCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			fi := resp.Msg.Info
 			if c.Bool("json") {
-				return printJSON(fi)
+				return printJSON(resp.Msg.Info)
 			}
-			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 1, ' ', 0)
-			fmt.Fprintf(tw, "path:\t%s\n", fi.Path)
-			fmt.Fprintf(tw, "type:\t%s\n", strings.ToLower(strings.TrimPrefix(fi.Type.String(), "FILE_TYPE_")))
-			fmt.Fprintf(tw, "size:\t%d\n", fi.Size)
-			fmt.Fprintf(tw, "mode:\t%04o (%s)\n", fi.Mode, modeString(fi))
-			fmt.Fprintf(tw, "owner:\t%d:%d\n", fi.Uid, fi.Gid)
-			fmt.Fprintf(tw, "mtime:\t%s\n", fi.Mtime)
-			if fi.LinkTarget != "" {
-				fmt.Fprintf(tw, "target:\t%s\n", fi.LinkTarget)
-			}
-			return tw.Flush()
+			return printStat(resp.Msg.Info)
 		},
 	}
+}
+
+// printStat prints fi as `files stat` does without --json.
+func printStat(fi *boxdv1.FileInfo) error {
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 1, ' ', 0)
+	fmt.Fprintf(tw, "path:\t%s\n", fi.Path)
+	fmt.Fprintf(tw, "type:\t%s\n", strings.ToLower(strings.TrimPrefix(fi.Type.String(), "FILE_TYPE_")))
+	fmt.Fprintf(tw, "size:\t%d\n", fi.Size)
+	fmt.Fprintf(tw, "mode:\t%04o (%s)\n", fi.Mode, modeString(fi))
+	fmt.Fprintf(tw, "owner:\t%d:%d\n", fi.Uid, fi.Gid)
+	fmt.Fprintf(tw, "mtime:\t%s\n", fi.Mtime)
+	if fi.LinkTarget != "" {
+		fmt.Fprintf(tw, "target:\t%s\n", fi.LinkTarget)
+	}
+	return tw.Flush()
 }
 
 func filesMkdirCommand() *cli.Command {

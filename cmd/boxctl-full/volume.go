@@ -27,7 +27,7 @@ func volumeCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "volume",
 		Usage: "named volumes: filesystems of a fixed size that outlive sandboxes (create --volume NAME:/PATH[:ro])",
-		Subcommands: []*cli.Command{
+		Subcommands: append([]*cli.Command{
 			{
 				Name: "create", Usage: "make an empty volume", ArgsUsage: "NAME",
 				Flags: []cli.Flag{
@@ -121,7 +121,7 @@ func volumeCommand() *cli.Command {
 					return nil
 				},
 			},
-		},
+		}, volumeFileCommands()...),
 	}
 }
 

@@ -36,6 +36,12 @@ type Options struct {
 	Volumes  []string // NAME:/PATH[:ro] named volumes to mount
 	Binds    []string // HOST-PATH:/PATH[:ro][,noexec] host directories to mount (boxd --allow-bind)
 	Secrets  []string // NAME[=ENVVAR] secrets brokered at egress: the sandbox holds placeholders (docs/secrets.md)
+	// Git is a public repository cloned into /workspace before create
+	// returns: "URL" or "URL#REF" (https, http or git://; needs network
+	// egress allowing the server and an image with git); GitDepth is the
+	// clone's depth (0: all history).
+	Git      string
+	GitDepth uint32
 
 	// Network: "none" (loopback only) or "egress" (out to Allow). Allow
 	// alone means "egress".
@@ -108,7 +114,8 @@ func (o Options) request() (*boxdv1.CreateSandboxRequest, error) {
 		Image: o.Image, Name: o.Name, Labels: o.Labels,
 		Env: o.Env, Workdir: o.Workdir, User: o.User, Hostname: o.Hostname,
 		ReadOnlyRootfs: o.ReadOnly, Tmpfs: o.Tmpfs, Ulimits: o.Ulimits, Runtime: o.Runtime, Volumes: o.Volumes, Binds: o.Binds,
-		Secrets:   o.Secrets,
+		Secrets: o.Secrets,
+		Git:     o.Git, GitDepth: o.GitDepth,
 		CpuWeight: o.CPUWeight, MemoryLow: o.MemoryLow,
 		Ttl: duration(o.TTL), IdleTimeout: duration(o.IdleTimeout), OnIdle: o.OnIdle,
 		ExecTimeout: duration(o.ExecTimeout), OutputLimit: o.OutputLimit,

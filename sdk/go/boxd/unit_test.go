@@ -122,9 +122,9 @@ func sample(typ reflect.Type) reflect.Value {
 		v.SetString("7m")
 	case reflect.Bool:
 		v.SetBool(true)
-	case reflect.Int64:
+	case reflect.Int64, reflect.Int:
 		v.SetInt(7)
-	case reflect.Uint64:
+	case reflect.Uint64, reflect.Uint32:
 		v.SetUint(7)
 	case reflect.Float64:
 		v.SetFloat(7)

@@ -202,6 +202,7 @@ class Sandbox:
                runtime: Optional[str] = None, cold: bool = False, volumes: Sequence[str] = (),
                binds: Sequence[str] = (), secrets: Sequence[str] = (),
                auto_resume: bool = False,
+               git: Optional[str] = None, git_depth: int = 0,
                client: Optional[Client] = None, request_timeout: Optional[float] = None) -> _Creating:
         async def make() -> "Sandbox":
             c = client or default_client()
@@ -212,7 +213,7 @@ class Sandbox:
                                  on_idle=on_idle, cpu_weight=cpu_weight, memory_low=memory_low,
                                  exec_timeout=exec_timeout, output_limit=output_limit, runtime=runtime, cold=cold,
                                  volumes=volumes, binds=binds, secrets=secrets,
-                                 auto_resume=auto_resume)
+                                 auto_resume=auto_resume, git=git, git_depth=git_depth)
             r = await c.unary(c.sandbox.CreateSandbox, req, request_timeout)
             return cls(SandboxInfo._from(r.sandbox), c)
 
@@ -302,9 +303,11 @@ class Sandbox:
     async def fork(self, count: int = 0, *, names: Sequence[str] = (), memory: Union[str, int, None] = None,
                    cpus: Optional[float] = None, pids: Optional[int] = None, env: Env = None,
                    workdir: Optional[str] = None, labels: Optional[Mapping[str, str]] = None,
-                   ttl: Union[float, str, None] = None, request_timeout: Optional[float] = None) -> List["Sandbox"]:
+                   ttl: Union[float, str, None] = None, clone_volumes: bool = False,
+                   share_volumes: bool = False, request_timeout: Optional[float] = None) -> List["Sandbox"]:
         req = fork_request(self.id, count, names=names, memory=memory, cpus=cpus, pids=pids, env=env,
-                           workdir=workdir, labels=labels, ttl=ttl)
+                           workdir=workdir, labels=labels, ttl=ttl, clone_volumes=clone_volumes,
+                           share_volumes=share_volumes)
         r = await self._client.unary(self._client.sandbox.ForkSandbox, req, request_timeout)
         return [Sandbox(SandboxInfo._from(x), self._client) for x in r.sandboxes]
 

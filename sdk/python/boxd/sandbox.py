@@ -56,6 +56,7 @@ class Sandbox:
                runtime: Optional[str] = None, cold: bool = False, volumes: Sequence[str] = (),
                binds: Sequence[str] = (), secrets: Sequence[str] = (),
                auto_resume: bool = False,
+               git: Optional[str] = None, git_depth: int = 0,
                client: Optional[Client] = None, request_timeout: Optional[float] = None) -> "Sandbox":
         """Creates and starts a sandbox. memory: "256m", "1g" or bytes; ttl:
         seconds or a Go duration ("1h"); unset fields take boxd's defaults
@@ -76,7 +77,10 @@ class Sandbox:
         secrets: secrets brokered at egress (["KEY", "KEY=ENVVAR"]): the
         sandbox holds placeholders (docs/secrets.md);
         auto_resume: calls restore the sandbox from its checkpoint (or resume
-        it from a pause) first; on_idle "checkpoint" implies it.
+        it from a pause) first; on_idle "checkpoint" implies it;
+        git: a public repository cloned into /workspace before this returns
+        ("https://host/repo.git#v1.2"; needs network egress allowing the
+        server and an image with git), git_depth its depth (0: all).
         sdk/create-options.json maps every option to its API field."""
         c = client or default_client()
         req = create_request(image, memory=memory, cpus=cpus, pids=pids, env=env, workdir=workdir, labels=labels,
@@ -86,7 +90,7 @@ class Sandbox:
                              cpu_weight=cpu_weight, memory_low=memory_low, exec_timeout=exec_timeout,
                              output_limit=output_limit, runtime=runtime, cold=cold, volumes=volumes,
                              binds=binds, secrets=secrets,
-                             auto_resume=auto_resume)
+                             auto_resume=auto_resume, git=git, git_depth=git_depth)
         r = c.unary(c.sandbox.CreateSandbox, req, request_timeout)
         return cls(SandboxInfo._from(r.sandbox), c)
 
@@ -203,12 +207,17 @@ class Sandbox:
     def fork(self, count: int = 0, *, names: Sequence[str] = (), memory: Union[str, int, None] = None,
              cpus: Optional[float] = None, pids: Optional[int] = None, env: Env = None,
              workdir: Optional[str] = None, labels: Optional[Mapping[str, str]] = None,
-             ttl: Union[float, str, None] = None, request_timeout: Optional[float] = None) -> List["Sandbox"]:
+             ttl: Union[float, str, None] = None, clone_volumes: bool = False, share_volumes: bool = False,
+             request_timeout: Optional[float] = None) -> List["Sandbox"]:
         """Makes count new sandboxes (default one per name, or 1) whose files
         start as a copy of this one's; each runs a fresh init. Unset fields
-        keep this sandbox's values."""
+        keep this sandbox's values. This sandbox's volumes are mounted
+        read-only in the forks, unless clone_volumes (each fork gets a clone
+        of each, a new volume named VOLUME-FORKID, charged to the caller) or
+        share_volumes (mounted as here; only volumes created shared)."""
         req = fork_request(self.id, count, names=names, memory=memory, cpus=cpus, pids=pids, env=env,
-                           workdir=workdir, labels=labels, ttl=ttl)
+                           workdir=workdir, labels=labels, ttl=ttl, clone_volumes=clone_volumes,
+                           share_volumes=share_volumes)
         r = self._client.unary(self._client.sandbox.ForkSandbox, req, request_timeout)
         return [Sandbox(SandboxInfo._from(x), self._client) for x in r.sandboxes]
 
@@ -456,7 +465,8 @@ def create_request(image: Optional[str], *, memory: Union[str, int, None], cpus:
                    runtime: Optional[str] = None, cold: bool = False,
                    volumes: Sequence[str] = (), binds: Sequence[str] = (),
                    secrets: Sequence[str] = (),
-                   auto_resume: bool = False) -> boxd_pb2.CreateSandboxRequest:
+                   auto_resume: bool = False, git: Optional[str] = None,
+                   git_depth: int = 0) -> boxd_pb2.CreateSandboxRequest:
     limits = _limits(memory, cpus, pids)
     limits.disk = _size(disk)
     req = boxd_pb2.CreateSandboxRequest(image=image or "", limits=limits, env=env_list(env),
@@ -468,7 +478,7 @@ def create_request(image: Optional[str], *, memory: Union[str, int, None], cpus:
                                         cpu_weight=cpu_weight or 0, memory_low=_size(memory_low),
                                         exec_timeout=duration(exec_timeout), output_limit=output_limit or 0,
                                         runtime=runtime or "", cold=cold, volumes=[*volumes],
-                                        binds=[*binds], secrets=[*secrets])
+                                        binds=[*binds], secrets=[*secrets], git=git or "", git_depth=git_depth)
     req.auto_resume = auto_resume
     if allow is not None or network:
         # allow alone means egress; network="none" with an allowlist is
@@ -482,10 +492,12 @@ def create_request(image: Optional[str], *, memory: Union[str, int, None], cpus:
 
 def fork_request(sandbox_id: str, count: int, *, names: Sequence[str], memory: Union[str, int, None],
                  cpus: Optional[float], pids: Optional[int], env: Env, workdir: Optional[str],
-                 labels: Optional[Mapping[str, str]], ttl: Union[float, str, None]) -> boxd_pb2.ForkSandboxRequest:
+                 labels: Optional[Mapping[str, str]], ttl: Union[float, str, None], clone_volumes: bool = False,
+                 share_volumes: bool = False) -> boxd_pb2.ForkSandboxRequest:
     return boxd_pb2.ForkSandboxRequest(sandbox_id=sandbox_id, count=count, names=[*names],
                                        limits=_limits(memory, cpus, pids), env=env_list(env), workdir=workdir or "",
-                                       labels=dict(labels or {}), ttl=duration(ttl))
+                                       labels=dict(labels or {}), ttl=duration(ttl), clone_volumes=clone_volumes,
+                                       share_volumes=share_volumes)
 
 
 _COPY_DATA = boxd_pb2.CopyInRequest.DESCRIPTOR.fields_by_name["data"].number

@@ -102,3 +102,20 @@ class CreateOptionsTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ForkOptionsTest(unittest.TestCase):
+    """Sandbox.fork (and aio's) take every ForkSandboxRequest field."""
+
+    def test_each_fork_field_has_an_option(self) -> None:
+        from boxd.sandbox import fork_request
+        for fork in (Sandbox.fork, aio.Sandbox.fork):
+            params = inspect.signature(fork).parameters
+            for fd in boxd_pb2.ForkSandboxRequest.DESCRIPTOR.fields:
+                names = {"sandbox_id": [], "limits": ["memory", "cpus", "pids"]}.get(fd.name, [fd.name])
+                for n in names:
+                    self.assertIn(n, params, f"{fork.__qualname__} has no {n} ({fd.name})")
+        req = fork_request("sb", 0, names=(), memory=None, cpus=None, pids=None, env=None, workdir=None,
+                           labels=None, ttl=None, clone_volumes=True, share_volumes=True)
+        self.assertTrue(req.clone_volumes)
+        self.assertTrue(req.share_volumes)

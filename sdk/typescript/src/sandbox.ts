@@ -145,6 +145,10 @@ export interface CreateOptions extends CallOpts {
   secrets?: string[];
   /** Calls restore the sandbox from its checkpoint (or resume it from a pause) first. */
   autoResume?: boolean;
+  /** A public repository cloned into /workspace before create returns: "URL" or "URL#REF" (https, http or git://; needs network egress allowing the server and an image with git). */
+  git?: string;
+  /** With git: clone only the last N commits; unset: all. */
+  gitDepth?: number;
   client?: Client;
 }
 
@@ -196,6 +200,8 @@ export function createRequest(o: CreateOptions) {
     binds: o.binds ?? [],
     secrets: o.secrets ?? [],
     autoResume: o.autoResume ?? false,
+    git: o.git ?? "",
+    gitDepth: o.gitDepth ?? 0,
   });
 }
 
@@ -230,6 +236,29 @@ export interface ForkOptions extends CallOpts {
   /** Added to the source's labels. */
   labels?: Record<string, string>;
   ttl?: Duration;
+  /** Give each fork a clone of each of the source's volumes (new volumes named VOLUME-FORKID, the caller's, charged to its disk quota). */
+  cloneVolumes?: boolean;
+  /** Mount the source's volumes as it does (only volumes created shared); default: read-only. */
+  shareVolumes?: boolean;
+}
+
+/**
+ * The ForkSandboxRequest of `o` for sandbox `id`.
+ * @internal
+ */
+export function forkRequest(id: string, o: ForkOptions) {
+  return create(ForkSandboxRequestSchema, {
+    sandboxId: id,
+    count: o.count ?? 0,
+    names: [...(o.names ?? [])],
+    limits: limits(o.memory, o.cpus, o.pids),
+    env: envList(o.env),
+    workdir: o.workdir ?? "",
+    labels: { ...(o.labels ?? {}) },
+    ttl: duration(o.ttl),
+    cloneVolumes: o.cloneVolumes ?? false,
+    shareVolumes: o.shareVolumes ?? false,
+  });
 }
 
 export interface ExecOptions extends CommandOptions {
@@ -445,16 +474,7 @@ export class Sandbox {
    */
   async fork(o: ForkOptions = {}): Promise<Sandbox[]> {
     const c = this.client;
-    const req = create(ForkSandboxRequestSchema, {
-      sandboxId: this.id,
-      count: o.count ?? 0,
-      names: [...(o.names ?? [])],
-      limits: limits(o.memory, o.cpus, o.pids),
-      env: envList(o.env),
-      workdir: o.workdir ?? "",
-      labels: { ...(o.labels ?? {}) },
-      ttl: duration(o.ttl),
-    });
+    const req = forkRequest(this.id, o);
     const r = await c.unary((opts) => c.sandbox.forkSandbox(req, opts), o);
     return r.sandboxes.map((s) => new Sandbox(sandboxInfo(s), c));
   }

@@ -1186,7 +1186,17 @@ type CreateSandboxRequest struct {
 	// first restores it if it is checkpointed, or resumes it if it is
 	// paused, as exec's resume does (see docs/checkpoint.md). Implied by
 	// on_idle "checkpoint".
-	AutoResume    bool `protobuf:"varint,70,opt,name=auto_resume,json=autoResume,proto3" json:"auto_resume,omitempty"`
+	AutoResume bool `protobuf:"varint,70,opt,name=auto_resume,json=autoResume,proto3" json:"auto_resume,omitempty"`
+	// A git repository to clone into /workspace before the create returns:
+	// "URL" or "URL#REF" (REF a branch or tag, or a full commit id). URL
+	// is https://, http:// or git:// and carries no credentials. The clone
+	// runs inside the sandbox, with the image's git, as the sandbox's user
+	// and under its network policy (so network must be egress and allow
+	// the server). A failed clone fails the create (failed_precondition
+	// with git's message) and removes the sandbox. See docs/volumes.md.
+	Git string `protobuf:"bytes,91,opt,name=git,proto3" json:"git,omitempty"`
+	// Clone only the last git_depth commits (git clone --depth); 0: all.
+	GitDepth      uint32 `protobuf:"varint,92,opt,name=git_depth,json=gitDepth,proto3" json:"git_depth,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1422,6 +1432,20 @@ func (x *CreateSandboxRequest) GetAutoResume() bool {
 		return x.AutoResume
 	}
 	return false
+}
+
+func (x *CreateSandboxRequest) GetGit() string {
+	if x != nil {
+		return x.Git
+	}
+	return ""
+}
+
+func (x *CreateSandboxRequest) GetGitDepth() uint32 {
+	if x != nil {
+		return x.GitDepth
+	}
+	return 0
 }
 
 // RegistryAuth is a caller's login to the registry a reference names. It
@@ -4794,7 +4818,7 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x06memory\x18\x01 \x01(\tR\x06memory\x12\x12\n" +
 	"\x04cpus\x18\x02 \x01(\x01R\x04cpus\x12\x12\n" +
 	"\x04pids\x18\x03 \x01(\x03R\x04pids\x12\x12\n" +
-	"\x04disk\x18_ \x01(\tR\x04disk\"\xd8\a\n" +
+	"\x04disk\x18_ \x01(\tR\x04disk\"\x87\b\n" +
 	"\x14CreateSandboxRequest\x12\x14\n" +
 	"\x05image\x18\x01 \x01(\tR\x05image\x12'\n" +
 	"\x06limits\x18\x02 \x01(\v2\x0f.boxd.v1.LimitsR\x06limits\x12\x10\n" +
@@ -4827,7 +4851,9 @@ const file_boxd_v1_boxd_proto_rawDesc = "" +
 	"\x05binds\x18Z \x03(\tR\x05binds\x12\x18\n" +
 	"\asecrets\x18n \x03(\tR\asecrets\x12\x1f\n" +
 	"\vauto_resume\x18F \x01(\bR\n" +
-	"autoResume\x1a9\n" +
+	"autoResume\x12\x10\n" +
+	"\x03git\x18[ \x01(\tR\x03git\x12\x1b\n" +
+	"\tgit_depth\x18\\ \x01(\rR\bgitDepth\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"m\n" +

@@ -21,6 +21,310 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type StatVolumePathRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"` // the volume's name or id
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"` // absolute, in the volume
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatVolumePathRequest) Reset() {
+	*x = StatVolumePathRequest{}
+	mi := &file_boxd_v1_volumes_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatVolumePathRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatVolumePathRequest) ProtoMessage() {}
+
+func (x *StatVolumePathRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_volumes_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatVolumePathRequest.ProtoReflect.Descriptor instead.
+func (*StatVolumePathRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *StatVolumePathRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *StatVolumePathRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+type StatVolumePathResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Info          *FileInfo              `protobuf:"bytes,1,opt,name=info,proto3" json:"info,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatVolumePathResponse) Reset() {
+	*x = StatVolumePathResponse{}
+	mi := &file_boxd_v1_volumes_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatVolumePathResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatVolumePathResponse) ProtoMessage() {}
+
+func (x *StatVolumePathResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_volumes_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatVolumePathResponse.ProtoReflect.Descriptor instead.
+func (*StatVolumePathResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *StatVolumePathResponse) GetInfo() *FileInfo {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
+type ListVolumeDirRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"` // absolute, in the volume; "/" its root
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListVolumeDirRequest) Reset() {
+	*x = ListVolumeDirRequest{}
+	mi := &file_boxd_v1_volumes_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListVolumeDirRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListVolumeDirRequest) ProtoMessage() {}
+
+func (x *ListVolumeDirRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_volumes_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListVolumeDirRequest.ProtoReflect.Descriptor instead.
+func (*ListVolumeDirRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ListVolumeDirRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ListVolumeDirRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+type ListVolumeDirResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Entries       []*FileInfo            `protobuf:"bytes,1,rep,name=entries,proto3" json:"entries,omitempty"` // path: relative to the directory
+	Truncated     bool                   `protobuf:"varint,2,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListVolumeDirResponse) Reset() {
+	*x = ListVolumeDirResponse{}
+	mi := &file_boxd_v1_volumes_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListVolumeDirResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListVolumeDirResponse) ProtoMessage() {}
+
+func (x *ListVolumeDirResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_volumes_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListVolumeDirResponse.ProtoReflect.Descriptor instead.
+func (*ListVolumeDirResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ListVolumeDirResponse) GetEntries() []*FileInfo {
+	if x != nil {
+		return x.Entries
+	}
+	return nil
+}
+
+func (x *ListVolumeDirResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+type ReadVolumeFileRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Path          string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadVolumeFileRequest) Reset() {
+	*x = ReadVolumeFileRequest{}
+	mi := &file_boxd_v1_volumes_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadVolumeFileRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadVolumeFileRequest) ProtoMessage() {}
+
+func (x *ReadVolumeFileRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_volumes_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadVolumeFileRequest.ProtoReflect.Descriptor instead.
+func (*ReadVolumeFileRequest) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ReadVolumeFileRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ReadVolumeFileRequest) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+type ReadVolumeFileResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Info          *FileInfo              `protobuf:"bytes,1,opt,name=info,proto3" json:"info,omitempty"` // first message only
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReadVolumeFileResponse) Reset() {
+	*x = ReadVolumeFileResponse{}
+	mi := &file_boxd_v1_volumes_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReadVolumeFileResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReadVolumeFileResponse) ProtoMessage() {}
+
+func (x *ReadVolumeFileResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_boxd_v1_volumes_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReadVolumeFileResponse.ProtoReflect.Descriptor instead.
+func (*ReadVolumeFileResponse) Descriptor() ([]byte, []int) {
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *ReadVolumeFileResponse) GetInfo() *FileInfo {
+	if x != nil {
+		return x.Info
+	}
+	return nil
+}
+
+func (x *ReadVolumeFileResponse) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
 type CopyIntoVolumeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"` // first message only: the volume's name or id
@@ -32,7 +336,7 @@ type CopyIntoVolumeRequest struct {
 
 func (x *CopyIntoVolumeRequest) Reset() {
 	*x = CopyIntoVolumeRequest{}
-	mi := &file_boxd_v1_volumes_proto_msgTypes[0]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -44,7 +348,7 @@ func (x *CopyIntoVolumeRequest) String() string {
 func (*CopyIntoVolumeRequest) ProtoMessage() {}
 
 func (x *CopyIntoVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_volumes_proto_msgTypes[0]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -57,7 +361,7 @@ func (x *CopyIntoVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyIntoVolumeRequest.ProtoReflect.Descriptor instead.
 func (*CopyIntoVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{0}
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CopyIntoVolumeRequest) GetName() string {
@@ -89,7 +393,7 @@ type CopyIntoVolumeResponse struct {
 
 func (x *CopyIntoVolumeResponse) Reset() {
 	*x = CopyIntoVolumeResponse{}
-	mi := &file_boxd_v1_volumes_proto_msgTypes[1]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -101,7 +405,7 @@ func (x *CopyIntoVolumeResponse) String() string {
 func (*CopyIntoVolumeResponse) ProtoMessage() {}
 
 func (x *CopyIntoVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_volumes_proto_msgTypes[1]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -114,7 +418,7 @@ func (x *CopyIntoVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyIntoVolumeResponse.ProtoReflect.Descriptor instead.
 func (*CopyIntoVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{1}
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{7}
 }
 
 type CopyFromVolumeRequest struct {
@@ -127,7 +431,7 @@ type CopyFromVolumeRequest struct {
 
 func (x *CopyFromVolumeRequest) Reset() {
 	*x = CopyFromVolumeRequest{}
-	mi := &file_boxd_v1_volumes_proto_msgTypes[2]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -139,7 +443,7 @@ func (x *CopyFromVolumeRequest) String() string {
 func (*CopyFromVolumeRequest) ProtoMessage() {}
 
 func (x *CopyFromVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_volumes_proto_msgTypes[2]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -152,7 +456,7 @@ func (x *CopyFromVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyFromVolumeRequest.ProtoReflect.Descriptor instead.
 func (*CopyFromVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{2}
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CopyFromVolumeRequest) GetName() string {
@@ -178,7 +482,7 @@ type CopyFromVolumeResponse struct {
 
 func (x *CopyFromVolumeResponse) Reset() {
 	*x = CopyFromVolumeResponse{}
-	mi := &file_boxd_v1_volumes_proto_msgTypes[3]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -190,7 +494,7 @@ func (x *CopyFromVolumeResponse) String() string {
 func (*CopyFromVolumeResponse) ProtoMessage() {}
 
 func (x *CopyFromVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_volumes_proto_msgTypes[3]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -203,7 +507,7 @@ func (x *CopyFromVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CopyFromVolumeResponse.ProtoReflect.Descriptor instead.
 func (*CopyFromVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{3}
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CopyFromVolumeResponse) GetData() []byte {
@@ -234,7 +538,7 @@ type CreateVolumeRequest struct {
 
 func (x *CreateVolumeRequest) Reset() {
 	*x = CreateVolumeRequest{}
-	mi := &file_boxd_v1_volumes_proto_msgTypes[4]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -246,7 +550,7 @@ func (x *CreateVolumeRequest) String() string {
 func (*CreateVolumeRequest) ProtoMessage() {}
 
 func (x *CreateVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_volumes_proto_msgTypes[4]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -259,7 +563,7 @@ func (x *CreateVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateVolumeRequest.ProtoReflect.Descriptor instead.
 func (*CreateVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{4}
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateVolumeRequest) GetName() string {
@@ -306,7 +610,7 @@ type CreateVolumeResponse struct {
 
 func (x *CreateVolumeResponse) Reset() {
 	*x = CreateVolumeResponse{}
-	mi := &file_boxd_v1_volumes_proto_msgTypes[5]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -318,7 +622,7 @@ func (x *CreateVolumeResponse) String() string {
 func (*CreateVolumeResponse) ProtoMessage() {}
 
 func (x *CreateVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_volumes_proto_msgTypes[5]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -331,7 +635,7 @@ func (x *CreateVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateVolumeResponse.ProtoReflect.Descriptor instead.
 func (*CreateVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{5}
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CreateVolumeResponse) GetVolume() *Volume {
@@ -349,7 +653,7 @@ type ListVolumesRequest struct {
 
 func (x *ListVolumesRequest) Reset() {
 	*x = ListVolumesRequest{}
-	mi := &file_boxd_v1_volumes_proto_msgTypes[6]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -361,7 +665,7 @@ func (x *ListVolumesRequest) String() string {
 func (*ListVolumesRequest) ProtoMessage() {}
 
 func (x *ListVolumesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_volumes_proto_msgTypes[6]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -374,7 +678,7 @@ func (x *ListVolumesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVolumesRequest.ProtoReflect.Descriptor instead.
 func (*ListVolumesRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{6}
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{12}
 }
 
 type ListVolumesResponse struct {
@@ -386,7 +690,7 @@ type ListVolumesResponse struct {
 
 func (x *ListVolumesResponse) Reset() {
 	*x = ListVolumesResponse{}
-	mi := &file_boxd_v1_volumes_proto_msgTypes[7]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -398,7 +702,7 @@ func (x *ListVolumesResponse) String() string {
 func (*ListVolumesResponse) ProtoMessage() {}
 
 func (x *ListVolumesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_volumes_proto_msgTypes[7]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -411,7 +715,7 @@ func (x *ListVolumesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListVolumesResponse.ProtoReflect.Descriptor instead.
 func (*ListVolumesResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{7}
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListVolumesResponse) GetVolumes() []*Volume {
@@ -430,7 +734,7 @@ type GetVolumeRequest struct {
 
 func (x *GetVolumeRequest) Reset() {
 	*x = GetVolumeRequest{}
-	mi := &file_boxd_v1_volumes_proto_msgTypes[8]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -442,7 +746,7 @@ func (x *GetVolumeRequest) String() string {
 func (*GetVolumeRequest) ProtoMessage() {}
 
 func (x *GetVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_volumes_proto_msgTypes[8]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -455,7 +759,7 @@ func (x *GetVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVolumeRequest.ProtoReflect.Descriptor instead.
 func (*GetVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{8}
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetVolumeRequest) GetName() string {
@@ -474,7 +778,7 @@ type GetVolumeResponse struct {
 
 func (x *GetVolumeResponse) Reset() {
 	*x = GetVolumeResponse{}
-	mi := &file_boxd_v1_volumes_proto_msgTypes[9]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -486,7 +790,7 @@ func (x *GetVolumeResponse) String() string {
 func (*GetVolumeResponse) ProtoMessage() {}
 
 func (x *GetVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_volumes_proto_msgTypes[9]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -499,7 +803,7 @@ func (x *GetVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetVolumeResponse.ProtoReflect.Descriptor instead.
 func (*GetVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{9}
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetVolumeResponse) GetVolume() *Volume {
@@ -519,7 +823,7 @@ type RemoveVolumeRequest struct {
 
 func (x *RemoveVolumeRequest) Reset() {
 	*x = RemoveVolumeRequest{}
-	mi := &file_boxd_v1_volumes_proto_msgTypes[10]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -531,7 +835,7 @@ func (x *RemoveVolumeRequest) String() string {
 func (*RemoveVolumeRequest) ProtoMessage() {}
 
 func (x *RemoveVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_volumes_proto_msgTypes[10]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -544,7 +848,7 @@ func (x *RemoveVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveVolumeRequest.ProtoReflect.Descriptor instead.
 func (*RemoveVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{10}
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RemoveVolumeRequest) GetName() string {
@@ -569,7 +873,7 @@ type RemoveVolumeResponse struct {
 
 func (x *RemoveVolumeResponse) Reset() {
 	*x = RemoveVolumeResponse{}
-	mi := &file_boxd_v1_volumes_proto_msgTypes[11]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -581,7 +885,7 @@ func (x *RemoveVolumeResponse) String() string {
 func (*RemoveVolumeResponse) ProtoMessage() {}
 
 func (x *RemoveVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_volumes_proto_msgTypes[11]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -594,7 +898,7 @@ func (x *RemoveVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveVolumeResponse.ProtoReflect.Descriptor instead.
 func (*RemoveVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{11}
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{17}
 }
 
 type SnapshotVolumeRequest struct {
@@ -607,7 +911,7 @@ type SnapshotVolumeRequest struct {
 
 func (x *SnapshotVolumeRequest) Reset() {
 	*x = SnapshotVolumeRequest{}
-	mi := &file_boxd_v1_volumes_proto_msgTypes[12]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -619,7 +923,7 @@ func (x *SnapshotVolumeRequest) String() string {
 func (*SnapshotVolumeRequest) ProtoMessage() {}
 
 func (x *SnapshotVolumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_volumes_proto_msgTypes[12]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -632,7 +936,7 @@ func (x *SnapshotVolumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotVolumeRequest.ProtoReflect.Descriptor instead.
 func (*SnapshotVolumeRequest) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{12}
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SnapshotVolumeRequest) GetName() string {
@@ -658,7 +962,7 @@ type SnapshotVolumeResponse struct {
 
 func (x *SnapshotVolumeResponse) Reset() {
 	*x = SnapshotVolumeResponse{}
-	mi := &file_boxd_v1_volumes_proto_msgTypes[13]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -670,7 +974,7 @@ func (x *SnapshotVolumeResponse) String() string {
 func (*SnapshotVolumeResponse) ProtoMessage() {}
 
 func (x *SnapshotVolumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_volumes_proto_msgTypes[13]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -683,7 +987,7 @@ func (x *SnapshotVolumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotVolumeResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotVolumeResponse) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{13}
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SnapshotVolumeResponse) GetVolume() *Volume {
@@ -711,7 +1015,7 @@ type Volume struct {
 
 func (x *Volume) Reset() {
 	*x = Volume{}
-	mi := &file_boxd_v1_volumes_proto_msgTypes[14]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -723,7 +1027,7 @@ func (x *Volume) String() string {
 func (*Volume) ProtoMessage() {}
 
 func (x *Volume) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_volumes_proto_msgTypes[14]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -736,7 +1040,7 @@ func (x *Volume) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Volume.ProtoReflect.Descriptor instead.
 func (*Volume) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{14}
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Volume) GetId() string {
@@ -824,7 +1128,7 @@ type VolumeMount struct {
 
 func (x *VolumeMount) Reset() {
 	*x = VolumeMount{}
-	mi := &file_boxd_v1_volumes_proto_msgTypes[15]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -836,7 +1140,7 @@ func (x *VolumeMount) String() string {
 func (*VolumeMount) ProtoMessage() {}
 
 func (x *VolumeMount) ProtoReflect() protoreflect.Message {
-	mi := &file_boxd_v1_volumes_proto_msgTypes[15]
+	mi := &file_boxd_v1_volumes_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -849,7 +1153,7 @@ func (x *VolumeMount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VolumeMount.ProtoReflect.Descriptor instead.
 func (*VolumeMount) Descriptor() ([]byte, []int) {
-	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{15}
+	return file_boxd_v1_volumes_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *VolumeMount) GetSandboxId() string {
@@ -891,7 +1195,24 @@ var File_boxd_v1_volumes_proto protoreflect.FileDescriptor
 
 const file_boxd_v1_volumes_proto_rawDesc = "" +
 	"\n" +
-	"\x15boxd/v1/volumes.proto\x12\aboxd.v1\"S\n" +
+	"\x15boxd/v1/volumes.proto\x12\aboxd.v1\x1a\x13boxd/v1/files.proto\"?\n" +
+	"\x15StatVolumePathRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\"?\n" +
+	"\x16StatVolumePathResponse\x12%\n" +
+	"\x04info\x18\x01 \x01(\v2\x11.boxd.v1.FileInfoR\x04info\">\n" +
+	"\x14ListVolumeDirRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\"b\n" +
+	"\x15ListVolumeDirResponse\x12+\n" +
+	"\aentries\x18\x01 \x03(\v2\x11.boxd.v1.FileInfoR\aentries\x12\x1c\n" +
+	"\ttruncated\x18\x02 \x01(\bR\ttruncated\"?\n" +
+	"\x15ReadVolumeFileRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\"S\n" +
+	"\x16ReadVolumeFileResponse\x12%\n" +
+	"\x04info\x18\x01 \x01(\v2\x11.boxd.v1.FileInfoR\x04info\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"S\n" +
 	"\x15CopyIntoVolumeRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x12\n" +
@@ -953,7 +1274,7 @@ const file_boxd_v1_volumes_proto_rawDesc = "" +
 	"\x04path\x18\x02 \x01(\tR\x04path\x12\x1b\n" +
 	"\tread_only\x18\x03 \x01(\bR\breadOnly\x12\x16\n" +
 	"\x06volume\x18\x04 \x01(\tR\x06volume\x12\x1b\n" +
-	"\tvolume_id\x18\x05 \x01(\tR\bvolumeId2\xb4\x04\n" +
+	"\tvolume_id\x18\x05 \x01(\tR\bvolumeId2\xac\x06\n" +
 	"\rVolumeService\x12K\n" +
 	"\fCreateVolume\x12\x1c.boxd.v1.CreateVolumeRequest\x1a\x1d.boxd.v1.CreateVolumeResponse\x12H\n" +
 	"\vListVolumes\x12\x1b.boxd.v1.ListVolumesRequest\x1a\x1c.boxd.v1.ListVolumesResponse\x12B\n" +
@@ -961,7 +1282,10 @@ const file_boxd_v1_volumes_proto_rawDesc = "" +
 	"\fRemoveVolume\x12\x1c.boxd.v1.RemoveVolumeRequest\x1a\x1d.boxd.v1.RemoveVolumeResponse\x12Q\n" +
 	"\x0eSnapshotVolume\x12\x1e.boxd.v1.SnapshotVolumeRequest\x1a\x1f.boxd.v1.SnapshotVolumeResponse\x12S\n" +
 	"\x0eCopyIntoVolume\x12\x1e.boxd.v1.CopyIntoVolumeRequest\x1a\x1f.boxd.v1.CopyIntoVolumeResponse(\x01\x12S\n" +
-	"\x0eCopyFromVolume\x12\x1e.boxd.v1.CopyFromVolumeRequest\x1a\x1f.boxd.v1.CopyFromVolumeResponse0\x01B1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
+	"\x0eCopyFromVolume\x12\x1e.boxd.v1.CopyFromVolumeRequest\x1a\x1f.boxd.v1.CopyFromVolumeResponse0\x01\x12Q\n" +
+	"\x0eStatVolumePath\x12\x1e.boxd.v1.StatVolumePathRequest\x1a\x1f.boxd.v1.StatVolumePathResponse\x12N\n" +
+	"\rListVolumeDir\x12\x1d.boxd.v1.ListVolumeDirRequest\x1a\x1e.boxd.v1.ListVolumeDirResponse\x12S\n" +
+	"\x0eReadVolumeFile\x12\x1e.boxd.v1.ReadVolumeFileRequest\x1a\x1f.boxd.v1.ReadVolumeFileResponse0\x01B1Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3"
 
 var (
 	file_boxd_v1_volumes_proto_rawDescOnce sync.Once
@@ -975,54 +1299,70 @@ func file_boxd_v1_volumes_proto_rawDescGZIP() []byte {
 	return file_boxd_v1_volumes_proto_rawDescData
 }
 
-var file_boxd_v1_volumes_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_boxd_v1_volumes_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_boxd_v1_volumes_proto_goTypes = []any{
-	(*CopyIntoVolumeRequest)(nil),  // 0: boxd.v1.CopyIntoVolumeRequest
-	(*CopyIntoVolumeResponse)(nil), // 1: boxd.v1.CopyIntoVolumeResponse
-	(*CopyFromVolumeRequest)(nil),  // 2: boxd.v1.CopyFromVolumeRequest
-	(*CopyFromVolumeResponse)(nil), // 3: boxd.v1.CopyFromVolumeResponse
-	(*CreateVolumeRequest)(nil),    // 4: boxd.v1.CreateVolumeRequest
-	(*CreateVolumeResponse)(nil),   // 5: boxd.v1.CreateVolumeResponse
-	(*ListVolumesRequest)(nil),     // 6: boxd.v1.ListVolumesRequest
-	(*ListVolumesResponse)(nil),    // 7: boxd.v1.ListVolumesResponse
-	(*GetVolumeRequest)(nil),       // 8: boxd.v1.GetVolumeRequest
-	(*GetVolumeResponse)(nil),      // 9: boxd.v1.GetVolumeResponse
-	(*RemoveVolumeRequest)(nil),    // 10: boxd.v1.RemoveVolumeRequest
-	(*RemoveVolumeResponse)(nil),   // 11: boxd.v1.RemoveVolumeResponse
-	(*SnapshotVolumeRequest)(nil),  // 12: boxd.v1.SnapshotVolumeRequest
-	(*SnapshotVolumeResponse)(nil), // 13: boxd.v1.SnapshotVolumeResponse
-	(*Volume)(nil),                 // 14: boxd.v1.Volume
-	(*VolumeMount)(nil),            // 15: boxd.v1.VolumeMount
-	nil,                            // 16: boxd.v1.CreateVolumeRequest.LabelsEntry
-	nil,                            // 17: boxd.v1.Volume.LabelsEntry
+	(*StatVolumePathRequest)(nil),  // 0: boxd.v1.StatVolumePathRequest
+	(*StatVolumePathResponse)(nil), // 1: boxd.v1.StatVolumePathResponse
+	(*ListVolumeDirRequest)(nil),   // 2: boxd.v1.ListVolumeDirRequest
+	(*ListVolumeDirResponse)(nil),  // 3: boxd.v1.ListVolumeDirResponse
+	(*ReadVolumeFileRequest)(nil),  // 4: boxd.v1.ReadVolumeFileRequest
+	(*ReadVolumeFileResponse)(nil), // 5: boxd.v1.ReadVolumeFileResponse
+	(*CopyIntoVolumeRequest)(nil),  // 6: boxd.v1.CopyIntoVolumeRequest
+	(*CopyIntoVolumeResponse)(nil), // 7: boxd.v1.CopyIntoVolumeResponse
+	(*CopyFromVolumeRequest)(nil),  // 8: boxd.v1.CopyFromVolumeRequest
+	(*CopyFromVolumeResponse)(nil), // 9: boxd.v1.CopyFromVolumeResponse
+	(*CreateVolumeRequest)(nil),    // 10: boxd.v1.CreateVolumeRequest
+	(*CreateVolumeResponse)(nil),   // 11: boxd.v1.CreateVolumeResponse
+	(*ListVolumesRequest)(nil),     // 12: boxd.v1.ListVolumesRequest
+	(*ListVolumesResponse)(nil),    // 13: boxd.v1.ListVolumesResponse
+	(*GetVolumeRequest)(nil),       // 14: boxd.v1.GetVolumeRequest
+	(*GetVolumeResponse)(nil),      // 15: boxd.v1.GetVolumeResponse
+	(*RemoveVolumeRequest)(nil),    // 16: boxd.v1.RemoveVolumeRequest
+	(*RemoveVolumeResponse)(nil),   // 17: boxd.v1.RemoveVolumeResponse
+	(*SnapshotVolumeRequest)(nil),  // 18: boxd.v1.SnapshotVolumeRequest
+	(*SnapshotVolumeResponse)(nil), // 19: boxd.v1.SnapshotVolumeResponse
+	(*Volume)(nil),                 // 20: boxd.v1.Volume
+	(*VolumeMount)(nil),            // 21: boxd.v1.VolumeMount
+	nil,                            // 22: boxd.v1.CreateVolumeRequest.LabelsEntry
+	nil,                            // 23: boxd.v1.Volume.LabelsEntry
+	(*FileInfo)(nil),               // 24: boxd.v1.FileInfo
 }
 var file_boxd_v1_volumes_proto_depIdxs = []int32{
-	16, // 0: boxd.v1.CreateVolumeRequest.labels:type_name -> boxd.v1.CreateVolumeRequest.LabelsEntry
-	14, // 1: boxd.v1.CreateVolumeResponse.volume:type_name -> boxd.v1.Volume
-	14, // 2: boxd.v1.ListVolumesResponse.volumes:type_name -> boxd.v1.Volume
-	14, // 3: boxd.v1.GetVolumeResponse.volume:type_name -> boxd.v1.Volume
-	14, // 4: boxd.v1.SnapshotVolumeResponse.volume:type_name -> boxd.v1.Volume
-	17, // 5: boxd.v1.Volume.labels:type_name -> boxd.v1.Volume.LabelsEntry
-	15, // 6: boxd.v1.Volume.mounts:type_name -> boxd.v1.VolumeMount
-	4,  // 7: boxd.v1.VolumeService.CreateVolume:input_type -> boxd.v1.CreateVolumeRequest
-	6,  // 8: boxd.v1.VolumeService.ListVolumes:input_type -> boxd.v1.ListVolumesRequest
-	8,  // 9: boxd.v1.VolumeService.GetVolume:input_type -> boxd.v1.GetVolumeRequest
-	10, // 10: boxd.v1.VolumeService.RemoveVolume:input_type -> boxd.v1.RemoveVolumeRequest
-	12, // 11: boxd.v1.VolumeService.SnapshotVolume:input_type -> boxd.v1.SnapshotVolumeRequest
-	0,  // 12: boxd.v1.VolumeService.CopyIntoVolume:input_type -> boxd.v1.CopyIntoVolumeRequest
-	2,  // 13: boxd.v1.VolumeService.CopyFromVolume:input_type -> boxd.v1.CopyFromVolumeRequest
-	5,  // 14: boxd.v1.VolumeService.CreateVolume:output_type -> boxd.v1.CreateVolumeResponse
-	7,  // 15: boxd.v1.VolumeService.ListVolumes:output_type -> boxd.v1.ListVolumesResponse
-	9,  // 16: boxd.v1.VolumeService.GetVolume:output_type -> boxd.v1.GetVolumeResponse
-	11, // 17: boxd.v1.VolumeService.RemoveVolume:output_type -> boxd.v1.RemoveVolumeResponse
-	13, // 18: boxd.v1.VolumeService.SnapshotVolume:output_type -> boxd.v1.SnapshotVolumeResponse
-	1,  // 19: boxd.v1.VolumeService.CopyIntoVolume:output_type -> boxd.v1.CopyIntoVolumeResponse
-	3,  // 20: boxd.v1.VolumeService.CopyFromVolume:output_type -> boxd.v1.CopyFromVolumeResponse
-	14, // [14:21] is the sub-list for method output_type
-	7,  // [7:14] is the sub-list for method input_type
-	7,  // [7:7] is the sub-list for extension type_name
-	7,  // [7:7] is the sub-list for extension extendee
-	0,  // [0:7] is the sub-list for field type_name
+	24, // 0: boxd.v1.StatVolumePathResponse.info:type_name -> boxd.v1.FileInfo
+	24, // 1: boxd.v1.ListVolumeDirResponse.entries:type_name -> boxd.v1.FileInfo
+	24, // 2: boxd.v1.ReadVolumeFileResponse.info:type_name -> boxd.v1.FileInfo
+	22, // 3: boxd.v1.CreateVolumeRequest.labels:type_name -> boxd.v1.CreateVolumeRequest.LabelsEntry
+	20, // 4: boxd.v1.CreateVolumeResponse.volume:type_name -> boxd.v1.Volume
+	20, // 5: boxd.v1.ListVolumesResponse.volumes:type_name -> boxd.v1.Volume
+	20, // 6: boxd.v1.GetVolumeResponse.volume:type_name -> boxd.v1.Volume
+	20, // 7: boxd.v1.SnapshotVolumeResponse.volume:type_name -> boxd.v1.Volume
+	23, // 8: boxd.v1.Volume.labels:type_name -> boxd.v1.Volume.LabelsEntry
+	21, // 9: boxd.v1.Volume.mounts:type_name -> boxd.v1.VolumeMount
+	10, // 10: boxd.v1.VolumeService.CreateVolume:input_type -> boxd.v1.CreateVolumeRequest
+	12, // 11: boxd.v1.VolumeService.ListVolumes:input_type -> boxd.v1.ListVolumesRequest
+	14, // 12: boxd.v1.VolumeService.GetVolume:input_type -> boxd.v1.GetVolumeRequest
+	16, // 13: boxd.v1.VolumeService.RemoveVolume:input_type -> boxd.v1.RemoveVolumeRequest
+	18, // 14: boxd.v1.VolumeService.SnapshotVolume:input_type -> boxd.v1.SnapshotVolumeRequest
+	6,  // 15: boxd.v1.VolumeService.CopyIntoVolume:input_type -> boxd.v1.CopyIntoVolumeRequest
+	8,  // 16: boxd.v1.VolumeService.CopyFromVolume:input_type -> boxd.v1.CopyFromVolumeRequest
+	0,  // 17: boxd.v1.VolumeService.StatVolumePath:input_type -> boxd.v1.StatVolumePathRequest
+	2,  // 18: boxd.v1.VolumeService.ListVolumeDir:input_type -> boxd.v1.ListVolumeDirRequest
+	4,  // 19: boxd.v1.VolumeService.ReadVolumeFile:input_type -> boxd.v1.ReadVolumeFileRequest
+	11, // 20: boxd.v1.VolumeService.CreateVolume:output_type -> boxd.v1.CreateVolumeResponse
+	13, // 21: boxd.v1.VolumeService.ListVolumes:output_type -> boxd.v1.ListVolumesResponse
+	15, // 22: boxd.v1.VolumeService.GetVolume:output_type -> boxd.v1.GetVolumeResponse
+	17, // 23: boxd.v1.VolumeService.RemoveVolume:output_type -> boxd.v1.RemoveVolumeResponse
+	19, // 24: boxd.v1.VolumeService.SnapshotVolume:output_type -> boxd.v1.SnapshotVolumeResponse
+	7,  // 25: boxd.v1.VolumeService.CopyIntoVolume:output_type -> boxd.v1.CopyIntoVolumeResponse
+	9,  // 26: boxd.v1.VolumeService.CopyFromVolume:output_type -> boxd.v1.CopyFromVolumeResponse
+	1,  // 27: boxd.v1.VolumeService.StatVolumePath:output_type -> boxd.v1.StatVolumePathResponse
+	3,  // 28: boxd.v1.VolumeService.ListVolumeDir:output_type -> boxd.v1.ListVolumeDirResponse
+	5,  // 29: boxd.v1.VolumeService.ReadVolumeFile:output_type -> boxd.v1.ReadVolumeFileResponse
+	20, // [20:30] is the sub-list for method output_type
+	10, // [10:20] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_boxd_v1_volumes_proto_init() }
@@ -1030,13 +1370,14 @@ func file_boxd_v1_volumes_proto_init() {
 	if File_boxd_v1_volumes_proto != nil {
 		return
 	}
+	file_boxd_v1_files_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_boxd_v1_volumes_proto_rawDesc), len(file_boxd_v1_volumes_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -117,7 +117,7 @@ class CopyOutResponse(_message.Message):
     def __init__(self, data: _Optional[bytes] = ...) -> None: ...
 
 class CreateSandboxRequest(_message.Message):
-    __slots__ = ["auto_resume", "binds", "cold", "cpu_weight", "env", "exec_timeout", "hostname", "idle_timeout", "image", "labels", "limits", "memory_low", "name", "network", "on_idle", "output_limit", "publish", "pull", "read_only_rootfs", "registry_auth", "replace", "runtime", "secrets", "tmpfs", "ttl", "ulimits", "user", "volumes", "workdir"]
+    __slots__ = ["auto_resume", "binds", "cold", "cpu_weight", "env", "exec_timeout", "git", "git_depth", "hostname", "idle_timeout", "image", "labels", "limits", "memory_low", "name", "network", "on_idle", "output_limit", "publish", "pull", "read_only_rootfs", "registry_auth", "replace", "runtime", "secrets", "tmpfs", "ttl", "ulimits", "user", "volumes", "workdir"]
     class LabelsEntry(_message.Message):
         __slots__ = ["key", "value"]
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -131,6 +131,8 @@ class CreateSandboxRequest(_message.Message):
     CPU_WEIGHT_FIELD_NUMBER: _ClassVar[int]
     ENV_FIELD_NUMBER: _ClassVar[int]
     EXEC_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
+    GIT_DEPTH_FIELD_NUMBER: _ClassVar[int]
+    GIT_FIELD_NUMBER: _ClassVar[int]
     HOSTNAME_FIELD_NUMBER: _ClassVar[int]
     IDLE_TIMEOUT_FIELD_NUMBER: _ClassVar[int]
     IMAGE_FIELD_NUMBER: _ClassVar[int]
@@ -160,6 +162,8 @@ class CreateSandboxRequest(_message.Message):
     cpu_weight: int
     env: _containers.RepeatedScalarFieldContainer[str]
     exec_timeout: str
+    git: str
+    git_depth: int
     hostname: str
     idle_timeout: str
     image: str
@@ -183,7 +187,7 @@ class CreateSandboxRequest(_message.Message):
     user: str
     volumes: _containers.RepeatedScalarFieldContainer[str]
     workdir: str
-    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., name: _Optional[str] = ..., ttl: _Optional[str] = ..., publish: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkRequest, _Mapping]] = ..., idle_timeout: _Optional[str] = ..., on_idle: _Optional[str] = ..., pull: _Optional[str] = ..., registry_auth: _Optional[_Union[RegistryAuth, _Mapping]] = ..., user: _Optional[str] = ..., read_only_rootfs: bool = ..., tmpfs: _Optional[_Iterable[str]] = ..., ulimits: _Optional[_Iterable[str]] = ..., hostname: _Optional[str] = ..., cpu_weight: _Optional[int] = ..., memory_low: _Optional[str] = ..., exec_timeout: _Optional[str] = ..., output_limit: _Optional[int] = ..., replace: bool = ..., cold: bool = ..., runtime: _Optional[str] = ..., volumes: _Optional[_Iterable[str]] = ..., binds: _Optional[_Iterable[str]] = ..., secrets: _Optional[_Iterable[str]] = ..., auto_resume: bool = ...) -> None: ...
+    def __init__(self, image: _Optional[str] = ..., limits: _Optional[_Union[Limits, _Mapping]] = ..., env: _Optional[_Iterable[str]] = ..., workdir: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., name: _Optional[str] = ..., ttl: _Optional[str] = ..., publish: _Optional[_Iterable[_Union[PublishedPort, _Mapping]]] = ..., network: _Optional[_Union[NetworkRequest, _Mapping]] = ..., idle_timeout: _Optional[str] = ..., on_idle: _Optional[str] = ..., pull: _Optional[str] = ..., registry_auth: _Optional[_Union[RegistryAuth, _Mapping]] = ..., user: _Optional[str] = ..., read_only_rootfs: bool = ..., tmpfs: _Optional[_Iterable[str]] = ..., ulimits: _Optional[_Iterable[str]] = ..., hostname: _Optional[str] = ..., cpu_weight: _Optional[int] = ..., memory_low: _Optional[str] = ..., exec_timeout: _Optional[str] = ..., output_limit: _Optional[int] = ..., replace: bool = ..., cold: bool = ..., runtime: _Optional[str] = ..., volumes: _Optional[_Iterable[str]] = ..., binds: _Optional[_Iterable[str]] = ..., secrets: _Optional[_Iterable[str]] = ..., auto_resume: bool = ..., git: _Optional[str] = ..., git_depth: _Optional[int] = ...) -> None: ...
 
 class CreateSandboxResponse(_message.Message):
     __slots__ = ["sandbox"]

@@ -11,9 +11,10 @@ from google.protobuf import symbol_database as _symbol_database
 _sym_db = _symbol_database.Default()
 
 
+from boxd.v1 import files_pb2 as boxd_dot_v1_dot_files__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x62oxd/v1/volumes.proto\x12\x07\x62oxd.v1\"A\n\x15\x43opyIntoVolumeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"\x18\n\x16\x43opyIntoVolumeResponse\"3\n\x15\x43opyFromVolumeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\"&\n\x16\x43opyFromVolumeResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"\xb8\x01\n\x13\x43reateVolumeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\t\x12\x38\n\x06labels\x18\x03 \x03(\x0b\x32(.boxd.v1.CreateVolumeRequest.LabelsEntry\x12\x0e\n\x06shared\x18\x04 \x01(\x08\x12\x0c\n\x04\x66rom\x18\x05 \x01(\t\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"7\n\x14\x43reateVolumeResponse\x12\x1f\n\x06volume\x18\x01 \x01(\x0b\x32\x0f.boxd.v1.Volume\"\x14\n\x12ListVolumesRequest\"7\n\x13ListVolumesResponse\x12 \n\x07volumes\x18\x01 \x03(\x0b\x32\x0f.boxd.v1.Volume\" \n\x10GetVolumeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"4\n\x11GetVolumeResponse\x12\x1f\n\x06volume\x18\x01 \x01(\x0b\x32\x0f.boxd.v1.Volume\"2\n\x13RemoveVolumeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x66orce\x18\x02 \x01(\x08\"\x16\n\x14RemoveVolumeResponse\"7\n\x15SnapshotVolumeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08snapshot\x18\x02 \x01(\t\"9\n\x16SnapshotVolumeResponse\x12\x1f\n\x06volume\x18\x01 \x01(\x0b\x32\x0f.boxd.v1.Volume\"\x96\x02\n\x06Volume\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x12\n\nsize_bytes\x18\x03 \x01(\x03\x12\x12\n\nused_bytes\x18\x04 \x01(\x03\x12\x11\n\towner_uid\x18\x05 \x01(\r\x12+\n\x06labels\x18\x06 \x03(\x0b\x32\x1b.boxd.v1.Volume.LabelsEntry\x12\x12\n\ncreated_at\x18\x07 \x01(\t\x12\x0e\n\x06shared\x18\x08 \x01(\x08\x12$\n\x06mounts\x18\t \x03(\x0b\x32\x14.boxd.v1.VolumeMount\x12\x11\n\tsnapshots\x18\n \x03(\t\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"e\n\x0bVolumeMount\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x11\n\tread_only\x18\x03 \x01(\x08\x12\x0e\n\x06volume\x18\x04 \x01(\t\x12\x11\n\tvolume_id\x18\x05 \x01(\t2\xb4\x04\n\rVolumeService\x12K\n\x0c\x43reateVolume\x12\x1c.boxd.v1.CreateVolumeRequest\x1a\x1d.boxd.v1.CreateVolumeResponse\x12H\n\x0bListVolumes\x12\x1b.boxd.v1.ListVolumesRequest\x1a\x1c.boxd.v1.ListVolumesResponse\x12\x42\n\tGetVolume\x12\x19.boxd.v1.GetVolumeRequest\x1a\x1a.boxd.v1.GetVolumeResponse\x12K\n\x0cRemoveVolume\x12\x1c.boxd.v1.RemoveVolumeRequest\x1a\x1d.boxd.v1.RemoveVolumeResponse\x12Q\n\x0eSnapshotVolume\x12\x1e.boxd.v1.SnapshotVolumeRequest\x1a\x1f.boxd.v1.SnapshotVolumeResponse\x12S\n\x0e\x43opyIntoVolume\x12\x1e.boxd.v1.CopyIntoVolumeRequest\x1a\x1f.boxd.v1.CopyIntoVolumeResponse(\x01\x12S\n\x0e\x43opyFromVolume\x12\x1e.boxd.v1.CopyFromVolumeRequest\x1a\x1f.boxd.v1.CopyFromVolumeResponse0\x01\x42\x31Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x15\x62oxd/v1/volumes.proto\x12\x07\x62oxd.v1\x1a\x13\x62oxd/v1/files.proto\"3\n\x15StatVolumePathRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\"9\n\x16StatVolumePathResponse\x12\x1f\n\x04info\x18\x01 \x01(\x0b\x32\x11.boxd.v1.FileInfo\"2\n\x14ListVolumeDirRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\"N\n\x15ListVolumeDirResponse\x12\"\n\x07\x65ntries\x18\x01 \x03(\x0b\x32\x11.boxd.v1.FileInfo\x12\x11\n\ttruncated\x18\x02 \x01(\x08\"3\n\x15ReadVolumeFileRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\"G\n\x16ReadVolumeFileResponse\x12\x1f\n\x04info\x18\x01 \x01(\x0b\x32\x11.boxd.v1.FileInfo\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"A\n\x15\x43opyIntoVolumeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\"\x18\n\x16\x43opyIntoVolumeResponse\"3\n\x15\x43opyFromVolumeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\"&\n\x16\x43opyFromVolumeResponse\x12\x0c\n\x04\x64\x61ta\x18\x01 \x01(\x0c\"\xb8\x01\n\x13\x43reateVolumeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0c\n\x04size\x18\x02 \x01(\t\x12\x38\n\x06labels\x18\x03 \x03(\x0b\x32(.boxd.v1.CreateVolumeRequest.LabelsEntry\x12\x0e\n\x06shared\x18\x04 \x01(\x08\x12\x0c\n\x04\x66rom\x18\x05 \x01(\t\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"7\n\x14\x43reateVolumeResponse\x12\x1f\n\x06volume\x18\x01 \x01(\x0b\x32\x0f.boxd.v1.Volume\"\x14\n\x12ListVolumesRequest\"7\n\x13ListVolumesResponse\x12 \n\x07volumes\x18\x01 \x03(\x0b\x32\x0f.boxd.v1.Volume\" \n\x10GetVolumeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\"4\n\x11GetVolumeResponse\x12\x1f\n\x06volume\x18\x01 \x01(\x0b\x32\x0f.boxd.v1.Volume\"2\n\x13RemoveVolumeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x66orce\x18\x02 \x01(\x08\"\x16\n\x14RemoveVolumeResponse\"7\n\x15SnapshotVolumeRequest\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x10\n\x08snapshot\x18\x02 \x01(\t\"9\n\x16SnapshotVolumeResponse\x12\x1f\n\x06volume\x18\x01 \x01(\x0b\x32\x0f.boxd.v1.Volume\"\x96\x02\n\x06Volume\x12\n\n\x02id\x18\x01 \x01(\t\x12\x0c\n\x04name\x18\x02 \x01(\t\x12\x12\n\nsize_bytes\x18\x03 \x01(\x03\x12\x12\n\nused_bytes\x18\x04 \x01(\x03\x12\x11\n\towner_uid\x18\x05 \x01(\r\x12+\n\x06labels\x18\x06 \x03(\x0b\x32\x1b.boxd.v1.Volume.LabelsEntry\x12\x12\n\ncreated_at\x18\x07 \x01(\t\x12\x0e\n\x06shared\x18\x08 \x01(\x08\x12$\n\x06mounts\x18\t \x03(\x0b\x32\x14.boxd.v1.VolumeMount\x12\x11\n\tsnapshots\x18\n \x03(\t\x1a-\n\x0bLabelsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"e\n\x0bVolumeMount\x12\x12\n\nsandbox_id\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x01(\t\x12\x11\n\tread_only\x18\x03 \x01(\x08\x12\x0e\n\x06volume\x18\x04 \x01(\t\x12\x11\n\tvolume_id\x18\x05 \x01(\t2\xac\x06\n\rVolumeService\x12K\n\x0c\x43reateVolume\x12\x1c.boxd.v1.CreateVolumeRequest\x1a\x1d.boxd.v1.CreateVolumeResponse\x12H\n\x0bListVolumes\x12\x1b.boxd.v1.ListVolumesRequest\x1a\x1c.boxd.v1.ListVolumesResponse\x12\x42\n\tGetVolume\x12\x19.boxd.v1.GetVolumeRequest\x1a\x1a.boxd.v1.GetVolumeResponse\x12K\n\x0cRemoveVolume\x12\x1c.boxd.v1.RemoveVolumeRequest\x1a\x1d.boxd.v1.RemoveVolumeResponse\x12Q\n\x0eSnapshotVolume\x12\x1e.boxd.v1.SnapshotVolumeRequest\x1a\x1f.boxd.v1.SnapshotVolumeResponse\x12S\n\x0e\x43opyIntoVolume\x12\x1e.boxd.v1.CopyIntoVolumeRequest\x1a\x1f.boxd.v1.CopyIntoVolumeResponse(\x01\x12S\n\x0e\x43opyFromVolume\x12\x1e.boxd.v1.CopyFromVolumeRequest\x1a\x1f.boxd.v1.CopyFromVolumeResponse0\x01\x12Q\n\x0eStatVolumePath\x12\x1e.boxd.v1.StatVolumePathRequest\x1a\x1f.boxd.v1.StatVolumePathResponse\x12N\n\rListVolumeDir\x12\x1d.boxd.v1.ListVolumeDirRequest\x1a\x1e.boxd.v1.ListVolumeDirResponse\x12S\n\x0eReadVolumeFile\x12\x1e.boxd.v1.ReadVolumeFileRequest\x1a\x1f.boxd.v1.ReadVolumeFileResponse0\x01\x42\x31Z/github.com/boxd-dev/boxd/rpc/gen/boxd/v1;boxdv1b\x06proto3')
 
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, globals())
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'boxd.v1.volumes_pb2', globals())
@@ -25,42 +26,54 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _CREATEVOLUMEREQUEST_LABELSENTRY._serialized_options = b'8\001'
   _VOLUME_LABELSENTRY._options = None
   _VOLUME_LABELSENTRY._serialized_options = b'8\001'
-  _COPYINTOVOLUMEREQUEST._serialized_start=34
-  _COPYINTOVOLUMEREQUEST._serialized_end=99
-  _COPYINTOVOLUMERESPONSE._serialized_start=101
-  _COPYINTOVOLUMERESPONSE._serialized_end=125
-  _COPYFROMVOLUMEREQUEST._serialized_start=127
-  _COPYFROMVOLUMEREQUEST._serialized_end=178
-  _COPYFROMVOLUMERESPONSE._serialized_start=180
-  _COPYFROMVOLUMERESPONSE._serialized_end=218
-  _CREATEVOLUMEREQUEST._serialized_start=221
-  _CREATEVOLUMEREQUEST._serialized_end=405
-  _CREATEVOLUMEREQUEST_LABELSENTRY._serialized_start=360
-  _CREATEVOLUMEREQUEST_LABELSENTRY._serialized_end=405
-  _CREATEVOLUMERESPONSE._serialized_start=407
-  _CREATEVOLUMERESPONSE._serialized_end=462
-  _LISTVOLUMESREQUEST._serialized_start=464
-  _LISTVOLUMESREQUEST._serialized_end=484
-  _LISTVOLUMESRESPONSE._serialized_start=486
-  _LISTVOLUMESRESPONSE._serialized_end=541
-  _GETVOLUMEREQUEST._serialized_start=543
-  _GETVOLUMEREQUEST._serialized_end=575
-  _GETVOLUMERESPONSE._serialized_start=577
-  _GETVOLUMERESPONSE._serialized_end=629
-  _REMOVEVOLUMEREQUEST._serialized_start=631
-  _REMOVEVOLUMEREQUEST._serialized_end=681
-  _REMOVEVOLUMERESPONSE._serialized_start=683
-  _REMOVEVOLUMERESPONSE._serialized_end=705
-  _SNAPSHOTVOLUMEREQUEST._serialized_start=707
-  _SNAPSHOTVOLUMEREQUEST._serialized_end=762
-  _SNAPSHOTVOLUMERESPONSE._serialized_start=764
-  _SNAPSHOTVOLUMERESPONSE._serialized_end=821
-  _VOLUME._serialized_start=824
-  _VOLUME._serialized_end=1102
-  _VOLUME_LABELSENTRY._serialized_start=360
-  _VOLUME_LABELSENTRY._serialized_end=405
-  _VOLUMEMOUNT._serialized_start=1104
-  _VOLUMEMOUNT._serialized_end=1205
-  _VOLUMESERVICE._serialized_start=1208
-  _VOLUMESERVICE._serialized_end=1772
+  _STATVOLUMEPATHREQUEST._serialized_start=55
+  _STATVOLUMEPATHREQUEST._serialized_end=106
+  _STATVOLUMEPATHRESPONSE._serialized_start=108
+  _STATVOLUMEPATHRESPONSE._serialized_end=165
+  _LISTVOLUMEDIRREQUEST._serialized_start=167
+  _LISTVOLUMEDIRREQUEST._serialized_end=217
+  _LISTVOLUMEDIRRESPONSE._serialized_start=219
+  _LISTVOLUMEDIRRESPONSE._serialized_end=297
+  _READVOLUMEFILEREQUEST._serialized_start=299
+  _READVOLUMEFILEREQUEST._serialized_end=350
+  _READVOLUMEFILERESPONSE._serialized_start=352
+  _READVOLUMEFILERESPONSE._serialized_end=423
+  _COPYINTOVOLUMEREQUEST._serialized_start=425
+  _COPYINTOVOLUMEREQUEST._serialized_end=490
+  _COPYINTOVOLUMERESPONSE._serialized_start=492
+  _COPYINTOVOLUMERESPONSE._serialized_end=516
+  _COPYFROMVOLUMEREQUEST._serialized_start=518
+  _COPYFROMVOLUMEREQUEST._serialized_end=569
+  _COPYFROMVOLUMERESPONSE._serialized_start=571
+  _COPYFROMVOLUMERESPONSE._serialized_end=609
+  _CREATEVOLUMEREQUEST._serialized_start=612
+  _CREATEVOLUMEREQUEST._serialized_end=796
+  _CREATEVOLUMEREQUEST_LABELSENTRY._serialized_start=751
+  _CREATEVOLUMEREQUEST_LABELSENTRY._serialized_end=796
+  _CREATEVOLUMERESPONSE._serialized_start=798
+  _CREATEVOLUMERESPONSE._serialized_end=853
+  _LISTVOLUMESREQUEST._serialized_start=855
+  _LISTVOLUMESREQUEST._serialized_end=875
+  _LISTVOLUMESRESPONSE._serialized_start=877
+  _LISTVOLUMESRESPONSE._serialized_end=932
+  _GETVOLUMEREQUEST._serialized_start=934
+  _GETVOLUMEREQUEST._serialized_end=966
+  _GETVOLUMERESPONSE._serialized_start=968
+  _GETVOLUMERESPONSE._serialized_end=1020
+  _REMOVEVOLUMEREQUEST._serialized_start=1022
+  _REMOVEVOLUMEREQUEST._serialized_end=1072
+  _REMOVEVOLUMERESPONSE._serialized_start=1074
+  _REMOVEVOLUMERESPONSE._serialized_end=1096
+  _SNAPSHOTVOLUMEREQUEST._serialized_start=1098
+  _SNAPSHOTVOLUMEREQUEST._serialized_end=1153
+  _SNAPSHOTVOLUMERESPONSE._serialized_start=1155
+  _SNAPSHOTVOLUMERESPONSE._serialized_end=1212
+  _VOLUME._serialized_start=1215
+  _VOLUME._serialized_end=1493
+  _VOLUME_LABELSENTRY._serialized_start=751
+  _VOLUME_LABELSENTRY._serialized_end=796
+  _VOLUMEMOUNT._serialized_start=1495
+  _VOLUMEMOUNT._serialized_end=1596
+  _VOLUMESERVICE._serialized_start=1599
+  _VOLUMESERVICE._serialized_end=2411
 # @@protoc_insertion_point(module_scope)

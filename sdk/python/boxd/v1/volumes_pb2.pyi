@@ -1,3 +1,4 @@
+from boxd.v1 import files_pb2 as _files_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -71,6 +72,22 @@ class GetVolumeResponse(_message.Message):
     volume: Volume
     def __init__(self, volume: _Optional[_Union[Volume, _Mapping]] = ...) -> None: ...
 
+class ListVolumeDirRequest(_message.Message):
+    __slots__ = ["name", "path"]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    path: str
+    def __init__(self, name: _Optional[str] = ..., path: _Optional[str] = ...) -> None: ...
+
+class ListVolumeDirResponse(_message.Message):
+    __slots__ = ["entries", "truncated"]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATED_FIELD_NUMBER: _ClassVar[int]
+    entries: _containers.RepeatedCompositeFieldContainer[_files_pb2.FileInfo]
+    truncated: bool
+    def __init__(self, entries: _Optional[_Iterable[_Union[_files_pb2.FileInfo, _Mapping]]] = ..., truncated: bool = ...) -> None: ...
+
 class ListVolumesRequest(_message.Message):
     __slots__ = []
     def __init__(self) -> None: ...
@@ -80,6 +97,22 @@ class ListVolumesResponse(_message.Message):
     VOLUMES_FIELD_NUMBER: _ClassVar[int]
     volumes: _containers.RepeatedCompositeFieldContainer[Volume]
     def __init__(self, volumes: _Optional[_Iterable[_Union[Volume, _Mapping]]] = ...) -> None: ...
+
+class ReadVolumeFileRequest(_message.Message):
+    __slots__ = ["name", "path"]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    path: str
+    def __init__(self, name: _Optional[str] = ..., path: _Optional[str] = ...) -> None: ...
+
+class ReadVolumeFileResponse(_message.Message):
+    __slots__ = ["data", "info"]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    INFO_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    info: _files_pb2.FileInfo
+    def __init__(self, info: _Optional[_Union[_files_pb2.FileInfo, _Mapping]] = ..., data: _Optional[bytes] = ...) -> None: ...
 
 class RemoveVolumeRequest(_message.Message):
     __slots__ = ["force", "name"]
@@ -106,6 +139,20 @@ class SnapshotVolumeResponse(_message.Message):
     VOLUME_FIELD_NUMBER: _ClassVar[int]
     volume: Volume
     def __init__(self, volume: _Optional[_Union[Volume, _Mapping]] = ...) -> None: ...
+
+class StatVolumePathRequest(_message.Message):
+    __slots__ = ["name", "path"]
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    path: str
+    def __init__(self, name: _Optional[str] = ..., path: _Optional[str] = ...) -> None: ...
+
+class StatVolumePathResponse(_message.Message):
+    __slots__ = ["info"]
+    INFO_FIELD_NUMBER: _ClassVar[int]
+    info: _files_pb2.FileInfo
+    def __init__(self, info: _Optional[_Union[_files_pb2.FileInfo, _Mapping]] = ...) -> None: ...
 
 class Volume(_message.Message):
     __slots__ = ["created_at", "id", "labels", "mounts", "name", "owner_uid", "shared", "size_bytes", "snapshots", "used_bytes"]

@@ -53,6 +53,15 @@ const (
 	// VolumeServiceCopyFromVolumeProcedure is the fully-qualified name of the VolumeService's
 	// CopyFromVolume RPC.
 	VolumeServiceCopyFromVolumeProcedure = "/boxd.v1.VolumeService/CopyFromVolume"
+	// VolumeServiceStatVolumePathProcedure is the fully-qualified name of the VolumeService's
+	// StatVolumePath RPC.
+	VolumeServiceStatVolumePathProcedure = "/boxd.v1.VolumeService/StatVolumePath"
+	// VolumeServiceListVolumeDirProcedure is the fully-qualified name of the VolumeService's
+	// ListVolumeDir RPC.
+	VolumeServiceListVolumeDirProcedure = "/boxd.v1.VolumeService/ListVolumeDir"
+	// VolumeServiceReadVolumeFileProcedure is the fully-qualified name of the VolumeService's
+	// ReadVolumeFile RPC.
+	VolumeServiceReadVolumeFileProcedure = "/boxd.v1.VolumeService/ReadVolumeFile"
 )
 
 // VolumeServiceClient is a client for the boxd.v1.VolumeService service.
@@ -91,6 +100,20 @@ type VolumeServiceClient interface {
 	// CopyFromVolume streams a tar of path in a volume no sandbox mounts
 	// read-write; its one top-level entry is path's base name.
 	CopyFromVolume(context.Context, *connect.Request[v1.CopyFromVolumeRequest]) (*connect.ServerStreamForClient[v1.CopyFromVolumeResponse], error)
+	// StatVolumePath describes one path in a volume no sandbox mounts
+	// read-write, as CopyFromVolume reads it: resolved beneath the volume's
+	// root without following any symlink (a final symlink is described,
+	// not followed). Owners are as the sandboxes that mount the volume see
+	// them (the volume's root is 0). Errors: not_found (the volume or the
+	// path), failed_precondition (a sandbox mounts it read-write),
+	// invalid_argument (path, or a symlink in the way).
+	StatVolumePath(context.Context, *connect.Request[v1.StatVolumePathRequest]) (*connect.Response[v1.StatVolumePathResponse], error)
+	// ListVolumeDir lists one directory of such a volume: its entries
+	// sorted by name, at most 10,000 (truncated says more were left out).
+	ListVolumeDir(context.Context, *connect.Request[v1.ListVolumeDirRequest]) (*connect.Response[v1.ListVolumeDirResponse], error)
+	// ReadVolumeFile streams a regular file of such a volume (a symlink,
+	// a directory or a device is invalid_argument naming path).
+	ReadVolumeFile(context.Context, *connect.Request[v1.ReadVolumeFileRequest]) (*connect.ServerStreamForClient[v1.ReadVolumeFileResponse], error)
 }
 
 // NewVolumeServiceClient constructs a client for the boxd.v1.VolumeService service. By default, it
@@ -146,6 +169,24 @@ func NewVolumeServiceClient(httpClient connect.HTTPClient, baseURL string, opts 
 			connect.WithSchema(volumeServiceMethods.ByName("CopyFromVolume")),
 			connect.WithClientOptions(opts...),
 		),
+		statVolumePath: connect.NewClient[v1.StatVolumePathRequest, v1.StatVolumePathResponse](
+			httpClient,
+			baseURL+VolumeServiceStatVolumePathProcedure,
+			connect.WithSchema(volumeServiceMethods.ByName("StatVolumePath")),
+			connect.WithClientOptions(opts...),
+		),
+		listVolumeDir: connect.NewClient[v1.ListVolumeDirRequest, v1.ListVolumeDirResponse](
+			httpClient,
+			baseURL+VolumeServiceListVolumeDirProcedure,
+			connect.WithSchema(volumeServiceMethods.ByName("ListVolumeDir")),
+			connect.WithClientOptions(opts...),
+		),
+		readVolumeFile: connect.NewClient[v1.ReadVolumeFileRequest, v1.ReadVolumeFileResponse](
+			httpClient,
+			baseURL+VolumeServiceReadVolumeFileProcedure,
+			connect.WithSchema(volumeServiceMethods.ByName("ReadVolumeFile")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -158,6 +199,9 @@ type volumeServiceClient struct {
 	snapshotVolume *connect.Client[v1.SnapshotVolumeRequest, v1.SnapshotVolumeResponse]
 	copyIntoVolume *connect.Client[v1.CopyIntoVolumeRequest, v1.CopyIntoVolumeResponse]
 	copyFromVolume *connect.Client[v1.CopyFromVolumeRequest, v1.CopyFromVolumeResponse]
+	statVolumePath *connect.Client[v1.StatVolumePathRequest, v1.StatVolumePathResponse]
+	listVolumeDir  *connect.Client[v1.ListVolumeDirRequest, v1.ListVolumeDirResponse]
+	readVolumeFile *connect.Client[v1.ReadVolumeFileRequest, v1.ReadVolumeFileResponse]
 }
 
 // CreateVolume calls boxd.v1.VolumeService.CreateVolume.
@@ -193,6 +237,21 @@ func (c *volumeServiceClient) CopyIntoVolume(ctx context.Context) *connect.Clien
 // CopyFromVolume calls boxd.v1.VolumeService.CopyFromVolume.
 func (c *volumeServiceClient) CopyFromVolume(ctx context.Context, req *connect.Request[v1.CopyFromVolumeRequest]) (*connect.ServerStreamForClient[v1.CopyFromVolumeResponse], error) {
 	return c.copyFromVolume.CallServerStream(ctx, req)
+}
+
+// StatVolumePath calls boxd.v1.VolumeService.StatVolumePath.
+func (c *volumeServiceClient) StatVolumePath(ctx context.Context, req *connect.Request[v1.StatVolumePathRequest]) (*connect.Response[v1.StatVolumePathResponse], error) {
+	return c.statVolumePath.CallUnary(ctx, req)
+}
+
+// ListVolumeDir calls boxd.v1.VolumeService.ListVolumeDir.
+func (c *volumeServiceClient) ListVolumeDir(ctx context.Context, req *connect.Request[v1.ListVolumeDirRequest]) (*connect.Response[v1.ListVolumeDirResponse], error) {
+	return c.listVolumeDir.CallUnary(ctx, req)
+}
+
+// ReadVolumeFile calls boxd.v1.VolumeService.ReadVolumeFile.
+func (c *volumeServiceClient) ReadVolumeFile(ctx context.Context, req *connect.Request[v1.ReadVolumeFileRequest]) (*connect.ServerStreamForClient[v1.ReadVolumeFileResponse], error) {
+	return c.readVolumeFile.CallServerStream(ctx, req)
 }
 
 // VolumeServiceHandler is an implementation of the boxd.v1.VolumeService service.
@@ -231,6 +290,20 @@ type VolumeServiceHandler interface {
 	// CopyFromVolume streams a tar of path in a volume no sandbox mounts
 	// read-write; its one top-level entry is path's base name.
 	CopyFromVolume(context.Context, *connect.Request[v1.CopyFromVolumeRequest], *connect.ServerStream[v1.CopyFromVolumeResponse]) error
+	// StatVolumePath describes one path in a volume no sandbox mounts
+	// read-write, as CopyFromVolume reads it: resolved beneath the volume's
+	// root without following any symlink (a final symlink is described,
+	// not followed). Owners are as the sandboxes that mount the volume see
+	// them (the volume's root is 0). Errors: not_found (the volume or the
+	// path), failed_precondition (a sandbox mounts it read-write),
+	// invalid_argument (path, or a symlink in the way).
+	StatVolumePath(context.Context, *connect.Request[v1.StatVolumePathRequest]) (*connect.Response[v1.StatVolumePathResponse], error)
+	// ListVolumeDir lists one directory of such a volume: its entries
+	// sorted by name, at most 10,000 (truncated says more were left out).
+	ListVolumeDir(context.Context, *connect.Request[v1.ListVolumeDirRequest]) (*connect.Response[v1.ListVolumeDirResponse], error)
+	// ReadVolumeFile streams a regular file of such a volume (a symlink,
+	// a directory or a device is invalid_argument naming path).
+	ReadVolumeFile(context.Context, *connect.Request[v1.ReadVolumeFileRequest], *connect.ServerStream[v1.ReadVolumeFileResponse]) error
 }
 
 // NewVolumeServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -282,6 +355,24 @@ func NewVolumeServiceHandler(svc VolumeServiceHandler, opts ...connect.HandlerOp
 		connect.WithSchema(volumeServiceMethods.ByName("CopyFromVolume")),
 		connect.WithHandlerOptions(opts...),
 	)
+	volumeServiceStatVolumePathHandler := connect.NewUnaryHandler(
+		VolumeServiceStatVolumePathProcedure,
+		svc.StatVolumePath,
+		connect.WithSchema(volumeServiceMethods.ByName("StatVolumePath")),
+		connect.WithHandlerOptions(opts...),
+	)
+	volumeServiceListVolumeDirHandler := connect.NewUnaryHandler(
+		VolumeServiceListVolumeDirProcedure,
+		svc.ListVolumeDir,
+		connect.WithSchema(volumeServiceMethods.ByName("ListVolumeDir")),
+		connect.WithHandlerOptions(opts...),
+	)
+	volumeServiceReadVolumeFileHandler := connect.NewServerStreamHandler(
+		VolumeServiceReadVolumeFileProcedure,
+		svc.ReadVolumeFile,
+		connect.WithSchema(volumeServiceMethods.ByName("ReadVolumeFile")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/boxd.v1.VolumeService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case VolumeServiceCreateVolumeProcedure:
@@ -298,6 +389,12 @@ func NewVolumeServiceHandler(svc VolumeServiceHandler, opts ...connect.HandlerOp
 			volumeServiceCopyIntoVolumeHandler.ServeHTTP(w, r)
 		case VolumeServiceCopyFromVolumeProcedure:
 			volumeServiceCopyFromVolumeHandler.ServeHTTP(w, r)
+		case VolumeServiceStatVolumePathProcedure:
+			volumeServiceStatVolumePathHandler.ServeHTTP(w, r)
+		case VolumeServiceListVolumeDirProcedure:
+			volumeServiceListVolumeDirHandler.ServeHTTP(w, r)
+		case VolumeServiceReadVolumeFileProcedure:
+			volumeServiceReadVolumeFileHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -333,4 +430,16 @@ func (UnimplementedVolumeServiceHandler) CopyIntoVolume(context.Context, *connec
 
 func (UnimplementedVolumeServiceHandler) CopyFromVolume(context.Context, *connect.Request[v1.CopyFromVolumeRequest], *connect.ServerStream[v1.CopyFromVolumeResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.VolumeService.CopyFromVolume is not implemented"))
+}
+
+func (UnimplementedVolumeServiceHandler) StatVolumePath(context.Context, *connect.Request[v1.StatVolumePathRequest]) (*connect.Response[v1.StatVolumePathResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.VolumeService.StatVolumePath is not implemented"))
+}
+
+func (UnimplementedVolumeServiceHandler) ListVolumeDir(context.Context, *connect.Request[v1.ListVolumeDirRequest]) (*connect.Response[v1.ListVolumeDirResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.VolumeService.ListVolumeDir is not implemented"))
+}
+
+func (UnimplementedVolumeServiceHandler) ReadVolumeFile(context.Context, *connect.Request[v1.ReadVolumeFileRequest], *connect.ServerStream[v1.ReadVolumeFileResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("boxd.v1.VolumeService.ReadVolumeFile is not implemented"))
 }

@@ -4,13 +4,152 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { FileInfo } from "./files_pb.js";
+import { file_boxd_v1_files } from "./files_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file boxd/v1/volumes.proto.
  */
 export const file_boxd_v1_volumes: GenFile = /*@__PURE__*/
-  fileDesc("ChVib3hkL3YxL3ZvbHVtZXMucHJvdG8SB2JveGQudjEiQQoVQ29weUludG9Wb2x1bWVSZXF1ZXN0EgwKBG5hbWUYASABKAkSDAoEcGF0aBgCIAEoCRIMCgRkYXRhGAMgASgMIhgKFkNvcHlJbnRvVm9sdW1lUmVzcG9uc2UiMwoVQ29weUZyb21Wb2x1bWVSZXF1ZXN0EgwKBG5hbWUYASABKAkSDAoEcGF0aBgCIAEoCSImChZDb3B5RnJvbVZvbHVtZVJlc3BvbnNlEgwKBGRhdGEYASABKAwiuAEKE0NyZWF0ZVZvbHVtZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRIMCgRzaXplGAIgASgJEjgKBmxhYmVscxgDIAMoCzIoLmJveGQudjEuQ3JlYXRlVm9sdW1lUmVxdWVzdC5MYWJlbHNFbnRyeRIOCgZzaGFyZWQYBCABKAgSDAoEZnJvbRgFIAEoCRotCgtMYWJlbHNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIjcKFENyZWF0ZVZvbHVtZVJlc3BvbnNlEh8KBnZvbHVtZRgBIAEoCzIPLmJveGQudjEuVm9sdW1lIhQKEkxpc3RWb2x1bWVzUmVxdWVzdCI3ChNMaXN0Vm9sdW1lc1Jlc3BvbnNlEiAKB3ZvbHVtZXMYASADKAsyDy5ib3hkLnYxLlZvbHVtZSIgChBHZXRWb2x1bWVSZXF1ZXN0EgwKBG5hbWUYASABKAkiNAoRR2V0Vm9sdW1lUmVzcG9uc2USHwoGdm9sdW1lGAEgASgLMg8uYm94ZC52MS5Wb2x1bWUiMgoTUmVtb3ZlVm9sdW1lUmVxdWVzdBIMCgRuYW1lGAEgASgJEg0KBWZvcmNlGAIgASgIIhYKFFJlbW92ZVZvbHVtZVJlc3BvbnNlIjcKFVNuYXBzaG90Vm9sdW1lUmVxdWVzdBIMCgRuYW1lGAEgASgJEhAKCHNuYXBzaG90GAIgASgJIjkKFlNuYXBzaG90Vm9sdW1lUmVzcG9uc2USHwoGdm9sdW1lGAEgASgLMg8uYm94ZC52MS5Wb2x1bWUilgIKBlZvbHVtZRIKCgJpZBgBIAEoCRIMCgRuYW1lGAIgASgJEhIKCnNpemVfYnl0ZXMYAyABKAMSEgoKdXNlZF9ieXRlcxgEIAEoAxIRCglvd25lcl91aWQYBSABKA0SKwoGbGFiZWxzGAYgAygLMhsuYm94ZC52MS5Wb2x1bWUuTGFiZWxzRW50cnkSEgoKY3JlYXRlZF9hdBgHIAEoCRIOCgZzaGFyZWQYCCABKAgSJAoGbW91bnRzGAkgAygLMhQuYm94ZC52MS5Wb2x1bWVNb3VudBIRCglzbmFwc2hvdHMYCiADKAkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASJlCgtWb2x1bWVNb3VudBISCgpzYW5kYm94X2lkGAEgASgJEgwKBHBhdGgYAiABKAkSEQoJcmVhZF9vbmx5GAMgASgIEg4KBnZvbHVtZRgEIAEoCRIRCgl2b2x1bWVfaWQYBSABKAkytAQKDVZvbHVtZVNlcnZpY2USSwoMQ3JlYXRlVm9sdW1lEhwuYm94ZC52MS5DcmVhdGVWb2x1bWVSZXF1ZXN0Gh0uYm94ZC52MS5DcmVhdGVWb2x1bWVSZXNwb25zZRJICgtMaXN0Vm9sdW1lcxIbLmJveGQudjEuTGlzdFZvbHVtZXNSZXF1ZXN0GhwuYm94ZC52MS5MaXN0Vm9sdW1lc1Jlc3BvbnNlEkIKCUdldFZvbHVtZRIZLmJveGQudjEuR2V0Vm9sdW1lUmVxdWVzdBoaLmJveGQudjEuR2V0Vm9sdW1lUmVzcG9uc2USSwoMUmVtb3ZlVm9sdW1lEhwuYm94ZC52MS5SZW1vdmVWb2x1bWVSZXF1ZXN0Gh0uYm94ZC52MS5SZW1vdmVWb2x1bWVSZXNwb25zZRJRCg5TbmFwc2hvdFZvbHVtZRIeLmJveGQudjEuU25hcHNob3RWb2x1bWVSZXF1ZXN0Gh8uYm94ZC52MS5TbmFwc2hvdFZvbHVtZVJlc3BvbnNlElMKDkNvcHlJbnRvVm9sdW1lEh4uYm94ZC52MS5Db3B5SW50b1ZvbHVtZVJlcXVlc3QaHy5ib3hkLnYxLkNvcHlJbnRvVm9sdW1lUmVzcG9uc2UoARJTCg5Db3B5RnJvbVZvbHVtZRIeLmJveGQudjEuQ29weUZyb21Wb2x1bWVSZXF1ZXN0Gh8uYm94ZC52MS5Db3B5RnJvbVZvbHVtZVJlc3BvbnNlMAFCMVovZ2l0aHViLmNvbS9ib3hkLWRldi9ib3hkL3JwYy9nZW4vYm94ZC92MTtib3hkdjFiBnByb3RvMw");
+  fileDesc("ChVib3hkL3YxL3ZvbHVtZXMucHJvdG8SB2JveGQudjEiMwoVU3RhdFZvbHVtZVBhdGhSZXF1ZXN0EgwKBG5hbWUYASABKAkSDAoEcGF0aBgCIAEoCSI5ChZTdGF0Vm9sdW1lUGF0aFJlc3BvbnNlEh8KBGluZm8YASABKAsyES5ib3hkLnYxLkZpbGVJbmZvIjIKFExpc3RWb2x1bWVEaXJSZXF1ZXN0EgwKBG5hbWUYASABKAkSDAoEcGF0aBgCIAEoCSJOChVMaXN0Vm9sdW1lRGlyUmVzcG9uc2USIgoHZW50cmllcxgBIAMoCzIRLmJveGQudjEuRmlsZUluZm8SEQoJdHJ1bmNhdGVkGAIgASgIIjMKFVJlYWRWb2x1bWVGaWxlUmVxdWVzdBIMCgRuYW1lGAEgASgJEgwKBHBhdGgYAiABKAkiRwoWUmVhZFZvbHVtZUZpbGVSZXNwb25zZRIfCgRpbmZvGAEgASgLMhEuYm94ZC52MS5GaWxlSW5mbxIMCgRkYXRhGAIgASgMIkEKFUNvcHlJbnRvVm9sdW1lUmVxdWVzdBIMCgRuYW1lGAEgASgJEgwKBHBhdGgYAiABKAkSDAoEZGF0YRgDIAEoDCIYChZDb3B5SW50b1ZvbHVtZVJlc3BvbnNlIjMKFUNvcHlGcm9tVm9sdW1lUmVxdWVzdBIMCgRuYW1lGAEgASgJEgwKBHBhdGgYAiABKAkiJgoWQ29weUZyb21Wb2x1bWVSZXNwb25zZRIMCgRkYXRhGAEgASgMIrgBChNDcmVhdGVWb2x1bWVSZXF1ZXN0EgwKBG5hbWUYASABKAkSDAoEc2l6ZRgCIAEoCRI4CgZsYWJlbHMYAyADKAsyKC5ib3hkLnYxLkNyZWF0ZVZvbHVtZVJlcXVlc3QuTGFiZWxzRW50cnkSDgoGc2hhcmVkGAQgASgIEgwKBGZyb20YBSABKAkaLQoLTGFiZWxzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI3ChRDcmVhdGVWb2x1bWVSZXNwb25zZRIfCgZ2b2x1bWUYASABKAsyDy5ib3hkLnYxLlZvbHVtZSIUChJMaXN0Vm9sdW1lc1JlcXVlc3QiNwoTTGlzdFZvbHVtZXNSZXNwb25zZRIgCgd2b2x1bWVzGAEgAygLMg8uYm94ZC52MS5Wb2x1bWUiIAoQR2V0Vm9sdW1lUmVxdWVzdBIMCgRuYW1lGAEgASgJIjQKEUdldFZvbHVtZVJlc3BvbnNlEh8KBnZvbHVtZRgBIAEoCzIPLmJveGQudjEuVm9sdW1lIjIKE1JlbW92ZVZvbHVtZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRINCgVmb3JjZRgCIAEoCCIWChRSZW1vdmVWb2x1bWVSZXNwb25zZSI3ChVTbmFwc2hvdFZvbHVtZVJlcXVlc3QSDAoEbmFtZRgBIAEoCRIQCghzbmFwc2hvdBgCIAEoCSI5ChZTbmFwc2hvdFZvbHVtZVJlc3BvbnNlEh8KBnZvbHVtZRgBIAEoCzIPLmJveGQudjEuVm9sdW1lIpYCCgZWb2x1bWUSCgoCaWQYASABKAkSDAoEbmFtZRgCIAEoCRISCgpzaXplX2J5dGVzGAMgASgDEhIKCnVzZWRfYnl0ZXMYBCABKAMSEQoJb3duZXJfdWlkGAUgASgNEisKBmxhYmVscxgGIAMoCzIbLmJveGQudjEuVm9sdW1lLkxhYmVsc0VudHJ5EhIKCmNyZWF0ZWRfYXQYByABKAkSDgoGc2hhcmVkGAggASgIEiQKBm1vdW50cxgJIAMoCzIULmJveGQudjEuVm9sdW1lTW91bnQSEQoJc25hcHNob3RzGAogAygJGi0KC0xhYmVsc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiZQoLVm9sdW1lTW91bnQSEgoKc2FuZGJveF9pZBgBIAEoCRIMCgRwYXRoGAIgASgJEhEKCXJlYWRfb25seRgDIAEoCBIOCgZ2b2x1bWUYBCABKAkSEQoJdm9sdW1lX2lkGAUgASgJMqwGCg1Wb2x1bWVTZXJ2aWNlEksKDENyZWF0ZVZvbHVtZRIcLmJveGQudjEuQ3JlYXRlVm9sdW1lUmVxdWVzdBodLmJveGQudjEuQ3JlYXRlVm9sdW1lUmVzcG9uc2USSAoLTGlzdFZvbHVtZXMSGy5ib3hkLnYxLkxpc3RWb2x1bWVzUmVxdWVzdBocLmJveGQudjEuTGlzdFZvbHVtZXNSZXNwb25zZRJCCglHZXRWb2x1bWUSGS5ib3hkLnYxLkdldFZvbHVtZVJlcXVlc3QaGi5ib3hkLnYxLkdldFZvbHVtZVJlc3BvbnNlEksKDFJlbW92ZVZvbHVtZRIcLmJveGQudjEuUmVtb3ZlVm9sdW1lUmVxdWVzdBodLmJveGQudjEuUmVtb3ZlVm9sdW1lUmVzcG9uc2USUQoOU25hcHNob3RWb2x1bWUSHi5ib3hkLnYxLlNuYXBzaG90Vm9sdW1lUmVxdWVzdBofLmJveGQudjEuU25hcHNob3RWb2x1bWVSZXNwb25zZRJTCg5Db3B5SW50b1ZvbHVtZRIeLmJveGQudjEuQ29weUludG9Wb2x1bWVSZXF1ZXN0Gh8uYm94ZC52MS5Db3B5SW50b1ZvbHVtZVJlc3BvbnNlKAESUwoOQ29weUZyb21Wb2x1bWUSHi5ib3hkLnYxLkNvcHlGcm9tVm9sdW1lUmVxdWVzdBofLmJveGQudjEuQ29weUZyb21Wb2x1bWVSZXNwb25zZTABElEKDlN0YXRWb2x1bWVQYXRoEh4uYm94ZC52MS5TdGF0Vm9sdW1lUGF0aFJlcXVlc3QaHy5ib3hkLnYxLlN0YXRWb2x1bWVQYXRoUmVzcG9uc2USTgoNTGlzdFZvbHVtZURpchIdLmJveGQudjEuTGlzdFZvbHVtZURpclJlcXVlc3QaHi5ib3hkLnYxLkxpc3RWb2x1bWVEaXJSZXNwb25zZRJTCg5SZWFkVm9sdW1lRmlsZRIeLmJveGQudjEuUmVhZFZvbHVtZUZpbGVSZXF1ZXN0Gh8uYm94ZC52MS5SZWFkVm9sdW1lRmlsZVJlc3BvbnNlMAFCMVovZ2l0aHViLmNvbS9ib3hkLWRldi9ib3hkL3JwYy9nZW4vYm94ZC92MTtib3hkdjFiBnByb3RvMw", [file_boxd_v1_files]);
+
+/**
+ * @generated from message boxd.v1.StatVolumePathRequest
+ */
+export type StatVolumePathRequest = Message<"boxd.v1.StatVolumePathRequest"> & {
+  /**
+   * the volume's name or id
+   *
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * absolute, in the volume
+   *
+   * @generated from field: string path = 2;
+   */
+  path: string;
+};
+
+/**
+ * Describes the message boxd.v1.StatVolumePathRequest.
+ * Use `create(StatVolumePathRequestSchema)` to create a new message.
+ */
+export const StatVolumePathRequestSchema: GenMessage<StatVolumePathRequest> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_volumes, 0);
+
+/**
+ * @generated from message boxd.v1.StatVolumePathResponse
+ */
+export type StatVolumePathResponse = Message<"boxd.v1.StatVolumePathResponse"> & {
+  /**
+   * @generated from field: boxd.v1.FileInfo info = 1;
+   */
+  info?: FileInfo | undefined;
+};
+
+/**
+ * Describes the message boxd.v1.StatVolumePathResponse.
+ * Use `create(StatVolumePathResponseSchema)` to create a new message.
+ */
+export const StatVolumePathResponseSchema: GenMessage<StatVolumePathResponse> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_volumes, 1);
+
+/**
+ * @generated from message boxd.v1.ListVolumeDirRequest
+ */
+export type ListVolumeDirRequest = Message<"boxd.v1.ListVolumeDirRequest"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * absolute, in the volume; "/" its root
+   *
+   * @generated from field: string path = 2;
+   */
+  path: string;
+};
+
+/**
+ * Describes the message boxd.v1.ListVolumeDirRequest.
+ * Use `create(ListVolumeDirRequestSchema)` to create a new message.
+ */
+export const ListVolumeDirRequestSchema: GenMessage<ListVolumeDirRequest> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_volumes, 2);
+
+/**
+ * @generated from message boxd.v1.ListVolumeDirResponse
+ */
+export type ListVolumeDirResponse = Message<"boxd.v1.ListVolumeDirResponse"> & {
+  /**
+   * path: relative to the directory
+   *
+   * @generated from field: repeated boxd.v1.FileInfo entries = 1;
+   */
+  entries: FileInfo[];
+
+  /**
+   * @generated from field: bool truncated = 2;
+   */
+  truncated: boolean;
+};
+
+/**
+ * Describes the message boxd.v1.ListVolumeDirResponse.
+ * Use `create(ListVolumeDirResponseSchema)` to create a new message.
+ */
+export const ListVolumeDirResponseSchema: GenMessage<ListVolumeDirResponse> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_volumes, 3);
+
+/**
+ * @generated from message boxd.v1.ReadVolumeFileRequest
+ */
+export type ReadVolumeFileRequest = Message<"boxd.v1.ReadVolumeFileRequest"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * @generated from field: string path = 2;
+   */
+  path: string;
+};
+
+/**
+ * Describes the message boxd.v1.ReadVolumeFileRequest.
+ * Use `create(ReadVolumeFileRequestSchema)` to create a new message.
+ */
+export const ReadVolumeFileRequestSchema: GenMessage<ReadVolumeFileRequest> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_volumes, 4);
+
+/**
+ * @generated from message boxd.v1.ReadVolumeFileResponse
+ */
+export type ReadVolumeFileResponse = Message<"boxd.v1.ReadVolumeFileResponse"> & {
+  /**
+   * first message only
+   *
+   * @generated from field: boxd.v1.FileInfo info = 1;
+   */
+  info?: FileInfo | undefined;
+
+  /**
+   * @generated from field: bytes data = 2;
+   */
+  data: Uint8Array;
+};
+
+/**
+ * Describes the message boxd.v1.ReadVolumeFileResponse.
+ * Use `create(ReadVolumeFileResponseSchema)` to create a new message.
+ */
+export const ReadVolumeFileResponseSchema: GenMessage<ReadVolumeFileResponse> = /*@__PURE__*/
+  messageDesc(file_boxd_v1_volumes, 5);
 
 /**
  * @generated from message boxd.v1.CopyIntoVolumeRequest
@@ -43,7 +182,7 @@ export type CopyIntoVolumeRequest = Message<"boxd.v1.CopyIntoVolumeRequest"> & {
  * Use `create(CopyIntoVolumeRequestSchema)` to create a new message.
  */
 export const CopyIntoVolumeRequestSchema: GenMessage<CopyIntoVolumeRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_volumes, 0);
+  messageDesc(file_boxd_v1_volumes, 6);
 
 /**
  * @generated from message boxd.v1.CopyIntoVolumeResponse
@@ -56,7 +195,7 @@ export type CopyIntoVolumeResponse = Message<"boxd.v1.CopyIntoVolumeResponse"> &
  * Use `create(CopyIntoVolumeResponseSchema)` to create a new message.
  */
 export const CopyIntoVolumeResponseSchema: GenMessage<CopyIntoVolumeResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_volumes, 1);
+  messageDesc(file_boxd_v1_volumes, 7);
 
 /**
  * @generated from message boxd.v1.CopyFromVolumeRequest
@@ -82,7 +221,7 @@ export type CopyFromVolumeRequest = Message<"boxd.v1.CopyFromVolumeRequest"> & {
  * Use `create(CopyFromVolumeRequestSchema)` to create a new message.
  */
 export const CopyFromVolumeRequestSchema: GenMessage<CopyFromVolumeRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_volumes, 2);
+  messageDesc(file_boxd_v1_volumes, 8);
 
 /**
  * @generated from message boxd.v1.CopyFromVolumeResponse
@@ -99,7 +238,7 @@ export type CopyFromVolumeResponse = Message<"boxd.v1.CopyFromVolumeResponse"> &
  * Use `create(CopyFromVolumeResponseSchema)` to create a new message.
  */
 export const CopyFromVolumeResponseSchema: GenMessage<CopyFromVolumeResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_volumes, 3);
+  messageDesc(file_boxd_v1_volumes, 9);
 
 /**
  * @generated from message boxd.v1.CreateVolumeRequest
@@ -148,7 +287,7 @@ export type CreateVolumeRequest = Message<"boxd.v1.CreateVolumeRequest"> & {
  * Use `create(CreateVolumeRequestSchema)` to create a new message.
  */
 export const CreateVolumeRequestSchema: GenMessage<CreateVolumeRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_volumes, 4);
+  messageDesc(file_boxd_v1_volumes, 10);
 
 /**
  * @generated from message boxd.v1.CreateVolumeResponse
@@ -165,7 +304,7 @@ export type CreateVolumeResponse = Message<"boxd.v1.CreateVolumeResponse"> & {
  * Use `create(CreateVolumeResponseSchema)` to create a new message.
  */
 export const CreateVolumeResponseSchema: GenMessage<CreateVolumeResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_volumes, 5);
+  messageDesc(file_boxd_v1_volumes, 11);
 
 /**
  * @generated from message boxd.v1.ListVolumesRequest
@@ -178,7 +317,7 @@ export type ListVolumesRequest = Message<"boxd.v1.ListVolumesRequest"> & {
  * Use `create(ListVolumesRequestSchema)` to create a new message.
  */
 export const ListVolumesRequestSchema: GenMessage<ListVolumesRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_volumes, 6);
+  messageDesc(file_boxd_v1_volumes, 12);
 
 /**
  * @generated from message boxd.v1.ListVolumesResponse
@@ -195,7 +334,7 @@ export type ListVolumesResponse = Message<"boxd.v1.ListVolumesResponse"> & {
  * Use `create(ListVolumesResponseSchema)` to create a new message.
  */
 export const ListVolumesResponseSchema: GenMessage<ListVolumesResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_volumes, 7);
+  messageDesc(file_boxd_v1_volumes, 13);
 
 /**
  * @generated from message boxd.v1.GetVolumeRequest
@@ -212,7 +351,7 @@ export type GetVolumeRequest = Message<"boxd.v1.GetVolumeRequest"> & {
  * Use `create(GetVolumeRequestSchema)` to create a new message.
  */
 export const GetVolumeRequestSchema: GenMessage<GetVolumeRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_volumes, 8);
+  messageDesc(file_boxd_v1_volumes, 14);
 
 /**
  * @generated from message boxd.v1.GetVolumeResponse
@@ -229,7 +368,7 @@ export type GetVolumeResponse = Message<"boxd.v1.GetVolumeResponse"> & {
  * Use `create(GetVolumeResponseSchema)` to create a new message.
  */
 export const GetVolumeResponseSchema: GenMessage<GetVolumeResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_volumes, 9);
+  messageDesc(file_boxd_v1_volumes, 15);
 
 /**
  * @generated from message boxd.v1.RemoveVolumeRequest
@@ -255,7 +394,7 @@ export type RemoveVolumeRequest = Message<"boxd.v1.RemoveVolumeRequest"> & {
  * Use `create(RemoveVolumeRequestSchema)` to create a new message.
  */
 export const RemoveVolumeRequestSchema: GenMessage<RemoveVolumeRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_volumes, 10);
+  messageDesc(file_boxd_v1_volumes, 16);
 
 /**
  * @generated from message boxd.v1.RemoveVolumeResponse
@@ -268,7 +407,7 @@ export type RemoveVolumeResponse = Message<"boxd.v1.RemoveVolumeResponse"> & {
  * Use `create(RemoveVolumeResponseSchema)` to create a new message.
  */
 export const RemoveVolumeResponseSchema: GenMessage<RemoveVolumeResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_volumes, 11);
+  messageDesc(file_boxd_v1_volumes, 17);
 
 /**
  * @generated from message boxd.v1.SnapshotVolumeRequest
@@ -294,7 +433,7 @@ export type SnapshotVolumeRequest = Message<"boxd.v1.SnapshotVolumeRequest"> & {
  * Use `create(SnapshotVolumeRequestSchema)` to create a new message.
  */
 export const SnapshotVolumeRequestSchema: GenMessage<SnapshotVolumeRequest> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_volumes, 12);
+  messageDesc(file_boxd_v1_volumes, 18);
 
 /**
  * @generated from message boxd.v1.SnapshotVolumeResponse
@@ -311,7 +450,7 @@ export type SnapshotVolumeResponse = Message<"boxd.v1.SnapshotVolumeResponse"> &
  * Use `create(SnapshotVolumeResponseSchema)` to create a new message.
  */
 export const SnapshotVolumeResponseSchema: GenMessage<SnapshotVolumeResponse> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_volumes, 13);
+  messageDesc(file_boxd_v1_volumes, 19);
 
 /**
  * @generated from message boxd.v1.Volume
@@ -383,7 +522,7 @@ export type Volume = Message<"boxd.v1.Volume"> & {
  * Use `create(VolumeSchema)` to create a new message.
  */
 export const VolumeSchema: GenMessage<Volume> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_volumes, 14);
+  messageDesc(file_boxd_v1_volumes, 20);
 
 /**
  * VolumeMount is one sandbox's mount of a volume: in Volume.mounts (by
@@ -427,7 +566,7 @@ export type VolumeMount = Message<"boxd.v1.VolumeMount"> & {
  * Use `create(VolumeMountSchema)` to create a new message.
  */
 export const VolumeMountSchema: GenMessage<VolumeMount> = /*@__PURE__*/
-  messageDesc(file_boxd_v1_volumes, 15);
+  messageDesc(file_boxd_v1_volumes, 21);
 
 /**
  * VolumeService manages named volumes: filesystems of a fixed size that
@@ -528,6 +667,44 @@ export const VolumeService: GenService<{
     methodKind: "server_streaming";
     input: typeof CopyFromVolumeRequestSchema;
     output: typeof CopyFromVolumeResponseSchema;
+  },
+  /**
+   * StatVolumePath describes one path in a volume no sandbox mounts
+   * read-write, as CopyFromVolume reads it: resolved beneath the volume's
+   * root without following any symlink (a final symlink is described,
+   * not followed). Owners are as the sandboxes that mount the volume see
+   * them (the volume's root is 0). Errors: not_found (the volume or the
+   * path), failed_precondition (a sandbox mounts it read-write),
+   * invalid_argument (path, or a symlink in the way).
+   *
+   * @generated from rpc boxd.v1.VolumeService.StatVolumePath
+   */
+  statVolumePath: {
+    methodKind: "unary";
+    input: typeof StatVolumePathRequestSchema;
+    output: typeof StatVolumePathResponseSchema;
+  },
+  /**
+   * ListVolumeDir lists one directory of such a volume: its entries
+   * sorted by name, at most 10,000 (truncated says more were left out).
+   *
+   * @generated from rpc boxd.v1.VolumeService.ListVolumeDir
+   */
+  listVolumeDir: {
+    methodKind: "unary";
+    input: typeof ListVolumeDirRequestSchema;
+    output: typeof ListVolumeDirResponseSchema;
+  },
+  /**
+   * ReadVolumeFile streams a regular file of such a volume (a symlink,
+   * a directory or a device is invalid_argument naming path).
+   *
+   * @generated from rpc boxd.v1.VolumeService.ReadVolumeFile
+   */
+  readVolumeFile: {
+    methodKind: "server_streaming";
+    input: typeof ReadVolumeFileRequestSchema;
+    output: typeof ReadVolumeFileResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_boxd_v1_volumes, 0);
