@@ -30,6 +30,10 @@ type ForkOptions struct {
 	// created shared).
 	CloneVolumes bool
 	ShareVolumes bool
+	// WithProcesses forks the running processes and their memory too,
+	// from a checkpoint of the source (gVisor; see docs/checkpoint.md:
+	// refused with failed_precondition where the runtime cannot).
+	WithProcesses bool
 }
 
 // request is o as the API's ForkSandboxRequest of sandbox id.
@@ -37,6 +41,7 @@ func (o ForkOptions) request(id string) *boxdv1.ForkSandboxRequest {
 	req := &boxdv1.ForkSandboxRequest{
 		SandboxId: id, Count: uint32(max(o.Count, 0)), Names: o.Names, Env: o.Env, Workdir: o.Workdir,
 		Labels: o.Labels, Ttl: duration(o.TTL), CloneVolumes: o.CloneVolumes, ShareVolumes: o.ShareVolumes,
+		WithProcesses: o.WithProcesses,
 	}
 	if o.Memory != "" || o.CPUs != 0 || o.PIDs != 0 {
 		req.Limits = &boxdv1.Limits{Memory: o.Memory, Cpus: o.CPUs, Pids: o.PIDs}

@@ -304,10 +304,10 @@ class Sandbox:
                    cpus: Optional[float] = None, pids: Optional[int] = None, env: Env = None,
                    workdir: Optional[str] = None, labels: Optional[Mapping[str, str]] = None,
                    ttl: Union[float, str, None] = None, clone_volumes: bool = False,
-                   share_volumes: bool = False, request_timeout: Optional[float] = None) -> List["Sandbox"]:
+                   share_volumes: bool = False, with_processes: bool = False, request_timeout: Optional[float] = None) -> List["Sandbox"]:
         req = fork_request(self.id, count, names=names, memory=memory, cpus=cpus, pids=pids, env=env,
                            workdir=workdir, labels=labels, ttl=ttl, clone_volumes=clone_volumes,
-                           share_volumes=share_volumes)
+                           share_volumes=share_volumes, with_processes=with_processes)
         r = await self._client.unary(self._client.sandbox.ForkSandbox, req, request_timeout)
         return [Sandbox(SandboxInfo._from(x), self._client) for x in r.sandboxes]
 

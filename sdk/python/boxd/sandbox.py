@@ -208,16 +208,18 @@ class Sandbox:
              cpus: Optional[float] = None, pids: Optional[int] = None, env: Env = None,
              workdir: Optional[str] = None, labels: Optional[Mapping[str, str]] = None,
              ttl: Union[float, str, None] = None, clone_volumes: bool = False, share_volumes: bool = False,
-             request_timeout: Optional[float] = None) -> List["Sandbox"]:
+             with_processes: bool = False, request_timeout: Optional[float] = None) -> List["Sandbox"]:
         """Makes count new sandboxes (default one per name, or 1) whose files
         start as a copy of this one's; each runs a fresh init. Unset fields
         keep this sandbox's values. This sandbox's volumes are mounted
         read-only in the forks, unless clone_volumes (each fork gets a clone
         of each, a new volume named VOLUME-FORKID, charged to the caller) or
-        share_volumes (mounted as here; only volumes created shared)."""
+        share_volumes (mounted as here; only volumes created shared).
+        with_processes: fork the running processes and memory too, from a
+        checkpoint (see docs/checkpoint.md; refused where the runtime cannot)."""
         req = fork_request(self.id, count, names=names, memory=memory, cpus=cpus, pids=pids, env=env,
                            workdir=workdir, labels=labels, ttl=ttl, clone_volumes=clone_volumes,
-                           share_volumes=share_volumes)
+                           share_volumes=share_volumes, with_processes=with_processes)
         r = self._client.unary(self._client.sandbox.ForkSandbox, req, request_timeout)
         return [Sandbox(SandboxInfo._from(x), self._client) for x in r.sandboxes]
 
@@ -493,11 +495,11 @@ def create_request(image: Optional[str], *, memory: Union[str, int, None], cpus:
 def fork_request(sandbox_id: str, count: int, *, names: Sequence[str], memory: Union[str, int, None],
                  cpus: Optional[float], pids: Optional[int], env: Env, workdir: Optional[str],
                  labels: Optional[Mapping[str, str]], ttl: Union[float, str, None], clone_volumes: bool = False,
-                 share_volumes: bool = False) -> boxd_pb2.ForkSandboxRequest:
+                 share_volumes: bool = False, with_processes: bool = False) -> boxd_pb2.ForkSandboxRequest:
     return boxd_pb2.ForkSandboxRequest(sandbox_id=sandbox_id, count=count, names=[*names],
                                        limits=_limits(memory, cpus, pids), env=env_list(env), workdir=workdir or "",
                                        labels=dict(labels or {}), ttl=duration(ttl), clone_volumes=clone_volumes,
-                                       share_volumes=share_volumes)
+                                       share_volumes=share_volumes, with_processes=with_processes)
 
 
 _COPY_DATA = boxd_pb2.CopyInRequest.DESCRIPTOR.fields_by_name["data"].number

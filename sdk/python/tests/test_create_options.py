@@ -116,6 +116,7 @@ class ForkOptionsTest(unittest.TestCase):
                 for n in names:
                     self.assertIn(n, params, f"{fork.__qualname__} has no {n} ({fd.name})")
         req = fork_request("sb", 0, names=(), memory=None, cpus=None, pids=None, env=None, workdir=None,
-                           labels=None, ttl=None, clone_volumes=True, share_volumes=True)
+                           labels=None, ttl=None, clone_volumes=True, share_volumes=True, with_processes=True)
         self.assertTrue(req.clone_volumes)
         self.assertTrue(req.share_volumes)
+        self.assertTrue(req.with_processes)

@@ -240,6 +240,8 @@ export interface ForkOptions extends CallOpts {
   cloneVolumes?: boolean;
   /** Mount the source's volumes as it does (only volumes created shared); default: read-only. */
   shareVolumes?: boolean;
+  /** Fork the running processes and memory too, from a checkpoint (docs/checkpoint.md; refused where the runtime cannot). */
+  withProcesses?: boolean;
 }
 
 /**
@@ -258,6 +260,7 @@ export function forkRequest(id: string, o: ForkOptions) {
     ttl: duration(o.ttl),
     cloneVolumes: o.cloneVolumes ?? false,
     shareVolumes: o.shareVolumes ?? false,
+    withProcesses: o.withProcesses ?? false,
   });
 }
 

@@ -31,11 +31,11 @@ describe("create options", () => {
   test("fork options set their fields", () => {
     const r = forkRequest("sb", {
       count: 2, names: ["a", "b"], memory: "128m", cpus: 0.5, pids: 7, env: { A: "1" }, workdir: "/w", labels: { k: "v" },
-      ttl: "1h", cloneVolumes: true, shareVolumes: true,
+      ttl: "1h", cloneVolumes: true, shareVolumes: true, withProcesses: true,
     });
     assert.deepEqual(
-      [r.sandboxId, r.count, r.names, r.limits?.memory, r.limits?.cpus, r.limits?.pids, r.env, r.workdir, r.labels, r.ttl, r.cloneVolumes, r.shareVolumes],
-      ["sb", 2, ["a", "b"], "128m", 0.5, 7n, ["A=1"], "/w", { k: "v" }, "1h", true, true],
+      [r.sandboxId, r.count, r.names, r.limits?.memory, r.limits?.cpus, r.limits?.pids, r.env, r.workdir, r.labels, r.ttl, r.cloneVolumes, r.shareVolumes, r.withProcesses],
+      ["sb", 2, ["a", "b"], "128m", 0.5, 7n, ["A=1"], "/w", { k: "v" }, "1h", true, true, true],
     );
   });
 
