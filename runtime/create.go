@@ -38,6 +38,9 @@ func (m *Manager) Create(ctx context.Context, req CreateRequest) (*Sandbox, erro
 	if err := checkPublish(ctx, r.publish); err != nil {
 		return nil, err
 	}
+	if err := m.resolveSecrets(req.Secrets, &r); err != nil {
+		return nil, err
+	}
 	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
 	img, err := m.cfg.Images.Get(ctx, r.image)
 	if err != nil {

@@ -93,12 +93,6 @@ func NewFrameReader(r io.Reader) *FrameReader {
 	return &FrameReader{r: bufio.NewReaderSize(r, 4096)}
 }
 
-// NewFrameReaderSize is NewFrameReader with a buffer of size bytes, for a
-// stream of many small frames.
-func NewFrameReaderSize(r io.Reader, size int) *FrameReader {
-	return &FrameReader{r: bufio.NewReaderSize(r, size)}
-}
-
 // Reset makes fr read from r, dropping anything buffered.
 func (fr *FrameReader) Reset(r io.Reader) { fr.r.Reset(r) }
 
