@@ -134,16 +134,20 @@ func resolver(ctx context.Context, cc *cli.Context) (*gateway.KubeResolver, erro
 	if err != nil {
 		return nil, err
 	}
+	// Informers asked for before the cache starts start with it; a List
+	// before Start fails (the cache is not started), so wait for the sync.
+	for _, o := range []client.Object{&fleetv1.Sandbox{}, &fleetv1.BoxdNode{}} {
+		if _, err := c.GetInformer(ctx, o); err != nil {
+			return nil, fmt.Errorf("watch the API server: %w", err)
+		}
+	}
 	go func() {
 		if err := c.Start(ctx); err != nil {
 			logger.Printf("cache: %v", err)
 		}
 	}()
-	// Informers start on first use: ask for both kinds now.
-	for _, l := range []client.ObjectList{&fleetv1.SandboxList{}, &fleetv1.BoxdNodeList{}} {
-		if err := c.List(ctx, l); err != nil {
-			return nil, fmt.Errorf("list from the API server: %w", err)
-		}
+	if !c.WaitForCacheSync(ctx) {
+		return nil, errors.New("the Sandbox and BoxdNode caches did not sync with the API server")
 	}
 	return &gateway.KubeResolver{Cache: c, Direct: direct}, nil
 }
