@@ -286,20 +286,6 @@ func (c *Client) Ping(ctx context.Context) error {
 	return fmt.Errorf("ping: %w", ctxErr(ctx, err))
 }
 
-// Stat describes path inside the sandbox without following a final symlink.
-func (c *Client) Stat(ctx context.Context, path string) (wire.FileInfo, error) {
-	var fi wire.FileInfo
-	cn, err := c.open(ctx, wire.Request{Op: wire.OpStat, Path: path})
-	if err != nil {
-		return fi, fmt.Errorf("stat %q: %w", path, err)
-	}
-	defer cn.close()
-	if err := cn.readReply(wire.FrameResult, &fi); err != nil {
-		return wire.FileInfo{}, fmt.Errorf("stat %q: %w", path, ctxErr(ctx, err))
-	}
-	return fi, nil
-}
-
 // CopyIn extracts tarStream into the sandbox with docker cp semantics: into
 // dest if it is a directory, else as dest (the single top-level entry of the
 // tar renamed to base(dest)) in dest's parent, which must exist.

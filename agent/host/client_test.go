@@ -125,7 +125,7 @@ func TestClientDistrustsInit(t *testing.T) {
 	})
 	t.Run("error codes", func(t *testing.T) {
 		c := fakeInit(t, encodeFrame(wire.FrameError, []byte(`{"message":"gone","code":"not-found"}`)))
-		if _, err := c.Stat(testCtx(t), "/x"); !errdefs.IsNotFound(err) || !strings.Contains(err.Error(), "gone") {
+		if _, err := c.StatFile(testCtx(t), wire.FileStatArgs{Path: "/x"}); !errdefs.IsNotFound(err) || !strings.Contains(err.Error(), "gone") {
 			t.Fatalf("stat: %v", err)
 		}
 	})

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/boxd-dev/boxd/agent/wire"
 	"github.com/boxd-dev/boxd/internal/safetar"
 	"github.com/containerd/errdefs"
 )
@@ -166,27 +167,29 @@ func TestCopyInHostileTarRejected(t *testing.T) {
 	})
 }
 
-func TestStat(t *testing.T) {
+// TestStatFile: file-stat describes a file, a symlink (not followed), a
+// directory, and refuses a missing or empty path with the right codes.
+func TestStatFile(t *testing.T) {
 	forEachTarget(t, func(t *testing.T, tg *target) {
 		ctx := testCtx(t)
 		os.WriteFile(filepath.Join(tg.workdir, "f"), []byte("12345"), 0o640)
 		os.Symlink("f", filepath.Join(tg.workdir, "l"))
-		fi, err := tg.client.Stat(ctx, "f")
-		if err != nil || fi.Name != "f" || fi.Size != 5 || fi.Mode != 0o640 || fi.IsDir || fi.Mtime.IsZero() {
+		fi, err := tg.client.StatFile(ctx, wire.FileStatArgs{Path: "f"})
+		if err != nil || fi.Name != "f" || fi.Size != 5 || fi.FileMode() != 0o640 || fi.Type != wire.FileTypeRegular || fi.Mtime.IsZero() {
 			t.Fatalf("stat f: %+v %v", fi, err)
 		}
-		fi, err = tg.client.Stat(ctx, filepath.Join(tg.workdir, "l"))
-		if err != nil || fi.Mode&fs.ModeSymlink == 0 || fi.LinkTarget != "f" {
+		fi, err = tg.client.StatFile(ctx, wire.FileStatArgs{Path: filepath.Join(tg.workdir, "l")})
+		if err != nil || fi.FileMode()&fs.ModeSymlink == 0 || fi.LinkTarget != "f" {
 			t.Fatalf("stat l: %+v %v", fi, err)
 		}
-		fi, err = tg.client.Stat(ctx, tg.workdir)
-		if err != nil || !fi.IsDir {
+		fi, err = tg.client.StatFile(ctx, wire.FileStatArgs{Path: tg.workdir})
+		if err != nil || fi.Type != wire.FileTypeDir {
 			t.Fatalf("stat dir: %+v %v", fi, err)
 		}
-		if _, err := tg.client.Stat(ctx, "missing"); !errdefs.IsNotFound(err) {
+		if _, err := tg.client.StatFile(ctx, wire.FileStatArgs{Path: "missing"}); !errdefs.IsNotFound(err) {
 			t.Fatalf("stat missing: %v", err)
 		}
-		if _, err := tg.client.Stat(ctx, ""); !errdefs.IsInvalidArgument(err) {
+		if _, err := tg.client.StatFile(ctx, wire.FileStatArgs{Path: ""}); !errdefs.IsInvalidArgument(err) {
 			t.Fatalf("stat empty: %v", err)
 		}
 	})

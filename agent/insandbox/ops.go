@@ -19,7 +19,6 @@ type opHandler func(s *Server, conn net.Conn, fr *wire.FrameReader, fw *wire.Fra
 var ops = map[string]opHandler{
 	wire.OpPing:    (*Server).ping,
 	wire.OpExec:    (*Server).execOp,
-	wire.OpStat:    served((*Server).statOp),
 	wire.OpCopyIn:  served((*Server).copyIn),
 	wire.OpCopyOut: served((*Server).copyOut),
 
@@ -89,8 +88,4 @@ func (s *Server) execOp(conn net.Conn, fr *wire.FrameReader, fw *wire.FrameWrite
 		return false
 	}
 	return s.exec(conn, fr, fw, req.Exec, req.Keep && wire.Keepable(req))
-}
-
-func (s *Server) statOp(_ net.Conn, _ *wire.FrameReader, fw *wire.FrameWriter, req *wire.Request) {
-	s.stat(fw, req.Path)
 }

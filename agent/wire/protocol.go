@@ -46,14 +46,14 @@ const (
 	OpPing    = "ping"
 	OpCopyIn  = "copy-in"
 	OpCopyOut = "copy-out"
-	OpStat    = "stat"
+	OpStat    = "stat" // retired: a stat is file-stat's (see Retired)
 )
 
 // Ops names every operation, in every file of this package: the init's op
 // table (agent/insandbox/ops.go) serves exactly these. A name never changes
 // meaning: a boxd drives the inits of sandboxes an older boxd created.
 var Ops = []string{
-	OpPing, OpExec, OpStat, OpCopyIn, OpCopyOut,
+	OpPing, OpExec, OpCopyIn, OpCopyOut,
 	OpProcessExec, OpProcessStart, OpProcessAttach, OpProcessList, OpProcessWait, OpProcessSignal,
 	OpSessionCreate, OpSessionList, OpSessionRemove, OpSessionExec,
 	OpFileWrite, OpFileRead, OpFileStat, OpFileList, OpFileMkdir, OpFileRemove, OpFileRename, OpFileChmod,
@@ -64,13 +64,13 @@ var Ops = []string{
 
 // Retired names operations no init serves any more. A name is never given
 // another meaning, so these stay reserved: an init answers them as unknown.
-var Retired = []string{OpFileUpload, OpFileDownload}
+var Retired = []string{OpFileUpload, OpFileDownload, OpStat}
 
 // Request is the JSON payload of the first frame of every connection.
 type Request struct {
 	Op   string       `json:"op"`
 	Exec *ExecRequest `json:"exec,omitempty"` // for OpExec
-	Path string       `json:"path,omitempty"` // copy-in destination, copy-out source, stat target; BatchPath for a batch
+	Path string       `json:"path,omitempty"` // copy-in destination, copy-out source; BatchPath for a batch
 	// Args carries the parameters of the ops beyond the core five, each
 	// decoding its own type.
 	Args json.RawMessage `json:"args,omitempty"`
@@ -98,16 +98,6 @@ func Keepable(req *Request) bool {
 		return req.Exec != nil && !req.Exec.StdinStream && len(req.Exec.Stdin) == 0
 	}
 	return false
-}
-
-// FileInfo is what OpStat returns, from Lstat inside the sandbox.
-type FileInfo struct {
-	Name       string      `json:"name"`
-	Size       int64       `json:"size"`
-	Mode       fs.FileMode `json:"mode"`
-	IsDir      bool        `json:"is_dir"`
-	Mtime      time.Time   `json:"mtime"`
-	LinkTarget string      `json:"link_target,omitempty"`
 }
 
 // Error codes carried in error frames. The client maps them onto errdefs so
