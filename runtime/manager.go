@@ -120,6 +120,8 @@ type Manager struct {
 	pool pool
 	// counters since start, for the metrics endpoint (Counts).
 	counters counters
+	// lastSnapshotSweep: the reconcile pass's last sweepOrphanSnapshots.
+	lastSnapshotSweep time.Time
 
 	// Network: the published ports' listeners.
 	ports *ports.Publisher

@@ -29,6 +29,7 @@ func (m *Manager) ReconcileOnce(ctx context.Context) (expired, restarted int, _ 
 	ctx = namespaces.WithNamespace(ctx, m.cfg.Namespace)
 	m.pruneInventory(ctx)
 	m.retryDeletes(ctx)
+	m.sweepOrphanSnapshots(ctx)
 	m.collectNetworks(ctx)
 	defer m.relistenAll(ctx)
 	ctrs, err := m.cfg.Client.Containers(ctx, fmt.Sprintf(`labels."%s"==true`, LabelManaged))
