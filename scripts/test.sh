@@ -7,7 +7,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
-go test -count=1 -timeout 20m -v ./... 2>&1 | tee "$log" || status=$?
+# The e2e package alone runs about 19 minutes on 2 cores.
+go test -count=1 -timeout 35m -v ./... 2>&1 | tee "$log" || status=$?
 # bench/ is a module of its own (its plotting stays out of boxd's graph);
 # so is rpc/apiwire. The Go SDK (sdk/go/boxd), a module too, needs a
 # daemon: e2e TestSDKGo runs its tests against the test boxd.
