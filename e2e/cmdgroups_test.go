@@ -252,12 +252,13 @@ func TestExecNoCgroupLeak(t *testing.T) {
 	if _, all := countCmdGroupsAll(t, id); all > 4 {
 		t.Errorf("%d empty command cgroups kept after 200 execs, want at most 4", all)
 	}
-	// A leftover's cgroup goes once the leftover is gone.
-	sh(t, id, "sleep 1 > /dev/null 2>&1 &")
+	// A leftover's cgroup goes once the leftover is gone. It lives 4 s:
+	// with 1 s, a loaded machine could end it before the first count.
+	sh(t, id, "sleep 4 > /dev/null 2>&1 &")
 	if n := cmdGroupCount(t, id, 1); n != 1 {
 		t.Errorf("%d command cgroups while a leftover runs, want 1 (its own)", n)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(4500 * time.Millisecond)
 	sh(t, id, "true")
 	if n := cmdGroupCount(t, id, 0); n != 0 {
 		t.Errorf("%d command cgroups left after their leftovers ended", n)
